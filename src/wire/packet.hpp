@@ -1,0 +1,225 @@
+// wire/packet.hpp — InfiniBand packet headers as IBA chapter 9 lays them out: LRH (7.7), GRH
+// (8.3), BTH (9.2), and the extended transport headers RDETH-less RC/UD set (9.3): RETH, AETH,
+// AtomicETH, AtomicAckETH, DETH, ImmDt, IETH. Plus the opcode table (9.2.1, Table 35).
+//
+// Header structs are host-order values; encode/parse convert to and from big-endian wire bytes.
+// Parsing is bounds-checked and returns a typed error; it never reads outside its input.
+// See FORMAT.md beside this file for the field-to-section map. Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include <weft/types.hpp>
+
+namespace weft::wire {
+
+// ---- Opcodes (IBA 9.2.1, Table 35): the top 3 bits are the transport, the low 5 the operation.
+enum class Opcode : std::uint8_t {
+  // Reliable Connection (000)
+  kRcSendFirst = 0x00,
+  kRcSendMiddle = 0x01,
+  kRcSendLast = 0x02,
+  kRcSendLastImm = 0x03,
+  kRcSendOnly = 0x04,
+  kRcSendOnlyImm = 0x05,
+  kRcWriteFirst = 0x06,
+  kRcWriteMiddle = 0x07,
+  kRcWriteLast = 0x08,
+  kRcWriteLastImm = 0x09,
+  kRcWriteOnly = 0x0A,
+  kRcWriteOnlyImm = 0x0B,
+  kRcReadRequest = 0x0C,
+  kRcReadResponseFirst = 0x0D,
+  kRcReadResponseMiddle = 0x0E,
+  kRcReadResponseLast = 0x0F,
+  kRcReadResponseOnly = 0x10,
+  kRcAcknowledge = 0x11,
+  kRcAtomicAcknowledge = 0x12,
+  kRcCompareSwap = 0x13,
+  kRcFetchAdd = 0x14,
+  kRcSendLastInv = 0x16,
+  kRcSendOnlyInv = 0x17,
+  // Unreliable Datagram (011)
+  kUdSendOnly = 0x64,
+  kUdSendOnlyImm = 0x65,
+};
+std::string_view to_string(Opcode op);
+
+// Which extension headers follow the BTH, as bits (rxe's "header mask" idea).
+enum HeaderMask : std::uint16_t {
+  kHasReth = 1u << 0,
+  kHasAeth = 1u << 1,
+  kHasAtomicEth = 1u << 2,
+  kHasAtomicAckEth = 1u << 3,
+  kHasDeth = 1u << 4,
+  kHasImm = 1u << 5,
+  kHasIeth = 1u << 6,
+  kHasPayload = 1u << 7,   // may carry payload (0 bytes allowed only where IBA allows)
+  kIsRequest = 1u << 8,    // requester -> responder
+  kIsResponse = 1u << 9,   // responder -> requester (ACK, read response, atomic ACK)
+  kIsFirst = 1u << 10,
+  kIsMiddle = 1u << 11,
+  kIsLast = 1u << 12,      // "last" or "only"
+  kIsOnly = 1u << 13,
+  kIsSend = 1u << 14,
+  kIsWrite = 1u << 15,
+};
+
+struct OpcodeInfo {
+  Opcode opcode;
+  std::string_view name;        // "RC SEND_FIRST" ...
+  std::uint16_t mask;           // HeaderMask bits
+  std::uint8_t ext_bytes;       // bytes of extension headers after the BTH
+  bool valid;                   // false for reserved opcodes
+};
+// The table entry for any byte value; reserved values have valid == false.
+const OpcodeInfo& opcode_info(std::uint8_t opcode);
+inline const OpcodeInfo& opcode_info(Opcode op) { return opcode_info(static_cast<std::uint8_t>(op)); }
+
+// ---- Headers (host order) ------------------------------------------------------------------
+inline constexpr std::size_t kLrhBytes = 8, kGrhBytes = 40, kBthBytes = 12, kRethBytes = 16,
+                             kAethBytes = 4, kAtomicEthBytes = 28, kAtomicAckEthBytes = 8,
+                             kDethBytes = 8, kImmBytes = 4, kIethBytes = 4, kIcrcBytes = 4,
+                             kVcrcBytes = 2;
+
+// LRH.LNH (IBA 7.7.2): what follows the LRH.
+enum class Lnh : std::uint8_t { kRaw = 0, kIpNonIba = 1, kIbaLocal = 2, kIbaGlobal = 3 };
+
+struct Lrh {  // IBA 7.7
+  std::uint8_t vl = 0;          // 4 bits
+  std::uint8_t lver = 0;        // 4 bits, must be 0
+  std::uint8_t sl = 0;          // 4 bits
+  Lnh lnh = Lnh::kIbaLocal;     // 2 bits
+  std::uint16_t dlid = 0;
+  std::uint16_t pkt_len = 0;    // 11 bits, in 4-byte words, LRH..ICRC inclusive (not VCRC)
+  std::uint16_t slid = 0;
+};
+
+struct Grh {  // IBA 8.3
+  std::uint8_t ipver = 6;       // 4 bits
+  std::uint8_t tclass = 0;
+  std::uint32_t flow_label = 0; // 20 bits
+  std::uint16_t pay_len = 0;    // bytes after the GRH up to and including the ICRC
+  std::uint8_t next_hdr = 0x1B; // IBA transport
+  std::uint8_t hop_limit = 64;
+  std::uint8_t sgid[16]{};
+  std::uint8_t dgid[16]{};
+};
+
+struct Bth {  // IBA 9.2
+  Opcode opcode = Opcode::kRcSendOnly;
+  bool se = false;              // solicited event
+  bool mig_req = false;
+  std::uint8_t pad_cnt = 0;     // 2 bits
+  std::uint8_t tver = 0;        // 4 bits, must be 0
+  std::uint16_t pkey = 0xFFFF;
+  bool fecn = false, becn = false;
+  std::uint32_t dest_qp = 0;    // 24 bits
+  bool ack_req = false;
+  std::uint32_t psn = 0;        // 24 bits
+};
+
+struct Reth { std::uint64_t va = 0; std::uint32_t rkey = 0; std::uint32_t dma_len = 0; };  // 9.3.3
+struct Aeth { std::uint8_t syndrome = 0; std::uint32_t msn = 0; };  // 9.3.5, msn 24 bits
+struct AtomicEth {  // 9.3.4
+  std::uint64_t va = 0; std::uint32_t rkey = 0; std::uint64_t swap_add = 0;
+  std::uint64_t compare = 0;
+};
+struct AtomicAckEth { std::uint64_t orig = 0; };              // 9.3.6
+struct Deth { std::uint32_t qkey = 0; std::uint32_t src_qp = 0; };  // 9.3.2, src_qp 24 bits
+struct Ieth { std::uint32_t rkey = 0; };                      // 9.3.7
+
+// AETH syndrome (IBA 9.7.5.2.1, Table 42): bits 6:5 say ACK / RNR NAK / NAK, bits 4:0 the value.
+enum class AethKind : std::uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };
+enum class NakCode : std::uint8_t {
+  kPsnSequenceError = 0,
+  kInvalidRequest = 1,
+  kRemoteAccessError = 2,
+  kRemoteOperationalError = 3,
+  kInvalidRdRequest = 4,
+};
+inline constexpr std::uint8_t kCreditsInvalid = 31;  // AETH credit code "invalid" (9.7.7.2.6)
+constexpr std::uint8_t aeth_syndrome(AethKind kind, std::uint8_t value) {
+  return static_cast<std::uint8_t>((static_cast<unsigned>(kind) << 5) | (value & 0x1F));
+}
+constexpr AethKind aeth_kind(std::uint8_t syndrome) {
+  return static_cast<AethKind>((syndrome >> 5) & 3);
+}
+constexpr std::uint8_t aeth_value(std::uint8_t syndrome) { return syndrome & 0x1F; }
+
+// All headers of one packet. `mask` says which optional headers are present.
+struct Headers {
+  Lrh lrh{};
+  bool has_grh = false;
+  Grh grh{};
+  Bth bth{};
+  Reth reth{};
+  Aeth aeth{};
+  AtomicEth atomic_eth{};
+  AtomicAckEth atomic_ack_eth{};
+  Deth deth{};
+  std::uint32_t imm = 0;  // ImmDt, host order
+  Ieth ieth{};
+};
+
+// Bytes of LRH [+GRH] + BTH + extension headers for these headers' opcode.
+std::size_t header_bytes(const Headers& h);
+
+// Writes LRH..last extension header into out (which must hold header_bytes(h)) and returns the
+// count. Fields are written as given: the caller sets lrh.pkt_len, grh.pay_len and bth.pad_cnt
+// (fill_lengths does it).
+std::size_t encode_headers(const Headers& h, std::span<std::uint8_t> out);
+
+// Sets lrh.pkt_len, grh.pay_len (if a GRH) and bth.pad_cnt for a payload of this size.
+void fill_lengths(Headers& h, std::size_t payload_bytes);
+
+enum class WireError : std::uint8_t {
+  kTruncated,          // shorter than its headers say
+  kBadLinkVersion,     // LRH.LVer != 0
+  kBadLnh,             // LNH not IBA local/global
+  kBadGrh,             // IPVer != 6 or NxtHdr != 0x1B
+  kBadTransportVersion,// BTH.TVer != 0
+  kUnknownOpcode,      // reserved opcode
+  kBadLength,          // PktLen/PayLen disagree with the bytes, or payload illegal for opcode
+  kBadIcrc,
+  kBadVcrc,
+};
+std::string_view to_string(WireError e);
+
+struct ParsedPacket {
+  Headers h{};
+  std::size_t header_bytes = 0;
+  std::span<const std::uint8_t> payload{};  // without pad
+  std::uint32_t icrc = 0;  // as received
+  std::uint16_t vcrc = 0;  // as received
+};
+
+struct ParseOptions {
+  bool check_icrc = true;
+  bool check_vcrc = true;
+};
+
+// Parses a whole packet: LRH [GRH] BTH ext payload pad ICRC VCRC.
+Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
+                                             ParseOptions opts = {});
+// Parses headers only (for the by-reference path, where the payload travels separately):
+// `headers` holds exactly LRH..last extension header. Lengths are checked against payload_bytes.
+Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> headers,
+                                              std::size_t payload_bytes, std::uint8_t pad_bytes);
+
+// ---- CRCs (IBA 7.8) ----------------------------------------------------------------------
+// ICRC over LRH..payload+pad with the variant fields masked to ones (IBA 7.8.1): LRH VL,
+// GRH TClass/FlowLabel/HopLimit, BTH resv8a ("FECN/BECN/resv6a" bits). `headers` is LRH..ext,
+// `payload` includes the pad bytes. Reflected CRC-32 (ISA-L crc32_gzip_refl), seeded with the
+// 8-byte mask for local packets as the spec says.
+std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload);
+// VCRC: CRC-16 (polynomial 0x100B) over LRH..ICRC (IBA 7.8.2).
+std::uint16_t vcrc(std::span<const std::uint8_t> bytes_through_icrc);
+// Incremental forms, for gathers.
+std::uint16_t vcrc_update(std::uint16_t crc, std::span<const std::uint8_t> bytes);
+inline constexpr std::uint16_t kVcrcInit = 0xFFFF;
+
+}  // namespace weft::wire

@@ -1,0 +1,12 @@
+// tools/weft/commands.hpp — the weft CLI's subcommands. Each add_* registers one subcommand on
+// the app; its logic lives in a library (emu/harness, ...), never here. A subcommand that fails
+// throws CLI::RuntimeError(exit_code); CLI11_PARSE turns it into main's return value.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace weft::cli {
+void add_version(CLI::App& app);
+void add_demo(CLI::App& app);   // tools/weft/cmd_demo.cpp
+void add_check(CLI::App& app);  // tools/weft/cmd_check.cpp
+}  // namespace weft::cli
