@@ -193,8 +193,8 @@ struct ParsedPacket {
   Headers h{};
   std::size_t header_bytes = 0;
   std::span<const std::uint8_t> payload{};  // without pad
-  std::uint32_t icrc = 0;  // as received
-  std::uint16_t vcrc = 0;  // as received
+  std::uint32_t icrc = 0;  // as received (get_icrc of the wire bytes: compare with icrc())
+  std::uint16_t vcrc = 0;  // as received (get_vcrc of the wire bytes)
 };
 
 struct ParseOptions {
@@ -211,15 +211,41 @@ Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> head
                                               std::size_t payload_bytes, std::uint8_t pad_bytes);
 
 // ---- CRCs (IBA 7.8) ----------------------------------------------------------------------
-// ICRC over LRH..payload+pad with the variant fields masked to ones (IBA 7.8.1): LRH VL,
-// GRH TClass/FlowLabel/HopLimit, BTH resv8a ("FECN/BECN/resv6a" bits). `headers` is LRH..ext,
-// `payload` includes the pad bytes. Reflected CRC-32 (ISA-L crc32_gzip_refl), seeded with the
-// 8-byte mask for local packets as the spec says.
+// ICRC (IBA 7.8.1): CRC-32 (the reflected Ethernet CRC, ISA-L crc32_gzip_refl) over LRH..pad with
+// the variant fields replaced by ones. A local packet (LNH = IBA local) masks LRH.VL and BTH
+// resv8a (the FECN/BECN/resv6a byte). A global packet masks the whole LRH (a router rewrites it),
+// GRH TClass, FlowLabel and HopLmt, and BTH resv8a. `headers` is LRH..last extension header; in
+// the first form `payload` includes the pad bytes. The result goes on the wire least significant
+// byte first (as Ethernet's FCS), so put_icrc/get_icrc below convert.
 std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload);
-// VCRC: CRC-16 (polynomial 0x100B) over LRH..ICRC (IBA 7.8.2).
+// Same, with `pad_bytes` (0..3) zero pad bytes after the payload, not materialized.
+std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
+                   std::uint8_t pad_bytes);
+// VCRC (IBA 7.8.2): CRC-16, polynomial 0x100B, reflected, initial value 0xFFFF, final value
+// inverted, over LRH..ICRC; on the wire least significant byte first like the ICRC.
 std::uint16_t vcrc(std::span<const std::uint8_t> bytes_through_icrc);
-// Incremental forms, for gathers.
+// Incremental forms, for gathers: start from kVcrcInit, feed each piece through vcrc_update
+// (which returns the raw CRC register), and finish with vcrc_finish (the final inversion):
+//   vcrc(ab) == vcrc_finish(vcrc_update(vcrc_update(kVcrcInit, a), b)).
 std::uint16_t vcrc_update(std::uint16_t crc, std::span<const std::uint8_t> bytes);
 inline constexpr std::uint16_t kVcrcInit = 0xFFFF;
+constexpr std::uint16_t vcrc_finish(std::uint16_t crc) {
+  return static_cast<std::uint16_t>(crc ^ 0xFFFF);
+}
+
+// Writes/reads the ICRC (4 bytes) and VCRC (2 bytes) in their wire byte order.
+void put_icrc(std::span<std::uint8_t, kIcrcBytes> out, std::uint32_t icrc_value);
+std::uint32_t get_icrc(std::span<const std::uint8_t, kIcrcBytes> in);
+void put_vcrc(std::span<std::uint8_t, kVcrcBytes> out, std::uint16_t vcrc_value);
+std::uint16_t get_vcrc(std::span<const std::uint8_t, kVcrcBytes> in);
+
+// Total bytes on the wire for these headers and a payload of this size:
+// header_bytes + payload + pad + ICRC + VCRC.
+std::size_t wire_bytes(const Headers& h, std::size_t payload_bytes);
+// Builds a whole packet into `out` (which must hold wire_bytes(h, payload.size())): calls
+// fill_lengths on a copy of h, encodes, copies the payload, zeroes the pad, appends ICRC and
+// VCRC. Returns the byte count.
+std::size_t encode_packet(const Headers& h, std::span<const std::uint8_t> payload,
+                          std::span<std::uint8_t> out);
 
 }  // namespace weft::wire

@@ -1,0 +1,334 @@
+// wire/packet.cpp — encode and parse of LRH [GRH] BTH ext-headers payload pad ICRC VCRC.
+// Layouts: LRH IBA 7.7, GRH 8.3, BTH 9.2, extension headers 9.3 (see FORMAT.md). Every field is
+// written and read with explicit big-endian shifts; parsing never reads outside its span.
+// Thread-safety: pure functions.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "src/base/assert.hpp"
+#include "src/wire/bytes.hpp"
+#include "src/wire/packet.hpp"
+
+namespace weft::wire {
+namespace {
+
+using detail::get16;
+using detail::get24;
+using detail::get32;
+using detail::get64;
+using detail::get8;
+using detail::put16;
+using detail::put24;
+using detail::put32;
+using detail::put64;
+using detail::put8;
+
+constexpr std::uint8_t kGrhIpVer = 6;       // IBA 8.3.1
+constexpr std::uint8_t kGrhNextIba = 0x1B;  // IBA 8.3.1, Table 28: IBA transport
+constexpr std::size_t kPktLenWordsMax = 0x7FF;  // 11-bit field (7.7.8)
+constexpr std::uint32_t k24Bits = 0xFFFFFF;
+constexpr std::uint32_t k20Bits = 0xFFFFF;
+static_assert(kLrhBytes == 8 && kGrhBytes == 40 && kBthBytes == 12);
+static_assert(kRethBytes == 16 && kAethBytes == 4 && kAtomicEthBytes == 28);
+static_assert(kAtomicAckEthBytes == 8 && kDethBytes == 8 && kImmBytes == 4 && kIethBytes == 4);
+
+std::size_t routing_bytes(bool has_grh) { return kLrhBytes + (has_grh ? kGrhBytes : 0); }
+
+void encode_lrh(const Lrh& l, bool has_grh, std::span<std::uint8_t> b) {
+  put8(b, 0, ((l.vl & 0xFu) << 4) | (l.lver & 0xFu));
+  // LNH follows has_grh so the header can never claim a GRH that is not there.
+  const auto lnh = has_grh ? Lnh::kIbaGlobal : Lnh::kIbaLocal;
+  put8(b, 1, ((l.sl & 0xFu) << 4) | static_cast<unsigned>(lnh));
+  put16(b, 2, l.dlid);
+  put16(b, 4, l.pkt_len & kPktLenWordsMax);
+  put16(b, 6, l.slid);
+}
+
+void encode_grh(const Grh& g, std::span<std::uint8_t> b) {
+  put32(b, 0, (std::uint32_t{g.ipver & 0xFu} << 28) | (std::uint32_t{g.tclass} << 20) |
+                  (g.flow_label & k20Bits));
+  put16(b, 4, g.pay_len);
+  put8(b, 6, g.next_hdr);
+  put8(b, 7, g.hop_limit);
+  std::memcpy(b.data() + 8, g.sgid, 16);
+  std::memcpy(b.data() + 24, g.dgid, 16);
+}
+
+void encode_bth(const Bth& t, std::span<std::uint8_t> b) {
+  put8(b, 0, static_cast<unsigned>(t.opcode));
+  put8(b, 1, (t.se ? 0x80u : 0u) | (t.mig_req ? 0x40u : 0u) | ((t.pad_cnt & 3u) << 4) |
+                 (t.tver & 0xFu));
+  put16(b, 2, t.pkey);
+  put8(b, 4, (t.fecn ? 0x80u : 0u) | (t.becn ? 0x40u : 0u));
+  put24(b, 5, t.dest_qp & k24Bits);
+  put8(b, 8, t.ack_req ? 0x80u : 0u);
+  put24(b, 9, t.psn & k24Bits);
+}
+
+// Extension headers in IBA 9.3 order; `b` starts right after the BTH.
+void encode_ext(const Headers& h, std::uint16_t mask, std::span<std::uint8_t> b) {
+  std::size_t o = 0;
+  if (mask & kHasDeth) {
+    put32(b, o, h.deth.qkey);
+    put32(b, o + 4, h.deth.src_qp & k24Bits);  // the top byte is reserved (9.3.2)
+    o += kDethBytes;
+  }
+  if (mask & kHasReth) {
+    put64(b, o, h.reth.va);
+    put32(b, o + 8, h.reth.rkey);
+    put32(b, o + 12, h.reth.dma_len);
+    o += kRethBytes;
+  }
+  if (mask & kHasAtomicEth) {
+    put64(b, o, h.atomic_eth.va);
+    put32(b, o + 8, h.atomic_eth.rkey);
+    put64(b, o + 12, h.atomic_eth.swap_add);
+    put64(b, o + 20, h.atomic_eth.compare);
+    o += kAtomicEthBytes;
+  }
+  if (mask & kHasAeth) {
+    put32(b, o, (std::uint32_t{h.aeth.syndrome} << 24) | (h.aeth.msn & k24Bits));
+    o += kAethBytes;
+  }
+  if (mask & kHasAtomicAckEth) {
+    put64(b, o, h.atomic_ack_eth.orig);
+    o += kAtomicAckEthBytes;
+  }
+  if (mask & kHasImm) {
+    put32(b, o, h.imm);
+    o += kImmBytes;
+  }
+  if (mask & kHasIeth) {
+    put32(b, o, h.ieth.rkey);
+    o += kIethBytes;
+  }
+}
+
+void decode_ext(std::span<const std::uint8_t> b, std::uint16_t mask, Headers& h) {
+  std::size_t o = 0;
+  if (mask & kHasDeth) {
+    h.deth.qkey = get32(b, o);
+    h.deth.src_qp = get24(b, o + 5);
+    o += kDethBytes;
+  }
+  if (mask & kHasReth) {
+    h.reth.va = get64(b, o);
+    h.reth.rkey = get32(b, o + 8);
+    h.reth.dma_len = get32(b, o + 12);
+    o += kRethBytes;
+  }
+  if (mask & kHasAtomicEth) {
+    h.atomic_eth.va = get64(b, o);
+    h.atomic_eth.rkey = get32(b, o + 8);
+    h.atomic_eth.swap_add = get64(b, o + 12);
+    h.atomic_eth.compare = get64(b, o + 20);
+    o += kAtomicEthBytes;
+  }
+  if (mask & kHasAeth) {
+    h.aeth.syndrome = get8(b, o);
+    h.aeth.msn = get24(b, o + 1);
+    o += kAethBytes;
+  }
+  if (mask & kHasAtomicAckEth) {
+    h.atomic_ack_eth.orig = get64(b, o);
+    o += kAtomicAckEthBytes;
+  }
+  if (mask & kHasImm) {
+    h.imm = get32(b, o);
+    o += kImmBytes;
+  }
+  if (mask & kHasIeth) h.ieth.rkey = get32(b, o);
+}
+
+// Decodes LRH [GRH] BTH ext from the front of `b` and checks the version and type fields.
+// Returns the header byte count or an error; fills out.h.
+Result<std::size_t, WireError> decode_headers(std::span<const std::uint8_t> b, Headers& h) {
+  if (b.size() < kLrhBytes) return WireError::kTruncated;
+  const std::uint8_t b0 = get8(b, 0), b1 = get8(b, 1);
+  h.lrh.vl = b0 >> 4;
+  h.lrh.lver = b0 & 0xF;
+  h.lrh.sl = b1 >> 4;
+  h.lrh.lnh = static_cast<Lnh>(b1 & 3);
+  h.lrh.dlid = get16(b, 2);
+  h.lrh.pkt_len = get16(b, 4) & kPktLenWordsMax;
+  h.lrh.slid = get16(b, 6);
+  if (h.lrh.lver != 0) return WireError::kBadLinkVersion;  // IBA 7.7.3
+  // Raw packets (LNH 0/1) carry no BTH; this transport neither sends nor accepts them.
+  if (h.lrh.lnh != Lnh::kIbaLocal && h.lrh.lnh != Lnh::kIbaGlobal) return WireError::kBadLnh;
+  h.has_grh = h.lrh.lnh == Lnh::kIbaGlobal;
+
+  std::size_t o = kLrhBytes;
+  if (h.has_grh) {
+    if (b.size() < o + kGrhBytes) return WireError::kTruncated;
+    const std::uint32_t w = get32(b, o);
+    h.grh.ipver = static_cast<std::uint8_t>(w >> 28);
+    h.grh.tclass = static_cast<std::uint8_t>(w >> 20);
+    h.grh.flow_label = w & k20Bits;
+    h.grh.pay_len = get16(b, o + 4);
+    h.grh.next_hdr = get8(b, o + 6);
+    h.grh.hop_limit = get8(b, o + 7);
+    std::memcpy(h.grh.sgid, b.data() + o + 8, 16);
+    std::memcpy(h.grh.dgid, b.data() + o + 24, 16);
+    if (h.grh.ipver != kGrhIpVer || h.grh.next_hdr != kGrhNextIba) return WireError::kBadGrh;
+    o += kGrhBytes;
+  }
+
+  if (b.size() < o + kBthBytes) return WireError::kTruncated;
+  const std::uint8_t op = get8(b, o), flags = get8(b, o + 1), fb = get8(b, o + 4);
+  h.bth.opcode = static_cast<Opcode>(op);
+  h.bth.se = flags & 0x80;
+  h.bth.mig_req = flags & 0x40;
+  h.bth.pad_cnt = (flags >> 4) & 3;
+  h.bth.tver = flags & 0xF;
+  h.bth.pkey = get16(b, o + 2);
+  h.bth.fecn = fb & 0x80;
+  h.bth.becn = fb & 0x40;
+  h.bth.dest_qp = get24(b, o + 5);
+  h.bth.ack_req = get8(b, o + 8) & 0x80;
+  h.bth.psn = get24(b, o + 9);
+  if (h.bth.tver != 0) return WireError::kBadTransportVersion;  // IBA 9.2.4
+  const OpcodeInfo& info = opcode_info(op);
+  if (!info.valid) return WireError::kUnknownOpcode;
+  o += kBthBytes;
+
+  if (b.size() < o + info.ext_bytes) return WireError::kTruncated;
+  decode_ext(b.subspan(o, info.ext_bytes), info.mask, h);
+  return o + info.ext_bytes;
+}
+
+// Length rules shared by both parsers. `after_headers` is payload + pad (LRH.PktLen already
+// agrees with it).
+std::optional<WireError> check_payload(const Headers& h, std::size_t after_headers) {
+  const OpcodeInfo& info = opcode_info(h.bth.opcode);
+  if (h.bth.pad_cnt > after_headers) return WireError::kBadLength;
+  const std::size_t payload = after_headers - h.bth.pad_cnt;
+  // No payload and no pad on ACKs, read requests and atomics (IBA 9.4.3, 9.4.5, 9.7.5).
+  if (!(info.mask & kHasPayload) && after_headers != 0) return WireError::kBadLength;
+  // FIRST and MIDDLE packets carry exactly a PMTU of data (IBA 9.7.2.1 / C9-xx), so never 0
+  // and never padded; ONLY and LAST may be empty.
+  if ((info.mask & (kIsFirst | kIsMiddle)) && !(info.mask & kIsOnly) &&
+      (payload == 0 || h.bth.pad_cnt != 0))
+    return WireError::kBadLength;
+  if (h.has_grh && h.grh.pay_len != h.lrh.pkt_len * 4u - kLrhBytes - kGrhBytes)
+    return WireError::kBadLength;  // IBA 8.3.3: PayLen counts BTH..ICRC
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::size_t header_bytes(const Headers& h) {
+  return routing_bytes(h.has_grh) + kBthBytes + opcode_info(h.bth.opcode).ext_bytes;
+}
+
+std::size_t encode_headers(const Headers& h, std::span<std::uint8_t> out) {
+  const OpcodeInfo& info = opcode_info(h.bth.opcode);
+  WEFT_ASSERT_MSG(info.valid, "encode_headers: reserved opcode");
+  const std::size_t n = header_bytes(h);
+  WEFT_ASSERT(out.size() >= n);
+  encode_lrh(h.lrh, h.has_grh, out);
+  std::size_t o = kLrhBytes;
+  if (h.has_grh) {
+    encode_grh(h.grh, out.subspan(o, kGrhBytes));
+    o += kGrhBytes;
+  }
+  encode_bth(h.bth, out.subspan(o, kBthBytes));
+  o += kBthBytes;
+  encode_ext(h, info.mask, out.subspan(o, info.ext_bytes));
+  return n;
+}
+
+void fill_lengths(Headers& h, std::size_t payload_bytes) {
+  const std::size_t pad = (4 - payload_bytes % 4) % 4;
+  const std::size_t through_icrc = header_bytes(h) + payload_bytes + pad + kIcrcBytes;
+  WEFT_ASSERT_MSG(through_icrc / 4 <= kPktLenWordsMax, "packet longer than LRH.PktLen allows");
+  h.lrh.lnh = h.has_grh ? Lnh::kIbaGlobal : Lnh::kIbaLocal;
+  h.lrh.pkt_len = static_cast<std::uint16_t>(through_icrc / 4);
+  if (h.has_grh) h.grh.pay_len = static_cast<std::uint16_t>(through_icrc - kLrhBytes - kGrhBytes);
+  h.bth.pad_cnt = static_cast<std::uint8_t>(pad);
+}
+
+std::size_t wire_bytes(const Headers& h, std::size_t payload_bytes) {
+  return header_bytes(h) + payload_bytes + (4 - payload_bytes % 4) % 4 + kIcrcBytes + kVcrcBytes;
+}
+
+std::size_t encode_packet(const Headers& h_in, std::span<const std::uint8_t> payload,
+                          std::span<std::uint8_t> out) {
+  Headers h = h_in;
+  fill_lengths(h, payload.size());
+  const std::size_t total = wire_bytes(h, payload.size());
+  WEFT_ASSERT(out.size() >= total);
+  const std::size_t hb = encode_headers(h, out);
+  if (!payload.empty()) std::memcpy(out.data() + hb, payload.data(), payload.size());
+  std::size_t o = hb + payload.size();
+  std::fill_n(out.data() + o, h.bth.pad_cnt, std::uint8_t{0});
+  o += h.bth.pad_cnt;
+  const std::uint32_t ic = icrc(out.first(hb), payload, h.bth.pad_cnt);
+  put_icrc(out.subspan(o).first<kIcrcBytes>(), ic);
+  o += kIcrcBytes;
+  put_vcrc(out.subspan(o).first<kVcrcBytes>(), vcrc(out.first(o)));
+  return o + kVcrcBytes;
+}
+
+Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
+                                             ParseOptions opts) {
+  ParsedPacket p;
+  if (wire.size() < kLrhBytes) return WireError::kTruncated;
+  // Read PktLen before the headers so a short frame is "truncated", a long one "bad length".
+  const std::size_t through_icrc = std::size_t{get16(wire, 4) & kPktLenWordsMax} * 4;
+  auto hb = decode_headers(wire.first(std::min(wire.size(), through_icrc)), p.h);
+  if (!hb) {
+    // Headers that run past PktLen inside a long-enough frame: the length field is wrong.
+    if (hb.error() == WireError::kTruncated && wire.size() >= through_icrc + kVcrcBytes &&
+        decode_headers(wire, p.h).ok())
+      return WireError::kBadLength;
+    return hb.error();
+  }
+  if (wire.size() < through_icrc + kVcrcBytes) return WireError::kTruncated;
+  if (wire.size() > through_icrc + kVcrcBytes) return WireError::kBadLength;
+  if (through_icrc < *hb + kIcrcBytes) return WireError::kBadLength;
+  const std::size_t after_headers = through_icrc - kIcrcBytes - *hb;
+  if (auto e = check_payload(p.h, after_headers)) return *e;
+
+  p.header_bytes = *hb;
+  p.payload = wire.subspan(*hb, after_headers - p.h.bth.pad_cnt);
+  p.icrc = get_icrc(wire.subspan(through_icrc - kIcrcBytes).first<kIcrcBytes>());
+  p.vcrc = get_vcrc(wire.subspan(through_icrc).first<kVcrcBytes>());
+  // The link checks the VCRC before the transport looks at the ICRC (IBA 7.8.2, 7.8.1).
+  if (opts.check_vcrc && vcrc(wire.first(through_icrc)) != p.vcrc) return WireError::kBadVcrc;
+  if (opts.check_icrc &&
+      icrc(wire.first(*hb), wire.subspan(*hb, after_headers)) != p.icrc)
+    return WireError::kBadIcrc;
+  return p;
+}
+
+Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> headers,
+                                              std::size_t payload_bytes, std::uint8_t pad_bytes) {
+  ParsedPacket p;
+  auto hb = decode_headers(headers, p.h);
+  if (!hb) return hb.error();
+  if (*hb != headers.size()) return WireError::kBadLength;
+  if (pad_bytes != p.h.bth.pad_cnt) return WireError::kBadLength;
+  const std::size_t through_icrc = std::size_t{p.h.lrh.pkt_len} * 4;
+  if (through_icrc != *hb + payload_bytes + pad_bytes + kIcrcBytes) return WireError::kBadLength;
+  if (auto e = check_payload(p.h, payload_bytes + pad_bytes)) return *e;
+  p.header_bytes = *hb;
+  return p;
+}
+
+std::string_view to_string(WireError e) {
+  switch (e) {
+    case WireError::kTruncated: return "truncated";
+    case WireError::kBadLinkVersion: return "bad LRH link version";
+    case WireError::kBadLnh: return "bad LRH link next header";
+    case WireError::kBadGrh: return "bad GRH version or next header";
+    case WireError::kBadTransportVersion: return "bad BTH transport version";
+    case WireError::kUnknownOpcode: return "reserved opcode";
+    case WireError::kBadLength: return "bad length";
+    case WireError::kBadIcrc: return "bad ICRC";
+    case WireError::kBadVcrc: return "bad VCRC";
+  }
+  return "unknown WireError";
+}
+
+}  // namespace weft::wire
