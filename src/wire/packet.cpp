@@ -174,27 +174,9 @@ Result<std::size_t, WireError> decode_headers(std::span<const std::uint8_t> b, H
     o += kGrhBytes;
   }
 
-  if (b.size() < o + kBthBytes) return WireError::kTruncated;
-  const std::uint8_t op = get8(b, o), flags = get8(b, o + 1), fb = get8(b, o + 4);
-  h.bth.opcode = static_cast<Opcode>(op);
-  h.bth.se = flags & 0x80;
-  h.bth.mig_req = flags & 0x40;
-  h.bth.pad_cnt = (flags >> 4) & 3;
-  h.bth.tver = flags & 0xF;
-  h.bth.pkey = get16(b, o + 2);
-  h.bth.fecn = fb & 0x80;
-  h.bth.becn = fb & 0x40;
-  h.bth.dest_qp = get24(b, o + 5);
-  h.bth.ack_req = get8(b, o + 8) & 0x80;
-  h.bth.psn = get24(b, o + 9);
-  if (h.bth.tver != 0) return WireError::kBadTransportVersion;  // IBA 9.2.4
-  const OpcodeInfo& info = opcode_info(op);
-  if (!info.valid) return WireError::kUnknownOpcode;
-  o += kBthBytes;
-
-  if (b.size() < o + info.ext_bytes) return WireError::kTruncated;
-  decode_ext(b.subspan(o, info.ext_bytes), info.mask, h);
-  return o + info.ext_bytes;
+  auto tb = parse_transport_headers(b.subspan(o), h);
+  if (!tb) return tb.error();
+  return o + *tb;
 }
 
 // Length rules shared by both parsers. `after_headers` is payload + pad (LRH.PktLen already
@@ -217,6 +199,42 @@ std::optional<WireError> check_payload(const Headers& h, std::size_t after_heade
 
 }  // namespace
 
+Result<std::size_t, WireError> parse_transport_headers(std::span<const std::uint8_t> b,
+                                                       Headers& h) {
+  if (b.size() < kBthBytes) return WireError::kTruncated;
+  const std::uint8_t op = get8(b, 0), flags = get8(b, 1), fb = get8(b, 4);
+  h.bth.opcode = static_cast<Opcode>(op);
+  h.bth.se = flags & 0x80;
+  h.bth.mig_req = flags & 0x40;
+  h.bth.pad_cnt = (flags >> 4) & 3;
+  h.bth.tver = flags & 0xF;
+  h.bth.pkey = get16(b, 2);
+  h.bth.fecn = fb & 0x80;
+  h.bth.becn = fb & 0x40;
+  h.bth.dest_qp = get24(b, 5);
+  h.bth.ack_req = get8(b, 8) & 0x80;
+  h.bth.psn = get24(b, 9);
+  if (h.bth.tver != 0) return WireError::kBadTransportVersion;  // IBA 9.2.4
+  const OpcodeInfo& info = opcode_info(op);
+  if (!info.valid) return WireError::kUnknownOpcode;
+  if (b.size() < kBthBytes + info.ext_bytes) return WireError::kTruncated;
+  decode_ext(b.subspan(kBthBytes, info.ext_bytes), info.mask, h);
+  return kBthBytes + info.ext_bytes;
+}
+
+std::size_t transport_header_bytes(const Headers& h) {
+  return kBthBytes + opcode_info(h.bth.opcode).ext_bytes;
+}
+
+std::size_t encode_transport_headers(const Headers& h, std::span<std::uint8_t> out) {
+  const OpcodeInfo& info = opcode_info(h.bth.opcode);
+  WEFT_ASSERT_MSG(info.valid, "encode: reserved opcode");
+  WEFT_ASSERT(out.size() >= kBthBytes + info.ext_bytes);
+  encode_bth(h.bth, out.first(kBthBytes));
+  encode_ext(h, info.mask, out.subspan(kBthBytes, info.ext_bytes));
+  return kBthBytes + info.ext_bytes;
+}
+
 std::size_t header_bytes(const Headers& h) {
   return routing_bytes(h.has_grh) + kBthBytes + opcode_info(h.bth.opcode).ext_bytes;
 }
@@ -232,9 +250,7 @@ std::size_t encode_headers(const Headers& h, std::span<std::uint8_t> out) {
     encode_grh(h.grh, out.subspan(o, kGrhBytes));
     o += kGrhBytes;
   }
-  encode_bth(h.bth, out.subspan(o, kBthBytes));
-  o += kBthBytes;
-  encode_ext(h, info.mask, out.subspan(o, info.ext_bytes));
+  encode_transport_headers(h, out.subspan(o));
   return n;
 }
 

@@ -170,11 +170,17 @@ std::size_t header_bytes(const Headers& h);
 
 // Writes LRH..last extension header into out (which must hold header_bytes(h)) and returns the
 // count. Fields are written as given: the caller sets lrh.pkt_len, grh.pay_len and bth.pad_cnt
-// (fill_lengths does it).
+// (fill_lengths does it). LRH.LNH is the exception: it is written from has_grh (IBA 7.7.2), so
+// the bytes always say whether a GRH follows.
 std::size_t encode_headers(const Headers& h, std::span<std::uint8_t> out);
 
-// Sets lrh.pkt_len, grh.pay_len (if a GRH) and bth.pad_cnt for a payload of this size.
+// Sets lrh.pkt_len, grh.pay_len (if a GRH), bth.pad_cnt and lrh.lnh for a payload of this size.
 void fill_lengths(Headers& h, std::size_t payload_bytes);
+
+// The transport headers alone (BTH + extension headers), for framings without an LRH such as
+// RoCEv2 (roce.hpp). Same byte layout as inside a native packet.
+std::size_t transport_header_bytes(const Headers& h);
+std::size_t encode_transport_headers(const Headers& h, std::span<std::uint8_t> out);
 
 enum class WireError : std::uint8_t {
   kTruncated,          // shorter than its headers say
@@ -209,6 +215,11 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
 // `headers` holds exactly LRH..last extension header. Lengths are checked against payload_bytes.
 Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> headers,
                                               std::size_t payload_bytes, std::uint8_t pad_bytes);
+
+// Decodes BTH + extension headers from the front of `bytes` into h.bth and the extension
+// fields; returns their byte count. Errors: kTruncated, kBadTransportVersion, kUnknownOpcode.
+Result<std::size_t, WireError> parse_transport_headers(std::span<const std::uint8_t> bytes,
+                                                       Headers& h);
 
 // ---- CRCs (IBA 7.8) ----------------------------------------------------------------------
 // ICRC (IBA 7.8.1): CRC-32 (the reflected Ethernet CRC, ISA-L crc32_gzip_refl) over LRH..pad with
