@@ -163,6 +163,7 @@ struct DeviceCounters {
   std::uint64_t rx_bad_dlid = 0;
   std::uint64_t rx_dropped_ooo = 0;    // out of sequence, dropped (go-back-N) or beyond window
   std::uint64_t rx_buffered_ooo = 0;   // selective repeat: accepted past a gap
+  std::uint64_t rx_ud_no_wqe = 0;      // UD datagram dropped: no receive WQE posted (IBA 9.8.3)
   // requester
   std::uint64_t retransmit_packets = 0;
   std::uint64_t timeouts = 0;          // transport timer expiries

@@ -1,0 +1,509 @@
+// transport/device_impl.cpp — Device: object tables, receive dispatch (IBA 9.6 packet checks,
+// 10.9.3 P_Key), the transmit scheduler, timers, completions and async events.
+#include "src/transport/device_impl.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "src/base/assert.hpp"
+#include "src/base/log.hpp"
+
+namespace weft::transport {
+namespace {
+
+bool is_member(const PdImpl* pd, const std::vector<std::unique_ptr<PdImpl>>& pds) {
+  return pd && std::any_of(pds.begin(), pds.end(), [&](const auto& p) { return p.get() == pd; });
+}
+
+template <class T, class U>
+bool owns(const T* obj, const std::vector<std::unique_ptr<U>>& v) {
+  return obj && std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+}
+
+constexpr std::uint32_t kAccessAll =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+}  // namespace
+
+DeviceImpl::DeviceImpl(const DeviceConfig& config, Rng& rng) : config_(config), rng_(rng) {
+  WEFT_ASSERT(!config_.ports.empty());
+  qps_.resize(kQpnFirst);
+}
+
+DeviceImpl::~DeviceImpl() = default;
+
+std::uint16_t DeviceImpl::lid(std::uint8_t port_num) const {
+  if (port_num == 0 || port_num > config_.ports.size()) return 0;
+  return config_.ports[port_num - 1].lid;
+}
+
+Errc DeviceImpl::set_port_lid(std::uint8_t port_num, std::uint16_t lid) {
+  if (port_num == 0 || port_num > config_.ports.size()) return Errc::kInvalidArgument;
+  config_.ports[port_num - 1].lid = lid;
+  return Errc::kOk;
+}
+
+Errc DeviceImpl::set_port_state(std::uint8_t port_num, PortState state) {
+  if (port_num == 0 || port_num > config_.ports.size()) return Errc::kInvalidArgument;
+  PortState& s = config_.ports[port_num - 1].state;
+  if (s == state) return Errc::kOk;
+  s = state;
+  raise(state == PortState::kActive ? AsyncEventType::kPortActive : AsyncEventType::kPortError, 0,
+        port_num);
+  return Errc::kOk;
+}
+
+std::uint16_t DeviceImpl::pkey_at(std::uint8_t port_num, std::uint16_t index) const {
+  if (port_num == 0 || port_num > config_.ports.size()) return 0;
+  const auto& t = config_.ports[port_num - 1].pkeys;
+  return index < t.size() ? t[index] : 0;
+}
+
+// ---- objects ----------------------------------------------------------------------------------
+
+Result<ProtectionDomain*, Errc> DeviceImpl::alloc_pd() {
+  pds_.push_back(std::make_unique<PdImpl>(next_pd_handle_++));
+  return static_cast<ProtectionDomain*>(pds_.back().get());
+}
+
+Result<MemoryRegion*, Errc> DeviceImpl::reg_mr(ProtectionDomain* pd_base, void* addr,
+                                               std::size_t length, std::uint32_t access) {
+  auto* pd = static_cast<PdImpl*>(pd_base);
+  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  if ((access & ~kAccessAll) != 0) return Errc::kInvalidArgument;
+  if (addr == nullptr && length != 0) return Errc::kInvalidArgument;
+  // IBA 10.6.3.1 (o10-..): remote write or atomic access needs local write.
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
+    return Errc::kInvalidArgument;
+  std::uint32_t index;
+  if (!mr_free_.empty()) {
+    index = mr_free_.back();
+    mr_free_.pop_back();
+  } else {
+    if (mrs_.size() >= kMrMax) return Errc::kNoResources;
+    index = static_cast<std::uint32_t>(mrs_.size()) + 1;  // index 0 unused: key 0 is never valid
+    if (mrs_.empty()) {
+      mrs_.resize(1);
+      mr_variant_.resize(1);
+    }
+    mrs_.emplace_back();
+    mr_variant_.push_back(0);
+  }
+  const std::uint8_t variant = ++mr_variant_[index];
+  const std::uint32_t key = (index << 8) | variant;
+  mrs_[index] = std::make_unique<MrImpl>(pd, static_cast<std::uint8_t*>(addr), length, access, key);
+  ++pd->users_;
+  return static_cast<MemoryRegion*>(mrs_[index].get());
+}
+
+MrImpl* DeviceImpl::find_mr(std::uint32_t key) const {
+  const std::uint32_t index = key >> 8;
+  if (index == 0 || index >= mrs_.size()) return nullptr;
+  MrImpl* mr = mrs_[index].get();
+  return (mr && mr->lkey() == key) ? mr : nullptr;
+}
+
+Result<CompletionQueue*, Errc> DeviceImpl::create_cq(std::uint32_t depth) {
+  if (depth == 0 || depth > kCqDepthMax) return Errc::kInvalidArgument;
+  cqs_.push_back(std::make_unique<CqImpl>(this, depth));
+  return static_cast<CompletionQueue*>(cqs_.back().get());
+}
+
+Result<SharedReceiveQueue*, Errc> DeviceImpl::create_srq(ProtectionDomain* pd_base,
+                                                         std::uint32_t max_wr,
+                                                         std::uint32_t max_sge) {
+  auto* pd = static_cast<PdImpl*>(pd_base);
+  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  if (max_wr == 0 || max_wr > kWrMax || max_sge == 0 || max_sge > kSgeMax)
+    return Errc::kInvalidArgument;
+  srqs_.push_back(std::make_unique<SrqImpl>(this, pd, max_wr, max_sge));
+  ++pd->users_;
+  return static_cast<SharedReceiveQueue*>(srqs_.back().get());
+}
+
+Result<QueuePair*, Errc> DeviceImpl::create_qp(const QpInitAttr& attr) {
+  auto* pd = static_cast<PdImpl*>(attr.pd);
+  auto* scq = static_cast<CqImpl*>(attr.send_cq);
+  auto* rcq = static_cast<CqImpl*>(attr.recv_cq);
+  auto* srq = static_cast<SrqImpl*>(attr.srq);
+  if (!is_member(pd, pds_) || !owns(scq, cqs_) || !owns(rcq, cqs_)) return Errc::kInvalidArgument;
+  if (attr.srq && !owns(srq, srqs_)) return Errc::kInvalidArgument;
+  const QpCaps& c = attr.caps;
+  if (c.max_send_wr == 0 || c.max_send_wr > kWrMax || c.max_recv_wr > kWrMax ||
+      (c.max_recv_wr == 0 && !attr.srq) || c.max_send_sge == 0 || c.max_send_sge > kSgeMax ||
+      c.max_recv_sge > kSgeMax || (c.max_recv_sge == 0 && !attr.srq) ||
+      c.max_inline_data > kInlineBytesMax)
+    return Errc::kInvalidArgument;
+  if (qps_.size() >= kQpMax) return Errc::kNoResources;
+  const auto qpn = static_cast<std::uint32_t>(qps_.size());
+  qps_.push_back(std::make_unique<QpImpl>(this, qpn, attr));
+  ++pd->users_;
+  ++scq->users_;
+  ++rcq->users_;
+  if (srq) ++srq->users_;
+  return static_cast<QueuePair*>(qps_.back().get());
+}
+
+Result<AddressHandle*, Errc> DeviceImpl::create_ah(ProtectionDomain* pd_base,
+                                                   const AddressVector& av) {
+  auto* pd = static_cast<PdImpl*>(pd_base);
+  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  if (av.port_num == 0 || av.port_num > config_.ports.size() || av.sl > 15 ||
+      av.flow_label > 0xFFFFF)
+    return Errc::kInvalidArgument;
+  ahs_.push_back(std::make_unique<AhImpl>(pd, av));
+  ++pd->users_;
+  return static_cast<AddressHandle*>(ahs_.back().get());
+}
+
+Errc DeviceImpl::destroy_qp(QueuePair* base) {
+  auto* qp = static_cast<QpImpl*>(base);
+  if (!qp || qp->qpn_ >= qps_.size() || qps_[qp->qpn_].get() != qp) return Errc::kNotFound;
+  --static_cast<PdImpl*>(qp->init_.pd)->users_;
+  --static_cast<CqImpl*>(qp->init_.send_cq)->users_;
+  --static_cast<CqImpl*>(qp->init_.recv_cq)->users_;
+  if (qp->init_.srq) --static_cast<SrqImpl*>(qp->init_.srq)->users_;
+  qps_[qp->qpn_].reset();
+  return Errc::kOk;
+}
+
+template <class T, class U>
+static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, T* obj) {
+  auto it = std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+  if (it == v.end()) return Errc::kNotFound;
+  if ((*it)->users_ != 0) return Errc::kBusy;
+  v.erase(it);
+  return Errc::kOk;
+}
+
+Errc DeviceImpl::destroy_cq(CompletionQueue* cq) {
+  return erase_owned(cqs_, static_cast<CqImpl*>(cq));
+}
+
+Errc DeviceImpl::destroy_srq(SharedReceiveQueue* base) {
+  auto* srq = static_cast<SrqImpl*>(base);
+  if (!owns(srq, srqs_)) return Errc::kNotFound;
+  if (srq->users_ != 0) return Errc::kBusy;
+  --srq->pd_->users_;
+  return erase_owned(srqs_, srq);
+}
+
+Errc DeviceImpl::dereg_mr(MemoryRegion* base) {
+  auto* mr = static_cast<MrImpl*>(base);
+  if (!mr || find_mr(mr->lkey()) != mr) return Errc::kNotFound;
+  --mr->pd_->users_;
+  const std::uint32_t index = mr->lkey() >> 8;
+  mrs_[index].reset();
+  mr_free_.push_back(index);
+  return Errc::kOk;
+}
+
+Errc DeviceImpl::destroy_ah(AddressHandle* base) {
+  auto* ah = static_cast<AhImpl*>(base);
+  auto it = std::find_if(ahs_.begin(), ahs_.end(), [&](const auto& p) { return p.get() == ah; });
+  if (it == ahs_.end()) return Errc::kNotFound;
+  --ah->pd_->users_;
+  ahs_.erase(it);
+  return Errc::kOk;
+}
+
+Errc DeviceImpl::dealloc_pd(ProtectionDomain* base) {
+  return erase_owned(pds_, static_cast<PdImpl*>(base));
+}
+
+Errc DeviceImpl::check_sges(const PdImpl* pd, std::span<const Sge> sges,
+                            std::uint32_t need_access) const {
+  for (const Sge& s : sges) {
+    const MrImpl* mr = find_mr(s.lkey);
+    if (!mr || mr->pd_ != pd) return Errc::kBadLkey;
+    if (!mr->contains(s.addr, s.length)) return Errc::kSgeOutOfRange;
+    if ((mr->access() & need_access) != need_access) return Errc::kAccessDenied;
+  }
+  return Errc::kOk;
+}
+
+// ---- completions and events -------------------------------------------------------------------
+
+void DeviceImpl::push_cqe(CqImpl* cq, const WorkCompletion& wc) {
+  if (wc.status == WcStatus::kWrFlushErr) ++counters_.flushed_wrs;
+  if (cq->overrun_) return;  // IBA 11.4.2.1: a CQ in error takes no more completions
+  if (cq->push(wc)) {
+    ++counters_.completions;
+    if (wc.status != WcStatus::kSuccess) ++counters_.completions_error;
+    return;
+  }
+  // IBA 11.4.2.1 / 10.10.2.3: overrun. The CQ is in error, the consumer gets kCqError, and
+  // the QPs completing into it go to the error state.
+  cq->overrun_ = true;
+  ++counters_.cq_overruns;
+  base::get_logger("weft.transport")->warn("CQ overrun (depth {})", cq->depth());
+  raise(AsyncEventType::kCqError, 0);
+  for (auto& q : qps_) {
+    if (!q || (q->init_.send_cq != cq && q->init_.recv_cq != cq)) continue;
+    if (q->state_ == QpState::kErr || q->state_ == QpState::kReset) continue;
+    q->enter_error();
+    raise(AsyncEventType::kQpFatal, q->qpn_);
+  }
+}
+
+void DeviceImpl::raise(AsyncEventType type, std::uint32_t qpn, std::uint8_t port) {
+  if (events_.size() >= kAsyncEventsMax) events_.pop_front();
+  events_.push_back(AsyncEvent{type, qpn, port});
+}
+
+bool DeviceImpl::poll_async_event(AsyncEvent& out) {
+  if (events_.empty()) return false;
+  out = events_.front();
+  events_.pop_front();
+  return true;
+}
+
+// ---- transmit ---------------------------------------------------------------------------------
+
+void DeviceImpl::schedule(QpImpl& qp) {
+  if (qp.scheduled_) return;
+  qp.scheduled_ = true;
+  ready_.push_back(qp.qpn_);
+}
+
+bool DeviceImpl::poll_transmit(TimeNs now, TxPacket& out) {
+  while (!ready_.empty()) {
+    const std::uint32_t qpn = ready_.front();
+    ready_.pop_front();
+    QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+    if (!qp) continue;
+    qp->scheduled_ = false;
+    const bool sent = resp_poll(*qp, out) || req_poll(*qp, now, out);
+    if (sent) {
+      if (qp->can_transmit()) schedule(*qp);
+      return true;
+    }
+  }
+  return false;
+}
+
+void DeviceImpl::fill_route(wire::Headers& h, const AddressVector& av, std::uint16_t pkey_index,
+                            std::uint8_t port_num) const {
+  const PortConfig& port = config_.ports[port_num - 1];
+  h.lrh.vl = 0;
+  h.lrh.sl = av.sl;
+  h.lrh.dlid = av.dlid;
+  h.lrh.slid = static_cast<std::uint16_t>(port.lid | av.src_path_bits);
+  h.has_grh = av.global;
+  if (av.global) {
+    h.grh.tclass = av.traffic_class;
+    h.grh.flow_label = av.flow_label;
+    h.grh.hop_limit = av.hop_limit;
+    std::memcpy(h.grh.sgid, port.gid.data(), 16);
+    std::memcpy(h.grh.dgid, av.dgid.data(), 16);
+  }
+  h.bth.pkey = pkey_at(port_num, pkey_index);
+}
+
+void DeviceImpl::finish_packet(wire::Headers& h, const std::uint8_t* payload,
+                               std::uint32_t payload_bytes, std::uint8_t port_num,
+                               TxPacket& out) {
+  wire::fill_lengths(h, payload_bytes);
+  out.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(h, out.headers));
+  out.payload = payload;
+  out.payload_bytes = payload_bytes;
+  out.pad_bytes = h.bth.pad_cnt;
+  out.port_num = port_num;
+  out.dlid = h.lrh.dlid;
+  out.sl = h.lrh.sl;
+  out.corrupt = false;
+  if (config_.crc == CrcMode::kCompute) {
+    const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);
+    const std::span<const std::uint8_t> pl(payload, payload_bytes);
+    out.icrc = wire::icrc(hdr, pl, out.pad_bytes);
+    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+    std::uint8_t ic[wire::kIcrcBytes];
+    wire::put_icrc(ic, out.icrc);
+    std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
+    c = wire::vcrc_update(c, pl);
+    c = wire::vcrc_update(c, {kZeros, out.pad_bytes});
+    c = wire::vcrc_update(c, ic);
+    out.vcrc = wire::vcrc_finish(c);
+    out.crcs_valid = true;
+  } else {
+    out.icrc = 0;
+    out.vcrc = 0;
+    out.crcs_valid = false;
+  }
+  ++counters_.tx_packets;
+  counters_.tx_bytes += out.wire_bytes();
+}
+
+// ---- receive ----------------------------------------------------------------------------------
+
+void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now) {
+  ++counters_.rx_packets;
+  counters_.rx_bytes += wire_bytes.size();
+  const bool check = config_.crc == CrcMode::kCompute;
+  auto p = wire::parse_packet(wire_bytes, wire::ParseOptions{check, check});
+  if (!p) {
+    switch (p.error()) {
+      case wire::WireError::kBadIcrc: ++counters_.rx_bad_icrc; break;
+      case wire::WireError::kBadVcrc: ++counters_.rx_bad_vcrc; break;
+      default: ++counters_.rx_malformed; break;
+    }
+    return;
+  }
+  std::span<const std::uint8_t> grh;
+  if (p->h.has_grh) grh = wire_bytes.subspan(wire::kLrhBytes, wire::kGrhBytes);
+  dispatch(p->h, p->payload, grh, now);
+}
+
+void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
+  ++counters_.rx_packets;
+  counters_.rx_bytes += pkt.wire_bytes();
+  if (pkt.corrupt) {  // the medium's stand-in for a CRC failure (CrcMode::kModel)
+    ++counters_.rx_bad_icrc;
+    return;
+  }
+  if (pkt.header_bytes > TxPacket::kHeaderBytesMax || (pkt.payload_bytes && !pkt.payload)) {
+    ++counters_.rx_malformed;
+    return;
+  }
+  const std::span<const std::uint8_t> hdr(pkt.headers.data(), pkt.header_bytes);
+  auto p = wire::parse_headers(hdr, pkt.payload_bytes, pkt.pad_bytes);
+  if (!p) {
+    ++counters_.rx_malformed;
+    return;
+  }
+  const std::span<const std::uint8_t> pl(pkt.payload, pkt.payload_bytes);
+  if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) {
+    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+    std::uint8_t ic[wire::kIcrcBytes];
+    wire::put_icrc(ic, pkt.icrc);
+    std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
+    c = wire::vcrc_update(c, pl);
+    c = wire::vcrc_update(c, {kZeros, pkt.pad_bytes});
+    c = wire::vcrc_update(c, ic);
+    if (wire::vcrc_finish(c) != pkt.vcrc) {
+      ++counters_.rx_bad_vcrc;
+      return;
+    }
+    if (wire::icrc(hdr, pl, pkt.pad_bytes) != pkt.icrc) {
+      ++counters_.rx_bad_icrc;
+      return;
+    }
+  }
+  std::span<const std::uint8_t> grh;
+  if (p->h.has_grh) grh = hdr.subspan(wire::kLrhBytes, wire::kGrhBytes);
+  dispatch(p->h, pl, grh, now);
+}
+
+// IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least one
+// of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
+bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
+  if ((pkt_pkey & 0x7FFF) == 0) return false;
+  const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
+  if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
+  return (mine & 0x8000) || (pkt_pkey & 0x8000);
+}
+
+void DeviceImpl::dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
+                          std::span<const std::uint8_t> grh_bytes, TimeNs now) {
+  // IBA 7.11.1 / 9.6.1.1: the DLID must name one of our ports (under its LMC), or be permissive.
+  bool lid_ok = h.lrh.dlid == 0xFFFF;
+  for (const PortConfig& port : config_.ports) {
+    const std::uint16_t lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));
+    if (port.state == PortState::kActive && (h.lrh.dlid & lmc_mask) == (port.lid & lmc_mask))
+      lid_ok = true;
+  }
+  if (!lid_ok) {
+    ++counters_.rx_bad_dlid;
+    return;
+  }
+  const std::uint32_t qpn = h.bth.dest_qp;
+  QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+  if (!qp || qp->state_ == QpState::kReset || qp->state_ == QpState::kInit ||
+      qp->state_ == QpState::kErr) {
+    ++counters_.rx_no_qp;
+    return;
+  }
+  if (!pkey_ok(*qp, h.bth.pkey)) {
+    ++counters_.rx_bad_pkey;
+    return;
+  }
+  const auto op = static_cast<std::uint8_t>(h.bth.opcode);
+  const bool ud_op = (op >> 5) == 3;
+  const bool rc_op = (op >> 5) == 0;
+  if (qp->init_.type == QpType::kUd) {
+    if (!ud_op) {
+      ++counters_.rx_no_qp;
+      return;
+    }
+    resp_on_ud(*qp, h, payload, grh_bytes);
+    return;
+  }
+  if (!rc_op) {
+    ++counters_.rx_no_qp;
+    return;
+  }
+  const std::uint16_t mask = wire::opcode_info(h.bth.opcode).mask;
+  if (mask & wire::kIsResponse) {
+    if (qp->state_ == QpState::kRtr) {
+      ++counters_.rx_no_qp;
+      return;
+    }
+    comp_on_response(*qp, h, payload, now);
+  } else {
+    resp_on_request(*qp, h, payload, now);
+  }
+}
+
+// ---- timers -----------------------------------------------------------------------------------
+
+TimeNs DeviceImpl::next_deadline() const {
+  TimeNs t = kNoDeadline;
+  for (const auto& qp : qps_)
+    if (qp) t = std::min(t, qp->next_deadline());
+  return t;
+}
+
+void DeviceImpl::on_deadline(TimeNs now) {
+  for (auto& qp : qps_)
+    if (qp && qp->next_deadline() <= now) comp_on_deadline(*qp, now);
+}
+
+Errc SrqImpl::post_recv(const RecvWr& wr) {
+  if (wr.sg_list.size() > rq_.max_sge()) return Errc::kTooManySge;
+  if (rq_.full()) return Errc::kQueueFull;
+  if (Errc e = dev_->check_sges(pd_, wr.sg_list, kAccessLocalWrite); e != Errc::kOk) return e;
+  rq_.push(wr);
+  return Errc::kOk;
+}
+
+}  // namespace weft::transport
+
+namespace weft {
+
+std::unique_ptr<Device> Device::create(const DeviceConfig& config, Rng& rng) {
+  return std::make_unique<transport::DeviceImpl>(config, rng);
+}
+
+std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
+  const std::size_t n = wire_bytes();
+  WEFT_ASSERT(out.size() >= n);
+  std::uint8_t* o = out.data();
+  std::memcpy(o, headers.data(), header_bytes);
+  std::size_t k = header_bytes;
+  if (payload_bytes) std::memcpy(o + k, payload, payload_bytes);
+  k += payload_bytes;
+  std::memset(o + k, 0, pad_bytes);
+  k += pad_bytes;
+  std::uint32_t ic = icrc;
+  if (!crcs_valid) ic = wire::icrc(out.first(header_bytes), out.subspan(header_bytes, payload_bytes), pad_bytes);
+  if (corrupt) ic ^= 1;  // a medium's "this packet is corrupt" becomes a real ICRC failure
+  wire::put_icrc(out.subspan(k).first<wire::kIcrcBytes>(), ic);
+  k += wire::kIcrcBytes;
+  const std::uint16_t vc = (crcs_valid && !corrupt) ? vcrc : wire::vcrc(out.first(k));
+  wire::put_vcrc(out.subspan(k).first<wire::kVcrcBytes>(), vc);
+  return k + wire::kVcrcBytes;
+}
+
+}  // namespace weft

@@ -1,0 +1,103 @@
+// transport/device_impl.hpp — the Device (an HCA, IBA chapter 10/11 verbs consumer interface)
+// behind <weft/device.hpp>: object tables, packet dispatch (LID, QPN, P_Key checks, IBA 9.6 /
+// 10.9), the transmit scheduler (a ready ring of QPs), timers, counters and async events.
+//
+// Lifetime: owns every object it creates. Thread-safety: one owner thread.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/transport/objects.hpp"
+#include "src/transport/qp.hpp"
+#include "src/wire/packet.hpp"
+
+namespace weft::transport {
+
+inline constexpr std::uint32_t kQpnFirst = 2;  // QP0 and QP1 are the management QPs (IBA 10.2.4.1)
+inline constexpr std::uint32_t kQpMax = 1u << 16;
+inline constexpr std::uint32_t kMrMax = 1u << 20;
+inline constexpr std::size_t kAsyncEventsMax = 4096;
+
+class DeviceImpl final : public Device {
+ public:
+  DeviceImpl(const DeviceConfig& config, Rng& rng);
+  ~DeviceImpl() override;
+
+  const DeviceConfig& config() const override { return config_; }
+  std::uint64_t node_guid() const override { return config_.node_guid; }
+  std::uint16_t lid(std::uint8_t port_num) const override;
+  Errc set_port_lid(std::uint8_t port_num, std::uint16_t lid) override;
+  Errc set_port_state(std::uint8_t port_num, PortState state) override;
+
+  Result<ProtectionDomain*, Errc> alloc_pd() override;
+  Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain* pd, void* addr, std::size_t length,
+                                     std::uint32_t access) override;
+  Result<CompletionQueue*, Errc> create_cq(std::uint32_t depth) override;
+  Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain* pd, std::uint32_t max_wr,
+                                               std::uint32_t max_sge) override;
+  Result<QueuePair*, Errc> create_qp(const QpInitAttr& attr) override;
+  Result<AddressHandle*, Errc> create_ah(ProtectionDomain* pd, const AddressVector& av) override;
+  Errc destroy_qp(QueuePair* qp) override;
+  Errc destroy_cq(CompletionQueue* cq) override;
+  Errc destroy_srq(SharedReceiveQueue* srq) override;
+  Errc dereg_mr(MemoryRegion* mr) override;
+  Errc destroy_ah(AddressHandle* ah) override;
+  Errc dealloc_pd(ProtectionDomain* pd) override;
+
+  void on_packet(std::span<const std::uint8_t> wire, TimeNs now) override;
+  void on_packet(const TxPacket& pkt, TimeNs now) override;
+  bool poll_transmit(TimeNs now, TxPacket& out) override;
+  TimeNs next_deadline() const override;
+  void on_deadline(TimeNs now) override;
+  bool poll_async_event(AsyncEvent& out) override;
+  const DeviceCounters& counters() const override { return counters_; }
+
+  // ---- for the engines ----
+  MrImpl* find_mr(std::uint32_t key) const;
+  // Validates a local gather/scatter list (IBA 10.6.3.2 L_Key checks).
+  Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const;
+  // Pushes a completion; an overrun marks the CQ, raises kCqError and errors the QPs on it.
+  void push_cqe(CqImpl* cq, const WorkCompletion& wc);
+  void raise(AsyncEventType type, std::uint32_t qpn, std::uint8_t port = 0);
+  void schedule(QpImpl& qp);
+  // Encodes headers and fills the packet (lengths, pad, CRCs in kCompute, counters).
+  void finish_packet(wire::Headers& h, const std::uint8_t* payload, std::uint32_t payload_bytes,
+                     std::uint8_t port_num, TxPacket& out);
+  // Fills the routing part of the headers from an address vector.
+  void fill_route(wire::Headers& h, const AddressVector& av, std::uint16_t pkey_index,
+                  std::uint8_t port_num) const;
+  // Scratch buffer for a payload that spans SGEs (the only copy on the send side).
+  std::uint8_t* bounce(std::size_t bytes) {
+    if (bounce_.size() < bytes) bounce_.resize(bytes);
+    return bounce_.data();
+  }
+  std::uint16_t pkey_at(std::uint8_t port_num, std::uint16_t index) const;
+
+  DeviceConfig config_;
+  Rng& rng_;
+  DeviceCounters counters_{};
+
+ private:
+  void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
+                std::span<const std::uint8_t> grh_bytes, TimeNs now);
+  bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
+
+  std::vector<std::unique_ptr<PdImpl>> pds_;
+  std::vector<std::unique_ptr<MrImpl>> mrs_;  // index = key >> 8
+  std::vector<std::uint8_t> mr_variant_;
+  std::vector<std::uint32_t> mr_free_;
+  std::vector<std::unique_ptr<CqImpl>> cqs_;
+  std::vector<std::unique_ptr<SrqImpl>> srqs_;
+  std::vector<std::unique_ptr<AhImpl>> ahs_;
+  std::vector<std::unique_ptr<QpImpl>> qps_;  // index = QPN
+  std::uint32_t next_pd_handle_ = 1;
+  std::deque<std::uint32_t> ready_;  // QPNs with something to send, round robin
+  std::deque<AsyncEvent> events_;
+  std::vector<std::uint8_t> bounce_;
+};
+
+}  // namespace weft::transport

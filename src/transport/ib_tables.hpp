@@ -1,0 +1,54 @@
+// transport/ib_tables.hpp — small IBA tables and arithmetic the three QP engines share:
+// 24-bit PSN arithmetic (IBA 9.7.1), the AETH credit code (Table 44, 9.7.7.2), the RNR NAK timer
+// code (Table 45, 9.7.5.2.8) and the local ACK timeout (9.7.6.1.3).
+// Thread-safety: pure constexpr functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <weft/types.hpp>
+#include <weft/verbs.hpp>
+
+namespace weft::transport {
+
+// ---- PSNs: 24-bit serial numbers (IBA 9.7.1); "a < b" within half the space. ---------------
+constexpr std::uint32_t psn_add(std::uint32_t psn, std::uint32_t n) { return (psn + n) & kPsnMask; }
+constexpr std::uint32_t psn_sub(std::uint32_t a, std::uint32_t b) { return (a - b) & kPsnMask; }
+// Signed distance a - b in (-2^23, 2^23].
+constexpr std::int32_t psn_diff(std::uint32_t a, std::uint32_t b) {
+  std::int32_t d = static_cast<std::int32_t>(psn_sub(a, b));
+  return d >= (1 << 23) ? d - (1 << 24) : d;
+}
+constexpr bool psn_lt(std::uint32_t a, std::uint32_t b) { return psn_diff(a, b) < 0; }
+constexpr bool psn_le(std::uint32_t a, std::uint32_t b) { return psn_diff(a, b) <= 0; }
+
+// ---- End-to-end credits (IBA 9.7.7.2.6, Table 44): a 5-bit logarithmic code. ---------------
+inline constexpr std::uint8_t kCreditCodeInvalid = 31;
+inline constexpr std::array<std::uint32_t, 31> kCreditCodeValue = {
+    0,    1,    2,    3,    4,    6,    8,     12,    16,    24,    32,
+    48,   64,   96,   128,  192,  256,  384,   512,   768,   1024,  1536,
+    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
+constexpr std::uint32_t credit_code_value(std::uint8_t code) { return kCreditCodeValue[code]; }
+// The largest code whose value does not exceed `credits`.
+constexpr std::uint8_t credit_code_for(std::uint64_t credits) {
+  std::uint8_t code = 0;
+  while (std::size_t{code} + 1 < kCreditCodeValue.size() && kCreditCodeValue[code + 1] <= credits) ++code;
+  return code;
+}
+
+// ---- RNR NAK timer (IBA 9.7.5.2.8, Table 45): code -> microseconds x 100. ------------------
+// Code 0 is 655.36 ms; 1..31 run 0.01 ms .. 491.52 ms.
+inline constexpr std::array<std::uint32_t, 32> kRnrTimerUs100 = {
+    65536, 1,   2,   3,   4,   6,   8,    12,   16,   24,   32,   48,   64,   96,   128,  192,
+    256,   320, 384, 480, 640, 768, 960,  1280, 1536, 1920, 2560, 3072, 3840, 5120, 6144, 7680};
+constexpr TimeNs rnr_timer_ns(std::uint8_t code) {
+  return TimeNs{kRnrTimerUs100[code & 31]} * 10'000;
+}
+
+// ---- Local ACK timeout (IBA 9.7.6.1.3): 4.096 us x 2^timeout; 0 means "never". ------------
+constexpr TimeNs ack_timeout_ns(std::uint8_t timeout) {
+  return timeout == 0 ? kNoDeadline : TimeNs{4096} << timeout;
+}
+
+}  // namespace weft::transport

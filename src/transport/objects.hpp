@@ -1,0 +1,170 @@
+// transport/objects.hpp — the passive verbs objects of a Device: protection domain, memory
+// region (IBA 10.6), completion queue (IBA 11.4.2), receive queue storage shared by QPs and
+// SRQs (IBA 10.2.9), address handle (IBA 10.2.2).
+//
+// Lifetime: owned by DeviceImpl, destroyed through it. Thread-safety: one owner thread, the
+// Device's.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/base/assert.hpp"
+
+namespace weft::transport {
+
+class DeviceImpl;
+class QpImpl;
+
+class PdImpl final : public ProtectionDomain {
+ public:
+  explicit PdImpl(std::uint32_t handle) : handle_(handle) {}
+  std::uint32_t handle() const override { return handle_; }
+  std::uint32_t users_ = 0;  // MRs, QPs, SRQs, AHs that name this PD
+
+ private:
+  std::uint32_t handle_;
+};
+
+// lkey == rkey == (table index << 8) | a per-registration variant byte, so a stale key of a
+// deregistered slot does not match a new registration in the same slot.
+class MrImpl final : public MemoryRegion {
+ public:
+  MrImpl(PdImpl* pd, std::uint8_t* addr, std::size_t length, std::uint32_t access,
+         std::uint32_t key)
+      : pd_(pd), addr_(addr), length_(length), access_(access), key_(key) {}
+  std::uint32_t lkey() const override { return key_; }
+  std::uint32_t rkey() const override { return key_; }
+  std::uint8_t* addr() const override { return addr_; }
+  std::size_t length() const override { return length_; }
+  std::uint32_t access() const override { return access_; }
+  // True when [va, va+len) lies inside the region (len 0 is inside when va is).
+  bool contains(std::uint64_t va, std::uint64_t len) const {
+    const std::uint64_t base = reinterpret_cast<std::uintptr_t>(addr_);
+    return va >= base && len <= length_ && va - base <= length_ - len;
+  }
+  PdImpl* pd_;
+
+ private:
+  std::uint8_t* addr_;
+  std::size_t length_;
+  std::uint32_t access_;
+  std::uint32_t key_;
+};
+
+class CqImpl final : public CompletionQueue {
+ public:
+  CqImpl(DeviceImpl* dev, std::uint32_t depth) : dev_(dev), ring_(depth), depth_(depth) {}
+  std::size_t poll(std::span<WorkCompletion> out) override {
+    std::size_t n = 0;
+    while (n < out.size() && tail_ != head_) out[n++] = ring_[tail_++ % depth_];
+    return n;
+  }
+  std::uint32_t depth() const override { return depth_; }
+  std::size_t size() const override { return static_cast<std::size_t>(head_ - tail_); }
+  bool overrun() const override { return overrun_; }
+  // Appends; false when full (the caller turns that into an overrun, IBA 11.4.2.1).
+  bool push(const WorkCompletion& wc) {
+    if (head_ - tail_ >= depth_) return false;
+    ring_[head_++ % depth_] = wc;
+    return true;
+  }
+  DeviceImpl* dev_;
+  std::uint32_t users_ = 0;  // QPs completing into it
+  bool overrun_ = false;
+
+ private:
+  std::vector<WorkCompletion> ring_;
+  std::uint64_t head_ = 0, tail_ = 0;
+  std::uint32_t depth_;
+};
+
+// A posted receive: its SGEs live in RecvQueue's flat array.
+struct RecvWqe {
+  std::uint64_t wr_id = 0;
+  std::uint32_t num_sge = 0;
+  std::uint64_t total_bytes = 0;
+};
+
+// Fixed-capacity ring of receive WQEs and their SGEs (no allocation after construction).
+class RecvQueue {
+ public:
+  RecvQueue() = default;
+  RecvQueue(std::uint32_t max_wr, std::uint32_t max_sge)
+      : wqes_(max_wr), sges_(std::size_t{max_wr} * max_sge), max_wr_(max_wr), max_sge_(max_sge) {}
+  std::uint32_t max_wr() const { return max_wr_; }
+  std::uint32_t max_sge() const { return max_sge_; }
+  std::size_t outstanding() const { return static_cast<std::size_t>(head_ - tail_); }
+  bool empty() const { return head_ == tail_; }
+  bool full() const { return head_ - tail_ >= max_wr_; }
+  // The caller has validated wr.
+  void push(const RecvWr& wr) {
+    const std::uint64_t slot = head_ % max_wr_;
+    RecvWqe& w = wqes_[slot];
+    w.wr_id = wr.wr_id;
+    w.num_sge = static_cast<std::uint32_t>(wr.sg_list.size());
+    w.total_bytes = 0;
+    for (std::size_t i = 0; i < wr.sg_list.size(); ++i) {
+      sges_[slot * max_sge_ + i] = wr.sg_list[i];
+      w.total_bytes += wr.sg_list[i].length;
+    }
+    ++head_;
+  }
+  const RecvWqe& front() const { return wqes_[tail_ % max_wr_]; }
+  const Sge* front_sges() const { return &sges_[(tail_ % max_wr_) * max_sge_]; }
+  void pop() {
+    WEFT_ASSERT(head_ != tail_);
+    ++tail_;
+  }
+  void clear() { tail_ = head_; }
+
+ private:
+  std::vector<RecvWqe> wqes_;
+  std::vector<Sge> sges_;
+  std::uint64_t head_ = 0, tail_ = 0;
+  std::uint32_t max_wr_ = 0, max_sge_ = 0;
+};
+
+class SrqImpl final : public SharedReceiveQueue {
+ public:
+  SrqImpl(DeviceImpl* dev, PdImpl* pd, std::uint32_t max_wr, std::uint32_t max_sge)
+      : dev_(dev), pd_(pd), rq_(max_wr, max_sge) {}
+  Errc post_recv(const RecvWr& wr) override;
+  std::size_t outstanding() const override { return rq_.outstanding(); }
+  DeviceImpl* dev_;
+  PdImpl* pd_;
+  RecvQueue rq_;
+  std::uint32_t users_ = 0;
+};
+
+class AhImpl final : public AddressHandle {
+ public:
+  AhImpl(PdImpl* pd, const AddressVector& av) : pd_(pd), av_(av) {}
+  const AddressVector& av() const override { return av_; }
+  PdImpl* pd_;
+
+ private:
+  AddressVector av_;
+};
+
+// Copies `len` bytes of `src` into the gather list starting `offset` bytes in. The caller has
+// checked offset + len <= the list's total.
+inline void copy_to_sges(const Sge* sges, std::uint32_t n, std::uint64_t offset,
+                         const std::uint8_t* src, std::uint64_t len) {
+  for (std::uint32_t i = 0; i < n && len > 0; ++i) {
+    if (offset >= sges[i].length) {
+      offset -= sges[i].length;
+      continue;
+    }
+    const std::uint64_t k = std::min<std::uint64_t>(sges[i].length - offset, len);
+    std::memcpy(reinterpret_cast<std::uint8_t*>(sges[i].addr) + offset, src, k);
+    src += k;
+    len -= k;
+    offset = 0;
+  }
+}
+
+}  // namespace weft::transport

@@ -1,0 +1,422 @@
+// transport/qp.cpp — QP verbs: the state machine of IBA 10.3.1 with attribute validation on every
+// transition (IBA 11.2.5), work request validation at post time (IBA 11.4.1), completions,
+// and the error path (IBA 10.3.1: ERR flushes both work queues).
+#include "src/transport/qp.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/transport/device_impl.hpp"
+#include "src/transport/ib_tables.hpp"
+#include "src/transport/qp_attr_table.hpp"
+
+namespace weft::transport {
+namespace {
+
+constexpr std::uint32_t kRemoteAccessBits =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+  }
+  return WcOpcode::kSend;
+}
+
+bool consumes_credit(WrOpcode op) {
+  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
+         op == WrOpcode::kRdmaWriteWithImm;
+}
+
+}  // namespace
+
+std::string_view to_string(ReqState s) {
+  switch (s) {
+    case ReqState::kIdle: return "IDLE";
+    case ReqState::kSending: return "SENDING";
+    case ReqState::kWaitCredits: return "WAIT_CREDITS";
+    case ReqState::kWaitRdAtomic: return "WAIT_RD_ATOMIC";
+    case ReqState::kWaitFence: return "WAIT_FENCE";
+    case ReqState::kRnrWait: return "RNR_WAIT";
+    case ReqState::kDrained: return "DRAINED";
+    case ReqState::kError: return "ERROR";
+  }
+  return "?";
+}
+
+std::string_view to_string(RespState s) {
+  switch (s) {
+    case RespState::kIdle: return "IDLE";
+    case RespState::kInSend: return "IN_SEND";
+    case RespState::kInWrite: return "IN_WRITE";
+    case RespState::kError: return "ERROR";
+  }
+  return "?";
+}
+
+std::string_view to_string(CompState s) {
+  switch (s) {
+    case CompState::kIdle: return "IDLE";
+    case CompState::kWaitAck: return "WAIT_ACK";
+    case CompState::kRnrWait: return "RNR_WAIT";
+    case CompState::kError: return "ERROR";
+  }
+  return "?";
+}
+
+QpImpl::QpImpl(DeviceImpl* dev, std::uint32_t qpn, const QpInitAttr& init)
+    : dev_(dev), qpn_(qpn), init_(init) {
+  const QpCaps& c = init.caps;
+  sq_.resize(c.max_send_wr);
+  max_send_sge_ = c.max_send_sge;
+  inline_max_ = c.max_inline_data;
+  sq_sge_.resize(std::size_t{c.max_send_wr} * c.max_send_sge);
+  sq_inline_.resize(std::size_t{c.max_send_wr} * c.max_inline_data);
+  if (!init.srq) rq_ = RecvQueue(c.max_recv_wr, c.max_recv_sge);
+  cur_sges_.resize(kSgeMax);
+  res_.resize(kRdAtomicMax);
+}
+
+QpImpl::~QpImpl() = default;
+
+RecvQueue& QpImpl::recv_queue() {
+  return init_.srq ? static_cast<SrqImpl*>(init_.srq)->rq_ : rq_;
+}
+
+bool QpImpl::can_transmit() const {
+  if (respq_count_ > 0) return true;
+  if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
+  return resend_count_ > 0 || sq_req_ != sq_head_;
+}
+
+TimeNs QpImpl::next_deadline() const {
+  if (state_ == QpState::kErr || state_ == QpState::kReset) return kNoDeadline;
+  return std::min(rto_deadline_, rnr_deadline_);
+}
+
+// ---- modify (IBA 11.2.5) ------------------------------------------------------------------
+
+Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
+  const QpState cur = state_;
+  const QpState to = (mask & kQpState) ? a.qp_state : cur;
+  if (static_cast<unsigned>(to) > static_cast<unsigned>(QpState::kErr))
+    return Errc::kInvalidArgument;
+  if ((mask & kQpCurState) && a.cur_qp_state != cur) return Errc::kInvalidArgument;
+  const TransitionRule rule = transition_rule(init_.type, cur, to);
+  if (!rule.valid) return Errc::kInvalidTransition;
+  const std::uint32_t need = rule.required & ~kQpState;
+  if ((need & mask) != need) return Errc::kMissingAttribute;
+  if ((mask & ~kQpState) & ~(rule.required | rule.optional)) return Errc::kExtraAttribute;
+
+  // Range checks (IBA 11.2.5.2): nothing changes unless all pass.
+  const auto& ports = dev_->config_.ports;
+  const std::uint8_t port = (mask & kQpPort) ? a.port_num : attr_.port_num;
+  if ((mask & kQpPort) && (a.port_num == 0 || a.port_num > ports.size()))
+    return Errc::kInvalidArgument;
+  if ((mask & kQpPkeyIndex) && (port == 0 || port > ports.size() ||
+                                a.pkey_index >= ports[port - 1].pkeys.size()))
+    return Errc::kInvalidArgument;
+  if ((mask & kQpAccessFlags) && (a.access_flags & ~kRemoteAccessBits))
+    return Errc::kInvalidArgument;
+  if (mask & kQpAv) {
+    if (a.av.port_num == 0 || a.av.port_num > ports.size() || a.av.sl > 15 ||
+        a.av.flow_label > 0xFFFFF)
+      return Errc::kInvalidArgument;
+  }
+  if (mask & kQpPathMtu) {
+    const auto m = static_cast<unsigned>(a.path_mtu);
+    if (m < 1 || m > 5 || m > static_cast<unsigned>(ports[port - 1].max_mtu))
+      return Errc::kInvalidArgument;
+  }
+  if ((mask & kQpDestQpn) && a.dest_qpn > kPsnMask) return Errc::kInvalidArgument;
+  if ((mask & kQpRqPsn) && a.rq_psn > kPsnMask) return Errc::kInvalidArgument;
+  if ((mask & kQpSqPsn) && a.sq_psn > kPsnMask) return Errc::kInvalidArgument;
+  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > kRdAtomicMax)
+    return Errc::kInvalidArgument;
+  if ((mask & kQpMaxRdAtomic) && a.max_rd_atomic > kRdAtomicMax) return Errc::kInvalidArgument;
+  if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return Errc::kInvalidArgument;
+  if ((mask & kQpTimeout) && a.timeout > 31) return Errc::kInvalidArgument;
+  if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return Errc::kInvalidArgument;
+  if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return Errc::kInvalidArgument;
+  if ((mask & kQpRecoveryMode) && static_cast<unsigned>(a.recovery) > 1)
+    return Errc::kInvalidArgument;
+
+  if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
+  if (mask & kQpPort) attr_.port_num = a.port_num;
+  if (mask & kQpQkey) attr_.qkey = a.qkey;
+  if (mask & kQpAccessFlags) attr_.access_flags = a.access_flags;
+  if (mask & kQpAv) attr_.av = a.av;
+  if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
+  if (mask & kQpDestQpn) attr_.dest_qpn = a.dest_qpn;
+  if (mask & kQpRqPsn) attr_.rq_psn = a.rq_psn;
+  if (mask & kQpSqPsn) attr_.sq_psn = a.sq_psn;
+  if (mask & kQpMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & kQpMaxRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kQpMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kQpTimeout) attr_.timeout = a.timeout;
+  if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
+  if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
+  if (mask & kQpRecoveryMode) attr_.recovery = a.recovery;
+
+  if (to == cur) return Errc::kOk;
+  switch (to) {
+    case QpState::kReset: {
+      // IBA 10.3.1: RESET empties both queues without completions.
+      const QpInitAttr init = init_;
+      const QpState keep = QpState::kReset;
+      sq_head_ = sq_comp_ = sq_req_ = sq_launched_ = 0;
+      rq_.clear();
+      req_state_ = ReqState::kIdle;
+      resp_state_ = RespState::kIdle;
+      comp_state_ = CompState::kIdle;
+      rd_atomic_inflight_ = 0;
+      cseq_next_ = credit_limit_ = cseq_acked_ = 0;
+      pkts_since_ackreq_ = 0;
+      gap_rewound_ = false;
+      credits_unlimited_ = false;
+      resend_head_ = resend_count_ = 0;
+      rto_deadline_ = rnr_deadline_ = kNoDeadline;
+      respq_head_ = respq_count_ = 0;
+      have_recv_ = false;
+      resp_fatal_pending_ = false;
+      seq_nak_sent_ = false;
+      nak_high_valid_ = false;
+      for (auto& r : res_) r = RdAtomicRes{};
+      for (auto& s : ooo_) s.valid = false;
+      msn_ = 0;
+      since_ack_ = 0;
+      attr_ = QpAttr{};
+      (void)init;
+      state_ = keep;
+      return Errc::kOk;
+    }
+    case QpState::kErr:
+      enter_error();
+      return Errc::kOk;
+    case QpState::kRtr:
+      epsn_ = attr_.rq_psn;
+      state_ = to;
+      return Errc::kOk;
+    case QpState::kRts:
+      if (cur == QpState::kRtr) {
+        req_psn_ = comp_psn_ = psn_high_ = attr_.sq_psn;
+        last_ack_psn_ = psn_sub(attr_.sq_psn, 1);
+        retry_left_ = attr_.retry_cnt;
+        rnr_retry_left_ = attr_.rnr_retry;
+      }
+      req_state_ = ReqState::kIdle;
+      state_ = to;
+      dev_->schedule(*this);
+      return Errc::kOk;
+    case QpState::kSqd:
+      state_ = to;
+      req_state_ = ReqState::kDrained;
+      // IBA 11.6.3: "SQ drained" once nothing is outstanding.
+      if (sq_comp_ == sq_req_) dev_->raise(AsyncEventType::kSqDrained, qpn_);
+      else sq_drained_event_pending_ = true;
+      return Errc::kOk;
+    default:
+      state_ = to;
+      return Errc::kOk;
+  }
+}
+
+QpAttr QpImpl::query() const {
+  QpAttr a = attr_;
+  a.qp_state = state_;
+  a.cur_qp_state = state_;
+  if (state_ == QpState::kRts || state_ == QpState::kSqd) a.sq_psn = req_psn_;
+  if (state_ != QpState::kReset && state_ != QpState::kInit) a.rq_psn = epsn_;
+  return a;
+}
+
+// ---- posting (IBA 11.4.1.1) -----------------------------------------------------------------
+
+Errc QpImpl::post_send(const SendWr& wr) {
+  if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kRtr)
+    return Errc::kInvalidState;
+  const bool ud = init_.type == QpType::kUd;
+  if (static_cast<unsigned>(wr.opcode) > static_cast<unsigned>(WrOpcode::kAtomicFetchAndAdd))
+    return Errc::kInvalidArgument;
+  const bool is_send = wr.opcode == WrOpcode::kSend || wr.opcode == WrOpcode::kSendWithImm;
+  if (ud && !is_send) return Errc::kWrongQpType;
+  if (ud && !wr.ah) return Errc::kInvalidArgument;
+  if (wr.sg_list.size() > max_send_sge_) return Errc::kTooManySge;
+  if (sq_head_ - sq_comp_ >= sq_.size()) return Errc::kQueueFull;
+  const bool atomic = wr.opcode == WrOpcode::kAtomicCmpAndSwp ||
+                      wr.opcode == WrOpcode::kAtomicFetchAndAdd;
+  const bool read = wr.opcode == WrOpcode::kRdmaRead;
+  std::uint64_t total = 0;
+  for (const Sge& s : wr.sg_list) total += s.length;
+  if (total > kMessageBytesMax) return Errc::kInvalidArgument;
+  const bool inl = (wr.send_flags & kInline) != 0;
+  if (inl) {
+    if (read || atomic) return Errc::kInvalidArgument;
+    if (total > inline_max_) return Errc::kInlineTooLarge;
+    for (const Sge& s : wr.sg_list)
+      if (s.length && !s.addr) return Errc::kInvalidArgument;
+  } else {
+    const std::uint32_t need = (read || atomic) ? std::uint32_t{kAccessLocalWrite} : 0u;
+    if (Errc e = dev_->check_sges(static_cast<PdImpl*>(init_.pd), wr.sg_list, need);
+        e != Errc::kOk)
+      return e;
+  }
+  if (atomic && (wr.sg_list.size() != 1 || total != kAtomicBytes)) return Errc::kInvalidArgument;
+  if (ud) {
+    const auto* ah = static_cast<const AhImpl*>(wr.ah);
+    if (ah->pd_ != init_.pd) return Errc::kInvalidArgument;
+    const auto& ports = dev_->config_.ports;
+    const std::uint8_t port = attr_.port_num;
+    if (total > mtu_bytes(ports[port - 1].max_mtu)) return Errc::kInvalidArgument;
+  }
+
+  const std::uint64_t slot = sq_head_;
+  SendWqe& w = sq_at(slot);
+  w = SendWqe{};
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.signaled = init_.sq_sig_all || (wr.send_flags & kSignaled);
+  w.fence = (wr.send_flags & kFence) != 0;
+  w.solicited = (wr.send_flags & kSolicited) != 0;
+  w.is_inline = inl;
+  w.total_bytes = static_cast<std::uint32_t>(total);
+  w.imm = wr.imm_data;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  if (ud) {
+    w.av = static_cast<const AhImpl*>(wr.ah)->av();
+    w.remote_qpn = wr.remote_qpn & kPsnMask;
+    // IBA 10.2.5 / o9-..: a Q_Key with the high bit set means "use the QP's own Q_Key".
+    w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;
+  }
+  if (inl) {
+    std::uint8_t* dst = sq_inline(slot);
+    for (const Sge& s : wr.sg_list) {
+      if (s.length) std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
+      dst += s.length;
+    }
+    w.num_sge = 0;
+  } else {
+    w.num_sge = static_cast<std::uint32_t>(wr.sg_list.size());
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), &sq_sge_[(slot % sq_.size()) * max_send_sge_]);
+  }
+  w.cseq = cseq_next_;
+  if (!ud && consumes_credit(wr.opcode)) ++cseq_next_;
+  ++sq_head_;
+
+  if (state_ == QpState::kErr || state_ == QpState::kSqe) {
+    // Verbs: a WR posted to a QP in error completes at once, flushed.
+    complete_send(w, WcStatus::kWrFlushErr);
+    sq_comp_ = sq_req_ = sq_launched_ = sq_head_;
+    return Errc::kOk;
+  }
+  dev_->schedule(*this);
+  return Errc::kOk;
+}
+
+Errc QpImpl::post_recv(const RecvWr& wr) {
+  if (init_.srq) return Errc::kInvalidState;  // receives come from the SRQ
+  if (state_ == QpState::kReset) return Errc::kInvalidState;
+  if (wr.sg_list.size() > rq_.max_sge()) return Errc::kTooManySge;
+  if (rq_.full()) return Errc::kQueueFull;
+  if (Errc e = dev_->check_sges(static_cast<PdImpl*>(init_.pd), wr.sg_list, kAccessLocalWrite);
+      e != Errc::kOk)
+    return e;
+  if (state_ == QpState::kErr) {
+    complete_recv(wr.wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0);
+    return Errc::kOk;
+  }
+  rq_.push(wr);
+  return Errc::kOk;
+}
+
+// ---- completions and errors -----------------------------------------------------------------
+
+void QpImpl::complete_send(const SendWqe& w, WcStatus status) {
+  if (status == WcStatus::kSuccess && !w.signaled) return;
+  WorkCompletion wc;
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = wc_opcode(w.opcode);
+  wc.byte_len = w.total_bytes;
+  wc.qp_num = qpn_;
+  wc.pkey_index = attr_.pkey_index;
+  dev_->push_cqe(static_cast<CqImpl*>(init_.send_cq), wc);
+}
+
+void QpImpl::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
+                           std::uint32_t byte_len, std::uint32_t imm, std::uint32_t wc_flags,
+                           std::uint32_t src_qp, std::uint16_t slid, std::uint8_t sl) {
+  WorkCompletion wc;
+  wc.wr_id = wr_id;
+  wc.status = status;
+  wc.opcode = op;
+  wc.byte_len = byte_len;
+  wc.imm_data = imm;
+  wc.wc_flags = wc_flags;
+  wc.qp_num = qpn_;
+  wc.src_qp = src_qp;
+  wc.slid = slid;
+  wc.sl = sl;
+  wc.pkey_index = attr_.pkey_index;
+  dev_->push_cqe(static_cast<CqImpl*>(init_.recv_cq), wc);
+}
+
+void QpImpl::flush_all() {
+  // Send queue: every outstanding WR completes with WR_FLUSH_ERR, signaled or not.
+  while (sq_comp_ != sq_head_) {
+    const SendWqe& w = sq_at(sq_comp_);
+    ++sq_comp_;
+    complete_send(w, WcStatus::kWrFlushErr);
+  }
+  sq_req_ = sq_launched_ = sq_comp_;
+  if (have_recv_) {
+    have_recv_ = false;
+    complete_recv(cur_recv_.wr_id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0);
+  }
+  if (!init_.srq) {
+    while (!rq_.empty()) {
+      const std::uint64_t id = rq_.front().wr_id;
+      rq_.pop();
+      complete_recv(id, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0);
+    }
+  } else {
+    dev_->raise(AsyncEventType::kQpLastWqeReached, qpn_);  // IBA 11.6.3.1
+  }
+}
+
+void QpImpl::enter_error() {
+  if (state_ == QpState::kErr) return;
+  state_ = QpState::kErr;
+  req_state_ = ReqState::kError;
+  resp_state_ = RespState::kError;
+  comp_state_ = CompState::kError;
+  rto_deadline_ = rnr_deadline_ = kNoDeadline;
+  respq_count_ = 0;
+  resend_count_ = 0;
+  resp_fatal_pending_ = false;
+  flush_all();
+}
+
+void QpImpl::fatal(WcStatus status, bool send_side) {
+  if (state_ == QpState::kErr) return;
+  if (send_side && sq_comp_ != sq_head_) {
+    const SendWqe& w = sq_at(sq_comp_);
+    ++sq_comp_;
+    if (sq_req_ < sq_comp_) sq_req_ = sq_comp_;
+    if (sq_launched_ < sq_comp_) sq_launched_ = sq_comp_;
+    complete_send(w, status);
+  }
+  enter_error();
+  dev_->raise(AsyncEventType::kQpFatal, qpn_);
+}
+
+}  // namespace weft::transport

@@ -1,0 +1,231 @@
+// transport/qp.hpp — a queue pair (IBA 10.2.4, chapter 9 RC/UD transport) and the state its
+// three engines share: the requester (requester.cpp, IBA 9.7.1-9.7.4 sending side), the responder
+// (responder.cpp, IBA 9.7.5 receiving side) and the completer (completer.cpp, IBA 9.7.5.1 ACK
+// processing, 9.7.6 timers, 10.8 completions). Verbs calls and the QP state machine
+// (IBA 10.3, 11.2.5) are in qp.cpp, the attribute table of 11.2.5.3 in qp_attr_table.cpp.
+//
+// All queues are fixed-capacity rings allocated at create time: the hot paths allocate nothing.
+// Lifetime: owned by DeviceImpl. Thread-safety: the Device's owner thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/transport/objects.hpp"
+#include "src/wire/packet.hpp"
+
+namespace weft::transport {
+
+// ---- Named limits ---------------------------------------------------------------------------
+inline constexpr std::uint32_t kRespQueueMax = 64;    // responses waiting to leave, per QP
+inline constexpr std::uint32_t kResendQueueMax = 64;  // selective repeat: PSNs to resend
+inline constexpr std::uint32_t kAtomicBytes = 8;
+
+// A send WQE and the requester's bookkeeping for it.
+struct SendWqe {
+  std::uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  bool signaled = false;
+  bool fence = false;
+  bool is_inline = false;
+  bool solicited = false;
+  bool credit_stalled = false;  // counted once in credit_stalls
+  std::uint32_t num_sge = 0;
+  std::uint32_t total_bytes = 0;
+  std::uint32_t imm = 0;
+  std::uint64_t remote_addr = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t compare_add = 0, swap = 0;
+  // UD destination
+  AddressVector av{};
+  std::uint32_t remote_qpn = 0, remote_qkey = 0;
+  // Requester: PSNs this message occupies (a READ occupies one per response packet).
+  std::uint32_t first_psn = 0, npkts = 0;
+  // End-to-end credits (IBA 9.7.7.2): how many credit-consuming WQEs were posted before it.
+  std::uint64_t cseq = 0;
+};
+
+// Requester engine states (IBA 9.7.4; rxe_req.c's loop).
+enum class ReqState : std::uint8_t {
+  kIdle,          // nothing to send
+  kSending,       // packets of a WQE are going out
+  kWaitCredits,   // a SEND held for end-to-end credits (9.7.7.2)
+  kWaitRdAtomic,  // max_rd_atomic READs/atomics outstanding (9.7.4.1.4 initiator depth)
+  kWaitFence,     // a fenced WR waits for prior READs/atomics (10.8.3.3)
+  kRnrWait,       // RNR NAK timer running (9.7.5.2.8)
+  kDrained,       // SQD: nothing new starts
+  kError,
+};
+std::string_view to_string(ReqState s);
+
+// Responder engine states (IBA 9.7.5; rxe_resp.c).
+enum class RespState : std::uint8_t {
+  kIdle,       // between messages
+  kInSend,     // inside a multi-packet SEND (a receive WQE is held)
+  kInWrite,    // inside a multi-packet RDMA WRITE
+  kError,
+};
+std::string_view to_string(RespState s);
+
+// Completer engine states (IBA 9.7.5.1, 9.7.6; rxe_comp.c).
+enum class CompState : std::uint8_t {
+  kIdle,      // nothing outstanding
+  kWaitAck,   // packets sent and not yet acknowledged; the retransmission timer runs
+  kRnrWait,
+  kError,
+};
+std::string_view to_string(CompState s);
+
+// What the responder queues for sending back (rxe's resp_res + ACK state in one ring).
+struct RespItem {
+  enum class Kind : std::uint8_t { kAck, kNak, kAtomicAck, kReadResponse } kind = Kind::kAck;
+  std::uint8_t syndrome = 0;       // kAck: filled at send time (credits); kNak: full syndrome
+  std::uint32_t psn = 0;           // next PSN to send for read responses
+  std::uint32_t msn = 0;
+  std::uint64_t orig = 0;          // atomic
+  const std::uint8_t* data = nullptr;  // read source in the responder's MR
+  std::uint32_t len = 0, sent = 0;     // read bytes
+};
+
+// Responder resources (IBA 9.7.5.1.4 max_dest_rd_atomic): one per READ/atomic, so a duplicate
+// READ is answered again and a duplicate atomic returns the saved result without running again.
+struct RdAtomicRes {
+  bool valid = false;
+  bool atomic = false;
+  std::uint32_t first_psn = 0, npkts = 0;
+  std::uint64_t orig = 0;
+};
+
+// Selective repeat: a request kept while an earlier PSN is missing.
+struct OooSlot {
+  bool valid = false;
+  std::uint32_t psn = 0;
+  wire::Headers h{};
+  std::uint32_t payload_bytes = 0;
+};
+
+class QpImpl final : public QueuePair {
+ public:
+  QpImpl(DeviceImpl* dev, std::uint32_t qpn, const QpInitAttr& init);
+  ~QpImpl() override;
+
+  std::uint32_t qp_num() const override { return qpn_; }
+  QpType type() const override { return init_.type; }
+  QpState state() const override { return state_; }
+  Errc modify(const QpAttr& attr, std::uint32_t attr_mask) override;
+  QpAttr query() const override;
+  Errc post_send(const SendWr& wr) override;
+  Errc post_recv(const RecvWr& wr) override;
+
+  // ---- shared helpers (qp.cpp) ----
+  // IBA 10.3.1 / 11.6.2: a fatal error completes `status` for the oldest WQE (if any), flushes
+  // the rest, moves the QP to ERR and raises kQpFatal.
+  void fatal(WcStatus status, bool send_side);
+  void enter_error();   // flush both queues, state ERR (no event)
+  void flush_all();
+  void complete_send(const SendWqe& w, WcStatus status);
+  void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
+                     std::uint32_t imm, std::uint32_t wc_flags, std::uint32_t src_qp = 0,
+                     std::uint16_t slid = 0, std::uint8_t sl = 0);
+  RecvQueue& recv_queue();
+  bool uses_srq() const { return init_.srq != nullptr; }
+  SendWqe& sq_at(std::uint64_t i) { return sq_[i % sq_.size()]; }
+  const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i % sq_.size()) * max_send_sge_]; }
+  std::uint8_t* sq_inline(std::uint64_t i) { return &sq_inline_[(i % sq_.size()) * inline_max_]; }
+  std::uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }
+  bool can_transmit() const;
+  TimeNs next_deadline() const;
+
+  DeviceImpl* dev_;
+  std::uint32_t qpn_;
+  QpInitAttr init_;
+  QpState state_ = QpState::kReset;
+  QpAttr attr_{};
+  bool scheduled_ = false;  // in the Device's ready ring
+  bool sq_drained_event_pending_ = false;
+
+  // ---- send queue (requester + completer) ----
+  std::vector<SendWqe> sq_;
+  std::vector<Sge> sq_sge_;
+  std::vector<std::uint8_t> sq_inline_;
+  std::uint32_t max_send_sge_ = 0, inline_max_ = 0;
+  std::uint64_t sq_head_ = 0;      // next slot to post
+  std::uint64_t sq_comp_ = 0;      // oldest WQE not yet completed
+  std::uint64_t sq_req_ = 0;       // WQE the requester sends next
+  std::uint64_t sq_launched_ = 0;  // one past the last WQE given PSNs
+
+  // requester
+  ReqState req_state_ = ReqState::kIdle;
+  std::uint32_t req_psn_ = 0;      // PSN of the next request packet
+  std::uint32_t rd_atomic_inflight_ = 0;
+  std::uint64_t cseq_next_ = 0;    // credit-consuming WQEs posted
+  std::uint64_t credit_limit_ = 0; // may start credit-consuming WQEs with cseq < this
+  bool credits_unlimited_ = false; // AETH credit code 31 (SRQ at the responder)
+  std::uint64_t cseq_acked_ = 0;   // credit-consuming WQEs acknowledged
+  std::uint32_t psn_high_ = 0;     // first PSN never sent (below it, a send is a retransmission)
+  std::uint32_t pkts_since_ackreq_ = 0;
+  std::array<std::uint32_t, kResendQueueMax> resend_{};
+  std::uint32_t resend_head_ = 0, resend_count_ = 0;
+
+  // completer
+  CompState comp_state_ = CompState::kIdle;
+  std::uint32_t comp_psn_ = 0;     // oldest PSN not yet acknowledged
+  TimeNs rto_deadline_ = kNoDeadline;
+  TimeNs rnr_deadline_ = kNoDeadline;
+  std::uint8_t retry_left_ = 0, rnr_retry_left_ = 0;
+  std::uint32_t last_ack_psn_ = 0;
+  bool gap_rewound_ = false;       // a read-response gap already triggered a rewind at comp_psn_
+
+  // ---- receive side (responder) ----
+  RecvQueue rq_;
+  RespState resp_state_ = RespState::kIdle;
+  std::uint32_t epsn_ = 0;         // expected request PSN
+  std::uint32_t msn_ = 0;          // 24 bits
+  bool seq_nak_sent_ = false;      // go-back-N: one NAK per gap (IBA 9.7.5.1.2)
+  std::uint32_t since_ack_ = 0;
+  // current message
+  RecvWqe cur_recv_{};
+  std::vector<Sge> cur_sges_;
+  bool have_recv_ = false;
+  std::uint64_t msg_bytes_ = 0;    // bytes of the current SEND/WRITE received so far
+  std::uint64_t write_va_ = 0;
+  std::uint32_t write_len_ = 0;    // RETH DMA length
+  std::uint8_t* write_dst_ = nullptr;
+  bool write_imm_ = false;
+  std::vector<RdAtomicRes> res_;
+  std::uint32_t res_next_ = 0;
+  std::array<RespItem, kRespQueueMax> respq_{};
+  std::uint32_t respq_head_ = 0, respq_count_ = 0;
+  bool resp_fatal_pending_ = false;  // go to ERR once the queued NAK is out
+  WcStatus resp_fatal_status_ = WcStatus::kSuccess;
+  // selective repeat
+  std::vector<OooSlot> ooo_;
+  std::vector<std::uint8_t> ooo_data_;
+  std::uint32_t nak_high_ = 0;     // PSNs below this (and >= epsn_) have been NAKed once
+  bool nak_high_valid_ = false;
+};
+
+// ---- engines --------------------------------------------------------------------------------
+// requester.cpp
+bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out);
+void req_rewind(QpImpl& qp, std::uint32_t psn);        // go-back-N from psn
+void req_queue_resend(QpImpl& qp, std::uint32_t psn);  // selective repeat: resend psn only
+std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
+// responder.cpp
+void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
+                     TimeNs now);
+bool resp_poll(QpImpl& qp, TxPacket& out);
+void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
+                std::span<const std::uint8_t> grh_bytes);
+// completer.cpp
+void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
+                      TimeNs now);
+void comp_on_deadline(QpImpl& qp, TimeNs now);
+void comp_after_send(QpImpl& qp, TimeNs now);  // a request packet left: arm the timer
+
+}  // namespace weft::transport

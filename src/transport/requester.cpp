@@ -1,0 +1,263 @@
+// transport/requester.cpp — the requester engine (IBA 9.7.1-9.7.4, rxe_req.c): turns send WQEs
+// into request packets. Segmentation by path MTU (9.7.2.1), 24-bit PSNs, AckReq, the initiator
+// depth (max_rd_atomic, 9.7.4.1.4), fences (10.8.3.3), end-to-end credits (9.7.7.2),
+// go-back-N rewind (9.7.4.1.3) and selective-repeat single-PSN resends.
+//
+// Zero copy: a packet's payload points into registered memory (or the WQE's inline bytes); only
+// a packet whose payload straddles two SGEs is gathered into the Device's bounce buffer.
+#include <algorithm>
+
+#include "src/transport/device_impl.hpp"
+#include "src/transport/ib_tables.hpp"
+#include "src/transport/qp.hpp"
+
+namespace weft::transport {
+namespace {
+
+// Periodic AckReq inside long streams of unsignaled or multi-packet messages, so the completer's
+// window keeps moving without waiting for a message end.
+constexpr std::uint32_t kAckReqEveryPackets = 32;
+
+using wire::Opcode;
+
+bool is_rd_atomic(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
+         op == WrOpcode::kAtomicFetchAndAdd;
+}
+bool consumes_credit(WrOpcode op) {
+  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
+         op == WrOpcode::kRdmaWriteWithImm;
+}
+
+// Payload bytes [offset, offset+len) of a WQE: a pointer into one SGE, or a gather into bounce.
+const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
+                                std::uint64_t offset, std::uint32_t len) {
+  if (len == 0) return nullptr;
+  if (w.is_inline) return qp.sq_inline(slot) + offset;
+  const Sge* sges = qp.sq_sges(slot);
+  std::uint32_t i = 0;
+  while (i < w.num_sge && offset >= sges[i].length) offset -= sges[i++].length;
+  WEFT_ASSERT(i < w.num_sge);
+  if (offset + len <= sges[i].length)
+    return reinterpret_cast<const std::uint8_t*>(sges[i].addr) + offset;
+  std::uint8_t* b = qp.dev_->bounce(len);
+  std::uint32_t done = 0;
+  for (; i < w.num_sge && done < len; ++i, offset = 0) {
+    const auto k = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(sges[i].length - offset, len - done));
+    std::memcpy(b + done, reinterpret_cast<const std::uint8_t*>(sges[i].addr) + offset, k);
+    done += k;
+  }
+  return b;
+}
+
+Opcode send_opcode(const SendWqe& w, std::uint32_t idx) {
+  const bool imm = w.opcode == WrOpcode::kSendWithImm;
+  if (w.npkts == 1) return imm ? Opcode::kRcSendOnlyImm : Opcode::kRcSendOnly;
+  if (idx == 0) return Opcode::kRcSendFirst;
+  if (idx + 1 == w.npkts) return imm ? Opcode::kRcSendLastImm : Opcode::kRcSendLast;
+  return Opcode::kRcSendMiddle;
+}
+
+Opcode write_opcode(const SendWqe& w, std::uint32_t idx) {
+  const bool imm = w.opcode == WrOpcode::kRdmaWriteWithImm;
+  if (w.npkts == 1) return imm ? Opcode::kRcWriteOnlyImm : Opcode::kRcWriteOnly;
+  if (idx == 0) return Opcode::kRcWriteFirst;
+  if (idx + 1 == w.npkts) return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
+  return Opcode::kRcWriteMiddle;
+}
+
+// Index of the launched WQE whose PSN range holds psn, or sq_launched_.
+std::uint64_t find_wqe(QpImpl& qp, std::uint32_t psn) {
+  for (std::uint64_t i = qp.sq_comp_; i < qp.sq_launched_; ++i) {
+    const SendWqe& w = qp.sq_at(i);
+    if (psn_le(w.first_psn, psn) && psn_lt(psn, psn_add(w.first_psn, w.npkts))) return i;
+  }
+  return qp.sq_launched_;
+}
+
+// Builds the request packet of WQE `slot` at `psn` (inside its range). Returns the PSN after it.
+std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, TxPacket& out) {
+  DeviceImpl& dev = *qp.dev_;
+  SendWqe& w = qp.sq_at(slot);
+  const std::uint32_t idx = psn_sub(psn, w.first_psn);
+  const std::uint32_t mtu = qp.mtu();
+  const std::uint64_t offset = std::uint64_t{idx} * mtu;
+  wire::Headers h{};
+  dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
+  h.bth.dest_qp = qp.attr_.dest_qpn;
+  h.bth.psn = psn;
+  const std::uint8_t* payload = nullptr;
+  std::uint32_t len = 0;
+  std::uint32_t next = psn_add(psn, 1);
+  bool last = false;
+  switch (w.opcode) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: {
+      const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
+      h.bth.opcode = send ? send_opcode(w, idx) : write_opcode(w, idx);
+      len = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.total_bytes - offset));
+      payload = payload_ptr(qp, slot, w, offset, len);
+      h.reth = wire::Reth{w.remote_addr, w.rkey, w.total_bytes};
+      h.imm = w.imm;
+      last = idx + 1 == w.npkts;
+      if (last) h.bth.se = w.solicited;
+      break;
+    }
+    case WrOpcode::kRdmaRead:
+      // IBA 9.7.4.1.3: a retried READ restarts at the first missing response, with the
+      // virtual address and length advanced to match.
+      h.bth.opcode = Opcode::kRcReadRequest;
+      h.reth = wire::Reth{w.remote_addr + offset, w.rkey,
+                          static_cast<std::uint32_t>(w.total_bytes - std::min<std::uint64_t>(
+                                                                         offset, w.total_bytes))};
+      next = psn_add(w.first_psn, w.npkts);
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+      h.bth.opcode = w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap
+                                                            : Opcode::kRcFetchAdd;
+      h.atomic_eth = wire::AtomicEth{w.remote_addr, w.rkey,
+                                     w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap
+                                                                            : w.compare_add,
+                                     w.compare_add};
+      break;
+  }
+  // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
+  // credit-consuming message, the end of what is queued, and periodically in long streams.
+  const bool rd_atomic = is_rd_atomic(w.opcode);
+  ++qp.pkts_since_ackreq_;
+  if (!rd_atomic) {
+    const bool tail = slot + 1 == qp.sq_head_;
+    h.bth.ack_req = (last && (w.signaled || tail || consumes_credit(w.opcode))) ||
+                    qp.pkts_since_ackreq_ >= kAckReqEveryPackets;
+  }
+  if (h.bth.ack_req || rd_atomic) qp.pkts_since_ackreq_ = 0;
+  dev.finish_packet(h, payload, len, qp.attr_.port_num, out);
+  if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
+  if (psn_lt(qp.psn_high_, next)) qp.psn_high_ = next;
+  return next;
+}
+
+void recount_rd_atomic(QpImpl& qp) {
+  qp.rd_atomic_inflight_ = 0;
+  for (std::uint64_t i = qp.sq_comp_; i < qp.sq_req_; ++i)
+    if (is_rd_atomic(qp.sq_at(i).opcode)) ++qp.rd_atomic_inflight_;
+}
+
+bool ud_poll(QpImpl& qp, TxPacket& out) {
+  if (qp.state_ != QpState::kRts || qp.sq_req_ == qp.sq_head_) return false;
+  DeviceImpl& dev = *qp.dev_;
+  const std::uint64_t slot = qp.sq_req_;
+  SendWqe& w = qp.sq_at(slot);
+  wire::Headers h{};
+  dev.fill_route(h, w.av, qp.attr_.pkey_index, w.av.port_num);
+  h.bth.opcode = w.opcode == WrOpcode::kSendWithImm ? Opcode::kUdSendOnlyImm : Opcode::kUdSendOnly;
+  h.bth.dest_qp = w.remote_qpn;
+  h.bth.psn = qp.req_psn_;
+  h.bth.se = w.solicited;
+  h.deth = wire::Deth{w.remote_qkey, qp.qpn_};  // IBA 9.3.2
+  h.imm = w.imm;
+  qp.req_psn_ = psn_add(qp.req_psn_, 1);
+  const std::uint8_t* payload = payload_ptr(qp, slot, w, 0, w.total_bytes);
+  dev.finish_packet(h, payload, w.total_bytes, w.av.port_num, out);
+  // UD: a send completes once it is on the wire (IBA 10.8.3.1, unreliable service).
+  ++qp.sq_req_;
+  qp.sq_launched_ = qp.sq_comp_ = qp.sq_req_;
+  qp.complete_send(w, WcStatus::kSuccess);
+  return true;
+}
+
+}  // namespace
+
+std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w) {
+  if (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd)
+    return 1;
+  const std::uint32_t mtu = qp.mtu();
+  return std::max<std::uint32_t>(1, (w.total_bytes + mtu - 1) / mtu);
+}
+
+void req_rewind(QpImpl& qp, std::uint32_t psn) {
+  qp.sq_req_ = find_wqe(qp, psn);
+  qp.req_psn_ = qp.sq_req_ < qp.sq_launched_ ? psn : qp.psn_high_;
+  qp.resend_count_ = 0;
+  recount_rd_atomic(qp);
+  qp.dev_->schedule(qp);
+}
+
+void req_queue_resend(QpImpl& qp, std::uint32_t psn) {
+  if (qp.resend_count_ >= kResendQueueMax) return;  // the timer recovers the rest
+  qp.resend_[(qp.resend_head_ + qp.resend_count_) % kResendQueueMax] = psn;
+  ++qp.resend_count_;
+  qp.dev_->schedule(qp);
+}
+
+bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out) {
+  if (qp.init_.type == QpType::kUd) return ud_poll(qp, out);
+  if (qp.state_ != QpState::kRts && qp.state_ != QpState::kSqd) return false;
+  if (qp.rnr_deadline_ != kNoDeadline) {
+    qp.req_state_ = ReqState::kRnrWait;
+    return false;
+  }
+  // Selective repeat: single-PSN resends go first.
+  while (qp.resend_count_ > 0) {
+    const std::uint32_t psn = qp.resend_[qp.resend_head_];
+    qp.resend_head_ = (qp.resend_head_ + 1) % kResendQueueMax;
+    --qp.resend_count_;
+    if (psn_lt(psn, qp.comp_psn_) || !psn_lt(psn, qp.psn_high_)) continue;  // acked or unsent
+    const std::uint64_t slot = find_wqe(qp, psn);
+    if (slot == qp.sq_launched_) continue;
+    build_request(qp, slot, psn, out);
+    comp_after_send(qp, now);
+    return true;
+  }
+  if (qp.sq_req_ == qp.sq_head_) {
+    qp.req_state_ = ReqState::kIdle;
+    return false;
+  }
+  const std::uint64_t slot = qp.sq_req_;
+  SendWqe& w = qp.sq_at(slot);
+  if (slot >= qp.sq_launched_) {
+    // Starting a new WQE: every check that can hold it back (rxe_req.c's req_next_wqe).
+    if (qp.state_ == QpState::kSqd) {
+      qp.req_state_ = ReqState::kDrained;
+      return false;
+    }
+    const bool rd_atomic = is_rd_atomic(w.opcode);
+    if (w.fence && qp.rd_atomic_inflight_ > 0) {
+      qp.req_state_ = ReqState::kWaitFence;
+      return false;
+    }
+    if (rd_atomic && qp.rd_atomic_inflight_ >= qp.attr_.max_rd_atomic) {
+      qp.req_state_ = ReqState::kWaitRdAtomic;
+      return false;
+    }
+    // IBA 9.7.7.2.5: without credits, a requester may still send one message at a time (when
+    // nothing credit-consuming is unacknowledged) so the next ACK tells it the count.
+    if (consumes_credit(w.opcode) && !qp.credits_unlimited_ && w.cseq >= qp.credit_limit_ &&
+        w.cseq != qp.cseq_acked_) {
+      if (!w.credit_stalled) {
+        w.credit_stalled = true;
+        ++qp.dev_->counters_.credit_stalls;
+      }
+      qp.req_state_ = ReqState::kWaitCredits;
+      return false;
+    }
+    w.first_psn = qp.req_psn_;
+    w.npkts = wqe_npkts(qp, w);
+    qp.sq_launched_ = slot + 1;
+  }
+  qp.req_state_ = ReqState::kSending;
+  const std::uint32_t next = build_request(qp, slot, qp.req_psn_, out);
+  qp.req_psn_ = next;
+  if (next == psn_add(w.first_psn, w.npkts)) {
+    ++qp.sq_req_;
+    if (is_rd_atomic(w.opcode)) ++qp.rd_atomic_inflight_;
+  }
+  comp_after_send(qp, now);
+  return true;
+}
+
+}  // namespace weft::transport
