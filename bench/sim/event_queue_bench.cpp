@@ -1,0 +1,205 @@
+// bench/sim/event_queue_bench.cpp — events/s of weft::sim::EventQueue against a plain
+// std::priority_queue binary heap (same payload, same (time, seq) order), in the classic hold
+// model: N events pending; each step pops the earliest and schedules one at now + an
+// exponentially distributed increment (mean 1 us), so N stays constant.
+// Also: the full Simulator loop (virtual dispatch + trace hash) and a timer re-arm workload.
+// After the Google Benchmark table it prints the ratio queue/baseline at each N.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "emu/sim/event_queue.hpp"
+#include "emu/sim/simulator.hpp"
+
+namespace {
+
+using weft::TimeNs;
+using namespace weft::sim;
+
+// Increments drawn once, shared by every queue, so both do the same work.
+const std::vector<TimeNs>& increments() {
+  static const std::vector<TimeNs> v = [] {
+    std::vector<TimeNs> out(1 << 16);
+    weft::SeededRng rng(12345);
+    for (TimeNs& t : out) t = static_cast<TimeNs>(-std::log(1.0 - rng.unit()) * 1000.0);
+    return out;
+  }();
+  return v;
+}
+
+struct BaseEvent {
+  TimeNs time_ns;
+  std::uint64_t seq;
+  std::uint64_t data;
+  ComponentId component;
+  EventKind kind;
+};
+struct BaseLater {
+  bool operator()(const BaseEvent& a, const BaseEvent& b) const {
+    return a.time_ns > b.time_ns || (a.time_ns == b.time_ns && a.seq > b.seq);
+  }
+};
+using BaseQueue = std::priority_queue<BaseEvent, std::vector<BaseEvent>, BaseLater>;
+
+void BM_Hold_BinaryHeap(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const auto& inc = increments();
+  std::vector<BaseEvent> storage;
+  storage.reserve(n + 1);
+  BaseQueue q(BaseLater{}, std::move(storage));
+  std::uint64_t seq = 0;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) q.push({inc[k++ & 0xffff] * 8, seq++, i, 0, 0});
+  for (auto _ : state) {
+    BaseEvent e = q.top();
+    q.pop();
+    q.push({e.time_ns + inc[k++ & 0xffff], seq++, e.data, e.component, e.kind});
+  }
+  benchmark::DoNotOptimize(q.top());
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Hold_EventQueue(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const auto& inc = increments();
+  EventQueue q(EventQueueConfig{.reserve_events = n + 1});
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) q.push(inc[k++ & 0xffff] * 8, 0, 0, i);
+  Event e;
+  for (auto _ : state) {
+    q.pop(e);
+    q.push(e.time_ns + inc[k++ & 0xffff], e.component, e.kind, e.data);
+  }
+  benchmark::DoNotOptimize(q.peek_time());
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The whole kernel: pop, trace hash, virtual dispatch, the handler schedules the next event.
+struct Hold final : Component {
+  const std::vector<TimeNs>* inc = nullptr;
+  std::size_t k = 0;
+  void on_event(Simulator& sim, const Event& ev) override {
+    sim.schedule_in((*inc)[k++ & 0xffff], ev.component, ev.kind, ev.data);
+  }
+};
+
+void BM_Hold_Simulator(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  SimConfig cfg;
+  cfg.queue.reserve_events = n + 1;
+  Simulator sim(cfg);
+  Hold h;
+  h.inc = &increments();
+  ComponentId id = sim.add_component(h, "hold");
+  for (std::size_t i = 0; i < n; ++i) sim.schedule_at((*h.inc)[h.k++ & 0xffff] * 8, id, 0, i);
+  for (auto _ : state) sim.step();
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Timer churn: N pending timers; each step re-arms a random one later (an ACK pushing back an
+// RTO) and pops one event. EventQueue re-arms in O(1); the baseline can only cancel by
+// tombstone (a std::vector<bool> of dead sequence numbers) and push again.
+void BM_Rearm_BinaryHeap(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const auto& inc = increments();
+  BaseQueue q;
+  std::vector<std::uint64_t> live_seq(n);  // timer i's current sequence number
+  std::uint64_t seq = 0;
+  std::size_t k = 0;
+  TimeNs now = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    live_seq[i] = seq;
+    q.push({inc[k++ & 0xffff] * 8, seq++, i, 0, 0});
+  }
+  weft::SeededRng rng(1);
+  for (auto _ : state) {
+    std::size_t i = rng.below(n);
+    live_seq[i] = seq;
+    q.push({now + 8000 + inc[k++ & 0xffff], seq++, i, 0, 0});
+    for (;;) {  // pop one live event, dropping tombstones
+      BaseEvent e = q.top();
+      q.pop();
+      if (live_seq[e.data] != e.seq) continue;
+      now = e.time_ns;
+      live_seq[e.data] = seq;
+      q.push({now + inc[k++ & 0xffff] * 8, seq++, e.data, 0, 0});
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Rearm_EventQueue(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const auto& inc = increments();
+  EventQueue q(EventQueueConfig{.reserve_events = n + 1});
+  std::vector<EventId> ids(n);
+  std::size_t k = 0;
+  TimeNs now = 0;
+  for (std::size_t i = 0; i < n; ++i) ids[i] = q.push(inc[k++ & 0xffff] * 8, 0, 0, i);
+  weft::SeededRng rng(1);
+  Event e;
+  for (auto _ : state) {
+    std::size_t i = rng.below(n);
+    q.reschedule(ids[i], now + 8000 + inc[k++ & 0xffff]);
+    q.pop(e);
+    now = e.time_ns;
+    ids[e.data] = q.push(now + inc[k++ & 0xffff] * 8, 0, 0, e.data);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void pending_args(benchmark::internal::Benchmark* b) {
+  for (long n : {1'000L, 100'000L, 1'000'000L, 4'000'000L}) b->Arg(n);
+  b->MinTime(0.5);
+}
+
+BENCHMARK(BM_Hold_BinaryHeap)->Apply(pending_args);
+BENCHMARK(BM_Hold_EventQueue)->Apply(pending_args);
+BENCHMARK(BM_Hold_Simulator)->Apply(pending_args);
+BENCHMARK(BM_Rearm_BinaryHeap)->Apply(pending_args);
+BENCHMARK(BM_Rearm_EventQueue)->Apply(pending_args);
+
+// Collects items/s per run so main() can print ratios against the baseline.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> rate;  // "BM_x/N" -> items per second
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      auto it = r.counters.find("items_per_second");
+      if (it != r.counters.end()) rate[r.benchmark_name()] = it->second.value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\n%-10s %14s %14s %8s %14s | %14s %14s %8s\n", "pending", "heap Mev/s",
+              "EventQueue", "ratio", "Simulator", "rearm heap", "rearm EQ", "ratio");
+  for (long n : {1'000L, 100'000L, 1'000'000L, 4'000'000L}) {
+    auto get = [&](const char* name) {
+      auto it = reporter.rate.find(std::string(name) + "/" + std::to_string(n) + "/min_time:0.500");
+      if (it == reporter.rate.end()) it = reporter.rate.find(std::string(name) + "/" + std::to_string(n));
+      return it == reporter.rate.end() ? 0.0 : it->second / 1e6;
+    };
+    double base = get("BM_Hold_BinaryHeap"), eq = get("BM_Hold_EventQueue");
+    double sim = get("BM_Hold_Simulator");
+    double rb = get("BM_Rearm_BinaryHeap"), re = get("BM_Rearm_EventQueue");
+    if (base == 0 && eq == 0 && rb == 0) continue;
+    std::printf("%-10ld %14.2f %14.2f %8.2f %14.2f | %14.2f %14.2f %8.2f\n", n, base, eq,
+                base > 0 ? eq / base : 0.0, sim, rb, re, rb > 0 ? re / rb : 0.0);
+  }
+  benchmark::Shutdown();
+  return 0;
+}

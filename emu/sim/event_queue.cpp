@@ -1,0 +1,237 @@
+// emu/sim/event_queue.cpp — pooled 4-ary heap with lazy cancellation (see event_queue.hpp).
+#include "emu/sim/event_queue.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/base/assert.hpp"
+
+namespace weft::sim {
+
+EventQueue::EventQueue(const EventQueueConfig& config)
+    : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
+  WEFT_ASSERT(seq_limit_ <= kSeqLimit);
+  slots_.reserve(config.reserve_events);
+  free_.reserve(config.reserve_events);
+  heap_reserve(std::max<std::size_t>(config.reserve_events, 16));
+}
+
+void EventQueue::heap_reserve(std::size_t n) {
+  if (n <= heap_cap_) return;
+  std::size_t cap = std::max(n, heap_cap_ * 2);
+  // 3 keys of padding in front put key 1 at the start of a cache line.
+  auto* raw = static_cast<Key*>(::operator new((cap + 3) * sizeof(Key), std::align_val_t{64}));
+  Key* base = raw + 3;
+  if (heap_size_ > 0) std::memcpy(static_cast<void*>(base), heap_.get(), heap_size_ * sizeof(Key));
+  heap_.reset(base);
+  heap_cap_ = cap;
+}
+
+std::uint64_t EventQueue::next_seq() {
+  if (seq_ >= seq_limit_) [[unlikely]] rebuild(/*renumber=*/true);
+  return seq_++;
+}
+
+void EventQueue::heap_push(Key k) {
+  if (heap_size_ == heap_cap_) [[unlikely]] heap_reserve(heap_size_ + 1);
+  Key* h = heap_.get();
+  std::size_t i = heap_size_++;
+  while (i > 0) {
+    std::size_t parent = (i - 1) >> 2;
+    if (!less(k, h[parent])) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = k;
+}
+
+void EventQueue::sift_down(std::size_t i, Key k) {
+  Key* h = heap_.get();
+  const std::size_t n = heap_size_;
+  for (;;) {
+    std::size_t c = 4 * i + 1;
+    if (c >= n) break;
+    std::size_t best = c;
+    if (n - c >= 4) {
+      // Full group of four: the common case, no bounds checks.
+      std::size_t b01 = less(h[c + 1], h[c]) ? c + 1 : c;
+      std::size_t b23 = less(h[c + 3], h[c + 2]) ? c + 3 : c + 2;
+      best = less(h[b23], h[b01]) ? b23 : b01;
+    } else {
+      for (std::size_t j = c + 1; j < n; ++j)
+        if (less(h[j], h[best])) best = j;
+    }
+    if (!less(h[best], k)) break;
+    h[i] = h[best];
+    i = best;
+  }
+  h[i] = k;
+}
+
+void EventQueue::heap_pop_top() {
+  WEFT_ASSERT(heap_size_ > 0);
+  Key last = heap_.get()[--heap_size_];
+  if (heap_size_ > 0) sift_down(0, last);
+}
+
+void EventQueue::release_key(std::uint32_t slot) {
+  Slot& s = slots_[slot];
+  WEFT_ASSERT(s.keys > 0);
+  if (--s.keys == 0 && s.state != SlotState::kPending) {
+    s.state = SlotState::kFree;
+    free_.push_back(slot);
+  }
+}
+
+EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
+                         std::uint64_t data) {
+  std::uint64_t seq = next_seq();
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    WEFT_ASSERT_MSG(slots_.size() < kSlotsMax, "EventQueue: kSlotsMax pending events");
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back(Slot{});
+  }
+  Slot& s = slots_[slot];
+  s.time_ns = time_ns;
+  s.seq = seq;
+  s.data = data;
+  s.component = component;
+  s.kind = kind;
+  s.keys = 1;
+  s.state = SlotState::kPending;
+  s.live_key = true;
+  ++pending_;
+  heap_push(Key{time_ns, (seq << kSlotBits) | slot});
+  return EventId{slot, s.gen};
+}
+
+void EventQueue::settle_top() {
+  while (heap_size_ > 0) {
+    Key& top = heap_.get()[0];
+    std::uint32_t slot = slot_of(top);
+    Slot& s = slots_[slot];
+    if (s.state == SlotState::kPending) {
+      std::uint64_t seq = seq_of(top);
+      if (seq == s.seq) return;  // the live key
+      if (!s.live_key && top.time_ns <= s.time_ns) {
+        // A carrier: the event was pushed back after this key was made; re-insert it at its
+        // current time. Replacing the top in place is one sift instead of a pop and a push.
+        s.live_key = true;
+        sift_down(0, Key{s.time_ns, (s.seq << kSlotBits) | slot});
+        continue;
+      }
+    }
+    heap_pop_top();
+    release_key(slot);
+  }
+}
+
+bool EventQueue::pop(Event& out) {
+  settle_top();
+  if (heap_size_ == 0) return false;
+  const Key top = heap_.get()[0];
+  std::uint32_t slot = slot_of(top);
+  Slot& s = slots_[slot];
+  out.time_ns = s.time_ns;
+  out.component = s.component;
+  out.kind = s.kind;
+  out.data = s.data;
+  out.id = EventId{slot, s.gen};
+  s.state = SlotState::kDone;
+  ++s.gen;
+  --pending_;
+  heap_pop_top();
+  release_key(slot);
+  return true;
+}
+
+TimeNs EventQueue::peek_time() {
+  settle_top();
+  return heap_size_ == 0 ? kNoDeadline : heap_.get()[0].time_ns;
+}
+
+bool EventQueue::pending(EventId id) const {
+  return id.slot < slots_.size() && slots_[id.slot].gen == id.gen &&
+         slots_[id.slot].state == SlotState::kPending;
+}
+
+TimeNs EventQueue::time_of(EventId id) const {
+  return pending(id) ? slots_[id.slot].time_ns : kNoDeadline;
+}
+
+bool EventQueue::cancel(EventId id) {
+  if (!pending(id)) return false;
+  Slot& s = slots_[id.slot];
+  s.state = SlotState::kDone;
+  ++s.gen;
+  --pending_;
+  // Its keys stay in the heap as stale keys until they surface or a rebuild drops them.
+  maybe_rebuild();
+  return true;
+}
+
+bool EventQueue::reschedule(EventId id, TimeNs time_ns) {
+  if (!pending(id)) return false;
+  std::uint64_t seq = next_seq();  // may renumber: read the slot after it
+  Slot& s = slots_[id.slot];
+  if (time_ns >= s.time_ns) {
+    // Later (or same time, ordered after what is already there): the key in the heap, whose
+    // time is <= the old time, carries the event forward when it surfaces. O(1).
+    s.time_ns = time_ns;
+    s.seq = seq;
+    s.live_key = false;
+    return true;
+  }
+  s.time_ns = time_ns;
+  s.seq = seq;
+  s.live_key = true;
+  ++s.keys;
+  heap_push(Key{time_ns, (seq << kSlotBits) | id.slot});
+  maybe_rebuild();
+  return true;
+}
+
+void EventQueue::maybe_rebuild() {
+  if (heap_size_ > 2 * pending_ + config_.stale_slack_keys) rebuild(/*renumber=*/false);
+}
+
+void EventQueue::rebuild(bool renumber) {
+  ++rebuilds_;
+  heap_size_ = 0;
+  Key* h = heap_.get();
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.state == SlotState::kPending) {
+      s.keys = 1;
+      s.live_key = true;
+      h[heap_size_++] = Key{s.time_ns, (s.seq << kSlotBits) | i};
+    } else if (s.state == SlotState::kDone && s.keys > 0) {
+      s.keys = 0;
+      s.state = SlotState::kFree;
+      free_.push_back(i);
+    }
+  }
+  WEFT_ASSERT(heap_size_ == pending_);
+  if (renumber) {
+    // Sorted keys form a valid heap; new sequence numbers 0..n-1 keep the order.
+    std::sort(h, h + heap_size_, less);
+    for (std::size_t i = 0; i < heap_size_; ++i) {
+      std::uint32_t slot = slot_of(h[i]);
+      slots_[slot].seq = i;
+      h[i].tag = (static_cast<std::uint64_t>(i) << kSlotBits) | slot;
+    }
+    seq_ = heap_size_;
+    WEFT_ASSERT_MSG(seq_ < seq_limit_, "EventQueue: more pending events than sequence numbers");
+    return;
+  }
+  // Floyd's bottom-up heap construction, O(n).
+  if (heap_size_ > 1) {
+    for (std::size_t i = (heap_size_ - 2) / 4 + 1; i-- > 0;) sift_down(i, h[i]);
+  }
+}
+
+}  // namespace weft::sim
