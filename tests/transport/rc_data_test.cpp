@@ -1,0 +1,283 @@
+// tests/transport/rc_data_test.cpp — RC data movement over a lossless pump: SEND/RECV (with
+// immediate, multi-packet, multi-SGE, inline), RDMA WRITE (with immediate), READ, atomics. Checks
+// packets (opcodes, PSNs, AckReq, AETH), completions and destination bytes, guard bytes intact.
+#include <gtest/gtest.h>
+
+#include "tests/transport/pump.hpp"
+
+namespace weft::test {
+namespace {
+
+using wire::Opcode;
+
+void fill(std::uint8_t* p, std::size_t n, std::uint8_t seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(seed + i * 7);
+}
+
+TEST(RcData, SendOnlyOnePacket) {
+  Pair p;
+  fill(p.a.data(), 100, 1);
+  ASSERT_EQ(p.b.post_recv(0, 200, 77), Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kSend, 0, 100, 5), Errc::kOk);
+  p.run();
+  // Expect: one SEND_ONLY at PSN 0x100 with AckReq, answered by one ACK at 0x100.
+  auto a = p.sent_by(0);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].h.bth.opcode, Opcode::kRcSendOnly);
+  EXPECT_EQ(a[0].h.bth.psn, 0x100u);
+  EXPECT_TRUE(a[0].h.bth.ack_req);
+  auto b = p.sent_by(1);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].h.bth.opcode, Opcode::kRcAcknowledge);
+  EXPECT_EQ(b[0].h.bth.psn, 0x100u);
+  EXPECT_EQ(wire::aeth_kind(b[0].h.aeth.syndrome), wire::AethKind::kAck);
+  EXPECT_EQ(b[0].h.aeth.msn, 1u);
+  auto rw = p.b.recv_wcs();
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].wr_id, 77u);
+  EXPECT_EQ(rw[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rw[0].opcode, WcOpcode::kRecv);
+  EXPECT_EQ(rw[0].byte_len, 100u);
+  EXPECT_EQ(rw[0].wc_flags, 0u);
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 100));
+  EXPECT_EQ(p.b.data()[100], 0);
+  auto sw = p.a.send_wcs();
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].wr_id, 5u);
+  EXPECT_EQ(sw[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(sw[0].opcode, WcOpcode::kSend);
+  EXPECT_TRUE(p.b.guards_intact());
+}
+
+TEST(RcData, SendMultiPacketWithImmSegmentsByMtu) {
+  PairOptions o;
+  o.mtu = Mtu::k256;
+  Pair p(o);
+  fill(p.a.data(), 1000, 3);
+  ASSERT_EQ(p.b.post_recv(0, 4096, 1), Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kSendWithImm, 0, 1000, 2, 0, 0, kSignaled, 0xCAFEBABE),
+            Errc::kOk);
+  p.run();
+  auto a = p.sent_by(0);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0].h.bth.opcode, Opcode::kRcSendFirst);
+  EXPECT_EQ(a[1].h.bth.opcode, Opcode::kRcSendMiddle);
+  EXPECT_EQ(a[2].h.bth.opcode, Opcode::kRcSendMiddle);
+  EXPECT_EQ(a[3].h.bth.opcode, Opcode::kRcSendLastImm);
+  for (std::uint32_t i = 0; i < 4; ++i) EXPECT_EQ(a[i].h.bth.psn, 0x100 + i);
+  EXPECT_EQ(a[0].payload_bytes, 256u);
+  EXPECT_EQ(a[3].payload_bytes, 1000u - 768u);
+  EXPECT_EQ(a[3].h.imm, 0xCAFEBABEu);
+  EXPECT_TRUE(a[3].h.bth.ack_req);
+  EXPECT_FALSE(a[0].h.bth.ack_req);
+  auto rw = p.b.recv_wcs();
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].byte_len, 1000u);
+  EXPECT_EQ(rw[0].imm_data, 0xCAFEBABEu);
+  EXPECT_EQ(rw[0].wc_flags, std::uint32_t{kWcWithImm});
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 1000));
+  EXPECT_EQ(p.a.send_wcs().size(), 1u);
+}
+
+TEST(RcData, PsnWrapsAt24Bits) {
+  PairOptions o;
+  o.mtu = Mtu::k256;
+  o.psn_a = 0xFFFFFE;
+  Pair p(o);
+  ASSERT_EQ(p.b.post_recv(0, 4096, 1), Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kSend, 0, 1024, 2), Errc::kOk);
+  p.run();
+  auto a = p.sent_by(0);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[0].h.bth.psn, 0xFFFFFEu);
+  EXPECT_EQ(a[1].h.bth.psn, 0xFFFFFFu);
+  EXPECT_EQ(a[2].h.bth.psn, 0u);
+  EXPECT_EQ(a[3].h.bth.psn, 1u);
+  ASSERT_EQ(p.a.send_wcs().size(), 1u);
+  ASSERT_EQ(p.b.recv_wcs().size(), 1u);
+}
+
+TEST(RcData, RdmaWriteMultiPacketExactBytes) {
+  Pair p;
+  fill(p.a.data(), 5000, 9);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 5000, 11, p.b.va(100), p.b.mr->rkey()),
+            Errc::kOk);
+  p.run();
+  auto a = p.sent_by(0);
+  ASSERT_EQ(a.size(), 5u);  // 1024-byte MTU
+  EXPECT_EQ(a[0].h.bth.opcode, Opcode::kRcWriteFirst);
+  EXPECT_EQ(a[0].h.reth.dma_len, 5000u);
+  EXPECT_EQ(a[0].h.reth.va, p.b.va(100));
+  EXPECT_EQ(a[4].h.bth.opcode, Opcode::kRcWriteLast);
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data() + 100, 5000));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(p.b.data()[i], 0);
+  EXPECT_EQ(p.b.data()[5100], 0);
+  EXPECT_TRUE(p.b.guards_intact());
+  auto sw = p.a.send_wcs();
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].opcode, WcOpcode::kRdmaWrite);
+  EXPECT_EQ(p.b.recv_wcs().size(), 0u);
+}
+
+TEST(RcData, RdmaWriteWithImmConsumesReceive) {
+  Pair p;
+  fill(p.a.data(), 64, 4);
+  ASSERT_EQ(p.b.post_recv(0, 0, 42), Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWriteWithImm, 0, 64, 1, p.b.va(4096), p.b.mr->rkey(),
+                          kSignaled, 0x1234),
+            Errc::kOk);
+  p.run();
+  auto rw = p.b.recv_wcs();
+  ASSERT_EQ(rw.size(), 1u);
+  EXPECT_EQ(rw[0].wr_id, 42u);
+  EXPECT_EQ(rw[0].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(rw[0].byte_len, 64u);
+  EXPECT_EQ(rw[0].imm_data, 0x1234u);
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data() + 4096, 64));
+}
+
+TEST(RcData, RdmaReadMultiPacket) {
+  Pair p;
+  fill(p.b.data() + 8192, 3000, 5);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaRead, 0, 3000, 8, p.b.va(8192), p.b.mr->rkey()),
+            Errc::kOk);
+  p.run();
+  auto a = p.sent_by(0);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].h.bth.opcode, Opcode::kRcReadRequest);
+  EXPECT_EQ(a[0].h.reth.dma_len, 3000u);
+  auto b = p.sent_by(1);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].h.bth.opcode, Opcode::kRcReadResponseFirst);
+  EXPECT_EQ(b[1].h.bth.opcode, Opcode::kRcReadResponseMiddle);
+  EXPECT_EQ(b[2].h.bth.opcode, Opcode::kRcReadResponseLast);
+  EXPECT_EQ(b[0].h.bth.psn, 0x100u);
+  EXPECT_EQ(b[2].h.bth.psn, 0x102u);
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data() + 8192, 3000));
+  auto sw = p.a.send_wcs();
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].opcode, WcOpcode::kRdmaRead);
+  EXPECT_EQ(sw[0].byte_len, 3000u);
+  EXPECT_TRUE(p.a.guards_intact());
+  // The next request takes the PSN after the read's three.
+  ASSERT_EQ(p.b.post_recv(0, 64, 1), Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kSend, 0, 8, 9), Errc::kOk);
+  p.run();
+  EXPECT_EQ(p.pump->log.back().h.bth.psn, 0x103u);
+}
+
+TEST(RcData, AtomicsReturnOriginalAndUpdate) {
+  Pair p;
+  std::uint64_t v = 10;
+  std::memcpy(p.b.data() + 64, &v, 8);
+  SendWr wr;
+  Sge sge{p.a.va(0), 8, p.a.mr->lkey()};
+  wr.sg_list = {&sge, 1};
+  wr.send_flags = kSignaled;
+  wr.opcode = WrOpcode::kAtomicFetchAndAdd;
+  wr.remote_addr = p.b.va(64);
+  wr.rkey = p.b.mr->rkey();
+  wr.compare_add = 5;
+  wr.wr_id = 1;
+  ASSERT_EQ(p.a.qp->post_send(wr), Errc::kOk);
+  p.run();
+  std::uint64_t got, now;
+  std::memcpy(&got, p.a.data(), 8);
+  std::memcpy(&now, p.b.data() + 64, 8);
+  EXPECT_EQ(got, 10u);
+  EXPECT_EQ(now, 15u);
+  // CMP_AND_SWP that matches, then one that does not.
+  wr.opcode = WrOpcode::kAtomicCmpAndSwp;
+  wr.compare_add = 15;
+  wr.swap = 99;
+  wr.wr_id = 2;
+  sge.addr = p.a.va(8);
+  ASSERT_EQ(p.a.qp->post_send(wr), Errc::kOk);
+  wr.compare_add = 15;
+  wr.swap = 7;
+  wr.wr_id = 3;
+  Sge sge2{p.a.va(16), 8, p.a.mr->lkey()};
+  wr.sg_list = {&sge2, 1};
+  ASSERT_EQ(p.a.qp->post_send(wr), Errc::kOk);
+  p.run();
+  std::memcpy(&got, p.a.data() + 8, 8);
+  EXPECT_EQ(got, 15u);
+  std::memcpy(&got, p.a.data() + 16, 8);
+  EXPECT_EQ(got, 99u);
+  std::memcpy(&now, p.b.data() + 64, 8);
+  EXPECT_EQ(now, 99u);
+  auto sw = p.a.send_wcs();
+  ASSERT_EQ(sw.size(), 3u);
+  EXPECT_EQ(sw[0].opcode, WcOpcode::kFetchAdd);
+  EXPECT_EQ(sw[1].opcode, WcOpcode::kCompSwap);
+  EXPECT_EQ(sw[2].wr_id, 3u);
+  for (auto& w : sw) EXPECT_EQ(w.status, WcStatus::kSuccess);
+  auto b = p.sent_by(1);
+  EXPECT_EQ(b[0].h.bth.opcode, Opcode::kRcAtomicAcknowledge);
+  EXPECT_EQ(b[0].h.atomic_ack_eth.orig, 10u);
+}
+
+TEST(RcData, MultiSgeAndInline) {
+  Pair p;
+  fill(p.a.data(), 4096, 1);
+  Sge sges[3] = {{p.a.va(0), 500, p.a.mr->lkey()},
+                 {p.a.va(2000), 700, p.a.mr->lkey()},
+                 {p.a.va(3000), 300, p.a.mr->lkey()}};
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.send_flags = kSignaled;
+  wr.sg_list = sges;
+  ASSERT_EQ(p.b.post_recv(10000, 2000, 1), Errc::kOk);
+  ASSERT_EQ(p.a.qp->post_send(wr), Errc::kOk);
+  // Inline: the source can change right after posting.
+  std::uint8_t tmp[40];
+  fill(tmp, 40, 77);
+  Sge isge{reinterpret_cast<std::uintptr_t>(tmp), 40, 0};
+  SendWr iwr;
+  iwr.wr_id = 2;
+  iwr.send_flags = kSignaled | kInline;
+  iwr.sg_list = {&isge, 1};
+  ASSERT_EQ(p.b.post_recv(20000, 100, 2), Errc::kOk);
+  ASSERT_EQ(p.a.qp->post_send(iwr), Errc::kOk);
+  std::uint8_t expect_inline[40];
+  std::memcpy(expect_inline, tmp, 40);
+  std::memset(tmp, 0, 40);
+  p.run();
+  EXPECT_EQ(0, std::memcmp(p.b.data() + 10000, p.a.data(), 500));
+  EXPECT_EQ(0, std::memcmp(p.b.data() + 10500, p.a.data() + 2000, 700));
+  EXPECT_EQ(0, std::memcmp(p.b.data() + 11200, p.a.data() + 3000, 300));
+  EXPECT_EQ(0, std::memcmp(p.b.data() + 20000, expect_inline, 40));
+  auto rw = p.b.recv_wcs();
+  ASSERT_EQ(rw.size(), 2u);
+  EXPECT_EQ(rw[0].byte_len, 1500u);
+  EXPECT_EQ(rw[1].byte_len, 40u);
+}
+
+TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
+  PairOptions o;
+  o.crc = CrcMode::kModel;
+  Pair p(o);
+  p.pump->by_ref = true;
+  fill(p.a.data(), 10000, 2);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 10000, 1, p.b.va(0), p.b.mr->rkey()),
+            Errc::kOk);
+  p.run();
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 10000));
+  EXPECT_EQ(p.a.send_wcs().size(), 1u);
+}
+
+TEST(RcData, UnsignaledProducesNoCompletionButAdvances) {
+  Pair p;
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, i * 8, 8, i, p.b.va(i * 8), p.b.mr->rkey(),
+                            i == 4 ? kSignaled : 0),
+              Errc::kOk);
+  p.run();
+  auto sw = p.a.send_wcs();
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0].wr_id, 4u);
+  EXPECT_EQ(p.a.dev->counters().completions, 1u);
+}
+
+}  // namespace
+}  // namespace weft::test
