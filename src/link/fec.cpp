@@ -143,12 +143,18 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::vector<s
 }
 
 FecVerdict FecCodec::judge(std::size_t packet_bytes, std::span<const std::uint64_t> error_bits) const {
-  const std::size_t stride = shard_bytes(packet_bytes) + kFecShardCrcBytes;
+  const std::size_t s = shard_bytes(packet_bytes);
+  const std::size_t stride = s + kFecShardCrcBytes;
   bool hit[kFecShardsMax] = {};
   FecVerdict v;
   for (std::uint64_t b : error_bits) {
     std::size_t shard = static_cast<std::size_t>(b / 8 / stride);
     WEFT_ASSERT(shard < n_);
+    std::size_t in_shard = static_cast<std::size_t>(b / 8 % stride);
+    if (shard < k_ && in_shard < s) {
+      std::size_t stream = shard * s + in_shard;  // offset in the data stream
+      if (stream < packet_bytes || stream >= k_ * s - kFecLengthBytes) v.packet_damaged = true;
+    }
     if (!hit[shard]) {
       hit[shard] = true;
       ++v.corrupted_blocks;

@@ -47,6 +47,9 @@ struct FecDecodeResult {
 struct FecVerdict {
   std::uint32_t corrupted_blocks = 0;  // shards hit by at least one error
   bool uncorrectable = false;
+  // Some error hit the packet's bytes or the length field, so an uncorrectable codeword
+  // delivers a damaged packet (errors only in parity, CRCs or pad leave the packet intact).
+  bool packet_damaged = false;
 };
 
 struct FecStats {

@@ -60,7 +60,7 @@ PhyOutcome PhyChannel::carry_modelled(std::size_t packet_bytes, Rng& rng) {
     FecVerdict v = codec_.judge(packet_bytes, positions_);
     o.uncorrectable = v.uncorrectable;
     o.corrected_blocks = v.uncorrectable ? 0 : v.corrupted_blocks;
-    o.dropped = v.uncorrectable;
+    o.dropped = v.uncorrectable && v.packet_damaged;  // as the VCRC check would find
   } else {
     o.dropped = !positions_.empty();
   }
