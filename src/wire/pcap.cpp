@@ -32,6 +32,7 @@ bool PcapWriter::open(const std::string& path, std::uint32_t linktype) {
   close();
   file_ = std::fopen(path.c_str(), "wb");
   if (!file_) return false;
+  linktype_ = linktype;
   std::uint8_t h[24];
   le32(h, kPcapMagicNs);
   le16(h + 4, 2);  // version 2.4
@@ -49,13 +50,34 @@ bool PcapWriter::open(const std::string& path, std::uint32_t linktype) {
 
 void PcapWriter::write(TimeNs ts_ns, std::span<const std::uint8_t> frame) {
   if (!file_) return;
-  const auto cap = static_cast<std::uint32_t>(std::min<std::size_t>(frame.size(), kPcapSnaplen));
+  const bool erf = linktype_ == kLinktypeErf;
+  const std::size_t extra = erf ? kErfHeaderBytes : 0;
+  const auto cap =
+      static_cast<std::uint32_t>(std::min<std::size_t>(frame.size(), kPcapSnaplen - extra));
   std::uint8_t h[16];
   le32(h, static_cast<std::uint32_t>(ts_ns / 1'000'000'000));
   le32(h + 4, static_cast<std::uint32_t>(ts_ns % 1'000'000'000));
-  le32(h + 8, cap);
-  le32(h + 12, static_cast<std::uint32_t>(frame.size()));
+  le32(h + 8, static_cast<std::uint32_t>(cap + extra));
+  le32(h + 12, static_cast<std::uint32_t>(frame.size() + extra));
   std::fwrite(h, 1, sizeof h, file_);
+  if (erf) {
+    // ERF record header (Endace ERF types guide): 64-bit little-endian timestamp, seconds in
+    // the high word and a binary fraction in the low; type; flags (0x04: variable length, no
+    // padding to 8 bytes); record length and wire length big-endian.
+    std::uint8_t e[kErfHeaderBytes]{};
+    const std::uint64_t frac =
+        ((ts_ns % 1'000'000'000) << 32) / 1'000'000'000;
+    const std::uint64_t ts = ((ts_ns / 1'000'000'000) << 32) | frac;
+    for (int i = 0; i < 8; ++i) e[i] = static_cast<std::uint8_t>(ts >> (8 * i));
+    e[8] = 21;  // ERF_TYPE_INFINIBAND
+    e[9] = 0x04;
+    const std::uint32_t rlen = static_cast<std::uint32_t>(kErfHeaderBytes + cap);
+    e[10] = static_cast<std::uint8_t>(rlen >> 8);
+    e[11] = static_cast<std::uint8_t>(rlen);
+    e[14] = static_cast<std::uint8_t>(frame.size() >> 8);
+    e[15] = static_cast<std::uint8_t>(frame.size());
+    std::fwrite(e, 1, sizeof e, file_);
+  }
   if (cap) std::fwrite(frame.data(), 1, cap, file_);
 }
 

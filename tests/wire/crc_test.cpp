@@ -1,0 +1,110 @@
+// tests/wire/crc_test.cpp — known answers for the VCRC and ICRC (IBA 7.8) and the properties
+// the link relies on. Reference values come from tests/wire/icrc_ref.py's bit-by-bit CRC-16 and
+// from zlib's CRC-32, not from this code.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "src/wire/packet.hpp"
+#include "tests/wire/wire_test_util.hpp"
+
+namespace weft::wire {
+namespace {
+
+std::span<const std::uint8_t> bytes_of(const char* s) {
+  return {reinterpret_cast<const std::uint8_t*>(s), std::strlen(s)};
+}
+
+TEST(Vcrc, KnownAnswers) {
+  // CRC-16/0x100B, init 0xFFFF, reflected in and out, final XOR 0xFFFF.
+  EXPECT_EQ(vcrc(bytes_of("123456789")), 0x0A3D);
+  EXPECT_EQ(vcrc({}), 0x0000);
+  const std::uint8_t zeros[4] = {};
+  EXPECT_EQ(vcrc(zeros), 0x62B3);
+  std::vector<std::uint8_t> ramp(256);
+  std::iota(ramp.begin(), ramp.end(), 0);
+  EXPECT_EQ(vcrc(ramp), 0xA799);
+}
+
+TEST(Vcrc, IncrementalEqualsOneShot) {
+  std::vector<std::uint8_t> ramp(1000);
+  std::iota(ramp.begin(), ramp.end(), 7);
+  for (std::size_t cut : {0u, 1u, 17u, 500u, 999u, 1000u}) {
+    const std::span<const std::uint8_t> all(ramp);
+    const auto r = vcrc_update(vcrc_update(kVcrcInit, all.first(cut)), all.subspan(cut));
+    EXPECT_EQ(vcrc_finish(r), vcrc(all)) << cut;
+  }
+}
+
+TEST(Vcrc, ResidueAfterAppendingTheCrcIsConstant) {
+  // Stored least significant byte first, a reflected CRC leaves a fixed residue when the
+  // receiver runs it over data+CRC: this is how hardware checks it, and it pins the byte order.
+  for (const char* s : {"abc", "InfiniBand", "x"}) {
+    std::vector<std::uint8_t> d(bytes_of(s).begin(), bytes_of(s).end());
+    d.resize(d.size() + 2);
+    put_vcrc(std::span(d).last<2>(), vcrc(std::span(d).first(d.size() - 2)));
+    EXPECT_EQ(vcrc(d), 0xAA90) << s;
+  }
+}
+
+TEST(Icrc, EightOnesIsTheRxeSeed) {
+  // rxe seeds its ICRC with 0xdebb20e3: the CRC-32 register after 8 bytes of 0xFF, i.e. after
+  // a fully masked LRH. Here: a masked global packet's LRH contributes exactly that.
+  const std::uint8_t ones[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+  // icrc() needs a whole header; check the constant through the public CRC on a global packet
+  // whose LRH is already all ones: the result must not depend on the LRH bytes at all.
+  auto h = test::make_headers(Opcode::kRcSendOnly, true);
+  auto w = test::build(h, 4);
+  auto p = parse_packet(w);
+  ASSERT_TRUE(p.ok());
+  std::vector<std::uint8_t> hdr(w.begin(), w.begin() + static_cast<long>(p->header_bytes));
+  const std::uint32_t a = icrc(hdr, p->payload);
+  std::memcpy(hdr.data(), ones, 8);
+  EXPECT_EQ(icrc(hdr, p->payload), a);
+}
+
+TEST(Icrc, KnownAnswerLocalPacket) {
+  // The golden RDMA WRITE ONLY of packet_test with a 4-byte payload; ICRC from zlib.crc32 over
+  // the masked bytes (VL and resv8a set to ones), see icrc_ref.py.
+  const std::uint8_t hdr[36] = {
+      0x10, 0x52, 0x12, 0x34, 0x00, 0x0B, 0x00, 0xAB,
+      0x0A, 0xC0, 0x80, 0x01, 0x80, 0xAB, 0xCD, 0xEF, 0x80, 0x12, 0x34, 0x56,
+      0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0xA1, 0xA2, 0xA3, 0xA4,
+      0x00, 0x00, 0x00, 0x04};
+  const std::uint8_t payload[4] = {0xDE, 0xAD, 0xBE, 0xEF};
+  EXPECT_EQ(icrc(hdr, payload), 0x4AFC4B35u);
+  std::uint8_t changed[36];
+  std::memcpy(changed, hdr, 36);
+  changed[0] = 0x70;   // VL 7: variant
+  changed[12] = 0x40;  // BECN: variant
+  EXPECT_EQ(icrc(changed, payload), 0x4AFC4B35u);
+  changed[3] = 0x35;   // DLID: invariant in a local packet
+  EXPECT_NE(icrc(changed, payload), 0x4AFC4B35u);
+}
+
+TEST(Icrc, PadBytesAreZerosNotMaterialized) {
+  auto h = test::make_headers(Opcode::kRcSendOnly, false);
+  fill_lengths(h, 5);
+  std::vector<std::uint8_t> hdr(header_bytes(h));
+  encode_headers(h, hdr);
+  const std::uint8_t with_pad[8] = {1, 2, 3, 4, 5, 0, 0, 0};
+  EXPECT_EQ(icrc(hdr, std::span(with_pad).first(5), 3), icrc(hdr, with_pad));
+  EXPECT_NE(icrc(hdr, std::span(with_pad).first(5), 2), icrc(hdr, with_pad));
+}
+
+TEST(Crc, WireByteOrder) {
+  std::uint8_t b[4];
+  put_icrc(b, 0x11223344);
+  EXPECT_EQ(b[0], 0x44);
+  EXPECT_EQ(b[3], 0x11);
+  EXPECT_EQ(get_icrc(b), 0x11223344u);
+  std::uint8_t v[2];
+  put_vcrc(v, 0xA1B2);
+  EXPECT_EQ(v[0], 0xB2);
+  EXPECT_EQ(get_vcrc(v), 0xA1B2);
+}
+
+}  // namespace
+}  // namespace weft::wire
