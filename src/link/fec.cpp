@@ -35,7 +35,30 @@ FecCodec::FecCodec(FecConfig config)
   encode_tables_.resize(32 * k_ * m_);
   ec_init_tables(static_cast<int>(k_), static_cast<int>(m_), &encode_matrix_[k_ * k_],
                  encode_tables_.data());
-  decode_tables_.resize(32 * k_ * m_);
+}
+
+const FecCodec::DecodePlan& FecCodec::plan_for(std::uint32_t lost_mask) {
+  for (const auto& p : plans_)
+    if (p.lost_mask == lost_mask) return p;
+  if (plans_.size() >= kFecDecodeCacheEntriesMax) plans_.clear();
+  // The rows of the encode matrix that made k survivors, inverted: row i of the inverse
+  // rebuilds data shard i from those survivors.
+  std::uint8_t b[kFecShardsMax * kFecShardsMax], inv[kFecShardsMax * kFecShardsMax];
+  std::uint8_t rows[kFecShardsMax * kFecShardsMax];
+  for (std::size_t i = 0, r = 0; r < k_; ++i) {
+    if (lost_mask & (1u << i)) continue;
+    std::memcpy(&b[r++ * k_], &encode_matrix_[i * k_], k_);
+  }
+  int rc = gf_invert_matrix(b, inv, static_cast<int>(k_));
+  WEFT_ASSERT_MSG(rc == 0, "Cauchy submatrix must be invertible");
+  DecodePlan plan;
+  plan.lost_mask = lost_mask;
+  for (std::size_t i = 0; i < k_; ++i)
+    if (lost_mask & (1u << i)) std::memcpy(&rows[plan.data_lost++ * k_], &inv[i * k_], k_);
+  plan.tables.resize(32 * k_ * std::max<std::size_t>(plan.data_lost, 1));
+  if (plan.data_lost > 0) ec_init_tables(static_cast<int>(k_), plan.data_lost, rows, plan.tables.data());
+  plans_.push_back(std::move(plan));
+  return plans_.back();
 }
 
 std::size_t FecCodec::shard_bytes(std::size_t packet_bytes) const {
@@ -81,14 +104,28 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
   FecDecodeResult r;
   ++stats_.codewords;
 
-  bool lost[kFecShardsMax] = {};
-  std::size_t nlost = 0;
+  std::uint32_t lost_mask = 0;
+  std::size_t nlost = 0, data_lost = 0;
   for (std::size_t i = 0; i < n_; ++i) {
     const std::uint8_t* p = cw.data() + i * stride;
     if (shard_crc(p, s) != get_le32(p + s)) {
-      lost[i] = true;
+      lost_mask |= 1u << i;
       ++nlost;
+      if (i < k_) ++data_lost;
     }
+  }
+
+  if (data_lost == 0) {  // fast path: the data shards are good, copy them straight out
+    if (nlost > 0) {
+      r.corrected_blocks = static_cast<std::uint32_t>(nlost);
+      stats_.corrected_blocks += nlost;
+    }
+    std::size_t len = get_le32(cw.data() + (k_ - 1) * stride + s - kFecLengthBytes);
+    WEFT_ASSERT(len <= out.size() && len <= k_ * s - kFecLengthBytes);
+    for (std::size_t i = 0, off = 0; off < len; ++i, off += s)
+      std::memcpy(out.data() + off, cw.data() + i * stride, std::min(s, len - off));
+    r.packet_bytes = len;
+    return r;
   }
 
   scratch_.resize(k_ * s);
@@ -98,30 +135,16 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
   if (nlost > m_) {
     r.uncorrectable = true;
     ++stats_.uncorrectable_codewords;
-  } else if (nlost > 0) {
-    // k survivors, and the rows of the encode matrix that made them.
-    std::uint8_t b[kFecShardsMax * kFecShardsMax], inv[kFecShardsMax * kFecShardsMax];
-    std::uint8_t rows[kFecShardsMax * kFecShardsMax];
+  } else {
+    const DecodePlan& plan = plan_for(lost_mask);
     std::uint8_t* src[kFecShardsMax];
     std::uint8_t* dst[kFecShardsMax];
-    for (std::size_t i = 0, r_i = 0; r_i < k_; ++i) {
-      if (lost[i]) continue;
-      std::memcpy(&b[r_i * k_], &encode_matrix_[i * k_], k_);
-      src[r_i++] = const_cast<std::uint8_t*>(cw.data() + i * stride);
-    }
-    int rc = gf_invert_matrix(b, inv, static_cast<int>(k_));
-    WEFT_ASSERT_MSG(rc == 0, "Cauchy submatrix must be invertible");
-    std::size_t ndata_lost = 0;
-    for (std::size_t i = 0; i < k_; ++i) {
-      if (!lost[i]) continue;
-      std::memcpy(&rows[ndata_lost * k_], &inv[i * k_], k_);
-      dst[ndata_lost++] = data + i * s;
-    }
-    if (ndata_lost > 0) {  // lost parity shards need no rebuild to recover the packet
-      ec_init_tables(static_cast<int>(k_), static_cast<int>(ndata_lost), rows, decode_tables_.data());
-      ec_encode_data(static_cast<int>(s), static_cast<int>(k_), static_cast<int>(ndata_lost),
-                     decode_tables_.data(), src, dst);
-    }
+    for (std::size_t i = 0, r_i = 0; r_i < k_; ++i)
+      if (!(lost_mask & (1u << i))) src[r_i++] = const_cast<std::uint8_t*>(cw.data() + i * stride);
+    for (std::size_t i = 0, d = 0; i < k_; ++i)
+      if (lost_mask & (1u << i)) dst[d++] = data + i * s;
+    ec_encode_data(static_cast<int>(s), static_cast<int>(k_), plan.data_lost,
+                   const_cast<std::uint8_t*>(plan.tables.data()), src, dst);
     r.corrected_blocks = static_cast<std::uint32_t>(nlost);
     stats_.corrected_blocks += nlost;
   }

@@ -32,6 +32,10 @@ inline constexpr std::size_t kFecShardsMax = 32;       // k + m
 inline constexpr std::size_t kFecShardCrcBytes = 4;
 inline constexpr std::size_t kFecLengthBytes = 4;
 inline constexpr std::size_t kFecShardAlignBytes = 16;
+// Decode tables are cached per pattern of lost shards (inverting the matrix and expanding the
+// tables costs microseconds, the rebuild itself a few hundred ns). C(10,1) + C(10,2) = 55
+// patterns for 8 + 2; more than this many and the cache starts over.
+inline constexpr std::size_t kFecDecodeCacheEntriesMax = 256;
 
 struct FecConfig {
   std::uint8_t data_shards = 8;    // k
@@ -89,7 +93,13 @@ class FecCodec {
   std::vector<std::uint8_t> encode_matrix_;  // n x k, top k rows the identity
   std::vector<std::uint8_t> encode_tables_;  // 32 * k * m
   std::vector<std::uint8_t> scratch_;        // k * S, the rebuilt data stream
-  std::vector<std::uint8_t> decode_tables_;  // 32 * k * m
+  struct DecodePlan {
+    std::uint32_t lost_mask = 0;
+    std::uint8_t data_lost = 0;          // rows in tables
+    std::vector<std::uint8_t> tables;    // 32 * k * data_lost
+  };
+  const DecodePlan& plan_for(std::uint32_t lost_mask);
+  std::vector<DecodePlan> plans_;  // small: linear search
   FecStats stats_;
 };
 
