@@ -37,13 +37,15 @@ constexpr std::uint8_t credit_code_for(std::uint64_t credits) {
   return code;
 }
 
-// ---- RNR NAK timer (IBA 9.7.5.2.8, Table 45): code -> microseconds x 100. ------------------
-// Code 0 is 655.36 ms; 1..31 run 0.01 ms .. 491.52 ms.
-inline constexpr std::array<std::uint32_t, 32> kRnrTimerUs100 = {
-    65536, 1,   2,   3,   4,   6,   8,    12,   16,   24,   32,   48,   64,   96,   128,  192,
-    256,   320, 384, 480, 640, 768, 960,  1280, 1536, 1920, 2560, 3072, 3840, 5120, 6144, 7680};
+// ---- RNR NAK timer (IBA 9.7.5.2.8, Table 45): code -> time. --------------------------------
+// Units of 10 us. Code 0 is 655.36 ms; 1..31 run 0.01 ms .. 491.52 ms.
+inline constexpr std::array<std::uint32_t, 32> kRnrTimerUs10 = {
+    65536, 1,    2,    3,    4,    6,     8,     12,    16,    24,   32,
+    48,    64,   96,   128,  192,  256,   384,   512,   768,   1024, 1536,
+    2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+static_assert(kRnrTimerUs10[14] == 128 && kRnrTimerUs10[31] == 49152);  // 1.28 ms, 491.52 ms
 constexpr TimeNs rnr_timer_ns(std::uint8_t code) {
-  return TimeNs{kRnrTimerUs100[code & 31]} * 10'000;
+  return TimeNs{kRnrTimerUs10[code & 31]} * 10'000;
 }
 
 // ---- Local ACK timeout (IBA 9.7.6.1.3): 4.096 us x 2^timeout; 0 means "never". ------------
