@@ -25,16 +25,26 @@ std::uint32_t crc32_refl(std::uint32_t crc, const std::uint8_t* p, std::size_t n
 constexpr std::uint16_t kVcrcPolyReflected = 0xD008;
 static_assert(kVcrcPolyReflected == 0xD008);
 
-constexpr std::array<std::uint16_t, 256> build_vcrc_table() {
-  std::array<std::uint16_t, 256> t{};
+// Slicing-by-16 (Kounavis and Berry, "A Systematic Approach to Building High Performance
+// Software-based CRC Generators"): table k gives the effect of a byte followed by k zero bytes,
+// so 16 input bytes cost 16 independent lookups instead of a 16-step dependency chain. A
+// byte-at-a-time table runs at ~0.4 GB/s here; the VCRC is on every packet of every hop.
+constexpr std::size_t kVcrcSlices = 16;
+using VcrcTables = std::array<std::array<std::uint16_t, 256>, kVcrcSlices>;
+
+constexpr VcrcTables build_vcrc_tables() {
+  VcrcTables t{};
   for (unsigned n = 0; n < 256; ++n) {
     unsigned c = n;
     for (int k = 0; k < 8; ++k) c = (c & 1) ? (kVcrcPolyReflected ^ (c >> 1)) : (c >> 1);
-    t[n] = static_cast<std::uint16_t>(c);
+    t[0][n] = static_cast<std::uint16_t>(c);
   }
+  for (std::size_t k = 1; k < kVcrcSlices; ++k)
+    for (unsigned n = 0; n < 256; ++n)
+      t[k][n] = static_cast<std::uint16_t>((t[k - 1][n] >> 8) ^ t[0][t[k - 1][n] & 0xFF]);
   return t;
 }
-constexpr std::array<std::uint16_t, 256> kVcrcTable = build_vcrc_table();
+constexpr VcrcTables kVcrcTables = build_vcrc_tables();
 
 }  // namespace
 
@@ -76,8 +86,18 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
 }
 
 std::uint16_t vcrc_update(std::uint16_t crc, std::span<const std::uint8_t> bytes) {
+  const auto& t = kVcrcTables;
   unsigned c = crc;
-  for (std::uint8_t b : bytes) c = kVcrcTable[(c ^ b) & 0xFF] ^ (c >> 8);
+  const std::uint8_t* p = bytes.data();
+  std::size_t n = bytes.size();
+  for (; n >= kVcrcSlices; n -= kVcrcSlices, p += kVcrcSlices) {
+    // The register is 16 bits wide, so it folds into the first two bytes of the block only.
+    const unsigned b0 = (c ^ p[0]) & 0xFF, b1 = ((c >> 8) ^ p[1]) & 0xFF;
+    c = t[15][b0] ^ t[14][b1] ^ t[13][p[2]] ^ t[12][p[3]] ^ t[11][p[4]] ^ t[10][p[5]] ^
+        t[9][p[6]] ^ t[8][p[7]] ^ t[7][p[8]] ^ t[6][p[9]] ^ t[5][p[10]] ^ t[4][p[11]] ^
+        t[3][p[12]] ^ t[2][p[13]] ^ t[1][p[14]] ^ t[0][p[15]];
+  }
+  for (; n > 0; --n, ++p) c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
   return static_cast<std::uint16_t>(c);
 }
 
