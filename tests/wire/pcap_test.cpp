@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "src/wire/mad.hpp"
+#include "src/wire/roce.hpp"
 #include "tests/wire/wire_test_util.hpp"
 
 namespace weft::wire {
@@ -318,6 +319,53 @@ TEST(Tshark, EveryOpcodeAndMadsDecodeCleanly) {
   const auto expert = test::run("tshark -n -q -r " + file + " -z expert,error 2>/dev/null");
   EXPECT_EQ(expert.out.find("Errors ("), std::string::npos) << expert.out;
   EXPECT_EQ(expert.out.find("Malformed"), std::string::npos) << expert.out;
+}
+
+TEST(Tshark, RoceV2FramesDecodeCleanly) {
+  if (!test::have_tool("tshark")) GTEST_SKIP() << "tshark not installed";
+  TempDir dir;
+  const std::string file = (dir.path / "roce.pcap").string();
+  PcapWriter w;
+  ASSERT_TRUE(w.open(file, kLinktypeEthernet));
+  std::vector<Headers> sent;
+  RoceV2Addr a;
+  a.src_mac = {0x02, 0, 0, 0, 0, 1};
+  a.dst_mac = {0x02, 0, 0, 0, 0, 2};
+  a.src_ip = 0x0A000001;
+  a.dst_ip = 0x0A000002;
+  TimeNs t = 0;
+  std::uint64_t seed = 500;
+  for (Opcode op : all_opcodes()) {
+    const Headers h = make_headers(op, false, ++seed);
+    std::vector<std::uint8_t> payload(payload_size_for(op, seed), 0x33);
+    std::vector<std::uint8_t> f(roce_v2_frame_bytes(h, payload.size()));
+    f.resize(encode_roce_v2(a, h, payload, f));
+    w.write(t += 1000, f);
+    sent.push_back(h);
+  }
+  w.close();
+  const auto r = test::run("tshark -n -r " + file +
+                           " -T fields -E separator=/t -e udp.dstport -e infiniband.bth.opcode" +
+                           " -e infiniband.bth.psn -e infiniband.bth.destqp -e _ws.malformed" +
+                           " -e infiniband.reth.va 2>/dev/null");
+  const auto lines = split(r.out, '\n');
+  ASSERT_GE(lines.size(), sent.size()) << r.out;
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    SCOPED_TRACE(to_string(sent[i].bth.opcode));
+    const auto c = split(lines[i], '\t');
+    ASSERT_EQ(c.size(), 6u) << lines[i];
+    EXPECT_EQ(to_u64(c[0]), kRoceV2UdpPort);
+    EXPECT_EQ(to_u64(c[1]), static_cast<unsigned>(sent[i].bth.opcode));
+    EXPECT_EQ(to_u64(c[2]), sent[i].bth.psn);
+    EXPECT_EQ(to_u64(c[3]), sent[i].bth.dest_qp);
+    EXPECT_EQ(c[4], "");
+    if (opcode_info(sent[i].bth.opcode).mask & kHasReth) {
+      EXPECT_EQ(to_u64(c[5]), sent[i].reth.va);
+    }
+  }
+  const auto bad = test::run("tshark -n -r " + file +
+                             " -Y '_ws.malformed || _ws.expert.severity >= error' 2>/dev/null");
+  EXPECT_EQ(bad.out, "");
 }
 
 }  // namespace
