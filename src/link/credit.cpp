@@ -70,7 +70,7 @@ void CreditReceiver::on_packet_drained(std::uint8_t vl, std::uint32_t wire_bytes
 }
 
 void CreditReceiver::on_fc_packet(const FcPacket& p) {
-  if (p.vl >= kVl15) return;
+  if (p.vl >= kVl15 || !abr_resync_) return;
   abr_[p.vl] = fc_mod(p.fctbs);
 }
 

@@ -90,8 +90,13 @@ class CreditReceiver {
   void on_packet_discarded(std::uint8_t vl, std::uint32_t wire_bytes);
   // A buffered packet left the buffer (forwarded or consumed): its blocks are free again.
   void on_packet_drained(std::uint8_t vl, std::uint32_t wire_bytes);
-  // Takes the FCTBS of an FC packet from the link partner (ABR := FCTBS, IBA 7.9.4.3).
+  // Takes the FCTBS of an FC packet from the link partner (ABR := FCTBS, IBA 7.9.4.3), unless
+  // resync is off.
   void on_fc_packet(const FcPacket& p);
+  // Link-level retransmission (llr.hpp) replays packets the FCTBS already counts, so under LLR
+  // the ABR := FCTBS resync would count them twice and overstate FCCL: turn it off there (LLR
+  // loses nothing, so ABR never lags for good).
+  void set_abr_resync(bool on) { abr_resync_ = on; }
   // An FC packet for `vl` carrying this receiver's FCCL and the given FCTBS (the port's own
   // transmitter's; 0 when there is none).
   FcPacket make_fc_packet(std::uint8_t vl, std::uint16_t fctbs = 0) const;
@@ -106,6 +111,7 @@ class CreditReceiver {
   std::array<std::uint32_t, kVlCount> capacity_blocks_{};
   std::array<std::uint32_t, kVlCount> used_blocks_{};
   std::array<std::uint16_t, kVlCount> abr_{};
+  bool abr_resync_ = true;
   CreditReceiverStats stats_{};
 };
 
