@@ -250,7 +250,9 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
   }
   EXPECT_TRUE(ref.order.empty());
   EXPECT_EQ(q.heap_keys(), 0u);
-  if (small_seq_limit) EXPECT_GT(q.rebuilds(), 0u);  // sequence numbers were renumbered
+  if (small_seq_limit) {
+    EXPECT_GT(q.rebuilds(), 0u);  // sequence numbers were renumbered
+  }
 }
 
 TEST(EventQueue, LargeRandomScheduleMatchesReference) {
