@@ -193,6 +193,8 @@ WcOpcode expected_wc_opcode(WrOpcode op) {
   return WcOpcode::kSend;
 }
 
+const char* dname(const Endpoint& e) { return e.dev == 0 ? "hcaA" : "hcaB"; }
+
 class Campaign {
  public:
   Campaign(std::uint64_t seed, const CampaignOptions& options)
@@ -733,7 +735,10 @@ void Campaign::post_op(int xi, std::size_t i) {
     op.data = x.ops[static_cast<std::size_t>(op.fence_read)].data;
   } else if (gather) {
     op.data = random_bytes(op.len);
-    if (x.ud && op.len >= 8) std::memcpy(op.data.data(), &op.wr_id, 8);  // UD: a tag
+    // UD: a tag naming the WR. Inverted so the payload never starts like an EtherType-
+    // encapsulated frame (which Wireshark would try to dissect further).
+    const std::uint64_t tag = ~op.wr_id;
+    if (x.ud && op.len >= 8) std::memcpy(op.data.data(), &tag, 8);
     std::uint32_t at = 0;
     for (const Chunk& c : op.local) {
       x.local.host_write(c.off, std::span<const std::uint8_t>(op.data).subspan(at, c.len));
@@ -899,12 +904,12 @@ void Campaign::check_sends(int xi) {
     const std::size_t idx = id & 0xFFFFFFFFu;
     if ((id >> 62) != 1 || ((id >> 32) & 0x3FFFFFFF) != static_cast<std::uint64_t>(xi) ||
         idx >= x.ops.size() || !x.ops[idx].posted) {
-      failf("qp 0x%x: send completion with unknown wr_id %" PRIu64, qpn, id);
+      failf("%s qp 0x%x: send completion with unknown wr_id %" PRIu64, dname(x), qpn, id);
       continue;
     }
     Op& op = x.ops[idx];
     if (static_cast<long>(idx) <= last) {
-      failf("qp 0x%x: wr %zu completed %s (twice, or out of order after wr %ld)", qpn, idx,
+      failf("%s qp 0x%x: wr %zu completed %s (twice, or out of order after wr %ld)", dname(x), qpn, idx,
             op.completed ? "again" : "out of order", last);
       continue;
     }
@@ -912,7 +917,7 @@ void Campaign::check_sends(int xi) {
       Op& skipped = x.ops[static_cast<std::size_t>(j)];
       if (!skipped.posted) continue;
       if (skipped.signaled() || error_seen) {
-        failf("qp 0x%x: wr %ld (%s) has no completion but later wr %zu completed with %s", qpn,
+        failf("%s qp 0x%x: wr %ld (%s) has no completion but later wr %zu completed with %s", dname(x), qpn,
               j, std::string(to_string(skipped.opcode)).c_str(), idx,
               std::string(to_string(wc.status)).c_str());
       } else {
@@ -922,18 +927,18 @@ void Campaign::check_sends(int xi) {
     last = static_cast<long>(idx);
     op.completed = true;
     op.status = wc.status;
-    if (wc.qp_num != qpn) failf("qp 0x%x: completion names qp 0x%x", qpn, wc.qp_num);
+    if (wc.qp_num != qpn) failf("%s qp 0x%x: completion names qp 0x%x", dname(x), qpn, wc.qp_num);
     if (wc.status == WcStatus::kSuccess) {
-      if (error_seen) failf("qp 0x%x: wr %zu succeeded after an earlier error", qpn, idx);
-      if (!op.signaled()) failf("qp 0x%x: unsignaled wr %zu produced a success completion", qpn, idx);
-      if (op.bad) failf("qp 0x%x: wr %zu with a bad %s succeeded (expected REM_ACCESS_ERR)", qpn,
+      if (error_seen) failf("%s qp 0x%x: wr %zu succeeded after an earlier error", dname(x), qpn, idx);
+      if (!op.signaled()) failf("%s qp 0x%x: unsignaled wr %zu produced a success completion", dname(x), qpn, idx);
+      if (op.bad) failf("%s qp 0x%x: wr %zu with a bad %s succeeded (expected REM_ACCESS_ERR)", dname(x), qpn,
                         idx, op.bad_oob ? "remote range" : "rkey");
       if (wc.opcode != expected_wc_opcode(op.opcode)) {
-        failf("qp 0x%x: wr %zu (%s) completed with opcode %s", qpn, idx,
+        failf("%s qp 0x%x: wr %zu (%s) completed with opcode %s", dname(x), qpn, idx,
               std::string(to_string(op.opcode)).c_str(), std::string(to_string(wc.opcode)).c_str());
       }
       if (op.opcode == WrOpcode::kRdmaRead && wc.byte_len != op.len) {
-        failf("qp 0x%x: READ wr %zu byte_len %u, expected %u", qpn, idx, wc.byte_len, op.len);
+        failf("%s qp 0x%x: READ wr %zu byte_len %u, expected %u", dname(x), qpn, idx, wc.byte_len, op.len);
       }
       continue;
     }
@@ -943,8 +948,8 @@ void Campaign::check_sends(int xi) {
     if (wc.status == WcStatus::kWrFlushErr) ++result_.exercised.flushed;
     if (error_seen) {
       if (wc.status != WcStatus::kWrFlushErr) {
-        failf("qp 0x%x: wr %zu completed %s after the QP's first error (expected WR_FLUSH_ERR)",
-              qpn, idx, std::string(to_string(wc.status)).c_str());
+        failf("%s qp 0x%x: wr %zu completed %s after the QP's first error (expected WR_FLUSH_ERR)",
+              dname(x), qpn, idx, std::string(to_string(wc.status)).c_str());
       }
       continue;
     }
@@ -959,9 +964,9 @@ void Campaign::check_sends(int xi) {
     }
     if (x.ud) allowed = false;
     if (!allowed) {
-      failf("qp 0x%x: wr %zu (%s%s) failed with %s, which nothing in this run explains "
+      failf("%s qp 0x%x: wr %zu (%s%s) failed with %s, which nothing in this run explains "
             "(link %s, rnr_retry %u)",
-            qpn, idx, std::string(to_string(op.opcode)).c_str(), op.bad ? ", bad" : "",
+            dname(x), qpn, idx, std::string(to_string(op.opcode)).c_str(), op.bad ? ", bad" : "",
             std::string(to_string(wc.status)).c_str(), hostile ? "lossy" : "clean",
             x.params.rnr_retry);
     }
@@ -970,13 +975,13 @@ void Campaign::check_sends(int xi) {
     const Op& op = x.ops[j];
     if (!op.posted) continue;
     if (op.signaled() || error_seen || x.qp->state() == QpState::kErr) {
-      failf("qp 0x%x: wr %zu (%s) never completed (hang; QP state %s, t=%s)", qpn, j,
+      failf("%s qp 0x%x: wr %zu (%s) never completed (hang; QP state %s, t=%s)", dname(x), qpn, j,
             std::string(to_string(op.opcode)).c_str(), std::string(to_string(x.qp->state())).c_str(),
             format_time(sim_->now()).c_str());
     }
   }
   if (error_seen && x.qp->state() != QpState::kErr) {
-    failf("qp 0x%x: an error completion but the QP is in state %s, not ERR", qpn,
+    failf("%s qp 0x%x: an error completion but the QP is in state %s, not ERR", dname(x), qpn,
           std::string(to_string(x.qp->state())).c_str());
   }
   // Memory effects of this requester's WRs.
@@ -1013,9 +1018,9 @@ void Campaign::check_atomics(int yi) {
         std::uint64_t got;
         std::memcpy(&got, x.local.base() + res.off, 8);
         if (got != v) {
-          failf("qp 0x%x: %s wr %" PRIu64 " returned %" PRIu64 ", the word held %" PRIu64
+          failf("%s qp 0x%x: %s wr %" PRIu64 " returned %" PRIu64 ", the word held %" PRIu64
                 " (atomic not applied exactly once, or out of order)",
-                x.qp->qp_num(), std::string(to_string(op.opcode)).c_str(), op.wr_id & 0xFFFFFFFF,
+                dname(x), x.qp->qp_num(), std::string(to_string(op.opcode)).c_str(), op.wr_id & 0xFFFFFFFF,
                 got, v);
         }
         x.local.any(res.off, 8);  // checked here
@@ -1035,7 +1040,7 @@ void Campaign::check_atomics(int yi) {
     const bool ok = uncertain ? std::find(possible.begin(), possible.end(), got) != possible.end()
                               : got == v;
     if (!ok) {
-      failf("qp 0x%x: atomic word %u holds %" PRIu64 ", expected %" PRIu64 "%s", y.qp->qp_num(), w,
+      failf("%s qp 0x%x: atomic word %u holds %" PRIu64 ", expected %" PRIu64 "%s", dname(y), y.qp->qp_num(), w,
             got, uncertain ? possible.front() : v, uncertain ? " (or a later prefix)" : "");
     }
     y.target.any(w * 8, 8);
@@ -1069,12 +1074,12 @@ void Campaign::check_rc_recvs(int yi) {
     }
     ++seen;
     if (buf == nullptr) {
-      failf("qp 0x%x: receive completion %zu has wr_id %" PRIu64 ", not the next posted receive",
-            qpn, seen - 1, wc.wr_id);
+      failf("%s qp 0x%x: receive completion %zu has wr_id %" PRIu64 ", not the next posted receive",
+            dname(y), qpn, seen - 1, wc.wr_id);
       continue;
     }
     if (++buf->completions > 1) {
-      failf("qp 0x%x: receive wr_id %" PRIu64 " completed twice", qpn, wc.wr_id);
+      failf("%s qp 0x%x: receive wr_id %" PRIu64 " completed twice", dname(y), qpn, wc.wr_id);
     }
     if (wc.status == WcStatus::kWrFlushErr) {
       flush_seen = true;
@@ -1082,12 +1087,12 @@ void Campaign::check_rc_recvs(int yi) {
       continue;
     }
     if (wc.status != WcStatus::kSuccess) {
-      failf("qp 0x%x: receive completed with %s", qpn, std::string(to_string(wc.status)).c_str());
+      failf("%s qp 0x%x: receive completed with %s", dname(y), qpn, std::string(to_string(wc.status)).c_str());
       continue;
     }
-    if (flush_seen) failf("qp 0x%x: a receive succeeded after a flushed one", qpn);
+    if (flush_seen) failf("%s qp 0x%x: a receive succeeded after a flushed one", dname(y), qpn);
     if (successes >= consuming.size()) {
-      failf("qp 0x%x: receive completion %zu matches no SEND/WRITE_WITH_IMM of the peer", qpn,
+      failf("%s qp 0x%x: receive completion %zu matches no SEND/WRITE_WITH_IMM of the peer", dname(y), qpn,
             successes);
       continue;
     }
@@ -1098,9 +1103,9 @@ void Campaign::check_rc_recvs(int yi) {
     if (wc.opcode != want || ((wc.wc_flags & kWcWithImm) != 0) != imm ||
         (imm && wc.imm_data != op.imm) ||
         (op.opcode != WrOpcode::kRdmaWriteWithImm && wc.byte_len != op.len)) {
-      failf("qp 0x%x: receive %zu is %s len=%u imm=%s0x%x, but the peer's message %zu is %s "
+      failf("%s qp 0x%x: receive %zu is %s len=%u imm=%s0x%x, but the peer's message %zu is %s "
             "len=%u imm=0x%x (receives out of send order, or wrong)",
-            qpn, successes - 1, std::string(to_string(wc.opcode)).c_str(), wc.byte_len,
+            dname(y), qpn, successes - 1, std::string(to_string(wc.opcode)).c_str(), wc.byte_len,
             (wc.wc_flags & kWcWithImm) ? "" : "none/", wc.imm_data, successes - 1,
             std::string(to_string(op.opcode)).c_str(), op.len, op.imm);
       continue;
@@ -1118,9 +1123,9 @@ void Campaign::check_rc_recvs(int yi) {
   // Every message the requester saw acknowledged must have been received.
   for (std::size_t k = successes; k < consuming.size(); ++k) {
     if (consuming[k]->succeeded()) {
-      failf("qp 0x%x: the peer's message %zu (wr %" PRIu64 ") completed successfully but was "
+      failf("%s qp 0x%x: the peer's message %zu (wr %" PRIu64 ") completed successfully but was "
             "never received",
-            qpn, k, consuming[k]->wr_id & 0xFFFFFFFF);
+            dname(y), qpn, k, consuming[k]->wr_id & 0xFFFFFFFF);
       break;
     }
   }
@@ -1167,6 +1172,7 @@ void Campaign::check_ud_recvs(int yi) {
     const std::uint8_t* p = y.recv.base() + b.chunks[0].off + kUdGrhBytes;
     std::uint64_t tag = 0;
     std::memcpy(&tag, p, 8);
+    tag = ~tag;
     const std::size_t m = tag & 0xFFFFFFFFu;
     if ((tag >> 32) != ((1ULL << 30) | static_cast<std::uint64_t>(y.peer)) || m >= x.ops.size()) {
       failf("UD qp 0x%x: received a datagram with unknown tag 0x%" PRIx64, qpn, tag);
@@ -1262,7 +1268,7 @@ SeedResult Campaign::run() {
     result_.passed = false;
     return result_;
   }
-  if (!options_.pcap_path.empty() && !pcap_.open(options_.pcap_path)) {
+  if (!options_.pcap_path.empty() && !pcap_.open(options_.pcap_path, wire::kLinktypeErf)) {
     fail("cannot open pcap file " + options_.pcap_path);
   }
   sim_->set_trace([this](const TraceRecord& r) { on_trace(r); },
