@@ -7,6 +7,15 @@
 
 namespace weft::link {
 
+std::string_view to_string(Arrival a) {
+  switch (a) {
+    case Arrival::kAccepted: return "accepted";
+    case Arrival::kOverflow: return "overflow";
+    case Arrival::kVl15Dropped: return "vl15-dropped";
+  }
+  return "?";
+}
+
 // ---- transmitter (IBA 7.9.4.2) ---------------------------------------------------------------
 
 bool CreditSender::can_send(std::uint8_t vl, std::uint32_t wire_bytes) const {

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "src/link/fc_packet.hpp"
 #include "src/link/link_rate.hpp"
@@ -70,6 +71,7 @@ enum class Arrival : std::uint8_t {
   kOverflow,      // data VL buffer full: the sender broke the credit rule (a bug, counted)
   kVl15Dropped,   // VL15 buffer full: allowed by the IBA, counted
 };
+std::string_view to_string(Arrival a);
 
 struct CreditReceiverStats {
   std::uint64_t overflows = 0;        // data-VL packets that did not fit (must stay 0)

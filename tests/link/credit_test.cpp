@@ -95,6 +95,31 @@ TEST(Credit, AbrResyncsFromFctbsAfterLostDataPackets) {
   EXPECT_EQ(s.available_blocks(0), 16u);
 }
 
+TEST(Credit, LostFcPacketsCostOnlyDelayBecauseFcclIsAbsolute) {
+  CreditReceiver r(buffers(1024, 0));  // 16 blocks
+  CreditSender s;
+  s.on_fc_packet(r.make_fc_packet(0));
+  for (int i = 0; i < 4; ++i) {
+    s.on_sent(0, 256);
+    ASSERT_EQ(r.on_packet_arrived(0, 256), Arrival::kAccepted);
+  }
+  EXPECT_FALSE(s.can_send(0, 64));
+  r.on_packet_drained(0, 256);
+  FcPacket lost1 = r.make_fc_packet(0);  // FCCL 20, lost
+  r.on_packet_drained(0, 256);
+  FcPacket lost2 = r.make_fc_packet(0);  // FCCL 24, lost
+  EXPECT_EQ(lost1.fccl, 20);
+  EXPECT_EQ(lost2.fccl, 24);
+  EXPECT_FALSE(s.can_send(0, 64));
+  r.on_packet_drained(0, 256);
+  s.on_fc_packet(r.make_fc_packet(0));  // the next one carries the whole limit
+  EXPECT_EQ(s.available_blocks(0), 12u);
+  // A stale FC packet arriving late (reordered) lowers the limit again, harmlessly: the
+  // sender only ever waits longer, never overruns.
+  s.on_fc_packet(lost1);
+  EXPECT_EQ(s.available_blocks(0), 4u);
+}
+
 TEST(Credit, TwelveBitWraparound) {
   CreditReceiver r(buffers(8192, 0));  // 128 blocks
   CreditSender s;
@@ -117,6 +142,9 @@ TEST(CreditPort, FcPacketsDueOnFreeAndEveryUpdatePeriod) {
   cfg.buffer_bytes = buffers(4096, 512);
   CreditPort p(cfg, 1000);
   EXPECT_EQ(p.fc_update_period_ns(), 5242u);  // 65536 symbols * 80 ps at NDR
+  CreditPortConfig sdr = cfg;
+  sdr.rate = {LinkWidth::k4x, LaneSpeed::kSdr};
+  EXPECT_EQ(CreditPort(sdr, 0).fc_update_period_ns(), 262144u);  // 65536 * 4 ns
   FcPacket fc;
   // Expect: one initial FC packet per data VL, then nothing until the period ends.
   ASSERT_TRUE(p.poll_fc_packet(1000, fc));
