@@ -83,11 +83,11 @@ Result<MemoryRegion*, Errc> DeviceImpl::reg_mr(ProtectionDomain* pd_base, void* 
     mr_free_.pop_back();
   } else {
     if (mrs_.size() >= kMrMax) return Errc::kNoResources;
-    index = static_cast<std::uint32_t>(mrs_.size()) + 1;  // index 0 unused: key 0 is never valid
-    if (mrs_.empty()) {
+    if (mrs_.empty()) {  // index 0 unused: key 0 is never valid
       mrs_.resize(1);
       mr_variant_.resize(1);
     }
+    index = static_cast<std::uint32_t>(mrs_.size());
     mrs_.emplace_back();
     mr_variant_.push_back(0);
   }
