@@ -1,4 +1,5 @@
-// emu/sim/event_queue.cpp — pooled 4-ary heap with lazy cancellation (see event_queue.hpp).
+// emu/sim/event_queue.cpp — 4-ary heap of self-contained keys, pooled slab for cancellable
+// events, lazy cancellation and re-arming (see event_queue.hpp).
 #include "emu/sim/event_queue.hpp"
 
 #include <algorithm>
@@ -11,17 +12,15 @@ namespace weft::sim {
 EventQueue::EventQueue(const EventQueueConfig& config)
     : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
   WEFT_ASSERT(seq_limit_ <= kSeqLimit);
-  slots_.reserve(config.reserve_events);
-  free_.reserve(config.reserve_events);
   heap_reserve(std::max<std::size_t>(config.reserve_events, 16));
 }
 
 void EventQueue::heap_reserve(std::size_t n) {
   if (n <= heap_cap_) return;
   std::size_t cap = std::max(n, heap_cap_ * 2);
-  // 3 keys of padding in front put key 1 at the start of a cache line.
-  auto* raw = static_cast<Key*>(::operator new((cap + 3) * sizeof(Key), std::align_val_t{64}));
-  Key* base = raw + 3;
+  // One key of padding in front puts key 1 at the start of a cache line.
+  auto* raw = static_cast<Key*>(::operator new((cap + 1) * sizeof(Key), std::align_val_t{64}));
+  Key* base = raw + 1;
   if (heap_size_ > 0) std::memcpy(static_cast<void*>(base), heap_.get(), heap_size_ * sizeof(Key));
   heap_.reset(base);
   heap_cap_ = cap;
@@ -83,15 +82,20 @@ void EventQueue::release_key(std::uint32_t slot) {
   }
 }
 
+void EventQueue::post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data) {
+  ++pending_;
+  heap_push(Key{time_ns, next_tag(kNoSlot), data, component, kind});
+}
+
 EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
                          std::uint64_t data) {
-  std::uint64_t seq = next_seq();
+  std::uint64_t seq = next_seq();  // may rebuild: take it before touching the slab
   std::uint32_t slot;
   if (!free_.empty()) {
     slot = free_.back();
     free_.pop_back();
   } else {
-    WEFT_ASSERT_MSG(slots_.size() < kSlotsMax, "EventQueue: kSlotsMax pending events");
+    WEFT_ASSERT_MSG(slots_.size() < kSlotsMax, "EventQueue: kSlotsMax cancellable events");
     slot = static_cast<std::uint32_t>(slots_.size());
     slots_.push_back(Slot{});
   }
@@ -105,7 +109,7 @@ EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
   s.state = SlotState::kPending;
   s.live_key = true;
   ++pending_;
-  heap_push(Key{time_ns, (seq << kSlotBits) | slot});
+  heap_push(Key{time_ns, (seq << kSlotBits) | slot, data, component, kind});
   return EventId{slot, s.gen};
 }
 
@@ -113,15 +117,18 @@ void EventQueue::settle_top() {
   while (heap_size_ > 0) {
     Key& top = heap_.get()[0];
     std::uint32_t slot = slot_of(top);
+    if (slot == kNoSlot) return;  // posted events are always live
     Slot& s = slots_[slot];
     if (s.state == SlotState::kPending) {
-      std::uint64_t seq = seq_of(top);
-      if (seq == s.seq) return;  // the live key
+      if (seq_of(top) == s.seq) return;  // the live key
       if (!s.live_key && top.time_ns <= s.time_ns) {
         // A carrier: the event was pushed back after this key was made; re-insert it at its
         // current time. Replacing the top in place is one sift instead of a pop and a push.
         s.live_key = true;
-        sift_down(0, Key{s.time_ns, (s.seq << kSlotBits) | slot});
+        Key k = top;
+        k.time_ns = s.time_ns;
+        k.tag = (s.seq << kSlotBits) | slot;
+        sift_down(0, k);
         continue;
       }
     }
@@ -134,17 +141,21 @@ bool EventQueue::pop(Event& out) {
   settle_top();
   if (heap_size_ == 0) return false;
   const Key top = heap_.get()[0];
+  heap_pop_top();
+  --pending_;
+  out.time_ns = top.time_ns;
+  out.component = top.component;
+  out.kind = top.kind;
+  out.data = top.data;
   std::uint32_t slot = slot_of(top);
+  if (slot == kNoSlot) {
+    out.id = EventId{};
+    return true;
+  }
   Slot& s = slots_[slot];
-  out.time_ns = s.time_ns;
-  out.component = s.component;
-  out.kind = s.kind;
-  out.data = s.data;
   out.id = EventId{slot, s.gen};
   s.state = SlotState::kDone;
   ++s.gen;
-  --pending_;
-  heap_pop_top();
   release_key(slot);
   return true;
 }
@@ -169,7 +180,7 @@ bool EventQueue::cancel(EventId id) {
   s.state = SlotState::kDone;
   ++s.gen;
   --pending_;
-  // Its keys stay in the heap as stale keys until they surface or a rebuild drops them.
+  // Its keys stay in the heap as stale keys until they surface or a compaction drops them.
   maybe_rebuild();
   return true;
 }
@@ -186,11 +197,13 @@ bool EventQueue::reschedule(EventId id, TimeNs time_ns) {
     s.live_key = false;
     return true;
   }
+  // Earlier: a new key; the old one goes stale.
+  Key k{time_ns, (seq << kSlotBits) | id.slot, s.data, s.component, s.kind};
   s.time_ns = time_ns;
   s.seq = seq;
   s.live_key = true;
   ++s.keys;
-  heap_push(Key{time_ns, (seq << kSlotBits) | id.slot});
+  heap_push(k);
   maybe_rebuild();
   return true;
 }
@@ -201,27 +214,44 @@ void EventQueue::maybe_rebuild() {
 
 void EventQueue::rebuild(bool renumber) {
   ++rebuilds_;
-  heap_size_ = 0;
   Key* h = heap_.get();
+  // Compact in place: keep posted keys and one live key per pending slot (a carrier becomes
+  // the live key); drop the rest. Then every pending slot has one key, every other none.
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < heap_size_; ++i) {
+    Key k = h[i];
+    std::uint32_t slot = slot_of(k);
+    if (slot != kNoSlot) {
+      Slot& s = slots_[slot];
+      if (s.state != SlotState::kPending) continue;
+      if (s.live_key) {
+        if (seq_of(k) != s.seq) continue;
+      } else {
+        k.time_ns = s.time_ns;
+        k.tag = (s.seq << kSlotBits) | slot;
+        s.live_key = true;
+      }
+    }
+    h[out++] = k;
+  }
   for (std::uint32_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (s.state == SlotState::kPending) {
       s.keys = 1;
-      s.live_key = true;
-      h[heap_size_++] = Key{s.time_ns, (s.seq << kSlotBits) | i};
-    } else if (s.state == SlotState::kDone && s.keys > 0) {
+    } else if (s.state == SlotState::kDone) {
       s.keys = 0;
       s.state = SlotState::kFree;
       free_.push_back(i);
     }
   }
+  heap_size_ = out;
   WEFT_ASSERT(heap_size_ == pending_);
   if (renumber) {
     // Sorted keys form a valid heap; new sequence numbers 0..n-1 keep the order.
     std::sort(h, h + heap_size_, less);
     for (std::size_t i = 0; i < heap_size_; ++i) {
       std::uint32_t slot = slot_of(h[i]);
-      slots_[slot].seq = i;
+      if (slot != kNoSlot) slots_[slot].seq = i;
       h[i].tag = (static_cast<std::uint64_t>(i) << kSlotBits) | slot;
     }
     seq_ = heap_size_;

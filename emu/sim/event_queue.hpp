@@ -3,13 +3,17 @@
 // What it is: a priority queue of events ordered by (time, insertion sequence), so events at
 // the same virtual time come out in the order they were scheduled and every run replays
 // exactly. It holds millions of pending events without a heap allocation per event:
-//   - event records live in a pooled slab (std::vector of Slot, recycled through a free list);
-//   - the order lives in a 4-ary min-heap of 16-byte keys {time, seq<<kSlotBits | slot}, laid
-//     out so that the four children of a node share one 64-byte cache line.
+//   - the order lives in a 4-ary min-heap of 32-byte keys {time, seq<<kSlotBits | slot, data,
+//     component, kind} that carry the whole event, laid out so that the four children of a
+//     node fill two aligned 64-byte cache lines (a binary heap needs twice the levels);
+//   - events that can be cancelled or re-armed (push(): timers) also own a record in a pooled
+//     slab (recycled through a free list) that holds their handle generation and current
+//     time; fire-and-forget events (post(): packet arrivals, the bulk of a fabric simulation)
+//     have none, so popping them touches nothing but the heap.
 // Cancellation and re-arming are lazy, so the heap never has to track where a key sits (which
 // would cost a random write into the slab at every level of every sift):
 //   - cancel() marks the slot; its key stays in the heap as a stale key, skipped when it
-//     surfaces. When stale keys outnumber live ones the heap is rebuilt from the slab
+//     surfaces. When stale keys outnumber live ones the heap is compacted in place
 //     (amortized O(1) per cancel), so a timer cancelled over and over cannot grow memory.
 //   - reschedule() to a later time (the common case: a retransmission timer pushed back on every
 //     ACK) is O(1): the slot takes the new time and sequence and its old key becomes a carrier
@@ -48,7 +52,8 @@ struct EventId {
 };
 
 // What a component receives. `data` is an opaque 64-bit word chosen by whoever scheduled it
-// (a packet slot, a port number, a pointer); the kernel never looks at it.
+// (a packet slot, a port number, a pointer); the kernel never looks at it. `id` is the handle
+// push() returned, or invalid for a post()ed event.
 struct Event {
   TimeNs time_ns = 0;
   ComponentId component = kNoComponent;
@@ -68,15 +73,18 @@ struct EventQueueConfig {
 class EventQueue {
  public:
   static constexpr unsigned kSlotBits = 27;
-  static constexpr std::uint64_t kSlotsMax = 1ULL << kSlotBits;  // pending + stale slots
+  static constexpr std::uint64_t kSlotsMax = (1ULL << kSlotBits) - 1;  // slab records
+  static constexpr std::uint32_t kNoSlot = (1U << kSlotBits) - 1;      // a post()ed key
   static constexpr std::uint64_t kSeqLimit = 1ULL << (64 - kSlotBits);
 
   explicit EventQueue(const EventQueueConfig& config = {});
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
 
-  // Schedules an event; returns its handle.
+  // Schedules an event that can be cancelled or re-armed; returns its handle.
   EventId push(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0);
+  // Schedules an event that cannot be cancelled (no slab record): the fast path.
+  void post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0);
 
   // Removes the earliest pending event into `out`; false when nothing is pending.
   bool pop(Event& out);
@@ -94,7 +102,7 @@ class EventQueue {
   // Scheduled time of a pending event, kNoDeadline if not pending.
   TimeNs time_of(EventId id) const;
 
-  std::size_t size() const { return pending_; }
+  std::size_t size() const { return pending_; }  // pushed and posted, not yet popped
   bool empty() const { return pending_ == 0; }
   // Internal figures for tests and benchmarks.
   std::size_t heap_keys() const { return heap_size_; }
@@ -104,10 +112,11 @@ class EventQueue {
  private:
   enum class SlotState : std::uint8_t { kFree, kPending, kDone };
 
+  // The slab record of a push()ed event: what cancel and reschedule need.
   struct Slot {
     TimeNs time_ns;
     std::uint64_t seq;
-    std::uint64_t data;
+    std::uint64_t data;  // the payload again, for a re-arm to an earlier time
     ComponentId component;
     EventKind kind;
     std::uint32_t gen;
@@ -116,23 +125,27 @@ class EventQueue {
     bool live_key;          // a key with (time_ns, seq) is in the heap
   };
 
-  struct Key {
+  struct alignas(32) Key {
     TimeNs time_ns;
-    std::uint64_t tag;  // seq << kSlotBits | slot
+    std::uint64_t tag;  // seq << kSlotBits | slot (kNoSlot for post())
+    std::uint64_t data;
+    ComponentId component;
+    EventKind kind;
   };
+  static_assert(sizeof(Key) == 32);
 
   static bool less(const Key& a, const Key& b) {
     return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.tag < b.tag);
   }
   static std::uint32_t slot_of(const Key& k) {
-    return static_cast<std::uint32_t>(k.tag & (kSlotsMax - 1));
+    return static_cast<std::uint32_t>(k.tag & kNoSlot);
   }
   static std::uint64_t seq_of(const Key& k) { return k.tag >> kSlotBits; }
 
-  // The heap buffer: index 0 sits at byte 48 of a 64-byte line, so children 4i+1..4i+4 of
-  // every node share one cache line.
+  // The heap buffer: index 0 sits at byte 32 of a 64-byte line, so children 4i+1..4i+4 of
+  // every node fill exactly two cache lines.
   struct AlignedFree {
-    void operator()(Key* p) const { ::operator delete(p - 3, std::align_val_t{64}); }
+    void operator()(Key* p) const { ::operator delete(p - 1, std::align_val_t{64}); }
   };
 
   std::uint64_t next_seq();
@@ -146,6 +159,7 @@ class EventQueue {
   void settle_top();
   void maybe_rebuild();
   void rebuild(bool renumber);
+  std::uint64_t next_tag(std::uint32_t slot) { return (next_seq() << kSlotBits) | slot; }
 
   EventQueueConfig config_;
   std::uint64_t seq_limit_;

@@ -98,6 +98,13 @@ class Simulator {
   std::uint64_t seed() const { return config_.seed; }
 
   // Scheduling. Times in the past are a bug (asserted).
+  // post_*: an event that cannot be cancelled (a packet arrival, a transmit completion): the
+  // fast path, with no slab record. schedule_*: an event with a handle, for timers that get
+  // cancelled or re-armed.
+  void post_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data = 0);
+  void post_in(TimeNs delay_ns, ComponentId target, EventKind kind, std::uint64_t data = 0) {
+    post_at(now_ + delay_ns, target, kind, data);
+  }
   EventId schedule_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data = 0);
   EventId schedule_in(TimeNs delay_ns, ComponentId target, EventKind kind,
                       std::uint64_t data = 0) {

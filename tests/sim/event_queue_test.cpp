@@ -57,6 +57,27 @@ TEST(EventQueue, EventCarriesComponentKindData) {
   EXPECT_FALSE(q.pending(id));
 }
 
+TEST(EventQueue, PostedAndPushedEventsShareOneOrder) {
+  EventQueue q;
+  q.post(10, 0, 0, 1);
+  EventId b = q.push(10, 0, 0, 2);
+  q.post(5, 0, 0, 3);
+  q.post(10, 0, 0, 4);
+  EXPECT_EQ(q.size(), 4u);
+  EXPECT_EQ(q.slab_slots(), 1u);  // only the pushed event has a record
+  Event ev;
+  ASSERT_TRUE(q.pop(ev));
+  EXPECT_EQ(ev.data, 3u);
+  EXPECT_FALSE(ev.id.valid());
+  EXPECT_FALSE(q.cancel(ev.id));
+  ASSERT_TRUE(q.pop(ev));
+  EXPECT_EQ(ev.data, 1u);
+  ASSERT_TRUE(q.pop(ev));
+  EXPECT_EQ(ev.data, 2u);
+  EXPECT_EQ(ev.id, b);
+  EXPECT_EQ(drain_data(q), (std::vector<std::uint64_t>{4}));
+}
+
 TEST(EventQueue, CancelRemovesOnlyThatEvent) {
   EventQueue q;
   EventId a = q.push(10, 0, 0, 1);
@@ -115,7 +136,10 @@ TEST(EventQueue, CancelChurnKeepsMemoryBounded) {
   EventQueueConfig cfg;
   cfg.stale_slack_keys = 64;
   EventQueue q(cfg);
-  for (int i = 0; i < 100; ++i) q.push(1'000'000 + i, 0, 0, i);
+  for (int i = 0; i < 100; ++i) {
+    if (i % 2) q.push(1'000'000 + i, 0, 0, i);
+    else q.post(1'000'000 + i, 0, 0, i);
+  }
   // A timer armed far in the future and cancelled again, a million times.
   for (int i = 0; i < 1'000'000; ++i) {
     EventId id = q.push(2'000'000'000ULL + i, 0, 0, 0);
@@ -207,21 +231,36 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
   EventQueue q(cfg);
   Reference ref;
   std::vector<EventId> handles;  // token -> handle (tokens are dense)
+  std::set<std::uint64_t> posted;  // tokens scheduled with post()
   TimeNs now = 0;
   for (int op = 0; op < ops; ++op) {
     std::uint64_t r = rng.below(100);
     if (r < 40) {
-      // Coarse times so that ties are frequent.
+      // Coarse times so that ties are frequent; a third are posted (no handle).
       TimeNs t = now + rng.below(rng.chance(0.5) ? 16 : 100'000);
       std::uint64_t token = handles.size();
-      handles.push_back(q.push(t, static_cast<ComponentId>(token % 7), 1, token));
+      if (rng.below(3) == 0) {
+        q.post(t, static_cast<ComponentId>(token % 7), 1, token);
+        handles.push_back(EventId{});
+        posted.insert(token);
+      } else {
+        handles.push_back(q.push(t, static_cast<ComponentId>(token % 7), 1, token));
+      }
       ref.push(t, token);
     } else if (r < 55 && !handles.empty()) {
       std::uint64_t token = rng.below(handles.size());
+      if (posted.count(token)) {
+        ASSERT_FALSE(q.cancel(handles[token]));
+        continue;
+      }
       ASSERT_EQ(q.cancel(handles[token]), ref.cancel(token)) << "op " << op;
     } else if (r < 75 && !handles.empty()) {
       std::uint64_t token = rng.below(handles.size());
       TimeNs t = now + rng.below(rng.chance(0.5) ? 16 : 100'000);
+      if (posted.count(token)) {
+        ASSERT_FALSE(q.reschedule(handles[token], t));
+        continue;
+      }
       ASSERT_EQ(q.reschedule(handles[token], t), ref.reschedule(token, t)) << "op " << op;
     } else {
       Event ev;
