@@ -96,6 +96,22 @@ std::vector<std::uint8_t> FecCodec::encode(std::span<const std::uint8_t> packet)
   return cw;
 }
 
+// The packet length from the trailer. A length that cannot be (larger than the data stream) in
+// a codeword whose CRCs pass means the codeword was not made by encode(): report it as
+// uncorrectable. A packet larger than the caller's buffer is the caller's bug.
+std::size_t FecCodec::checked_length(std::size_t len, std::size_t stream_bytes,
+                                     std::size_t out_bytes, FecDecodeResult& r) {
+  const std::size_t cap = stream_bytes - kFecLengthBytes;
+  if (len > cap && !r.uncorrectable) {
+    r.uncorrectable = true;
+    r.corrected_blocks = 0;
+    ++stats_.uncorrectable_codewords;
+  }
+  if (r.uncorrectable) return std::min({len, cap, out_bytes});
+  WEFT_ASSERT_MSG(len <= out_bytes, "packet_out is smaller than the packet");
+  return len;
+}
+
 FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std::uint8_t> out) {
   WEFT_ASSERT(cw.size() % n_ == 0 && cw.size() / n_ > kFecShardCrcBytes);
   const std::size_t stride = cw.size() / n_;
@@ -120,8 +136,8 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
       r.corrected_blocks = static_cast<std::uint32_t>(nlost);
       stats_.corrected_blocks += nlost;
     }
-    std::size_t len = get_le32(cw.data() + (k_ - 1) * stride + s - kFecLengthBytes);
-    WEFT_ASSERT(len <= out.size() && len <= k_ * s - kFecLengthBytes);
+    std::size_t len = checked_length(
+        get_le32(cw.data() + (k_ - 1) * stride + s - kFecLengthBytes), k_ * s, out.size(), r);
     for (std::size_t i = 0, off = 0; off < len; ++i, off += s)
       std::memcpy(out.data() + off, cw.data() + i * stride, std::min(s, len - off));
     r.packet_bytes = len;
@@ -149,9 +165,7 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
     stats_.corrected_blocks += nlost;
   }
 
-  std::size_t len = get_le32(data + k_ * s - kFecLengthBytes);
-  len = std::min({len, k_ * s - kFecLengthBytes, out.size()});
-  WEFT_ASSERT(r.uncorrectable || len == get_le32(data + k_ * s - kFecLengthBytes));
+  std::size_t len = checked_length(get_le32(data + k_ * s - kFecLengthBytes), k_ * s, out.size(), r);
   std::memcpy(out.data(), data, len);
   r.packet_bytes = len;
   return r;

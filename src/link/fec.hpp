@@ -99,6 +99,8 @@ class FecCodec {
     std::vector<std::uint8_t> tables;    // 32 * k * data_lost
   };
   const DecodePlan& plan_for(std::uint32_t lost_mask);
+  std::size_t checked_length(std::size_t len, std::size_t stream_bytes, std::size_t out_bytes,
+                             FecDecodeResult& r);
   std::vector<DecodePlan> plans_;  // small: linear search
   FecStats stats_;
 };

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include <isa-l/crc.h>
 
 #include "src/link/bit_error_model.hpp"
 #include "src/link/phy_channel.hpp"
@@ -14,6 +17,8 @@
 
 namespace weft::link {
 namespace {
+
+constexpr std::uint32_t kGoldenFnv = 41536924;  // frozen: change only with the format
 
 std::vector<std::uint8_t> random_bytes(Rng& rng, std::size_t n) {
   std::vector<std::uint8_t> v(n);
@@ -85,6 +90,36 @@ TEST(Fec, RoundTripAllSizes) {
     EXPECT_EQ(r.corrected_blocks, 0u);
     EXPECT_EQ(out, p) << n;
   }
+}
+
+TEST(Fec, GoldenCodeword) {
+  // Regression guard on the codeword format (shard layout, Cauchy parity, CRC32C, length).
+  std::vector<std::uint8_t> p(4096);
+  for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  auto cw = FecCodec().encode(p);
+  ASSERT_EQ(cw.size(), 5320u);
+  std::uint32_t h = 2166136261u;  // FNV-1a over the codeword
+  for (auto b : cw) h = (h ^ b) * 16777619u;
+  EXPECT_EQ(h, kGoldenFnv);
+  // The first data shard is the packet's first 528 bytes, then its CRC32C, little endian.
+  EXPECT_TRUE(std::equal(p.begin(), p.begin() + 528, cw.begin()));
+}
+
+TEST(Fec, ForgedLengthIsUncorrectableNotACrash) {
+  FecCodec c;
+  std::vector<std::uint8_t> p(100, 0x5A);
+  auto cw = c.encode(p);
+  const std::size_t s = c.shard_bytes(100), stride = s + kFecShardCrcBytes;
+  // Rewrite the length to 1 GiB and re-seal the last data shard's CRC32C: every CRC passes.
+  std::vector<std::uint8_t> forged = cw;
+  std::uint8_t* last = forged.data() + 7 * stride;
+  last[s - 1] = 0x40;
+  std::uint32_t crc = crc32_iscsi(last, static_cast<int>(s), 0xFFFFFFFFu);
+  for (int i = 0; i < 4; ++i) last[s + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+  std::vector<std::uint8_t> out;
+  auto r = c.decode(forged, out);
+  EXPECT_TRUE(r.uncorrectable);
+  EXPECT_EQ(out.size(), 8 * s - kFecLengthBytes);
 }
 
 TEST(Fec, RebuildsUpToParityShardsAndNoMore) {
