@@ -17,8 +17,10 @@
 // FC packets go out for each data VL at least once every 65,536 symbol times (IBA 7.9.4.3) and,
 // in Weft, as soon as credits are freed (CreditPort).
 // VL15 (subnet management) has no flow control: it is never blocked by credits, and the receiver
-// drops a VL15 packet its VL15 buffer cannot hold, and counts it (IBA 7.9.4, 7.6.4).
+// drops a VL15 packet its VL15 buffer cannot hold, and counts it (IBA 7.6.9, 7.9.4).
 //
+// Section numbers are those of IBA vol 1 release 1.2.1 as the brief cites them; the rules are
+// stated here in full so that they can be checked against the text.
 // Sans-IO: no clock, no thread; calls that care about time take `now` in ns.
 // Thread-safety: each object is single-owner (one port's link engine).
 #pragma once
@@ -119,7 +121,7 @@ class CreditReceiver {
 
 struct CreditPortConfig {
   LinkRate rate = kDefaultLinkRate;
-  std::uint8_t data_vls = 1;  // operational data VLs 0..data_vls-1 (IBA 7.6.1: 1, 2, 4, 8 or 15)
+  std::uint8_t data_vls = 1;  // operational data VLs 0..data_vls-1 (IBA 7.6: 1, 2, 4, 8 or 15)
   std::array<std::uint32_t, kVlCount> buffer_bytes{};  // per VL, VL15 included
   std::uint64_t fc_update_period_symbols = kFcUpdatePeriodSymbols;
 };

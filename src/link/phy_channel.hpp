@@ -8,7 +8,7 @@
 //   carry_modelled() timing-only mode: no bytes; FecCodec::judge decides, and a packet whose own
 //                    bytes are hit by an error that FEC does not repair counts as a VCRC failure
 //                    (the VCRC's 1-in-65536 miss on multi-bit damage is not modelled).
-// Counter names follow PMA PortCounters (IBA 16.1.3.5): SymbolErrorCounter counts the 8-bit
+// Counter names follow PMA PortCounters (IBA 16.1.3): SymbolErrorCounter counts the 8-bit
 // symbols hit by errors before FEC; PortRcvErrors the packets dropped as received with errors.
 // Here they are 64-bit; saturating to the PMA's 16-bit fields is the PMA codec's job.
 //

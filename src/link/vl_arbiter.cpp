@@ -66,7 +66,7 @@ int VlArbiter::pick(Table& t, std::span<const std::uint32_t, 16> head) {
 }
 
 int VlArbiter::next(std::span<const std::uint32_t, 16> head) {
-  if (head[15] > 0) return 15;  // VL15 first (IBA 7.6.9.1)
+  if (head[15] > 0) return 15;  // VL15 first (IBA 7.6.9)
   bool high = !high_.entries.empty() && ready(high_, head);
   bool low = !low_.entries.empty() && ready(low_, head);
   if (high) {

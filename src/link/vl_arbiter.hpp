@@ -1,13 +1,13 @@
 // link/vl_arbiter.hpp — SL-to-VL mapping and weighted VL arbitration of an output port
-// (IBA 7.6.6 SLtoVLMappingTable, 7.6.9 VL arbitration, 14.2.5.9 VLArbitrationTable).
+// (IBA 7.6.6 SLtoVLMappingTable, 7.6.9 VL arbitration, SMA attribute VLArbitrationTable, 14.2.5).
 //
 // The arbiter owns two tables, high and low priority, of up to 64 (VL, Weight) entries. Weight
 // is in 64-byte units; an entry with weight 0 is skipped. The current entry keeps sending from
 // its VL while its remaining weight is positive and the VL has a packet (with credit) ready; a
-// packet longer than what is left is still sent and ends the entry (IBA 7.6.9.2). Then the next
+// packet longer than what is left is still sent and ends the entry (IBA 7.6.9). Then the next
 // entry, cyclically. LimitOfHighPriority bounds how many bytes (in 4096-byte units; 255 means
 // unbounded, 0 means one packet) the high table may send while a low-priority packet is waiting.
-// VL15 goes before everything (IBA 7.6.9.1).
+// VL15 goes before everything (IBA 7.6.9).
 //
 // Mode kDeficit (a Weft option, not the IBA's) carries a packet's overshoot into the entry's
 // next turn, as deficit round robin does, so long-run byte shares match the weights exactly
@@ -23,7 +23,7 @@
 
 namespace weft::link {
 
-inline constexpr std::size_t kVlArbTableEntriesMax = 64;  // IBA 14.2.5.9
+inline constexpr std::size_t kVlArbTableEntriesMax = 64;  // IBA 14.2.5, VLArbitrationTable
 inline constexpr std::uint32_t kVlArbWeightBytes = 64;
 inline constexpr std::uint32_t kHighPriorityLimitUnitBytes = 4096;
 inline constexpr std::uint8_t kHighPriorityUnbounded = 255;
