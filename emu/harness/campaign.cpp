@@ -255,6 +255,7 @@ class Campaign {
   std::vector<SeededRng> dev_rngs_;
   std::vector<std::unique_ptr<Device>> devs_;
   ProtectionDomain* pd_[2] = {nullptr, nullptr};
+  std::unique_ptr<Arena> arena_;
   std::unique_ptr<Sim> sim_;
   wire::PcapWriter pcap_;
   std::set<std::uint64_t> seen_requests_;
@@ -539,8 +540,12 @@ bool Campaign::build() {
 
   constexpr std::uint32_t kRemote = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
                                     kAccessRemoteAtomic;
+  std::size_t footprint = 0;
+  for (const auto& e : eps_) footprint += e.local.footprint() + e.target.footprint() + e.recv.footprint();
+  for (const auto& s : srqs_) footprint += s.region.footprint();
+  arena_ = std::make_unique<Arena>(footprint);
   auto reg = [&](int d, GuardedRegion& r, std::uint32_t access) -> MemoryRegion* {
-    r.create(static_cast<std::uint8_t>(rng_.below(256)));
+    r.create(static_cast<std::uint8_t>(rng_.below(256)), *arena_);
     auto mr = devs_[static_cast<std::size_t>(d)]->reg_mr(pd_[d], r.base(), r.len(), access);
     if (!mr.ok()) {
       failf("reg_mr failed: %s", std::string(to_string(mr.error())).c_str());

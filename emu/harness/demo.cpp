@@ -11,6 +11,7 @@
 #include <weft/device.hpp>
 
 #include "emu/harness/describe.hpp"
+#include "emu/harness/memory.hpp"
 #include "emu/harness/setup.hpp"
 #include "emu/harness/sim.hpp"
 #include "src/wire/packet.hpp"
@@ -71,7 +72,10 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
   // Memory. A: message and WRITE source, READ landing, atomic results. B: receive buffer, the
   // WRITE target, the READ source and one 8-byte atomic word.
   const std::uint32_t wlen = o.write_bytes, rlen = o.read_bytes;
-  std::vector<std::uint8_t> a_mem(256 + wlen + rlen + 16, 0), b_mem(256 + wlen + rlen + 8, 0);
+  // A fixed-address arena: the VAs printed below are the same on every run of this seed.
+  const std::size_t a_bytes = 256 + wlen + rlen + 16, b_bytes = 256 + wlen + rlen + 8;
+  Arena arena(a_bytes + b_bytes + 256);
+  std::span<std::uint8_t> a_mem{arena.alloc(a_bytes), a_bytes}, b_mem{arena.alloc(b_bytes), b_bytes};
   std::uint8_t* a_msg = a_mem.data();
   std::uint8_t* a_wsrc = a_msg + 256;
   std::uint8_t* a_rdst = a_wsrc + wlen;
@@ -218,7 +222,10 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
     std::fprintf(out, "  wr_id=%" PRIu64 " %-14s %6u bytes -> %s\n", w.wr_id, kWrNames[w.wr_id],
                  w.sg_list[0].length, rc == Errc::kOk ? "queued" : std::string(to_string(rc)).c_str());
   }
-  std::fprintf(out, "  (and one 256-byte receive on hcaB)\n\nOn the wire (virtual time):\n");
+  std::fprintf(out,
+               "  (and one 256-byte receive on hcaB)\n\n"
+               "On the wire (virtual time the HCA handed each packet to the link; RETRANS = a PSN\n"
+               "sent again; a ^^ line says what the link did to the packet above it):\n");
   // The first poll_transmit happens when the Sim services the Devices: kick it with an action.
   sim.at(0, [](TimeNs) {});
   sim.run_until([&] { return done_send == 5 && done_recv == 1 && sim.pending_non_deadline() == 0; });

@@ -10,7 +10,7 @@
 namespace weft::harness {
 
 struct DemoOptions {
-  std::uint64_t seed = 7;
+  std::uint64_t seed = 1;
   double drop = 0.05;
   double reorder = 0.03;
   double corrupt = 0.02;

@@ -17,6 +17,25 @@
 
 namespace weft::harness {
 
+// Caller memory at a fixed virtual address when the address space allows it: VAs travel in
+// RETH/AtomicETH headers, so a run's packet trace (and its hash) replays across processes only if
+// the buffers sit at the same addresses. Falls back to the heap (same run, other addresses).
+class Arena {
+ public:
+  explicit Arena(std::size_t bytes);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  std::uint8_t* alloc(std::size_t bytes);  // 64-byte aligned, zeroed
+  bool fixed() const { return fixed_; }
+
+ private:
+  std::uint8_t* base_ = nullptr;
+  std::size_t size_ = 0, used_ = 0;
+  bool fixed_ = false;
+  std::vector<std::uint8_t> heap_;
+};
+
 struct Chunk {
   std::uint32_t off = 0;
   std::uint32_t len = 0;
@@ -38,9 +57,12 @@ class GuardedRegion {
   }
   std::uint32_t reserved() const { return used_; }
 
-  void create(std::uint8_t salt) {
+  // Bytes create() will take from an arena.
+  std::size_t footprint() const { return used_ + 64 + 2 * kGuardBytes + 64; }
+  void create(std::uint8_t salt, Arena& arena) {
     len_ = used_ + 64;
-    storage_.assign(len_ + 2 * kGuardBytes, kGuardFill);
+    storage_ = {arena.alloc(len_ + 2 * kGuardBytes), len_ + 2 * kGuardBytes};
+    std::memset(storage_.data(), kGuardFill, storage_.size());
     for (std::size_t i = 0; i < len_; ++i) {
       base()[i] = static_cast<std::uint8_t>(i * 131u + salt);
     }
@@ -89,7 +111,8 @@ class GuardedRegion {
 
  private:
   static constexpr std::uint32_t kGapBytes = 16;
-  std::vector<std::uint8_t> storage_, expect_, alt_, mode_;
+  std::span<std::uint8_t> storage_;
+  std::vector<std::uint8_t> expect_, alt_, mode_;
   std::size_t len_ = 0;
   std::uint32_t used_ = 64;  // the first 64 bytes hold atomic words
 };

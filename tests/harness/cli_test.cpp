@@ -60,4 +60,18 @@ TEST(CliTest, ReplayOneSeedWithPcap) {
   std::filesystem::remove(path);
 }
 
+TEST(CliTest, ReplayHasTheSameTraceHashInAnotherProcess) {
+  int code = 0;
+  auto hash_line = [&](const std::string& out) {
+    const auto at = out.find("trace hash ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  const std::string a = run(std::string(WEFT_EXE) + " check --seed 11", code);
+  const std::string b = run(std::string(WEFT_EXE) + " check --seed 11", code);
+  const std::string c = run(std::string(WEFT_EXE) + " check --seed 12", code);
+  ASSERT_NE(hash_line(a), "") << a;
+  EXPECT_EQ(hash_line(a), hash_line(b));
+  EXPECT_NE(hash_line(a), hash_line(c));
+}
+
 }  // namespace
