@@ -62,7 +62,7 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
   if (global) {
     // IBA 7.8.1: a router replaces the LRH, so all of it is variant; the GRH's TClass,
     // FlowLabel and HopLmt may change hop by hop (8.3). RoCEv2's 8 bytes of 0xFF in place of
-    // the LRH (Annex A17.3.3) come from this rule.
+    // the LRH (Annex A17) come from this rule.
     std::memset(buf, 0xFF, kLrhBytes);
     std::uint8_t* grh = buf + kLrhBytes;
     grh[0] |= 0x0F;  // TClass[7:4]
@@ -70,7 +70,7 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
     grh[7] = 0xFF;  // HopLmt
     bth += kGrhBytes;
   } else {
-    buf[0] |= 0xF0;  // LRH.VL: a switch remaps it per hop (7.6.5)
+    buf[0] |= 0xF0;  // LRH.VL: a switch remaps it per hop (IBA 7.6)
   }
   buf[bth + kBthResv8aOffset] = 0xFF;
 

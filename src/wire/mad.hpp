@@ -20,9 +20,9 @@ namespace weft::wire {
 inline constexpr std::size_t kMadBytes = 256, kMadHeaderBytes = 24, kSmpDataBytes = 64,
                              kDrPathBytes = 64, kPmaDataOffset = 64, kPmaDataBytes = 192;
 inline constexpr std::uint8_t kMadBaseVersion = 1;
-inline constexpr std::uint16_t kPermissiveLid = 0xFFFF;  // IBA 4.1.4
+inline constexpr std::uint16_t kPermissiveLid = 0xFFFF;  // the permissive LID (IBA chapter 4)
 inline constexpr std::uint32_t kQp0 = 0, kQp1 = 1;
-inline constexpr std::uint32_t kQp1Qkey = 0x80010000;  // the well-known GSI Q_Key (IBA 10.2.4)
+inline constexpr std::uint32_t kQp1Qkey = 0x80010000;  // the well-known GSI Q_Key (IBA 13.5)
 
 enum class MgmtClass : std::uint8_t {  // IBA 13.4.4, Table 110
   kSubnLidRouted = 0x01,

@@ -187,7 +187,7 @@ std::optional<WireError> check_payload(const Headers& h, std::size_t after_heade
   const std::size_t payload = after_headers - h.bth.pad_cnt;
   // No payload and no pad on ACKs, read requests and atomics (IBA 9.4.3, 9.4.5, 9.7.5).
   if (!(info.mask & kHasPayload) && after_headers != 0) return WireError::kBadLength;
-  // FIRST and MIDDLE packets carry exactly a PMTU of data (IBA 9.7.2.1 / C9-xx), so never 0
+  // FIRST and MIDDLE packets carry exactly a PMTU of data (IBA 9.7.2), so never 0
   // and never padded; ONLY and LAST may be empty.
   if ((info.mask & (kIsFirst | kIsMiddle)) && !(info.mask & kIsOnly) &&
       (payload == 0 || h.bth.pad_cnt != 0))

@@ -90,7 +90,7 @@ std::size_t encode_roce_v2(const RoceV2Addr& a, const Headers& h_in,
   put8(out, ip + 1, (a.dscp << 2) | (a.ecn & 3u));
   put16(out, ip + 2, static_cast<unsigned>(ip_len));
   put16(out, ip + 4, 0);       // identification: unused with DF set
-  put16(out, ip + 6, 0x4000);  // DF: RoCEv2 packets are never fragmented (A17.4.1)
+  put16(out, ip + 6, 0x4000);  // DF: RoCEv2 packets are never fragmented (Annex A17)
   put8(out, ip + 8, a.ttl);
   put8(out, ip + 9, kIpProtoUdp);
   put16(out, ip + 10, 0);

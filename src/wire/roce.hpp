@@ -13,12 +13,12 @@
 
 namespace weft::wire {
 
-inline constexpr std::uint16_t kRoceV2UdpPort = 4791;  // IANA, Annex A17.2
+inline constexpr std::uint16_t kRoceV2UdpPort = 4791;  // IANA-assigned, Annex A17
 inline constexpr std::size_t kEthHeaderBytes = 14, kIpv4HeaderBytes = 20, kIpv6HeaderBytes = 40,
                              kUdpHeaderBytes = 8;
 inline constexpr std::uint16_t kEtherTypeIpv4 = 0x0800, kEtherTypeIpv6 = 0x86DD;
 
-// RoCEv2 ICRC (Annex A17.3.3): the IBA ICRC with 8 bytes of ones in place of the LRH, then the
+// RoCEv2 ICRC (Annex A17): the IBA ICRC with 8 bytes of ones in place of the LRH, then the
 // IP header with its variant fields set to ones (IPv4: TOS, TTL, header checksum; IPv6: traffic
 // class, flow label, hop limit), the UDP header with its checksum set to ones, and the BTH with
 // resv8a set to ones. `ip_through_ext` starts at the IP header (version nibble says 4 or 6) and
@@ -35,9 +35,9 @@ struct RoceV2Addr {
   std::array<std::uint8_t, 6> src_mac{};
   std::uint32_t src_ip = 0;  // IPv4, host order
   std::uint32_t dst_ip = 0;
-  std::uint16_t src_port = 0xC000;  // a flow-entropy port (A17.2.3)
+  std::uint16_t src_port = 0xC000;  // UDP source port carries flow entropy (Annex A17)
   std::uint8_t dscp = 0;
-  std::uint8_t ecn = 0;  // 2 bits; CE (3) is how RoCEv2 marks congestion (A17.9)
+  std::uint8_t ecn = 0;  // 2 bits; CE (3) is how RoCEv2 marks congestion (Annex A17)
   std::uint8_t ttl = 64;
 };
 
@@ -45,7 +45,7 @@ struct RoceV2Addr {
 std::size_t roce_v2_frame_bytes(const Headers& h, std::size_t payload_bytes);
 // Writes Ethernet / IPv4 / UDP / BTH ext payload pad ICRC into out (which must hold
 // roce_v2_frame_bytes) and returns the count. h.lrh and h.grh are ignored; bth.pad_cnt is set
-// from the payload size. The UDP checksum is 0 (allowed for IPv4, A17.4.1).
+// from the payload size. The UDP checksum is 0 (allowed for IPv4, Annex A17).
 std::size_t encode_roce_v2(const RoceV2Addr& addr, const Headers& h,
                            std::span<const std::uint8_t> payload, std::span<std::uint8_t> out);
 

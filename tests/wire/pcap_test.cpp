@@ -79,7 +79,7 @@ struct Expect {
 std::vector<std::uint8_t> mad_packet(std::uint32_t qp, std::span<const std::uint8_t> mad,
                                      std::uint32_t psn) {
   Headers h;
-  h.lrh.vl = qp == 0 ? 15 : 0;  // SMPs travel on VL15 (IBA 7.6.4)
+  h.lrh.vl = qp == 0 ? 15 : 0;  // SMPs travel on VL15 (IBA 7.6)
   h.lrh.sl = 0;
   h.lrh.dlid = 0x0005;
   h.lrh.slid = 0x0001;
