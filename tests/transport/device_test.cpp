@@ -153,7 +153,7 @@ void run_stress(std::uint64_t seed, RecoveryMode mode) {
   o.region_bytes = 1 << 18;
   o.crc = r.chance(0.5) ? CrcMode::kCompute : CrcMode::kModel;
   Pair p(o);
-  const double drop = 0.04, dup = 0.02, hold = 0.03, corrupt = 0.01;
+  const double drop = 0.01 + 0.2 * r.unit(), dup = 0.02, hold = 0.05 * r.unit(), corrupt = 0.01;
   p.pump->hook = [&](Packet& pk) {
     const double u = r.unit();
     if (u < drop) return Action::kDrop;
