@@ -106,5 +106,73 @@ TEST(VlArbiter, LimitOfHighPriority) {
   EXPECT_EQ(sequence(one, h, 6), (std::vector<int>{0, 0, 0, 0, 0, 0}));
 }
 
+// Random tables, modes, limits and ready sets: the arbiter only ever names a ready VL that has
+// a weighted entry, answers kNoVl only when no such VL is ready, and, with every table VL
+// backlogged, serves each of them.
+TEST(VlArbiterProperty, PicksOnlyReadyVlsAndStarvesNone) {
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    SCOPED_TRACE("seed=" + std::to_string(seed));
+    SeededRng rng(seed);
+    VlArbConfig cfg;
+    cfg.mode = rng.chance(0.5) ? ArbitrationMode::kDeficit : ArbitrationMode::kIba;
+    cfg.limit_of_high_priority = static_cast<std::uint8_t>(rng.chance(0.3) ? 255 : rng.below(4));
+    bool in_table[16] = {};
+    for (auto* t : {&cfg.high, &cfg.low}) {
+      std::size_t n = rng.below(6);
+      for (std::size_t i = 0; i < n; ++i) {
+        VlArbEntry e{static_cast<std::uint8_t>(rng.below(8)), static_cast<std::uint8_t>(rng.below(40))};
+        if (e.weight > 0) in_table[e.vl] = true;
+        t->push_back(e);
+      }
+    }
+    VlArbiter arb(cfg);
+    Heads h{};
+    for (int step = 0; step < 3000; ++step) {
+      for (int vl = 0; vl < 8; ++vl)
+        if (rng.chance(0.1)) h[vl] = rng.chance(0.3) ? 0 : static_cast<std::uint32_t>(26 + rng.below(4200));
+      h[15] = rng.chance(0.02) ? 256 : 0;
+      bool any = h[15] > 0;
+      for (int vl = 0; vl < 8; ++vl) any = any || (h[vl] > 0 && in_table[vl]);
+      int vl = arb.next(h);
+      if (!any) {
+        ASSERT_EQ(vl, kNoVl);
+        continue;
+      }
+      ASSERT_NE(vl, kNoVl);
+      ASSERT_GT(h[vl], 0u);
+      ASSERT_TRUE(vl == 15 || in_table[vl]);
+    }
+    // Then every table VL backlogged: each is served, unless an unbounded high table starves the
+    // low one (allowed by design).
+    bool in_high[16] = {};
+    for (const auto& e : cfg.high)
+      if (e.weight > 0) in_high[e.vl] = true;
+    h = Heads{};
+    for (int v = 0; v < 8; ++v)
+      if (in_table[v]) h[v] = static_cast<std::uint32_t>(26 + rng.below(4200));
+    std::uint64_t served[16] = {};
+    for (int step = 0; step < 5000; ++step) {
+      int vl = arb.next(h);
+      bool any = false;
+      for (int v = 0; v < 8; ++v) any = any || in_table[v];
+      if (!any) {
+        ASSERT_EQ(vl, kNoVl);
+        break;
+      }
+      ASSERT_TRUE(vl >= 0 && in_table[vl]);
+      ++served[vl];
+      h[vl] = static_cast<std::uint32_t>(26 + rng.below(4200));
+    }
+    bool high_backlogged = false;
+    for (int v = 0; v < 8; ++v) high_backlogged = high_backlogged || in_high[v];
+    for (int v = 0; v < 8; ++v) {
+      if (!in_table[v]) continue;
+      if (cfg.limit_of_high_priority == kHighPriorityUnbounded && high_backlogged && !in_high[v])
+        continue;
+      EXPECT_GT(served[v], 0u) << "VL " << v << " starved";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::link
