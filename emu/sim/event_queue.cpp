@@ -9,6 +9,12 @@
 
 namespace weft::sim {
 
+#ifndef WEFT_EQ_ARITY
+#define WEFT_EQ_ARITY 4
+#endif
+static constexpr std::size_t kArity = WEFT_EQ_ARITY;
+
+
 EventQueue::EventQueue(const EventQueueConfig& config)
     : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
   WEFT_ASSERT(seq_limit_ <= kSeqLimit);
@@ -36,7 +42,7 @@ void EventQueue::heap_push(Key k) {
   Key* h = heap_.get();
   std::size_t i = heap_size_++;
   while (i > 0) {
-    std::size_t parent = (i - 1) >> 2;
+    std::size_t parent = (i - 1) / kArity;
     if (!less(k, h[parent])) break;
     h[i] = h[parent];
     i = parent;
@@ -44,18 +50,29 @@ void EventQueue::heap_push(Key k) {
   h[i] = k;
 }
 
+// Index of the least of the kArity children starting at c (all exist).
+static inline std::size_t min_of_four(const auto* h, std::size_t c, auto less) {
+  if constexpr (kArity == 4) {
+    std::size_t b01 = c + static_cast<std::size_t>(less(h[c + 1], h[c]));
+    std::size_t b23 = c + 2 + static_cast<std::size_t>(less(h[c + 3], h[c + 2]));
+    return less(h[b23], h[b01]) ? b23 : b01;
+  } else {
+    std::size_t best = c;
+    for (std::size_t j = 1; j < kArity; ++j)
+      best = less(h[c + j], h[best]) ? c + j : best;
+    return best;
+  }
+}
+
 void EventQueue::sift_down(std::size_t i, Key k) {
   Key* h = heap_.get();
   const std::size_t n = heap_size_;
   for (;;) {
-    std::size_t c = 4 * i + 1;
+    std::size_t c = kArity * i + 1;
     if (c >= n) break;
     std::size_t best = c;
-    if (n - c >= 4) {
-      // Full group of four: the common case, no bounds checks.
-      std::size_t b01 = less(h[c + 1], h[c]) ? c + 1 : c;
-      std::size_t b23 = less(h[c + 3], h[c + 2]) ? c + 3 : c + 2;
-      best = less(h[b23], h[b01]) ? b23 : b01;
+    if (n - c >= kArity) {
+      best = min_of_four(h, c, less);
     } else {
       for (std::size_t j = c + 1; j < n; ++j)
         if (less(h[j], h[best])) best = j;
@@ -67,10 +84,49 @@ void EventQueue::sift_down(std::size_t i, Key k) {
   h[i] = k;
 }
 
+// Bottom-up deletion (Wegener): move the hole from the root to a leaf along least children
+// without comparing against the element being placed, then sift that element (the old last
+// leaf, which usually belongs near the bottom) up from there. Saves a comparison and an
+// unpredictable branch per level over the textbook sift-down.
 void EventQueue::heap_pop_top() {
   WEFT_ASSERT(heap_size_ > 0);
-  Key last = heap_.get()[--heap_size_];
-  if (heap_size_ > 0) sift_down(0, last);
+  Key* h = heap_.get();
+  const std::size_t n = --heap_size_;
+  if (n == 0) return;
+  const Key last = h[n];
+  std::size_t i = 0;
+  for (;;) {
+    std::size_t c = kArity * i + 1;
+    if (c + kArity <= n) {
+#if 1
+      // The next level's address depends on this level's comparisons, so the misses would be
+      // serial; fetch all grandchildren groups now, while the comparisons run.
+      std::size_t g = kArity * c + 1;
+      if (g + kArity * kArity <= n + kArity * kArity) {
+        for (std::size_t j = 0; j < kArity * kArity; j += 2) __builtin_prefetch(&h[g + j]);
+      }
+#endif
+      std::size_t best = min_of_four(h, c, less);
+      h[i] = h[best];
+      i = best;
+      continue;
+    }
+    if (c < n) {
+      std::size_t best = c;
+      for (std::size_t j = c + 1; j < n; ++j)
+        if (less(h[j], h[best])) best = j;
+      h[i] = h[best];
+      i = best;
+    }
+    break;
+  }
+  while (i > 0) {
+    std::size_t parent = (i - 1) / kArity;
+    if (!less(last, h[parent])) break;
+    h[i] = h[parent];
+    i = parent;
+  }
+  h[i] = last;
 }
 
 void EventQueue::release_key(std::uint32_t slot) {
@@ -260,7 +316,7 @@ void EventQueue::rebuild(bool renumber) {
   }
   // Floyd's bottom-up heap construction, O(n).
   if (heap_size_ > 1) {
-    for (std::size_t i = (heap_size_ - 2) / 4 + 1; i-- > 0;) sift_down(i, h[i]);
+    for (std::size_t i = (heap_size_ - 2) / kArity + 1; i-- > 0;) sift_down(i, h[i]);
   }
 }
 
