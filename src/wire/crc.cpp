@@ -5,6 +5,9 @@
 #include <cstring>
 
 #include <isa-l/crc.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "src/base/assert.hpp"
 #include "src/wire/packet.hpp"
@@ -46,6 +49,99 @@ constexpr VcrcTables build_vcrc_tables() {
 }
 constexpr VcrcTables kVcrcTables = build_vcrc_tables();
 
+std::uint16_t vcrc_tables(std::uint16_t crc, const std::uint8_t* p, std::size_t n) {
+  const auto& t = kVcrcTables;
+  unsigned c = crc;
+  for (; n >= kVcrcSlices; n -= kVcrcSlices, p += kVcrcSlices) {
+    // The register is 16 bits wide, so it folds into the first two bytes of the block only.
+    const unsigned b0 = (c ^ p[0]) & 0xFF, b1 = ((c >> 8) ^ p[1]) & 0xFF;
+    c = t[15][b0] ^ t[14][b1] ^ t[13][p[2]] ^ t[12][p[3]] ^ t[11][p[4]] ^ t[10][p[5]] ^ t[9][p[6]] ^
+        t[8][p[7]] ^ t[7][p[8]] ^ t[6][p[9]] ^ t[5][p[10]] ^ t[4][p[11]] ^ t[3][p[12]] ^
+        t[2][p[13]] ^ t[1][p[14]] ^ t[0][p[15]];
+  }
+  for (; n > 0; --n, ++p) c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
+  return static_cast<std::uint16_t>(c);
+}
+
+#if defined(__x86_64__)
+// Carry-less-multiply folding (Gopal et al., "Fast CRC Computation for Generic Polynomials
+// Using PCLMULQDQ", Intel 2009) for the VCRC's polynomial: even slicing-by-16 runs at ~4 GB/s,
+// a tenth of memcpy, and the VCRC covers every byte of every packet on every hop.
+//
+// Representation: a 16-byte block is a polynomial of degree < 128 whose first bit on the wire
+// (bit 0 of byte 0) is the highest term, so a 64-bit lane v stands for R(v) = sum v_b x^(63-b)
+// and the block is R(lo) x^64 + R(hi). Folding a block forward by D bits multiplies it by x^D
+// mod P: clmul(lo, R(x^(D+63) mod P)) ^ clmul(hi, R(x^(D-1) mod P)); the "-1" absorbs the
+// one-bit shift a carry-less product of two reflected operands has. The folded value is
+// congruent to the prefix mod P, so the byte-wise CRC of its 16 bytes (from a zero register)
+// equals the CRC register of the prefix; the tables finish the job.
+constexpr std::uint32_t kVcrcPolyFull = 0x1100B;  // x^16 + x^12 + x^3 + x + 1
+constexpr std::uint16_t xpow_mod_p(unsigned n) {
+  std::uint32_t r = 1;
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if (r & 0x10000) r ^= kVcrcPolyFull;
+  }
+  return static_cast<std::uint16_t>(r);
+}
+constexpr std::uint64_t reflect_const(std::uint16_t c) {  // R^-1: x^e -> bit (63 - e)
+  std::uint64_t v = 0;
+  for (unsigned e = 0; e < 16; ++e)
+    if (c & (1u << e)) v |= std::uint64_t{1} << (63 - e);
+  return v;
+}
+constexpr std::size_t kFoldLanes = 4;  // independent accumulators hide clmul latency
+constexpr std::size_t kFoldBlockBytes = 16;
+constexpr std::size_t kFoldStrideBytes = kFoldLanes * kFoldBlockBytes;
+constexpr std::size_t kFoldMinBytes = 2 * kFoldStrideBytes;  // below this the tables win
+
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i acc, __m128i k) {
+  // k: lane 0 multiplies acc's low qword, lane 1 the high qword.
+  return _mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11));
+}
+
+__attribute__((target("pclmul,sse4.1"))) std::uint16_t vcrc_clmul(std::uint16_t crc,
+                                                                  const std::uint8_t* p,
+                                                                  std::size_t n) {
+  static constexpr std::uint64_t kStrideLo = reflect_const(xpow_mod_p(kFoldStrideBytes * 8 + 63));
+  static constexpr std::uint64_t kStrideHi = reflect_const(xpow_mod_p(kFoldStrideBytes * 8 - 1));
+  static constexpr std::uint64_t kBlockLo = reflect_const(xpow_mod_p(kFoldBlockBytes * 8 + 63));
+  static constexpr std::uint64_t kBlockHi = reflect_const(xpow_mod_p(kFoldBlockBytes * 8 - 1));
+  const __m128i k_stride =
+      _mm_set_epi64x(static_cast<long long>(kStrideHi), static_cast<long long>(kStrideLo));
+  const __m128i k_block =
+      _mm_set_epi64x(static_cast<long long>(kBlockHi), static_cast<long long>(kBlockLo));
+  auto load = [](const std::uint8_t* q) __attribute__((target("sse4.1"))) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  };
+  static_assert(kFoldLanes == 4, "the loop below is unrolled for four lanes");
+  // The running register enters as an XOR into the first two message bytes.
+  __m128i a0 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(crc));
+  __m128i a1 = load(p + 16), a2 = load(p + 32), a3 = load(p + 48);
+  p += kFoldStrideBytes;
+  n -= kFoldStrideBytes;
+  for (; n >= kFoldStrideBytes; n -= kFoldStrideBytes, p += kFoldStrideBytes) {
+    a0 = _mm_xor_si128(fold(a0, k_stride), load(p));
+    a1 = _mm_xor_si128(fold(a1, k_stride), load(p + 16));
+    a2 = _mm_xor_si128(fold(a2, k_stride), load(p + 32));
+    a3 = _mm_xor_si128(fold(a3, k_stride), load(p + 48));
+  }
+  const __m128i acc[kFoldLanes] = {a0, a1, a2, a3};
+  __m128i x = acc[0];
+  for (std::size_t i = 1; i < kFoldLanes; ++i) x = _mm_xor_si128(fold(x, k_block), acc[i]);
+  for (; n >= kFoldBlockBytes; n -= kFoldBlockBytes, p += kFoldBlockBytes)
+    x = _mm_xor_si128(fold(x, k_block), load(p));
+  alignas(16) std::uint8_t folded[kFoldBlockBytes];
+  _mm_store_si128(reinterpret_cast<__m128i*>(folded), x);
+  return vcrc_tables(vcrc_tables(0, folded, kFoldBlockBytes), p, n);
+}
+
+bool have_clmul() {
+  static const bool yes = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return yes;
+}
+#endif
+
 }  // namespace
 
 std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
@@ -65,9 +161,9 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
     // the LRH (Annex A17) come from this rule.
     std::memset(buf, 0xFF, kLrhBytes);
     std::uint8_t* grh = buf + kLrhBytes;
-    grh[0] |= 0x0F;  // TClass[7:4]
+    grh[0] |= 0x0F;                   // TClass[7:4]
     grh[1] = grh[2] = grh[3] = 0xFF;  // TClass[3:0], FlowLabel
-    grh[7] = 0xFF;  // HopLmt
+    grh[7] = 0xFF;                    // HopLmt
     bth += kGrhBytes;
   } else {
     buf[0] |= 0xF0;  // LRH.VL: a switch remaps it per hop (IBA 7.6)
@@ -86,19 +182,16 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
 }
 
 std::uint16_t vcrc_update(std::uint16_t crc, std::span<const std::uint8_t> bytes) {
-  const auto& t = kVcrcTables;
-  unsigned c = crc;
-  const std::uint8_t* p = bytes.data();
-  std::size_t n = bytes.size();
-  for (; n >= kVcrcSlices; n -= kVcrcSlices, p += kVcrcSlices) {
-    // The register is 16 bits wide, so it folds into the first two bytes of the block only.
-    const unsigned b0 = (c ^ p[0]) & 0xFF, b1 = ((c >> 8) ^ p[1]) & 0xFF;
-    c = t[15][b0] ^ t[14][b1] ^ t[13][p[2]] ^ t[12][p[3]] ^ t[11][p[4]] ^ t[10][p[5]] ^
-        t[9][p[6]] ^ t[8][p[7]] ^ t[7][p[8]] ^ t[6][p[9]] ^ t[5][p[10]] ^ t[4][p[11]] ^
-        t[3][p[12]] ^ t[2][p[13]] ^ t[1][p[14]] ^ t[0][p[15]];
-  }
-  for (; n > 0; --n, ++p) c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
-  return static_cast<std::uint16_t>(c);
+#if defined(__x86_64__)
+  if (bytes.size() >= kFoldMinBytes && have_clmul())
+    return vcrc_clmul(crc, bytes.data(), bytes.size());
+#endif
+  return vcrc_tables(crc, bytes.data(), bytes.size());
+}
+
+// For tests and benchmarks: the table-driven path alone, whatever the length.
+std::uint16_t vcrc_update_tables(std::uint16_t crc, std::span<const std::uint8_t> bytes) {
+  return vcrc_tables(crc, bytes.data(), bytes.size());
 }
 
 std::uint16_t vcrc(std::span<const std::uint8_t> bytes_through_icrc) {

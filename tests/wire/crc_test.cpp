@@ -59,6 +59,22 @@ TEST(Vcrc, SlicedEqualsBitwiseAtEveryLength) {
           << off << " " << len;
 }
 
+TEST(Vcrc, FoldingEqualsTablesOnLongInputs) {
+  // vcrc_update switches to carry-less-multiply folding from 128 bytes on; it must agree with
+  // the tables for every length, alignment and incoming register.
+  SeededRng rng(11);
+  std::vector<std::uint8_t> d(9000);
+  for (auto& b : d) b = static_cast<std::uint8_t>(rng.next_u64());
+  for (std::size_t len = 100; len <= 600; ++len)
+    for (std::size_t off = 0; off < 2; ++off)
+      for (std::uint16_t reg : {std::uint16_t{0}, kVcrcInit, std::uint16_t{0x1234}})
+        ASSERT_EQ(vcrc_update(reg, std::span(d).subspan(off, len)),
+                  vcrc_update_tables(reg, std::span(d).subspan(off, len)))
+            << "len=" << len << " off=" << off << " reg=" << reg;
+  for (std::size_t len : {1024u, 4096u, 4099u, 8192u, 8999u})
+    ASSERT_EQ(vcrc(std::span(d).first(len)), vcrc_bitwise(std::span(d).first(len))) << len;
+}
+
 TEST(Vcrc, ResidueAfterAppendingTheCrcIsConstant) {
   // Stored least significant byte first, a reflected CRC leaves a fixed residue when the
   // receiver runs it over data+CRC: this is how hardware checks it, and it pins the byte order.
