@@ -141,6 +141,7 @@ struct RecvBuf {
   std::uint32_t cap = 0;
   bool posted = false;
   int completions = 0;
+  bool filled = false;  // completed successfully
 };
 
 struct Srq {
@@ -341,9 +342,12 @@ void Campaign::draw_scenario() {
       Op& op = ops[rng_.below(ops.size())];
       bad_ep_ = x;
       op.bad = true;
-      if (op.consuming() || op.opcode == WrOpcode::kRdmaWrite) {
-        op.opcode = WrOpcode::kRdmaWrite;
-        if (op.len == 0) op.len = 1;
+      if (op.consuming() || op.opcode == WrOpcode::kRdmaWrite) op.opcode = WrOpcode::kRdmaWrite;
+      // A zero-length RDMA WRITE or READ touches no memory, so its R_Key is not checked
+      // (IBA 9.7.4.1.3): a bad one must carry data.
+      if (op.len == 0 || op.local.empty()) {
+        op.len = 1 + static_cast<std::uint32_t>(rng_.below(64));
+        op.local = {Chunk{eps_[static_cast<std::size_t>(x)].local.reserve(op.len), op.len}};
       }
       op.bad_oob = !op.atomic() && rng_.chance(0.5);
       op.fence_read = -1;
@@ -1115,6 +1119,7 @@ void Campaign::check_rc_recvs(int yi) {
             std::string(to_string(op.opcode)).c_str(), op.len, op.imm);
       continue;
     }
+    buf->filled = true;
     if (op.opcode != WrOpcode::kRdmaWriteWithImm) {
       std::uint32_t at = 0;
       for (const Chunk& c : buf->chunks) {
@@ -1139,7 +1144,8 @@ void Campaign::check_rc_recvs(int yi) {
   bool pair_failed = false;
   for (const Op* op : consuming) pair_failed = pair_failed || !op->succeeded();
   auto unconsumed = [&](GuardedRegion& r, RecvBuf& b) {
-    if (b.completions == 0 && pair_failed) {
+    // A flushed buffer may hold part of a message whose QP failed mid-way.
+    if (!b.filled && pair_failed) {
       for (const Chunk& c : b.chunks) r.any(c.off, c.len);
     }
   };
@@ -1211,11 +1217,11 @@ void Campaign::check() {
   for (std::size_t i = 0; i < eps_.size(); ++i) {
     Endpoint& e = eps_[i];
     char name[64];
-    std::snprintf(name, sizeof name, "qp 0x%x %s region", e.qp->qp_num(), "local");
+    std::snprintf(name, sizeof name, "%s qp 0x%x %s region", dname(e), e.qp->qp_num(), "local");
     e.local.check(name, result_.failures);
-    std::snprintf(name, sizeof name, "qp 0x%x %s region", e.qp->qp_num(), "target");
+    std::snprintf(name, sizeof name, "%s qp 0x%x %s region", dname(e), e.qp->qp_num(), "target");
     e.target.check(name, result_.failures);
-    std::snprintf(name, sizeof name, "qp 0x%x %s region", e.qp->qp_num(), "receive");
+    std::snprintf(name, sizeof name, "%s qp 0x%x %s region", dname(e), e.qp->qp_num(), "receive");
     e.recv.check(name, result_.failures);
   }
   for (auto& s : srqs_) s.region.check("SRQ region", result_.failures);
