@@ -5,7 +5,9 @@
 // exactly. It holds millions of pending events without a heap allocation per event:
 //   - the order lives in a 4-ary min-heap of 32-byte keys {time, seq<<kSlotBits | slot, data,
 //     component, kind} that carry the whole event, laid out so that the four children of a
-//     node fill two aligned 64-byte cache lines (a binary heap needs twice the levels);
+//     node fill two aligned 64-byte cache lines (a binary heap needs twice the levels).
+//     Deletion is bottom-up (Wegener) with the grandchildren prefetched, because each level's
+//     address depends on the previous level's comparisons and the misses would be serial;
 //   - events that can be cancelled or re-armed (push(): timers) also own a record in a pooled
 //     slab (recycled through a free list) that holds their handle generation and current
 //     time; fire-and-forget events (post(): packet arrivals, the bulk of a fabric simulation)
