@@ -2,12 +2,16 @@
 // the independent checker; exact hop counts; balance; credit loops; error cases.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <string>
 #include <vector>
 
 #include "emu/routing/checker.hpp"
 #include "emu/routing/routes.hpp"
 #include "emu/routing/stats.hpp"
+#include "emu/topo/generators.hpp"
+#include "emu/topo/netfile.hpp"
 #include "emu/topo/spec.hpp"
 
 namespace weft::routing {
@@ -294,6 +298,86 @@ TEST(Routing, EngineNames) {
   }
   Engine x;
   EXPECT_FALSE(parse_engine("lash", &x));
+}
+
+}  // namespace
+}  // namespace weft::routing
+
+namespace weft::routing {
+namespace {
+
+// The irregular real tree of anchors.md: 7 pods of 18 leaves x 18 HCAs, 18 aggregation
+// switches per pod, 6 cores per group joined by 3 parallel links each (2,268 HCAs).
+TEST(Routing, RealThreeLevelTreeWithParallelLinks) {
+  topo::FatTree3Params p;
+  p.pods = 7;
+  p.cores_per_group = 6;
+  auto t = topo::fat_tree_3(p);
+  ASSERT_TRUE(t.ok());
+  Fabric f = Fabric::from_topology(*t);
+  auto lids = assign_lids(f);
+  for (Engine e : {Engine::kFtree, Engine::kUpDn, Engine::kMinHop}) {
+    Routes r = must_route(f, *lids, e);
+    CheckReport rep = check_routes(f, *lids, r);
+    EXPECT_TRUE(rep.ok()) << to_string(e) << ": " << (rep.problems.empty() ? "" : rep.problems[0]);
+    EXPECT_FALSE(rep.credit_loop) << to_string(e);
+    EXPECT_EQ(rep.hca_pairs, 2268u * 2267u);
+    EXPECT_EQ(rep.hops_max, 6);
+    if (e == Engine::kFtree) {
+      EXPECT_LE(routing_stats(f, *lids, r).up_spread_max, 1u);
+    }
+  }
+}
+
+// gen_fattree.py's net file read through emu/topo's reader routes like the generator's tree.
+TEST(Routing, GenFattreeNetFile) {
+  const std::string script = std::string(WEFT_SHARED_DIR) + "/tools/anchors/gen_fattree.py";
+  const std::string cmd = "python3 " + script + " 2 36 18 18 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) GTEST_SKIP() << "no python3";
+  std::string text;
+  char buf[65536];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
+  if (pclose(pipe) != 0 || text.empty()) GTEST_SKIP() << "gen_fattree.py not available at " << script;
+  auto t = topo::read_netfile(text);
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  Fabric f = Fabric::from_topology(*t);
+  auto lids = assign_lids(f);
+  Routes r = must_route(f, *lids, Engine::kFtree);
+  CheckReport rep = check_routes(f, *lids, r);
+  EXPECT_TRUE(rep.ok());
+  EXPECT_EQ(rep.hca_pairs, 648u * 647u);
+  EXPECT_EQ(rep.hops_max, 4);
+  EXPECT_LE(routing_stats(f, *lids, r).up_spread_max, 1u);
+}
+
+// DOR goes X first, then Y, then Z; hops = links HCA to HCA.
+TEST(Routing, DorDimensionOrderAndHops) {
+  Fabric f = fabric_of("torus:dims=4x4x4");
+  auto lids = assign_lids(f);
+  Routes r = must_route(f, *lids, Engine::kDor);
+  auto node = [&](const std::string& name) {
+    for (NodeIdx n = 0; n < f.nodes.size(); ++n)
+      if (f.nodes[n].name == name) return n;
+    ADD_FAILURE() << name;
+    return NodeIdx{0};
+  };
+  const NodeIdx src = node("hca_0_0_0_0"), dst = node("hca_2_1_3_0");
+  // x +2, y +1, z -1 (3 is one step back around the ring): 4 switch hops + 2 HCA links.
+  EXPECT_EQ(walk_hops(f, r, src, 1, lids->lid_of(dst, 1)), 6);
+  // First hop from sw_0_0_0 leaves on the X+ port (hosts=1: port 2).
+  EXPECT_EQ(r.out_port(r.switch_index[node("sw_0_0_0")], lids->lid_of(dst, 1)), 2);
+  // At sw_2_0_0 X is done: Y+ (port 4).
+  EXPECT_EQ(r.out_port(r.switch_index[node("sw_2_0_0")], lids->lid_of(dst, 1)), 4);
+  // At sw_2_1_0 Z- (port 7).
+  EXPECT_EQ(r.out_port(r.switch_index[node("sw_2_1_0")], lids->lid_of(dst, 1)), 7);
+  // The path crosses the Z dateline (0 -> 3 through the wrap): SL bit 2, VL 1 on Z ports.
+  const int sl = r.path_sl(lids->lid_of(src, 1), lids->lid_of(dst, 1));
+  EXPECT_EQ(sl, 4);
+  const std::uint32_t s = r.switch_index[node("sw_2_1_0")];
+  const int np = f.nodes[r.switches[s]].num_ports();
+  EXPECT_EQ(r.vl(s, np, 5, 7, sl), 1);
+  EXPECT_EQ(r.vl(s, np, 5, 4, sl), 0);
 }
 
 }  // namespace
