@@ -73,10 +73,13 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
       }
       h[s] = best;
     }
-    // Switch LIDs only carry management traffic (SMPs on VL15, which has no credits), so a
-    // switch that has no up*/down* path to switch t (two aggregation switches of one pod, say)
-    // falls back to a shortest path; it never meets a switch that routes back to it, since
-    // shortest-path steps lower the plain distance and up*/down* steps keep h finite.
+    // A switch with no up*/down* path to t falls back to a shortest path: two aggregation
+    // switches of one pod (switch LIDs carry management traffic: SMPs on VL15, which has no
+    // credits), or a core of a degraded tree that lost its way down to t. No HCA's packet to t
+    // ever enters such a switch unless the HCA hangs off it, since up*/down* steps only lead
+    // to switches with finite h; for ftree that case is a refusal, for updn the checker's
+    // dependency graph judges it. Fallback steps lower the plain distance and up*/down* steps
+    // keep h finite, so mixing them cannot loop.
     bool any_ready = false;
     const bool t_has_hcas = doff[t + 1] - doff[t] > 1;
     for (std::uint32_t s = 0; s < S; ++s) {
@@ -86,7 +89,7 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
         continue;
       }
       const bool updown = h[s] != kInf;
-      if (!updown && policy == UpDownPolicy::kFatTree && t_has_hcas)
+      if (!updown && policy == UpDownPolicy::kFatTree && t_has_hcas && net.hca_ports_on[s] > 0)
         return RoutingError{RoutingErrc::kNotFatTree,
                             "not a fat tree: switch " + net.fabric->nodes[net.sw_node[s]].name +
                                 " cannot reach leaf " + net.fabric->nodes[net.sw_node[t]].name +
@@ -115,7 +118,6 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
       std::uint32_t* sc = sw_count.data() + static_cast<std::size_t>(s) * 256;
       for (std::uint32_t k = doff[t]; k < doff[t + 1]; ++k) {
         const Dest& d = net.dests[dlist[k]];
-        if (!updown && !d.is_switch) continue;  // updn: HCA LID unreachable under up*/down*
         std::uint32_t* count = d.is_switch ? sc : hc;
         std::uint8_t port;
         if (policy == UpDownPolicy::kFatTree && going_down) {

@@ -382,3 +382,43 @@ TEST(Routing, DorDimensionOrderAndHops) {
 
 }  // namespace
 }  // namespace weft::routing
+
+namespace weft::routing {
+namespace {
+
+void uncable(Fabric& f, NodeIdx n, int port) {
+  FabricPort& p = f.nodes[n].ports[port];
+  f.nodes[p.peer].ports[p.peer_port].peer = kNoNode;
+  p.peer = kNoNode;
+}
+
+// A tree that lost a link still routes with ftree and updn (up ports toward switches that can
+// still reach the destination); a leaf cut off entirely is refused by ftree with its name.
+TEST(Routing, DegradedFatTree) {
+  Fabric f = fabric_of("fat-tree:k=4");
+  NodeIdx leaf = 0;
+  while (!f.nodes[leaf].is_switch) ++leaf;
+  int up = 0;
+  for (int p = 1; p <= f.nodes[leaf].num_ports(); ++p)
+    if (f.nodes[leaf].ports[p].peer != kNoNode && f.nodes[f.nodes[leaf].ports[p].peer].is_switch) up = p;
+  ASSERT_NE(up, 0);
+  Fabric g = f;
+  uncable(g, leaf, up);
+  auto lids = assign_lids(g);
+  for (Engine e : {Engine::kFtree, Engine::kUpDn, Engine::kMinHop}) {
+    Routes r = must_route(g, *lids, e);
+    CheckReport rep = check_routes(g, *lids, r);
+    EXPECT_TRUE(rep.ok()) << to_string(e) << ": " << (rep.problems.empty() ? "" : rep.problems[0]);
+    if (e != Engine::kMinHop) {
+      EXPECT_FALSE(rep.credit_loop) << to_string(e);
+    }
+  }
+  for (int p = 1; p <= g.nodes[leaf].num_ports(); ++p)
+    if (g.nodes[leaf].ports[p].peer != kNoNode && g.nodes[g.nodes[leaf].ports[p].peer].is_switch) uncable(g, leaf, p);
+  auto cut = route(g, *assign_lids(g), {Engine::kFtree, {}});
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.error().message.find(g.nodes[leaf].name), std::string::npos) << cut.error().message;
+}
+
+}  // namespace
+}  // namespace weft::routing
