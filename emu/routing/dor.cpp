@@ -8,8 +8,8 @@
 // reported as kNotTorus.
 //
 // Deadlock freedom (see routes.hpp): path SL bit d = "this path's segment in dimension d crosses
-// the wrap link"; SL2VL on every port of dimension d maps SL bit d to the VL. Dimension order
-// makes dependencies between dimensions one-way (X before Y before Z).
+// the wrap link"; a packet rides VL 0 until it has crossed, then VL 1. Dimension order makes
+// dependencies between dimensions one-way (X before Y before Z).
 #include <algorithm>
 
 #include "emu/routing/net.hpp"
@@ -145,8 +145,14 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
           if (out <= hosts) continue;
           const int d = (out - hosts - 1) / 2;
           if (!wrap[d]) continue;
+          // Has a crossing path already crossed when it leaves here? Segments are minimal, so
+          // before the dateline a + path is in the upper half of the ring and after it in the
+          // lower half (the reverse for -): the switch's own coordinate decides.
+          const bool plus_port = (out - hosts - 1) % 2 == 0;
+          const int y = coord[s][d], half = size[d] / 2;
+          const bool crossed = plus_port ? y < half : y >= half;
           Sl2Vl& m = r.sl2vl[s][static_cast<std::size_t>(in) * np + out];
-          for (int sl = 0; sl < kSlCount; ++sl) m[sl] = static_cast<std::uint8_t>((sl >> d) & 1);
+          for (int sl = 0; sl < kSlCount; ++sl) m[sl] = static_cast<std::uint8_t>(crossed && ((sl >> d) & 1));
         }
     }
   }

@@ -21,11 +21,14 @@
 //            carries the same number of destinations, +-1). Up*/down*: deadlock-free.
 //   kDor     dimension order on a mesh or torus built with emu/topo's port convention
 //            (host ports first, then +d / -d per dimension). X then Y then Z. On a torus each
-//            ring of more than 2 switches has a dateline on its wrap link: a path whose segment
-//            in dimension d crosses it carries SL bit d, and every switch maps SL bit d to VL 1
-//            on ports of dimension d (VL 0 otherwise). Since ring segments are minimal (at most
-//            n/2 hops), VL 0 never uses the wrap link and VL 1 never spans the ring's middle:
-//            both per-VL dependency chains are broken, the same 2-VL idea as OpenSM torus-2QoS.
+//            ring of more than 2 switches has a dateline on its wrap link; crossing it moves
+//            the packet from VL 0 to VL 1, as in Dally & Seitz and OpenSM torus-2QoS. SL2VL
+//            has only the SL and the ports to go by, so the path SL carries bit d = "this
+//            path's segment in dimension d crosses the dateline", and each switch knows from
+//            its own coordinate whether such a packet has crossed yet (ring segments are
+//            minimal, at most n/2 hops: before the dateline a + segment is in the upper half of
+//            the ring, after it in the lower half). VL 0 never depends across the dateline and
+//            VL 1 never spans the ring, so each VL's dependency chain is broken.
 //
 // LMC > 0: every LID of a port is routed as its own destination, so the balancing engines give
 // the 2^LMC LIDs different up ports. kDor routes all LIDs of a port the same way.

@@ -371,13 +371,42 @@ TEST(Routing, DorDimensionOrderAndHops) {
   EXPECT_EQ(r.out_port(r.switch_index[node("sw_2_0_0")], lids->lid_of(dst, 1)), 4);
   // At sw_2_1_0 Z- (port 7).
   EXPECT_EQ(r.out_port(r.switch_index[node("sw_2_1_0")], lids->lid_of(dst, 1)), 7);
-  // The path crosses the Z dateline (0 -> 3 through the wrap): SL bit 2, VL 1 on Z ports.
+  // The path crosses the Z dateline (0 -> 3 on the wrap link): SL bit 2. The wrap hop itself
+  // is still on VL 0 (the packet crosses on it).
   const int sl = r.path_sl(lids->lid_of(src, 1), lids->lid_of(dst, 1));
   EXPECT_EQ(sl, 4);
   const std::uint32_t s = r.switch_index[node("sw_2_1_0")];
   const int np = f.nodes[r.switches[s]].num_ports();
-  EXPECT_EQ(r.vl(s, np, 5, 7, sl), 1);
-  EXPECT_EQ(r.vl(s, np, 5, 4, sl), 0);
+  EXPECT_EQ(r.vl(s, np, 5, 7, sl), 0);
+}
+
+// On a ring of 8, 6 -> 1 goes + across the dateline: VL 0 on the hops out of 6 and 7 (the wrap),
+// VL 1 out of 0 once it has crossed. 1 -> 3 does not cross: VL 0 throughout.
+TEST(Routing, DorMovesToVl1AfterTheDateline) {
+  Fabric f = fabric_of("torus:dims=8");
+  auto lids = assign_lids(f);
+  Routes r = must_route(f, *lids, Engine::kDor);
+  auto lid = [&](const std::string& name) {
+    for (NodeIdx n = 0; n < f.nodes.size(); ++n)
+      if (f.nodes[n].name == name) return lids->lid_of(n, 1);
+    ADD_FAILURE() << name;
+    return Lid{0};
+  };
+  auto sw = [&](const std::string& name) {
+    for (NodeIdx n = 0; n < f.nodes.size(); ++n)
+      if (f.nodes[n].name == name) return r.switch_index[n];
+    ADD_FAILURE() << name;
+    return 0u;
+  };
+  const int sl = r.path_sl(lid("hca_6_0"), lid("hca_1_0"));
+  EXPECT_EQ(sl, 1);
+  const int plus = 2, host = 1;
+  EXPECT_EQ(r.vl(sw("sw_6"), 3, host, plus, sl), 0);
+  EXPECT_EQ(r.vl(sw("sw_7"), 3, 3, plus, sl), 0);
+  EXPECT_EQ(r.vl(sw("sw_0"), 3, 3, plus, sl), 1);
+  EXPECT_EQ(r.path_sl(lid("hca_1_0"), lid("hca_3_0")), 0);
+  EXPECT_EQ(r.vl(sw("sw_1"), 3, host, plus, 0), 0);
+  EXPECT_EQ(r.vl(sw("sw_2"), 3, 3, plus, 0), 0);
 }
 
 }  // namespace
