@@ -1,0 +1,286 @@
+// emu/fabric/fabric.cpp — building a Fabric from a Topology, the min-hop configuration helper
+// (until the subnet manager), link state changes, management packet injection, counter totals.
+// Thread-safety: the Simulator's thread.
+#include "emu/fabric/fabric.hpp"
+
+#include <cassert>
+#include <cstdio>
+#include <deque>
+
+#include "emu/sim/rng_stream.hpp"
+#include "src/wire/packet.hpp"
+
+namespace weft::fabric {
+
+namespace {
+
+link::LinkRate rate_of(const topo::LinkProps& p) {
+  link::LinkRate r;
+  switch (p.width) {
+    case topo::LinkWidth::k1x: r.width = link::LinkWidth::k1x; break;
+    case topo::LinkWidth::k2x: r.width = link::LinkWidth::k1x; break;  // no 2x in src/link
+    case topo::LinkWidth::k4x: r.width = link::LinkWidth::k4x; break;
+    case topo::LinkWidth::k8x: r.width = link::LinkWidth::k8x; break;
+    case topo::LinkWidth::k12x: r.width = link::LinkWidth::k12x; break;
+  }
+  r.speed = static_cast<link::LaneSpeed>(static_cast<std::uint8_t>(p.speed));  // same order
+  return r;
+}
+
+std::string node_name(const topo::Topology& t, topo::NodeId n) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s:%016llx", t.node(n).is_switch() ? "sw" : "hca",
+                static_cast<unsigned long long>(t.node(n).guid));
+  return buf;
+}
+
+}  // namespace
+
+std::uint32_t PacketPool::alloc() {
+  live_++;
+  if (free_head_ != kNoPacket) {
+    const std::uint32_t i = free_head_;
+    free_head_ = packets_[i]->next_free;
+    packets_[i]->next_free = kNoPacket;
+    return i;
+  }
+  packets_.push_back(std::make_unique<Packet>());
+  return static_cast<std::uint32_t>(packets_.size() - 1);
+}
+
+void PacketPool::free(std::uint32_t i) {
+  assert(live_ > 0);
+  live_--;
+  packets_[i]->next_free = free_head_;
+  free_head_ = i;
+}
+
+Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConfig& config)
+    : sim_(sim), topo_(topo), config_(config), lids_(topo.node_count(), 0), zeros_(8192, 0) {
+  assert(config_.data_vls >= 1 && config_.data_vls <= 15);
+  arb_ = config_.vl_arb;
+  if (arb_.high.empty() && arb_.low.empty()) {
+    for (std::uint8_t vl = 0; vl < config_.data_vls; ++vl) arb_.low.push_back({vl, 64});
+  }
+  nodes_.reserve(topo_.node_count());
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    const topo::Node& tn = topo_.node(n);
+    const std::string name = node_name(topo_, n);
+    if (tn.is_switch()) {
+      nodes_.push_back(std::make_unique<SwitchNode>(*this, n, tn.num_ports()));
+    } else {
+      DeviceConfig dc;
+      dc.name = name;
+      dc.node_guid = tn.guid;
+      dc.ports.assign(tn.num_ports(), PortConfig{});
+      dc.crc = config_.mode == DataMode::kVerified ? CrcMode::kCompute : CrcMode::kModel;
+      dc.ack_coalesce_max = config_.ack_coalesce_max;
+      const std::uint64_t seed =
+          sim::stream_seed(sim_.seed() ^ config_.device_seed_salt, sim::fnv1a64("dev:" + name));
+      nodes_.push_back(std::make_unique<HcaNode>(*this, n, tn.num_ports(), dc, seed));
+    }
+    nodes_.back()->comp_ = sim_.add_component(*nodes_.back(), name);
+  }
+  const link::PhyConfig phy{config_.link.ber, config_.link.fec, config_.link.fec_config};
+  for (topo::LinkId l = 0; l < topo_.link_count(); ++l) {
+    const topo::Link& tl = topo_.link(l);
+    const topo::PortRef ends[2] = {tl.a, tl.b};
+    for (int e = 0; e < 2; ++e) {
+      const topo::PortRef self = ends[e], peer = ends[1 - e];
+      PortEnd& pe = nodes_[self.node]->ports_[self.port];
+      pe.connected = true;
+      pe.up = true;
+      pe.peer = nodes_[peer.node]->comp_;
+      pe.peer_port = static_cast<std::uint8_t>(peer.port);
+      pe.peer_is_switch = topo_.node(peer.node).is_switch();
+      pe.link = l;
+      pe.rate = rate_of(tl.props);
+      pe.prop_ns = tl.propagation_ns();
+      pe.clock.emplace(pe.rate);
+      pe.phy.emplace(phy);
+      pe.arb.emplace(arb_);
+    }
+  }
+  for (auto& node : nodes_) {
+    for (int p = 1; p <= node->num_ports(); ++p) {
+      if (node->ports_[p].connected) node->init_credits(p, sim_.now());
+    }
+  }
+}
+
+Fabric::~Fabric() = default;
+
+HcaNode& Fabric::hca(topo::NodeId n) {
+  assert(!is_switch(n));
+  return static_cast<HcaNode&>(*nodes_[n]);
+}
+
+SwitchNode& Fabric::switch_node(topo::NodeId n) {
+  assert(is_switch(n));
+  return static_cast<SwitchNode&>(*nodes_[n]);
+}
+
+std::uint16_t Fabric::lid(topo::NodeId n, int port) const {
+  if (topo_.node(n).is_switch()) return lids_[n];
+  return lids_[n] == 0 ? 0 : static_cast<std::uint16_t>(lids_[n] + port - 1);
+}
+
+std::vector<topo::NodeId> Fabric::hcas() const {
+  std::vector<topo::NodeId> out;
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    if (!topo_.node(n).is_switch()) out.push_back(n);
+  }
+  return out;
+}
+
+void Fabric::configure_min_hop() {
+  struct Dest {
+    topo::NodeId node;
+    int port;  // 0 for a switch
+    std::uint16_t lid;
+  };
+  std::vector<Dest> dests;
+  std::uint16_t next = 1;
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    const topo::Node& tn = topo_.node(n);
+    lids_[n] = next;
+    if (tn.is_switch()) {
+      switch_node(n).set_lid(next);
+      dests.push_back({n, 0, next++});
+    } else {
+      for (int p = 1; p <= tn.num_ports(); ++p) {
+        hca(n).device().set_port_lid(static_cast<std::uint8_t>(p), next);
+        dests.push_back({n, p, next++});
+      }
+    }
+  }
+  const std::size_t lft_size = next;
+  std::vector<std::vector<std::uint8_t>> lfts(topo_.node_count());
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    if (topo_.node(n).is_switch()) lfts[n].assign(lft_size, kNoPort);
+  }
+  std::vector<int> dist(topo_.node_count());
+  std::deque<topo::NodeId> q;
+  for (const Dest& d : dests) {
+    std::fill(dist.begin(), dist.end(), -1);
+    dist[d.node] = 0;
+    q.assign(1, d.node);
+    while (!q.empty()) {
+      const topo::NodeId u = q.front();
+      q.pop_front();
+      const topo::Node& un = topo_.node(u);
+      for (int p = 1; p <= un.num_ports(); ++p) {
+        if (u == d.node && d.port != 0 && p != d.port) continue;  // only through its own port
+        const auto peer = topo_.peer({u, p});
+        if (!peer || !topo_.node(peer->node).is_switch() || dist[peer->node] >= 0) continue;
+        dist[peer->node] = dist[u] + 1;
+        q.push_back(peer->node);
+      }
+    }
+    for (topo::NodeId s = 0; s < topo_.node_count(); ++s) {
+      if (!topo_.node(s).is_switch() || dist[s] < 0) continue;
+      if (s == d.node) {
+        lfts[s][d.lid] = 0;
+        continue;
+      }
+      for (int p = 1; p <= topo_.node(s).num_ports(); ++p) {
+        const auto peer = topo_.peer({s, p});
+        if (!peer || dist[peer->node] != dist[s] - 1) continue;
+        if (peer->node == d.node && d.port != 0 && peer->port != d.port) continue;
+        if (peer->node != d.node && !topo_.node(peer->node).is_switch()) continue;
+        lfts[s][d.lid] = static_cast<std::uint8_t>(p);
+        break;
+      }
+    }
+  }
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    if (topo_.node(n).is_switch()) switch_node(n).set_lft(std::move(lfts[n]));
+  }
+}
+
+void Fabric::set_link_state(topo::LinkId l, bool up, TimeNs at_ns) {
+  const topo::Link& tl = topo_.link(l);
+  for (const topo::PortRef& e : {tl.a, tl.b}) {
+    sim_.post_at(at_ns, nodes_[e.node]->comp_, kEvLinkState,
+                 static_cast<std::uint64_t>(e.port) | static_cast<std::uint64_t>(up) << 8);
+  }
+}
+
+bool Fabric::send_smp(topo::NodeId hca_node, std::uint16_t dlid, std::uint32_t mad_bytes) {
+  HcaNode& h = hca(hca_node);
+  if (!h.ports_[1].up) return false;
+  wire::Headers hd;
+  hd.lrh.vl = link::kVl15;
+  hd.lrh.sl = 0;
+  hd.lrh.dlid = dlid;
+  hd.lrh.slid = lid(hca_node, 1);
+  hd.bth.opcode = wire::Opcode::kUdSendOnly;
+  hd.bth.dest_qp = 0;
+  hd.deth.qkey = 0;
+  hd.deth.src_qp = 0;
+  wire::fill_lengths(hd, mad_bytes);
+  const std::uint32_t pk = pool_.alloc();
+  Packet& p = pool_[pk];
+  p.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(hd, p.headers));
+  p.payload_bytes = mad_bytes;
+  p.pad_bytes = hd.bth.pad_cnt;
+  p.wire_bytes = p.header_bytes + mad_bytes + p.pad_bytes + 6;
+  p.dlid = dlid;
+  p.sl = 15;  // rides VL15 (vl_of)
+  p.out_port = 1;
+  p.data = false;
+  p.corrupt = false;
+  p.tail_ns = 0;
+  if (config_.mode == DataMode::kVerified) {
+    p.bytes.assign(p.wire_bytes, 0);
+    std::copy_n(p.headers.begin(), p.header_bytes, p.bytes.begin());
+    const std::size_t body = p.header_bytes + mad_bytes + p.pad_bytes;
+    const std::uint32_t ic =
+        wire::icrc(std::span<const std::uint8_t>(p.bytes.data(), p.header_bytes),
+                   std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes,
+                                                 mad_bytes + p.pad_bytes));
+    wire::put_icrc(std::span<std::uint8_t, 4>(p.bytes.data() + body, 4), ic);
+    const std::uint16_t vc = wire::vcrc(std::span<const std::uint8_t>(p.bytes.data(), body + 4));
+    wire::put_vcrc(std::span<std::uint8_t, 2>(p.bytes.data() + body + 4, 2), vc);
+  }
+  h.out_[1][link::kVl15].push_back(pk);
+  h.try_send(1);
+  return true;
+}
+
+PortCounters Fabric::totals() const {
+  PortCounters t;
+  for (const auto& n : nodes_) {
+    for (int p = 1; p <= n->num_ports(); ++p) {
+      const PortCounters& c = n->port(p).counters;
+      t.xmit_data += c.xmit_data;
+      t.rcv_data += c.rcv_data;
+      t.xmit_pkts += c.xmit_pkts;
+      t.rcv_pkts += c.rcv_pkts;
+      t.xmit_wait_ns += c.xmit_wait_ns;
+      t.symbol_error_counter += c.symbol_error_counter;
+      t.link_downed_counter += c.link_downed_counter;
+      t.port_rcv_errors += c.port_rcv_errors;
+      t.port_rcv_switch_relay_errors += c.port_rcv_switch_relay_errors;
+      t.port_xmit_discards += c.port_xmit_discards;
+      t.vl15_dropped += c.vl15_dropped;
+      t.buffer_overflows += c.buffer_overflows;
+      t.fec_corrected_blocks += c.fec_corrected_blocks;
+      t.fec_uncorrectable += c.fec_uncorrectable;
+      t.busy_ns += c.busy_ns;
+    }
+  }
+  return t;
+}
+
+std::uint64_t Fabric::data_packets_delivered() const {
+  std::uint64_t n = 0;
+  for (topo::NodeId i = 0; i < topo_.node_count(); ++i) {
+    if (!topo_.node(i).is_switch()) {
+      n += static_cast<const HcaNode&>(*nodes_[i]).data_packets_delivered();
+    }
+  }
+  return n;
+}
+
+}  // namespace weft::fabric

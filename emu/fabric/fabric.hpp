@@ -1,0 +1,372 @@
+// emu/fabric/fabric.hpp — the emulated InfiniBand fabric in virtual time: switches, HCAs and the
+// links between them, built from a weft::topo::Topology and run on the emu/sim Simulator.
+//
+// What it models (see emu/fabric/README.md for the numbers and what is left out):
+//   links    rate = width x lane speed (src/link LinkRate), propagation from cable length,
+//            serialization of the FEC codeword (SerialClock, no drift), per-VL credit flow control
+//            (IBA 7.9: src/link CreditPort on each port end; FC packets travel behind the data on
+//            the same wire, so they never overtake it). VL15 has no credits: it is dropped and
+//            counted when the receiver's VL15 buffer is full. Bit errors and FEC (src/link
+//            PhyChannel) at the receiving end; what FEC cannot repair fails the VCRC and is
+//            dropped (SymbolErrorCounter, PortRcvErrors).
+//   switches input-buffered: one FIFO per input port per VL (credits are per input buffer), so a
+//            head packet waiting for a congested output blocks the packets behind it (head-of-line
+//            blocking) and back-pressure spreads hop by hop. Each output port keeps, per output
+//            VL, a FIFO of the input VLs whose head packet wants it: serving the front and
+//            re-queuing that input's next head at the back is round robin over inputs. Weighted
+//            VL arbitration per output (src/link VlArbiter), SL-to-VL mapping, linear forwarding
+//            table, cut-through or store-and-forward latency, SMA at port 0 (DLID = own LID).
+//   HCAs     a weft::Device driven sans-IO, behind a timing model: message-rate cap, PCIe
+//            bandwidth and latency, per-packet NIC processing. QP0/QP1 packets go to the
+//            management hook instead of the Device.
+//
+// Packets live in one PacketPool and move between nodes by index: a switch never copies bytes.
+// Two data modes: kVerified materializes every packet (TxPacket::write_to), flips real bits and
+// lets the Device check ICRC/VCRC; kTimingOnly carries headers only (payload bytes are not
+// carried: the receiver's memory gets zeros), the Device runs with CrcMode::kModel and CRC
+// failures are drawn by the PHY model.
+//
+// Thread-safety: none; the Simulator's thread owns the Fabric. Lifetime: the Fabric must outlive
+// every run of its Simulator (its nodes are registered components).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <weft/device.hpp>
+#include <weft/types.hpp>
+
+#include "emu/sim/simulator.hpp"
+#include "emu/topo/topology.hpp"
+#include "src/link/credit.hpp"
+#include "src/link/link_rate.hpp"
+#include "src/link/phy_channel.hpp"
+#include "src/link/vl_arbiter.hpp"
+
+namespace weft::fabric {
+
+enum class DataMode : std::uint8_t { kVerified, kTimingOnly };
+enum class ForwardMode : std::uint8_t { kCutThrough, kStoreAndForward };
+
+inline constexpr std::uint8_t kNoPort = 0xFF;
+inline constexpr std::uint32_t kNoPacket = UINT32_MAX;
+
+struct LinkModel {
+  double ber = 0.0;                      // per bit, each direction
+  link::FecMode fec = link::FecMode::kOn;
+  link::FecConfig fec_config{};          // 8 + 2
+  // Receive buffer per VL at every port (IBA 7.9: advertised as credits). 64 KiB covers the
+  // credit round trip of a 400 Gb/s link with a few hundred ns of switch latency.
+  std::uint32_t data_vl_buffer_bytes = 64 * 1024;
+  std::uint32_t vl15_buffer_bytes = 2 * 1024;  // a few SMPs
+};
+
+struct SwitchModel {
+  ForwardMode forward = ForwardMode::kCutThrough;
+  // Port to port: head of the packet in to head of the packet out (cut-through), or tail in to
+  // head out (store-and-forward). NDR switches quote ~130-250 ns.
+  TimeNs latency_ns = 150;
+  TimeNs sma_mad_ns = 2000;  // the SMA answers one MAD per this (VL15 buffer held until then)
+};
+
+// Defaults of a current 400 Gb/s adapter (ConnectX-7 class): ~200 Mpps message rate, PCIe Gen5
+// x16 (64 GB/s raw, ~56 GB/s after TLP overhead), ~400 ns host (DMA) latency, ~100 ns pipeline.
+struct HcaModel {
+  double message_rate_mpps_max = 200.0;
+  std::uint64_t pcie_mbytes_per_s = 56000;
+  TimeNs host_latency_ns = 400;    // one DMA read (transmit payload) or write (receive)
+  TimeNs tx_proc_ns = 100;
+  TimeNs rx_proc_ns = 100;
+  std::uint32_t tx_pipeline_packets_max = 16;  // pulled from the Device, not yet on the wire
+};
+
+struct FabricConfig {
+  DataMode mode = DataMode::kVerified;
+  LinkModel link{};
+  SwitchModel sw{};
+  HcaModel hca{};
+  std::uint8_t data_vls = 1;            // operational data VLs 0..data_vls-1
+  link::SlToVlTable sl2vl{};            // every port (one table until node state holds them)
+  link::VlArbConfig vl_arb{};           // empty low table = equal weights over the data VLs
+  std::uint32_t ack_coalesce_max = 4;   // Device config
+  std::uint64_t device_seed_salt = 0;
+};
+
+// PMA PortCounters / PortCountersExtended (IBA 16.1.3.5, 16.1.4.x), 64-bit here; the PMA codec
+// saturates. Data counters are in 4-byte words as the IBA counts them.
+struct PortCounters {
+  std::uint64_t xmit_data = 0, rcv_data = 0;   // words
+  std::uint64_t xmit_pkts = 0, rcv_pkts = 0;
+  // PortXmitWait: ticks the port had data queued but sent nothing (no credit). The IBA leaves
+  // the tick to the implementation; Weft's tick is one symbol time of the link.
+  std::uint64_t xmit_wait = 0;
+  std::uint64_t xmit_wait_ns = 0;
+  std::uint64_t symbol_error_counter = 0;
+  std::uint64_t link_error_recovery_counter = 0;
+  std::uint64_t link_downed_counter = 0;
+  std::uint64_t port_rcv_errors = 0;
+  std::uint64_t port_rcv_switch_relay_errors = 0;
+  std::uint64_t port_xmit_discards = 0;
+  // Weft's own
+  std::uint64_t vl15_dropped = 0;
+  std::uint64_t buffer_overflows = 0;  // data VL without buffer: must stay 0 (credit rule)
+  std::uint64_t fec_corrected_blocks = 0, fec_uncorrectable = 0;
+  std::uint64_t busy_ns = 0;           // time the transmitter was serializing
+  std::array<std::uint64_t, 16> xmit_bytes_vl{};
+};
+
+// One packet in flight. In kVerified mode `bytes` holds the wire image (LRH..VCRC); in
+// kTimingOnly `headers` does and the payload is only a length.
+struct Packet {
+  std::vector<std::uint8_t> bytes;
+  std::array<std::uint8_t, TxPacket::kHeaderBytesMax> headers{};
+  std::uint16_t header_bytes = 0;
+  std::uint32_t payload_bytes = 0;
+  std::uint8_t pad_bytes = 0;
+  std::uint32_t wire_bytes = 0;
+  std::uint16_t dlid = 0;
+  std::uint8_t sl = 0;
+  std::uint8_t vl = 0;          // VL on the link it is on
+  std::uint8_t in_port = 0;     // port it arrived on at the current node
+  std::uint8_t in_vl = 0;
+  std::uint8_t out_port = kNoPort;
+  std::uint16_t link_gen = 0;   // generation of the link it was sent on
+  std::uint16_t in_gen = 0;     // generation of the input port it sits in
+  bool corrupt = false;         // kTimingOnly: a CRC failure drawn by the PHY
+  bool data = false;            // counted as a data packet (carries payload)
+  TimeNs tail_ns = 0;           // when its last byte reaches the current node
+  std::uint32_t next_free = kNoPacket;
+};
+
+class PacketPool {
+ public:
+  std::uint32_t alloc();
+  void free(std::uint32_t i);
+  Packet& operator[](std::uint32_t i) { return *packets_[i]; }
+  std::size_t live() const { return live_; }
+
+ private:
+  std::vector<std::unique_ptr<Packet>> packets_;
+  std::uint32_t free_head_ = kNoPacket;
+  std::size_t live_ = 0;
+};
+
+class Fabric;
+
+// Event kinds (Simulator EventKind) of fabric nodes.
+enum EventKindFabric : sim::EventKind {
+  kEvArrive = 1,   // data = packet
+  kEvTxDone,       // data = port << 32 | packet
+  kEvFc,           // data = gen << 48 | port << 40 | FC fields
+  kEvLinkState,    // data = up << 8 | port
+  kEvHcaTxReady,   // data = packet
+  kEvHcaRxDeliver, // data = packet
+  kEvHcaDeadline,
+  kEvHcaPull,
+  kEvSmaDone,      // data = packet
+};
+
+// One external port of a node: both directions of its link end.
+struct PortEnd {
+  bool connected = false;
+  bool up = false;
+  sim::ComponentId peer = sim::kNoComponent;
+  std::uint8_t peer_port = 0;
+  bool peer_is_switch = false;
+  topo::LinkId link = topo::kNoLink;
+  link::LinkRate rate{};
+  TimeNs prop_ns = 0;
+  std::uint16_t gen = 0;
+  std::optional<link::CreditPort> credit;
+  std::optional<link::SerialClock> clock;
+  std::optional<link::PhyChannel> phy;   // receive direction
+  std::optional<link::VlArbiter> arb;    // transmit direction
+  bool busy = false;
+  TimeNs last_delivery_ns = 0;           // latest data arrival scheduled at the peer
+  bool waiting = false;
+  TimeNs wait_start_ns = 0;
+  PortCounters counters{};
+};
+
+// Common link-end behaviour of switches and HCAs.
+class Node : public sim::Component {
+ public:
+  Node(Fabric& fabric, topo::NodeId id);
+  void on_event(sim::Simulator& sim, const sim::Event& ev) override;
+  topo::NodeId id() const { return id_; }
+  sim::ComponentId component() const { return comp_; }
+  PortEnd& port(int p) { return ports_[p]; }
+  const PortEnd& port(int p) const { return ports_[p]; }
+  int num_ports() const { return static_cast<int>(ports_.size()) - 1; }
+  // Management packets (VL15, or QP0/QP1 at an HCA) handed to the SMA/PMA hook, and answered.
+  std::uint64_t mads_received() const { return mads_received_; }
+
+ protected:
+  friend class Fabric;
+  // The packet at the head of `vl` waiting for output `port`, or kNoPacket.
+  virtual std::uint32_t head_packet(int port, std::uint8_t vl) = 0;
+  virtual void take_head(int port, std::uint8_t vl) = 0;
+  virtual void accept(int port, std::uint32_t pkt) = 0;
+  // `info` is the kEvTxDone data: port, and the input port/VL/generation and size of the packet.
+  virtual void on_tx_done(int port, std::uint64_t info) = 0;
+  virtual void on_link_down(int port) = 0;
+  virtual void on_node_event(const sim::Event& ev) = 0;
+  virtual bool has_pending(int port) = 0;
+
+  void try_send(int port);
+  void drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint16_t gen);
+  void flush_fc(int port);
+  void init_credits(int port, TimeNs now);
+  void set_link(int port, bool up);
+  void arrive(std::uint32_t pkt);
+  TimeNs now() const;
+
+  Fabric& fabric_;
+  topo::NodeId id_;
+  sim::ComponentId comp_ = sim::kNoComponent;
+  std::vector<PortEnd> ports_;  // index = port number; 0 unused for links
+  std::vector<std::uint8_t> rx_scratch_;
+  std::uint64_t mads_received_ = 0;
+};
+
+class SwitchNode final : public Node {
+ public:
+  SwitchNode(Fabric& fabric, topo::NodeId id, int num_ports);
+  std::uint16_t lid() const { return lid_; }
+  void set_lid(std::uint16_t lid) { lid_ = lid; }
+  // Linear forwarding table (IBA 18.2.4.2): DLID -> output port, kNoPort when absent.
+  void set_lft(std::vector<std::uint8_t> lft) { lft_ = std::move(lft); }
+  const std::vector<std::uint8_t>& lft() const { return lft_; }
+  std::size_t queued_packets(int port, std::uint8_t vl) const { return in_[port][vl].fifo.size(); }
+
+ protected:
+  std::uint32_t head_packet(int port, std::uint8_t vl) override;
+  void take_head(int port, std::uint8_t vl) override;
+  void accept(int port, std::uint32_t pkt) override;
+  void on_tx_done(int port, std::uint64_t info) override;
+  void on_link_down(int port) override;
+  void on_node_event(const sim::Event& ev) override;
+  bool has_pending(int port) override;
+
+ private:
+  struct InVl {
+    std::deque<std::uint32_t> fifo;
+    bool in_service = false;  // the head is being read out to an output
+  };
+  struct Request {
+    std::uint8_t in_port, in_vl;
+  };
+  void route_head(int in_port, std::uint8_t vl);
+  void discard_head(int in_port, std::uint8_t vl);
+
+  std::uint16_t lid_ = 0;
+  std::vector<std::uint8_t> lft_;
+  std::vector<std::array<InVl, 16>> in_;
+  std::vector<std::array<std::deque<Request>, 16>> requests_;  // per output, per output VL
+  std::vector<std::uint32_t> pending_out_;  // requests per output
+  TimeNs sma_free_ns_ = 0;
+};
+
+class HcaNode final : public Node {
+ public:
+  HcaNode(Fabric& fabric, topo::NodeId id, int num_ports, const DeviceConfig& dc,
+          std::uint64_t rng_seed);
+  Device& device() { return *device_; }
+  // Call after posting work to the Device from outside the Simulator: pulls packets now.
+  void kick();
+  std::uint64_t data_packets_delivered() const { return data_delivered_; }
+
+ protected:
+  std::uint32_t head_packet(int port, std::uint8_t vl) override;
+  void take_head(int port, std::uint8_t vl) override;
+  void accept(int port, std::uint32_t pkt) override;
+  void on_tx_done(int port, std::uint64_t info) override;
+  void on_link_down(int port) override;
+  void on_node_event(const sim::Event& ev) override;
+  bool has_pending(int port) override;
+
+ private:
+  friend class Fabric;
+  void pump();
+  void arm_deadline();
+  std::uint32_t materialize(const TxPacket& tx);
+  void deliver(std::uint32_t pkt);
+
+  SeededRng rng_;
+  std::unique_ptr<Device> device_;
+  std::vector<std::array<std::deque<std::uint32_t>, 16>> out_;
+  std::uint32_t inflight_ = 0;  // pulled, not yet on the wire
+  TimeNs tx_rate_free_ns_ = 0, pcie_tx_free_ps_ = 0, last_ready_ns_ = 0;
+  TimeNs rx_rate_free_ns_ = 0, pcie_rx_free_ps_ = 0;
+  sim::EventId deadline_{};
+  TimeNs deadline_ns_ = kNoDeadline;
+  bool pull_posted_ = false;
+  std::uint64_t data_delivered_ = 0;
+};
+
+class Fabric {
+ public:
+  Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConfig& config = {});
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+  ~Fabric();
+
+  // Until the subnet manager exists: LIDs from 1 in node order (one per switch, one per HCA
+  // port), LFTs by BFS min-hop (lowest port number on ties), every linked port Active.
+  void configure_min_hop();
+
+  sim::Simulator& sim() { return sim_; }
+  const topo::Topology& topology() const { return topo_; }
+  const FabricConfig& config() const { return config_; }
+  PacketPool& pool() { return pool_; }
+
+  bool is_switch(topo::NodeId n) const { return topo_.node(n).is_switch(); }
+  HcaNode& hca(topo::NodeId n);
+  SwitchNode& switch_node(topo::NodeId n);
+  Node& node(topo::NodeId n) { return *nodes_[n]; }
+  Device& device(topo::NodeId n) { return hca(n).device(); }
+  std::uint16_t lid(topo::NodeId n, int port = 1) const;
+  std::vector<topo::NodeId> hcas() const;
+  const PortCounters& counters(topo::NodeId n, int port) const {
+    return nodes_[n]->port(port).counters;
+  }
+  void kick(topo::NodeId hca_node) { hca(hca_node).kick(); }
+
+  // Link `link` goes down (or up) at virtual time `at_ns`: both ends change state; a port going
+  // down counts LinkDownedCounter and discards what is queued for it (PortXmitDiscards).
+  void set_link_state(topo::LinkId link, bool up, TimeNs at_ns);
+
+  // Sends a management packet (VL15, SL15, UD to QP0; `mad_bytes` of zeros as the MAD) from an
+  // HCA port to `dlid` now. Returns false if the HCA port is down.
+  bool send_smp(topo::NodeId hca_node, std::uint16_t dlid, std::uint32_t mad_bytes = 256);
+
+  // Sum over every port of every node.
+  PortCounters totals() const;
+  std::uint64_t data_packets_delivered() const;
+
+  // Internal: per-packet data VL at the sender.
+  std::uint8_t vl_of(std::uint8_t sl) const {
+    return sl == 15 ? link::kVl15 : config_.sl2vl.map(sl);
+  }
+  const std::uint8_t* zero_payload() const { return zeros_.data(); }
+  // The VL arbitration tables every output uses (equal weights over the data VLs if unset).
+  const link::VlArbConfig& arb_config() const { return arb_; }
+
+ private:
+  sim::Simulator& sim_;
+  topo::Topology topo_;
+  FabricConfig config_;
+  PacketPool pool_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::uint16_t> lids_;  // per node: switch LID or first HCA port's LID
+  std::vector<std::uint8_t> zeros_;
+  link::VlArbConfig arb_;
+};
+
+}  // namespace weft::fabric

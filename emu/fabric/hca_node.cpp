@@ -1,0 +1,224 @@
+// emu/fabric/hca_node.cpp — an HCA on the fabric: a weft::Device driven sans-IO from the
+// Simulator behind a timing model (message-rate cap, PCIe bandwidth and latency, NIC pipeline).
+//
+// Transmit: packets are pulled from the Device (poll_transmit) while fewer than
+// tx_pipeline_packets_max are between the Device and the wire; each waits for the rate cap, for
+// its payload's DMA read over PCIe (bandwidth, then host latency) and the NIC pipeline, then
+// queues on its VL. Receive: rate cap, NIC pipeline, the payload's DMA write over PCIe, host
+// latency, then Device::on_packet; the port's receive buffer is freed then. Packets without
+// payload (ACKs) skip PCIe. Ready times are kept monotonic, so nothing is reordered.
+// Thread-safety: the Simulator's thread.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "emu/fabric/fabric.hpp"
+
+namespace weft::fabric {
+
+namespace {
+
+TimeNs rate_gap_ns(double mpps) {
+  return mpps <= 0 ? 0 : static_cast<TimeNs>(std::llround(1000.0 / mpps));
+}
+
+// PCIe time of `bytes` in picoseconds.
+std::uint64_t pcie_ps(std::uint64_t bytes, std::uint64_t mbytes_per_s) {
+  return (bytes * 1'000'000 + mbytes_per_s - 1) / mbytes_per_s;
+}
+
+TimeNs ps_to_ns_up(std::uint64_t ps) { return (ps + 999) / 1000; }
+
+// DestQP of a packet's BTH (IBA 9.2), from its headers.
+std::uint32_t dest_qp(const std::uint8_t* h) {
+  const std::size_t off = (h[1] & 0x3) == 3 ? 8 + 40 : 8;
+  return static_cast<std::uint32_t>(h[off + 5]) << 16 | static_cast<std::uint32_t>(h[off + 6]) << 8 |
+         h[off + 7];
+}
+
+}  // namespace
+
+HcaNode::HcaNode(Fabric& fabric, topo::NodeId id, int num_ports, const DeviceConfig& dc,
+                 std::uint64_t rng_seed)
+    : Node(fabric, id), rng_(rng_seed), device_(Device::create(dc, rng_)), out_(num_ports + 1) {
+  ports_.resize(num_ports + 1);
+}
+
+void HcaNode::kick() {
+  if (pull_posted_) return;
+  pull_posted_ = true;
+  fabric_.sim().post_at(now(), comp_, kEvHcaPull);
+}
+
+std::uint32_t HcaNode::materialize(const TxPacket& tx) {
+  PacketPool& pool = fabric_.pool();
+  const std::uint32_t pk = pool.alloc();
+  Packet& p = pool[pk];
+  p.header_bytes = tx.header_bytes;
+  p.payload_bytes = tx.payload_bytes;
+  p.pad_bytes = tx.pad_bytes;
+  p.wire_bytes = static_cast<std::uint32_t>(tx.wire_bytes());
+  p.dlid = tx.dlid;
+  p.sl = tx.sl;
+  p.out_port = tx.port_num;
+  p.corrupt = false;
+  p.data = tx.payload_bytes > 0;
+  p.tail_ns = 0;
+  if (fabric_.config().mode == DataMode::kVerified) {
+    p.bytes.resize(p.wire_bytes);
+    tx.write_to(p.bytes);
+  } else {
+    std::copy_n(tx.headers.begin(), tx.header_bytes, p.headers.begin());
+  }
+  return pk;
+}
+
+void HcaNode::pump() {
+  const TimeNs t = now();
+  const HcaModel& m = fabric_.config().hca;
+  const TimeNs gap = rate_gap_ns(m.message_rate_mpps_max);
+  TxPacket tx;
+  while (inflight_ < m.tx_pipeline_packets_max && device_->poll_transmit(t, tx)) {
+    const std::uint32_t pk = materialize(tx);
+    const TimeNs t0 = std::max(t, tx_rate_free_ns_);
+    tx_rate_free_ns_ = t0 + gap;
+    TimeNs ready = t0 + m.tx_proc_ns;
+    if (tx.payload_bytes > 0) {
+      const std::uint64_t start_ps = std::max(t0 * 1000, pcie_tx_free_ps_);
+      pcie_tx_free_ps_ = start_ps + pcie_ps(tx.payload_bytes, m.pcie_mbytes_per_s);
+      ready = ps_to_ns_up(pcie_tx_free_ps_) + m.host_latency_ns + m.tx_proc_ns;
+    }
+    ready = std::max(ready, last_ready_ns_);
+    last_ready_ns_ = ready;
+    inflight_++;
+    fabric_.sim().post_at(ready, comp_, kEvHcaTxReady, pk);
+  }
+  arm_deadline();
+}
+
+void HcaNode::arm_deadline() {
+  const TimeNs nd = device_->next_deadline();
+  if (nd == deadline_ns_ && (nd == kNoDeadline || fabric_.sim().pending(deadline_))) return;
+  deadline_ns_ = nd;
+  if (nd == kNoDeadline) {
+    fabric_.sim().cancel(deadline_);
+    return;
+  }
+  const TimeNs at = std::max(nd, now());
+  if (!fabric_.sim().reschedule(deadline_, at)) {
+    deadline_ = fabric_.sim().schedule_at(at, comp_, kEvHcaDeadline);
+  }
+}
+
+std::uint32_t HcaNode::head_packet(int port, std::uint8_t vl) {
+  const auto& q = out_[port][vl];
+  return q.empty() ? kNoPacket : q.front();
+}
+
+void HcaNode::take_head(int port, std::uint8_t vl) {
+  out_[port][vl].pop_front();
+  if (vl != link::kVl15) inflight_--;  // VL15 packets come from send_smp, not the Device
+}
+
+bool HcaNode::has_pending(int port) {
+  for (const auto& q : out_[port]) {
+    if (!q.empty()) return true;
+  }
+  return false;
+}
+
+void HcaNode::on_tx_done(int /*port*/, std::uint64_t /*info*/) { pump(); }
+
+void HcaNode::accept(int /*port*/, std::uint32_t pk) {
+  const Packet& p = fabric_.pool()[pk];
+  const HcaModel& m = fabric_.config().hca;
+  const TimeNs t0 = std::max(now(), rx_rate_free_ns_);
+  rx_rate_free_ns_ = t0 + rate_gap_ns(m.message_rate_mpps_max);
+  TimeNs at = t0 + m.rx_proc_ns;
+  if (p.payload_bytes > 0) {
+    const std::uint64_t start_ps = std::max(at * 1000, pcie_rx_free_ps_);
+    pcie_rx_free_ps_ = start_ps + pcie_ps(p.payload_bytes, m.pcie_mbytes_per_s);
+    at = ps_to_ns_up(pcie_rx_free_ps_) + m.host_latency_ns;
+  }
+  fabric_.sim().post_at(at, comp_, kEvHcaRxDeliver, pk);
+}
+
+void HcaNode::deliver(std::uint32_t pk) {
+  Packet& p = fabric_.pool()[pk];
+  drain(p.in_port, p.in_vl, p.wire_bytes, p.in_gen);
+  const bool verified = fabric_.config().mode == DataMode::kVerified;
+  const std::uint8_t* h = verified ? p.bytes.data() : p.headers.data();
+  if (p.in_vl == link::kVl15 || dest_qp(h) <= 1) {  // QP0 / QP1: the SMA / PMA, not the Device
+    mads_received_++;
+    fabric_.pool().free(pk);
+    return;
+  }
+  if (p.data) data_delivered_++;
+  const TimeNs t = now();
+  if (verified) {
+    device_->on_packet(std::span<const std::uint8_t>(p.bytes), t);
+  } else {
+    TxPacket rx;
+    std::copy_n(p.headers.begin(), p.header_bytes, rx.headers.begin());
+    rx.header_bytes = p.header_bytes;
+    rx.payload = fabric_.zero_payload();
+    rx.payload_bytes = p.payload_bytes;
+    rx.pad_bytes = p.pad_bytes;
+    rx.crcs_valid = false;
+    rx.corrupt = p.corrupt;
+    rx.port_num = p.in_port;
+    rx.dlid = p.dlid;
+    rx.sl = p.sl;
+    device_->on_packet(rx, t);
+  }
+  fabric_.pool().free(pk);
+  pump();
+}
+
+void HcaNode::on_node_event(const sim::Event& ev) {
+  switch (ev.kind) {
+    case kEvHcaTxReady: {
+      const auto pk = static_cast<std::uint32_t>(ev.data);
+      Packet& p = fabric_.pool()[pk];
+      const int port = p.out_port;
+      if (port < 1 || port > num_ports() || !ports_[port].up) {
+        if (port >= 1 && port <= num_ports()) ports_[port].counters.port_xmit_discards++;
+        inflight_--;
+        fabric_.pool().free(pk);
+        pump();
+        return;
+      }
+      out_[port][fabric_.vl_of(p.sl)].push_back(pk);
+      try_send(port);
+      return;
+    }
+    case kEvHcaRxDeliver:
+      deliver(static_cast<std::uint32_t>(ev.data));
+      return;
+    case kEvHcaDeadline:
+      deadline_ns_ = kNoDeadline;
+      device_->on_deadline(now());
+      pump();
+      return;
+    case kEvHcaPull:
+      pull_posted_ = false;
+      pump();
+      return;
+    default:
+      return;
+  }
+}
+
+void HcaNode::on_link_down(int port) {
+  for (std::uint8_t vl = 0; vl < 16; ++vl) {
+    auto& q = out_[port][vl];
+    for (std::uint32_t pk : q) {
+      ports_[port].counters.port_xmit_discards++;
+      fabric_.pool().free(pk);
+      if (vl != link::kVl15) inflight_--;
+    }
+    q.clear();
+  }
+}
+
+}  // namespace weft::fabric

@@ -1,0 +1,235 @@
+// emu/fabric/node.cpp — what every fabric node does at its link ends: transmit with VL
+// arbitration under credits, receive through the PHY into per-VL buffers, return credits in FC
+// packets behind the data, link down/up. Thread-safety: the Simulator's thread.
+#include <algorithm>
+#include <cassert>
+
+#include "emu/fabric/fabric.hpp"
+
+namespace weft::fabric {
+
+namespace {
+
+// TxDone data: what the transmitting node needs after the packet itself may be gone.
+constexpr std::uint64_t pack_tx(int port, const Packet& p) {
+  return static_cast<std::uint64_t>(port) | static_cast<std::uint64_t>(p.in_port) << 8 |
+         static_cast<std::uint64_t>(p.in_vl) << 16 | static_cast<std::uint64_t>(p.in_gen) << 24 |
+         static_cast<std::uint64_t>(p.wire_bytes) << 40;
+}
+
+constexpr std::uint64_t pack_fc(int port, std::uint16_t gen, const link::FcPacket& fc) {
+  return static_cast<std::uint64_t>(fc.fctbs) | static_cast<std::uint64_t>(fc.fccl) << 12 |
+         static_cast<std::uint64_t>(fc.vl) << 24 | static_cast<std::uint64_t>(fc.op) << 28 |
+         static_cast<std::uint64_t>(port) << 32 | static_cast<std::uint64_t>(gen) << 40;
+}
+
+}  // namespace
+
+Node::Node(Fabric& fabric, topo::NodeId id) : fabric_(fabric), id_(id) {}
+
+TimeNs Node::now() const { return fabric_.sim().now(); }
+
+void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
+  switch (ev.kind) {
+    case kEvArrive:
+      arrive(static_cast<std::uint32_t>(ev.data));
+      return;
+    case kEvTxDone: {
+      const int port = static_cast<int>(ev.data & 0xFF);
+      ports_[port].busy = false;
+      on_tx_done(port, ev.data);  // releases the input buffer, pulls more
+      try_send(port);
+      return;
+    }
+    case kEvFc: {
+      const int port = static_cast<int>((ev.data >> 32) & 0xFF);
+      const auto gen = static_cast<std::uint16_t>(ev.data >> 40);
+      PortEnd& pe = ports_[port];
+      if (!pe.up || gen != pe.gen) return;
+      link::FcPacket fc;
+      fc.fctbs = static_cast<std::uint16_t>(ev.data & 0xFFF);
+      fc.fccl = static_cast<std::uint16_t>((ev.data >> 12) & 0xFFF);
+      fc.vl = static_cast<std::uint8_t>((ev.data >> 24) & 0xF);
+      fc.op = static_cast<link::FcOp>((ev.data >> 28) & 0x1);
+      pe.credit->on_fc_packet(fc);
+      try_send(port);
+      return;
+    }
+    case kEvLinkState:
+      set_link(static_cast<int>(ev.data & 0xFF), (ev.data >> 8) != 0);
+      return;
+    default:
+      on_node_event(ev);
+  }
+}
+
+void Node::try_send(int port) {
+  PortEnd& pe = ports_[port];
+  if (pe.busy || !pe.up) return;
+  const std::uint8_t data_vls = fabric_.config().data_vls;
+  std::array<std::uint32_t, 16> head{};
+  bool any = false;
+  auto look = [&](std::uint8_t vl) {
+    const std::uint32_t pk = head_packet(port, vl);
+    if (pk == kNoPacket) return;
+    any = true;
+    const std::uint32_t wire = fabric_.pool()[pk].wire_bytes;
+    if (vl == link::kVl15 || pe.credit->sender().can_send(vl, wire)) head[vl] = wire;
+  };
+  for (std::uint8_t vl = 0; vl < data_vls; ++vl) look(vl);
+  look(link::kVl15);
+  const TimeNs t = now();
+  const int vl = any ? pe.arb->next(std::span<const std::uint32_t, 16>(head)) : link::kNoVl;
+  if (vl == link::kNoVl) {
+    if (any && !pe.waiting) {
+      pe.waiting = true;
+      pe.wait_start_ns = t;
+    } else if (!any && pe.waiting) {
+      pe.waiting = false;
+      pe.counters.xmit_wait_ns += t - pe.wait_start_ns;
+    }
+    return;
+  }
+  if (pe.waiting) {
+    pe.waiting = false;
+    pe.counters.xmit_wait_ns += t - pe.wait_start_ns;
+  }
+  const auto v = static_cast<std::uint8_t>(vl);
+  const std::uint32_t pk = head_packet(port, v);
+  take_head(port, v);
+  Packet& p = fabric_.pool()[pk];
+  if (v != link::kVl15) pe.credit->sender().on_sent(v, p.wire_bytes);
+  const std::uint64_t line = pe.phy->line_bytes(p.wire_bytes);
+  const TimeNs end = std::max(t + pe.clock->next_ns(line), p.tail_ns);
+  pe.busy = true;
+  pe.counters.busy_ns += end - t;
+  pe.counters.xmit_pkts++;
+  pe.counters.xmit_data += p.wire_bytes / 4;
+  pe.counters.xmit_bytes_vl[v] += p.wire_bytes;
+  fabric_.sim().post_at(end, comp_, kEvTxDone, pack_tx(port, p));
+
+  const SwitchModel& sw = fabric_.config().sw;
+  TimeNs arrival = end + pe.prop_ns;
+  if (pe.peer_is_switch) {
+    arrival = (sw.forward == ForwardMode::kCutThrough ? t : end) + pe.prop_ns + sw.latency_ns;
+  }
+  p.vl = v;
+  p.in_port = pe.peer_port;
+  p.link_gen = pe.gen;
+  p.tail_ns = end + pe.prop_ns;
+  pe.last_delivery_ns = std::max(pe.last_delivery_ns, arrival);
+  fabric_.sim().post_at(arrival, pe.peer, kEvArrive, pk);
+}
+
+void Node::arrive(std::uint32_t pk) {
+  Packet& p = fabric_.pool()[pk];
+  const int port = p.in_port;
+  PortEnd& pe = ports_[port];
+  if (!pe.up || p.link_gen != pe.gen) {  // lost with the link
+    fabric_.pool().free(pk);
+    return;
+  }
+  const LinkModel& lm = fabric_.config().link;
+  bool bad = false;
+  if (lm.ber > 0.0) {
+    Rng& rng = fabric_.sim().rng(comp_);
+    link::PhyOutcome o;
+    if (fabric_.config().mode == DataMode::kVerified) {
+      o = pe.phy->carry(p.bytes, rng, rx_scratch_);
+      p.bytes.swap(rx_scratch_);
+    } else {
+      o = pe.phy->carry_modelled(p.wire_bytes, rng);
+    }
+    bad = o.dropped;
+    const link::PortErrorCounters& ec = pe.phy->counters();
+    pe.counters.symbol_error_counter = ec.symbol_error_counter;
+    pe.counters.port_rcv_errors = ec.port_rcv_errors;
+    pe.counters.fec_corrected_blocks = ec.fec_corrected_blocks;
+    pe.counters.fec_uncorrectable = ec.fec_uncorrectable_codewords;
+  }
+  const std::uint8_t vl = p.vl;
+  if (bad) {  // IBA 7.8.2: failed VCRC, discarded; its blocks still count in ABR
+    if (vl != link::kVl15) {
+      pe.credit->on_packet_discarded(vl, p.wire_bytes);
+      flush_fc(port);
+    }
+    fabric_.pool().free(pk);
+    return;
+  }
+  const link::Arrival a = pe.credit->receiver().on_packet_arrived(vl, p.wire_bytes);
+  if (a != link::Arrival::kAccepted) {
+    if (a == link::Arrival::kVl15Dropped) {
+      pe.counters.vl15_dropped++;
+    } else {
+      pe.counters.buffer_overflows++;
+    }
+    fabric_.pool().free(pk);
+    return;
+  }
+  pe.counters.rcv_pkts++;
+  pe.counters.rcv_data += p.wire_bytes / 4;
+  p.in_gen = pe.gen;
+  p.in_vl = vl;
+  accept(port, pk);
+}
+
+void Node::drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint16_t gen) {
+  PortEnd& pe = ports_[port];
+  if (!pe.up || gen != pe.gen) return;  // the buffer went with the link
+  pe.credit->on_packet_drained(vl, wire_bytes);
+  if (vl != link::kVl15) flush_fc(port);
+}
+
+void Node::flush_fc(int port) {
+  PortEnd& pe = ports_[port];
+  const TimeNs t = now();
+  link::FcPacket fc;
+  while (pe.credit->poll_fc_packet(t, fc)) {
+    // Behind every data packet already sent on this wire (IBA: one wire, in order).
+    const TimeNs at = std::max(t + pe.prop_ns, pe.last_delivery_ns);
+    fabric_.sim().post_at(at, pe.peer, kEvFc, pack_fc(pe.peer_port, pe.gen, fc));
+  }
+}
+
+void Node::init_credits(int port, TimeNs t) {
+  PortEnd& pe = ports_[port];
+  const FabricConfig& c = fabric_.config();
+  link::CreditPortConfig cc;
+  cc.rate = pe.rate;
+  cc.data_vls = c.data_vls;
+  for (std::uint8_t vl = 0; vl < c.data_vls; ++vl) cc.buffer_bytes[vl] = c.link.data_vl_buffer_bytes;
+  cc.buffer_bytes[link::kVl15] = c.link.vl15_buffer_bytes;
+  pe.credit.emplace(cc, t);
+  // Flow-control initialization (IBA 7.9.4.1 Op = init): advertise every data VL's buffer.
+  for (std::uint8_t vl = 0; vl < c.data_vls; ++vl) {
+    link::FcPacket fc = pe.credit->receiver().make_fc_packet(vl, pe.credit->sender().fctbs(vl));
+    fc.op = link::FcOp::kInit;
+    fabric_.sim().post_at(t + pe.prop_ns, pe.peer, kEvFc, pack_fc(pe.peer_port, pe.gen, fc));
+  }
+}
+
+void Node::set_link(int port, bool up) {
+  PortEnd& pe = ports_[port];
+  if (!pe.connected || pe.up == up) return;
+  const TimeNs t = now();
+  if (!up) {
+    if (pe.waiting) {
+      pe.waiting = false;
+      pe.counters.xmit_wait_ns += t - pe.wait_start_ns;
+    }
+    pe.up = false;       // first, so nothing is routed to it while it is cleared
+    on_link_down(port);
+    pe.gen++;
+    pe.counters.link_downed_counter++;
+    return;
+  }
+  pe.up = true;
+  pe.gen++;
+  pe.clock.emplace(pe.rate);
+  pe.arb.emplace(fabric_.arb_config());
+  pe.last_delivery_ns = t;
+  init_credits(port, t);
+  try_send(port);
+}
+
+}  // namespace weft::fabric
