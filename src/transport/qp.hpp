@@ -107,6 +107,7 @@ struct OooSlot {
   std::uint32_t psn = 0;
   wire::Headers h{};
   std::uint32_t payload_bytes = 0;
+  bool placed = false;  // the payload already went to its place (a WRITE whose offset is known)
 };
 
 class QpImpl final : public QueuePair {
@@ -197,6 +198,7 @@ class QpImpl final : public QueuePair {
   std::uint32_t write_len_ = 0;    // RETH DMA length
   std::uint8_t* write_dst_ = nullptr;
   bool write_imm_ = false;
+  std::uint32_t msg_first_psn_ = 0;  // PSN of the current WRITE's first packet
   std::vector<RdAtomicRes> res_;
   std::uint32_t res_next_ = 0;
   std::array<RespItem, kRespQueueMax> respq_{};

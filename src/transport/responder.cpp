@@ -168,7 +168,8 @@ bool opcode_sequence_ok(const QpImpl& qp, Opcode op) {
 }
 
 // Processes the request at epsn_. Returns true when epsn_ advanced.
-bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload) {
+bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
+             bool placed = false) {
   DeviceImpl& dev = *qp.dev_;
   const Opcode op = h.bth.opcode;
   const std::uint32_t psn = h.bth.psn;
@@ -244,6 +245,7 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
       qp.write_dst_ = dst;
       qp.write_len_ = dma;
       qp.msg_bytes_ = 0;
+      qp.msg_first_psn_ = psn;
     } else if (last ? qp.msg_bytes_ + len != qp.write_len_
                     : qp.msg_bytes_ + len >= qp.write_len_) {
       fatal_nak(qp, psn, NakCode::kInvalidRequest);
@@ -254,7 +256,7 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
       rnr_nak(qp, psn);
       return false;
     }
-    if (len) std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
+    if (len && !placed) std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     qp.msg_bytes_ += len;
     if (last) {
       qp.msn_ = psn_add(qp.msn_, 1);
@@ -347,6 +349,24 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
 
 // ---- selective repeat -----------------------------------------------------------------------
 
+// A WRITE MIDDLE/LAST of the message in progress whose bytes fit where its PSN puts them.
+// (The checks process() makes later — lengths — are made here too, so a bad packet is never
+// placed: it is buffered and NAKed in order instead.)
+bool can_place_directly(const QpImpl& qp, const wire::Headers& h, std::size_t len) {
+  if (qp.resp_state_ != RespState::kInWrite || len == 0) return false;
+  const auto op = h.bth.opcode;
+  const bool middle = op == Opcode::kRcWriteMiddle;
+  const bool last = op == Opcode::kRcWriteLast || op == Opcode::kRcWriteLastImm;
+  if (!middle && !last) return false;
+  const std::uint32_t mtu = qp.mtu();
+  const std::uint32_t npkts = (qp.write_len_ + mtu - 1) / mtu;
+  const std::uint32_t idx = psn_sub(h.bth.psn, qp.msg_first_psn_);
+  if (idx == 0 || idx >= npkts) return false;
+  const std::uint64_t off = std::uint64_t{idx} * mtu;
+  if (middle) return idx + 1 < npkts && len == mtu;
+  return idx + 1 == npkts && off + len == qp.write_len_;
+}
+
 void buffer_ooo(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload) {
   DeviceCounters& c = qp.dev_->counters_;
   const std::uint32_t window = qp.dev_->config_.ooo_window_packets;
@@ -374,9 +394,16 @@ void buffer_ooo(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t
   s.psn = psn;
   s.h = h;
   s.payload_bytes = static_cast<std::uint32_t>(payload.size());
-  if (!payload.empty())
+  s.placed = can_place_directly(qp, h, payload.size());
+  if (s.placed) {
+    // IRN-style direct placement: inside the current WRITE the offset follows from the PSN
+    // and the message's first PSN, so the payload goes straight to its final address.
+    const std::uint64_t off = std::uint64_t{psn_sub(psn, qp.msg_first_psn_)} * qp.mtu();
+    std::memcpy(qp.write_dst_ + off, payload.data(), payload.size());
+  } else if (!payload.empty()) {
     std::memcpy(&qp.ooo_data_[std::size_t{psn % window} * kOooSlotBytesMax], payload.data(),
                 payload.size());
+  }
   ++c.rx_buffered_ooo;
   // NAK each missing PSN once (IRN): from the first not yet NAKed up to this packet.
   std::uint32_t from = qp.epsn_;
@@ -403,7 +430,7 @@ void drain_ooo(QpImpl& qp) {
     s.valid = false;
     const std::span<const std::uint8_t> pl(
         &qp.ooo_data_[std::size_t{qp.epsn_ % window} * kOooSlotBytesMax], s.payload_bytes);
-    if (!process(qp, s.h, pl)) break;
+    if (!process(qp, s.h, pl, s.placed)) break;
     drained = true;
   }
   if (drained && !qp.resp_fatal_pending_) queue_ack(qp, psn_sub(qp.epsn_, 1));

@@ -307,3 +307,33 @@ TEST(RcRecovery, CorruptedPacketIsDroppedAndResent) {
 
 }  // namespace
 }  // namespace weft::test
+
+namespace weft::test {
+namespace {
+
+TEST(RcRecovery, SelectiveRepeatPlacesWriteMiddlesDirectly) {
+  PairOptions o;
+  o.recovery = RecoveryMode::kSelectiveRepeat;
+  Pair p(o);
+  for (int i = 0; i < 8192; ++i) p.a.data()[i] = static_cast<std::uint8_t>(i * 5 + 1);
+  p.pump->hook = [&](Packet& pk) {
+    return pk.from == 0 && pk.h.bth.psn == 0x102 && p.pump->held() == 0 ? Action::kHold
+                                                                          : Action::kDeliver;
+  };
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 8192, 1, p.b.va(0), p.b.mr->rkey()),
+            Errc::kOk);
+  p.pump->step();
+  ASSERT_EQ(p.pump->held(), 1u);
+  // Expect: packets 0x103..0x107 are already at their offsets; 0x102's bytes are not.
+  EXPECT_EQ(0, std::memcmp(p.b.data() + 3 * 1024, p.a.data() + 3 * 1024, 5 * 1024));
+  EXPECT_EQ(p.b.data()[2 * 1024], 0);
+  EXPECT_EQ(p.a.send_wcs().size(), 0u);
+  p.pump->hook = nullptr;
+  p.pump->release_held();
+  p.run();
+  EXPECT_EQ(0, std::memcmp(p.b.data(), p.a.data(), 8192));
+  EXPECT_EQ(p.a.send_wcs().size(), 1u);
+}
+
+}  // namespace
+}  // namespace weft::test
