@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <weft/types.hpp>
+
 #include "tests/sma/sma_test_util.hpp"
 
 namespace weft::sma::test {
@@ -698,6 +700,69 @@ TEST(SmaLink, UpAndDown) {
   NodeState ca = test_ca();
   EXPECT_TRUE(link_up(ca, 1));
   EXPECT_EQ(ca.ports[1].state, LinkState::kInit);
+}
+
+// ---- Robustness -------------------------------------------------------------------------------
+
+// Random MADs (mostly well-formed headers with random fields, so they reach the attribute
+// handlers) never crash the SMA or PMA, and whatever comes back is consistent.
+TEST(SmaRobust, RandomMadsAcrossSeeds) {
+  constexpr int kSeeds = 20, kMadsPerSeed = 2000;
+  const std::uint16_t attrs[] = {0x0002, 0x0010, 0x0011, 0x0012, 0x0014, 0x0015, 0x0016,
+                                 0x0017, 0x0018, 0x0019, 0x001A, 0x001B, 0x0020, 0x0033};
+  const std::uint8_t classes[] = {0x01, 0x81, 0x04, 0x03};
+  for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    SCOPED_TRACE("SEED=" + std::to_string(seed));
+    SeededRng rng(seed);
+    NodeState sw = test_switch();
+    NodeState ca = test_ca();
+    for (int i = 0; i < kMadsPerSeed; ++i) {
+      Mad m{};
+      for (auto& b : m) b = static_cast<std::uint8_t>(rng.next_u64());
+      if (!rng.chance(0.05)) m[0] = 1;
+      m[1] = classes[rng.below(std::size(classes))];
+      if (!rng.chance(0.05)) m[2] = 1;
+      m[3] = static_cast<std::uint8_t>(rng.chance(0.8) ? 1 + rng.below(2) : rng.next_u64());
+      if (rng.chance(0.9)) {
+        m[6] = static_cast<std::uint8_t>(rng.below(5));  // HopPtr
+        m[7] = static_cast<std::uint8_t>(rng.below(4));  // HopCnt
+      }
+      const std::uint16_t a = attrs[rng.below(std::size(attrs))];
+      m[16] = static_cast<std::uint8_t>(a >> 8);
+      m[17] = static_cast<std::uint8_t>(a);
+      if (rng.chance(0.7)) {  // a small modifier
+        m[20] = m[21] = 0;
+        m[22] = static_cast<std::uint8_t>(rng.below(3));
+        m[23] = static_cast<std::uint8_t>(rng.below(10));
+      }
+      const bool on_switch = rng.chance(0.5);
+      NodeState& n = on_switch ? sw : ca;
+      const auto in_port = static_cast<std::uint8_t>(1 + rng.below(n.num_ports));
+      const std::size_t len = rng.chance(0.05) ? rng.below(256) : 256;
+      const std::span<const std::uint8_t> bytes(m.data(), len);
+      const MadReply r = m[1] == 0x04 ? handle_pma(n, in_port, bytes) : handle_smp(n, in_port, bytes);
+      if (r.is_response) {
+        EXPECT_EQ(r.mad[3], kGetResp);
+        EXPECT_EQ(r.mad[0], 1);
+        EXPECT_EQ(be16(r.mad, 4) & 0x7FFF, r.status);
+      }
+      if (r.action == SmpAction::kDrop) {
+        EXPECT_NE(r.reason, DropReason::kNone);
+      }
+      if (r.action == SmpAction::kSendOut) {
+        EXPECT_GE(r.out_port, 1);
+        EXPECT_LE(r.out_port, n.num_ports);
+      }
+    }
+    // Enough of them got past the header checks to exercise the handlers.
+    EXPECT_GT(sw.stats.smps_handled + ca.stats.smps_handled, std::uint64_t{kMadsPerSeed} / 5);
+    EXPECT_GT(sw.stats.pma_handled + ca.stats.pma_handled, std::uint64_t{kMadsPerSeed} / 10);
+    // The tables keep their shapes whatever was written.
+    EXPECT_EQ(sw.lft.size(), kLinearFdbCap);
+    EXPECT_EQ(sw.ports.size(), 9u);
+    EXPECT_EQ(ca.ports.size(), 3u);
+    EXPECT_EQ(ca.ports[1].guids[0], kCaGuid + 1);
+  }
 }
 
 }  // namespace
