@@ -171,7 +171,10 @@ void on_nak(QpImpl& qp, std::uint32_t psn, std::uint8_t code, TimeNs now) {
   }
   // IBA 9.7.5.1.4: a fatal NAK completes the WQE it names in error; earlier ones are done.
   if (!psn_lt(psn, qp.psn_high_) || psn_lt(psn, qp.comp_psn_)) return;  // stale
-  ack_through(qp, psn_sub(psn, 1), now);
+  // A READ/atomic before the NAKed PSN still lacks its response (lost): the NAK cannot be
+  // matched to its WQE yet. As rxe, retry from the READ (implied NAK) and let the NAK go; if
+  // the responder is gone, the retries end in RETRY_EXC_ERR on that READ.
+  if (!ack_through(qp, psn_sub(psn, 1), now)) return;
   if (qp.state_ == QpState::kErr) return;
   qp.fatal(status, true);
 }
