@@ -755,7 +755,7 @@ TEST(SmaRobust, RandomMadsAcrossSeeds) {
       }
     }
     // Enough of them got past the header checks to exercise the handlers.
-    EXPECT_GT(sw.stats.smps_handled + ca.stats.smps_handled, std::uint64_t{kMadsPerSeed} / 5);
+    EXPECT_GT(sw.stats.smps_handled + ca.stats.smps_handled, std::uint64_t{kMadsPerSeed} / 10);
     EXPECT_GT(sw.stats.pma_handled + ca.stats.pma_handled, std::uint64_t{kMadsPerSeed} / 10);
     // The tables keep their shapes whatever was written.
     EXPECT_EQ(sw.lft.size(), kLinearFdbCap);
