@@ -1,0 +1,376 @@
+// emu/sm/direct_fabric.cpp — the SMP event loop over NodeStates, and the independent checker.
+// Thread-safety: none; one owner.
+#include "emu/sm/direct_fabric.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "emu/sma/sma.hpp"
+#include "src/base/assert.hpp"
+
+namespace weft::sm {
+namespace {
+
+constexpr std::size_t kProblemsMax = 8;
+
+void note(VerifyReport& r, std::string s) {
+  if (r.problems.size() < kProblemsMax) r.problems.push_back(std::move(s));
+}
+
+}  // namespace
+
+DirectFabric::DirectFabric(const topo::Topology& topo, DirectConfig cfg)
+    : topo_(topo), cfg_(cfg), rng_(cfg.seed) {
+  nodes_.reserve(topo_.node_count());
+  for (const topo::Node& n : topo_.nodes()) {
+    sma::NodeParams p;
+    p.node_guid = n.guid;
+    p.system_image_guid = n.system_image_guid;
+    p.description = n.description;
+    p.num_ports = static_cast<std::uint8_t>(n.num_ports());
+    p.device_id = static_cast<std::uint16_t>(n.device_id);
+    if (n.is_switch()) {
+      nodes_.push_back(sma::make_switch(p));
+    } else {
+      nodes_.push_back(sma::make_ca(p));
+      sma::NodeState& s = nodes_.back();
+      for (int q = 1; q <= n.num_ports(); ++q)
+        if (n.ports[q].guid != 0) {
+          s.ports[q].port_guid = n.ports[q].guid;
+          s.ports[q].guids[0] = n.ports[q].guid;
+        }
+    }
+  }
+  for (const topo::Link& l : topo_.links()) {
+    sma::link_up(nodes_[l.a.node], static_cast<std::uint8_t>(l.a.port));
+    sma::link_up(nodes_[l.b.node], static_cast<std::uint8_t>(l.b.port));
+  }
+}
+
+void DirectFabric::attach(SubnetManager& sm, topo::NodeId node, std::uint8_t port) {
+  WEFT_ASSERT(node < nodes_.size() && !nodes_[node].is_switch());
+  WEFT_ASSERT(port >= 1 && port <= nodes_[node].num_ports);
+  sm_ = &sm;
+  sm_node_ = node;
+  sm_port_ = port;
+  sm.start(now_);
+}
+
+std::uint32_t DirectFabric::buf_alloc(const Mad& m) {
+  if (!free_bufs_.empty()) {
+    const std::uint32_t b = free_bufs_.back();
+    free_bufs_.pop_back();
+    bufs_[b] = m;
+    return b;
+  }
+  bufs_.push_back(m);
+  return static_cast<std::uint32_t>(bufs_.size() - 1);
+}
+
+void DirectFabric::buf_free(std::uint32_t b) { free_bufs_.push_back(b); }
+
+void DirectFabric::schedule(TimeNs t, std::uint32_t node, std::uint8_t port, EvKind k,
+                            std::uint16_t slid, std::uint16_t dlid, std::uint32_t buf) {
+  events_.push(Event{t, seq_++, node, port, k, slid, dlid, buf});
+}
+
+std::uint16_t DirectFabric::lid_of(std::uint32_t node, std::uint8_t port) const {
+  const sma::NodeState& n = nodes_[node];
+  return n.is_switch() ? n.ports[0].lid : n.ports[port].lid;
+}
+
+void DirectFabric::pump_sm() {
+  if (sm_ == nullptr) return;
+  OutMad o;
+  while (sm_->poll_mad(now_, o)) {
+    const std::uint32_t b = buf_alloc(o.mad);
+    if (o.route == OutMad::Route::kDirected) {
+      if (o.local) schedule(now_, sm_node_, o.port, EvKind::kLocalSma, o.slid, 0, b);
+      else transmit(sm_node_, o.port, b, o.slid, 0);
+    } else {
+      route_lid(sm_node_, o.port, o.dlid, b, o.slid);
+    }
+  }
+}
+
+void DirectFabric::transmit(std::uint32_t node, std::uint8_t port, std::uint32_t buf,
+                            std::uint16_t slid, std::uint16_t dlid) {
+  const topo::Node& tn = topo_.node(node);
+  if (port < 1 || port > tn.num_ports() || tn.ports[port].link == topo::kNoLink) {
+    ++stats_.dropped_down;
+    buf_free(buf);
+    return;
+  }
+  const topo::PortRef peer = topo_.link(tn.ports[port].link).other(node);
+  if (!nodes_[node].ports[port].is_up() || !nodes_[peer.node].ports[peer.port].is_up()) {
+    ++stats_.dropped_down;
+    buf_free(buf);
+    return;
+  }
+  ++stats_.traversals;
+  if (rng_.chance(cfg_.loss)) {
+    ++stats_.dropped_loss;
+    buf_free(buf);
+    return;
+  }
+  schedule(now_ + cfg_.hop_ns, peer.node, static_cast<std::uint8_t>(peer.port), EvKind::kArrive, slid,
+           dlid, buf);
+}
+
+// A LID-routed SMP leaves `node` (a switch: by its LFT; a CA: out of from_port).
+void DirectFabric::route_lid(std::uint32_t node, std::uint8_t from_port, std::uint16_t dlid,
+                             std::uint32_t buf, std::uint16_t slid) {
+  const sma::NodeState& n = nodes_[node];
+  if (!n.is_switch()) {
+    transmit(node, from_port, buf, slid, dlid);
+    return;
+  }
+  const std::uint8_t out = n.route(dlid);
+  if (out == 0) {
+    schedule(now_ + cfg_.sma_ns, node, 0, EvKind::kLocalSma, slid, dlid, buf);
+    return;
+  }
+  if (out == sma::kLftUnreachable) {
+    ++stats_.dropped_no_route;
+    buf_free(buf);
+    return;
+  }
+  transmit(node, out, buf, slid, dlid);
+}
+
+void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t buf, std::uint16_t slid) {
+  sma::NodeState& n = nodes_[node];
+  ++stats_.sma_calls;
+  sma::SmpContext ctx;
+  ctx.lrh_slid = slid;
+  const sma::MadReply r = sma::handle_smp(n, port, bufs_[buf], ctx);
+  switch (r.action) {
+    case sma::SmpAction::kSendOut:
+      bufs_[buf] = r.mad;
+      if (r.is_response) {
+        // The answering SMA takes sma_ns; relaying switches only hop_ns.
+        schedule(now_ + cfg_.sma_ns, node, r.out_port, EvKind::kDepart, slid, 0, buf);
+        return;
+      }
+      transmit(node, r.out_port, buf, slid, 0);
+      return;
+    case sma::SmpAction::kRouteByLid:
+      bufs_[buf] = r.mad;
+      route_lid(node, r.out_port, r.dlid, buf, lid_of(node, port));
+      return;
+    case sma::SmpAction::kToLocalSm:
+      if (sm_ != nullptr && node == sm_node_) {
+        ++stats_.to_sm;
+        sm_->on_mad(r.mad, now_);
+      }
+      buf_free(buf);
+      return;
+    case sma::SmpAction::kAbsorbed:
+    case sma::SmpAction::kDrop: buf_free(buf); return;
+  }
+}
+
+void DirectFabric::process(const Event& ev) {
+  const Mad& m = bufs_[ev.buf];
+  if (ev.kind == EvKind::kLocalSma) {
+    answer(ev.node, ev.port, ev.buf, ev.slid);
+    return;
+  }
+  if (ev.kind == EvKind::kDepart) {
+    // A directed-route response leaving the SMA that built it (delayed by sma_ns).
+    transmit(ev.node, ev.port, ev.buf, ev.slid, 0);
+    return;
+  }
+  const sma::NodeState& n = nodes_[ev.node];
+  if (m[1] == static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted)) {
+    if (n.is_switch()) {
+      if (ev.dlid == n.ports[0].lid) {
+        schedule(now_ + cfg_.sma_ns, ev.node, ev.port, EvKind::kLocalSma, ev.slid, ev.dlid, ev.buf);
+        return;
+      }
+      route_lid(ev.node, ev.port, ev.dlid, ev.buf, ev.slid);
+      return;
+    }
+    const sma::PortState& p = n.ports[ev.port];
+    if (p.lid == 0 || ev.dlid < p.lid || ev.dlid >= p.lid + (1u << p.lmc)) {
+      ++stats_.dropped_no_route;
+      buf_free(ev.buf);
+      return;
+    }
+    // The SM's own node hands responses and traps to the SM at once; other CAs answer.
+    const bool to_sm = sm_ != nullptr && ev.node == sm_node_ && (m[3] & 0x80 || m[3] == 0x05);
+    schedule(to_sm ? now_ : now_ + cfg_.sma_ns, ev.node, ev.port, EvKind::kLocalSma, ev.slid, ev.dlid,
+             ev.buf);
+    return;
+  }
+  // Directed route: every node runs the SMA's rules; the answering SMA is charged sma_ns when
+  // it sends its response (see answer()).
+  answer(ev.node, ev.port, ev.buf, ev.slid);
+}
+
+bool DirectFabric::run(TimeNs until, const std::function<bool()>& stop) {
+  for (;;) {
+    pump_sm();
+    if (stop && stop()) return true;
+    const TimeNs te = events_.empty() ? kNoDeadline : events_.top().t;
+    const TimeNs td = sm_ != nullptr ? sm_->next_deadline() : kNoDeadline;
+    const TimeNs t = std::min(te, td);
+    if (t == kNoDeadline) return stop && stop();
+    if (t > until) {
+      now_ = std::max(now_, until);
+      return stop && stop();
+    }
+    now_ = std::max(now_, t);
+    if (te <= td) {
+      const Event ev = events_.top();
+      events_.pop();
+      process(ev);
+    } else {
+      sm_->on_deadline(now_);
+    }
+  }
+}
+
+bool DirectFabric::run_until_up(TimeNs limit_ns) {
+  WEFT_ASSERT(sm_ != nullptr);
+  const TimeNs until = now_ + limit_ns;
+  run(until, [&] {
+    return (sm_->subnet_up() || sm_->phase() == Phase::kFailed) && events_.empty();
+  });
+  return sm_->subnet_up() && events_.empty();
+}
+
+void DirectFabric::set_link(topo::LinkId link, bool up) {
+  const topo::Link& l = topo_.link(link);
+  for (const topo::PortRef& e : {l.a, l.b}) {
+    sma::NodeState& n = nodes_[e.node];
+    const bool changed = up ? sma::link_up(n, static_cast<std::uint8_t>(e.port))
+                            : sma::link_down(n, static_cast<std::uint8_t>(e.port));
+    if (!changed || !n.is_switch()) continue;
+    auto trap = sma::make_trap_128(n, trap_tid_++);
+    if (!trap) continue;
+    Mad m;
+    std::copy(trap->mad.begin(), trap->mad.end(), m.begin());
+    route_lid(e.node, 0, trap->dlid, buf_alloc(m), trap->slid);
+  }
+}
+
+VerifyReport DirectFabric::verify() const {
+  VerifyReport r;
+  const std::uint16_t sm_lid = sm_ != nullptr ? sm_->sm_lid() : 0;
+  // Port states and SMLIDs.
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const sma::NodeState& n = nodes_[i];
+    if (n.is_switch()) {
+      if (n.ports[0].state != sma::LinkState::kActive) {
+        ++r.ports_not_active;
+        note(r, n.description + " port 0 is not Active");
+      }
+      if (n.ports[0].master_sm_lid != sm_lid) ++r.smlid_wrong;
+    }
+    for (std::uint8_t p = 1; p <= n.num_ports; ++p) {
+      const topo::Port& tp = topo_.node(i).ports[p];
+      if (tp.link == topo::kNoLink) continue;
+      const topo::PortRef peer = topo_.link(tp.link).other(i);
+      if (!n.ports[p].is_up() || !nodes_[peer.node].ports[peer.port].is_up()) continue;
+      ++r.ports_linked;
+      if (n.ports[p].state != sma::LinkState::kActive) {
+        ++r.ports_not_active;
+        note(r, n.description + " port " + std::to_string(p) + " is not Active");
+      }
+      if (!n.is_switch() && n.ports[p].master_sm_lid != sm_lid) ++r.smlid_wrong;
+    }
+  }
+  if (r.smlid_wrong) note(r, std::to_string(r.smlid_wrong) + " ports have the wrong MasterSMLID");
+  // HCA LIDs as the nodes hold them.
+  struct Owner {
+    std::uint32_t node;
+    std::uint8_t port;
+  };
+  std::unordered_map<std::uint16_t, Owner> owner;
+  std::vector<Owner> sources;
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const sma::NodeState& n = nodes_[i];
+    if (n.is_switch()) continue;
+    for (std::uint8_t p = 1; p <= n.num_ports; ++p) {
+      const topo::Port& tp = topo_.node(i).ports[p];
+      if (tp.link == topo::kNoLink || !n.ports[p].is_up()) continue;
+      sources.push_back({i, p});
+      const sma::PortState& ps = n.ports[p];
+      if (ps.lid == 0) {
+        note(r, n.description + " port " + std::to_string(p) + " has no LID");
+        continue;
+      }
+      for (std::uint32_t k = 0; k < (1u << ps.lmc); ++k) {
+        ++r.hca_lids;
+        if (!owner.emplace(static_cast<std::uint16_t>(ps.lid + k), Owner{i, p}).second) ++r.duplicate_lids;
+      }
+    }
+  }
+  if (r.duplicate_lids) note(r, std::to_string(r.duplicate_lids) + " duplicate HCA LIDs");
+  // Per destination LID: does each switch deliver it? 0 unknown, 1 on the walk, 2 yes, 3 no.
+  std::vector<std::uint8_t> st(nodes_.size());
+  std::vector<std::uint32_t> walk;
+  for (const auto& [dlid, dst] : owner) {
+    std::fill(st.begin(), st.end(), 0);
+    auto resolve = [&](std::uint32_t s0) -> bool {
+      walk.clear();
+      std::uint32_t s = s0;
+      std::uint8_t result = 3;
+      for (;;) {
+        if (st[s] >= 2) { result = st[s]; break; }
+        if (st[s] == 1) { ++r.loops; result = 3; break; }
+        st[s] = 1;
+        walk.push_back(s);
+        const sma::NodeState& n = nodes_[s];
+        const std::uint8_t out = n.route(dlid);
+        if (out == 0 || out > n.num_ports) break;
+        const topo::Port& tp = topo_.node(s).ports[out];
+        if (tp.link == topo::kNoLink) break;
+        const topo::PortRef peer = topo_.link(tp.link).other(s);
+        const sma::PortState& a = n.ports[out];
+        const sma::PortState& b = nodes_[peer.node].ports[peer.port];
+        if (!a.is_up() || !b.is_up() || a.state != sma::LinkState::kActive ||
+            b.state != sma::LinkState::kActive)
+          break;
+        if (!nodes_[peer.node].is_switch()) {
+          result = (peer.node == dst.node && peer.port == dst.port) ? 2 : 3;
+          break;
+        }
+        s = peer.node;
+      }
+      for (std::uint32_t w : walk) st[w] = result;
+      return result == 2;
+    };
+    for (const Owner& src : sources) {
+      if (src.node == dst.node && src.port == dst.port) continue;
+      ++r.hca_pairs;
+      const topo::PortRef peer = topo_.link(topo_.node(src.node).ports[src.port].link).other(src.node);
+      const sma::PortState& a = nodes_[src.node].ports[src.port];
+      bool ok = a.state == sma::LinkState::kActive;
+      if (ok && nodes_[peer.node].is_switch()) ok = resolve(peer.node);
+      else if (ok) ok = peer.node == dst.node && peer.port == dst.port;
+      if (!ok) {
+        if (r.unreachable_pairs == 0)
+          note(r, nodes_[src.node].description + " cannot reach LID " + std::to_string(dlid) + " (" +
+                      nodes_[dst.node].description + ")");
+        ++r.unreachable_pairs;
+      }
+    }
+  }
+  if (r.loops) note(r, std::to_string(r.loops) + " forwarding loops");
+  if (r.unreachable_pairs) note(r, std::to_string(r.unreachable_pairs) + " unreachable HCA pairs");
+  return r;
+}
+
+std::size_t DirectFabric::memory_bytes() const {
+  std::size_t b = sizeof(*this) + bufs_.capacity() * sizeof(Mad);
+  for (const sma::NodeState& n : nodes_) {
+    b += sizeof(n) + n.lft.capacity() + n.mft.capacity() * sizeof(n.mft[0]);
+    for (const sma::PortState& p : n.ports)
+      b += sizeof(p) + p.pkeys.capacity() * 2 + p.sl2vl.capacity() * sma::kSlCount + p.guids.capacity() * 8;
+  }
+  return b;
+}
+
+}  // namespace weft::sm

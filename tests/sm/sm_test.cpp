@@ -1,0 +1,299 @@
+// tests/sm/sm_test.cpp — the SubnetManager bringing up fabrics of emu/sma nodes through the
+// DirectFabric driver. Every bring-up is checked by DirectFabric::verify(), which reads the
+// nodes' own LIDs, port states and LFTs (not the SM's view), and by the SM's routes_valid().
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "emu/sm/direct_fabric.hpp"
+#include "emu/sm/subnet_manager.hpp"
+#include "emu/topo/generators.hpp"
+#include "emu/topo/spec.hpp"
+
+namespace weft::sm {
+namespace {
+
+constexpr TimeNs kLimitNs = 60'000'000'000;  // virtual
+
+topo::Topology must(topo::GenResult r) {
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return std::move(r).value();
+}
+
+topo::NodeId first_hca(const topo::Topology& t) {
+  for (topo::NodeId i = 0; i < t.node_count(); ++i)
+    if (!t.node(i).is_switch()) return i;
+  return topo::kNoNode;
+}
+
+struct Rig {
+  DirectFabric fab;
+  SubnetManager sm;
+  Rig(const topo::Topology& t, SmConfig c, DirectConfig d = {}) : fab(t, d), sm(std::move(c)) {
+    fab.attach(sm, first_hca(t), 1);
+  }
+};
+
+SmConfig config(routing::Engine e) {
+  SmConfig c;
+  c.routing.engine = e;
+  return c;
+}
+
+void expect_up(Rig& r, const char* what) {
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs)) << what << ": phase " << to_string(r.sm.phase()) << " "
+                                            << r.sm.last_error();
+  EXPECT_TRUE(r.sm.routes_valid()) << what << ": "
+                                   << (r.sm.last_heavy().check.problems.empty()
+                                           ? std::string()
+                                           : r.sm.last_heavy().check.problems[0]);
+  const VerifyReport v = r.fab.verify();
+  EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
+  EXPECT_EQ(v.ports_not_active, 0u) << what;
+  EXPECT_EQ(v.unreachable_pairs, 0u) << what;
+  EXPECT_EQ(v.loops, 0u) << what;
+  EXPECT_GT(v.hca_pairs, 0u) << what;
+}
+
+std::map<std::uint64_t, std::uint16_t> lids_of(const DirectFabric& f) {
+  std::map<std::uint64_t, std::uint16_t> m;
+  for (const auto& n : f.nodes())
+    for (std::size_t p = n.is_switch() ? 0 : 1; p < (n.is_switch() ? 1 : n.ports.size()); ++p)
+      m[n.ports[p].port_guid] = n.ports[p].lid;
+  return m;
+}
+
+// Two 4-port switches, two HCAs on each, one inter-switch link; port 4 of each switch is free.
+topo::Topology two_switches() {
+  topo::Topology t;
+  const auto s1 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 0), 4, "s1");
+  const auto s2 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 1), 4, "s2");
+  for (int h = 0; h < 4; ++h) {
+    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
+    t.connect({h < 2 ? s1 : s2, h % 2 + 1}, {n, 1});
+  }
+  t.connect({s1, 3}, {s2, 3});
+  return t;
+}
+
+// Expected SMPs for two_switches(), the SM on h0 (first HCA), no loss:
+//   discovery 28 = h0 (NodeInfo hop 0, NodeDescription, PortInfo) 3
+//                + per switch: NodeInfo probe 1, NodeDescription 1, SwitchInfo 1, PortInfo
+//                  ports 0..4 5 = 8, x2 = 16
+//                + per other HCA: NodeInfo probe, NodeDescription, PortInfo = 3, x3 = 9
+//                (the port a node was reached by is never probed back; port 4 is down)
+//   LID assignment 12 = one PortInfo Set (LID/SMLID/MTU/Armed) per live port: 4 HCA ports,
+//                  switch ports 0..3 twice
+//   LFT programming 4 = per switch SwitchInfo Set (LinearFDBTop, PortStateChange) + one LFT
+//                  block (6 LIDs, top 6 < 64)
+//   activation 12 = PortInfo Set Active per live port.
+TEST(SubnetManager, ExactMadCountsTwoSwitches) {
+  for (routing::Engine e : {routing::Engine::kMinHop, routing::Engine::kUpDn}) {
+    Rig r(two_switches(), config(e));
+    expect_up(r, "two switches");
+    const SweepReport& s = r.sm.last_heavy();
+    EXPECT_EQ(s.of(Phase::kDiscovery).mads_sent, 28u);
+    EXPECT_EQ(s.of(Phase::kLidAssignment).mads_sent, 12u);
+    EXPECT_EQ(s.of(Phase::kRouting).mads_sent, 0u);
+    EXPECT_EQ(s.of(Phase::kLftProgramming).mads_sent, 4u);
+    EXPECT_EQ(s.of(Phase::kActivation).mads_sent, 12u);
+    EXPECT_EQ(s.total.mads_sent, 56u);
+    EXPECT_EQ(s.total.responses, 56u);
+    EXPECT_EQ(s.total.mads_retried, 0u);
+    EXPECT_EQ(s.total.error_status, 0u);
+    EXPECT_EQ(s.switches, 2u);
+    EXPECT_EQ(s.hcas, 4u);
+    EXPECT_EQ(s.links, 5u);
+    EXPECT_EQ(r.sm.sm_lid(), r.fab.nodes()[2].ports[1].lid);
+    EXPECT_GT(s.end_ns, s.start_ns);
+    // A light sweep finds nothing: 2 SwitchInfo Gets and no heavy sweep.
+    r.fab.run(r.fab.now() + 11'000'000'000);
+    EXPECT_EQ(r.sm.light_sweeps(), 1u);
+    EXPECT_EQ(r.sm.heavy_sweeps(), 1u);
+    EXPECT_EQ(r.sm.last_light().total.mads_sent, 2u);
+  }
+}
+
+TEST(SubnetManager, FatTreeK4AllEngines) {
+  auto t = must(topo::from_spec("fat-tree:k=4").ok() ? topo::GenResult(*topo::from_spec("fat-tree:k=4"))
+                                                     : topo::GenResult(topo::GenError{"spec"}));
+  for (routing::Engine e : {routing::Engine::kFtree, routing::Engine::kMinHop, routing::Engine::kUpDn}) {
+    Rig r(t, config(e));
+    expect_up(r, routing::to_string(e));
+    EXPECT_EQ(r.sm.last_heavy().hcas, 16u);
+    EXPECT_EQ(r.sm.last_heavy().switches, 20u);
+  }
+}
+
+topo::Topology spec(const char* s) {
+  auto t = topo::from_spec(s);
+  EXPECT_TRUE(t.ok()) << s;
+  return std::move(t).value();
+}
+
+TEST(SubnetManager, FatTreeK8Ftree) {
+  Rig r(spec("fat-tree:k=8"), config(routing::Engine::kFtree));
+  expect_up(r, "k=8");
+  EXPECT_EQ(r.sm.last_heavy().hcas, 128u);
+  EXPECT_EQ(r.sm.last_heavy().switches, 80u);
+}
+
+TEST(SubnetManager, TwoLevel648) {
+  for (routing::Engine e : {routing::Engine::kFtree, routing::Engine::kMinHop}) {
+    Rig r(must(topo::fat_tree_2({})), config(e));
+    expect_up(r, routing::to_string(e));
+    EXPECT_EQ(r.sm.last_heavy().hcas, 648u);
+    EXPECT_EQ(r.sm.last_heavy().switches, 54u);
+  }
+}
+
+TEST(SubnetManager, RailCluster) {
+  for (routing::Engine e : {routing::Engine::kUpDn, routing::Engine::kMinHop}) {
+    Rig r(must(topo::rail({})), config(e));
+    expect_up(r, routing::to_string(e));
+    EXPECT_EQ(r.sm.last_heavy().hcas, 32u);
+  }
+}
+
+TEST(SubnetManager, Torus4x4x4Dor) {
+  Rig r(spec("torus:dims=4x4x4,hosts=1"), config(routing::Engine::kDor));
+  expect_up(r, "dor");
+  const routing::Routes& rt = r.sm.routes();
+  EXPECT_GT(rt.vls, 1);
+  EXPECT_TRUE(r.sm.last_heavy().check.cdg_checked);
+  EXPECT_FALSE(r.sm.last_heavy().check.credit_loop);
+  // The SLtoVL tables on the switches are the engine's, as programmed over SMPs.
+  std::size_t checked = 0;
+  for (std::uint32_t s = 0; s < rt.switches.size(); ++s) {
+    const auto& n = r.fab.nodes()[rt.switches[s]];
+    const int np = n.num_ports + 1;
+    for (int out = 1; out < np; ++out)
+      for (int in = 0; in < np; ++in)
+        for (int sl = 0; sl < 16; ++sl) {
+          ASSERT_EQ(n.ports[out].sl2vl[in][sl], rt.vl(s, n.num_ports, in, out, sl));
+          ++checked;
+        }
+    EXPECT_EQ(n.ports[1 + 1].vl_arb_low[1].vl, 1);
+  }
+  EXPECT_GT(checked, 0u);
+}
+
+TEST(SubnetManager, LidsStableAcrossResweep) {
+  Rig r(spec("fat-tree:k=4"), config(routing::Engine::kFtree));
+  expect_up(r, "first");
+  const auto before = lids_of(r.fab);
+  // A switch reports PortStateChange: the light sweep sees it and a heavy sweep follows.
+  r.fab.nodes()[0].sw.port_state_change = true;
+  r.fab.run(r.fab.now() + 10'500'000'000);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  EXPECT_EQ(lids_of(r.fab), before);
+  const SweepReport& s = r.sm.last_heavy();
+  EXPECT_EQ(s.lft_blocks_sent, 0u);  // nothing changed, nothing rewritten
+  EXPECT_EQ(s.ports_set, 0u);
+  EXPECT_EQ(s.ports_activated, 0u);
+  EXPECT_EQ(s.of(Phase::kLftProgramming).mads_sent, 1u);  // SwitchInfo clearing the flag
+  expect_up(r, "second");
+}
+
+TEST(SubnetManager, LinkDownTrapReroutes) {
+  const topo::Topology t = spec("fat-tree:k=4");
+  Rig r(t, config(routing::Engine::kFtree));
+  expect_up(r, "before");
+  const auto before = lids_of(r.fab);
+  // A core link of pod 1 (the SM sits in pod 0): agg <-> core.
+  topo::LinkId victim = topo::kNoLink;
+  for (topo::LinkId l = 0; l < t.link_count(); ++l) {
+    const auto& L = t.link(l);
+    const auto& a = t.node(L.a.node);
+    const auto& b = t.node(L.b.node);
+    if (a.is_switch() && b.is_switch() && (a.description.find("core") != std::string::npos ||
+                                           b.description.find("core") != std::string::npos) &&
+        (a.description.rfind("p01", 0) == 0 || b.description.rfind("p01", 0) == 0)) {
+      victim = l;
+      break;
+    }
+  }
+  ASSERT_NE(victim, topo::kNoLink);
+  const std::uint32_t heavy = r.sm.heavy_sweeps();
+  r.fab.set_link(victim, false);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_GE(r.sm.traps_received(), 1u);
+  EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1);  // re-routed within one sweep
+  EXPECT_EQ(r.sm.light_sweeps(), 0u);         // by the trap, not the light sweep
+  const SweepReport& s = r.sm.last_heavy();
+  EXPECT_GT(s.lft_blocks_sent, 0u);
+  EXPECT_GT(s.lft_blocks_unchanged, 0u);  // only the blocks that changed
+  EXPECT_EQ(lids_of(r.fab), before);
+  expect_up(r, "after");
+  // No LFT entry points at either end of the dead link.
+  const auto& L = t.link(victim);
+  for (const topo::PortRef& e : {L.a, L.b}) {
+    const auto& n = r.fab.nodes()[e.node];
+    for (std::size_t lid = 1; lid <= n.sw.linear_fdb_top; ++lid)
+      ASSERT_NE(n.lft[lid], e.port) << n.description << " LID " << lid;
+  }
+  // The link comes back: ports are brought to Active again.
+  r.fab.set_link(victim, true);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 2);
+  EXPECT_EQ(r.sm.last_heavy().ports_activated, 2u);
+  expect_up(r, "restored");
+}
+
+TEST(SubnetManager, SmpLossConverges) {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    DirectConfig d;
+    d.loss = 0.05;  // per link traversal
+    d.seed = seed;
+    SmConfig c = config(routing::Engine::kFtree);
+    c.timeout_ns = 100'000;
+    Rig r(spec("fat-tree:k=4"), c, d);
+    expect_up(r, ("seed " + std::to_string(seed)).c_str());
+    EXPECT_GT(r.sm.totals().mads_retried, 0u) << "seed " << seed;
+    EXPECT_GT(r.fab.stats().dropped_loss, 0u) << "seed " << seed;
+  }
+}
+
+TEST(SubnetManager, MtuAndRateAreTheMinOfBothEnds) {
+  const topo::Topology t = two_switches();
+  DirectFabric fab(t);
+  // h1 (node 3) can do 2048-byte MTU and 1x only.
+  fab.nodes()[3].ports[1].mtu_cap = sma::kMtu2048;
+  fab.nodes()[3].ports[1].link_width_supported = sma::kWidth1x;
+  SubnetManager sm(config(routing::Engine::kMinHop));
+  fab.attach(sm, 2, 1);
+  ASSERT_TRUE(fab.run_until_up(kLimitNs));
+  EXPECT_EQ(fab.nodes()[3].ports[1].neighbor_mtu, sma::kMtu2048);
+  EXPECT_EQ(fab.nodes()[0].ports[2].neighbor_mtu, sma::kMtu2048);  // s1 port 2 faces h1
+  EXPECT_EQ(fab.nodes()[0].ports[2].link_width_enabled, sma::kWidth1x);
+  EXPECT_EQ(fab.nodes()[0].ports[1].neighbor_mtu, sma::kMtu4096);
+  EXPECT_EQ(fab.nodes()[0].ports[1].link_width_enabled, sma::kWidth4x);
+  EXPECT_TRUE(fab.verify().ok());
+}
+
+TEST(SubnetManager, LmcGivesEveryHcaPortARange) {
+  SmConfig c = config(routing::Engine::kMinHop);
+  c.lmc = 2;
+  Rig r(spec("fat-tree:k=4"), c);
+  expect_up(r, "lmc 2");
+  for (const auto& n : r.fab.nodes())
+    if (!n.is_switch()) {
+      EXPECT_EQ(n.ports[1].lmc, 2);
+      EXPECT_EQ(n.ports[1].lid % 4, 0);
+    }
+  EXPECT_EQ(r.fab.verify().hca_lids, 64u);
+}
+
+TEST(SubnetManager, FtreeRefusesATorus) {
+  Rig r(spec("torus:dims=3x3,hosts=1"), config(routing::Engine::kFtree));
+  EXPECT_FALSE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.phase(), Phase::kFailed);
+  EXPECT_FALSE(r.sm.last_error().empty());
+}
+
+}  // namespace
+}  // namespace weft::sm
