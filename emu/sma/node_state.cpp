@@ -23,6 +23,31 @@ PortState make_port(std::uint8_t num, std::uint64_t guid, std::size_t pkeys,
 
 }  // namespace
 
+std::string_view to_string(LinkState s) {
+  switch (s) {
+    case LinkState::kNoChange: return "NoChange";
+    case LinkState::kDown: return "Down";
+    case LinkState::kInit: return "Init";
+    case LinkState::kArmed: return "Armed";
+    case LinkState::kActive: return "Active";
+  }
+  return "?";
+}
+
+std::string_view to_string(PhysState s) {
+  switch (s) {
+    case PhysState::kNoStateChange: return "NoStateChange";
+    case PhysState::kSleep: return "Sleep";
+    case PhysState::kPolling: return "Polling";
+    case PhysState::kDisabled: return "Disabled";
+    case PhysState::kPortConfigurationTraining: return "PortConfigurationTraining";
+    case PhysState::kLinkUp: return "LinkUp";
+    case PhysState::kLinkErrorRecovery: return "LinkErrorRecovery";
+    case PhysState::kPhyTest: return "PhyTest";
+  }
+  return "?";
+}
+
 NodeState make_switch(const NodeParams& prm) {
   NodeState n;
   n.type = NodeType::kSwitch;

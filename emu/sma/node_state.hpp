@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/wire/mad.hpp"
@@ -38,6 +39,8 @@ enum class PhysState : std::uint8_t {
   kLinkErrorRecovery = 6,
   kPhyTest = 7,
 };
+std::string_view to_string(LinkState s);  // "Down", "Init", "Armed", "Active", "NoChange"
+std::string_view to_string(PhysState s);  // "Sleep", "Polling", "LinkUp", ...
 
 // ---- sizes and codes ----------------------------------------------------------------------
 inline constexpr std::uint16_t kLinearFdbCap = 49152;        // unicast LIDs 0..0xBFFF

@@ -700,6 +700,9 @@ TEST(SmaLink, UpAndDown) {
   NodeState ca = test_ca();
   EXPECT_TRUE(link_up(ca, 1));
   EXPECT_EQ(ca.ports[1].state, LinkState::kInit);
+  EXPECT_EQ(to_string(ca.ports[1].state), "Init");
+  EXPECT_EQ(to_string(ca.ports[1].phys_state), "LinkUp");
+  EXPECT_EQ(to_string(ca.ports[2].phys_state), "Polling");
 }
 
 // ---- Robustness -------------------------------------------------------------------------------
