@@ -12,7 +12,8 @@
 //            of LIDs already routed through them. No deadlock-freedom promise.
 //   kUpDn    up*/down*: switches ranked by BFS distance from the roots (given by GUID, or the
 //            switches farthest from any HCA; the lowest-GUID switch when every switch has
-//            HCAs); a link points "up" toward lower (rank, GUID). Switch LIDs that have no
+//            HCAs, or when several top switches leave some HCA pair without an up*/down*
+//            path, as in a degraded tree); a link points "up" toward lower (rank, GUID). Switch LIDs that have no
 //            up*/down* path (management traffic only) fall back to a shortest path.
 //            Routes never go down then up, so channel dependencies are acyclic.
 //   kFtree   fat tree: levels from the HCAs up; refuses fabrics that are not fat trees. Down

@@ -12,7 +12,8 @@ constexpr std::uint32_t kInf = UINT32_MAX;
 }  // namespace
 
 Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std::uint32_t>& rank,
-                                          UpDownPolicy policy, Engine engine) {
+                                          UpDownPolicy policy, Engine engine, std::size_t* hca_fallbacks) {
+  if (hca_fallbacks) *hca_fallbacks = 0;
   Routes r = empty_routes(net, engine);
   const std::uint32_t S = net.S;
   // pos: position in (rank, GUID) order; u is above s when pos[u] < pos[s].
@@ -94,6 +95,7 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
                             "not a fat tree: switch " + net.fabric->nodes[net.sw_node[s]].name +
                                 " cannot reach leaf " + net.fabric->nodes[net.sw_node[t]].name +
                                 " through the tree (no up path to an ancestor of it)"};
+      if (!updown && t_has_hcas && net.hca_ports_on[s] > 0 && hca_fallbacks) ++*hca_fallbacks;
       cand.clear();
       const bool going_down = updown && down[s] != kInf;
       if (updown) {
@@ -173,7 +175,18 @@ Result<Routes, RoutingError> route_updn(const Net& net, const std::vector<std::u
       roots.push_back(found);
     }
   }
-  return route_updown(net, bfs_from(net, roots), UpDownPolicy::kLeastLoaded, Engine::kUpDn);
+  std::size_t fallbacks = 0;
+  auto r = route_updown(net, bfs_from(net, roots), UpDownPolicy::kLeastLoaded, Engine::kUpDn, &fallbacks);
+  if (r.ok() && fallbacks > 0 && root_guids.empty() && roots.size() > 1) {
+    // Several automatic roots left some HCA pair without an up*/down* path (a degraded tree:
+    // a leaf that lost its links to all but some of the top switches). One root always has
+    // one in a connected fabric: take the lowest-GUID top switch alone.
+    std::uint32_t best = roots[0];
+    for (std::uint32_t s : roots)
+      if (net.guid(s) < net.guid(best)) best = s;
+    return route_updown(net, bfs_from(net, {best}), UpDownPolicy::kLeastLoaded, Engine::kUpDn);
+  }
+  return r;
 }
 
 }  // namespace weft::routing::detail

@@ -20,7 +20,10 @@ enum class UpDownPolicy : std::uint8_t {
                  // a switch that cannot reach a leaf is an error (not a fat tree)
 };
 
+// *hca_fallbacks (if given) counts (HCA's switch, HCA destination switch) pairs that had no
+// up*/down* path and took the shortest-path fallback (not deadlock-free).
 Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std::uint32_t>& rank,
-                                          UpDownPolicy policy, Engine engine);
+                                          UpDownPolicy policy, Engine engine,
+                                          std::size_t* hca_fallbacks = nullptr);
 
 }  // namespace weft::routing::detail
