@@ -235,9 +235,9 @@ bool DirectFabric::run_until_up(TimeNs limit_ns) {
   WEFT_ASSERT(sm_ != nullptr);
   const TimeNs until = now_ + limit_ns;
   run(until, [&] {
-    return (sm_->subnet_up() || sm_->phase() == Phase::kFailed) && events_.empty();
+    return (sm_->settled() || sm_->phase() == Phase::kFailed) && events_.empty();
   });
-  return sm_->subnet_up() && events_.empty();
+  return sm_->settled() && events_.empty();
 }
 
 void DirectFabric::set_link(topo::LinkId link, bool up) {

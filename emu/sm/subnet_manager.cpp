@@ -702,8 +702,12 @@ void SubnetManager::on_mad(std::span<const std::uint8_t> mad, TimeNs now) {
       ++totals_.mads_sent;
     }
     if (n.trap_number == wire::kTrapLinkStateChange || !n.is_generic) {
-      if (phase_ == Phase::kSubnetUp) m.start_heavy(now);
-      else if (phase_ != Phase::kIdle && phase_ != Phase::kFailed) m.heavy_wanted = true;
+      if (phase_ == Phase::kSubnetUp) {
+        m.heavy_wanted = true;
+        m.next_light_ns = std::min(m.next_light_ns, now + cfg_.trap_holdoff_ns);
+      } else if (phase_ != Phase::kIdle && phase_ != Phase::kFailed) {
+        m.heavy_wanted = true;
+      }
     }
     return;
   }
@@ -770,8 +774,15 @@ void SubnetManager::on_deadline(TimeNs now) {
     }
     m.on_lost(static_cast<std::uint32_t>(slot), now);
   }
-  if (phase_ == Phase::kSubnetUp && now >= m.next_light_ns) m.start_light(now);
+  if (phase_ == Phase::kSubnetUp && now >= m.next_light_ns) {
+    if (m.heavy_wanted) m.start_heavy(now);
+    else m.start_light(now);
+  }
   m.advance(now);
+}
+
+bool SubnetManager::settled() const {
+  return phase_ == Phase::kSubnetUp && !impl_->heavy_wanted && impl_->inflight == 0 && impl_->urgent.empty();
 }
 
 const routing::Fabric& SubnetManager::fabric() const { return impl_->fabric; }

@@ -85,6 +85,9 @@ struct SmConfig {
   int retries_max = 8;                      // resends after the first attempt
   TimeNs sweep_interval_ns = 10'000'000'000;  // light sweeps; 0 = none
   int sweeps_incomplete_max = 4;            // heavy sweeps repeated after lost SMPs
+  // A trap starts a heavy sweep this long after it arrives, so the traps of both ends of a
+  // link (and of a flapping link) share one sweep.
+  TimeNs trap_holdoff_ns = 100'000;
   std::uint64_t m_key = 0;
   std::uint8_t sm_sl = 0;                   // MasterSMSL
   std::uint8_t subnet_timeout = 18;         // PortInfo:SubnetTimeOut, 4.096 us * 2^18
@@ -152,6 +155,8 @@ class SubnetManager {
 
   Phase phase() const { return phase_; }
   bool subnet_up() const { return phase_ == Phase::kSubnetUp; }
+  // Up, with no sweep requested (by a trap in its hold-off) and nothing in flight.
+  bool settled() const;
   bool routes_valid() const { return routes_valid_; }
   const std::string& last_error() const { return last_error_; }
   std::uint16_t sm_lid() const { return sm_lid_; }

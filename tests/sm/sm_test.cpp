@@ -29,6 +29,12 @@ topo::NodeId first_hca(const topo::Topology& t) {
   return topo::kNoNode;
 }
 
+topo::Topology spec(const char* s) {
+  auto t = topo::from_spec(s);
+  EXPECT_TRUE(t.ok()) << s;
+  return std::move(t).value();
+}
+
 struct Rig {
   DirectFabric fab;
   SubnetManager sm;
@@ -118,20 +124,13 @@ TEST(SubnetManager, ExactMadCountsTwoSwitches) {
 }
 
 TEST(SubnetManager, FatTreeK4AllEngines) {
-  auto t = must(topo::from_spec("fat-tree:k=4").ok() ? topo::GenResult(*topo::from_spec("fat-tree:k=4"))
-                                                     : topo::GenResult(topo::GenError{"spec"}));
+  const topo::Topology t = spec("fat-tree:k=4");
   for (routing::Engine e : {routing::Engine::kFtree, routing::Engine::kMinHop, routing::Engine::kUpDn}) {
     Rig r(t, config(e));
     expect_up(r, routing::to_string(e));
     EXPECT_EQ(r.sm.last_heavy().hcas, 16u);
     EXPECT_EQ(r.sm.last_heavy().switches, 20u);
   }
-}
-
-topo::Topology spec(const char* s) {
-  auto t = topo::from_spec(s);
-  EXPECT_TRUE(t.ok()) << s;
-  return std::move(t).value();
 }
 
 TEST(SubnetManager, FatTreeK8Ftree) {
@@ -168,12 +167,16 @@ TEST(SubnetManager, Torus4x4x4Dor) {
   // The SLtoVL tables on the switches are the engine's, as programmed over SMPs.
   std::size_t checked = 0;
   for (std::uint32_t s = 0; s < rt.switches.size(); ++s) {
-    const auto& n = r.fab.nodes()[rt.switches[s]];
+    // The SM numbers nodes in discovery order; the topology by GUID.
+    const auto id = r.fab.topology().find_guid(r.sm.fabric().nodes[rt.switches[s]].guid);
+    ASSERT_TRUE(id.has_value());
+    const auto& n = r.fab.nodes()[*id];
     const int np = n.num_ports + 1;
     for (int out = 1; out < np; ++out)
       for (int in = 0; in < np; ++in)
         for (int sl = 0; sl < 16; ++sl) {
-          ASSERT_EQ(n.ports[out].sl2vl[in][sl], rt.vl(s, n.num_ports, in, out, sl));
+          ASSERT_EQ(n.ports[out].sl2vl[in][sl], rt.vl(s, n.num_ports, in, out, sl))
+              << n.description << " in " << in << " out " << out << " sl " << sl;
           ++checked;
         }
     EXPECT_EQ(n.ports[1 + 1].vl_arb_low[1].vl, 1);
@@ -186,7 +189,9 @@ TEST(SubnetManager, LidsStableAcrossResweep) {
   expect_up(r, "first");
   const auto before = lids_of(r.fab);
   // A switch reports PortStateChange: the light sweep sees it and a heavy sweep follows.
-  r.fab.nodes()[0].sw.port_state_change = true;
+  std::size_t sw = 0;
+  while (!r.fab.nodes()[sw].is_switch()) ++sw;
+  r.fab.nodes()[sw].sw.port_state_change = true;
   r.fab.run(r.fab.now() + 10'500'000'000);
   ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
   EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
