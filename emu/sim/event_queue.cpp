@@ -194,6 +194,11 @@ bool EventQueue::pop(Event& out) {
   if (heap_size_ == 0) return false;
   const Key top = heap_.get()[0];
   heap_pop_top();
+  if (heap_size_ > 0) {
+    // The next pop checks the next top's slab record; fetch it while the caller works.
+    std::uint32_t next = slot_of(heap_.get()[0]);
+    if (next != kNoSlot) __builtin_prefetch(&slots_[next]);
+  }
   --pending_;
   out.time_ns = top.time_ns;
   out.component = top.component;

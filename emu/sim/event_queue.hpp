@@ -127,7 +127,7 @@ class EventQueue {
     bool live_key;          // a key with (time_ns, seq) is in the heap
   };
 
-  struct alignas(32) Key {
+  struct Key {
     TimeNs time_ns;
     std::uint64_t tag;  // seq << kSlotBits | slot (kNoSlot for post())
     std::uint64_t data;
