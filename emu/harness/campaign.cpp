@@ -294,10 +294,9 @@ void Campaign::draw_scenario() {
     pa.mtu = static_cast<Mtu>(1 + rng_.below(5));
     pb.mtu = pa.mtu;
     pa.recovery = rng_.chance(0.5) ? RecoveryMode::kGoBackN : RecoveryMode::kSelectiveRepeat;
-    pb.recovery = rng_.chance(0.8) ? pa.recovery
-                                   : (pa.recovery == RecoveryMode::kGoBackN
-                                          ? RecoveryMode::kSelectiveRepeat
-                                          : RecoveryMode::kGoBackN);
+    // Both ends of a connection use the same recovery mode: a selective-repeat responder NAKs
+    // every missing PSN (IRN), which a go-back-N requester would read as cumulative ACKs.
+    pb.recovery = pa.recovery;
     for (RcParams* q : {&pa, &pb}) {
       q->timeout = static_cast<std::uint8_t>(4 + rng_.below(6));  // 65 us .. 2 ms
       q->retry_cnt = static_cast<std::uint8_t>(rng_.chance(0.8) ? 7 : 3 + rng_.below(5));
