@@ -80,14 +80,11 @@ std::uint64_t service_streams(Fabric& f, std::vector<WriteStream>& streams) {
   std::uint64_t seen = 0;
   std::array<WorkCompletion, 64> wc;
   for (WriteStream& s : streams) {
-    // Streams may share a CQ only if they share a source; each polls its own source's CQ.
     for (;;) {
       const std::size_t n = s.src->cq->poll(wc);
       for (std::size_t i = 0; i < n; ++i) {
-        WriteStream* owner = &s;
-        for (WriteStream& o : streams) {
-          if (o.src == s.src && reinterpret_cast<std::uintptr_t>(&o) == wc[i].wr_id) owner = &o;
-        }
+        // wr_id names the stream that posted it (several streams may share a source's CQ).
+        auto* owner = reinterpret_cast<WriteStream*>(static_cast<std::uintptr_t>(wc[i].wr_id));
         owner->completed++;
         if (wc[i].status == WcStatus::kSuccess) {
           owner->bytes_completed += owner->msg_bytes;
