@@ -344,12 +344,14 @@ void Campaign::draw_scenario() {
       if (op.consuming() || op.opcode == WrOpcode::kRdmaWrite) op.opcode = WrOpcode::kRdmaWrite;
       // A zero-length RDMA WRITE or READ touches no memory, so its R_Key is not checked
       // (IBA 9.7.4.1.3): a bad one must carry data.
-      if (op.len == 0 || op.local.empty()) {
+      // It also gets its own source buffer, not an earlier READ's landing (which the host would
+      // otherwise overwrite with this WR's data).
+      if (op.len == 0 || op.local.empty() || op.fence_read >= 0) {
         op.len = 1 + static_cast<std::uint32_t>(rng_.below(64));
         op.local = {Chunk{eps_[static_cast<std::size_t>(x)].local.reserve(op.len), op.len}};
       }
-      op.bad_oob = !op.atomic() && rng_.chance(0.5);
       op.fence_read = -1;
+      op.bad_oob = !op.atomic() && rng_.chance(0.5);
       op.flags &= ~static_cast<std::uint32_t>(kInline);
     }
   }
