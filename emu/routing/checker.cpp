@@ -9,6 +9,7 @@ namespace weft::routing {
 
 namespace {
 
+constexpr std::size_t kEdgesCompactAt = std::size_t{1} << 20;  // SL-aware CDG edge buffer
 constexpr std::uint32_t kUnknown = UINT32_MAX, kBusy = UINT32_MAX - 1, kDead = UINT32_MAX - 2;
 
 struct View {
@@ -269,6 +270,11 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
             if (!f.nodes[fp.peer].is_switch) break;
             const std::uint32_t c = (v.port_base[x] + p) * vls + r.vl(x, xn.num_ports(), in, p, sl);
             if (prev != UINT32_MAX) edges.push_back(static_cast<std::uint64_t>(prev) << 32 | c);
+            if (edges.size() >= kEdgesCompactAt && edges.size() == edges.capacity()) {
+              // Most (source, destination) walks repeat known edges: compact before growing.
+              std::sort(edges.begin(), edges.end());
+              edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+            }
             prev = c;
             in = fp.peer_port;
             x = v.sw_of[fp.peer];
