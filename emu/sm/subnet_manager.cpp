@@ -88,6 +88,7 @@ struct Request {
   std::uint8_t port = 0;
   std::uint8_t attempts = 0;
   std::uint16_t attr = 0;
+  std::uint16_t dlid = 0;          // LID-routed when non-zero
   std::uint32_t mod = 0;
   std::uint32_t node = kNone;
   std::uint32_t data = kNone;      // Sets other than LFT: index into Impl::datas
@@ -163,6 +164,11 @@ struct SubnetManager::Impl {
     pending.push_back(slot);
     return slot;
   }
+  // The LID to address (node, port) by once the tables are live; 0 = use the directed route.
+  std::uint16_t live_lid(std::uint32_t i, std::uint8_t p) const {
+    if (!sm.cfg_.lid_routed_when_live || i == sm_node || i >= lids.base.size()) return 0;
+    return lids.lid_of(i, nodes[i].is_switch ? 0 : p);
+  }
   std::uint32_t add_data(const std::array<std::uint8_t, wire::kSmpDataBytes>& d) {
     datas.push_back(d);
     return static_cast<std::uint32_t>(datas.size() - 1);
@@ -183,6 +189,23 @@ struct SubnetManager::Impl {
   }
 
   void encode(const Request& r, OutMad& out) {
+    if (r.dlid != 0) {
+      wire::SmpLid s;
+      s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
+      s.hdr.method = static_cast<std::uint8_t>(r.set ? wire::MadMethod::kSet : wire::MadMethod::kGet);
+      s.hdr.tid = r.tid;
+      s.hdr.attr_id = r.attr;
+      s.hdr.attr_mod = r.mod;
+      s.m_key = sm.cfg_.m_key;
+      if (r.data != kNone) s.data = datas[r.data];
+      out.route = OutMad::Route::kLidRouted;
+      out.local = false;
+      out.port = sm.cfg_.port;
+      out.dlid = r.dlid;
+      out.slid = sm.sm_lid_;
+      wire::encode_smp(s, out.mad);
+      return;
+    }
     wire::SmpDr s;
     s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnDirectedRoute);
     s.hdr.method = static_cast<std::uint8_t>(r.set ? wire::MadMethod::kSet : wire::MadMethod::kGet);
@@ -248,8 +271,11 @@ struct SubnetManager::Impl {
     phase_start_wall = wall();
     sm.phase_ = Phase::kLightSweep;
     for (std::uint32_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].is_switch)
-        add(Purpose::kLightSwitchInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
+      if (nodes[i].is_switch) {
+        const std::uint32_t slot =
+            add(Purpose::kLightSwitchInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
+        reqs[slot].dlid = live_lid(i, 0);
+      }
   }
 
   void finish_sweep(TimeNs now, Phase next) {
@@ -583,8 +609,9 @@ struct SubnetManager::Impl {
         w.port_state = wire::PortState::kActive;
         std::array<std::uint8_t, wire::kSmpDataBytes> data{};
         wire::encode(w, data);
-        add(Purpose::kSetPortInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p, i, p,
-            add_data(data));
+        const std::uint32_t slot = add(Purpose::kSetPortInfo, true,
+                                       static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p, i, p, add_data(data));
+        reqs[slot].dlid = sweep_lost ? 0 : live_lid(i, p);  // a table may be missing: directed
         ++cur.ports_activated;
       }
   }
@@ -709,6 +736,18 @@ void SubnetManager::on_mad(std::span<const std::uint8_t> mad, TimeNs now) {
         m.heavy_wanted = true;
       }
     }
+    return;
+  }
+  if (h->mgmt_class == static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted) &&
+      method == static_cast<std::uint8_t>(wire::MadMethod::kGetResp)) {
+    auto s = wire::decode_smp_lid(mad);
+    const std::uint64_t slot = s ? (s->hdr.tid & kSlotMask) : ~0ull;
+    if (!s || slot >= m.reqs.size() || m.reqs[slot].tid != s->hdr.tid || !m.reqs[slot].in_flight) {
+      ++ignored_mads_;
+      return;
+    }
+    m.reqs[slot].in_flight = false;
+    m.on_response(static_cast<std::uint32_t>(slot), s->hdr.status, s->data, now);
     return;
   }
   if (h->mgmt_class != static_cast<std::uint8_t>(wire::MgmtClass::kSubnDirectedRoute) ||

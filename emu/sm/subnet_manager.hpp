@@ -23,8 +23,9 @@
 //                    what this SM programmed before; SLtoVL and VLArbitration tables when the
 //                    engine uses VLs (dor datelines).
 //   activation       PortInfo Set PortState Armed -> Active on every armed port.
-// Every SMP is directed-route (paths from discovery), so programming never depends on the tables
-// being programmed. A light sweep every sweep_interval_ns Gets SwitchInfo of every switch; a
+// Discovery, port configuration and LFT programming are directed-route (paths from discovery), so
+// programming never depends on the tables being programmed; activation and light sweeps, which
+// come after, are LID-routed (lid_routed_when_live). A light sweep every sweep_interval_ns Gets SwitchInfo of every switch; a
 // PortStateChange, a switch that does not answer, or a trap 128 (link state change, LID-routed to
 // the SMLID; answered with TrapRepress) starts a heavy sweep, which re-sets only what changed.
 //
@@ -92,6 +93,9 @@ struct SmConfig {
   std::uint8_t sm_sl = 0;                   // MasterSMSL
   std::uint8_t subnet_timeout = 18;         // PortInfo:SubnetTimeOut, 4.096 us * 2^18
   bool check_credit_loops = true;           // for updn/ftree/dor
+  // Once the LFTs are programmed, activation Sets and light-sweep Gets go LID-routed (the
+  // switches forward them by LFT, only the addressed SMA handles them); false: all directed.
+  bool lid_routed_when_live = true;
   // Optional: the caller's wall clock (ns); 0 figures when absent. Only for reports.
   std::function<std::uint64_t()> wall_clock_ns;
 };
