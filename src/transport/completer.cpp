@@ -329,11 +329,11 @@ void comp_on_deadline(QpImpl& qp, TimeNs now) {
     qp.dev_->schedule(qp);
   }
   if (qp.rto_deadline_ <= now) {
-    ++qp.dev_->counters_.timeouts;
     if (!outstanding(qp)) {
       qp.rto_deadline_ = kNoDeadline;
       return;
     }
+    ++qp.dev_->counters_.timeouts;
     // IBA 9.7.6.1.3: retry_cnt retries, then RETRY_EXC_ERR.
     if (qp.retry_left_ == 0) {
       ++qp.dev_->counters_.retry_exc;
