@@ -286,6 +286,8 @@ VerifyReport DirectFabric::verify() const {
   struct Owner {
     std::uint32_t node;
     std::uint8_t port;
+    std::uint32_t peer = 0;  // sources: the node at the other end of the link
+    bool active = false;     // sources: the port is Active
   };
   std::unordered_map<std::uint16_t, Owner> owner;
   std::vector<Owner> sources;
@@ -295,7 +297,7 @@ VerifyReport DirectFabric::verify() const {
     for (std::uint8_t p = 1; p <= n.num_ports; ++p) {
       const topo::Port& tp = topo_.node(i).ports[p];
       if (tp.link == topo::kNoLink || !n.ports[p].is_up()) continue;
-      sources.push_back({i, p});
+      sources.push_back({i, p, topo_.link(tp.link).other(i).node, n.ports[p].state == sma::LinkState::kActive});
       const sma::PortState& ps = n.ports[p];
       if (ps.lid == 0) {
         note(r, n.description + " port " + std::to_string(p) + " has no LID");
@@ -303,7 +305,8 @@ VerifyReport DirectFabric::verify() const {
       }
       for (std::uint32_t k = 0; k < (1u << ps.lmc); ++k) {
         ++r.hca_lids;
-        if (!owner.emplace(static_cast<std::uint16_t>(ps.lid + k), Owner{i, p}).second) ++r.duplicate_lids;
+        if (!owner.emplace(static_cast<std::uint16_t>(ps.lid + k), Owner{i, p, 0, false}).second)
+          ++r.duplicate_lids;
       }
     }
   }
@@ -345,11 +348,13 @@ VerifyReport DirectFabric::verify() const {
     for (const Owner& src : sources) {
       if (src.node == dst.node && src.port == dst.port) continue;
       ++r.hca_pairs;
-      const topo::PortRef peer = topo_.link(topo_.node(src.node).ports[src.port].link).other(src.node);
-      const sma::PortState& a = nodes_[src.node].ports[src.port];
-      bool ok = a.state == sma::LinkState::kActive;
-      if (ok && nodes_[peer.node].is_switch()) ok = resolve(peer.node);
-      else if (ok) ok = peer.node == dst.node && peer.port == dst.port;
+      bool ok = src.active;
+      if (ok && nodes_[src.peer].is_switch()) {
+        ok = st[src.peer] >= 2 ? st[src.peer] == 2 : resolve(src.peer);
+      } else if (ok) {
+        const topo::PortRef peer = topo_.link(topo_.node(src.node).ports[src.port].link).other(src.node);
+        ok = peer.node == dst.node && peer.port == dst.port;
+      }
       if (!ok) {
         if (r.unreachable_pairs == 0)
           note(r, nodes_[src.node].description + " cannot reach LID " + std::to_string(dlid) + " (" +
