@@ -47,9 +47,14 @@ Result<LidMap, LidError> LidAssigner::assign(const Fabric& fabric) {
   }
   // Every remembered GUID keeps its LIDs reserved, present or not, so a node that comes back
   // gets its old LIDs.
+  // The memory does not say whether a GUID was a switch (1 LID) or an HCA port (2^LMC), so an
+  // absent GUID at an aligned LID keeps the whole block: at worst a switch's LID wastes a few.
+  const std::uint32_t block = 1u << lmc_;
   for (const auto& [guid, lid] : cache_) {
     (void)guid;
-    if (lid != kNoLid && lid <= kUnicastLidMax) used[lid] = true;
+    if (lid == kNoLid || lid > kUnicastLidMax) continue;
+    const std::uint32_t n = lid % block == 0 ? block : 1;
+    for (std::uint32_t k = 0; k < n && lid + k <= kUnicastLidMax; ++k) used[lid + k] = true;
   }
   std::sort(fresh.begin(), fresh.end(),
             [&](std::size_t a, std::size_t b) { return want[a].guid < want[b].guid; });

@@ -63,48 +63,51 @@ TEST(Lid, SameGuidsSameLids) {
 }
 
 TEST(Lid, StableWhenANodeIsRemovedOrAdded) {
-  Fabric f = fabric_of("fat-tree:k=4");
-  LidAssigner sm;
-  auto before = sm.assign(f);
-  ASSERT_TRUE(before.ok());
-  // Remove HCA #3 (the 4th HCA node): the others keep their LIDs.
-  Fabric g = f;
-  NodeIdx victim = 0;
-  for (int seen = 0; victim < g.nodes.size(); ++victim)
-    if (!g.nodes[victim].is_switch && ++seen == 4) break;
-  const NodeIdx sw = g.nodes[victim].ports[1].peer;
-  const int free_port = g.nodes[victim].ports[1].peer_port;
-  remove_node(g, victim);
-  auto after = sm.assign(g);
-  for (NodeIdx n = 0; n < f.nodes.size(); ++n) {
-    if (n == victim) {
-      EXPECT_EQ(after->lid_of(n, 1), kNoLid);
-      continue;
+  for (int lmc : {0, 2}) {
+    SCOPED_TRACE("LMC " + std::to_string(lmc));
+    Fabric f = fabric_of("fat-tree:k=4");
+    LidAssigner sm(lmc);
+    auto before = sm.assign(f);
+    ASSERT_TRUE(before.ok());
+    // Remove HCA #3 (the 4th HCA node): the others keep their LIDs.
+    Fabric g = f;
+    NodeIdx victim = 0;
+    for (int seen = 0; victim < g.nodes.size(); ++victim)
+      if (!g.nodes[victim].is_switch && ++seen == 4) break;
+    const NodeIdx sw = g.nodes[victim].ports[1].peer;
+    const int free_port = g.nodes[victim].ports[1].peer_port;
+    remove_node(g, victim);
+    auto after = sm.assign(g);
+    for (NodeIdx n = 0; n < f.nodes.size(); ++n) {
+      if (n == victim) {
+        EXPECT_EQ(after->lid_of(n, 1), kNoLid);
+        continue;
+      }
+      EXPECT_EQ(after->base[n], before->base[n]) << f.nodes[n].name;
     }
-    EXPECT_EQ(after->base[n], before->base[n]) << f.nodes[n].name;
+    // Persisted and reloaded (an SM restart), then a new HCA added: nobody moves, the newcomer
+    // gets a LID nobody held, the removed HCA's LID stays reserved for it.
+    LidAssigner restarted(lmc);
+    restarted.load(sm.cache());
+    Fabric h = g;
+    NodeIdx added = h.add_hca(0x0002c9ff00000000ull, 1, "newcomer");
+    h.connect(sw, free_port, added, 1);
+    auto later = restarted.assign(h);
+    for (NodeIdx n = 0; n < f.nodes.size(); ++n)
+      if (n != victim) {
+        EXPECT_EQ(later->base[n], before->base[n]);
+      }
+    const Lid fresh = later->lid_of(added, 1);
+    EXPECT_NE(fresh, kNoLid);
+    EXPECT_NE(fresh, before->lid_of(victim, 1));
+    for (NodeIdx n = 0; n < f.nodes.size(); ++n)
+      for (Lid l : before->base[n]) EXPECT_NE(l, fresh);
+    // The victim returns: it gets its old LID back.
+    remove_node(h, added);
+    h.connect(sw, free_port, victim, 1);
+    auto back = restarted.assign(h);
+    EXPECT_EQ(back->lid_of(victim, 1), before->lid_of(victim, 1));
   }
-  // Persisted and reloaded (an SM restart), then a new HCA added: nobody moves, the newcomer
-  // gets a LID nobody held, the removed HCA's LID stays reserved for it.
-  LidAssigner restarted;
-  restarted.load(sm.cache());
-  Fabric h = g;
-  NodeIdx added = h.add_hca(0x0002c9ff00000000ull, 1, "newcomer");
-  h.connect(sw, free_port, added, 1);
-  auto later = restarted.assign(h);
-  for (NodeIdx n = 0; n < f.nodes.size(); ++n)
-    if (n != victim) {
-      EXPECT_EQ(later->base[n], before->base[n]);
-    }
-  const Lid fresh = later->lid_of(added, 1);
-  EXPECT_NE(fresh, kNoLid);
-  EXPECT_NE(fresh, before->lid_of(victim, 1));
-  for (NodeIdx n = 0; n < f.nodes.size(); ++n)
-    for (Lid l : before->base[n]) EXPECT_NE(l, fresh);
-  // The victim returns: it gets its old LID back.
-  remove_node(h, added);
-  h.connect(sw, free_port, victim, 1);
-  auto back = restarted.assign(h);
-  EXPECT_EQ(back->lid_of(victim, 1), before->lid_of(victim, 1));
 }
 
 TEST(Lid, SpaceExhausted) {
