@@ -729,10 +729,10 @@ void SubnetManager::on_mad(std::span<const std::uint8_t> mad, TimeNs now) {
       ++totals_.mads_sent;
     }
     if (n.trap_number == wire::kTrapLinkStateChange || !n.is_generic) {
-      if (phase_ == Phase::kSubnetUp) {
+      if (phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) {
         m.heavy_wanted = true;
         m.next_light_ns = std::min(m.next_light_ns, now + cfg_.trap_holdoff_ns);
-      } else if (phase_ != Phase::kIdle && phase_ != Phase::kFailed) {
+      } else if (phase_ != Phase::kIdle) {
         m.heavy_wanted = true;
       }
     }
@@ -793,7 +793,7 @@ bool SubnetManager::poll_mad(TimeNs now, OutMad& out) {
 TimeNs SubnetManager::next_deadline() const {
   const Impl& m = *impl_;
   TimeNs t = m.timers.empty() ? kNoDeadline : m.timers.front().first;
-  if (phase_ == Phase::kSubnetUp) t = std::min(t, m.next_light_ns);
+  if (phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) t = std::min(t, m.next_light_ns);
   return t;
 }
 
@@ -813,8 +813,9 @@ void SubnetManager::on_deadline(TimeNs now) {
     }
     m.on_lost(static_cast<std::uint32_t>(slot), now);
   }
-  if (phase_ == Phase::kSubnetUp && now >= m.next_light_ns) {
-    if (m.heavy_wanted) m.start_heavy(now);
+  if ((phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) && now >= m.next_light_ns) {
+    // A failed SM looks again at the sweep interval: the fabric may have become routable.
+    if (m.heavy_wanted || phase_ == Phase::kFailed) m.start_heavy(now);
     else m.start_light(now);
   }
   m.advance(now);

@@ -34,7 +34,8 @@
 // that lost an SMP for good is repeated (up to sweeps_incomplete_max in a row).
 //
 // Errors: MADs that do not parse or match nothing are counted and ignored (ignored_mads);
-// routing and LID failures end the sweep with state kFailed and a message (last_error()).
+// routing and LID failures end the sweep with state kFailed and a message (last_error()); a
+// failed SM sweeps again at the next interval or trap.
 // Thread-safety: none; one owner calls every method.
 #pragma once
 

@@ -252,6 +252,30 @@ TEST(SubnetManager, LinkDownTrapReroutes) {
   expect_up(r, "restored");
 }
 
+TEST(SubnetManager, LightSweepFindsALinkDownWithoutTrap) {
+  const topo::Topology t = spec("fat-tree:k=4");
+  Rig r(t, config(routing::Engine::kFtree));
+  expect_up(r, "before");
+  // A leaf-agg link in pod 2 fails and its traps are lost: only PortStateChange tells.
+  topo::LinkId victim = topo::kNoLink;
+  for (topo::LinkId l = 0; l < t.link_count() && victim == topo::kNoLink; ++l) {
+    const auto& L = t.link(l);
+    if (t.node(L.a.node).is_switch() && t.node(L.b.node).is_switch() &&
+        t.node(L.a.node).description.rfind("p02leaf", 0) == 0)
+      victim = l;
+  }
+  ASSERT_NE(victim, topo::kNoLink);
+  const auto& L = t.link(victim);
+  sma::link_down(r.fab.nodes()[L.a.node], static_cast<std::uint8_t>(L.a.port));
+  sma::link_down(r.fab.nodes()[L.b.node], static_cast<std::uint8_t>(L.b.port));
+  r.fab.run(r.fab.now() + 10'500'000'000);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.light_sweeps(), 1u);
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  EXPECT_EQ(r.sm.traps_received(), 0u);
+  expect_up(r, "after");
+}
+
 TEST(SubnetManager, SmpLossConverges) {
   for (std::uint64_t seed : {1, 2, 3}) {
     DirectConfig d;
