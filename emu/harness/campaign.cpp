@@ -806,8 +806,8 @@ void Campaign::post_op(int xi, std::size_t i) {
   ++result_.exercised.wrs;
   if (options_.log) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "%s post qp=0x%x wr_id=%" PRIu64 " %s len=%u%s%s%s%s",
-                  format_time(sim_->now()).c_str(), x.qp->qp_num(), op.wr_id,
+    std::snprintf(buf, sizeof buf, "%s %s qp 0x%x post wr %zu (wr_id=%" PRIu64 ") %s len=%u%s%s%s%s",
+                  format_time(sim_->now()).c_str(), dname(x), x.qp->qp_num(), i, op.wr_id,
                   std::string(to_string(op.opcode)).c_str(), op.len,
                   op.signaled() ? " signaled" : "", (op.flags & kFence) ? " fence" : "",
                   (op.flags & kInline) ? " inline" : "",
@@ -830,7 +830,9 @@ void Campaign::poll_all() {
         for (std::size_t k = 0; k < n; ++k) {
           out.push_back(wcs[k]);
           if (options_.log) {
-            log(format_time(sim_->now()) + " completion " + describe_completion(wcs[k]));
+            log(format_time(sim_->now()) + " " + dname(e) + " completion wr " +
+                std::to_string(wcs[k].wr_id & 0xFFFFFFFFu) + (cq == e.scq ? " " : " (recv) ") +
+                describe_completion(wcs[k]));
           }
         }
       }
