@@ -80,6 +80,13 @@ Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConf
       nodes_.push_back(std::make_unique<HcaNode>(*this, n, tn.num_ports(), dc, seed));
     }
     nodes_.back()->comp_ = sim_.add_component(*nodes_.back(), name);
+    sma::NodeParams np;
+    np.node_guid = tn.guid;
+    np.system_image_guid = tn.system_image_guid;
+    np.description = tn.description;
+    np.num_ports = static_cast<std::uint8_t>(tn.num_ports());
+    np.device_id = static_cast<std::uint16_t>(tn.device_id);
+    nodes_.back()->state_ = tn.is_switch() ? sma::make_switch(np) : sma::make_ca(np);
   }
   const link::PhyConfig phy{config_.link.ber, config_.link.fec, config_.link.fec_config};
   for (topo::LinkId l = 0; l < topo_.link_count(); ++l) {
@@ -99,6 +106,10 @@ Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConf
       pe.clock.emplace(pe.rate);
       pe.phy.emplace(phy);
       pe.arb.emplace(arb_);
+      // Trained; Active at once until a subnet manager exists to arm and activate it.
+      sma::NodeState& ns = nodes_[self.node]->state_;
+      sma::link_up(ns, static_cast<std::uint8_t>(self.port));
+      ns.ports[self.port].state = sma::LinkState::kActive;
     }
   }
   for (auto& node : nodes_) {
@@ -150,6 +161,7 @@ void Fabric::configure_min_hop() {
     } else {
       for (int p = 1; p <= tn.num_ports(); ++p) {
         hca(n).device().set_port_lid(static_cast<std::uint8_t>(p), next);
+        hca(n).state_.ports[p].lid = next;
         dests.push_back({n, p, next++});
       }
     }
@@ -207,44 +219,15 @@ void Fabric::set_link_state(topo::LinkId l, bool up, TimeNs at_ns) {
 }
 
 bool Fabric::send_smp(topo::NodeId hca_node, std::uint16_t dlid, std::uint32_t mad_bytes) {
+  const std::vector<std::uint8_t> zeros(mad_bytes, 0);
+  return send_mad(hca_node, dlid, zeros, /*smp=*/true);
+}
+
+bool Fabric::send_mad(topo::NodeId hca_node, std::uint16_t dlid, std::span<const std::uint8_t> mad,
+                      bool smp) {
   HcaNode& h = hca(hca_node);
   if (!h.ports_[1].up) return false;
-  wire::Headers hd;
-  hd.lrh.vl = link::kVl15;
-  hd.lrh.sl = 0;
-  hd.lrh.dlid = dlid;
-  hd.lrh.slid = lid(hca_node, 1);
-  hd.bth.opcode = wire::Opcode::kUdSendOnly;
-  hd.bth.dest_qp = 0;
-  hd.deth.qkey = 0;
-  hd.deth.src_qp = 0;
-  wire::fill_lengths(hd, mad_bytes);
-  const std::uint32_t pk = pool_.alloc();
-  Packet& p = pool_[pk];
-  p.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(hd, p.headers));
-  p.payload_bytes = mad_bytes;
-  p.pad_bytes = hd.bth.pad_cnt;
-  p.wire_bytes = p.header_bytes + mad_bytes + p.pad_bytes + 6;
-  p.dlid = dlid;
-  p.sl = 15;  // rides VL15 (vl_of)
-  p.out_port = 1;
-  p.data = false;
-  p.corrupt = false;
-  p.tail_ns = 0;
-  if (config_.mode == DataMode::kVerified) {
-    p.bytes.assign(p.wire_bytes, 0);
-    std::copy_n(p.headers.begin(), p.header_bytes, p.bytes.begin());
-    const std::size_t body = p.header_bytes + mad_bytes + p.pad_bytes;
-    const std::uint32_t ic =
-        wire::icrc(std::span<const std::uint8_t>(p.bytes.data(), p.header_bytes),
-                   std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes,
-                                                 mad_bytes + p.pad_bytes));
-    wire::put_icrc(std::span<std::uint8_t, 4>(p.bytes.data() + body, 4), ic);
-    const std::uint16_t vc = wire::vcrc(std::span<const std::uint8_t>(p.bytes.data(), body + 4));
-    wire::put_vcrc(std::span<std::uint8_t, 2>(p.bytes.data() + body + 4, 2), vc);
-  }
-  h.out_[1][link::kVl15].push_back(pk);
-  h.try_send(1);
+  h.send_mad(mad, dlid, 1, /*directed=*/false, /*vl15=*/smp);
   return true;
 }
 

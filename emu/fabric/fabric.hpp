@@ -43,6 +43,7 @@
 #include <weft/types.hpp>
 
 #include "emu/sim/simulator.hpp"
+#include "emu/sma/node_state.hpp"
 #include "emu/topo/topology.hpp"
 #include "src/link/credit.hpp"
 #include "src/link/link_rate.hpp"
@@ -140,6 +141,7 @@ struct Packet {
   std::uint16_t in_gen = 0;     // generation of the input port it sits in
   bool corrupt = false;         // kTimingOnly: a CRC failure drawn by the PHY
   bool data = false;            // counted as a data packet (carries payload)
+  bool directed = false;        // leaves a switch by out_port, not by the LFT (DR SMP replies)
   TimeNs tail_ns = 0;           // when its last byte reaches the current node
   std::uint32_t next_free = kNoPacket;
 };
@@ -206,6 +208,12 @@ class Node : public sim::Component {
   int num_ports() const { return static_cast<int>(ports_.size()) - 1; }
   // Management packets (VL15, or QP0/QP1 at an HCA) handed to the SMA/PMA hook, and answered.
   std::uint64_t mads_received() const { return mads_received_; }
+  // The last MAD this node received (verified mode), for tests and a local SM.
+  const std::vector<std::uint8_t>& last_mad() const { return last_mad_; }
+  // The management-visible state (IBA 14.2.5): LIDs, LFT, port states, PMA counters. The SMA
+  // and PMA (emu/sma) answer MADs from it; the switch routes by its LFT.
+  sma::NodeState& state() { return state_; }
+  const sma::NodeState& state() const { return state_; }
 
  protected:
   friend class Fabric;
@@ -225,7 +233,17 @@ class Node : public sim::Component {
   void init_credits(int port, TimeNs now);
   void set_link(int port, bool up);
   void arrive(std::uint32_t pkt);
+  void end_wait(int port, TimeNs t);
   TimeNs now() const;
+  sma::PortCounters& pma(int port) { return state_.ports[port].counters; }
+  // A MAD that reached this node's SMA (QP0) or PMA (QP1) on `port`: answered from state_, the
+  // reply sent as a VL15 (SMP) or data-VL (PMA) packet. Verified mode only (needs the bytes).
+  void handle_mad(int port, const Packet& p, bool pma_class);
+  // Queues a management reply of `mad` bytes to `dlid` (or out `out_port` when directed).
+  virtual void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
+                        bool directed, bool vl15) = 0;
+  std::uint32_t build_mad_packet(std::span<const std::uint8_t> mad, std::uint16_t slid,
+                                 std::uint16_t dlid, bool vl15);
 
   Fabric& fabric_;
   topo::NodeId id_;
@@ -233,16 +251,17 @@ class Node : public sim::Component {
   std::vector<PortEnd> ports_;  // index = port number; 0 unused for links
   std::vector<std::uint8_t> rx_scratch_;
   std::uint64_t mads_received_ = 0;
+  std::vector<std::uint8_t> last_mad_;
+  sma::NodeState state_;
 };
 
 class SwitchNode final : public Node {
  public:
   SwitchNode(Fabric& fabric, topo::NodeId id, int num_ports);
-  std::uint16_t lid() const { return lid_; }
-  void set_lid(std::uint16_t lid) { lid_ = lid; }
-  // Linear forwarding table (IBA 18.2.4.2): DLID -> output port, kNoPort when absent.
-  void set_lft(std::vector<std::uint8_t> lft) { lft_ = std::move(lft); }
-  const std::vector<std::uint8_t>& lft() const { return lft_; }
+  std::uint16_t lid() const { return state_.ports[0].lid; }
+  void set_lid(std::uint16_t lid) { state_.ports[0].lid = lid; }
+  // Linear forwarding table (IBA 14.2.5.10), kept in the node state: DLID -> output port.
+  void set_lft(std::vector<std::uint8_t> lft);
   std::size_t queued_packets(int port, std::uint8_t vl) const { return in_[port][vl].fifo.size(); }
 
  protected:
@@ -264,9 +283,9 @@ class SwitchNode final : public Node {
   };
   void route_head(int in_port, std::uint8_t vl);
   void discard_head(int in_port, std::uint8_t vl);
+  void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
+                bool directed, bool vl15) override;
 
-  std::uint16_t lid_ = 0;
-  std::vector<std::uint8_t> lft_;
   std::vector<std::array<InVl, 16>> in_;
   std::vector<std::array<std::deque<Request>, 16>> requests_;  // per output, per output VL
   std::vector<std::uint32_t> pending_out_;  // requests per output
@@ -297,6 +316,8 @@ class HcaNode final : public Node {
   void arm_deadline();
   std::uint32_t materialize(const TxPacket& tx);
   void deliver(std::uint32_t pkt);
+  void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
+                bool directed, bool vl15) override;
 
   SeededRng rng_;
   std::unique_ptr<Device> device_;
@@ -345,6 +366,11 @@ class Fabric {
   // Sends a management packet (VL15, SL15, UD to QP0; `mad_bytes` of zeros as the MAD) from an
   // HCA port to `dlid` now. Returns false if the HCA port is down.
   bool send_smp(topo::NodeId hca_node, std::uint16_t dlid, std::uint32_t mad_bytes = 256);
+  // Sends `mad` from an HCA's port 1 to `dlid`: an SMP on VL15 to QP0 (smp), else a GMP on a
+  // data VL to QP1 (PMA). The answer comes back to the HCA's QP0/QP1 (counted in
+  // mads_received; kept in last_mad for a test or the SM to read).
+  bool send_mad(topo::NodeId hca_node, std::uint16_t dlid, std::span<const std::uint8_t> mad,
+                bool smp);
 
   // Sum over every port of every node.
   PortCounters totals() const;

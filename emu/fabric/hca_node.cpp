@@ -148,8 +148,9 @@ void HcaNode::deliver(std::uint32_t pk) {
   drain(p.in_port, p.in_vl, p.wire_bytes, p.in_gen);
   const bool verified = fabric_.config().mode == DataMode::kVerified;
   const std::uint8_t* h = verified ? p.bytes.data() : p.headers.data();
-  if (p.in_vl == link::kVl15 || dest_qp(h) <= 1) {  // QP0 / QP1: the SMA / PMA, not the Device
-    mads_received_++;
+  const std::uint32_t qp = dest_qp(h);
+  if (p.in_vl == link::kVl15 || qp <= 1) {  // QP0 / QP1: the SMA / PMA, not the Device
+    handle_mad(p.in_port, p, /*pma_class=*/p.in_vl != link::kVl15 && qp == 1);
     fabric_.pool().free(pk);
     return;
   }
@@ -219,6 +220,18 @@ void HcaNode::on_link_down(int port) {
     }
     q.clear();
   }
+}
+
+void HcaNode::send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid,
+                       std::uint8_t out_port, bool /*directed*/, bool vl15) {
+  const int port = out_port >= 1 && out_port <= num_ports() ? out_port : 1;
+  if (!ports_[port].up) return;
+  const std::uint32_t pk = build_mad_packet(mad, state_.ports[port].lid, dlid, vl15);
+  Packet& p = fabric_.pool()[pk];
+  p.out_port = static_cast<std::uint8_t>(port);
+  if (!vl15) inflight_++;  // take_head counts data-VL packets out of the pipeline
+  out_[port][p.vl].push_back(pk);
+  try_send(port);
 }
 
 }  // namespace weft::fabric

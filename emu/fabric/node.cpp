@@ -5,6 +5,10 @@
 #include <cassert>
 
 #include "emu/fabric/fabric.hpp"
+#include "emu/sma/pma.hpp"
+#include "emu/sma/sma.hpp"
+#include "src/wire/mad.hpp"
+#include "src/wire/packet.hpp"
 
 namespace weft::fabric {
 
@@ -87,12 +91,14 @@ void Node::try_send(int port) {
     } else if (!any && pe.waiting) {
       pe.waiting = false;
       pe.counters.xmit_wait_ns += t - pe.wait_start_ns;
+      end_wait(port, t);
     }
     return;
   }
   if (pe.waiting) {
     pe.waiting = false;
     pe.counters.xmit_wait_ns += t - pe.wait_start_ns;
+    end_wait(port, t);
   }
   const auto v = static_cast<std::uint8_t>(vl);
   const std::uint32_t pk = head_packet(port, v);
@@ -106,6 +112,7 @@ void Node::try_send(int port) {
   pe.counters.xmit_pkts++;
   pe.counters.xmit_data += p.wire_bytes / 4;
   pe.counters.xmit_bytes_vl[v] += p.wire_bytes;
+  pma(port).count_xmit(p.wire_bytes);
   fabric_.sim().post_at(end, comp_, kEvTxDone, pack_tx(port, p));
 
   const SwitchModel& sw = fabric_.config().sw;
@@ -142,6 +149,10 @@ void Node::arrive(std::uint32_t pk) {
     }
     bad = o.dropped;
     const link::PortErrorCounters& ec = pe.phy->counters();
+    sma::PortCounters& pc = pma(port);
+    sma::PortCounters::sat_add(pc.symbol_error_counter,
+                               ec.symbol_error_counter - pe.counters.symbol_error_counter);
+    sma::PortCounters::sat_add(pc.port_rcv_errors, ec.port_rcv_errors - pe.counters.port_rcv_errors);
     pe.counters.symbol_error_counter = ec.symbol_error_counter;
     pe.counters.port_rcv_errors = ec.port_rcv_errors;
     pe.counters.fec_corrected_blocks = ec.fec_corrected_blocks;
@@ -160,6 +171,7 @@ void Node::arrive(std::uint32_t pk) {
   if (a != link::Arrival::kAccepted) {
     if (a == link::Arrival::kVl15Dropped) {
       pe.counters.vl15_dropped++;
+      pma(port).count_vl15_dropped();
     } else {
       pe.counters.buffer_overflows++;
     }
@@ -168,6 +180,7 @@ void Node::arrive(std::uint32_t pk) {
   }
   pe.counters.rcv_pkts++;
   pe.counters.rcv_data += p.wire_bytes / 4;
+  pma(port).count_rcv(p.wire_bytes);
   p.in_gen = pe.gen;
   p.in_vl = vl;
   accept(port, pk);
@@ -175,6 +188,7 @@ void Node::arrive(std::uint32_t pk) {
 
 void Node::drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint16_t gen) {
   PortEnd& pe = ports_[port];
+  if (!pe.connected) return;            // port 0: the node's own management packets
   if (!pe.up || gen != pe.gen) return;  // the buffer went with the link
   pe.credit->on_packet_drained(vl, wire_bytes);
   if (vl != link::kVl15) flush_fc(port);
@@ -221,15 +235,91 @@ void Node::set_link(int port, bool up) {
     on_link_down(port);
     pe.gen++;
     pe.counters.link_downed_counter++;
+    sma::link_down(state_, static_cast<std::uint8_t>(port));  // counts LinkDownedCounter
     return;
   }
   pe.up = true;
   pe.gen++;
+  // Trains to Init (IBA 7.2); until an SM exists the fabric takes it on to Active itself.
+  sma::link_up(state_, static_cast<std::uint8_t>(port));
+  state_.ports[port].state = sma::LinkState::kActive;
   pe.clock.emplace(pe.rate);
   pe.arb.emplace(fabric_.arb_config());
   pe.last_delivery_ns = t;
   init_credits(port, t);
   try_send(port);
+}
+
+void Node::end_wait(int port, TimeNs t) {
+  PortEnd& pe = ports_[port];
+  // XmitWait ticks: symbol times of this link (the IBA leaves the tick to the implementation).
+  const std::uint64_t ticks = (t - pe.wait_start_ns) * 1000 / pe.rate.symbol_time_ps();
+  pe.counters.xmit_wait += ticks;
+  pma(port).count_xmit_wait(ticks);
+}
+
+std::uint32_t Node::build_mad_packet(std::span<const std::uint8_t> mad, std::uint16_t slid,
+                                     std::uint16_t dlid, bool vl15) {
+  wire::Headers hd;
+  hd.lrh.vl = vl15 ? link::kVl15 : 0;
+  hd.lrh.dlid = dlid;
+  hd.lrh.slid = slid;
+  hd.bth.opcode = wire::Opcode::kUdSendOnly;
+  hd.bth.dest_qp = vl15 ? 0 : 1;
+  hd.deth.qkey = vl15 ? 0 : 0x80010000;  // IBA 10.2.4.3: QP1's well-known Q_Key
+  hd.deth.src_qp = vl15 ? 0 : 1;
+  const auto mad_bytes = static_cast<std::uint32_t>(mad.size());
+  wire::fill_lengths(hd, mad_bytes);
+  PacketPool& pool = fabric_.pool();
+  const std::uint32_t pk = pool.alloc();
+  Packet& p = pool[pk];
+  p.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(hd, p.headers));
+  p.payload_bytes = mad_bytes;
+  p.pad_bytes = hd.bth.pad_cnt;
+  p.wire_bytes = p.header_bytes + mad_bytes + p.pad_bytes + 6;
+  p.dlid = dlid;
+  p.sl = vl15 ? 15 : 0;
+  p.vl = vl15 ? link::kVl15 : fabric_.vl_of(0);
+  p.data = false;
+  p.corrupt = false;
+  p.directed = false;
+  p.tail_ns = 0;
+  p.bytes.assign(p.wire_bytes, 0);
+  std::copy_n(p.headers.begin(), p.header_bytes, p.bytes.begin());
+  std::copy(mad.begin(), mad.end(), p.bytes.begin() + p.header_bytes);
+  const std::size_t body = p.header_bytes + mad_bytes + p.pad_bytes;
+  const std::uint32_t ic = wire::icrc(std::span<const std::uint8_t>(p.bytes.data(), p.header_bytes),
+                                      std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes,
+                                                                    mad_bytes + p.pad_bytes));
+  wire::put_icrc(std::span<std::uint8_t, 4>(p.bytes.data() + body, 4), ic);
+  const std::uint16_t vc = wire::vcrc(std::span<const std::uint8_t>(p.bytes.data(), body + 4));
+  wire::put_vcrc(std::span<std::uint8_t, 2>(p.bytes.data() + body + 4, 2), vc);
+  return pk;
+}
+
+void Node::handle_mad(int port, const Packet& p, bool pma_class) {
+  mads_received_++;
+  if (fabric_.config().mode != DataMode::kVerified || p.payload_bytes < wire::kMadBytes ||
+      p.bytes.size() < p.header_bytes + wire::kMadBytes) {
+    return;  // timing-only: the MAD's bytes were not carried
+  }
+  const std::span<const std::uint8_t> mad(p.bytes.data() + p.header_bytes, wire::kMadBytes);
+  last_mad_.assign(mad.begin(), mad.end());
+  sma::SmpContext ctx;
+  ctx.lrh_slid = static_cast<std::uint16_t>(p.bytes[6] << 8 | p.bytes[7]);  // LRH SLID
+  const auto in = static_cast<std::uint8_t>(port);
+  const sma::MadReply r = pma_class ? sma::handle_pma(state_, in, mad, ctx)
+                                    : sma::handle_smp(state_, in, mad, ctx);
+  switch (r.action) {
+    case sma::SmpAction::kSendOut:
+      send_mad(r.mad, 0xFFFF, r.out_port, /*directed=*/true, !pma_class);
+      break;
+    case sma::SmpAction::kRouteByLid:
+      send_mad(r.mad, r.dlid, r.out_port, /*directed=*/false, !pma_class);
+      break;
+    default:
+      break;  // to a local SM (none yet), absorbed or dropped (NodeState::stats counts it)
+  }
 }
 
 }  // namespace weft::fabric

@@ -49,22 +49,24 @@ void SwitchNode::route_head(int in_port, std::uint8_t vl) {
   while (!iv.fifo.empty()) {
     const std::uint32_t pk = iv.fifo.front();
     Packet& p = fabric_.pool()[pk];
-    if (lid_ != 0 && p.dlid == lid_) {  // to this switch: its SMA, port 0 (IBA 14.2.1)
+    const std::uint16_t own = lid();
+    if (!p.directed && own != 0 && p.dlid == own) {  // to this switch: its SMA, port 0 (14.2.1)
       iv.fifo.pop_front();
-      mads_received_++;
       const TimeNs t = std::max(now(), sma_free_ns_) + fabric_.config().sw.sma_mad_ns;
       sma_free_ns_ = t;
       fabric_.sim().post_at(t, comp_, kEvSmaDone, pk);
       continue;
     }
-    const std::uint8_t out = p.dlid < lft_.size() ? lft_[p.dlid] : kNoPort;
+    const std::uint8_t out = p.directed ? p.out_port : state_.route(p.dlid);
     if (out == kNoPort || out == 0 || out > num_ports() || !ports_[out].connected) {
       ports_[in_port].counters.port_rcv_switch_relay_errors++;  // IBA 16.1.3.5
+      pma(in_port).count_switch_relay_error();
       discard_head(in_port, vl);
       continue;
     }
     if (!ports_[out].up) {
       ports_[out].counters.port_xmit_discards++;
+      pma(out).count_xmit_discard();
       discard_head(in_port, vl);
       continue;
     }
@@ -97,6 +99,7 @@ void SwitchNode::on_node_event(const sim::Event& ev) {
   const Packet& p = fabric_.pool()[pk];
   // The SMA has taken the MAD: its VL15 buffer space is free again.
   drain(p.in_port, p.in_vl, p.wire_bytes, p.in_gen);
+  handle_mad(p.in_port, p, /*pma_class=*/p.in_vl != link::kVl15);
   fabric_.pool().free(pk);
 }
 
@@ -107,6 +110,7 @@ void SwitchNode::on_link_down(int port) {
   for (auto& q : requests_[port]) {
     for (const Request& r : q) {
       pe.counters.port_xmit_discards++;
+      pma(port).count_xmit_discard();
       InVl& iv = in_[r.in_port][r.in_vl];
       iv.in_service = false;
       discard_head(r.in_port, r.in_vl);
@@ -144,6 +148,28 @@ void SwitchNode::on_link_down(int port) {
   for (const Request& r : released) {
     if (r.in_port != port) route_head(r.in_port, r.in_vl);
   }
+}
+
+void SwitchNode::set_lft(std::vector<std::uint8_t> lft) {
+  state_.lft = std::move(lft);
+  state_.sw.linear_fdb_top =
+      static_cast<std::uint16_t>(state_.lft.empty() ? 0 : state_.lft.size() - 1);
+}
+
+// Replies leave through the management port 0's own input FIFO, so they are routed and
+// arbitrated like any packet (VL15 first at the output).
+void SwitchNode::send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid,
+                          std::uint8_t out_port, bool directed, bool vl15) {
+  const std::uint32_t pk = build_mad_packet(mad, lid(), dlid, vl15);
+  Packet& p = fabric_.pool()[pk];
+  p.directed = directed;
+  p.out_port = out_port;
+  p.in_port = 0;
+  p.in_vl = p.vl;
+  p.in_gen = ports_[0].gen;
+  InVl& iv = in_[0][p.vl];
+  iv.fifo.push_back(pk);
+  if (!iv.in_service) route_head(0, p.vl);
 }
 
 }  // namespace weft::fabric

@@ -7,6 +7,7 @@
 
 #include "emu/fabric/fabric.hpp"
 #include "emu/fabric/workload.hpp"
+#include "src/wire/mad.hpp"
 
 namespace weft::fabric {
 namespace {
@@ -282,6 +283,45 @@ TEST(Links, LinkDownDiscardsAndCountsAndRcRecoversAfterUp) {
   EXPECT_EQ(st[0].completed, 60u);
   EXPECT_EQ(st[0].errors, 0u);
   EXPECT_EQ(f.totals().buffer_overflows, 0u);
+}
+
+}  // namespace
+}  // namespace weft::fabric
+
+namespace weft::fabric {
+namespace {
+
+TEST(Management, SmaAnswersALidRoutedGetNodeInfoAndPmaCountersFollowTheDataPath) {
+  Star s = star(2);
+  sim::Simulator sim({.seed = 51});
+  Fabric f(sim, s.t);  // verified: MAD bytes are carried
+  f.configure_min_hop();
+  wire::SmpLid q;
+  q.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
+  q.hdr.method = static_cast<std::uint8_t>(wire::MadMethod::kGet);
+  q.hdr.attr_id = static_cast<std::uint16_t>(wire::SmpAttr::kNodeInfo);
+  q.hdr.tid = 77;
+  std::array<std::uint8_t, wire::kMadBytes> mad{};
+  wire::encode_smp(q, mad);
+  ASSERT_TRUE(f.send_mad(s.hosts[0], f.lid(s.sw), mad, /*smp=*/true));
+  sim.run_until(100'000);
+  EXPECT_EQ(f.node(s.sw).state().stats.smps_handled, 1u);
+  ASSERT_EQ(f.node(s.hosts[0]).mads_received(), 1u);  // the GetResp came back to QP0
+  const auto hdr = wire::decode_mad_header(f.node(s.hosts[0]).last_mad());
+  ASSERT_TRUE(hdr.ok());
+  EXPECT_EQ(hdr->method, static_cast<std::uint8_t>(wire::MadMethod::kGetResp));
+  EXPECT_EQ(hdr->tid, 77u);
+
+  RcEndpoint a = make_endpoint(f, s.hosts[0], 65536), b = make_endpoint(f, s.hosts[1], 65536);
+  ASSERT_EQ(connect_rc(f, a, b), Errc::kOk);
+  std::vector<WriteStream> st{{&a, &b, 65536, 4, 10}};
+  run_streams(f, st, sim.now() + 100'000);
+  EXPECT_EQ(st[0].completed, 10u);
+  for (int port : {1, 2}) {
+    const auto& pc = f.node(s.sw).state().ports[port].counters;
+    EXPECT_EQ(pc.port_xmit_pkts_ext, f.counters(s.sw, port).xmit_pkts);
+    EXPECT_EQ(pc.port_rcv_data_ext, f.counters(s.sw, port).rcv_data);
+  }
 }
 
 }  // namespace
