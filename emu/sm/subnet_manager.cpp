@@ -124,6 +124,7 @@ struct SubnetManager::Impl {
   std::deque<std::uint32_t> pending;
   std::deque<std::pair<TimeNs, std::uint64_t>> timers;  // send order = deadline order
   std::deque<OutMad> urgent;                            // no response expected (TrapRepress)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> deferred_lft;  // (node, block): 2nd pass
   std::uint32_t inflight = 0;
   std::uint64_t seq = 1;
 
@@ -188,6 +189,18 @@ struct SubnetManager::Impl {
     if (r.purpose == Purpose::kNodeInfo) ip[++hops] = r.port;
   }
 
+  // The SMP data of a Set: an LFT block from the routes, anything else from `datas`.
+  void fill_data(const Request& r, std::array<std::uint8_t, wire::kSmpDataBytes>& out) const {
+    if (r.purpose == Purpose::kSetLft) {
+      const auto b = routes.lft_block(routes.switch_index[r.node], static_cast<int>(r.mod));
+      wire::LinearForwardingTable t;
+      std::copy(b.begin(), b.end(), t.port.begin());
+      wire::encode(t, out);
+    } else if (r.data != kNone) {
+      out = datas[r.data];
+    }
+  }
+
   void encode(const Request& r, OutMad& out) {
     if (r.dlid != 0) {
       wire::SmpLid s;
@@ -197,7 +210,7 @@ struct SubnetManager::Impl {
       s.hdr.attr_id = r.attr;
       s.hdr.attr_mod = r.mod;
       s.m_key = sm.cfg_.m_key;
-      if (r.data != kNone) s.data = datas[r.data];
+      fill_data(r, s.data);
       out.route = OutMad::Route::kLidRouted;
       out.local = false;
       out.port = sm.cfg_.port;
@@ -214,14 +227,7 @@ struct SubnetManager::Impl {
     s.hdr.attr_mod = r.mod;
     s.m_key = sm.cfg_.m_key;
     path_of(r, s.initial_path, s.hop_cnt);
-    if (r.purpose == Purpose::kSetLft) {
-      const auto b = routes.lft_block(routes.switch_index[r.node], static_cast<int>(r.mod));
-      wire::LinearForwardingTable t;
-      std::copy(b.begin(), b.end(), t.port.begin());
-      wire::encode(t, s.data);
-    } else if (r.data != kNone) {
-      s.data = datas[r.data];
-    }
+    fill_data(r, s.data);
     const wire::DrDecision d = wire::dr_send(s);
     out.route = OutMad::Route::kDirected;
     out.local = d.verdict == wire::DrVerdict::kConsume;
@@ -315,6 +321,15 @@ struct SubnetManager::Impl {
           if (sm.phase_ == Phase::kFailed) return;
           continue;
         case Phase::kLftProgramming:
+          if (!deferred_lft.empty()) {
+            for (const auto& [i, b] : deferred_lft) {
+              const std::uint32_t slot = add(Purpose::kSetLft, true,
+                                             static_cast<std::uint16_t>(wire::SmpAttr::kLinearForwardingTable), b, i, 0);
+              reqs[slot].dlid = sweep_lost ? 0 : live_lid(i, 0);
+            }
+            deferred_lft.clear();
+            continue;
+          }
           activate(now);
           continue;
         case Phase::kActivation: {
@@ -530,9 +545,23 @@ struct SubnetManager::Impl {
     program(now);
   }
 
+  // LFT programming in two passes. First, directed: the blocks that hold the SM's LID or a
+  // switch LID, in every switch. Then the rest, LID-routed to each switch's LID: the first pass
+  // has made every switch reachable from the SM and the SM from every switch. Directed only when
+  // some switch LID is unroutable or lid_routed_when_live is off.
   void program(TimeNs) {
     const int blocks = routes.lft_blocks();
     const std::uint16_t top = static_cast<std::uint16_t>(routes.lid_top - 1);
+    std::vector<bool> first_pass(static_cast<std::size_t>(blocks), false);
+    const bool lid_routed = sm.cfg_.lid_routed_when_live && cur.check.switch_unreachable == 0;
+    if (lid_routed) {
+      first_pass[sm.sm_lid_ / routing::kLftBlockEntries] = true;
+      for (std::uint32_t i : routes.switches) {
+        const routing::Lid l = lids.lid_of(i, 0);
+        if (l != routing::kNoLid && l / routing::kLftBlockEntries < blocks) first_pass[l / routing::kLftBlockEntries] = true;
+      }
+    }
+    deferred_lft.clear();
     for (std::uint32_t s = 0; s < routes.switches.size(); ++s) {
       const std::uint32_t i = routes.switches[s];
       DNode& n = nodes[i];
@@ -556,9 +585,13 @@ struct SubnetManager::Impl {
           ++cur.lft_blocks_unchanged;
           continue;
         }
+        ++cur.lft_blocks_sent;
+        if (lid_routed && !first_pass[static_cast<std::size_t>(b)]) {
+          deferred_lft.emplace_back(i, static_cast<std::uint32_t>(b));
+          continue;
+        }
         add(Purpose::kSetLft, true, static_cast<std::uint16_t>(wire::SmpAttr::kLinearForwardingTable),
             static_cast<std::uint32_t>(b), i, 0);
-        ++cur.lft_blocks_sent;
       }
       if (routes.vls > 1 && !routes.sl2vl.empty()) program_vls(s, i, pr);
     }

@@ -21,11 +21,12 @@
 //   LFT programming  SwitchInfo Set (LinearFDBTop, clears PortStateChange) and
 //                    LinearForwardingTable Sets in 64-LID blocks, only the blocks that differ from
 //                    what this SM programmed before; SLtoVL and VLArbitration tables when the
-//                    engine uses VLs (dor datelines).
+//                    engine uses VLs (dor datelines). Two passes: the blocks holding the SM's LID
+//                    and the switch LIDs directed-route, then the rest LID-routed.
 //   activation       PortInfo Set PortState Armed -> Active on every armed port.
-// Discovery, port configuration and LFT programming are directed-route (paths from discovery), so
-// programming never depends on the tables being programmed; activation and light sweeps, which
-// come after, are LID-routed (lid_routed_when_live). A light sweep every sweep_interval_ns Gets SwitchInfo of every switch; a
+// Discovery, port configuration and the first LFT pass are directed-route (paths from discovery);
+// what comes after (the other LFT blocks, activation, light sweeps) is LID-routed
+// (lid_routed_when_live), through the entries the first pass wrote. A light sweep every sweep_interval_ns Gets SwitchInfo of every switch; a
 // PortStateChange, a switch that does not answer, or a trap 128 (link state change, LID-routed to
 // the SMLID; answered with TrapRepress) starts a heavy sweep, which re-sets only what changed.
 //
@@ -94,8 +95,9 @@ struct SmConfig {
   std::uint8_t sm_sl = 0;                   // MasterSMSL
   std::uint8_t subnet_timeout = 18;         // PortInfo:SubnetTimeOut, 4.096 us * 2^18
   bool check_credit_loops = true;           // for updn/ftree/dor
-  // Once the LFTs are programmed, activation Sets and light-sweep Gets go LID-routed (the
-  // switches forward them by LFT, only the addressed SMA handles them); false: all directed.
+  // Once the switches route the SM's and the switches' LIDs, the remaining LFT blocks,
+  // activation Sets and light-sweep Gets go LID-routed (the switches forward them by LFT, only
+  // the addressed SMA handles them); false: all directed.
   bool lid_routed_when_live = true;
   // Optional: the caller's wall clock (ns); 0 figures when absent. Only for reports.
   std::function<std::uint64_t()> wall_clock_ns;
