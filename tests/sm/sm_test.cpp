@@ -320,6 +320,25 @@ TEST(SubnetManager, LmcGivesEveryHcaPortARange) {
   EXPECT_EQ(r.fab.verify().hca_lids, 64u);
 }
 
+TEST(SubnetManager, DualPortHcasOnTwoSwitches) {
+  // Two switches joined by one link; the SM's HCA and h1 have a port on each switch.
+  topo::Topology t;
+  const auto sm_hca = t.add_hca(topo::make_guid(topo::NodeKind::kHca, 0), 2, "smhca");
+  const auto h1 = t.add_hca(topo::make_guid(topo::NodeKind::kHca, 1), 2, "h1");
+  const auto s1 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 0), 4, "s1");
+  const auto s2 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 1), 4, "s2");
+  t.connect({sm_hca, 1}, {s1, 1});
+  t.connect({sm_hca, 2}, {s2, 1});
+  t.connect({h1, 1}, {s1, 2});
+  t.connect({h1, 2}, {s2, 2});
+  t.connect({s1, 3}, {s2, 3});
+  Rig r(t, config(routing::Engine::kMinHop));
+  expect_up(r, "dual port");
+  EXPECT_EQ(r.sm.last_heavy().hcas, 2u);
+  EXPECT_EQ(r.sm.last_heavy().links, 5u);
+  EXPECT_EQ(r.fab.verify().hca_lids, 4u);  // every HCA port has its own LID
+}
+
 TEST(SubnetManager, FtreeRefusesATorus) {
   Rig r(spec("torus:dims=3x3,hosts=1"), config(routing::Engine::kFtree));
   EXPECT_FALSE(r.fab.run_until_up(kLimitNs));
