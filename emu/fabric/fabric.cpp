@@ -172,6 +172,7 @@ void Fabric::configure_min_hop() {
     if (topo_.node(n).is_switch()) lfts[n].assign(lft_size, kNoPort);
   }
   std::vector<int> dist(topo_.node_count());
+  std::vector<std::uint8_t> candidates;
   std::deque<topo::NodeId> q;
   for (const Dest& d : dests) {
     std::fill(dist.begin(), dist.end(), -1);
@@ -195,14 +196,17 @@ void Fabric::configure_min_hop() {
         lfts[s][d.lid] = 0;
         continue;
       }
+      // Equal-cost next hops are spread by destination LID, so the up-links of a fat tree
+      // share the destinations (as OpenSM's min-hop balances them) instead of one carrying all.
+      candidates.clear();
       for (int p = 1; p <= topo_.node(s).num_ports(); ++p) {
         const auto peer = topo_.peer({s, p});
         if (!peer || dist[peer->node] != dist[s] - 1) continue;
         if (peer->node == d.node && d.port != 0 && peer->port != d.port) continue;
         if (peer->node != d.node && !topo_.node(peer->node).is_switch()) continue;
-        lfts[s][d.lid] = static_cast<std::uint8_t>(p);
-        break;
+        candidates.push_back(static_cast<std::uint8_t>(p));
       }
+      if (!candidates.empty()) lfts[s][d.lid] = candidates[d.lid % candidates.size()];
     }
   }
   for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {

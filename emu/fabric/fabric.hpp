@@ -66,6 +66,11 @@ struct LinkModel {
   // credit round trip of a 400 Gb/s link with a few hundred ns of switch latency.
   std::uint32_t data_vl_buffer_bytes = 64 * 1024;
   std::uint32_t vl15_buffer_bytes = 2 * 1024;  // a few SMPs
+  // An FC packet goes back when this fraction of the buffer has been freed since the last one,
+  // or when the buffer is empty (1 = only then or when all of it was freed; large = every
+  // packet). 8 keeps credits flowing well ahead of a 400 Gb/s sender and saves an event per
+  // packet per hop.
+  std::uint32_t fc_batch_divisor = 8;
 };
 
 struct SwitchModel {
@@ -191,6 +196,7 @@ struct PortEnd {
   std::optional<link::VlArbiter> arb;    // transmit direction
   bool busy = false;
   TimeNs last_delivery_ns = 0;           // latest data arrival scheduled at the peer
+  std::array<std::uint32_t, 16> fc_freed_bytes{};  // drained since the last FC packet, per VL
   bool waiting = false;
   TimeNs wait_start_ns = 0;
   PortCounters counters{};
@@ -339,7 +345,7 @@ class Fabric {
   ~Fabric();
 
   // Until the subnet manager exists: LIDs from 1 in node order (one per switch, one per HCA
-  // port), LFTs by BFS min-hop (lowest port number on ties), every linked port Active.
+  // port), LFTs by BFS min-hop (equal-cost next hops spread by DLID), every linked port Active.
   void configure_min_hop();
 
   sim::Simulator& sim() { return sim_; }

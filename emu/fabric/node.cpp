@@ -191,7 +191,16 @@ void Node::drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint1
   if (!pe.connected) return;            // port 0: the node's own management packets
   if (!pe.up || gen != pe.gen) return;  // the buffer went with the link
   pe.credit->on_packet_drained(vl, wire_bytes);
-  if (vl != link::kVl15) flush_fc(port);
+  if (vl == link::kVl15) return;
+  // Credits go back in batches (LinkModel::fc_batch_divisor of the buffer), or at once when the
+  // buffer has emptied: a sender waiting on credits is never left waiting on a drained buffer.
+  pe.fc_freed_bytes[vl] += wire_bytes;
+  const std::uint32_t batch = fabric_.config().link.data_vl_buffer_bytes /
+                              std::max<std::uint32_t>(1, fabric_.config().link.fc_batch_divisor);
+  if (pe.fc_freed_bytes[vl] >= batch || pe.credit->receiver().used_blocks(vl) == 0) {
+    pe.fc_freed_bytes[vl] = 0;
+    flush_fc(port);
+  }
 }
 
 void Node::flush_fc(int port) {
@@ -246,6 +255,7 @@ void Node::set_link(int port, bool up) {
   pe.clock.emplace(pe.rate);
   pe.arb.emplace(fabric_.arb_config());
   pe.last_delivery_ns = t;
+  pe.fc_freed_bytes = {};
   init_credits(port, t);
   try_send(port);
 }
