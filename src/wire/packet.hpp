@@ -216,6 +216,13 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
 Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> headers,
                                               std::size_t payload_bytes, std::uint8_t pad_bytes);
 
+// parse_headers into caller-owned headers (no ParsedPacket to build and move): fills h exactly as
+// parse_headers fills ParsedPacket::h, leaving fields of absent headers as they were, and returns
+// the header byte count. Same checks, same errors.
+Result<std::size_t, WireError> parse_headers_to(std::span<const std::uint8_t> headers,
+                                                std::size_t payload_bytes,
+                                                std::uint8_t pad_bytes, Headers& h);
+
 // Decodes BTH + extension headers from the front of `bytes` into h.bth and the extension
 // fields; returns their byte count. Errors: kTruncated, kBadTransportVersion, kUnknownOpcode.
 Result<std::size_t, WireError> parse_transport_headers(std::span<const std::uint8_t> bytes,
@@ -242,6 +249,14 @@ std::uint16_t vcrc_update(std::uint16_t crc, std::span<const std::uint8_t> bytes
 // The portable table-driven path alone (vcrc_update picks carry-less multiply folding on long
 // inputs where the CPU has it); exposed so tests can check one against the other.
 std::uint16_t vcrc_update_tables(std::uint16_t crc, std::span<const std::uint8_t> bytes);
+// The implementations behind vcrc_update, each selectable for tests and benchmarks: slicing-by-16
+// tables, carry-less multiply folding on 128-bit registers (PCLMULQDQ), and the same on 512-bit
+// registers (VPCLMULQDQ + AVX-512). vcrc_update_path runs `path` on any length it can (a folding
+// path hands inputs shorter than one fold stride to the tables); the path must be available.
+enum class VcrcPath : std::uint8_t { kTables, kClmul, kVpclmul };
+bool vcrc_path_available(VcrcPath path);
+std::uint16_t vcrc_update_path(VcrcPath path, std::uint16_t crc,
+                               std::span<const std::uint8_t> bytes);
 inline constexpr std::uint16_t kVcrcInit = 0xFFFF;
 constexpr std::uint16_t vcrc_finish(std::uint16_t crc) {
   return static_cast<std::uint16_t>(crc ^ 0xFFFF);
