@@ -368,8 +368,8 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
     return;
   }
   const std::span<const std::uint8_t> hdr(pkt.headers.data(), pkt.header_bytes);
-  auto p = wire::parse_headers(hdr, pkt.payload_bytes, pkt.pad_bytes);
-  if (!p) {
+  wire::Headers h{};
+  if (!wire::parse_headers_to(hdr, pkt.payload_bytes, pkt.pad_bytes, h)) {
     ++counters_.rx_malformed;
     return;
   }
@@ -392,8 +392,8 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
     }
   }
   std::span<const std::uint8_t> grh;
-  if (p->h.has_grh) grh = hdr.subspan(wire::kLrhBytes, wire::kGrhBytes);
-  dispatch(p->h, pl, grh, now);
+  if (h.has_grh) grh = hdr.subspan(wire::kLrhBytes, wire::kGrhBytes);
+  dispatch(h, pl, grh, now);
 }
 
 // IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least one

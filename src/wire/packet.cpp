@@ -35,14 +35,49 @@ static_assert(kAtomicAckEthBytes == 8 && kDethBytes == 8 && kImmBytes == 4 && kI
 
 std::size_t routing_bytes(bool has_grh) { return kLrhBytes + (has_grh ? kGrhBytes : 0); }
 
+// Unchecked big-endian loads and stores for the hot paths: each caller checks its whole span
+// once up front instead of per field (bytes.hpp's accessors assert on every field).
+inline std::uint16_t ld16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return __builtin_bswap16(v);
+}
+inline std::uint32_t ld32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return __builtin_bswap32(v);
+}
+inline std::uint32_t ld24(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 16) | (std::uint32_t{p[1]} << 8) | p[2];
+}
+inline std::uint64_t ld64(const std::uint8_t* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return __builtin_bswap64(v);
+}
+inline void st16(std::uint8_t* p, unsigned v) {
+  const auto w = __builtin_bswap16(static_cast<std::uint16_t>(v));
+  std::memcpy(p, &w, 2);
+}
+inline void st32(std::uint8_t* p, std::uint32_t v) {
+  const auto w = __builtin_bswap32(v);
+  std::memcpy(p, &w, 4);
+}
+inline void st64(std::uint8_t* p, std::uint64_t v) {
+  const auto w = __builtin_bswap64(v);
+  std::memcpy(p, &w, 8);
+}
+
 void encode_lrh(const Lrh& l, bool has_grh, std::span<std::uint8_t> b) {
-  put8(b, 0, ((l.vl & 0xFu) << 4) | (l.lver & 0xFu));
+  WEFT_ASSERT(b.size() >= kLrhBytes);
+  std::uint8_t* o = b.data();
+  o[0] = static_cast<std::uint8_t>(((l.vl & 0xFu) << 4) | (l.lver & 0xFu));
   // LNH follows has_grh so the header can never claim a GRH that is not there.
   const auto lnh = has_grh ? Lnh::kIbaGlobal : Lnh::kIbaLocal;
-  put8(b, 1, ((l.sl & 0xFu) << 4) | static_cast<unsigned>(lnh));
-  put16(b, 2, l.dlid);
-  put16(b, 4, l.pkt_len & kPktLenWordsMax);
-  put16(b, 6, l.slid);
+  o[1] = static_cast<std::uint8_t>(((l.sl & 0xFu) << 4) | static_cast<unsigned>(lnh));
+  st16(o + 2, l.dlid);
+  st16(o + 4, l.pkt_len & kPktLenWordsMax);
+  st16(o + 6, l.slid);
 }
 
 void encode_grh(const Grh& g, std::span<std::uint8_t> b) {
@@ -56,103 +91,125 @@ void encode_grh(const Grh& g, std::span<std::uint8_t> b) {
 }
 
 void encode_bth(const Bth& t, std::span<std::uint8_t> b) {
-  put8(b, 0, static_cast<unsigned>(t.opcode));
-  put8(b, 1, (t.se ? 0x80u : 0u) | (t.mig_req ? 0x40u : 0u) | ((t.pad_cnt & 3u) << 4) |
-                 (t.tver & 0xFu));
-  put16(b, 2, t.pkey);
-  put8(b, 4, (t.fecn ? 0x80u : 0u) | (t.becn ? 0x40u : 0u));
-  put24(b, 5, t.dest_qp & k24Bits);
-  put8(b, 8, t.ack_req ? 0x80u : 0u);
-  put24(b, 9, t.psn & k24Bits);
+  WEFT_ASSERT(b.size() >= kBthBytes);
+  std::uint8_t* o = b.data();
+  o[0] = static_cast<std::uint8_t>(t.opcode);
+  o[1] = static_cast<std::uint8_t>((t.se ? 0x80u : 0u) | (t.mig_req ? 0x40u : 0u) |
+                                   ((t.pad_cnt & 3u) << 4) | (t.tver & 0xFu));
+  st16(o + 2, t.pkey);
+  // Byte 4 (FECN, BECN, resv6a) and the 24-bit QPN share one 32-bit store; so do byte 8
+  // (AckReq, resv7) and the 24-bit PSN.
+  st32(o + 4, ((t.fecn ? 0x80u : 0u) << 24) | ((t.becn ? 0x40u : 0u) << 24) |
+                  (t.dest_qp & k24Bits));
+  st32(o + 8, ((t.ack_req ? 0x80u : 0u) << 24) | (t.psn & k24Bits));
 }
 
 // Extension headers in IBA 9.3 order; `b` starts right after the BTH.
 void encode_ext(const Headers& h, std::uint16_t mask, std::span<std::uint8_t> b) {
-  std::size_t o = 0;
+  WEFT_ASSERT(b.size() >= opcode_info(h.bth.opcode).ext_bytes);
+  std::uint8_t* o = b.data();
   if (mask & kHasDeth) {
-    put32(b, o, h.deth.qkey);
-    put32(b, o + 4, h.deth.src_qp & k24Bits);  // the top byte is reserved (9.3.2)
+    st32(o, h.deth.qkey);
+    st32(o + 4, h.deth.src_qp & k24Bits);  // the top byte is reserved (9.3.2)
     o += kDethBytes;
   }
   if (mask & kHasReth) {
-    put64(b, o, h.reth.va);
-    put32(b, o + 8, h.reth.rkey);
-    put32(b, o + 12, h.reth.dma_len);
+    st64(o, h.reth.va);
+    st32(o + 8, h.reth.rkey);
+    st32(o + 12, h.reth.dma_len);
     o += kRethBytes;
   }
   if (mask & kHasAtomicEth) {
-    put64(b, o, h.atomic_eth.va);
-    put32(b, o + 8, h.atomic_eth.rkey);
-    put64(b, o + 12, h.atomic_eth.swap_add);
-    put64(b, o + 20, h.atomic_eth.compare);
+    st64(o, h.atomic_eth.va);
+    st32(o + 8, h.atomic_eth.rkey);
+    st64(o + 12, h.atomic_eth.swap_add);
+    st64(o + 20, h.atomic_eth.compare);
     o += kAtomicEthBytes;
   }
   if (mask & kHasAeth) {
-    put32(b, o, (std::uint32_t{h.aeth.syndrome} << 24) | (h.aeth.msn & k24Bits));
+    st32(o, (std::uint32_t{h.aeth.syndrome} << 24) | (h.aeth.msn & k24Bits));
     o += kAethBytes;
   }
   if (mask & kHasAtomicAckEth) {
-    put64(b, o, h.atomic_ack_eth.orig);
+    st64(o, h.atomic_ack_eth.orig);
     o += kAtomicAckEthBytes;
   }
   if (mask & kHasImm) {
-    put32(b, o, h.imm);
+    st32(o, h.imm);
     o += kImmBytes;
   }
-  if (mask & kHasIeth) {
-    put32(b, o, h.ieth.rkey);
-    o += kIethBytes;
-  }
+  if (mask & kHasIeth) st32(o, h.ieth.rkey);
 }
 
-void decode_ext(std::span<const std::uint8_t> b, std::uint16_t mask, Headers& h) {
-  std::size_t o = 0;
+// `b` holds at least the opcode's ext_bytes (the caller checked).
+void decode_ext(const std::uint8_t* b, std::uint16_t mask, Headers& h) {
   if (mask & kHasDeth) {
-    h.deth.qkey = get32(b, o);
-    h.deth.src_qp = get24(b, o + 5);
-    o += kDethBytes;
+    h.deth.qkey = ld32(b);
+    h.deth.src_qp = ld24(b + 5);
+    b += kDethBytes;
   }
   if (mask & kHasReth) {
-    h.reth.va = get64(b, o);
-    h.reth.rkey = get32(b, o + 8);
-    h.reth.dma_len = get32(b, o + 12);
-    o += kRethBytes;
+    h.reth.va = ld64(b);
+    h.reth.rkey = ld32(b + 8);
+    h.reth.dma_len = ld32(b + 12);
+    b += kRethBytes;
   }
   if (mask & kHasAtomicEth) {
-    h.atomic_eth.va = get64(b, o);
-    h.atomic_eth.rkey = get32(b, o + 8);
-    h.atomic_eth.swap_add = get64(b, o + 12);
-    h.atomic_eth.compare = get64(b, o + 20);
-    o += kAtomicEthBytes;
+    h.atomic_eth.va = ld64(b);
+    h.atomic_eth.rkey = ld32(b + 8);
+    h.atomic_eth.swap_add = ld64(b + 12);
+    h.atomic_eth.compare = ld64(b + 20);
+    b += kAtomicEthBytes;
   }
   if (mask & kHasAeth) {
-    h.aeth.syndrome = get8(b, o);
-    h.aeth.msn = get24(b, o + 1);
-    o += kAethBytes;
+    h.aeth.syndrome = b[0];
+    h.aeth.msn = ld24(b + 1);
+    b += kAethBytes;
   }
   if (mask & kHasAtomicAckEth) {
-    h.atomic_ack_eth.orig = get64(b, o);
-    o += kAtomicAckEthBytes;
+    h.atomic_ack_eth.orig = ld64(b);
+    b += kAtomicAckEthBytes;
   }
   if (mask & kHasImm) {
-    h.imm = get32(b, o);
-    o += kImmBytes;
+    h.imm = ld32(b);
+    b += kImmBytes;
   }
-  if (mask & kHasIeth) h.ieth.rkey = get32(b, o);
+  if (mask & kHasIeth) h.ieth.rkey = ld32(b);
+}
+
+// The BTH from 12 bytes the caller has checked are there.
+inline void decode_bth(const std::uint8_t* b, Bth& t) {
+  const std::uint8_t flags = b[1], fb = b[4];
+  t.opcode = static_cast<Opcode>(b[0]);
+  t.se = flags & 0x80;
+  t.mig_req = flags & 0x40;
+  t.pad_cnt = (flags >> 4) & 3;
+  t.tver = flags & 0xF;
+  t.pkey = ld16(b + 2);
+  t.fecn = fb & 0x80;
+  t.becn = fb & 0x40;
+  t.dest_qp = ld32(b + 4) & k24Bits;
+  t.ack_req = b[8] & 0x80;
+  t.psn = ld32(b + 8) & k24Bits;
+}
+
+// The LRH from 8 bytes the caller has checked are there.
+inline void decode_lrh(const std::uint8_t* b, Lrh& l) {
+  const std::uint8_t b0 = b[0], b1 = b[1];
+  l.vl = b0 >> 4;
+  l.lver = b0 & 0xF;
+  l.sl = b1 >> 4;
+  l.lnh = static_cast<Lnh>(b1 & 3);
+  l.dlid = ld16(b + 2);
+  l.pkt_len = ld16(b + 4) & kPktLenWordsMax;
+  l.slid = ld16(b + 6);
 }
 
 // Decodes LRH [GRH] BTH ext from the front of `b` and checks the version and type fields.
 // Returns the header byte count or an error; fills out.h.
 Result<std::size_t, WireError> decode_headers(std::span<const std::uint8_t> b, Headers& h) {
   if (b.size() < kLrhBytes) return WireError::kTruncated;
-  const std::uint8_t b0 = get8(b, 0), b1 = get8(b, 1);
-  h.lrh.vl = b0 >> 4;
-  h.lrh.lver = b0 & 0xF;
-  h.lrh.sl = b1 >> 4;
-  h.lrh.lnh = static_cast<Lnh>(b1 & 3);
-  h.lrh.dlid = get16(b, 2);
-  h.lrh.pkt_len = get16(b, 4) & kPktLenWordsMax;
-  h.lrh.slid = get16(b, 6);
+  decode_lrh(b.data(), h.lrh);
   if (h.lrh.lver != 0) return WireError::kBadLinkVersion;  // IBA 7.7.3
   // Raw packets (LNH 0/1) carry no BTH; this transport neither sends nor accepts them.
   if (h.lrh.lnh != Lnh::kIbaLocal && h.lrh.lnh != Lnh::kIbaGlobal) return WireError::kBadLnh;
@@ -202,23 +259,12 @@ std::optional<WireError> check_payload(const Headers& h, std::size_t after_heade
 Result<std::size_t, WireError> parse_transport_headers(std::span<const std::uint8_t> b,
                                                        Headers& h) {
   if (b.size() < kBthBytes) return WireError::kTruncated;
-  const std::uint8_t op = get8(b, 0), flags = get8(b, 1), fb = get8(b, 4);
-  h.bth.opcode = static_cast<Opcode>(op);
-  h.bth.se = flags & 0x80;
-  h.bth.mig_req = flags & 0x40;
-  h.bth.pad_cnt = (flags >> 4) & 3;
-  h.bth.tver = flags & 0xF;
-  h.bth.pkey = get16(b, 2);
-  h.bth.fecn = fb & 0x80;
-  h.bth.becn = fb & 0x40;
-  h.bth.dest_qp = get24(b, 5);
-  h.bth.ack_req = get8(b, 8) & 0x80;
-  h.bth.psn = get24(b, 9);
+  decode_bth(b.data(), h.bth);
   if (h.bth.tver != 0) return WireError::kBadTransportVersion;  // IBA 9.2.4
-  const OpcodeInfo& info = opcode_info(op);
+  const OpcodeInfo& info = opcode_info(b[0]);
   if (!info.valid) return WireError::kUnknownOpcode;
   if (b.size() < kBthBytes + info.ext_bytes) return WireError::kTruncated;
-  decode_ext(b.subspan(kBthBytes, info.ext_bytes), info.mask, h);
+  decode_ext(b.data() + kBthBytes, info.mask, h);
   return kBthBytes + info.ext_bytes;
 }
 
@@ -318,16 +364,43 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
   return p;
 }
 
+Result<std::size_t, WireError> parse_headers_to(std::span<const std::uint8_t> headers,
+                                                std::size_t payload_bytes,
+                                                std::uint8_t pad_bytes, Headers& h) {
+  const std::uint8_t* b = headers.data();
+  const std::size_t n = headers.size();
+  std::size_t hb;
+  // Fast path for the common case — a local route (no GRH), link and transport version 0, a
+  // defined opcode and exactly its headers — with one bounds check. It decodes what the general
+  // decoder would and returns the same result; anything else takes the general path below,
+  // which finds the error.
+  if (n >= kLrhBytes + kBthBytes && b[0] % 16 == 0 &&
+      (b[1] & 3) == static_cast<unsigned>(Lnh::kIbaLocal) && b[kLrhBytes + 1] % 16 == 0 &&
+      n == kLrhBytes + kBthBytes + opcode_info(b[kLrhBytes]).ext_bytes &&
+      opcode_info(b[kLrhBytes]).valid) {
+    decode_lrh(b, h.lrh);
+    h.has_grh = false;
+    decode_bth(b + kLrhBytes, h.bth);
+    decode_ext(b + kLrhBytes + kBthBytes, opcode_info(b[kLrhBytes]).mask, h);
+    hb = n;
+  } else {
+    auto r = decode_headers(headers, h);
+    if (!r) return r.error();
+    hb = *r;
+  }
+  if (hb != n) return WireError::kBadLength;
+  if (pad_bytes != h.bth.pad_cnt) return WireError::kBadLength;
+  const std::size_t through_icrc = std::size_t{h.lrh.pkt_len} * 4;
+  if (through_icrc != hb + payload_bytes + pad_bytes + kIcrcBytes) return WireError::kBadLength;
+  if (auto e = check_payload(h, payload_bytes + pad_bytes)) return *e;
+  return hb;
+}
+
 Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> headers,
                                               std::size_t payload_bytes, std::uint8_t pad_bytes) {
   ParsedPacket p;
-  auto hb = decode_headers(headers, p.h);
+  auto hb = parse_headers_to(headers, payload_bytes, pad_bytes, p.h);
   if (!hb) return hb.error();
-  if (*hb != headers.size()) return WireError::kBadLength;
-  if (pad_bytes != p.h.bth.pad_cnt) return WireError::kBadLength;
-  const std::size_t through_icrc = std::size_t{p.h.lrh.pkt_len} * 4;
-  if (through_icrc != *hb + payload_bytes + pad_bytes + kIcrcBytes) return WireError::kBadLength;
-  if (auto e = check_payload(p.h, payload_bytes + pad_bytes)) return *e;
   p.header_bytes = *hb;
   return p;
 }
