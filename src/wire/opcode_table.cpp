@@ -89,7 +89,8 @@ static_assert(!kTable[0x15].valid, "0x15 is reserved (IBA Table 35)");
 
 }  // namespace
 
-const OpcodeInfo& opcode_info(std::uint8_t opcode) { return kTable[opcode]; }
+// Constant-initialized from kTable at compile time (no dynamic initialization order to mind).
+constinit const std::array<OpcodeInfo, 256> detail::kOpcodeTable = kTable;
 
 std::string_view to_string(Opcode op) { return opcode_info(op).name; }
 

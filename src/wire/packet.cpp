@@ -364,9 +364,9 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
   return p;
 }
 
-Result<std::size_t, WireError> parse_headers_to(std::span<const std::uint8_t> headers,
-                                                std::size_t payload_bytes,
-                                                std::uint8_t pad_bytes, Headers& h) {
+std::optional<WireError> parse_headers_to(std::span<const std::uint8_t> headers,
+                                          std::size_t payload_bytes, std::uint8_t pad_bytes,
+                                          Headers& h) {
   const std::uint8_t* b = headers.data();
   const std::size_t n = headers.size();
   std::size_t hb;
@@ -392,16 +392,14 @@ Result<std::size_t, WireError> parse_headers_to(std::span<const std::uint8_t> he
   if (pad_bytes != h.bth.pad_cnt) return WireError::kBadLength;
   const std::size_t through_icrc = std::size_t{h.lrh.pkt_len} * 4;
   if (through_icrc != hb + payload_bytes + pad_bytes + kIcrcBytes) return WireError::kBadLength;
-  if (auto e = check_payload(h, payload_bytes + pad_bytes)) return *e;
-  return hb;
+  return check_payload(h, payload_bytes + pad_bytes);
 }
 
 Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> headers,
                                               std::size_t payload_bytes, std::uint8_t pad_bytes) {
   ParsedPacket p;
-  auto hb = parse_headers_to(headers, payload_bytes, pad_bytes, p.h);
-  if (!hb) return hb.error();
-  p.header_bytes = *hb;
+  if (auto e = parse_headers_to(headers, payload_bytes, pad_bytes, p.h)) return *e;
+  p.header_bytes = headers.size();
   return p;
 }
 

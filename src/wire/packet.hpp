@@ -7,8 +7,10 @@
 // See FORMAT.md beside this file for the field-to-section map. Thread-safety: pure functions.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -75,8 +77,12 @@ struct OpcodeInfo {
   std::uint8_t ext_bytes;       // bytes of extension headers after the BTH
   bool valid;                   // false for reserved opcodes
 };
-// The table entry for any byte value; reserved values have valid == false.
-const OpcodeInfo& opcode_info(std::uint8_t opcode);
+// The table entry for any byte value; reserved values have valid == false. Inline: every packet
+// looks its opcode up several times on the hot paths.
+namespace detail {
+extern const std::array<OpcodeInfo, 256> kOpcodeTable;  // opcode_table.cpp
+}
+inline const OpcodeInfo& opcode_info(std::uint8_t opcode) { return detail::kOpcodeTable[opcode]; }
 inline const OpcodeInfo& opcode_info(Opcode op) { return opcode_info(static_cast<std::uint8_t>(op)); }
 
 // ---- Headers (host order) ------------------------------------------------------------------
@@ -217,11 +223,11 @@ Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> head
                                               std::size_t payload_bytes, std::uint8_t pad_bytes);
 
 // parse_headers into caller-owned headers (no ParsedPacket to build and move): fills h exactly as
-// parse_headers fills ParsedPacket::h, leaving fields of absent headers as they were, and returns
-// the header byte count. Same checks, same errors.
-Result<std::size_t, WireError> parse_headers_to(std::span<const std::uint8_t> headers,
-                                                std::size_t payload_bytes,
-                                                std::uint8_t pad_bytes, Headers& h);
+// parse_headers fills ParsedPacket::h, leaving fields of absent headers as they were. Same
+// checks, same errors; no error means the headers are exactly `headers.size()` bytes.
+std::optional<WireError> parse_headers_to(std::span<const std::uint8_t> headers,
+                                          std::size_t payload_bytes, std::uint8_t pad_bytes,
+                                          Headers& h);
 
 // Decodes BTH + extension headers from the front of `bytes` into h.bth and the extension
 // fields; returns their byte count. Errors: kTruncated, kBadTransportVersion, kUnknownOpcode.
