@@ -55,12 +55,6 @@ Errc DeviceImpl::set_port_state(std::uint8_t port_num, PortState state) {
   return Errc::kOk;
 }
 
-std::uint16_t DeviceImpl::pkey_at(std::uint8_t port_num, std::uint16_t index) const {
-  if (port_num == 0 || port_num > config_.ports.size()) return 0;
-  const auto& t = config_.ports[port_num - 1].pkeys;
-  return index < t.size() ? t[index] : 0;
-}
-
 // ---- objects ----------------------------------------------------------------------------------
 
 Result<ProtectionDomain*, Errc> DeviceImpl::alloc_pd() {
@@ -369,7 +363,7 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
   }
   const std::span<const std::uint8_t> hdr(pkt.headers.data(), pkt.header_bytes);
   wire::Headers h{};
-  if (!wire::parse_headers_to(hdr, pkt.payload_bytes, pkt.pad_bytes, h)) {
+  if (wire::parse_headers_to(hdr, pkt.payload_bytes, pkt.pad_bytes, h)) {
     ++counters_.rx_malformed;
     return;
   }

@@ -75,7 +75,11 @@ class DeviceImpl final : public Device {
     if (bounce_.size() < bytes) bounce_.resize(bytes);
     return bounce_.data();
   }
-  std::uint16_t pkey_at(std::uint8_t port_num, std::uint16_t index) const;
+  std::uint16_t pkey_at(std::uint8_t port_num, std::uint16_t index) const {
+    if (port_num == 0 || port_num > config_.ports.size()) return 0;
+    const auto& t = config_.ports[port_num - 1].pkeys;
+    return index < t.size() ? t[index] : 0;
+  }
 
   DeviceConfig config_;
   Rng& rng_;

@@ -6,6 +6,8 @@
 // Device's.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -18,6 +20,12 @@ namespace weft::transport {
 
 class DeviceImpl;
 class QpImpl;
+
+// Slots of a ring that holds up to n entries: the next power of two, so a position maps to its
+// slot with a mask (a 64-bit modulo is a division, tens of cycles, on every WQE and completion).
+inline std::uint32_t ring_slots(std::uint32_t n) {
+  return std::bit_ceil(std::max<std::uint32_t>(n, 1));
+}
 
 class PdImpl final : public ProtectionDomain {
  public:
@@ -57,10 +65,11 @@ class MrImpl final : public MemoryRegion {
 
 class CqImpl final : public CompletionQueue {
  public:
-  CqImpl(DeviceImpl* dev, std::uint32_t depth) : dev_(dev), ring_(depth), depth_(depth) {}
+  CqImpl(DeviceImpl* dev, std::uint32_t depth)
+      : dev_(dev), ring_(ring_slots(depth)), mask_(ring_slots(depth) - 1), depth_(depth) {}
   std::size_t poll(std::span<WorkCompletion> out) override {
     std::size_t n = 0;
-    while (n < out.size() && tail_ != head_) out[n++] = ring_[tail_++ % depth_];
+    while (n < out.size() && tail_ != head_) out[n++] = ring_[tail_++ & mask_];
     return n;
   }
   std::uint32_t depth() const override { return depth_; }
@@ -69,7 +78,7 @@ class CqImpl final : public CompletionQueue {
   // Appends; false when full (the caller turns that into an overrun, IBA 11.4.2.1).
   bool push(const WorkCompletion& wc) {
     if (head_ - tail_ >= depth_) return false;
-    ring_[head_++ % depth_] = wc;
+    ring_[head_++ & mask_] = wc;
     return true;
   }
   DeviceImpl* dev_;
@@ -77,8 +86,9 @@ class CqImpl final : public CompletionQueue {
   bool overrun_ = false;
 
  private:
-  std::vector<WorkCompletion> ring_;
+  std::vector<WorkCompletion> ring_;  // ring_slots(depth_) entries, at most depth_ in use
   std::uint64_t head_ = 0, tail_ = 0;
+  std::uint64_t mask_;
   std::uint32_t depth_;
 };
 
@@ -94,7 +104,11 @@ class RecvQueue {
  public:
   RecvQueue() = default;
   RecvQueue(std::uint32_t max_wr, std::uint32_t max_sge)
-      : wqes_(max_wr), sges_(std::size_t{max_wr} * max_sge), max_wr_(max_wr), max_sge_(max_sge) {}
+      : wqes_(ring_slots(max_wr)),
+        sges_(std::size_t{ring_slots(max_wr)} * max_sge),
+        mask_(ring_slots(max_wr) - 1),
+        max_wr_(max_wr),
+        max_sge_(max_sge) {}
   std::uint32_t max_wr() const { return max_wr_; }
   std::uint32_t max_sge() const { return max_sge_; }
   std::size_t outstanding() const { return static_cast<std::size_t>(head_ - tail_); }
@@ -102,7 +116,7 @@ class RecvQueue {
   bool full() const { return head_ - tail_ >= max_wr_; }
   // The caller has validated wr.
   void push(const RecvWr& wr) {
-    const std::uint64_t slot = head_ % max_wr_;
+    const std::uint64_t slot = head_ & mask_;
     RecvWqe& w = wqes_[slot];
     w.wr_id = wr.wr_id;
     w.num_sge = static_cast<std::uint32_t>(wr.sg_list.size());
@@ -113,8 +127,8 @@ class RecvQueue {
     }
     ++head_;
   }
-  const RecvWqe& front() const { return wqes_[tail_ % max_wr_]; }
-  const Sge* front_sges() const { return &sges_[(tail_ % max_wr_) * max_sge_]; }
+  const RecvWqe& front() const { return wqes_[tail_ & mask_]; }
+  const Sge* front_sges() const { return &sges_[(tail_ & mask_) * max_sge_]; }
   void pop() {
     WEFT_ASSERT(head_ != tail_);
     ++tail_;
@@ -122,9 +136,10 @@ class RecvQueue {
   void clear() { tail_ = head_; }
 
  private:
-  std::vector<RecvWqe> wqes_;
+  std::vector<RecvWqe> wqes_;  // ring_slots(max_wr_) entries, at most max_wr_ in use
   std::vector<Sge> sges_;
   std::uint64_t head_ = 0, tail_ = 0;
+  std::uint64_t mask_ = 0;
   std::uint32_t max_wr_ = 0, max_sge_ = 0;
 };
 

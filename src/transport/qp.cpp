@@ -73,11 +73,13 @@ std::string_view to_string(CompState s) {
 QpImpl::QpImpl(DeviceImpl* dev, std::uint32_t qpn, const QpInitAttr& init)
     : dev_(dev), qpn_(qpn), init_(init) {
   const QpCaps& c = init.caps;
-  sq_.resize(c.max_send_wr);
+  sq_.resize(ring_slots(c.max_send_wr));
+  sq_mask_ = sq_.size() - 1;
+  sq_depth_ = c.max_send_wr;
   max_send_sge_ = c.max_send_sge;
   inline_max_ = c.max_inline_data;
-  sq_sge_.resize(std::size_t{c.max_send_wr} * c.max_send_sge);
-  sq_inline_.resize(std::size_t{c.max_send_wr} * c.max_inline_data);
+  sq_sge_.resize(sq_.size() * c.max_send_sge);
+  sq_inline_.resize(sq_.size() * c.max_inline_data);
   if (!init.srq) rq_ = RecvQueue(c.max_recv_wr, c.max_recv_sge);
   cur_sges_.resize(kSgeMax);
   res_.resize(kRdAtomicMax);
@@ -248,7 +250,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
   if (ud && !is_send) return Errc::kWrongQpType;
   if (ud && !wr.ah) return Errc::kInvalidArgument;
   if (wr.sg_list.size() > max_send_sge_) return Errc::kTooManySge;
-  if (sq_head_ - sq_comp_ >= sq_.size()) return Errc::kQueueFull;
+  if (sq_head_ - sq_comp_ >= sq_depth_) return Errc::kQueueFull;
   const bool atomic = wr.opcode == WrOpcode::kAtomicCmpAndSwp ||
                       wr.opcode == WrOpcode::kAtomicFetchAndAdd;
   const bool read = wr.opcode == WrOpcode::kRdmaRead;
@@ -306,7 +308,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
     w.num_sge = 0;
   } else {
     w.num_sge = static_cast<std::uint32_t>(wr.sg_list.size());
-    std::copy(wr.sg_list.begin(), wr.sg_list.end(), &sq_sge_[(slot % sq_.size()) * max_send_sge_]);
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), &sq_sge_[(slot & sq_mask_) * max_send_sge_]);
   }
   w.cseq = cseq_next_;
   if (!ud && consumes_credit(wr.opcode)) ++cseq_next_;

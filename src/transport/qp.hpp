@@ -135,9 +135,9 @@ class QpImpl final : public QueuePair {
                      std::uint16_t slid = 0, std::uint8_t sl = 0);
   RecvQueue& recv_queue();
   bool uses_srq() const { return init_.srq != nullptr; }
-  SendWqe& sq_at(std::uint64_t i) { return sq_[i % sq_.size()]; }
-  const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i % sq_.size()) * max_send_sge_]; }
-  std::uint8_t* sq_inline(std::uint64_t i) { return &sq_inline_[(i % sq_.size()) * inline_max_]; }
+  SendWqe& sq_at(std::uint64_t i) { return sq_[i & sq_mask_]; }
+  const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i & sq_mask_) * max_send_sge_]; }
+  std::uint8_t* sq_inline(std::uint64_t i) { return &sq_inline_[(i & sq_mask_) * inline_max_]; }
   std::uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }
   bool can_transmit() const;
   TimeNs next_deadline() const;
@@ -151,7 +151,9 @@ class QpImpl final : public QueuePair {
   bool sq_drained_event_pending_ = false;
 
   // ---- send queue (requester + completer) ----
-  std::vector<SendWqe> sq_;
+  std::vector<SendWqe> sq_;         // ring_slots(max_send_wr) slots, at most sq_depth_ in use
+  std::uint64_t sq_mask_ = 0;
+  std::uint32_t sq_depth_ = 0;      // max_send_wr
   std::vector<Sge> sq_sge_;
   std::vector<std::uint8_t> sq_inline_;
   std::uint32_t max_send_sge_ = 0, inline_max_ = 0;
