@@ -62,6 +62,16 @@ class DeviceImpl final : public Device {
   Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const;
   // Pushes a completion; an overrun marks the CQ, raises kCqError and errors the QPs on it.
   void push_cqe(CqImpl* cq, const WorkCompletion& wc);
+  // In-place form of push_cqe for the common case: the CQ slot to fill, or nullptr when push_cqe
+  // must take the completion (the CQ is full or in error). After filling every field,
+  // commit_cqe(cq, status) appends it and counts it as push_cqe would.
+  WorkCompletion* cqe_slot(CqImpl* cq) { return cq->overrun_ ? nullptr : cq->slot(); }
+  void commit_cqe(CqImpl* cq, WcStatus status) {
+    if (status == WcStatus::kWrFlushErr) ++counters_.flushed_wrs;
+    cq->commit();
+    ++counters_.completions;
+    if (status != WcStatus::kSuccess) ++counters_.completions_error;
+  }
   void raise(AsyncEventType type, std::uint32_t qpn, std::uint8_t port = 0);
   void schedule(QpImpl& qp);
   // Encodes headers and fills the packet (lengths, pad, CRCs in kCompute, counters).

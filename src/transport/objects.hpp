@@ -75,6 +75,10 @@ class CqImpl final : public CompletionQueue {
   std::uint32_t depth() const override { return depth_; }
   std::size_t size() const override { return static_cast<std::size_t>(head_ - tail_); }
   bool overrun() const override { return overrun_; }
+  // The slot the next completion goes to, or nullptr when full; commit() appends it. Filling the
+  // slot in place saves building the completion on the stack and copying it.
+  WorkCompletion* slot() { return head_ - tail_ >= depth_ ? nullptr : &ring_[head_ & mask_]; }
+  void commit() { ++head_; }
   // Appends; false when full (the caller turns that into an overrun, IBA 11.4.2.1).
   bool push(const WorkCompletion& wc) {
     if (head_ - tail_ >= depth_) return false;

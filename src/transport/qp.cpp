@@ -344,20 +344,29 @@ Errc QpImpl::post_recv(const RecvWr& wr) {
 
 void QpImpl::complete_send(const SendWqe& w, WcStatus status) {
   if (status == WcStatus::kSuccess && !w.signaled) return;
-  WorkCompletion wc;
+  auto* cq = static_cast<CqImpl*>(init_.send_cq);
+  WorkCompletion local;
+  WorkCompletion* slot = dev_->cqe_slot(cq);
+  WorkCompletion& wc = slot ? *slot : local;
+  wc = WorkCompletion{};
   wc.wr_id = w.wr_id;
   wc.status = status;
   wc.opcode = wc_opcode(w.opcode);
   wc.byte_len = w.total_bytes;
   wc.qp_num = qpn_;
   wc.pkey_index = attr_.pkey_index;
-  dev_->push_cqe(static_cast<CqImpl*>(init_.send_cq), wc);
+  if (slot) dev_->commit_cqe(cq, status);
+  else dev_->push_cqe(cq, local);
 }
 
 void QpImpl::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
                            std::uint32_t byte_len, std::uint32_t imm, std::uint32_t wc_flags,
                            std::uint32_t src_qp, std::uint16_t slid, std::uint8_t sl) {
-  WorkCompletion wc;
+  auto* cq = static_cast<CqImpl*>(init_.recv_cq);
+  WorkCompletion local;
+  WorkCompletion* slot = dev_->cqe_slot(cq);
+  WorkCompletion& wc = slot ? *slot : local;
+  wc = WorkCompletion{};
   wc.wr_id = wr_id;
   wc.status = status;
   wc.opcode = op;
@@ -369,7 +378,8 @@ void QpImpl::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
   wc.slid = slid;
   wc.sl = sl;
   wc.pkey_index = attr_.pkey_index;
-  dev_->push_cqe(static_cast<CqImpl*>(init_.recv_cq), wc);
+  if (slot) dev_->commit_cqe(cq, status);
+  else dev_->push_cqe(cq, local);
 }
 
 void QpImpl::flush_all() {
