@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <weft/device.hpp>
 
 #include "src/base/spsc_ring.hpp"
@@ -178,6 +180,8 @@ BENCHMARK(BM_Ring64);
 // wall time measures the neighbours). With --benchmark_repetitions the medians are used.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colour only on a terminal (the library's own reporter reads --benchmark_color; ours cannot).
+  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
