@@ -235,8 +235,12 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
   const std::size_t masked_bytes = kLrhBytes + (global ? kGrhBytes : 0) + kBthBytes;
   WEFT_ASSERT(headers.size() >= masked_bytes);
 
-  std::uint8_t buf[kLrhBytes + kGrhBytes + kBthBytes];
-  std::memcpy(buf, headers.data(), masked_bytes);
+  // The whole header goes through one CRC call (a call per piece costs more than the copy).
+  constexpr std::size_t kHeaderBytesMax = 128;
+  std::uint8_t buf[kHeaderBytesMax];
+  const bool whole = headers.size() <= kHeaderBytesMax;
+  const std::size_t copied = whole ? headers.size() : masked_bytes;
+  std::memcpy(buf, headers.data(), copied);
   std::size_t bth = kLrhBytes;
   if (global) {
     // IBA 7.8.1: a router replaces the LRH, so all of it is variant; the GRH's TClass,
@@ -253,8 +257,8 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
   }
   buf[bth + kBthResv8aOffset] = 0xFF;
 
-  std::uint32_t crc = crc32_refl(0, buf, masked_bytes);
-  crc = crc32_refl(crc, headers.data() + masked_bytes, headers.size() - masked_bytes);
+  std::uint32_t crc = crc32_refl(0, buf, copied);
+  crc = crc32_refl(crc, headers.data() + copied, headers.size() - copied);
   crc = crc32_refl(crc, payload.data(), payload.size());
   static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
   return crc32_refl(crc, kZeros, pad_bytes);
