@@ -205,19 +205,35 @@ inline void decode_lrh(const std::uint8_t* b, Lrh& l) {
   l.slid = ld16(b + 6);
 }
 
+// The internal decoders return the byte count, or 0 with `err` set (a header is never 0 bytes):
+// a Result is built in memory and read back, which stalls store forwarding on every packet.
+
+// BTH + extension headers, as parse_transport_headers.
+std::size_t decode_transport(std::span<const std::uint8_t> b, Headers& h, WireError& err) {
+  if (b.size() < kBthBytes) return err = WireError::kTruncated, 0;
+  decode_bth(b.data(), h.bth);
+  if (h.bth.tver != 0) return err = WireError::kBadTransportVersion, 0;  // IBA 9.2.4
+  const OpcodeInfo& info = opcode_info(b[0]);
+  if (!info.valid) return err = WireError::kUnknownOpcode, 0;
+  if (b.size() < kBthBytes + info.ext_bytes) return err = WireError::kTruncated, 0;
+  decode_ext(b.data() + kBthBytes, info.mask, h);
+  return kBthBytes + info.ext_bytes;
+}
+
 // Decodes LRH [GRH] BTH ext from the front of `b` and checks the version and type fields.
-// Returns the header byte count or an error; fills out.h.
-Result<std::size_t, WireError> decode_headers(std::span<const std::uint8_t> b, Headers& h) {
-  if (b.size() < kLrhBytes) return WireError::kTruncated;
+// Returns the header byte count, or 0 with `err` set; fills h.
+std::size_t decode_headers(std::span<const std::uint8_t> b, Headers& h, WireError& err) {
+  if (b.size() < kLrhBytes) return err = WireError::kTruncated, 0;
   decode_lrh(b.data(), h.lrh);
-  if (h.lrh.lver != 0) return WireError::kBadLinkVersion;  // IBA 7.7.3
+  if (h.lrh.lver != 0) return err = WireError::kBadLinkVersion, 0;  // IBA 7.7.3
   // Raw packets (LNH 0/1) carry no BTH; this transport neither sends nor accepts them.
-  if (h.lrh.lnh != Lnh::kIbaLocal && h.lrh.lnh != Lnh::kIbaGlobal) return WireError::kBadLnh;
+  if (h.lrh.lnh != Lnh::kIbaLocal && h.lrh.lnh != Lnh::kIbaGlobal)
+    return err = WireError::kBadLnh, 0;
   h.has_grh = h.lrh.lnh == Lnh::kIbaGlobal;
 
   std::size_t o = kLrhBytes;
   if (h.has_grh) {
-    if (b.size() < o + kGrhBytes) return WireError::kTruncated;
+    if (b.size() < o + kGrhBytes) return err = WireError::kTruncated, 0;
     const std::uint32_t w = get32(b, o);
     h.grh.ipver = static_cast<std::uint8_t>(w >> 28);
     h.grh.tclass = static_cast<std::uint8_t>(w >> 20);
@@ -227,13 +243,13 @@ Result<std::size_t, WireError> decode_headers(std::span<const std::uint8_t> b, H
     h.grh.hop_limit = get8(b, o + 7);
     std::memcpy(h.grh.sgid, b.data() + o + 8, 16);
     std::memcpy(h.grh.dgid, b.data() + o + 24, 16);
-    if (h.grh.ipver != kGrhIpVer || h.grh.next_hdr != kGrhNextIba) return WireError::kBadGrh;
+    if (h.grh.ipver != kGrhIpVer || h.grh.next_hdr != kGrhNextIba)
+      return err = WireError::kBadGrh, 0;
     o += kGrhBytes;
   }
 
-  auto tb = parse_transport_headers(b.subspan(o), h);
-  if (!tb) return tb.error();
-  return o + *tb;
+  const std::size_t tb = decode_transport(b.subspan(o), h, err);
+  return tb == 0 ? 0 : o + tb;
 }
 
 // Length rules shared by both parsers. `after_headers` is payload + pad (LRH.PktLen already
@@ -258,14 +274,10 @@ std::optional<WireError> check_payload(const Headers& h, std::size_t after_heade
 
 Result<std::size_t, WireError> parse_transport_headers(std::span<const std::uint8_t> b,
                                                        Headers& h) {
-  if (b.size() < kBthBytes) return WireError::kTruncated;
-  decode_bth(b.data(), h.bth);
-  if (h.bth.tver != 0) return WireError::kBadTransportVersion;  // IBA 9.2.4
-  const OpcodeInfo& info = opcode_info(b[0]);
-  if (!info.valid) return WireError::kUnknownOpcode;
-  if (b.size() < kBthBytes + info.ext_bytes) return WireError::kTruncated;
-  decode_ext(b.data() + kBthBytes, info.mask, h);
-  return kBthBytes + info.ext_bytes;
+  WireError err{};
+  const std::size_t n = decode_transport(b, h, err);
+  if (n == 0) return err;
+  return n;
 }
 
 std::size_t transport_header_bytes(const Headers& h) {
@@ -338,28 +350,30 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
   if (wire.size() < kLrhBytes) return WireError::kTruncated;
   // Read PktLen before the headers so a short frame is "truncated", a long one "bad length".
   const std::size_t through_icrc = std::size_t{get16(wire, 4) & kPktLenWordsMax} * 4;
-  auto hb = decode_headers(wire.first(std::min(wire.size(), through_icrc)), p.h);
-  if (!hb) {
+  WireError err{};
+  const std::size_t hb = decode_headers(wire.first(std::min(wire.size(), through_icrc)), p.h, err);
+  if (hb == 0) {
     // Headers that run past PktLen inside a long-enough frame: the length field is wrong.
-    if (hb.error() == WireError::kTruncated && wire.size() >= through_icrc + kVcrcBytes &&
-        decode_headers(wire, p.h).ok())
+    WireError again{};
+    if (err == WireError::kTruncated && wire.size() >= through_icrc + kVcrcBytes &&
+        decode_headers(wire, p.h, again) != 0)
       return WireError::kBadLength;
-    return hb.error();
+    return err;
   }
   if (wire.size() < through_icrc + kVcrcBytes) return WireError::kTruncated;
   if (wire.size() > through_icrc + kVcrcBytes) return WireError::kBadLength;
-  if (through_icrc < *hb + kIcrcBytes) return WireError::kBadLength;
-  const std::size_t after_headers = through_icrc - kIcrcBytes - *hb;
+  if (through_icrc < hb + kIcrcBytes) return WireError::kBadLength;
+  const std::size_t after_headers = through_icrc - kIcrcBytes - hb;
   if (auto e = check_payload(p.h, after_headers)) return *e;
 
-  p.header_bytes = *hb;
-  p.payload = wire.subspan(*hb, after_headers - p.h.bth.pad_cnt);
+  p.header_bytes = hb;
+  p.payload = wire.subspan(hb, after_headers - p.h.bth.pad_cnt);
   p.icrc = get_icrc(wire.subspan(through_icrc - kIcrcBytes).first<kIcrcBytes>());
   p.vcrc = get_vcrc(wire.subspan(through_icrc).first<kVcrcBytes>());
   // The link checks the VCRC before the transport looks at the ICRC (IBA 7.8.2, 7.8.1).
   if (opts.check_vcrc && vcrc(wire.first(through_icrc)) != p.vcrc) return WireError::kBadVcrc;
   if (opts.check_icrc &&
-      icrc(wire.first(*hb), wire.subspan(*hb, after_headers)) != p.icrc)
+      icrc(wire.first(hb), wire.subspan(hb, after_headers)) != p.icrc)
     return WireError::kBadIcrc;
   return p;
 }
@@ -384,9 +398,9 @@ std::optional<WireError> parse_headers_to(std::span<const std::uint8_t> headers,
     decode_ext(b + kLrhBytes + kBthBytes, opcode_info(b[kLrhBytes]).mask, h);
     hb = n;
   } else {
-    auto r = decode_headers(headers, h);
-    if (!r) return r.error();
-    hb = *r;
+    WireError err{};
+    hb = decode_headers(headers, h, err);
+    if (hb == 0) return err;
   }
   if (hb != n) return WireError::kBadLength;
   if (pad_bytes != h.bth.pad_cnt) return WireError::kBadLength;
