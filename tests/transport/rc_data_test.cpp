@@ -270,7 +270,7 @@ TEST(RcData, UnsignaledProducesNoCompletionButAdvances) {
   Pair p;
   for (int i = 0; i < 5; ++i)
     ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, i * 8, 8, i, p.b.va(i * 8), p.b.mr->rkey(),
-                            i == 4 ? kSignaled : 0),
+                            i == 4 ? std::uint32_t{kSignaled} : 0u),
               Errc::kOk);
   p.run();
   auto sw = p.a.send_wcs();
