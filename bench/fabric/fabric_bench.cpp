@@ -56,8 +56,13 @@ void BM_TwoHcaWrite(benchmark::State& state) {
       static_cast<double>(st[0].bytes_completed) * 8 / static_cast<double>(sim.now() - v0 + 10'000);
   state.counters["events_per_pkt"] = static_cast<double>(sim.events_dispatched()) / packets;
 }
-BENCHMARK(BM_TwoHcaWrite)->Args({0, 0})->Args({1, 0})->Args({0, 12})->Args({1, 12})
-    ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_TwoHcaWrite)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 12})
+    ->Args({1, 12})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
 
 void BM_FatTreeK8AllToAll(benchmark::State& state) {
   topo::FatTree3Params p;

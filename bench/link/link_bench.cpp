@@ -42,7 +42,8 @@ void BM_Memcpy4K(benchmark::State& state) {
 BENCHMARK(BM_Memcpy4K);
 
 void BM_FecEncode4K(benchmark::State& state) {
-  FecCodec c({static_cast<std::uint8_t>(state.range(0)), static_cast<std::uint8_t>(state.range(1))});
+  FecCodec c(
+      {static_cast<std::uint8_t>(state.range(0)), static_cast<std::uint8_t>(state.range(1))});
   auto p = random_bytes(kPacketBytes, 2);
   std::vector<std::uint8_t> cw(c.codeword_bytes(kPacketBytes));
   for (auto _ : state) {
@@ -55,7 +56,8 @@ BENCHMARK(BM_FecEncode4K)->Args({8, 2})->Args({16, 2});
 
 // range(2): shards lost (0: the clean path, CRC checks and copy only).
 void BM_FecDecode4K(benchmark::State& state) {
-  FecCodec c({static_cast<std::uint8_t>(state.range(0)), static_cast<std::uint8_t>(state.range(1))});
+  FecCodec c(
+      {static_cast<std::uint8_t>(state.range(0)), static_cast<std::uint8_t>(state.range(1))});
   auto p = random_bytes(kPacketBytes, 3);
   auto cw = c.encode(p);
   const std::size_t stride = c.shard_bytes(kPacketBytes) + kFecShardCrcBytes;
@@ -101,8 +103,8 @@ void BM_CreditPacketCycle(benchmark::State& state) {
 BENCHMARK(BM_CreditPacketCycle);
 
 void BM_VlArbiterNext(benchmark::State& state) {
-  VlArbiter arb({.high = {{0, 16}, {1, 16}}, .low = {{2, 32}, {3, 32}, {4, 8}},
-                 .limit_of_high_priority = 4});
+  VlArbiter arb(
+      {.high = {{0, 16}, {1, 16}}, .low = {{2, 32}, {3, 32}, {4, 8}}, .limit_of_high_priority = 4});
   std::array<std::uint32_t, 16> h{};
   for (int vl = 0; vl < 5; ++vl) h[vl] = 1024;
   for (auto _ : state) benchmark::DoNotOptimize(arb.next(h));

@@ -58,7 +58,8 @@ const Setup& setup(int size) {
 
 // OpenSM time to SUBNET UP, seconds (anchors.md), by size and engine.
 double opensm_s(int size, Engine e) {
-  static const double kTable[4][3] = {{1.9, 1.7, 2.1}, {11.3, 13.9, 10.8}, {31.6, 33.9, 28.0}, {92.6, 101.2, 71.8}};
+  static const double kTable[4][3] = {
+      {1.9, 1.7, 2.1}, {11.3, 13.9, 10.8}, {31.6, 33.9, 28.0}, {92.6, 101.2, 71.8}};
   return kTable[size][e == Engine::kMinHop ? 0 : e == Engine::kUpDn ? 1 : 2];
 }
 
@@ -102,7 +103,8 @@ void BM_Route(benchmark::State& state) {
   state.counters["sw_link_load_max"] = st.switch_links.max;
   state.counters["sw_link_load_avg"] = st.switch_links.avg;
   state.counters["up_spread_max"] = st.up_spread_max;
-  state.counters["table_B_per_hca"] = static_cast<double>(last->memory_bytes()) / static_cast<double>(s.hcas);
+  state.counters["table_B_per_hca"] =
+      static_cast<double>(last->memory_bytes()) / static_cast<double>(s.hcas);
   state.counters["max_rss_MB"] = max_rss_mb();
   state.counters["opensm_up_s"] = opensm_s(size, e);
   // CPU time, not wall: the machine is shared, and OpenSM's figure is its own process's.
@@ -142,7 +144,8 @@ void BM_DorTorus(benchmark::State& state) {
     last = std::move(r).value();
   }
   CheckReport rep = check_routes(f, lids, *last);
-  if (!rep.ok() || rep.credit_loop) state.SkipWithError(rep.problems.empty() ? "check failed" : rep.problems[0].c_str());
+  if (!rep.ok() || rep.credit_loop)
+    state.SkipWithError(rep.problems.empty() ? "check failed" : rep.problems[0].c_str());
   state.counters["hcas"] = 1024;
   state.counters["hops_max"] = rep.hops_max;
   state.counters["hops_avg"] = rep.hops_avg;
@@ -152,7 +155,8 @@ void BM_DorTorus(benchmark::State& state) {
 }
 void sizes_and_engines(benchmark::internal::Benchmark* b) {
   for (int size = 0; size < 4; ++size)
-    for (Engine e : {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}) b->Args({size, static_cast<int>(e)});
+    for (Engine e : {Engine::kMinHop, Engine::kUpDn, Engine::kFtree})
+      b->Args({size, static_cast<int>(e)});
 }
 
 BENCHMARK(BM_Route)->Apply(sizes_and_engines)->Unit(benchmark::kMillisecond)->MinTime(0.3);

@@ -209,11 +209,13 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::printf("\nMevents/s (hold model); ratio = EventQueue / std::priority_queue\n");
   std::printf("%-9s %10s %10s %7s %10s %7s %10s | %10s %10s %7s\n", "pending", "bin.heap",
-              "EQ post", "ratio", "EQ push", "ratio", "Simulator", "rearm heap", "rearm EQ", "ratio");
+              "EQ post", "ratio", "EQ push", "ratio", "Simulator", "rearm heap", "rearm EQ",
+              "ratio");
   for (long n : {1'000L, 100'000L, 1'000'000L, 4'000'000L}) {
     auto get = [&](const char* name) {
       auto it = reporter.rate.find(std::string(name) + "/" + std::to_string(n) + "/min_time:0.500");
-      if (it == reporter.rate.end()) it = reporter.rate.find(std::string(name) + "/" + std::to_string(n));
+      if (it == reporter.rate.end())
+        it = reporter.rate.find(std::string(name) + "/" + std::to_string(n));
       return it == reporter.rate.end() ? 0.0 : it->second / 1e6;
     };
     double base = get("BM_Hold_BinaryHeap"), eq = get("BM_Hold_EventQueue");
@@ -221,8 +223,8 @@ int main(int argc, char** argv) {
     double sim = get("BM_Hold_Simulator");
     double rb = get("BM_Rearm_BinaryHeap"), re = get("BM_Rearm_EventQueue");
     if (base == 0 && eq == 0 && rb == 0) continue;
-    std::printf("%-9ld %10.2f %10.2f %7.2f %10.2f %7.2f %10.2f | %10.2f %10.2f %7.2f\n", n, base, eq,
-                base > 0 ? eq / base : 0.0, eqp, base > 0 ? eqp / base : 0.0, sim, rb, re,
+    std::printf("%-9ld %10.2f %10.2f %7.2f %10.2f %7.2f %10.2f | %10.2f %10.2f %7.2f\n", n, base,
+                eq, base > 0 ? eq / base : 0.0, eqp, base > 0 ? eqp / base : 0.0, sim, rb, re,
                 rb > 0 ? re / rb : 0.0);
   }
   benchmark::Shutdown();

@@ -64,7 +64,8 @@ double opensm_s(int size, routing::Engine e) {
 std::uint64_t cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 long rss_peak_kb() {
@@ -92,33 +93,40 @@ bool run(int size, routing::Engine engine) {
   const sm::VerifyReport v = fab.verify();
   const sm::SweepReport& r = sm.last_heavy();
   if (!up || !v.ok() || !sm.routes_valid()) {
-    std::printf("size %d %s: FAILED (up %d, verify %s, routes_valid %d: %s)\n", size, routing::to_string(engine),
-                up, v.problems.empty() ? "ok" : v.problems[0].c_str(), sm.routes_valid(), sm.last_error().c_str());
+    std::printf("size %d %s: FAILED (up %d, verify %s, routes_valid %d: %s)\n", size,
+                routing::to_string(engine), up, v.problems.empty() ? "ok" : v.problems[0].c_str(),
+                sm.routes_valid(), sm.last_error().c_str());
     return false;
   }
   const double whole_s = static_cast<double>(w1 - w0) * 1e-9;
   const double route_s = static_cast<double>(sm.routing_wall_ns()) * 1e-9;
   const double osm = opensm_s(size, engine);
   const double cpu_s = static_cast<double>(c1 - c0) * 1e-9;
-  std::printf("%6zu HCAs %5zu switches %-6s  bring-up CPU %6.3f s (OpenSM %5.1f s: 1/%.0f), wall %6.3f s (1/%.0f);"
-              "  routing CPU %6.3f s (1/%.0f)  check CPU %6.3f s  virtual %7.3f ms\n",
-              r.hcas, r.switches, routing::to_string(engine), cpu_s, osm, osm / cpu_s, whole_s, osm / whole_s,
-              route_s, osm / route_s, static_cast<double>(sm.check_wall_ns()) * 1e-9,
-              static_cast<double>(r.end_ns - r.start_ns) * 1e-6);
-  std::printf("       MADs: discovery %lu, LIDs/ports %lu, LFT %lu (%zu blocks), activation %lu, total %lu"
-              " (retries %lu); SMA calls %lu\n",
-              (unsigned long)r.of(sm::Phase::kDiscovery).mads_sent, (unsigned long)r.of(sm::Phase::kLidAssignment).mads_sent,
-              (unsigned long)r.of(sm::Phase::kLftProgramming).mads_sent, r.lft_blocks_sent,
-              (unsigned long)r.of(sm::Phase::kActivation).mads_sent, (unsigned long)r.total.mads_sent,
-              (unsigned long)r.total.mads_retried, (unsigned long)fab.stats().sma_calls);
-  std::printf("       CPU per phase: discovery %.3f s, LIDs/ports %.3f s, routing+check %.3f s, LFT %.3f s,"
-              " activation %.3f s\n",
-              r.of(sm::Phase::kDiscovery).wall_ns * 1e-9, r.of(sm::Phase::kLidAssignment).wall_ns * 1e-9,
-              r.of(sm::Phase::kRouting).wall_ns * 1e-9, r.of(sm::Phase::kLftProgramming).wall_ns * 1e-9,
-              r.of(sm::Phase::kActivation).wall_ns * 1e-9);
-  std::printf("       memory: SM %.0f bytes/HCA (%.1f MB); emulated nodes %.1f MB; peak RSS %.1f MB\n",
-              static_cast<double>(sm.memory_bytes()) / static_cast<double>(r.hcas), sm.memory_bytes() / 1e6,
-              fab.memory_bytes() / 1e6, rss_peak_kb() / 1e3);
+  std::printf(
+      "%6zu HCAs %5zu switches %-6s  bring-up CPU %6.3f s (OpenSM %5.1f s: 1/%.0f), wall %6.3f s "
+      "(1/%.0f);"
+      "  routing CPU %6.3f s (1/%.0f)  check CPU %6.3f s  virtual %7.3f ms\n",
+      r.hcas, r.switches, routing::to_string(engine), cpu_s, osm, osm / cpu_s, whole_s,
+      osm / whole_s, route_s, osm / route_s, static_cast<double>(sm.check_wall_ns()) * 1e-9,
+      static_cast<double>(r.end_ns - r.start_ns) * 1e-6);
+  std::printf(
+      "       MADs: discovery %lu, LIDs/ports %lu, LFT %lu (%zu blocks), activation %lu, total %lu"
+      " (retries %lu); SMA calls %lu\n",
+      (unsigned long)r.of(sm::Phase::kDiscovery).mads_sent,
+      (unsigned long)r.of(sm::Phase::kLidAssignment).mads_sent,
+      (unsigned long)r.of(sm::Phase::kLftProgramming).mads_sent, r.lft_blocks_sent,
+      (unsigned long)r.of(sm::Phase::kActivation).mads_sent, (unsigned long)r.total.mads_sent,
+      (unsigned long)r.total.mads_retried, (unsigned long)fab.stats().sma_calls);
+  std::printf(
+      "       CPU per phase: discovery %.3f s, LIDs/ports %.3f s, routing+check %.3f s, LFT %.3f s,"
+      " activation %.3f s\n",
+      r.of(sm::Phase::kDiscovery).wall_ns * 1e-9, r.of(sm::Phase::kLidAssignment).wall_ns * 1e-9,
+      r.of(sm::Phase::kRouting).wall_ns * 1e-9, r.of(sm::Phase::kLftProgramming).wall_ns * 1e-9,
+      r.of(sm::Phase::kActivation).wall_ns * 1e-9);
+  std::printf(
+      "       memory: SM %.0f bytes/HCA (%.1f MB); emulated nodes %.1f MB; peak RSS %.1f MB\n",
+      static_cast<double>(sm.memory_bytes()) / static_cast<double>(r.hcas), sm.memory_bytes() / 1e6,
+      fab.memory_bytes() / 1e6, rss_peak_kb() / 1e3);
   std::fflush(stdout);
   return true;
 }
@@ -129,10 +137,13 @@ int main(int argc, char** argv) {
   std::vector<int> sizes;
   std::vector<routing::Engine> engines{routing::Engine::kFtree, routing::Engine::kMinHop};
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--engine=ftree") == 0) engines = {routing::Engine::kFtree};
-    else if (std::strcmp(argv[i], "--engine=minhop") == 0) engines = {routing::Engine::kMinHop};
+    if (std::strcmp(argv[i], "--engine=ftree") == 0)
+      engines = {routing::Engine::kFtree};
+    else if (std::strcmp(argv[i], "--engine=minhop") == 0)
+      engines = {routing::Engine::kMinHop};
     else if (std::strcmp(argv[i], "--engine=both") == 0) {
-    } else sizes.push_back(std::atoi(argv[i]));
+    } else
+      sizes.push_back(std::atoi(argv[i]));
   }
   if (sizes.empty()) sizes = {0, 1, 2, 3};
   bool ok = true;

@@ -129,8 +129,12 @@ void write_bench(benchmark::State& st, CrcMode crc) {
   st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n));
   if (std::memcmp(b.src.data(), b.dst.data(), n) != 0) st.SkipWithError("data mismatch");
 }
-void BM_WriteCrcModel(benchmark::State& st) { write_bench(st, CrcMode::kModel); }
-void BM_WriteCrcCompute(benchmark::State& st) { write_bench(st, CrcMode::kCompute); }
+void BM_WriteCrcModel(benchmark::State& st) {
+  write_bench(st, CrcMode::kModel);
+}
+void BM_WriteCrcCompute(benchmark::State& st) {
+  write_bench(st, CrcMode::kCompute);
+}
 BENCHMARK(BM_WriteCrcModel)->Arg(64 << 10)->Arg(1 << 20);
 BENCHMARK(BM_WriteCrcCompute)->Arg(64 << 10)->Arg(1 << 20);
 
@@ -187,8 +191,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const Run& r : runs) {
       const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
       if (r.run_type != Run::RT_Iteration && !median) continue;
-      const std::string key = r.run_name.function_name +
-                              (r.run_name.args.empty() ? "" : "/" + r.run_name.args);
+      const std::string key =
+          r.run_name.function_name + (r.run_name.args.empty() ? "" : "/" + r.run_name.args);
       if (median || !medians_.count(key)) cpu_ns_[key] = r.GetAdjustedCPUTime();
       if (median) medians_.insert(key);
     }
@@ -222,9 +226,10 @@ int main(int argc, char** argv) {
     const double a = rep.ratio(std::string("BM_WriteCrcModel/") + n, mc);
     const double b = rep.ratio(std::string("BM_WriteCrcCompute/") + n, mc);
     std::printf("  (a) WRITE %7s B, CRCs modelled / memcpy:            %.3fx  [>= 0.7]\n", n, a);
-    std::printf("  (b) WRITE %7s B, CRCs computed / (memcpy / %d passes): %.3fx  [>= 0.7] "
-                "(%.4fx of memcpy)\n",
-                n, kComputePasses, b * kComputePasses, b);
+    std::printf(
+        "  (b) WRITE %7s B, CRCs computed / (memcpy / %d passes): %.3fx  [>= 0.7] "
+        "(%.4fx of memcpy)\n",
+        n, kComputePasses, b * kComputePasses, b);
   }
   std::printf("  (c) 64 B SENDs/s / bare ring 64 B messages/s:        %.4fx  [>= 0.1]\n",
               rep.ratio("BM_Send64", "BM_Ring64"));

@@ -17,11 +17,21 @@ namespace {
 link::LinkRate rate_of(const topo::LinkProps& p) {
   link::LinkRate r;
   switch (p.width) {
-    case topo::LinkWidth::k1x: r.width = link::LinkWidth::k1x; break;
-    case topo::LinkWidth::k2x: r.width = link::LinkWidth::k1x; break;  // no 2x in src/link
-    case topo::LinkWidth::k4x: r.width = link::LinkWidth::k4x; break;
-    case topo::LinkWidth::k8x: r.width = link::LinkWidth::k8x; break;
-    case topo::LinkWidth::k12x: r.width = link::LinkWidth::k12x; break;
+    case topo::LinkWidth::k1x:
+      r.width = link::LinkWidth::k1x;
+      break;
+    case topo::LinkWidth::k2x:
+      r.width = link::LinkWidth::k1x;
+      break;  // no 2x in src/link
+    case topo::LinkWidth::k4x:
+      r.width = link::LinkWidth::k4x;
+      break;
+    case topo::LinkWidth::k8x:
+      r.width = link::LinkWidth::k8x;
+      break;
+    case topo::LinkWidth::k12x:
+      r.width = link::LinkWidth::k12x;
+      break;
   }
   r.speed = static_cast<link::LaneSpeed>(static_cast<std::uint8_t>(p.speed));  // same order
   return r;

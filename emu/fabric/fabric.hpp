@@ -59,9 +59,9 @@ inline constexpr std::uint8_t kNoPort = 0xFF;
 inline constexpr std::uint32_t kNoPacket = UINT32_MAX;
 
 struct LinkModel {
-  double ber = 0.0;                      // per bit, each direction
+  double ber = 0.0;  // per bit, each direction
   link::FecMode fec = link::FecMode::kOn;
-  link::FecConfig fec_config{};          // 8 + 2
+  link::FecConfig fec_config{};  // 8 + 2
   // Receive buffer per VL at every port (IBA 7.9: advertised as credits). 64 KiB covers the
   // credit round trip of a 400 Gb/s link with a few hundred ns of switch latency.
   std::uint32_t data_vl_buffer_bytes = 64 * 1024;
@@ -86,7 +86,7 @@ struct SwitchModel {
 struct HcaModel {
   double message_rate_mpps_max = 200.0;
   std::uint64_t pcie_mbytes_per_s = 56000;
-  TimeNs host_latency_ns = 400;    // one DMA read (transmit payload) or write (receive)
+  TimeNs host_latency_ns = 400;  // one DMA read (transmit payload) or write (receive)
   TimeNs tx_proc_ns = 100;
   TimeNs rx_proc_ns = 100;
   std::uint32_t tx_pipeline_packets_max = 16;  // pulled from the Device, not yet on the wire
@@ -97,17 +97,17 @@ struct FabricConfig {
   LinkModel link{};
   SwitchModel sw{};
   HcaModel hca{};
-  std::uint8_t data_vls = 1;            // operational data VLs 0..data_vls-1
-  link::SlToVlTable sl2vl{};            // every port (one table until node state holds them)
-  link::VlArbConfig vl_arb{};           // empty low table = equal weights over the data VLs
-  std::uint32_t ack_coalesce_max = 4;   // Device config
+  std::uint8_t data_vls = 1;           // operational data VLs 0..data_vls-1
+  link::SlToVlTable sl2vl{};           // every port (one table until node state holds them)
+  link::VlArbConfig vl_arb{};          // empty low table = equal weights over the data VLs
+  std::uint32_t ack_coalesce_max = 4;  // Device config
   std::uint64_t device_seed_salt = 0;
 };
 
 // PMA PortCounters / PortCountersExtended (IBA 16.1.3.5, 16.1.4.x), 64-bit here; the PMA codec
 // saturates. Data counters are in 4-byte words as the IBA counts them.
 struct PortCounters {
-  std::uint64_t xmit_data = 0, rcv_data = 0;   // words
+  std::uint64_t xmit_data = 0, rcv_data = 0;  // words
   std::uint64_t xmit_pkts = 0, rcv_pkts = 0;
   // PortXmitWait: ticks the port had data queued but sent nothing (no credit). The IBA leaves
   // the tick to the implementation; Weft's tick is one symbol time of the link.
@@ -123,7 +123,7 @@ struct PortCounters {
   std::uint64_t vl15_dropped = 0;
   std::uint64_t buffer_overflows = 0;  // data VL without buffer: must stay 0 (credit rule)
   std::uint64_t fec_corrected_blocks = 0, fec_uncorrectable = 0;
-  std::uint64_t busy_ns = 0;           // time the transmitter was serializing
+  std::uint64_t busy_ns = 0;  // time the transmitter was serializing
   std::array<std::uint64_t, 16> xmit_bytes_vl{};
 };
 
@@ -138,16 +138,16 @@ struct Packet {
   std::uint32_t wire_bytes = 0;
   std::uint16_t dlid = 0;
   std::uint8_t sl = 0;
-  std::uint8_t vl = 0;          // VL on the link it is on
-  std::uint8_t in_port = 0;     // port it arrived on at the current node
+  std::uint8_t vl = 0;       // VL on the link it is on
+  std::uint8_t in_port = 0;  // port it arrived on at the current node
   std::uint8_t in_vl = 0;
   std::uint8_t out_port = kNoPort;
-  std::uint16_t link_gen = 0;   // generation of the link it was sent on
-  std::uint16_t in_gen = 0;     // generation of the input port it sits in
-  bool corrupt = false;         // kTimingOnly: a CRC failure drawn by the PHY
-  bool data = false;            // counted as a data packet (carries payload)
-  bool directed = false;        // leaves a switch by out_port, not by the LFT (DR SMP replies)
-  TimeNs tail_ns = 0;           // when its last byte reaches the current node
+  std::uint16_t link_gen = 0;  // generation of the link it was sent on
+  std::uint16_t in_gen = 0;    // generation of the input port it sits in
+  bool corrupt = false;        // kTimingOnly: a CRC failure drawn by the PHY
+  bool data = false;           // counted as a data packet (carries payload)
+  bool directed = false;       // leaves a switch by out_port, not by the LFT (DR SMP replies)
+  TimeNs tail_ns = 0;          // when its last byte reaches the current node
   std::uint32_t next_free = kNoPacket;
 };
 
@@ -168,15 +168,15 @@ class Fabric;
 
 // Event kinds (Simulator EventKind) of fabric nodes.
 enum EventKindFabric : sim::EventKind {
-  kEvArrive = 1,   // data = packet
-  kEvTxDone,       // data = port << 32 | packet
-  kEvFc,           // data = gen << 48 | port << 40 | FC fields
-  kEvLinkState,    // data = up << 8 | port
-  kEvHcaTxReady,   // data = packet
-  kEvHcaRxDeliver, // data = packet
+  kEvArrive = 1,    // data = packet
+  kEvTxDone,        // data = port << 32 | packet
+  kEvFc,            // data = gen << 48 | port << 40 | FC fields
+  kEvLinkState,     // data = up << 8 | port
+  kEvHcaTxReady,    // data = packet
+  kEvHcaRxDeliver,  // data = packet
   kEvHcaDeadline,
   kEvHcaPull,
-  kEvSmaDone,      // data = packet
+  kEvSmaDone,  // data = packet
 };
 
 // One external port of a node: both directions of its link end.
@@ -192,10 +192,10 @@ struct PortEnd {
   std::uint16_t gen = 0;
   std::optional<link::CreditPort> credit;
   std::optional<link::SerialClock> clock;
-  std::optional<link::PhyChannel> phy;   // receive direction
-  std::optional<link::VlArbiter> arb;    // transmit direction
+  std::optional<link::PhyChannel> phy;  // receive direction
+  std::optional<link::VlArbiter> arb;   // transmit direction
   bool busy = false;
-  TimeNs last_delivery_ns = 0;           // latest data arrival scheduled at the peer
+  TimeNs last_delivery_ns = 0;                     // latest data arrival scheduled at the peer
   std::array<std::uint32_t, 16> fc_freed_bytes{};  // drained since the last FC packet, per VL
   bool waiting = false;
   TimeNs wait_start_ns = 0;
@@ -246,8 +246,8 @@ class Node : public sim::Component {
   // reply sent as a VL15 (SMP) or data-VL (PMA) packet. Verified mode only (needs the bytes).
   void handle_mad(int port, const Packet& p, bool pma_class);
   // Queues a management reply of `mad` bytes to `dlid` (or out `out_port` when directed).
-  virtual void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
-                        bool directed, bool vl15) = 0;
+  virtual void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid,
+                        std::uint8_t out_port, bool directed, bool vl15) = 0;
   std::uint32_t build_mad_packet(std::span<const std::uint8_t> mad, std::uint16_t slid,
                                  std::uint16_t dlid, bool vl15);
 
@@ -294,7 +294,7 @@ class SwitchNode final : public Node {
 
   std::vector<std::array<InVl, 16>> in_;
   std::vector<std::array<std::deque<Request>, 16>> requests_;  // per output, per output VL
-  std::vector<std::uint32_t> pending_out_;  // requests per output
+  std::vector<std::uint32_t> pending_out_;                     // requests per output
   TimeNs sma_free_ns_ = 0;
 };
 

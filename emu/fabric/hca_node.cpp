@@ -27,13 +27,15 @@ std::uint64_t pcie_ps(std::uint64_t bytes, std::uint64_t mbytes_per_s) {
   return (bytes * 1'000'000 + mbytes_per_s - 1) / mbytes_per_s;
 }
 
-TimeNs ps_to_ns_up(std::uint64_t ps) { return (ps + 999) / 1000; }
+TimeNs ps_to_ns_up(std::uint64_t ps) {
+  return (ps + 999) / 1000;
+}
 
 // DestQP of a packet's BTH (IBA 9.2), from its headers.
 std::uint32_t dest_qp(const std::uint8_t* h) {
   const std::size_t off = (h[1] & 0x3) == 3 ? 8 + 40 : 8;
-  return static_cast<std::uint32_t>(h[off + 5]) << 16 | static_cast<std::uint32_t>(h[off + 6]) << 8 |
-         h[off + 7];
+  return static_cast<std::uint32_t>(h[off + 5]) << 16 |
+         static_cast<std::uint32_t>(h[off + 6]) << 8 | h[off + 7];
 }
 
 }  // namespace
@@ -127,7 +129,9 @@ bool HcaNode::has_pending(int port) {
   return false;
 }
 
-void HcaNode::on_tx_done(int /*port*/, std::uint64_t /*info*/) { pump(); }
+void HcaNode::on_tx_done(int /*port*/, std::uint64_t /*info*/) {
+  pump();
+}
 
 void HcaNode::accept(int /*port*/, std::uint32_t pk) {
   const Packet& p = fabric_.pool()[pk];
@@ -222,8 +226,8 @@ void HcaNode::on_link_down(int port) {
   }
 }
 
-void HcaNode::send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid,
-                       std::uint8_t out_port, bool /*directed*/, bool vl15) {
+void HcaNode::send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
+                       bool /*directed*/, bool vl15) {
   const int port = out_port >= 1 && out_port <= num_ports() ? out_port : 1;
   if (!ports_[port].up) return;
   const std::uint32_t pk = build_mad_packet(mad, state_.ports[port].lid, dlid, vl15);

@@ -31,7 +31,9 @@ constexpr std::uint64_t pack_fc(int port, std::uint16_t gen, const link::FcPacke
 
 Node::Node(Fabric& fabric, topo::NodeId id) : fabric_(fabric), id_(id) {}
 
-TimeNs Node::now() const { return fabric_.sim().now(); }
+TimeNs Node::now() const {
+  return fabric_.sim().now();
+}
 
 void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
   switch (ev.kind) {
@@ -152,7 +154,8 @@ void Node::arrive(std::uint32_t pk) {
     sma::PortCounters& pc = pma(port);
     sma::PortCounters::sat_add(pc.symbol_error_counter,
                                ec.symbol_error_counter - pe.counters.symbol_error_counter);
-    sma::PortCounters::sat_add(pc.port_rcv_errors, ec.port_rcv_errors - pe.counters.port_rcv_errors);
+    sma::PortCounters::sat_add(pc.port_rcv_errors,
+                               ec.port_rcv_errors - pe.counters.port_rcv_errors);
     pe.counters.symbol_error_counter = ec.symbol_error_counter;
     pe.counters.port_rcv_errors = ec.port_rcv_errors;
     pe.counters.fec_corrected_blocks = ec.fec_corrected_blocks;
@@ -220,7 +223,8 @@ void Node::init_credits(int port, TimeNs t) {
   link::CreditPortConfig cc;
   cc.rate = pe.rate;
   cc.data_vls = c.data_vls;
-  for (std::uint8_t vl = 0; vl < c.data_vls; ++vl) cc.buffer_bytes[vl] = c.link.data_vl_buffer_bytes;
+  for (std::uint8_t vl = 0; vl < c.data_vls; ++vl)
+    cc.buffer_bytes[vl] = c.link.data_vl_buffer_bytes;
   cc.buffer_bytes[link::kVl15] = c.link.vl15_buffer_bytes;
   pe.credit.emplace(cc, t);
   // Flow-control initialization (IBA 7.9.4.1 Op = init): advertise every data VL's buffer.
@@ -240,7 +244,7 @@ void Node::set_link(int port, bool up) {
       pe.waiting = false;
       pe.counters.xmit_wait_ns += t - pe.wait_start_ns;
     }
-    pe.up = false;       // first, so nothing is routed to it while it is cleared
+    pe.up = false;  // first, so nothing is routed to it while it is cleared
     on_link_down(port);
     pe.gen++;
     pe.counters.link_downed_counter++;
@@ -298,9 +302,9 @@ std::uint32_t Node::build_mad_packet(std::span<const std::uint8_t> mad, std::uin
   std::copy_n(p.headers.begin(), p.header_bytes, p.bytes.begin());
   std::copy(mad.begin(), mad.end(), p.bytes.begin() + p.header_bytes);
   const std::size_t body = p.header_bytes + mad_bytes + p.pad_bytes;
-  const std::uint32_t ic = wire::icrc(std::span<const std::uint8_t>(p.bytes.data(), p.header_bytes),
-                                      std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes,
-                                                                    mad_bytes + p.pad_bytes));
+  const std::uint32_t ic = wire::icrc(
+      std::span<const std::uint8_t>(p.bytes.data(), p.header_bytes),
+      std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes, mad_bytes + p.pad_bytes));
   wire::put_icrc(std::span<std::uint8_t, 4>(p.bytes.data() + body, 4), ic);
   const std::uint16_t vc = wire::vcrc(std::span<const std::uint8_t>(p.bytes.data(), body + 4));
   wire::put_vcrc(std::span<std::uint8_t, 2>(p.bytes.data() + body + 4, 2), vc);
@@ -318,8 +322,8 @@ void Node::handle_mad(int port, const Packet& p, bool pma_class) {
   sma::SmpContext ctx;
   ctx.lrh_slid = static_cast<std::uint16_t>(p.bytes[6] << 8 | p.bytes[7]);  // LRH SLID
   const auto in = static_cast<std::uint8_t>(port);
-  const sma::MadReply r = pma_class ? sma::handle_pma(state_, in, mad, ctx)
-                                    : sma::handle_smp(state_, in, mad, ctx);
+  const sma::MadReply r =
+      pma_class ? sma::handle_pma(state_, in, mad, ctx) : sma::handle_smp(state_, in, mad, ctx);
   switch (r.action) {
     case sma::SmpAction::kSendOut:
       send_mad(r.mad, 0xFFFF, r.out_port, /*directed=*/true, !pma_class);

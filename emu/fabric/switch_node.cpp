@@ -24,7 +24,9 @@ void SwitchNode::take_head(int port, std::uint8_t vl) {
   pending_out_[port]--;
 }
 
-bool SwitchNode::has_pending(int port) { return pending_out_[port] > 0; }
+bool SwitchNode::has_pending(int port) {
+  return pending_out_[port] > 0;
+}
 
 void SwitchNode::accept(int port, std::uint32_t pk) {
   const std::uint8_t vl = fabric_.pool()[pk].in_vl;
@@ -128,9 +130,8 @@ void SwitchNode::on_link_down(int port) {
     if (iv.in_service) {
       const Packet& head = fabric_.pool()[iv.fifo.front()];
       auto& q = requests_[head.out_port][fabric_.vl_of(head.sl)];
-      auto it = std::find_if(q.begin(), q.end(), [&](const Request& r) {
-        return r.in_port == port && r.in_vl == vl;
-      });
+      auto it = std::find_if(q.begin(), q.end(),
+                             [&](const Request& r) { return r.in_port == port && r.in_vl == vl; });
       if (it != q.end()) {  // requested, not started: goes too
         q.erase(it);
         pending_out_[head.out_port]--;

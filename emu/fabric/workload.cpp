@@ -22,9 +22,9 @@ RcEndpoint make_endpoint(Fabric& f, topo::NodeId node, std::size_t mem_bytes,
   ia.caps.max_recv_wr = p.wr_max;
   e.qp = *e.dev->create_qp(ia);
   e.mem.assign(mem_bytes, 0);
-  e.mr = *e.dev->reg_mr(e.pd, e.mem.data(), e.mem.size(),
-                        kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                            kAccessRemoteAtomic);
+  e.mr = *e.dev->reg_mr(
+      e.pd, e.mem.data(), e.mem.size(),
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   return e;
 }
 
@@ -48,8 +48,8 @@ Errc bring_up(QueuePair& qp, std::uint16_t dlid, std::uint32_t dest_qpn, const R
   a.max_dest_rd_atomic = 4;
   a.min_rnr_timer = 1;
   a.recovery = p.recovery;
-  const std::uint32_t rtr = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                            kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  const std::uint32_t rtr =
+      kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
   bool recovery_set = true;
   rc = qp.modify(a, rtr | kQpRecoveryMode);
   if (rc == Errc::kExtraAttribute) {

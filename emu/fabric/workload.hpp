@@ -28,7 +28,7 @@ struct RcEndpoint {
 struct RcConnectParams {
   Mtu mtu = Mtu::k1024;
   std::uint8_t sl = 0;
-  std::uint8_t timeout = 8;     // 4.096 us * 2^8 ~ 1 ms
+  std::uint8_t timeout = 8;  // 4.096 us * 2^8 ~ 1 ms
   std::uint8_t retry_cnt = 7;
   RecoveryMode recovery = RecoveryMode::kGoBackN;
   std::uint32_t wr_max = 512;

@@ -69,8 +69,8 @@ std::string Exercised::format() const {
   std::string s;
   char buf[160];
   std::snprintf(buf, sizeof buf,
-                "  seeds %" PRIu64 ", send WRs %" PRIu64 ", packets %" PRIu64 ", UD messages %" PRIu64
-                "\n",
+                "  seeds %" PRIu64 ", send WRs %" PRIu64 ", packets %" PRIu64
+                ", UD messages %" PRIu64 "\n",
                 seeds, wrs, packets, ud_messages);
   s += buf;
   std::snprintf(buf, sizeof buf,
@@ -106,15 +106,15 @@ struct Op {
   std::uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
   std::uint32_t flags = 0;
-  bool bad = false;         // deliberate remote access error
-  bool bad_oob = false;     // out of bounds (else bad rkey)
+  bool bad = false;      // deliberate remote access error
+  bool bad_oob = false;  // out of bounds (else bad rkey)
   std::uint32_t len = 0;
   std::vector<Chunk> local;  // gather source or scatter landing, in the requester's local region
   std::uint32_t remote_off = 0;
   std::uint32_t imm = 0;
   std::uint32_t word = 0;
   std::uint64_t compare_add = 0, swap = 0;
-  int fence_read = -1;      // source is this earlier READ's landing
+  int fence_read = -1;  // source is this earlier READ's landing
   TimeNs post_ns = 0;
   // runtime
   std::vector<std::uint8_t> data;  // bytes sent (SEND/WRITE) or to be read (READ)
@@ -184,17 +184,24 @@ std::uint64_t apply_atomic(const Op& op, std::uint64_t v) {
 WcOpcode expected_wc_opcode(WrOpcode op) {
   switch (op) {
     case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm: return WcOpcode::kSend;
+    case WrOpcode::kSendWithImm:
+      return WcOpcode::kSend;
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
   }
   return WcOpcode::kSend;
 }
 
-const char* dname(const Endpoint& e) { return e.dev == 0 ? "hcaA" : "hcaB"; }
+const char* dname(const Endpoint& e) {
+  return e.dev == 0 ? "hcaA" : "hcaB";
+}
 
 class Campaign {
  public:
@@ -433,8 +440,9 @@ void Campaign::plan_stream(int xi) {
           op.len >= 3 && rng_.chance(0.3) ? 2 + static_cast<std::uint32_t>(rng_.below(2)) : 1;
       std::uint32_t left = op.len;
       for (std::uint32_t k = 0; k < nsge; ++k) {
-        const std::uint32_t piece = k + 1 == nsge ? left : 1 + static_cast<std::uint32_t>(
-                                                                   rng_.below(left - (nsge - k) + 1));
+        const std::uint32_t piece =
+            k + 1 == nsge ? left
+                          : 1 + static_cast<std::uint32_t>(rng_.below(left - (nsge - k) + 1));
         op.local.push_back(Chunk{x.local.reserve(piece), piece});
         left -= piece;
       }
@@ -543,10 +551,11 @@ bool Campaign::build() {
   }
   sim_->connect(0, 1, link_[0], link_[1], seed_ ^ 0x11A7'11A7ULL);
 
-  constexpr std::uint32_t kRemote = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                                    kAccessRemoteAtomic;
+  constexpr std::uint32_t kRemote =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   std::size_t footprint = 0;
-  for (const auto& e : eps_) footprint += e.local.footprint() + e.target.footprint() + e.recv.footprint();
+  for (const auto& e : eps_)
+    footprint += e.local.footprint() + e.target.footprint() + e.recv.footprint();
   for (const auto& s : srqs_) footprint += s.region.footprint();
   arena_ = std::make_unique<Arena>(footprint);
   auto reg = [&](int d, GuardedRegion& r, std::uint32_t access) -> MemoryRegion* {
@@ -623,8 +632,8 @@ bool Campaign::build() {
     e.params.rq_psn = p.params.sq_psn;
     e.params.dest_qpn = p.qp->qp_num();
     e.params.dlid = devs_[static_cast<std::size_t>(p.dev)]->lid(1);
-    const Errc rc = e.ud ? bring_up_ud(*e.qp, kCampaignQkey, e.params.sq_psn)
-                         : bring_up_rc(*e.qp, e.params);
+    const Errc rc =
+        e.ud ? bring_up_ud(*e.qp, kCampaignQkey, e.params.sq_psn) : bring_up_rc(*e.qp, e.params);
     if (rc != Errc::kOk) {
       failf("QP bring-up failed: %s", std::string(to_string(rc)).c_str());
       return false;
@@ -759,7 +768,8 @@ void Campaign::post_op(int xi, std::size_t i) {
     y.target.host_write(op.remote_off, op.data);
   }
   std::vector<Sge> sges;
-  for (const Chunk& c : op.local) sges.push_back(Sge{x.local.addr() + c.off, c.len, x.local.lkey()});
+  for (const Chunk& c : op.local)
+    sges.push_back(Sge{x.local.addr() + c.off, c.len, x.local.lkey()});
   SendWr wr;
   wr.wr_id = op.wr_id;
   wr.opcode = op.opcode;
@@ -782,7 +792,8 @@ void Campaign::post_op(int xi, std::size_t i) {
     }
     if (op.bad) {
       if (op.bad_oob) {
-        wr.remote_addr = y.target.addr() + y.target.len() - std::max<std::uint32_t>(op.len / 2, 1) + 1;
+        wr.remote_addr =
+            y.target.addr() + y.target.len() - std::max<std::uint32_t>(op.len / 2, 1) + 1;
         if (op.len == 1) wr.remote_addr = y.target.addr() + y.target.len();
       } else {
         wr.rkey = y.target.rkey() ^ 0x00A5A500u;
@@ -806,12 +817,12 @@ void Campaign::post_op(int xi, std::size_t i) {
   ++result_.exercised.wrs;
   if (options_.log) {
     char buf[200];
-    std::snprintf(buf, sizeof buf, "%s %s qp 0x%x post wr %zu (wr_id=%" PRIu64 ") %s len=%u%s%s%s%s",
-                  format_time(sim_->now()).c_str(), dname(x), x.qp->qp_num(), i, op.wr_id,
-                  std::string(to_string(op.opcode)).c_str(), op.len,
-                  op.signaled() ? " signaled" : "", (op.flags & kFence) ? " fence" : "",
-                  (op.flags & kInline) ? " inline" : "",
-                  op.bad ? (op.bad_oob ? " BAD(out of bounds)" : " BAD(rkey)") : "");
+    std::snprintf(
+        buf, sizeof buf, "%s %s qp 0x%x post wr %zu (wr_id=%" PRIu64 ") %s len=%u%s%s%s%s",
+        format_time(sim_->now()).c_str(), dname(x), x.qp->qp_num(), i, op.wr_id,
+        std::string(to_string(op.opcode)).c_str(), op.len, op.signaled() ? " signaled" : "",
+        (op.flags & kFence) ? " fence" : "", (op.flags & kInline) ? " inline" : "",
+        op.bad ? (op.bad_oob ? " BAD(out of bounds)" : " BAD(rkey)") : "");
     log(buf);
   }
   // Inline data is copied at post time: scribbling the source now must not change what is sent.
@@ -921,16 +932,16 @@ void Campaign::check_sends(int xi) {
     }
     Op& op = x.ops[idx];
     if (static_cast<long>(idx) <= last) {
-      failf("%s qp 0x%x: wr %zu completed %s (twice, or out of order after wr %ld)", dname(x), qpn, idx,
-            op.completed ? "again" : "out of order", last);
+      failf("%s qp 0x%x: wr %zu completed %s (twice, or out of order after wr %ld)", dname(x), qpn,
+            idx, op.completed ? "again" : "out of order", last);
       continue;
     }
     for (long j = last + 1; j < static_cast<long>(idx); ++j) {
       Op& skipped = x.ops[static_cast<std::size_t>(j)];
       if (!skipped.posted) continue;
       if (skipped.signaled() || error_seen) {
-        failf("%s qp 0x%x: wr %ld (%s) has no completion but later wr %zu completed with %s", dname(x), qpn,
-              j, std::string(to_string(skipped.opcode)).c_str(), idx,
+        failf("%s qp 0x%x: wr %ld (%s) has no completion but later wr %zu completed with %s",
+              dname(x), qpn, j, std::string(to_string(skipped.opcode)).c_str(), idx,
               std::string(to_string(wc.status)).c_str());
       } else {
         skipped.inferred_success = true;
@@ -941,16 +952,20 @@ void Campaign::check_sends(int xi) {
     op.status = wc.status;
     if (wc.qp_num != qpn) failf("%s qp 0x%x: completion names qp 0x%x", dname(x), qpn, wc.qp_num);
     if (wc.status == WcStatus::kSuccess) {
-      if (error_seen) failf("%s qp 0x%x: wr %zu succeeded after an earlier error", dname(x), qpn, idx);
-      if (!op.signaled()) failf("%s qp 0x%x: unsignaled wr %zu produced a success completion", dname(x), qpn, idx);
-      if (op.bad) failf("%s qp 0x%x: wr %zu with a bad %s succeeded (expected REM_ACCESS_ERR)", dname(x), qpn,
-                        idx, op.bad_oob ? "remote range" : "rkey");
+      if (error_seen)
+        failf("%s qp 0x%x: wr %zu succeeded after an earlier error", dname(x), qpn, idx);
+      if (!op.signaled())
+        failf("%s qp 0x%x: unsignaled wr %zu produced a success completion", dname(x), qpn, idx);
+      if (op.bad)
+        failf("%s qp 0x%x: wr %zu with a bad %s succeeded (expected REM_ACCESS_ERR)", dname(x), qpn,
+              idx, op.bad_oob ? "remote range" : "rkey");
       if (wc.opcode != expected_wc_opcode(op.opcode)) {
         failf("%s qp 0x%x: wr %zu (%s) completed with opcode %s", dname(x), qpn, idx,
               std::string(to_string(op.opcode)).c_str(), std::string(to_string(wc.opcode)).c_str());
       }
       if (op.opcode == WrOpcode::kRdmaRead && wc.byte_len != op.len) {
-        failf("%s qp 0x%x: READ wr %zu byte_len %u, expected %u", dname(x), qpn, idx, wc.byte_len, op.len);
+        failf("%s qp 0x%x: READ wr %zu byte_len %u, expected %u", dname(x), qpn, idx, wc.byte_len,
+              op.len);
       }
       continue;
     }
@@ -968,19 +983,29 @@ void Campaign::check_sends(int xi) {
     error_seen = true;
     bool allowed = false;
     switch (wc.status) {
-      case WcStatus::kRemAccessErr: allowed = op.bad; break;
-      case WcStatus::kRetryExcErr: allowed = hostile || peer_bad; break;
-      case WcStatus::kRnrRetryExcErr: allowed = op.consuming() && x.params.rnr_retry < 7; break;
-      case WcStatus::kWrFlushErr: allowed = peer_bad; break;
-      default: break;
+      case WcStatus::kRemAccessErr:
+        allowed = op.bad;
+        break;
+      case WcStatus::kRetryExcErr:
+        allowed = hostile || peer_bad;
+        break;
+      case WcStatus::kRnrRetryExcErr:
+        allowed = op.consuming() && x.params.rnr_retry < 7;
+        break;
+      case WcStatus::kWrFlushErr:
+        allowed = peer_bad;
+        break;
+      default:
+        break;
     }
     if (x.ud) allowed = false;
     if (!allowed) {
-      failf("%s qp 0x%x: wr %zu (%s%s) failed with %s, which nothing in this run explains "
-            "(link %s, rnr_retry %u)",
-            dname(x), qpn, idx, std::string(to_string(op.opcode)).c_str(), op.bad ? ", bad" : "",
-            std::string(to_string(wc.status)).c_str(), hostile ? "lossy" : "clean",
-            x.params.rnr_retry);
+      failf(
+          "%s qp 0x%x: wr %zu (%s%s) failed with %s, which nothing in this run explains "
+          "(link %s, rnr_retry %u)",
+          dname(x), qpn, idx, std::string(to_string(op.opcode)).c_str(), op.bad ? ", bad" : "",
+          std::string(to_string(wc.status)).c_str(), hostile ? "lossy" : "clean",
+          x.params.rnr_retry);
     }
   }
   for (std::size_t j = static_cast<std::size_t>(last + 1); j < x.ops.size(); ++j) {
@@ -988,8 +1013,8 @@ void Campaign::check_sends(int xi) {
     if (!op.posted) continue;
     if (op.signaled() || error_seen || x.qp->state() == QpState::kErr) {
       failf("%s qp 0x%x: wr %zu (%s) never completed (hang; QP state %s, t=%s)", dname(x), qpn, j,
-            std::string(to_string(op.opcode)).c_str(), std::string(to_string(x.qp->state())).c_str(),
-            format_time(sim_->now()).c_str());
+            std::string(to_string(op.opcode)).c_str(),
+            std::string(to_string(x.qp->state())).c_str(), format_time(sim_->now()).c_str());
     }
   }
   if (error_seen && x.qp->state() != QpState::kErr) {
@@ -1002,14 +1027,18 @@ void Campaign::check_sends(int xi) {
     if (!op.posted || op.bad) continue;
     const bool ok = op.succeeded();
     if (op.opcode == WrOpcode::kRdmaWrite || op.opcode == WrOpcode::kRdmaWriteWithImm) {
-      if (ok) ym.target.expect(op.remote_off, op.data);
-      else ym.target.maybe(op.remote_off, op.data);
+      if (ok)
+        ym.target.expect(op.remote_off, op.data);
+      else
+        ym.target.maybe(op.remote_off, op.data);
     } else if (op.opcode == WrOpcode::kRdmaRead) {
       std::uint32_t at = 0;
       for (const Chunk& c : op.local) {
         auto part = std::span<const std::uint8_t>(op.data).subspan(at, c.len);
-        if (ok) x.local.expect(c.off, part);
-        else x.local.maybe(c.off, part);
+        if (ok)
+          x.local.expect(c.off, part);
+        else
+          x.local.maybe(c.off, part);
         at += c.len;
       }
     }
@@ -1032,8 +1061,8 @@ void Campaign::check_atomics(int yi) {
         if (got != v) {
           failf("%s qp 0x%x: %s wr %" PRIu64 " returned %" PRIu64 ", the word held %" PRIu64
                 " (atomic not applied exactly once, or out of order)",
-                dname(x), x.qp->qp_num(), std::string(to_string(op.opcode)).c_str(), op.wr_id & 0xFFFFFFFF,
-                got, v);
+                dname(x), x.qp->qp_num(), std::string(to_string(op.opcode)).c_str(),
+                op.wr_id & 0xFFFFFFFF, got, v);
         }
         x.local.any(res.off, 8);  // checked here
         v = apply_atomic(op, v);
@@ -1049,11 +1078,12 @@ void Campaign::check_atomics(int yi) {
     }
     std::uint64_t got;
     std::memcpy(&got, y.target.base() + w * 8, 8);
-    const bool ok = uncertain ? std::find(possible.begin(), possible.end(), got) != possible.end()
-                              : got == v;
+    const bool ok =
+        uncertain ? std::find(possible.begin(), possible.end(), got) != possible.end() : got == v;
     if (!ok) {
-      failf("%s qp 0x%x: atomic word %u holds %" PRIu64 ", expected %" PRIu64 "%s", dname(y), y.qp->qp_num(), w,
-            got, uncertain ? possible.front() : v, uncertain ? " (or a later prefix)" : "");
+      failf("%s qp 0x%x: atomic word %u holds %" PRIu64 ", expected %" PRIu64 "%s", dname(y),
+            y.qp->qp_num(), w, got, uncertain ? possible.front() : v,
+            uncertain ? " (or a later prefix)" : "");
     }
     y.target.any(w * 8, 8);
   }
@@ -1099,13 +1129,14 @@ void Campaign::check_rc_recvs(int yi) {
       continue;
     }
     if (wc.status != WcStatus::kSuccess) {
-      failf("%s qp 0x%x: receive completed with %s", dname(y), qpn, std::string(to_string(wc.status)).c_str());
+      failf("%s qp 0x%x: receive completed with %s", dname(y), qpn,
+            std::string(to_string(wc.status)).c_str());
       continue;
     }
     if (flush_seen) failf("%s qp 0x%x: a receive succeeded after a flushed one", dname(y), qpn);
     if (successes >= consuming.size()) {
-      failf("%s qp 0x%x: receive completion %zu matches no SEND/WRITE_WITH_IMM of the peer", dname(y), qpn,
-            successes);
+      failf("%s qp 0x%x: receive completion %zu matches no SEND/WRITE_WITH_IMM of the peer",
+            dname(y), qpn, successes);
       continue;
     }
     const Op& op = *consuming[successes++];
@@ -1115,11 +1146,12 @@ void Campaign::check_rc_recvs(int yi) {
     if (wc.opcode != want || ((wc.wc_flags & kWcWithImm) != 0) != imm ||
         (imm && wc.imm_data != op.imm) ||
         (op.opcode != WrOpcode::kRdmaWriteWithImm && wc.byte_len != op.len)) {
-      failf("%s qp 0x%x: receive %zu is %s len=%u imm=%s0x%x, but the peer's message %zu is %s "
-            "len=%u imm=0x%x (receives out of send order, or wrong)",
-            dname(y), qpn, successes - 1, std::string(to_string(wc.opcode)).c_str(), wc.byte_len,
-            (wc.wc_flags & kWcWithImm) ? "" : "none/", wc.imm_data, successes - 1,
-            std::string(to_string(op.opcode)).c_str(), op.len, op.imm);
+      failf(
+          "%s qp 0x%x: receive %zu is %s len=%u imm=%s0x%x, but the peer's message %zu is %s "
+          "len=%u imm=0x%x (receives out of send order, or wrong)",
+          dname(y), qpn, successes - 1, std::string(to_string(wc.opcode)).c_str(), wc.byte_len,
+          (wc.wc_flags & kWcWithImm) ? "" : "none/", wc.imm_data, successes - 1,
+          std::string(to_string(op.opcode)).c_str(), op.len, op.imm);
       continue;
     }
     buf->filled = true;
@@ -1136,7 +1168,8 @@ void Campaign::check_rc_recvs(int yi) {
   // Every message the requester saw acknowledged must have been received.
   for (std::size_t k = successes; k < consuming.size(); ++k) {
     if (consuming[k]->succeeded()) {
-      failf("%s qp 0x%x: the peer's message %zu (wr %" PRIu64 ") completed successfully but was "
+      failf("%s qp 0x%x: the peer's message %zu (wr %" PRIu64
+            ") completed successfully but was "
             "never received",
             dname(y), qpn, k, consuming[k]->wr_id & 0xFFFFFFFF);
       break;
@@ -1172,14 +1205,16 @@ void Campaign::check_ud_recvs(int yi) {
   const std::uint32_t qpn = y.qp->qp_num();
   for (const WorkCompletion& wc : y.rcomps) {
     const std::size_t idx = wc.wr_id & 0xFFFFFFFFu;
-    if (((wc.wr_id >> 32) & 0x3FFFFFFF) != static_cast<std::uint64_t>(yi) || idx >= y.recvs.size()) {
+    if (((wc.wr_id >> 32) & 0x3FFFFFFF) != static_cast<std::uint64_t>(yi) ||
+        idx >= y.recvs.size()) {
       failf("UD qp 0x%x: receive completion with unknown wr_id %" PRIu64, qpn, wc.wr_id);
       continue;
     }
     RecvBuf& b = y.recvs[idx];
     if (++b.completions > 1) failf("UD qp 0x%x: receive %zu completed twice", qpn, idx);
     if (wc.status != WcStatus::kSuccess) {
-      failf("UD qp 0x%x: receive completed with %s", qpn, std::string(to_string(wc.status)).c_str());
+      failf("UD qp 0x%x: receive completed with %s", qpn,
+            std::string(to_string(wc.status)).c_str());
       continue;
     }
     ++result_.exercised.ud_messages;
@@ -1198,8 +1233,8 @@ void Campaign::check_ud_recvs(int yi) {
     if (len != op.len || std::memcmp(p, op.data.data(), op.len) != 0 ||
         ((wc.wc_flags & kWcWithImm) != 0) != imm || (imm && wc.imm_data != op.imm) ||
         wc.src_qp != x.qp->qp_num()) {
-      failf("UD qp 0x%x: datagram %zu differs from what was sent (byte_len %u, sent %u+40)", qpn,
-            m, wc.byte_len, op.len);
+      failf("UD qp 0x%x: datagram %zu differs from what was sent (byte_len %u, sent %u+40)", qpn, m,
+            wc.byte_len, op.len);
     }
   }
   for (auto& b : y.recvs) {
@@ -1270,7 +1305,8 @@ SeedResult Campaign::run() {
     int rc_pairs = 0, ud = 0;
     for (const auto& e : eps_) (e.ud ? ud : rc_pairs) += e.dev == 0;
     std::snprintf(buf, sizeof buf,
-                  "seed=%" PRIu64 " crc=%s rc_pairs=%d ud=%d srq=%d drop=%.3f/%.3f corrupt=%.3f/%.3f "
+                  "seed=%" PRIu64
+                  " crc=%s rc_pairs=%d ud=%d srq=%d drop=%.3f/%.3f corrupt=%.3f/%.3f "
                   "burst=%d bad_wr=%d",
                   seed_, crc_ == CrcMode::kCompute ? "compute" : "model", rc_pairs, ud / 1,
                   srqs_.empty() ? 0 : 1, link_[0].drop, link_[1].drop, link_[0].corrupt,

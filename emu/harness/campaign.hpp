@@ -23,8 +23,8 @@ namespace weft::harness {
 // What a run exercised. Summed across seeds by `weft check` and the property tests.
 struct Exercised {
   std::uint64_t seeds = 0;
-  std::uint64_t wrs = 0;                 // send WRs posted
-  std::uint64_t packets = 0;             // packets transmitted by the Devices
+  std::uint64_t wrs = 0;      // send WRs posted
+  std::uint64_t packets = 0;  // packets transmitted by the Devices
   std::uint64_t retransmits = 0;
   std::uint64_t timeouts = 0;
   std::uint64_t naks_seq = 0, naks_rnr = 0, naks_access = 0;
@@ -32,7 +32,7 @@ struct Exercised {
   std::uint64_t credit_stalls = 0;
   std::uint64_t retry_exc = 0, rnr_retry_exc = 0;  // error completions with these statuses
   std::uint64_t rem_access_err = 0;
-  std::uint64_t flushed = 0;                       // WR_FLUSH_ERR completions (send and recv)
+  std::uint64_t flushed = 0;  // WR_FLUSH_ERR completions (send and recv)
   std::uint64_t qps_go_back_n = 0, qps_selective_repeat = 0;
   std::uint64_t ud_messages = 0;
   std::uint64_t link_dropped = 0, link_corrupted = 0, link_duplicated = 0, link_reordered = 0;

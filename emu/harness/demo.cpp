@@ -35,7 +35,8 @@ const char* kWrNames[] = {"", "SEND", "RDMA_WRITE", "RDMA_READ", "CMP_AND_SWP", 
 int run_demo(const DemoOptions& o, std::FILE* out) {
   std::fprintf(out,
                "Weft demo: two emulated HCAs joined by a lossy virtual link (virtual time).\n"
-               "  seed %" PRIu64 "  (replay exactly: weft demo --seed %" PRIu64 ")\n"
+               "  seed %" PRIu64 "  (replay exactly: weft demo --seed %" PRIu64
+               ")\n"
                "  link: 100 Gb/s, 2 us latency, drop %.1f%%, reorder %.1f%%, corrupt %.1f%%, "
                "duplicate %.1f%%\n"
                "  RC QP pair, path MTU %u, %s recovery, ICRC/VCRC computed and checked\n\n",
@@ -75,7 +76,8 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
   // A fixed-address arena: the VAs printed below are the same on every run of this seed.
   const std::size_t a_bytes = 256 + wlen + rlen + 16, b_bytes = 256 + wlen + rlen + 8;
   Arena arena(a_bytes + b_bytes + 256);
-  std::span<std::uint8_t> a_mem{arena.alloc(a_bytes), a_bytes}, b_mem{arena.alloc(b_bytes), b_bytes};
+  std::span<std::uint8_t> a_mem{arena.alloc(a_bytes), a_bytes},
+      b_mem{arena.alloc(b_bytes), b_bytes};
   std::uint8_t* a_msg = a_mem.data();
   std::uint8_t* a_wsrc = a_msg + 256;
   std::uint8_t* a_rdst = a_wsrc + wlen;
@@ -86,8 +88,10 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
   std::uint8_t* b_word = b_rsrc + rlen;
   const char msg[] = "Hello from hcaA: a SEND over a lossy InfiniBand link";
   std::memcpy(a_msg, msg, sizeof msg);
-  for (std::uint32_t i = 0; i < wlen; ++i) a_wsrc[i] = static_cast<std::uint8_t>(data_rng.next_u64());
-  for (std::uint32_t i = 0; i < rlen; ++i) b_rsrc[i] = static_cast<std::uint8_t>(data_rng.next_u64());
+  for (std::uint32_t i = 0; i < wlen; ++i)
+    a_wsrc[i] = static_cast<std::uint8_t>(data_rng.next_u64());
+  for (std::uint32_t i = 0; i < rlen; ++i)
+    b_rsrc[i] = static_cast<std::uint8_t>(data_rng.next_u64());
   std::uint64_t word = 100;
   std::memcpy(b_word, &word, 8);
   constexpr std::uint32_t kAll =
@@ -146,16 +150,27 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
         }
         break;
       }
-      case TraceKind::kDropped: what = "  ^^ DROPPED by the link"; break;
-      case TraceKind::kBlackout: what = "  ^^ lost in a blackout"; break;
-      case TraceKind::kCorrupted: what = "  ^^ CORRUPTED (1 bit flipped; the receiver's CRC check will drop it)"; break;
-      case TraceKind::kDuplicated: what = "  ^^ DUPLICATED by the link"; break;
-      default: what = to_string(r.kind); break;
+      case TraceKind::kDropped:
+        what = "  ^^ DROPPED by the link";
+        break;
+      case TraceKind::kBlackout:
+        what = "  ^^ lost in a blackout";
+        break;
+      case TraceKind::kCorrupted:
+        what = "  ^^ CORRUPTED (1 bit flipped; the receiver's CRC check will drop it)";
+        break;
+      case TraceKind::kDuplicated:
+        what = "  ^^ DUPLICATED by the link";
+        break;
+      default:
+        what = to_string(r.kind);
+        break;
     }
     if (o.quiet) return;
     if (r.kind == TraceKind::kSent) {
       std::fprintf(out, "%12s %s %s %s\n", format_time(r.time_ns).c_str(),
-                   r.src_device == 0 ? "A->B" : "B->A", what.c_str(), describe_packet(r.wire).c_str());
+                   r.src_device == 0 ? "A->B" : "B->A", what.c_str(),
+                   describe_packet(r.wire).c_str());
     } else {
       std::fprintf(out, "%12s      %s\n", "", what.c_str());
     }
@@ -167,7 +182,8 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
       std::size_t n;
       while ((n = cq[d]->poll(wc)) > 0) {
         for (std::size_t i = 0; i < n; ++i) {
-          const bool recv = wc[i].opcode == WcOpcode::kRecv || wc[i].opcode == WcOpcode::kRecvRdmaWithImm;
+          const bool recv =
+              wc[i].opcode == WcOpcode::kRecv || wc[i].opcode == WcOpcode::kRecvRdmaWithImm;
           (recv ? done_recv : done_send)++;
           if (wc[i].status != WcStatus::kSuccess) ++errors;
           std::fprintf(out, "%12s %s COMPLETION %-13s %s\n", format_time(now).c_str(),
@@ -220,7 +236,8 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
     w.rkey = mr_b->rkey();
     const Errc rc = qp[0]->post_send(w);
     std::fprintf(out, "  wr_id=%" PRIu64 " %-14s %6u bytes -> %s\n", w.wr_id, kWrNames[w.wr_id],
-                 w.sg_list[0].length, rc == Errc::kOk ? "queued" : std::string(to_string(rc)).c_str());
+                 w.sg_list[0].length,
+                 rc == Errc::kOk ? "queued" : std::string(to_string(rc)).c_str());
   }
   std::fprintf(out,
                "  (and one 256-byte receive on hcaB)\n\n"
@@ -228,7 +245,8 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
                "sent again; a ^^ line says what the link did to the packet above it):\n");
   // The first poll_transmit happens when the Sim services the Devices: kick it with an action.
   sim.at(0, [](TimeNs) {});
-  sim.run_until([&] { return done_send == 5 && done_recv == 1 && sim.pending_non_deadline() == 0; });
+  sim.run_until(
+      [&] { return done_send == 5 && done_recv == 1 && sim.pending_non_deadline() == 0; });
 
   // Verify.
   std::fprintf(out, "\nVerification (byte-exact):\n");
@@ -275,8 +293,9 @@ int run_demo(const DemoOptions& o, std::FILE* out) {
                  d == 0 ? "A->B" : "B->A", ls.packets, ls.dropped, ls.corrupted, ls.reordered,
                  ls.duplicated);
   }
-  std::fprintf(out, "\n%s\n", bad == 0 ? "All operations completed and verified."
-                                       : "FAILED: see the mismatches above.");
+  std::fprintf(
+      out, "\n%s\n",
+      bad == 0 ? "All operations completed and verified." : "FAILED: see the mismatches above.");
   return bad == 0 ? 0 : 1;
 }
 

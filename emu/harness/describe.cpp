@@ -17,18 +17,26 @@ wire::ParseOptions no_crc() {
 }
 const char* aeth_name(std::uint8_t syndrome) {
   switch (wire::aeth_kind(syndrome)) {
-    case wire::AethKind::kAck: return "ACK";
-    case wire::AethKind::kRnrNak: return "RNR-NAK";
+    case wire::AethKind::kAck:
+      return "ACK";
+    case wire::AethKind::kRnrNak:
+      return "RNR-NAK";
     case wire::AethKind::kNak:
       switch (static_cast<wire::NakCode>(wire::aeth_value(syndrome))) {
-        case wire::NakCode::kPsnSequenceError: return "NAK(PSN sequence error)";
-        case wire::NakCode::kInvalidRequest: return "NAK(invalid request)";
-        case wire::NakCode::kRemoteAccessError: return "NAK(remote access error)";
-        case wire::NakCode::kRemoteOperationalError: return "NAK(remote operational error)";
-        case wire::NakCode::kInvalidRdRequest: return "NAK(invalid RD request)";
+        case wire::NakCode::kPsnSequenceError:
+          return "NAK(PSN sequence error)";
+        case wire::NakCode::kInvalidRequest:
+          return "NAK(invalid request)";
+        case wire::NakCode::kRemoteAccessError:
+          return "NAK(remote access error)";
+        case wire::NakCode::kRemoteOperationalError:
+          return "NAK(remote operational error)";
+        case wire::NakCode::kInvalidRdRequest:
+          return "NAK(invalid RD request)";
       }
       return "NAK(?)";
-    case wire::AethKind::kReserved: return "AETH(reserved)";
+    case wire::AethKind::kReserved:
+      return "AETH(reserved)";
   }
   return "?";
 }
@@ -68,8 +76,8 @@ std::string describe_packet(std::span<const std::uint8_t> w) {
       n += std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), fmt, args...);
     }
   };
-  if (info.mask & wire::kHasReth) add(" va=0x%" PRIx64 " rkey=0x%x dmalen=%u", h.reth.va,
-                                      h.reth.rkey, h.reth.dma_len);
+  if (info.mask & wire::kHasReth)
+    add(" va=0x%" PRIx64 " rkey=0x%x dmalen=%u", h.reth.va, h.reth.rkey, h.reth.dma_len);
   if (info.mask & wire::kHasAeth) add(" %s msn=%u", aeth_name(h.aeth.syndrome), h.aeth.msn);
   if (info.mask & wire::kHasAtomicEth)
     add(" va=0x%" PRIx64 " swap/add=%" PRIu64 " cmp=%" PRIu64, h.atomic_eth.va,

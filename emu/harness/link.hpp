@@ -23,16 +23,16 @@ struct Blackout {
 };
 
 struct LinkConfig {
-  TimeNs latency_ns = 1000;            // propagation delay
-  std::uint64_t rate_mbps = 100'000;   // serialization rate, megabits per second; 0 = infinite
-  double drop = 0.0;                   // probability a packet is lost
-  double duplicate = 0.0;              // probability a packet arrives twice
-  double reorder = 0.0;                // probability a packet is held back behind later ones
-  double corrupt = 0.0;                // probability one bit of the packet flips
-  double delay = 0.0;                  // probability of an extra queueing delay
-  TimeNs reorder_ns_max = 4'000;       // how long a reordered packet is held back, at most
-  TimeNs delay_ns_max = 100'000;       // extra delay of a delayed packet, at most
-  TimeNs duplicate_gap_ns_max = 2'000; // a duplicate trails the original by up to this
+  TimeNs latency_ns = 1000;             // propagation delay
+  std::uint64_t rate_mbps = 100'000;    // serialization rate, megabits per second; 0 = infinite
+  double drop = 0.0;                    // probability a packet is lost
+  double duplicate = 0.0;               // probability a packet arrives twice
+  double reorder = 0.0;                 // probability a packet is held back behind later ones
+  double corrupt = 0.0;                 // probability one bit of the packet flips
+  double delay = 0.0;                   // probability of an extra queueing delay
+  TimeNs reorder_ns_max = 4'000;        // how long a reordered packet is held back, at most
+  TimeNs delay_ns_max = 100'000;        // extra delay of a delayed packet, at most
+  TimeNs duplicate_gap_ns_max = 2'000;  // a duplicate trails the original by up to this
   std::vector<Blackout> blackouts;
 
   bool lossy() const { return drop > 0.0 || corrupt > 0.0 || !blackouts.empty(); }
@@ -41,11 +41,11 @@ struct LinkConfig {
 // What the link does with one packet.
 struct LinkVerdict {
   bool dropped = false;
-  bool blackout = false;           // dropped because of a blackout window
+  bool blackout = false;  // dropped because of a blackout window
   bool corrupted = false;
-  std::uint64_t corrupt_bit = 0;   // which bit flips, counted from the first wire byte
-  TimeNs depart_ns = 0;            // last bit leaves the sender
-  TimeNs arrive_ns = 0;            // last bit reaches the receiver
+  std::uint64_t corrupt_bit = 0;  // which bit flips, counted from the first wire byte
+  TimeNs depart_ns = 0;           // last bit leaves the sender
+  TimeNs arrive_ns = 0;           // last bit reaches the receiver
   bool duplicated = false;
   TimeNs duplicate_arrive_ns = 0;
   bool reordered = false;

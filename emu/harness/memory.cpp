@@ -61,9 +61,14 @@ void GuardedRegion::check(const std::string& name, std::vector<std::string>& fai
     const std::uint8_t v = data[i];
     bool ok = true;
     switch (mode_[o]) {
-      case kExact: ok = v == expect_[o]; break;
-      case kEither: ok = v == expect_[o] || v == alt_[o]; break;
-      default: break;
+      case kExact:
+        ok = v == expect_[o];
+        break;
+      case kEither:
+        ok = v == expect_[o] || v == alt_[o];
+        break;
+      default:
+        break;
     }
     if (!ok) {
       std::snprintf(buf, sizeof buf, "%s: byte at offset %zu is 0x%02x, expected 0x%02x%s",

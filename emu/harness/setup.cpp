@@ -21,8 +21,8 @@ Errc bring_up_rc(QueuePair& qp, const RcParams& p) {
   a.max_dest_rd_atomic = p.max_dest_rd_atomic;
   a.min_rnr_timer = p.min_rnr_timer;
   a.recovery = p.recovery;
-  const std::uint32_t rtr = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                            kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  const std::uint32_t rtr =
+      kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
   // The recovery mode is a Weft extension; accept it on INIT->RTR, or else on RTR->RTS.
   bool recovery_set = true;
   rc = qp.modify(a, rtr | kQpRecoveryMode);

@@ -14,10 +14,10 @@ inline constexpr std::uint32_t kCampaignQkey = 0x11111111;
 struct RcParams {
   Mtu mtu = Mtu::k1024;
   RecoveryMode recovery = RecoveryMode::kGoBackN;
-  std::uint8_t timeout = 10;      // 4.096 us * 2^timeout
+  std::uint8_t timeout = 10;  // 4.096 us * 2^timeout
   std::uint8_t retry_cnt = 7;
-  std::uint8_t rnr_retry = 7;     // 7 = forever
-  std::uint8_t min_rnr_timer = 1; // IBA Table 45 code
+  std::uint8_t rnr_retry = 7;      // 7 = forever
+  std::uint8_t min_rnr_timer = 1;  // IBA Table 45 code
   std::uint8_t max_rd_atomic = 4;
   std::uint8_t max_dest_rd_atomic = 4;
   std::uint32_t sq_psn = 0, rq_psn = 0, dest_qpn = 0;

@@ -10,13 +10,20 @@ namespace weft::harness {
 
 const char* to_string(TraceKind k) {
   switch (k) {
-    case TraceKind::kSent: return "sent";
-    case TraceKind::kDropped: return "DROPPED";
-    case TraceKind::kBlackout: return "BLACKOUT";
-    case TraceKind::kCorrupted: return "CORRUPTED";
-    case TraceKind::kDuplicated: return "DUPLICATED";
-    case TraceKind::kDelivered: return "delivered";
-    case TraceKind::kUnroutable: return "UNROUTABLE";
+    case TraceKind::kSent:
+      return "sent";
+    case TraceKind::kDropped:
+      return "DROPPED";
+    case TraceKind::kBlackout:
+      return "BLACKOUT";
+    case TraceKind::kCorrupted:
+      return "CORRUPTED";
+    case TraceKind::kDuplicated:
+      return "DUPLICATED";
+    case TraceKind::kDelivered:
+      return "delivered";
+    case TraceKind::kUnroutable:
+      return "UNROUTABLE";
   }
   return "?";
 }

@@ -121,9 +121,7 @@ class Sim {
     EvKind kind;
     int device;
     std::uint32_t slot;  // packet slot or user action slot
-    bool operator>(const Event& o) const {
-      return time != o.time ? time > o.time : seq > o.seq;
-    }
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
   struct InFlight {
     std::vector<std::uint8_t> wire;     // kCompute: the whole image

@@ -19,12 +19,14 @@ struct View {
   std::vector<std::uint32_t> sw_of;  // node -> switch index, recomputed from the fabric
   std::vector<NodeIdx> sw_node;
   std::vector<std::uint32_t> port_base;  // switch -> first channel id (ports 0..n)
-  std::uint8_t lft(std::uint32_t s, std::size_t lid) const { return r.lft[static_cast<std::size_t>(s) * r.lid_top + lid]; }
+  std::uint8_t lft(std::uint32_t s, std::size_t lid) const {
+    return r.lft[static_cast<std::size_t>(s) * r.lid_top + lid];
+  }
 };
 
 // A directed graph in CSR form over channels; returns true and one cycle if it has one.
-bool find_cycle(std::uint32_t n, const std::vector<std::uint32_t>& off, const std::vector<std::uint32_t>& succ,
-                std::vector<std::uint32_t>* cycle) {
+bool find_cycle(std::uint32_t n, const std::vector<std::uint32_t>& off,
+                const std::vector<std::uint32_t>& succ, std::vector<std::uint32_t>* cycle) {
   std::vector<std::uint32_t> indeg(n, 0), queue;
   for (std::uint32_t v : succ) ++indeg[v];
   for (std::uint32_t v = 0; v < n; ++v)
@@ -49,7 +51,8 @@ bool find_cycle(std::uint32_t n, const std::vector<std::uint32_t>& off, const st
       }
       std::uint32_t w = succ[e++];
       if (color[w] == 1) {
-        auto it = std::find_if(stack.begin(), stack.end(), [&](const auto& p) { return p.first == w; });
+        auto it =
+            std::find_if(stack.begin(), stack.end(), [&](const auto& p) { return p.first == w; });
         for (; it != stack.end(); ++it) cycle->push_back(it->first);
         return true;
       }
@@ -65,7 +68,8 @@ bool find_cycle(std::uint32_t n, const std::vector<std::uint32_t>& off, const st
 
 }  // namespace
 
-CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, const CheckOptions& opt) {
+CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r,
+                         const CheckOptions& opt) {
   CheckReport rep;
   View v{f, lids, r, {}, {}, {}};
   v.sw_of.assign(f.nodes.size(), kUnknown);
@@ -80,7 +84,8 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
     return rep;
   }
   v.port_base.resize(S + 1, 0);
-  for (std::uint32_t s = 0; s < S; ++s) v.port_base[s + 1] = v.port_base[s] + f.nodes[v.sw_node[s]].num_ports() + 1;
+  for (std::uint32_t s = 0; s < S; ++s)
+    v.port_base[s + 1] = v.port_base[s] + f.nodes[v.sw_node[s]].num_ports() + 1;
   const int hops_limit = opt.hops_max > 0 ? opt.hops_max : static_cast<int>(S) + 1;
 
   // Sources: HCA ports per switch (node, port, switch port).
@@ -104,7 +109,8 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
 
   const bool vl_mode = !r.sl2vl.empty() || !r.sl_by_switch.empty();
   std::vector<std::uint64_t> succ_bits;  // dest-based CDG: 4 words per channel (ports 0..255)
-  if (opt.credit_loops && !vl_mode) succ_bits.assign(static_cast<std::size_t>(v.port_base[S]) * 4, 0);
+  if (opt.credit_loops && !vl_mode)
+    succ_bits.assign(static_cast<std::size_t>(v.port_base[S]) * 4, 0);
 
   std::vector<std::uint32_t> dist(S), stack;
   std::vector<bool> used(S, false);
@@ -169,7 +175,8 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
           ++rep.unreachable_pairs;
           hca_bad[own.node] = true;
           if (rep.unreachable_examples.size() < opt.examples_max)
-            rep.unreachable_examples.push_back({src.node, src.port, own.node, own.port, static_cast<Lid>(lid)});
+            rep.unreachable_examples.push_back(
+                {src.node, src.port, own.node, own.port, static_cast<Lid>(lid)});
           continue;
         }
         const int hops = static_cast<int>(dist[s]) + 1;
@@ -209,14 +216,18 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
   rep.hops_avg = hop_n ? hop_sum / static_cast<double>(hop_n) : 0.0;
   (void)hca_ports;
   if (rep.unreachable_pairs)
-    rep.problems.push_back(std::to_string(rep.unreachable_pairs) + " of " + std::to_string(rep.hca_pairs) +
-                           " HCA pairs are not delivered; " + std::to_string(rep.unreachable_hcas.size()) +
-                           " HCAs cannot be reached by everyone (first: " + f.nodes[rep.unreachable_hcas[0]].name + ")");
+    rep.problems.push_back(
+        std::to_string(rep.unreachable_pairs) + " of " + std::to_string(rep.hca_pairs) +
+        " HCA pairs are not delivered; " + std::to_string(rep.unreachable_hcas.size()) +
+        " HCAs cannot be reached by everyone (first: " + f.nodes[rep.unreachable_hcas[0]].name +
+        ")");
   if (rep.switch_unreachable)
-    rep.problems.push_back(std::to_string(rep.switch_unreachable) + " (switch, LID) routes are not delivered");
+    rep.problems.push_back(std::to_string(rep.switch_unreachable) +
+                           " (switch, LID) routes are not delivered");
   if (rep.loops) rep.problems.push_back(std::to_string(rep.loops) + " forwarding loops");
   if (rep.too_long)
-    rep.problems.push_back(std::to_string(rep.too_long) + " paths longer than " + std::to_string(hops_limit) + " hops");
+    rep.problems.push_back(std::to_string(rep.too_long) + " paths longer than " +
+                           std::to_string(hops_limit) + " hops");
   if (!opt.credit_loops) return rep;
 
   // Channel dependency graph in CSR form.
@@ -224,11 +235,14 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
   std::vector<std::uint32_t> off, succ;
   auto channel_name = [&](std::uint32_t c, int vls) {
     const std::uint32_t vl = c % vls, id = c / vls;
-    const std::uint32_t s = static_cast<std::uint32_t>(std::upper_bound(v.port_base.begin(), v.port_base.end(), id) - v.port_base.begin()) - 1;
+    const std::uint32_t s =
+        static_cast<std::uint32_t>(std::upper_bound(v.port_base.begin(), v.port_base.end(), id) -
+                                   v.port_base.begin()) -
+        1;
     const int p = static_cast<int>(id - v.port_base[s]);
     const FabricPort& fp = f.nodes[v.sw_node[s]].ports[p];
-    return f.nodes[v.sw_node[s]].name + ":" + std::to_string(p) + " -> " + f.nodes[fp.peer].name + ":" +
-           std::to_string(fp.peer_port) + " VL " + std::to_string(vl);
+    return f.nodes[v.sw_node[s]].name + ":" + std::to_string(p) + " -> " + f.nodes[fp.peer].name +
+           ":" + std::to_string(fp.peer_port) + " VL " + std::to_string(vl);
   };
   int vls = 1;
   if (!vl_mode) {
@@ -254,7 +268,8 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
     // Every HCA port (path SL from its LID) to every HCA LID.
     for (std::uint32_t s0 = 0; s0 < S; ++s0) {
       std::vector<std::pair<Lid, std::uint8_t>> sources;
-      for (const Src& src : hca_src[s0]) sources.push_back({lids.base[src.node][src.port], src.sw_port});
+      for (const Src& src : hca_src[s0])
+        sources.push_back({lids.base[src.node][src.port], src.sw_port});
       for (auto [slid, in0] : sources) {
         if (slid == kNoLid) continue;
         for (std::size_t lid = 1; lid < r.lid_top; ++lid) {
@@ -265,7 +280,8 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
           for (int hop = 0; hop <= hops_limit; ++hop) {
             const std::uint8_t p = v.lft(x, lid);
             const FabricNode& xn = f.nodes[v.sw_node[x]];
-            if (p == 0 || p == kDropPort || p > xn.num_ports() || xn.ports[p].peer == kNoNode) break;
+            if (p == 0 || p == kDropPort || p > xn.num_ports() || xn.ports[p].peer == kNoNode)
+              break;
             const FabricPort& fp = xn.ports[p];
             if (!f.nodes[fp.peer].is_switch) break;
             const std::uint32_t c = (v.port_base[x] + p) * vls + r.vl(x, xn.num_ports(), in, p, sl);
@@ -288,7 +304,8 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
     for (std::uint64_t e : edges) ++off[(e >> 32) + 1];
     for (std::uint32_t c = 0; c < channels; ++c) off[c + 1] += off[c];
     succ.resize(edges.size());
-    for (std::size_t i = 0; i < edges.size(); ++i) succ[i] = static_cast<std::uint32_t>(edges[i]);  // sorted by from
+    for (std::size_t i = 0; i < edges.size(); ++i)
+      succ[i] = static_cast<std::uint32_t>(edges[i]);  // sorted by from
   }
   rep.cdg_checked = true;
   rep.cdg_channels = channels;
@@ -297,8 +314,9 @@ CheckReport check_routes(const Fabric& f, const LidMap& lids, const Routes& r, c
   if (find_cycle(channels, off, succ, &cycle)) {
     rep.credit_loop = true;
     for (std::uint32_t c : cycle) rep.credit_cycle.push_back(channel_name(c, vls));
-    rep.problems.push_back("credit loop: the channel dependency graph has a cycle of " + std::to_string(cycle.size()) +
-                           " channels through " + rep.credit_cycle[0]);
+    rep.problems.push_back("credit loop: the channel dependency graph has a cycle of " +
+                           std::to_string(cycle.size()) + " channels through " +
+                           rep.credit_cycle[0]);
   }
   return rep;
 }

@@ -10,10 +10,11 @@
 //     (directed switch-to-switch link, VL), an edge when some route leaves one for the other —
 //     is acyclic. Only HCA-to-HCA routes count: traffic to and from switch port 0 is
 //     management (SMPs ride VL15, which has no flow-control credits, IBA 7.6.4), and
-//     engines may route it outside their deadlock-free scheme. With one VL and no SL2VL the graph is built per destination (routes are
-//     destination-based, so every switch's entry is used by someone); with SL2VL tables every
-//     (source, destination) path is walked with its path SL. Acyclicity is decided by Kahn's
-//     algorithm and a cycle, if any, is extracted with an iterative DFS (no recursion).
+//     engines may route it outside their deadlock-free scheme. With one VL and no SL2VL the graph
+//     is built per destination (routes are destination-based, so every switch's entry is used by
+//     someone); with SL2VL tables every (source, destination) path is walked with its path SL.
+//     Acyclicity is decided by Kahn's algorithm and a cycle, if any, is extracted with an iterative
+//     DFS (no recursion).
 //
 // Hop convention: hops are links traversed from the source HCA port to the destination HCA
 // port, so two HCAs on one switch are 2 hops apart; in a k-ary 3-level fat tree, same pod is 4
@@ -31,8 +32,8 @@
 namespace weft::routing {
 
 struct CheckOptions {
-  int hops_max = 0;            // 0: number of switches + 1
-  bool credit_loops = true;    // build and check the channel dependency graph
+  int hops_max = 0;          // 0: number of switches + 1
+  bool credit_loops = true;  // build and check the channel dependency graph
   std::size_t examples_max = 8;
 };
 
@@ -54,7 +55,7 @@ struct CheckReport {
   std::size_t too_long = 0;            // paths longer than hops_max
   std::vector<UnreachablePair> unreachable_examples;
   std::vector<NodeIdx> unreachable_hcas;  // HCAs owning a LID some HCA cannot reach
-  int hops_max = 0;                    // over HCA pairs (convention above)
+  int hops_max = 0;                       // over HCA pairs (convention above)
   double hops_avg = 0;
   // Channel dependency graph.
   bool cdg_checked = false;

@@ -20,7 +20,9 @@ namespace {
 
 constexpr int kDimsMax = 4;  // one SL bit per dimension, 4 SL bits
 
-RoutingError not_torus(std::string why) { return {RoutingErrc::kNotTorus, "not a mesh or torus: " + std::move(why)}; }
+RoutingError not_torus(std::string why) {
+  return {RoutingErrc::kNotTorus, "not a mesh or torus: " + std::move(why)};
+}
 
 }  // namespace
 
@@ -31,14 +33,18 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
   const int radix = net.num_ports(0);
   int hosts = 0;
   for (std::uint32_t s = 0; s < S; ++s) {
-    if (net.num_ports(s) != radix) return not_torus("switches " + name(0) + " and " + name(s) + " differ in port count");
+    if (net.num_ports(s) != radix)
+      return not_torus("switches " + name(0) + " and " + name(s) + " differ in port count");
     const FabricNode& fn = nodes[net.sw_node[s]];
     for (int p = 1; p <= fn.num_ports(); ++p)
-      if (fn.ports[p].peer != kNoNode && !nodes[fn.ports[p].peer].is_switch) hosts = std::max(hosts, p);
+      if (fn.ports[p].peer != kNoNode && !nodes[fn.ports[p].peer].is_switch)
+        hosts = std::max(hosts, p);
   }
-  if ((radix - hosts) % 2 != 0 || radix == hosts) return not_torus("the ports after the HCA ports do not pair into dimensions");
+  if ((radix - hosts) % 2 != 0 || radix == hosts)
+    return not_torus("the ports after the HCA ports do not pair into dimensions");
   const int nd = (radix - hosts) / 2;
-  if (nd > kDimsMax) return not_torus(std::to_string(nd) + " dimensions (at most 4: one SL bit each)");
+  if (nd > kDimsMax)
+    return not_torus(std::to_string(nd) + " dimensions (at most 4: one SL bit each)");
   // Neighbour of s through port p, kNoSwitch if none or not a switch.
   auto step = [&](std::uint32_t s, int p) -> std::uint32_t {
     NodeIdx peer = nodes[net.sw_node[s]].ports[p].peer;
@@ -63,7 +69,8 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
       continue;
     }
     std::uint32_t back = origin;
-    for (std::uint32_t prev = step(back, minus(d)); prev != kNoSwitch && n <= static_cast<int>(S); prev = step(back, minus(d))) {
+    for (std::uint32_t prev = step(back, minus(d)); prev != kNoSwitch && n <= static_cast<int>(S);
+         prev = step(back, minus(d))) {
       back = prev;
       ++n;
     }
@@ -73,7 +80,9 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
   }
   std::uint64_t total = 1;
   for (int d = 0; d < nd; ++d) total *= static_cast<std::uint64_t>(size[d]);
-  if (total != S) return not_torus("ring sizes give " + std::to_string(total) + " switches, the fabric has " + std::to_string(S));
+  if (total != S)
+    return not_torus("ring sizes give " + std::to_string(total) + " switches, the fabric has " +
+                     std::to_string(S));
   // Coordinates by breadth-first walk from the origin.
   std::vector<std::array<int, kDimsMax>> coord(S);
   std::vector<bool> seen(S, false);
@@ -89,7 +98,8 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
         auto c = coord[s];
         c[d] += dir;
         if (wrap[d]) c[d] = (c[d] + size[d]) % size[d];
-        if (c[d] < 0 || c[d] >= size[d]) return not_torus("switch " + name(v) + " lies outside the mesh");
+        if (c[d] < 0 || c[d] >= size[d])
+          return not_torus("switch " + name(v) + " lies outside the mesh");
         if (!seen[v]) {
           seen[v] = true;
           coord[v] = c;
@@ -103,7 +113,8 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
     if (!seen[s]) return not_torus("switch " + name(s) + " is not connected to the grid");
     std::uint64_t idx = 0;
     for (int d = 0; d < nd; ++d) idx = idx * size[d] + coord[s][d];
-    if (at[idx] != kNoSwitch) return not_torus("switches " + name(at[idx]) + " and " + name(s) + " share coordinates");
+    if (at[idx] != kNoSwitch)
+      return not_torus("switches " + name(at[idx]) + " and " + name(s) + " share coordinates");
     at[idx] = s;
   }
   Routes r = empty_routes(net, Engine::kDor);
@@ -152,7 +163,8 @@ Result<Routes, RoutingError> route_dor(const Net& net) {
           const int y = coord[s][d], half = size[d] / 2;
           const bool crossed = plus_port ? y < half : y >= half;
           Sl2Vl& m = r.sl2vl[s][static_cast<std::size_t>(in) * np + out];
-          for (int sl = 0; sl < kSlCount; ++sl) m[sl] = static_cast<std::uint8_t>(crossed && ((sl >> d) & 1));
+          for (int sl = 0; sl < kSlCount; ++sl)
+            m[sl] = static_cast<std::uint8_t>(crossed && ((sl >> d) & 1));
         }
     }
   }

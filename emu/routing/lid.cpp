@@ -7,7 +7,9 @@
 
 namespace weft::routing {
 
-LidAssigner::LidAssigner(int lmc) : lmc_(lmc) { WEFT_ASSERT(lmc >= 0 && lmc <= kLmcMax); }
+LidAssigner::LidAssigner(int lmc) : lmc_(lmc) {
+  WEFT_ASSERT(lmc >= 0 && lmc <= kLmcMax);
+}
 
 Result<LidMap, LidError> LidAssigner::assign(const Fabric& fabric) {
   struct Want {
@@ -64,8 +66,8 @@ Result<LidMap, LidError> LidAssigner::assign(const Fabric& fabric) {
     std::uint32_t& cur = count == 1 ? cursor1 : cursor_block;
     for (;;) {
       if (cur + count - 1 > kUnicastLidMax)
-        return LidError{"the unicast LID space (1..0xBFFF) cannot hold " + std::to_string(want.size()) +
-                        " ports with LMC " + std::to_string(lmc_)};
+        return LidError{"the unicast LID space (1..0xBFFF) cannot hold " +
+                        std::to_string(want.size()) + " ports with LMC " + std::to_string(lmc_)};
       bool free = true;
       for (int k = 0; free && k < count; ++k) free = !used[cur + k];
       if (free) break;
@@ -80,7 +82,8 @@ Result<LidMap, LidError> LidAssigner::assign(const Fabric& fabric) {
   m.lmc = lmc_;
   m.base.resize(fabric.nodes.size());
   std::size_t top = 1;
-  for (NodeIdx n = 0; n < fabric.nodes.size(); ++n) m.base[n].assign(fabric.nodes[n].ports.size(), kNoLid);
+  for (NodeIdx n = 0; n < fabric.nodes.size(); ++n)
+    m.base[n].assign(fabric.nodes[n].ports.size(), kNoLid);
   for (std::size_t i = 0; i < want.size(); ++i) {
     m.base[want[i].node][want[i].port] = got[i];
     top = std::max<std::size_t>(top, got[i] + want[i].count);

@@ -41,7 +41,8 @@ Result<Routes, RoutingError> route_minhop(const Net& net) {
       if (t == s || hs[t] == kHopsInf) continue;
       const std::uint8_t want = static_cast<std::uint8_t>(hs[t] - 1);
       for (std::uint32_t e = net.adj_off[s]; e < net.adj_off[s + 1]; ++e)
-        if (hops[static_cast<std::size_t>(net.adj_nbr[e]) * S + t] == want) cand.push_back(net.adj_port[e]);
+        if (hops[static_cast<std::size_t>(net.adj_nbr[e]) * S + t] == want)
+          cand.push_back(net.adj_port[e]);
     }
     cand_off[S] = static_cast<std::uint32_t>(cand.size());
     std::fill(std::begin(hca_count), std::end(hca_count), 0u);

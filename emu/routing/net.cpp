@@ -20,7 +20,8 @@ Result<Net, RoutingError> build_net(const Fabric& f, const LidMap& lids) {
       net.sw_node.push_back(n);
     }
   net.S = static_cast<std::uint32_t>(net.sw_node.size());
-  if (net.S == 0) return RoutingError{RoutingErrc::kNoSwitches, "the fabric has no switch to route"};
+  if (net.S == 0)
+    return RoutingError{RoutingErrc::kNoSwitches, "the fabric has no switch to route"};
   net.adj_off.assign(net.S + 1, 0);
   net.hca_ports_on.assign(net.S, 0);
   for (std::uint32_t s = 0; s < net.S; ++s) {
@@ -39,7 +40,9 @@ Result<Net, RoutingError> build_net(const Fabric& f, const LidMap& lids) {
   }
   for (std::uint32_t s = 0; s < net.S; ++s) {
     Lid l = lids.base[net.sw_node[s]][0];
-    if (l == kNoLid) return RoutingError{RoutingErrc::kLidMismatch, "switch " + f.nodes[net.sw_node[s]].name + " has no LID"};
+    if (l == kNoLid)
+      return RoutingError{RoutingErrc::kLidMismatch,
+                          "switch " + f.nodes[net.sw_node[s]].name + " has no LID"};
   }
   // HCA LIDs in LID order, then switch LIDs.
   std::vector<Dest> hca, swd;

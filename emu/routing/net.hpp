@@ -18,10 +18,10 @@ inline constexpr std::uint8_t kHopsInf = 255;
 
 struct Dest {
   Lid lid;
-  std::uint32_t sw;    // switch the LID sits on (switch LID) or behind (HCA LID)
-  std::uint8_t port;   // port of `sw` for the last hop; 0 for the switch's own LID
+  std::uint32_t sw;   // switch the LID sits on (switch LID) or behind (HCA LID)
+  std::uint8_t port;  // port of `sw` for the last hop; 0 for the switch's own LID
   bool is_switch;
-  std::uint32_t index; // HCA LIDs: position in (switch, port, LID) order; used by ftree
+  std::uint32_t index;  // HCA LIDs: position in (switch, port, LID) order; used by ftree
 };
 
 struct Net {
@@ -33,7 +33,7 @@ struct Net {
   std::vector<std::uint32_t> adj_off;  // S + 1
   std::vector<std::uint32_t> adj_nbr;
   std::vector<std::uint8_t> adj_port;
-  std::vector<Dest> dests;             // HCA LIDs in LID order, then switch LIDs
+  std::vector<Dest> dests;                  // HCA LIDs in LID order, then switch LIDs
   std::vector<std::uint32_t> hca_ports_on;  // per switch: cabled HCA ports
 
   std::uint64_t guid(std::uint32_t s) const { return fabric->nodes[sw_node[s]].guid; }

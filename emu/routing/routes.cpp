@@ -8,10 +8,14 @@ namespace weft::routing {
 
 const char* to_string(Engine e) {
   switch (e) {
-    case Engine::kMinHop: return "minhop";
-    case Engine::kUpDn: return "updn";
-    case Engine::kFtree: return "ftree";
-    case Engine::kDor: return "dor";
+    case Engine::kMinHop:
+      return "minhop";
+    case Engine::kUpDn:
+      return "updn";
+    case Engine::kFtree:
+      return "ftree";
+    case Engine::kDor:
+      return "dor";
   }
   return "?";
 }
@@ -27,11 +31,16 @@ bool parse_engine(std::string_view s, Engine* out) {
 
 const char* to_string(RoutingErrc e) {
   switch (e) {
-    case RoutingErrc::kNoSwitches: return "no switches";
-    case RoutingErrc::kNotFatTree: return "not a fat tree";
-    case RoutingErrc::kNotTorus: return "not a mesh or torus";
-    case RoutingErrc::kBadRoot: return "bad root";
-    case RoutingErrc::kLidMismatch: return "LID map mismatch";
+    case RoutingErrc::kNoSwitches:
+      return "no switches";
+    case RoutingErrc::kNotFatTree:
+      return "not a fat tree";
+    case RoutingErrc::kNotTorus:
+      return "not a mesh or torus";
+    case RoutingErrc::kBadRoot:
+      return "bad root";
+    case RoutingErrc::kLidMismatch:
+      return "LID map mismatch";
   }
   return "?";
 }
@@ -67,14 +76,19 @@ std::size_t Routes::memory_bytes() const {
   return b;
 }
 
-Result<Routes, RoutingError> route(const Fabric& fabric, const LidMap& lids, const RoutingOptions& opt) {
+Result<Routes, RoutingError> route(const Fabric& fabric, const LidMap& lids,
+                                   const RoutingOptions& opt) {
   auto net = detail::build_net(fabric, lids);
   if (!net) return net.error();
   switch (opt.engine) {
-    case Engine::kMinHop: return detail::route_minhop(*net);
-    case Engine::kUpDn: return detail::route_updn(*net, opt.root_guids);
-    case Engine::kFtree: return detail::route_ftree(*net);
-    case Engine::kDor: return detail::route_dor(*net);
+    case Engine::kMinHop:
+      return detail::route_minhop(*net);
+    case Engine::kUpDn:
+      return detail::route_updn(*net, opt.root_guids);
+    case Engine::kFtree:
+      return detail::route_ftree(*net);
+    case Engine::kDor:
+      return detail::route_dor(*net);
   }
   WEFT_ASSERT(false);
   return RoutingError{RoutingErrc::kNoSwitches, ""};

@@ -13,9 +13,9 @@
 //   kUpDn    up*/down*: switches ranked by BFS distance from the roots (given by GUID, or the
 //            switches farthest from any HCA; the lowest-GUID switch when every switch has
 //            HCAs, or when several top switches leave some HCA pair without an up*/down*
-//            path, as in a degraded tree); a link points "up" toward lower (rank, GUID). Switch LIDs that have no
-//            up*/down* path (management traffic only) fall back to a shortest path.
-//            Routes never go down then up, so channel dependencies are acyclic.
+//            path, as in a degraded tree); a link points "up" toward lower (rank, GUID). Switch
+//            LIDs that have no up*/down* path (management traffic only) fall back to a shortest
+//            path. Routes never go down then up, so channel dependencies are acyclic.
 //   kFtree   fat tree: levels from the HCAs up; refuses fabrics that are not fat trees. Down
 //            routes are fixed per destination (parallel links chosen by destination index),
 //            up routes spread every destination over the up ports (each up port of a switch
@@ -64,7 +64,13 @@ struct RoutingOptions {
   std::vector<std::uint64_t> root_guids;  // updn: roots; empty = automatic
 };
 
-enum class RoutingErrc : std::uint8_t { kNoSwitches, kNotFatTree, kNotTorus, kBadRoot, kLidMismatch };
+enum class RoutingErrc : std::uint8_t {
+  kNoSwitches,
+  kNotFatTree,
+  kNotTorus,
+  kBadRoot,
+  kLidMismatch
+};
 const char* to_string(RoutingErrc e);
 
 struct RoutingError {
@@ -76,10 +82,10 @@ using Sl2Vl = std::array<std::uint8_t, kSlCount>;
 
 struct Routes {
   Engine engine = Engine::kMinHop;
-  std::size_t lid_top = 0;                 // LFT length (highest LID + 1)
-  std::vector<NodeIdx> switches;           // switch index -> fabric node
-  std::vector<std::uint32_t> switch_index; // fabric node -> switch index (UINT32_MAX = HCA)
-  std::vector<std::uint8_t> lft;           // switches.size() x lid_top, row per switch
+  std::size_t lid_top = 0;                  // LFT length (highest LID + 1)
+  std::vector<NodeIdx> switches;            // switch index -> fabric node
+  std::vector<std::uint32_t> switch_index;  // fabric node -> switch index (UINT32_MAX = HCA)
+  std::vector<std::uint8_t> lft;            // switches.size() x lid_top, row per switch
 
   // Virtual lanes (kDor on a torus): vls > 1 and sl2vl filled; otherwise every SL maps to VL 0.
   int vls = 1;
@@ -87,7 +93,7 @@ struct Routes {
   std::vector<std::vector<Sl2Vl>> sl2vl;
   // Path SL by (source switch, destination switch) index, S x S; empty = SL 0 everywhere.
   std::vector<std::uint8_t> sl_by_switch;
-  std::vector<std::uint32_t> lid_switch;   // LID -> switch index it sits on or behind
+  std::vector<std::uint32_t> lid_switch;  // LID -> switch index it sits on or behind
 
   std::span<const std::uint8_t> lft_of(std::uint32_t sw) const {
     return {lft.data() + static_cast<std::size_t>(sw) * lid_top, lid_top};
@@ -97,12 +103,15 @@ struct Routes {
   }
   // Block b of a switch's LFT as the SM sends it: 64 entries, kDropPort past lid_top.
   std::array<std::uint8_t, kLftBlockEntries> lft_block(std::uint32_t sw, int block) const;
-  int lft_blocks() const { return static_cast<int>((lid_top + kLftBlockEntries - 1) / kLftBlockEntries); }
+  int lft_blocks() const {
+    return static_cast<int>((lid_top + kLftBlockEntries - 1) / kLftBlockEntries);
+  }
   std::uint8_t vl(std::uint32_t sw, int num_ports, int in_port, int out_port, int sl) const;
   std::uint8_t path_sl(Lid slid, Lid dlid) const;
   std::size_t memory_bytes() const;
 };
 
-Result<Routes, RoutingError> route(const Fabric& fabric, const LidMap& lids, const RoutingOptions& opt);
+Result<Routes, RoutingError> route(const Fabric& fabric, const LidMap& lids,
+                                   const RoutingOptions& opt);
 
 }  // namespace weft::routing

@@ -16,14 +16,14 @@
 namespace weft::routing {
 
 struct LinkLoad {
-  std::size_t links = 0;      // directed links counted
-  std::uint32_t max = 0;      // destination HCA LIDs on the busiest one
+  std::size_t links = 0;  // directed links counted
+  std::uint32_t max = 0;  // destination HCA LIDs on the busiest one
   std::uint32_t min = 0;
   double avg = 0;
 };
 
 struct RoutingStats {
-  LinkLoad switch_links;      // switch -> switch, HCA destination LIDs only
+  LinkLoad switch_links;  // switch -> switch, HCA destination LIDs only
   // Up links: toward a switch one level further from the HCAs (level = switch hops from the
   // nearest switch with an HCA). up_spread_max: over switches, the largest difference between
   // the busiest and the idlest of its up links (0 or 1 = perfectly balanced).

@@ -12,7 +12,8 @@ constexpr std::uint32_t kInf = UINT32_MAX;
 }  // namespace
 
 Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std::uint32_t>& rank,
-                                          UpDownPolicy policy, Engine engine, std::size_t* hca_fallbacks) {
+                                          UpDownPolicy policy, Engine engine,
+                                          std::size_t* hca_fallbacks) {
   if (hca_fallbacks) *hca_fallbacks = 0;
   Routes r = empty_routes(net, engine);
   const std::uint32_t S = net.S;
@@ -34,13 +35,15 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
   }
   if (policy == UpDownPolicy::kFatTree)
     for (std::uint32_t s = 0; s < S; ++s)
-      std::sort(dlist.begin() + doff[s], dlist.begin() + doff[s + 1], [&](std::uint32_t a, std::uint32_t b) {
-        const Dest &x = net.dests[a], &y = net.dests[b];
-        if (x.is_switch != y.is_switch) return y.is_switch;
-        return x.index < y.index;
-      });
+      std::sort(dlist.begin() + doff[s], dlist.begin() + doff[s + 1],
+                [&](std::uint32_t a, std::uint32_t b) {
+                  const Dest &x = net.dests[a], &y = net.dests[b];
+                  if (x.is_switch != y.is_switch) return y.is_switch;
+                  return x.index < y.index;
+                });
 
-  std::vector<std::uint32_t> hca_count(static_cast<std::size_t>(S) * 256, 0), sw_count(hca_count.size(), 0);
+  std::vector<std::uint32_t> hca_count(static_cast<std::size_t>(S) * 256, 0),
+      sw_count(hca_count.size(), 0);
   std::vector<std::uint32_t> down(S), h(S), queue(S), any;
   std::vector<std::uint8_t> cand;
   for (std::uint32_t t = 0; t < S; ++t) {
@@ -86,7 +89,8 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
     for (std::uint32_t s = 0; s < S; ++s) {
       if (s == t) {
         std::uint8_t* row = r.lft.data() + static_cast<std::size_t>(s) * r.lid_top;
-        for (std::uint32_t k = doff[t]; k < doff[t + 1]; ++k) row[net.dests[dlist[k]].lid] = net.dests[dlist[k]].port;
+        for (std::uint32_t k = doff[t]; k < doff[t + 1]; ++k)
+          row[net.dests[dlist[k]].lid] = net.dests[dlist[k]].port;
         continue;
       }
       const bool updown = h[s] != kInf;
@@ -137,7 +141,8 @@ Result<Routes, RoutingError> route_updown(const Net& net, const std::vector<std:
   return r;
 }
 
-Result<Routes, RoutingError> route_updn(const Net& net, const std::vector<std::uint64_t>& root_guids) {
+Result<Routes, RoutingError> route_updn(const Net& net,
+                                        const std::vector<std::uint64_t>& root_guids) {
   std::vector<std::uint32_t> roots;
   if (root_guids.empty()) {
     // The switches farthest from any HCA's switch: the top level of a tree.
@@ -170,13 +175,15 @@ Result<Routes, RoutingError> route_updn(const Net& net, const std::vector<std::u
       if (found == kNoSwitch) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(g));
-        return RoutingError{RoutingErrc::kBadRoot, std::string("root GUID ") + buf + " is not a switch of the fabric"};
+        return RoutingError{RoutingErrc::kBadRoot,
+                            std::string("root GUID ") + buf + " is not a switch of the fabric"};
       }
       roots.push_back(found);
     }
   }
   std::size_t fallbacks = 0;
-  auto r = route_updown(net, bfs_from(net, roots), UpDownPolicy::kLeastLoaded, Engine::kUpDn, &fallbacks);
+  auto r = route_updown(net, bfs_from(net, roots), UpDownPolicy::kLeastLoaded, Engine::kUpDn,
+                        &fallbacks);
   if (r.ok() && fallbacks > 0 && root_guids.empty() && roots.size() > 1) {
     // Several automatic roots left some HCA pair without an up*/down* path (a degraded tree:
     // a leaf that lost its links to all but some of the top switches). One root always has

@@ -13,7 +13,6 @@ namespace weft::sim {
 // same binary): 2 was 1.8x slower, 8 about 10-30% slower at 1k pending and no better at 1M.
 static constexpr std::size_t kArity = 4;
 
-
 EventQueue::EventQueue(const EventQueueConfig& config)
     : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
   WEFT_ASSERT(seq_limit_ <= kSeqLimit);
@@ -24,7 +23,7 @@ void EventQueue::heap_reserve(std::size_t n) {
   if (n <= heap_cap_) return;
   std::size_t cap = std::max(n, heap_cap_ * 2);
   // One key of padding in front puts key 1 at the start of a cache line.
-  auto* raw = static_cast<Key*>(::operator new((cap + 1) * sizeof(Key), std::align_val_t{64}));
+  auto* raw = static_cast<Key*>(::operator new ((cap + 1) * sizeof(Key), std::align_val_t{64}));
   Key* base = raw + 1;
   if (heap_size_ > 0) std::memcpy(static_cast<void*>(base), heap_.get(), heap_size_ * sizeof(Key));
   heap_.reset(base);
@@ -32,12 +31,14 @@ void EventQueue::heap_reserve(std::size_t n) {
 }
 
 std::uint64_t EventQueue::next_seq() {
-  if (seq_ >= seq_limit_) [[unlikely]] rebuild(/*renumber=*/true);
+  if (seq_ >= seq_limit_) [[unlikely]]
+    rebuild(/*renumber=*/true);
   return seq_++;
 }
 
 void EventQueue::heap_push(Key k) {
-  if (heap_size_ == heap_cap_) [[unlikely]] heap_reserve(heap_size_ + 1);
+  if (heap_size_ == heap_cap_) [[unlikely]]
+    heap_reserve(heap_size_ + 1);
   Key* h = heap_.get();
   std::size_t i = heap_size_++;
   while (i > 0) {
@@ -57,8 +58,7 @@ static inline std::size_t min_of_four(const auto* h, std::size_t c, auto less) {
     return less(h[b23], h[b01]) ? b23 : b01;
   } else {
     std::size_t best = c;
-    for (std::size_t j = 1; j < kArity; ++j)
-      best = less(h[c + j], h[best]) ? c + j : best;
+    for (std::size_t j = 1; j < kArity; ++j) best = less(h[c + j], h[best]) ? c + j : best;
     return best;
   }
 }

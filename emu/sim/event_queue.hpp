@@ -67,7 +67,7 @@ struct Event {
 struct EventQueueConfig {
   std::size_t reserve_events = 1024;  // slab and heap capacity reserved up front
   // Renumber sequence numbers when this many have been handed out (tests lower it).
-  std::uint64_t seq_limit = 0;        // 0 = kSeqLimit
+  std::uint64_t seq_limit = 0;  // 0 = kSeqLimit
   // Rebuild when stale keys exceed live keys plus this slack.
   std::size_t stale_slack_keys = 4096;
 };
@@ -122,9 +122,9 @@ class EventQueue {
     ComponentId component;
     EventKind kind;
     std::uint32_t gen;
-    std::uint32_t keys;     // heap keys that name this slot
+    std::uint32_t keys;  // heap keys that name this slot
     SlotState state;
-    bool live_key;          // a key with (time_ns, seq) is in the heap
+    bool live_key;  // a key with (time_ns, seq) is in the heap
   };
 
   struct Key {
@@ -141,15 +141,13 @@ class EventQueue {
     return ((static_cast<unsigned __int128>(a.time_ns) << 64) | a.tag) <
            ((static_cast<unsigned __int128>(b.time_ns) << 64) | b.tag);
   }
-  static std::uint32_t slot_of(const Key& k) {
-    return static_cast<std::uint32_t>(k.tag & kNoSlot);
-  }
+  static std::uint32_t slot_of(const Key& k) { return static_cast<std::uint32_t>(k.tag & kNoSlot); }
   static std::uint64_t seq_of(const Key& k) { return k.tag >> kSlotBits; }
 
   // The heap buffer: index 0 sits at byte 32 of a 64-byte line, so children 4i+1..4i+4 of
   // every node fill exactly two cache lines.
   struct AlignedFree {
-    void operator()(Key* p) const { ::operator delete(p - 1, std::align_val_t{64}); }
+    void operator()(Key* p) const { ::operator delete (p - 1, std::align_val_t{64}); }
   };
 
   std::uint64_t next_seq();

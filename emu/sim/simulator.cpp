@@ -7,12 +7,18 @@ namespace weft::sim {
 
 const char* to_string(StopReason r) {
   switch (r) {
-    case StopReason::kEmpty: return "empty";
-    case StopReason::kTimeReached: return "time_reached";
-    case StopReason::kCallEventLimit: return "call_event_limit";
-    case StopReason::kEventsMax: return "events_max";
-    case StopReason::kTimeMax: return "time_max";
-    case StopReason::kStopped: return "stopped";
+    case StopReason::kEmpty:
+      return "empty";
+    case StopReason::kTimeReached:
+      return "time_reached";
+    case StopReason::kCallEventLimit:
+      return "call_event_limit";
+    case StopReason::kEventsMax:
+      return "events_max";
+    case StopReason::kTimeMax:
+      return "time_max";
+    case StopReason::kStopped:
+      return "stopped";
   }
   return "?";
 }

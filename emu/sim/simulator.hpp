@@ -51,19 +51,19 @@ class TraceSink {
 
 struct SimConfig {
   std::uint64_t seed = 1;
-  std::uint64_t events_max = UINT64_MAX;   // over the Simulator's whole life
-  TimeNs time_ns_max = kNoDeadline;        // virtual time is never advanced past this
-  bool trace_hash = true;                  // FNV-1a over dispatched events
+  std::uint64_t events_max = UINT64_MAX;  // over the Simulator's whole life
+  TimeNs time_ns_max = kNoDeadline;       // virtual time is never advanced past this
+  bool trace_hash = true;                 // FNV-1a over dispatched events
   EventQueueConfig queue{};
 };
 
 enum class StopReason : std::uint8_t {
-  kEmpty,          // nothing pending
-  kTimeReached,    // run_until's time was reached (the clock is now that time)
-  kCallEventLimit, // the call's max_events were dispatched
-  kEventsMax,      // SimConfig::events_max reached
-  kTimeMax,        // the next event lies past SimConfig::time_ns_max
-  kStopped,        // a component called request_stop()
+  kEmpty,           // nothing pending
+  kTimeReached,     // run_until's time was reached (the clock is now that time)
+  kCallEventLimit,  // the call's max_events were dispatched
+  kEventsMax,       // SimConfig::events_max reached
+  kTimeMax,         // the next event lies past SimConfig::time_ns_max
+  kStopped,         // a component called request_stop()
 };
 const char* to_string(StopReason r);
 
@@ -106,8 +106,7 @@ class Simulator {
     post_at(now_ + delay_ns, target, kind, data);
   }
   EventId schedule_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data = 0);
-  EventId schedule_in(TimeNs delay_ns, ComponentId target, EventKind kind,
-                      std::uint64_t data = 0) {
+  EventId schedule_in(TimeNs delay_ns, ComponentId target, EventKind kind, std::uint64_t data = 0) {
     return schedule_at(now_ + delay_ns, target, kind, data);
   }
   bool cancel(EventId id) { return queue_.cancel(id); }

@@ -67,7 +67,9 @@ std::uint32_t DirectFabric::buf_alloc(const Mad& m) {
   return static_cast<std::uint32_t>(bufs_.size() - 1);
 }
 
-void DirectFabric::buf_free(std::uint32_t b) { free_bufs_.push_back(b); }
+void DirectFabric::buf_free(std::uint32_t b) {
+  free_bufs_.push_back(b);
+}
 
 void DirectFabric::schedule(TimeNs t, std::uint32_t node, std::uint8_t port, EvKind k,
                             std::uint16_t slid, std::uint16_t dlid, std::uint32_t buf) {
@@ -85,8 +87,10 @@ void DirectFabric::pump_sm() {
   while (sm_->poll_mad(now_, o)) {
     const std::uint32_t b = buf_alloc(o.mad);
     if (o.route == OutMad::Route::kDirected) {
-      if (o.local) schedule(now_, sm_node_, o.port, EvKind::kLocalSma, o.slid, 0, b);
-      else transmit(sm_node_, o.port, b, o.slid, 0);
+      if (o.local)
+        schedule(now_, sm_node_, o.port, EvKind::kLocalSma, o.slid, 0, b);
+      else
+        transmit(sm_node_, o.port, b, o.slid, 0);
     } else {
       route_lid(sm_node_, o.port, o.dlid, b, o.slid);
     }
@@ -113,8 +117,8 @@ void DirectFabric::transmit(std::uint32_t node, std::uint8_t port, std::uint32_t
     buf_free(buf);
     return;
   }
-  schedule(now_ + cfg_.hop_ns, peer.node, static_cast<std::uint8_t>(peer.port), EvKind::kArrive, slid,
-           dlid, buf);
+  schedule(now_ + cfg_.hop_ns, peer.node, static_cast<std::uint8_t>(peer.port), EvKind::kArrive,
+           slid, dlid, buf);
 }
 
 // A LID-routed SMP leaves `node` (a switch: by its LFT; a CA: out of from_port).
@@ -138,7 +142,8 @@ void DirectFabric::route_lid(std::uint32_t node, std::uint8_t from_port, std::ui
   transmit(node, out, buf, slid, dlid);
 }
 
-void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t buf, std::uint16_t slid) {
+void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t buf,
+                          std::uint16_t slid) {
   sma::NodeState& n = nodes_[node];
   ++stats_.sma_calls;
   sma::SmpContext ctx;
@@ -166,7 +171,9 @@ void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t b
       buf_free(buf);
       return;
     case sma::SmpAction::kAbsorbed:
-    case sma::SmpAction::kDrop: buf_free(buf); return;
+    case sma::SmpAction::kDrop:
+      buf_free(buf);
+      return;
   }
 }
 
@@ -199,8 +206,8 @@ void DirectFabric::process(const Event& ev) {
     }
     // The SM's own node hands responses and traps to the SM at once; other CAs answer.
     const bool to_sm = sm_ != nullptr && ev.node == sm_node_ && (m[3] & 0x80 || m[3] == 0x05);
-    schedule(to_sm ? now_ : now_ + cfg_.sma_ns, ev.node, ev.port, EvKind::kLocalSma, ev.slid, ev.dlid,
-             ev.buf);
+    schedule(to_sm ? now_ : now_ + cfg_.sma_ns, ev.node, ev.port, EvKind::kLocalSma, ev.slid,
+             ev.dlid, ev.buf);
     return;
   }
   // Directed route: every node runs the SMA's rules; the answering SMA is charged sma_ns when
@@ -234,9 +241,7 @@ bool DirectFabric::run(TimeNs until, const std::function<bool()>& stop) {
 bool DirectFabric::run_until_up(TimeNs limit_ns) {
   WEFT_ASSERT(sm_ != nullptr);
   const TimeNs until = now_ + limit_ns;
-  run(until, [&] {
-    return (sm_->settled() || sm_->phase() == Phase::kFailed) && events_.empty();
-  });
+  run(until, [&] { return (sm_->settled() || sm_->phase() == Phase::kFailed) && events_.empty(); });
   return sm_->settled() && events_.empty();
 }
 
@@ -297,7 +302,8 @@ VerifyReport DirectFabric::verify() const {
     for (std::uint8_t p = 1; p <= n.num_ports; ++p) {
       const topo::Port& tp = topo_.node(i).ports[p];
       if (tp.link == topo::kNoLink || !n.ports[p].is_up()) continue;
-      sources.push_back({i, p, topo_.link(tp.link).other(i).node, n.ports[p].state == sma::LinkState::kActive});
+      sources.push_back(
+          {i, p, topo_.link(tp.link).other(i).node, n.ports[p].state == sma::LinkState::kActive});
       const sma::PortState& ps = n.ports[p];
       if (ps.lid == 0) {
         note(r, n.description + " port " + std::to_string(p) + " has no LID");
@@ -321,8 +327,15 @@ VerifyReport DirectFabric::verify() const {
       std::uint32_t s = s0;
       std::uint8_t result = 3;
       for (;;) {
-        if (st[s] >= 2) { result = st[s]; break; }
-        if (st[s] == 1) { ++r.loops; result = 3; break; }
+        if (st[s] >= 2) {
+          result = st[s];
+          break;
+        }
+        if (st[s] == 1) {
+          ++r.loops;
+          result = 3;
+          break;
+        }
         st[s] = 1;
         walk.push_back(s);
         const sma::NodeState& n = nodes_[s];
@@ -352,13 +365,14 @@ VerifyReport DirectFabric::verify() const {
       if (ok && nodes_[src.peer].is_switch()) {
         ok = st[src.peer] >= 2 ? st[src.peer] == 2 : resolve(src.peer);
       } else if (ok) {
-        const topo::PortRef peer = topo_.link(topo_.node(src.node).ports[src.port].link).other(src.node);
+        const topo::PortRef peer =
+            topo_.link(topo_.node(src.node).ports[src.port].link).other(src.node);
         ok = peer.node == dst.node && peer.port == dst.port;
       }
       if (!ok) {
         if (r.unreachable_pairs == 0)
-          note(r, nodes_[src.node].description + " cannot reach LID " + std::to_string(dlid) + " (" +
-                      nodes_[dst.node].description + ")");
+          note(r, nodes_[src.node].description + " cannot reach LID " + std::to_string(dlid) +
+                      " (" + nodes_[dst.node].description + ")");
         ++r.unreachable_pairs;
       }
     }
@@ -373,7 +387,8 @@ std::size_t DirectFabric::memory_bytes() const {
   for (const sma::NodeState& n : nodes_) {
     b += sizeof(n) + n.lft.capacity() + n.mft.capacity() * sizeof(n.mft[0]);
     for (const sma::PortState& p : n.ports)
-      b += sizeof(p) + p.pkeys.capacity() * 2 + p.sl2vl.capacity() * sma::kSlCount + p.guids.capacity() * 8;
+      b += sizeof(p) + p.pkeys.capacity() * 2 + p.sl2vl.capacity() * sma::kSlCount +
+           p.guids.capacity() * 8;
   }
   return b;
 }

@@ -30,27 +30,27 @@
 namespace weft::sm {
 
 struct DirectConfig {
-  TimeNs hop_ns = 200;     // one link traversal: wire, serialization, switch
-  TimeNs sma_ns = 1000;    // an SMA producing its answer
-  double loss = 0.0;       // probability that one link traversal drops the SMP
+  TimeNs hop_ns = 200;   // one link traversal: wire, serialization, switch
+  TimeNs sma_ns = 1000;  // an SMA producing its answer
+  double loss = 0.0;     // probability that one link traversal drops the SMP
   std::uint64_t seed = 1;
 };
 
 struct DirectStats {
-  std::uint64_t traversals = 0;       // SMPs put on a link
+  std::uint64_t traversals = 0;  // SMPs put on a link
   std::uint64_t dropped_loss = 0;
-  std::uint64_t dropped_down = 0;     // sent toward a port that is not up
-  std::uint64_t dropped_no_route = 0; // LID-routed with no LFT entry, or for nobody here
-  std::uint64_t sma_calls = 0;        // handle_smp invocations
-  std::uint64_t to_sm = 0;            // MADs handed to the SM
+  std::uint64_t dropped_down = 0;      // sent toward a port that is not up
+  std::uint64_t dropped_no_route = 0;  // LID-routed with no LFT entry, or for nobody here
+  std::uint64_t sma_calls = 0;         // handle_smp invocations
+  std::uint64_t to_sm = 0;             // MADs handed to the SM
 };
 
 struct VerifyReport {
-  std::size_t ports_linked = 0;       // external ports with a cabled, physically up link
-  std::size_t ports_not_active = 0;   // of those (and switch port 0), not Active
+  std::size_t ports_linked = 0;      // external ports with a cabled, physically up link
+  std::size_t ports_not_active = 0;  // of those (and switch port 0), not Active
   std::size_t hca_lids = 0;
   std::size_t duplicate_lids = 0;
-  std::size_t hca_pairs = 0;          // (source HCA port, destination HCA LID), self excluded
+  std::size_t hca_pairs = 0;  // (source HCA port, destination HCA LID), self excluded
   std::size_t unreachable_pairs = 0;
   std::size_t loops = 0;              // (switch, LID) walks that came back to a switch
   std::size_t smlid_wrong = 0;        // ports whose MasterSMLID is not the SM's LID
@@ -103,7 +103,8 @@ class DirectFabric {
   void schedule(TimeNs t, std::uint32_t node, std::uint8_t port, EvKind k, std::uint16_t slid,
                 std::uint16_t dlid, std::uint32_t buf);
   void pump_sm();
-  void transmit(std::uint32_t node, std::uint8_t port, std::uint32_t buf, std::uint16_t slid, std::uint16_t dlid);
+  void transmit(std::uint32_t node, std::uint8_t port, std::uint32_t buf, std::uint16_t slid,
+                std::uint16_t dlid);
   void route_lid(std::uint32_t node, std::uint8_t from_port, std::uint16_t dlid, std::uint32_t buf,
                  std::uint16_t slid);
   void process(const Event& ev);

@@ -18,19 +18,21 @@ constexpr std::uint8_t kPhysLinkUp = 5;  // PortPhysicalState LinkUp (14.2.5.6)
 constexpr std::uint8_t kVlArbWeight = 64;
 
 enum class Purpose : std::uint8_t {
-  kNodeInfo,       // probe: the node behind (node, port), or the SM's own node (node kNone)
+  kNodeInfo,  // probe: the node behind (node, port), or the SM's own node (node kNone)
   kNodeDesc,
   kSwitchInfo,
   kPortInfo,
   kSetPortInfo,
   kSetSwitchInfo,
-  kSetLft,         // extra = block
-  kSetSl2Vl,       // extra = in << 8 | out
-  kSetVlArb,       // port = the switch port
+  kSetLft,    // extra = block
+  kSetSl2Vl,  // extra = in << 8 | out
+  kSetVlArb,  // port = the switch port
   kLightSwitchInfo,
 };
 
-std::uint8_t top_bit(std::uint8_t v) { return v == 0 ? 0 : static_cast<std::uint8_t>(1u << (7 - std::countl_zero(v))); }
+std::uint8_t top_bit(std::uint8_t v) {
+  return v == 0 ? 0 : static_cast<std::uint8_t>(1u << (7 - std::countl_zero(v)));
+}
 
 }  // namespace
 
@@ -46,22 +48,31 @@ void PhaseStats::add(const PhaseStats& o) {
 
 std::string_view to_string(Phase p) {
   switch (p) {
-    case Phase::kIdle: return "idle";
-    case Phase::kDiscovery: return "discovery";
-    case Phase::kLidAssignment: return "lid-assignment";
-    case Phase::kRouting: return "routing";
-    case Phase::kLftProgramming: return "lft-programming";
-    case Phase::kActivation: return "activation";
-    case Phase::kSubnetUp: return "subnet-up";
-    case Phase::kLightSweep: return "light-sweep";
-    case Phase::kFailed: return "failed";
+    case Phase::kIdle:
+      return "idle";
+    case Phase::kDiscovery:
+      return "discovery";
+    case Phase::kLidAssignment:
+      return "lid-assignment";
+    case Phase::kRouting:
+      return "routing";
+    case Phase::kLftProgramming:
+      return "lft-programming";
+    case Phase::kActivation:
+      return "activation";
+    case Phase::kSubnetUp:
+      return "subnet-up";
+    case Phase::kLightSweep:
+      return "light-sweep";
+    case Phase::kFailed:
+      return "failed";
   }
   return "?";
 }
 
 // ---- the model ---------------------------------------------------------------------------
 struct DPort {
-  bool read = false;             // PortInfo read this sweep
+  bool read = false;  // PortInfo read this sweep
   wire::PortInfo info{};
   std::uint32_t peer = kNone;
   std::uint8_t peer_port = 0;
@@ -77,7 +88,7 @@ struct DNode {
   std::uint8_t num_ports = 0;
   std::vector<std::uint8_t> path;  // switches: the directed route to the switch
   wire::SwitchInfo swinfo{};
-  std::vector<DPort> ports;        // num_ports + 1
+  std::vector<DPort> ports;  // num_ports + 1
 };
 
 struct Request {
@@ -88,18 +99,18 @@ struct Request {
   std::uint8_t port = 0;
   std::uint8_t attempts = 0;
   std::uint16_t attr = 0;
-  std::uint16_t dlid = 0;          // LID-routed when non-zero
+  std::uint16_t dlid = 0;  // LID-routed when non-zero
   std::uint32_t mod = 0;
   std::uint32_t node = kNone;
-  std::uint32_t data = kNone;      // Sets other than LFT: index into Impl::datas
+  std::uint32_t data = kNone;  // Sets other than LFT: index into Impl::datas
 };
 
 // What this SM wrote into one switch, by switch GUID, so a re-sweep sends only differences.
 struct Programmed {
   std::uint16_t fdb_top = 0;
-  std::vector<std::uint8_t> lft;             // as acknowledged; 0xFE = unknown
-  std::vector<routing::Sl2Vl> sl2vl;         // (in * np + out); all 0 = the SMA default
-  std::vector<bool> vlarb;                   // per port: VLArb written
+  std::vector<std::uint8_t> lft;      // as acknowledged; 0xFE = unknown
+  std::vector<routing::Sl2Vl> sl2vl;  // (in * np + out); all 0 = the SMA default
+  std::vector<bool> vlarb;            // per port: VLArb written
 };
 
 struct SubnetManager::Impl {
@@ -180,7 +191,8 @@ struct SubnetManager::Impl {
   }
 
   // The directed route a request travels: a probe goes one hop past (node, port).
-  void path_of(const Request& r, std::array<std::uint8_t, wire::kDrPathBytes>& ip, std::uint8_t& hops) const {
+  void path_of(const Request& r, std::array<std::uint8_t, wire::kDrPathBytes>& ip,
+               std::uint8_t& hops) const {
     hops = 0;
     if (r.node == kNone) return;
     const DNode& n = nodes[r.node];
@@ -205,7 +217,8 @@ struct SubnetManager::Impl {
     if (r.dlid != 0) {
       wire::SmpLid s;
       s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
-      s.hdr.method = static_cast<std::uint8_t>(r.set ? wire::MadMethod::kSet : wire::MadMethod::kGet);
+      s.hdr.method =
+          static_cast<std::uint8_t>(r.set ? wire::MadMethod::kSet : wire::MadMethod::kGet);
       s.hdr.tid = r.tid;
       s.hdr.attr_id = r.attr;
       s.hdr.attr_mod = r.mod;
@@ -263,7 +276,8 @@ struct SubnetManager::Impl {
     phase_start_ns = now;
     phase_start_wall = wall();
     sm.phase_ = Phase::kDiscovery;
-    add(Purpose::kNodeInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kNodeInfo), 0, kNone, 0);
+    add(Purpose::kNodeInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kNodeInfo), 0, kNone,
+        0);
   }
 
   void start_light(TimeNs now) {
@@ -279,7 +293,8 @@ struct SubnetManager::Impl {
     for (std::uint32_t i = 0; i < nodes.size(); ++i)
       if (nodes[i].is_switch) {
         const std::uint32_t slot =
-            add(Purpose::kLightSwitchInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
+            add(Purpose::kLightSwitchInfo, false,
+                static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
         reqs[slot].dlid = live_lid(i, 0);
       }
   }
@@ -323,8 +338,9 @@ struct SubnetManager::Impl {
         case Phase::kLftProgramming:
           if (!deferred_lft.empty()) {
             for (const auto& [i, b] : deferred_lft) {
-              const std::uint32_t slot = add(Purpose::kSetLft, true,
-                                             static_cast<std::uint16_t>(wire::SmpAttr::kLinearForwardingTable), b, i, 0);
+              const std::uint32_t slot =
+                  add(Purpose::kSetLft, true,
+                      static_cast<std::uint16_t>(wire::SmpAttr::kLinearForwardingTable), b, i, 0);
               reqs[slot].dlid = sweep_lost ? 0 : live_lid(i, 0);
             }
             deferred_lft.clear();
@@ -334,20 +350,26 @@ struct SubnetManager::Impl {
           continue;
         case Phase::kActivation: {
           incomplete_in_row = sweep_lost ? incomplete_in_row + 1 : 0;
-          const bool again = heavy_wanted || (sweep_lost && incomplete_in_row <= sm.cfg_.sweeps_incomplete_max);
+          const bool again =
+              heavy_wanted || (sweep_lost && incomplete_in_row <= sm.cfg_.sweeps_incomplete_max);
           finish_sweep(now, Phase::kSubnetUp);
-          if (again) start_heavy(now);
-          else return;
+          if (again)
+            start_heavy(now);
+          else
+            return;
           continue;
         }
         case Phase::kLightSweep: {
           const bool again = heavy_wanted || sweep_lost;
           finish_sweep(now, Phase::kSubnetUp);
-          if (again) start_heavy(now);
-          else return;
+          if (again)
+            start_heavy(now);
+          else
+            return;
           continue;
         }
-        default: return;
+        default:
+          return;
       }
     }
   }
@@ -355,14 +377,17 @@ struct SubnetManager::Impl {
   // ---- discovery --------------------------------------------------------------------------
   void add_node_queries(std::uint32_t i, std::uint8_t port) {
     const DNode& n = nodes[i];
-    add(Purpose::kNodeDesc, false, static_cast<std::uint16_t>(wire::SmpAttr::kNodeDescription), 0, i, port);
+    add(Purpose::kNodeDesc, false, static_cast<std::uint16_t>(wire::SmpAttr::kNodeDescription), 0,
+        i, port);
     if (n.is_switch) {
-      add(Purpose::kSwitchInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
+      add(Purpose::kSwitchInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i,
+          0);
       for (std::uint32_t p = 0; p <= n.num_ports; ++p)
         add(Purpose::kPortInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p, i,
             static_cast<std::uint8_t>(p));
     } else {
-      add(Purpose::kPortInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), port, i, port);
+      add(Purpose::kPortInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), port, i,
+          port);
     }
   }
 
@@ -377,7 +402,8 @@ struct SubnetManager::Impl {
 
   void on_node_info(const Request& r, const wire::NodeInfo& ni) {
     const std::uint8_t lp = ni.local_port_num;
-    if (ni.num_ports == 0 || (ni.node_type != wire::NodeType::kSwitch && (lp < 1 || lp > ni.num_ports)))
+    if (ni.num_ports == 0 ||
+        (ni.node_type != wire::NodeType::kSwitch && (lp < 1 || lp > ni.num_ports)))
       return;
     auto it = by_guid.find(ni.node_guid);
     std::uint32_t i;
@@ -396,7 +422,8 @@ struct SubnetManager::Impl {
       if (r.node == kNone) sm_node = i;
     } else {
       i = it->second;
-      if (nodes[i].num_ports != ni.num_ports || nodes[i].is_switch != (ni.node_type == wire::NodeType::kSwitch))
+      if (nodes[i].num_ports != ni.num_ports ||
+          nodes[i].is_switch != (ni.node_type == wire::NodeType::kSwitch))
         return;  // a GUID clash; keep the first
     }
     DNode& n = nodes[i];
@@ -421,9 +448,11 @@ struct SubnetManager::Impl {
         ++links;
       }
     }
-    if (fresh) add_node_queries(i, n.is_switch ? 0 : lp);
+    if (fresh)
+      add_node_queries(i, n.is_switch ? 0 : lp);
     else if (new_ca_port)
-      add(Purpose::kPortInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), lp, i, lp);
+      add(Purpose::kPortInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), lp, i,
+          lp);
   }
 
   void on_port_info(const Request& r, const wire::PortInfo& pi) {
@@ -436,7 +465,8 @@ struct SubnetManager::Impl {
     if (!n.is_switch && r.node != sm_node) return;
     const std::size_t hops = (n.is_switch ? n.path.size() : p.path.size()) + 1;
     if (hops > wire::kDrHopCountMax) return;
-    add(Purpose::kNodeInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kNodeInfo), 0, r.node, r.port);
+    add(Purpose::kNodeInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kNodeInfo), 0, r.node,
+        r.port);
   }
 
   // ---- LID assignment and port configuration ---------------------------------------------
@@ -507,10 +537,22 @@ struct SubnetManager::Impl {
       const std::uint8_t width = top_bit(d.info.link_width_supported & o.link_width_supported);
       const std::uint8_t speed = top_bit(d.info.link_speed_supported & o.link_speed_supported);
       const std::uint8_t vls = std::min(d.info.vl_cap, o.vl_cap);
-      if (mtu != 0 && w.neighbor_mtu != mtu) { w.neighbor_mtu = mtu; differs = true; }
-      if (width != 0 && w.link_width_enabled != width) { w.link_width_enabled = width; differs = true; }
-      if (speed != 0 && w.link_speed_enabled != speed) { w.link_speed_enabled = speed; differs = true; }
-      if (vls != 0 && w.operational_vls != vls) { w.operational_vls = vls; differs = true; }
+      if (mtu != 0 && w.neighbor_mtu != mtu) {
+        w.neighbor_mtu = mtu;
+        differs = true;
+      }
+      if (width != 0 && w.link_width_enabled != width) {
+        w.link_width_enabled = width;
+        differs = true;
+      }
+      if (speed != 0 && w.link_speed_enabled != speed) {
+        w.link_speed_enabled = speed;
+        differs = true;
+      }
+      if (vls != 0 && w.operational_vls != vls) {
+        w.operational_vls = vls;
+        differs = true;
+      }
     }
     if (d.info.port_state == wire::PortState::kInit) {
       w.port_state = wire::PortState::kArmed;
@@ -519,7 +561,8 @@ struct SubnetManager::Impl {
     if (!differs) return;
     std::array<std::uint8_t, wire::kSmpDataBytes> data{};
     wire::encode(w, data);
-    add(Purpose::kSetPortInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p, i, p, add_data(data));
+    add(Purpose::kSetPortInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p, i, p,
+        add_data(data));
     ++cur.ports_set;
   }
 
@@ -536,7 +579,8 @@ struct SubnetManager::Impl {
     }
     routes = std::move(r).value();
     routing::CheckOptions co;
-    co.credit_loops = sm.cfg_.check_credit_loops && sm.cfg_.routing.engine != routing::Engine::kMinHop;
+    co.credit_loops =
+        sm.cfg_.check_credit_loops && sm.cfg_.routing.engine != routing::Engine::kMinHop;
     cur.check = routing::check_routes(fabric, lids, routes, co);
     sm.check_wall_ns_ = wall() - w1;
     cur.routes_valid = cur.check.ok();
@@ -558,7 +602,8 @@ struct SubnetManager::Impl {
       first_pass[sm.sm_lid_ / routing::kLftBlockEntries] = true;
       for (std::uint32_t i : routes.switches) {
         const routing::Lid l = lids.lid_of(i, 0);
-        if (l != routing::kNoLid && l / routing::kLftBlockEntries < blocks) first_pass[l / routing::kLftBlockEntries] = true;
+        if (l != routing::kNoLid && l / routing::kLftBlockEntries < blocks)
+          first_pass[l / routing::kLftBlockEntries] = true;
       }
     }
     deferred_lft.clear();
@@ -574,8 +619,8 @@ struct SubnetManager::Impl {
         si.port_state_change = true;  // writing 1 clears it (14.2.5.4)
         std::array<std::uint8_t, wire::kSmpDataBytes> data{};
         wire::encode(si, data);
-        add(Purpose::kSetSwitchInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0,
-            add_data(data));
+        add(Purpose::kSetSwitchInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo),
+            0, i, 0, add_data(data));
       }
       if (pr.lft.size() < static_cast<std::size_t>(blocks) * routing::kLftBlockEntries)
         pr.lft.resize(static_cast<std::size_t>(blocks) * routing::kLftBlockEntries, 0xFE);
@@ -590,7 +635,8 @@ struct SubnetManager::Impl {
           deferred_lft.emplace_back(i, static_cast<std::uint32_t>(b));
           continue;
         }
-        add(Purpose::kSetLft, true, static_cast<std::uint16_t>(wire::SmpAttr::kLinearForwardingTable),
+        add(Purpose::kSetLft, true,
+            static_cast<std::uint16_t>(wire::SmpAttr::kLinearForwardingTable),
             static_cast<std::uint32_t>(b), i, 0);
       }
       if (routes.vls > 1 && !routes.sl2vl.empty()) program_vls(s, i, pr);
@@ -600,7 +646,8 @@ struct SubnetManager::Impl {
   void program_vls(std::uint32_t s, std::uint32_t i, Programmed& pr) {
     const DNode& n = nodes[i];
     const int np = n.num_ports + 1;
-    if (pr.sl2vl.size() != static_cast<std::size_t>(np) * np) pr.sl2vl.assign(static_cast<std::size_t>(np) * np, {});
+    if (pr.sl2vl.size() != static_cast<std::size_t>(np) * np)
+      pr.sl2vl.assign(static_cast<std::size_t>(np) * np, {});
     if (pr.vlarb.size() != static_cast<std::size_t>(np)) pr.vlarb.assign(np, false);
     for (int out = 1; out < np; ++out) {
       if (n.ports[out].peer == kNone) continue;
@@ -612,8 +659,10 @@ struct SubnetManager::Impl {
         std::copy(t.begin(), t.end(), v.vl.begin());
         std::array<std::uint8_t, wire::kSmpDataBytes> data{};
         wire::encode(v, data);
-        add(Purpose::kSetSl2Vl, true, static_cast<std::uint16_t>(wire::SmpAttrExt::kSlToVlMappingTable),
-            static_cast<std::uint32_t>(in << 8 | out), i, static_cast<std::uint8_t>(out), add_data(data));
+        add(Purpose::kSetSl2Vl, true,
+            static_cast<std::uint16_t>(wire::SmpAttrExt::kSlToVlMappingTable),
+            static_cast<std::uint32_t>(in << 8 | out), i, static_cast<std::uint8_t>(out),
+            add_data(data));
         had = t;  // optimistic; a lost Set makes the sweep incomplete and the table is resent
       }
       if (!pr.vlarb[out]) {
@@ -623,8 +672,10 @@ struct SubnetManager::Impl {
           v.entry[vl] = {static_cast<std::uint8_t>(vl), kVlArbWeight};
         std::array<std::uint8_t, wire::kSmpDataBytes> data{};
         wire::encode(v, data);
-        add(Purpose::kSetVlArb, true, static_cast<std::uint16_t>(wire::SmpAttrExt::kVlArbitrationTable),
-            (1u << 16) | static_cast<std::uint32_t>(out), i, static_cast<std::uint8_t>(out), add_data(data));
+        add(Purpose::kSetVlArb, true,
+            static_cast<std::uint16_t>(wire::SmpAttrExt::kVlArbitrationTable),
+            (1u << 16) | static_cast<std::uint32_t>(out), i, static_cast<std::uint8_t>(out),
+            add_data(data));
         pr.vlarb[out] = true;
       }
     }
@@ -642,8 +693,9 @@ struct SubnetManager::Impl {
         w.port_state = wire::PortState::kActive;
         std::array<std::uint8_t, wire::kSmpDataBytes> data{};
         wire::encode(w, data);
-        const std::uint32_t slot = add(Purpose::kSetPortInfo, true,
-                                       static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p, i, p, add_data(data));
+        const std::uint32_t slot =
+            add(Purpose::kSetPortInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo),
+                p, i, p, add_data(data));
         reqs[slot].dlid = sweep_lost ? 0 : live_lid(i, p);  // a table may be missing: directed
         ++cur.ports_activated;
       }
@@ -668,11 +720,21 @@ struct SubnetManager::Impl {
       ++st.error_status;
     } else {
       switch (r.purpose) {
-        case Purpose::kNodeInfo: on_node_info(r, wire::decode_node_info(data)); break;
-        case Purpose::kNodeDesc: nodes[r.node].desc = std::string(wire::decode_node_description(data).view()); break;
-        case Purpose::kSwitchInfo: nodes[r.node].swinfo = wire::decode_switch_info(data); break;
-        case Purpose::kPortInfo: on_port_info(r, wire::decode_port_info(data)); break;
-        case Purpose::kSetPortInfo: nodes[r.node].ports[r.port].info = wire::decode_port_info(data); break;
+        case Purpose::kNodeInfo:
+          on_node_info(r, wire::decode_node_info(data));
+          break;
+        case Purpose::kNodeDesc:
+          nodes[r.node].desc = std::string(wire::decode_node_description(data).view());
+          break;
+        case Purpose::kSwitchInfo:
+          nodes[r.node].swinfo = wire::decode_switch_info(data);
+          break;
+        case Purpose::kPortInfo:
+          on_port_info(r, wire::decode_port_info(data));
+          break;
+        case Purpose::kSetPortInfo:
+          nodes[r.node].ports[r.port].info = wire::decode_port_info(data);
+          break;
         case Purpose::kSetSwitchInfo: {
           DNode& n = nodes[r.node];
           n.swinfo = wire::decode_switch_info(data);
@@ -684,11 +746,13 @@ struct SubnetManager::Impl {
           Programmed& pr = programmed[nodes[r.node].guid];
           const std::size_t base = std::size_t{r.mod} * routing::kLftBlockEntries;
           if (base + routing::kLftBlockEntries <= pr.lft.size())
-            std::copy(t.port.begin(), t.port.end(), pr.lft.begin() + static_cast<std::ptrdiff_t>(base));
+            std::copy(t.port.begin(), t.port.end(),
+                      pr.lft.begin() + static_cast<std::ptrdiff_t>(base));
           break;
         }
         case Purpose::kSetSl2Vl:
-        case Purpose::kSetVlArb: break;
+        case Purpose::kSetVlArb:
+          break;
         case Purpose::kLightSwitchInfo:
           if (wire::decode_switch_info(data).port_state_change) heavy_wanted = true;
           break;
@@ -708,7 +772,8 @@ struct SubnetManager::Impl {
       Programmed& pr = programmed[nodes[r.node].guid];
       const std::size_t base = std::size_t{r.mod} * routing::kLftBlockEntries;
       if (base + routing::kLftBlockEntries <= pr.lft.size())
-        std::fill_n(pr.lft.begin() + static_cast<std::ptrdiff_t>(base), routing::kLftBlockEntries, 0xFE);
+        std::fill_n(pr.lft.begin() + static_cast<std::ptrdiff_t>(base), routing::kLftBlockEntries,
+                    0xFE);
     } else if (r.purpose == Purpose::kSetSl2Vl || r.purpose == Purpose::kSetVlArb) {
       programmed[nodes[r.node].guid] = Programmed{};
     }
@@ -848,19 +913,28 @@ void SubnetManager::on_deadline(TimeNs now) {
   }
   if ((phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) && now >= m.next_light_ns) {
     // A failed SM looks again at the sweep interval: the fabric may have become routable.
-    if (m.heavy_wanted || phase_ == Phase::kFailed) m.start_heavy(now);
-    else m.start_light(now);
+    if (m.heavy_wanted || phase_ == Phase::kFailed)
+      m.start_heavy(now);
+    else
+      m.start_light(now);
   }
   m.advance(now);
 }
 
 bool SubnetManager::settled() const {
-  return phase_ == Phase::kSubnetUp && !impl_->heavy_wanted && impl_->inflight == 0 && impl_->urgent.empty();
+  return phase_ == Phase::kSubnetUp && !impl_->heavy_wanted && impl_->inflight == 0 &&
+         impl_->urgent.empty();
 }
 
-const routing::Fabric& SubnetManager::fabric() const { return impl_->fabric; }
-const routing::LidMap& SubnetManager::lids() const { return impl_->lids; }
-const routing::Routes& SubnetManager::routes() const { return impl_->routes; }
+const routing::Fabric& SubnetManager::fabric() const {
+  return impl_->fabric;
+}
+const routing::LidMap& SubnetManager::lids() const {
+  return impl_->lids;
+}
+const routing::Routes& SubnetManager::routes() const {
+  return impl_->routes;
+}
 
 std::size_t SubnetManager::memory_bytes() const {
   const Impl& m = *impl_;
@@ -870,7 +944,8 @@ std::size_t SubnetManager::memory_bytes() const {
     for (const DPort& p : n.ports) b += sizeof(DPort) + p.path.capacity();
   }
   b += m.by_guid.size() * (sizeof(std::uint64_t) + sizeof(std::uint32_t) + 16);
-  for (const auto& fn : m.fabric.nodes) b += sizeof(fn) + fn.ports.capacity() * sizeof(routing::FabricPort) + fn.name.capacity();
+  for (const auto& fn : m.fabric.nodes)
+    b += sizeof(fn) + fn.ports.capacity() * sizeof(routing::FabricPort) + fn.name.capacity();
   for (const auto& v : m.lids.base) b += sizeof(v) + v.capacity() * sizeof(routing::Lid);
   b += m.lids.owner.capacity() * sizeof(routing::LidOwner);
   b += m.routes.memory_bytes();

@@ -26,9 +26,10 @@
 //   activation       PortInfo Set PortState Armed -> Active on every armed port.
 // Discovery, port configuration and the first LFT pass are directed-route (paths from discovery);
 // what comes after (the other LFT blocks, activation, light sweeps) is LID-routed
-// (lid_routed_when_live), through the entries the first pass wrote. A light sweep every sweep_interval_ns Gets SwitchInfo of every switch; a
-// PortStateChange, a switch that does not answer, or a trap 128 (link state change, LID-routed to
-// the SMLID; answered with TrapRepress) starts a heavy sweep, which re-sets only what changed.
+// (lid_routed_when_live), through the entries the first pass wrote. A light sweep every
+// sweep_interval_ns Gets SwitchInfo of every switch; a PortStateChange, a switch that does not
+// answer, or a trap 128 (link state change, LID-routed to the SMLID; answered with TrapRepress)
+// starts a heavy sweep, which re-sets only what changed.
 //
 // Reliability: at most window_max SMPs in flight; each is retried after timeout_ns up to
 // retries_max times (VL15 has no flow control and drops under congestion, IBA 7.6.4). A sweep
@@ -66,35 +67,35 @@ namespace weft::sm {
 
 // Sweep phases; also the SM's state. kRouting sends no MADs (computation only).
 enum class Phase : std::uint8_t {
-  kIdle,            // not started
+  kIdle,  // not started
   kDiscovery,
   kLidAssignment,
   kRouting,
   kLftProgramming,
   kActivation,
-  kSubnetUp,        // between sweeps
+  kSubnetUp,  // between sweeps
   kLightSweep,
-  kFailed,          // routing or LID assignment refused the fabric; see last_error()
+  kFailed,  // routing or LID assignment refused the fabric; see last_error()
 };
 inline constexpr std::size_t kPhaseCount = 9;
 std::string_view to_string(Phase p);
 
 struct SmConfig {
-  std::uint8_t port = 1;                    // the SM's HCA port
+  std::uint8_t port = 1;  // the SM's HCA port
   routing::RoutingOptions routing{};
-  int lmc = 0;                              // HCA ports answer 2^lmc LIDs
-  std::uint32_t window_max = 64;            // SMPs in flight
-  TimeNs timeout_ns = 1'000'000;            // per attempt
-  int retries_max = 8;                      // resends after the first attempt
+  int lmc = 0;                                // HCA ports answer 2^lmc LIDs
+  std::uint32_t window_max = 64;              // SMPs in flight
+  TimeNs timeout_ns = 1'000'000;              // per attempt
+  int retries_max = 8;                        // resends after the first attempt
   TimeNs sweep_interval_ns = 10'000'000'000;  // light sweeps; 0 = none
-  int sweeps_incomplete_max = 4;            // heavy sweeps repeated after lost SMPs
+  int sweeps_incomplete_max = 4;              // heavy sweeps repeated after lost SMPs
   // A trap starts a heavy sweep this long after it arrives, so the traps of both ends of a
   // link (and of a flapping link) share one sweep.
   TimeNs trap_holdoff_ns = 100'000;
   std::uint64_t m_key = 0;
-  std::uint8_t sm_sl = 0;                   // MasterSMSL
-  std::uint8_t subnet_timeout = 18;         // PortInfo:SubnetTimeOut, 4.096 us * 2^18
-  bool check_credit_loops = true;           // for updn/ftree/dor
+  std::uint8_t sm_sl = 0;            // MasterSMSL
+  std::uint8_t subnet_timeout = 18;  // PortInfo:SubnetTimeOut, 4.096 us * 2^18
+  bool check_credit_loops = true;    // for updn/ftree/dor
   // Once the switches route the SM's and the switches' LIDs, the remaining LFT blocks,
   // activation Sets and light-sweep Gets go LID-routed (the switches forward them by LFT, only
   // the addressed SMA handles them); false: all directed.
@@ -117,11 +118,11 @@ struct OutMad {
 };
 
 struct PhaseStats {
-  std::uint64_t mads_sent = 0;       // every attempt, retries included
+  std::uint64_t mads_sent = 0;  // every attempt, retries included
   std::uint64_t mads_retried = 0;
-  std::uint64_t mads_lost = 0;       // given up after retries_max
+  std::uint64_t mads_lost = 0;  // given up after retries_max
   std::uint64_t responses = 0;
-  std::uint64_t error_status = 0;    // responses with a non-zero MAD status
+  std::uint64_t error_status = 0;  // responses with a non-zero MAD status
   TimeNs virtual_ns = 0;
   std::uint64_t wall_ns = 0;
   void add(const PhaseStats& o);
@@ -129,16 +130,16 @@ struct PhaseStats {
 
 struct SweepReport {
   bool heavy = true;
-  std::uint32_t number = 0;          // sweeps so far, this one included
+  std::uint32_t number = 0;  // sweeps so far, this one included
   TimeNs start_ns = 0, end_ns = 0;
   std::array<PhaseStats, kPhaseCount> phase{};  // indexed by Phase
   PhaseStats total;
   std::size_t switches = 0, hcas = 0, links = 0;
   std::size_t lft_blocks_sent = 0, lft_blocks_unchanged = 0;
   std::size_t ports_set = 0, ports_activated = 0;
-  bool complete = false;             // no SMP lost for good
+  bool complete = false;  // no SMP lost for good
   bool routes_valid = false;
-  routing::CheckReport check;        // heavy sweeps
+  routing::CheckReport check;  // heavy sweeps
   std::string error;
   const PhaseStats& of(Phase p) const { return phase[static_cast<std::size_t>(p)]; }
 };

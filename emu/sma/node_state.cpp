@@ -25,25 +25,38 @@ PortState make_port(std::uint8_t num, std::uint64_t guid, std::size_t pkeys,
 
 std::string_view to_string(LinkState s) {
   switch (s) {
-    case LinkState::kNoChange: return "NoChange";
-    case LinkState::kDown: return "Down";
-    case LinkState::kInit: return "Init";
-    case LinkState::kArmed: return "Armed";
-    case LinkState::kActive: return "Active";
+    case LinkState::kNoChange:
+      return "NoChange";
+    case LinkState::kDown:
+      return "Down";
+    case LinkState::kInit:
+      return "Init";
+    case LinkState::kArmed:
+      return "Armed";
+    case LinkState::kActive:
+      return "Active";
   }
   return "?";
 }
 
 std::string_view to_string(PhysState s) {
   switch (s) {
-    case PhysState::kNoStateChange: return "NoStateChange";
-    case PhysState::kSleep: return "Sleep";
-    case PhysState::kPolling: return "Polling";
-    case PhysState::kDisabled: return "Disabled";
-    case PhysState::kPortConfigurationTraining: return "PortConfigurationTraining";
-    case PhysState::kLinkUp: return "LinkUp";
-    case PhysState::kLinkErrorRecovery: return "LinkErrorRecovery";
-    case PhysState::kPhyTest: return "PhyTest";
+    case PhysState::kNoStateChange:
+      return "NoStateChange";
+    case PhysState::kSleep:
+      return "Sleep";
+    case PhysState::kPolling:
+      return "Polling";
+    case PhysState::kDisabled:
+      return "Disabled";
+    case PhysState::kPortConfigurationTraining:
+      return "PortConfigurationTraining";
+    case PhysState::kLinkUp:
+      return "LinkUp";
+    case PhysState::kLinkErrorRecovery:
+      return "LinkErrorRecovery";
+    case PhysState::kPhyTest:
+      return "PhyTest";
   }
   return "?";
 }
@@ -61,8 +74,7 @@ NodeState make_switch(const NodeParams& prm) {
   for (std::size_t i = 0; i < tables; ++i) {
     const auto num = static_cast<std::uint8_t>(i);
     n.ports.push_back(make_port(num, prm.node_guid,
-                                i == 0 ? n.partition_cap : n.sw.partition_enforcement_cap,
-                                tables));
+                                i == 0 ? n.partition_cap : n.sw.partition_enforcement_cap, tables));
   }
   // Port 0 is the switch's internal management port: always physically up (14.2.5.6).
   PortState& p0 = n.ports[0];

@@ -43,21 +43,21 @@ std::string_view to_string(LinkState s);  // "Down", "Init", "Armed", "Active", 
 std::string_view to_string(PhysState s);  // "Sleep", "Polling", "LinkUp", ...
 
 // ---- sizes and codes ----------------------------------------------------------------------
-inline constexpr std::uint16_t kLinearFdbCap = 49152;        // unicast LIDs 0..0xBFFF
-inline constexpr std::uint16_t kMulticastLidBase = 0xC000;   // first multicast LID (IBA 4.1.1)
+inline constexpr std::uint16_t kLinearFdbCap = 49152;       // unicast LIDs 0..0xBFFF
+inline constexpr std::uint16_t kMulticastLidBase = 0xC000;  // first multicast LID (IBA 4.1.1)
 inline constexpr std::uint16_t kMulticastFdbCapDefault = 1024;
-inline constexpr std::uint8_t kLftUnreachable = 0xFF;        // LFT entry: no route (14.2.5.10)
-inline constexpr std::size_t kLftBlockEntries = 64;          // LIDs per LFT block
-inline constexpr std::size_t kMftBlockEntries = 32;          // MLIDs per MFT block (14.2.5.12)
-inline constexpr std::size_t kMftPortsPerPosition = 16;      // ports per 16-bit PortMask
-inline constexpr std::size_t kMftPositions = 16;             // 16 x 16 = 256 ports max
-inline constexpr std::size_t kPKeyBlockEntries = 32;         // P_Keys per block (14.2.5.7)
-inline constexpr std::size_t kGuidBlockEntries = 8;          // GUIDs per GUIDInfo block (14.2.5.5)
-inline constexpr std::size_t kSlCount = 16;                  // SLs 0..15 (SLtoVL, 14.2.5.8)
-inline constexpr std::size_t kVlArbEntriesMax = 64;          // per VLArb table (14.2.5.9)
-inline constexpr std::size_t kVlArbBlockEntries = 32;        // entries per VLArb block
-inline constexpr std::uint8_t kVl15 = 15;                    // management VL
-inline constexpr std::uint16_t kDefaultPKey = 0xFFFF;        // full-member default partition
+inline constexpr std::uint8_t kLftUnreachable = 0xFF;    // LFT entry: no route (14.2.5.10)
+inline constexpr std::size_t kLftBlockEntries = 64;      // LIDs per LFT block
+inline constexpr std::size_t kMftBlockEntries = 32;      // MLIDs per MFT block (14.2.5.12)
+inline constexpr std::size_t kMftPortsPerPosition = 16;  // ports per 16-bit PortMask
+inline constexpr std::size_t kMftPositions = 16;         // 16 x 16 = 256 ports max
+inline constexpr std::size_t kPKeyBlockEntries = 32;     // P_Keys per block (14.2.5.7)
+inline constexpr std::size_t kGuidBlockEntries = 8;      // GUIDs per GUIDInfo block (14.2.5.5)
+inline constexpr std::size_t kSlCount = 16;              // SLs 0..15 (SLtoVL, 14.2.5.8)
+inline constexpr std::size_t kVlArbEntriesMax = 64;      // per VLArb table (14.2.5.9)
+inline constexpr std::size_t kVlArbBlockEntries = 32;    // entries per VLArb block
+inline constexpr std::uint8_t kVl15 = 15;                // management VL
+inline constexpr std::uint16_t kDefaultPKey = 0xFFFF;    // full-member default partition
 
 // MTU codes (IBA 14.2.5.6): 1=256 2=512 3=1024 4=2048 5=4096.
 inline constexpr std::uint8_t kMtu256 = 1, kMtu512 = 2, kMtu1024 = 3, kMtu2048 = 4, kMtu4096 = 5;
@@ -65,8 +65,8 @@ inline constexpr std::uint8_t kMtu256 = 1, kMtu512 = 2, kMtu1024 = 3, kMtu2048 =
 inline constexpr std::uint8_t kWidth1x = 1, kWidth4x = 2, kWidth8x = 4, kWidth12x = 8;
 inline constexpr std::uint8_t kSpeedSdr = 1, kSpeedDdr = 2, kSpeedQdr = 4;
 // VLCap / OperationalVLs codes: 1=VL0 2=VL0-1 3=VL0-3 4=VL0-7 5=VL0-14.
-inline constexpr std::uint8_t kVlCapVl0 = 1, kVlCapVl0To1 = 2, kVlCapVl0To3 = 3,
-                              kVlCapVl0To7 = 4, kVlCapVl0To14 = 5;
+inline constexpr std::uint8_t kVlCapVl0 = 1, kVlCapVl0To1 = 2, kVlCapVl0To3 = 3, kVlCapVl0To7 = 4,
+                              kVlCapVl0To14 = 5;
 
 // One VLArbitrationTable entry (14.2.5.9): a VL and its weight in 64-byte units.
 struct VlArbEntry {
@@ -142,13 +142,13 @@ struct PortCounters {
 // One port as the SMA sees it (PortInfo, 14.2.5.6, plus the per-port tables).
 struct PortState {
   std::uint8_t port_num = 0;
-  std::uint64_t port_guid = 0;        // also GUIDInfo index 0
+  std::uint64_t port_guid = 0;                       // also GUIDInfo index 0
   std::uint64_t gid_prefix = 0xFE80000000000000ull;  // link-local default (IBA 4.1.1)
   // Addressing. On a switch only ports[0] carries LID/LMC/SMLID (external ports report 0).
   std::uint16_t lid = 0;
-  std::uint8_t lmc = 0;               // 3 bits
-  std::uint16_t master_sm_lid = 0;    // SMLID: where traps go
-  std::uint8_t master_sm_sl = 0;      // 4 bits
+  std::uint8_t lmc = 0;             // 3 bits
+  std::uint16_t master_sm_lid = 0;  // SMLID: where traps go
+  std::uint8_t master_sm_sl = 0;    // 4 bits
   // M_Key (14.2.4). The SMA checks it minimally: see sma.hpp.
   std::uint64_t m_key = 0;
   std::uint16_t m_key_lease_period = 0;
@@ -171,16 +171,16 @@ struct PortState {
   std::uint8_t link_width_active = kWidth4x;
   std::uint8_t link_speed_supported = kSpeedSdr | kSpeedDdr | kSpeedQdr;  // 4 bits
   std::uint8_t link_speed_enabled = kSpeedSdr | kSpeedDdr | kSpeedQdr;    // 4 bits
-  std::uint8_t link_speed_active = kSpeedQdr;                            // 4 bits
-  std::uint8_t mtu_cap = kMtu4096;       // 4 bits
-  std::uint8_t neighbor_mtu = kMtu4096;  // 4 bits, the active MTU the SM chose
-  std::uint8_t vl_cap = kVlCapVl0To7;    // 4 bits
+  std::uint8_t link_speed_active = kSpeedQdr;                             // 4 bits
+  std::uint8_t mtu_cap = kMtu4096;                                        // 4 bits
+  std::uint8_t neighbor_mtu = kMtu4096;         // 4 bits, the active MTU the SM chose
+  std::uint8_t vl_cap = kVlCapVl0To7;           // 4 bits
   std::uint8_t operational_vls = kVlCapVl0To7;  // 4 bits, <= vl_cap
   std::uint8_t vl_high_limit = 0;
-  std::uint8_t vl_arb_high_cap = 8;      // entries of the high-priority table
-  std::uint8_t vl_arb_low_cap = 8;       // entries of the low-priority table
-  std::uint8_t vl_stall_count = 7;       // 3 bits
-  std::uint8_t hoq_life = 18;            // 5 bits
+  std::uint8_t vl_arb_high_cap = 8;  // entries of the high-priority table
+  std::uint8_t vl_arb_low_cap = 8;   // entries of the low-priority table
+  std::uint8_t vl_stall_count = 7;   // 3 bits
+  std::uint8_t hoq_life = 18;        // 5 bits
   std::uint8_t init_type = 0;
   std::uint8_t init_type_reply = 0;
   bool partition_enforcement_inbound = false;
@@ -188,10 +188,10 @@ struct PortState {
   bool filter_raw_inbound = false;
   bool filter_raw_outbound = false;
   bool client_reregister = false;
-  std::uint8_t subnet_timeout = 0;       // 5 bits
-  std::uint8_t resp_time_value = 8;      // 5 bits
-  std::uint8_t local_phy_errors = 15;    // 4 bits, threshold
-  std::uint8_t overrun_errors = 15;      // 4 bits, threshold
+  std::uint8_t subnet_timeout = 0;     // 5 bits
+  std::uint8_t resp_time_value = 8;    // 5 bits
+  std::uint8_t local_phy_errors = 15;  // 4 bits, threshold
+  std::uint8_t overrun_errors = 15;    // 4 bits, threshold
   std::uint16_t max_credit_hint = 0;
   std::uint32_t link_round_trip_latency = 0;  // 24 bits
 
@@ -239,11 +239,11 @@ struct SwitchState {
 
 // What the SMA did not answer, per reason (for tests and checkers).
 struct SmaStats {
-  std::uint64_t smps_handled = 0;       // replies produced here
-  std::uint64_t smps_forwarded = 0;     // directed-route SMPs relayed out another port
-  std::uint64_t dropped_bad_mad = 0;    // undecodable: truncated, base version, bad hop fields
-  std::uint64_t dropped_dr_rules = 0;   // 14.2.2 said discard
-  std::uint64_t dropped_m_key = 0;      // M_Key check failed (14.2.4)
+  std::uint64_t smps_handled = 0;         // replies produced here
+  std::uint64_t smps_forwarded = 0;       // directed-route SMPs relayed out another port
+  std::uint64_t dropped_bad_mad = 0;      // undecodable: truncated, base version, bad hop fields
+  std::uint64_t dropped_dr_rules = 0;     // 14.2.2 said discard
+  std::uint64_t dropped_m_key = 0;        // M_Key check failed (14.2.4)
   std::uint64_t dropped_not_request = 0;  // a response or trap arrived at the SMA
   std::uint64_t pma_handled = 0;
   std::uint64_t pma_dropped = 0;
@@ -253,17 +253,17 @@ struct NodeState {
   NodeType type = NodeType::kChannelAdapter;
   std::uint64_t node_guid = 0;
   std::uint64_t system_image_guid = 0;
-  std::string description;            // NodeDescription, at most 64 bytes on the wire
+  std::string description;             // NodeDescription, at most 64 bytes on the wire
   std::uint32_t vendor_id = 0x0002C9;  // 24 bits
   std::uint16_t device_id = 0;
   std::uint32_t revision = 0;
-  std::uint16_t partition_cap = 32;   // P_Key table entries on a CA port / switch port 0
-  std::uint8_t num_ports = 0;         // external ports
-  std::vector<PortState> ports;       // num_ports + 1 entries; see the file comment
+  std::uint16_t partition_cap = 32;  // P_Key table entries on a CA port / switch port 0
+  std::uint8_t num_ports = 0;        // external ports
+  std::vector<PortState> ports;      // num_ports + 1 entries; see the file comment
 
   // Switch only (empty on a CA).
   SwitchState sw;
-  std::vector<std::uint8_t> lft;      // indexed by LID, size linear_fdb_cap, 0xFF = unreachable
+  std::vector<std::uint8_t> lft;  // indexed by LID, size linear_fdb_cap, 0xFF = unreachable
   // mft[mlid - 0xC000][position] is the 16-port mask for ports 16*position .. 16*position+15.
   std::vector<std::array<std::uint16_t, kMftPositions>> mft;
 
@@ -272,9 +272,7 @@ struct NodeState {
   bool is_switch() const { return type == NodeType::kSwitch; }
   // The port whose PortInfo holds this node's LID for a request that arrived on in_port.
   PortState& lid_port(std::uint8_t in_port) { return ports[is_switch() ? 0 : in_port]; }
-  const PortState& lid_port(std::uint8_t in_port) const {
-    return ports[is_switch() ? 0 : in_port];
-  }
+  const PortState& lid_port(std::uint8_t in_port) const { return ports[is_switch() ? 0 : in_port]; }
   // Unicast forwarding: the output port for dlid, or kLftUnreachable.
   std::uint8_t route(std::uint16_t dlid) const {
     if (dlid > sw.linear_fdb_top || dlid >= lft.size()) return kLftUnreachable;

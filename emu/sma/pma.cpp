@@ -14,8 +14,12 @@ using wire::MadMethod;
 using wire::MadStatus;
 using wire::PmaAttr;
 
-constexpr std::uint16_t st(MadStatus s) { return static_cast<std::uint16_t>(s); }
-constexpr std::uint8_t method(MadMethod m) { return static_cast<std::uint8_t>(m); }
+constexpr std::uint16_t st(MadStatus s) {
+  return static_cast<std::uint16_t>(s);
+}
+constexpr std::uint8_t method(MadMethod m) {
+  return static_cast<std::uint8_t>(m);
+}
 constexpr std::uint8_t kPmaClassVersion = 1;
 // PortCounters data byte 18 is CounterSelect2; its bit 0 selects PortXmitWait.
 constexpr std::size_t kCounterSelect2Offset = 18;
@@ -187,9 +191,12 @@ MadReply handle_pma(NodeState& node, std::uint8_t in_port, std::span<const std::
   auto m = wire::decode_pma(mad);
   if (!m) {
     switch (m.error()) {
-      case wire::MadError::kTruncated: return drop(node, DropReason::kTruncated);
-      case wire::MadError::kBadBaseVersion: return drop(node, DropReason::kBadBaseVersion);
-      default: return drop(node, DropReason::kBadClass);
+      case wire::MadError::kTruncated:
+        return drop(node, DropReason::kTruncated);
+      case wire::MadError::kBadBaseVersion:
+        return drop(node, DropReason::kBadBaseVersion);
+      default:
+        return drop(node, DropReason::kBadClass);
     }
   }
   if (m->hdr.method & wire::kMethodResponseBit) return drop(node, DropReason::kNotRequest);
@@ -201,10 +208,18 @@ MadReply handle_pma(NodeState& node, std::uint8_t in_port, std::span<const std::
     status = st(MadStatus::kUnsupportedMethod);
   } else {
     switch (static_cast<PmaAttr>(m->hdr.attr_id)) {
-      case PmaAttr::kClassPortInfo: status = class_port_info(node, set, m->data); break;
-      case PmaAttr::kPortCounters: status = port_counters(node, set, m->data); break;
-      case PmaAttr::kPortCountersExtended: status = port_counters_ext(node, set, m->data); break;
-      default: status = st(MadStatus::kUnsupportedMethodAttr); break;
+      case PmaAttr::kClassPortInfo:
+        status = class_port_info(node, set, m->data);
+        break;
+      case PmaAttr::kPortCounters:
+        status = port_counters(node, set, m->data);
+        break;
+      case PmaAttr::kPortCountersExtended:
+        status = port_counters_ext(node, set, m->data);
+        break;
+      default:
+        status = st(MadStatus::kUnsupportedMethodAttr);
+        break;
     }
   }
   m->hdr.method = method(MadMethod::kGetResp);

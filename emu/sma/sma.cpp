@@ -19,8 +19,12 @@ using wire::SmpAttr;
 using wire::SmpAttrExt;
 using wire::SmpData;
 
-constexpr std::uint16_t st(MadStatus s) { return static_cast<std::uint16_t>(s); }
-constexpr std::uint8_t method(MadMethod m) { return static_cast<std::uint8_t>(m); }
+constexpr std::uint16_t st(MadStatus s) {
+  return static_cast<std::uint16_t>(s);
+}
+constexpr std::uint8_t method(MadMethod m) {
+  return static_cast<std::uint8_t>(m);
+}
 constexpr std::uint8_t kSmpClassVersion = 1;
 
 // One request at the SMA, after routing and M_Key checks.
@@ -29,8 +33,8 @@ struct Req {
   std::uint8_t in_port;
   bool set;
   std::uint32_t mod;
-  SmpData data;        // in: the Set data; out: the attribute as it now is
-  bool hide_m_key;     // M_Key protect bits 1 and the key did not match: report M_Key 0
+  SmpData data;     // in: the Set data; out: the attribute as it now is
+  bool hide_m_key;  // M_Key protect bits 1 and the key did not match: report M_Key 0
   std::vector<std::uint8_t>& changed;
 };
 using Handler = std::uint16_t (*)(Req&);
@@ -183,14 +187,18 @@ void put_port_info(const Req& q, const PortState& p, SmpData out) {
 // Active; writing the state a port already has is no change. Everything else is invalid.
 bool state_transition_valid(LinkState cur, std::uint8_t want) {
   switch (want) {
-    case 0: return true;  // NoStateChange
-    case static_cast<std::uint8_t>(LinkState::kDown): return true;
-    case static_cast<std::uint8_t>(LinkState::kInit): return cur == LinkState::kInit;
+    case 0:
+      return true;  // NoStateChange
+    case static_cast<std::uint8_t>(LinkState::kDown):
+      return true;
+    case static_cast<std::uint8_t>(LinkState::kInit):
+      return cur == LinkState::kInit;
     case static_cast<std::uint8_t>(LinkState::kArmed):
       return cur == LinkState::kInit || cur == LinkState::kArmed;
     case static_cast<std::uint8_t>(LinkState::kActive):
       return cur == LinkState::kArmed || cur == LinkState::kActive;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -227,10 +235,14 @@ void apply_port_info(NodeState& n, PortState& p, const wire::PortInfo& v, bool a
     p.subnet_timeout = v.subnet_timeout;
     p.client_reregister = v.client_reregister;
   }
-  if (v.link_width_enabled == 0xFF) p.link_width_enabled = p.link_width_supported;
-  else if (v.link_width_enabled != 0) p.link_width_enabled = v.link_width_enabled;
-  if (v.link_speed_enabled == 0xF) p.link_speed_enabled = p.link_speed_supported;
-  else if (v.link_speed_enabled != 0) p.link_speed_enabled = v.link_speed_enabled;
+  if (v.link_width_enabled == 0xFF)
+    p.link_width_enabled = p.link_width_supported;
+  else if (v.link_width_enabled != 0)
+    p.link_width_enabled = v.link_width_enabled;
+  if (v.link_speed_enabled == 0xF)
+    p.link_speed_enabled = p.link_speed_supported;
+  else if (v.link_speed_enabled != 0)
+    p.link_speed_enabled = v.link_speed_enabled;
   if (v.link_down_default_state != 0) p.link_down_default_state = v.link_down_default_state;
   p.neighbor_mtu = v.neighbor_mtu;
   if (v.operational_vls != 0) p.operational_vls = v.operational_vls;
@@ -394,8 +406,12 @@ struct AttrOps {
   bool switch_only;
   Handler handler;
 };
-constexpr std::uint16_t id(SmpAttr a) { return static_cast<std::uint16_t>(a); }
-constexpr std::uint16_t id(SmpAttrExt a) { return static_cast<std::uint16_t>(a); }
+constexpr std::uint16_t id(SmpAttr a) {
+  return static_cast<std::uint16_t>(a);
+}
+constexpr std::uint16_t id(SmpAttrExt a) {
+  return static_cast<std::uint16_t>(a);
+}
 constexpr AttrOps kAttrs[] = {
     {id(SmpAttr::kNodeDescription), false, false, node_description},
     {id(SmpAttr::kNodeInfo), false, false, node_info},
@@ -463,21 +479,32 @@ MadReply drop(NodeState& n, DropReason why) {
     case DropReason::kTruncated:
     case DropReason::kBadBaseVersion:
     case DropReason::kBadClass:
-    case DropReason::kBadHopCount: ++n.stats.dropped_bad_mad; break;
-    case DropReason::kDrRules: ++n.stats.dropped_dr_rules; break;
-    case DropReason::kNotRequest: ++n.stats.dropped_not_request; break;
+    case DropReason::kBadHopCount:
+      ++n.stats.dropped_bad_mad;
+      break;
+    case DropReason::kDrRules:
+      ++n.stats.dropped_dr_rules;
+      break;
+    case DropReason::kNotRequest:
+      ++n.stats.dropped_not_request;
+      break;
     case DropReason::kMKey:  // counted where the key was checked
-    case DropReason::kNone: break;
+    case DropReason::kNone:
+      break;
   }
   return r;
 }
 
 DropReason reason_of(wire::MadError e) {
   switch (e) {
-    case wire::MadError::kTruncated: return DropReason::kTruncated;
-    case wire::MadError::kBadBaseVersion: return DropReason::kBadBaseVersion;
-    case wire::MadError::kBadClass: return DropReason::kBadClass;
-    case wire::MadError::kBadHopCount: return DropReason::kBadHopCount;
+    case wire::MadError::kTruncated:
+      return DropReason::kTruncated;
+    case wire::MadError::kBadBaseVersion:
+      return DropReason::kBadBaseVersion;
+    case wire::MadError::kBadClass:
+      return DropReason::kBadClass;
+    case wire::MadError::kBadHopCount:
+      return DropReason::kBadHopCount;
   }
   return DropReason::kBadClass;
 }
@@ -497,9 +524,12 @@ MadReply handle_lid_routed(NodeState& n, std::uint8_t in_port, std::span<const s
     case Disposition::kNotRequest:
       // A GetResp reaching a node by LID is for the SM there.
       return pass_through(mad, SmpAction::kToLocalSm);
-    case Disposition::kToSm: return pass_through(mad, SmpAction::kToLocalSm);
-    case Disposition::kAbsorb: return MadReply{SmpAction::kAbsorbed};
-    case Disposition::kAnswer: break;
+    case Disposition::kToSm:
+      return pass_through(mad, SmpAction::kToLocalSm);
+    case Disposition::kAbsorb:
+      return MadReply{SmpAction::kAbsorbed};
+    case Disposition::kAnswer:
+      break;
   }
   MadReply r;
   const auto status = answer(n, in_port, s->hdr, s->m_key, s->data, r.state_changed_ports);
@@ -523,7 +553,8 @@ MadReply handle_directed(NodeState& n, std::uint8_t in_port, std::span<const std
   const wire::DrDecision d = wire::dr_receive(*s, in_port, n.is_switch(), n.num_ports);
   MadReply r;
   switch (d.verdict) {
-    case wire::DrVerdict::kDiscard: return drop(n, DropReason::kDrRules);
+    case wire::DrVerdict::kDiscard:
+      return drop(n, DropReason::kDrRules);
     case wire::DrVerdict::kForward:
       wire::encode_smp(*s, r.mad);
       r.action = SmpAction::kSendOut;
@@ -537,7 +568,8 @@ MadReply handle_directed(NodeState& n, std::uint8_t in_port, std::span<const std
       r.out_port = in_port;
       ++n.stats.smps_forwarded;
       return r;
-    case wire::DrVerdict::kConsume: break;
+    case wire::DrVerdict::kConsume:
+      break;
   }
   if (s->direction) {  // a response back at the SM's end of the path
     wire::encode_smp(*s, r.mad);
@@ -545,13 +577,17 @@ MadReply handle_directed(NodeState& n, std::uint8_t in_port, std::span<const std
     return r;
   }
   switch (classify(s->hdr)) {
-    case Disposition::kNotRequest: return drop(n, DropReason::kNotRequest);
+    case Disposition::kNotRequest:
+      return drop(n, DropReason::kNotRequest);
     case Disposition::kToSm:
       wire::encode_smp(*s, r.mad);
       r.action = SmpAction::kToLocalSm;
       return r;
-    case Disposition::kAbsorb: r.action = SmpAction::kAbsorbed; return r;
-    case Disposition::kAnswer: break;
+    case Disposition::kAbsorb:
+      r.action = SmpAction::kAbsorbed;
+      return r;
+    case Disposition::kAnswer:
+      break;
   }
   const auto status = answer(n, in_port, s->hdr, s->m_key, s->data, r.state_changed_ports);
   if (!status) return drop(n, DropReason::kMKey);
@@ -584,7 +620,8 @@ MadReply handle_directed(NodeState& n, std::uint8_t in_port, std::span<const std
     case wire::DrVerdict::kConsume:  // HopCnt 0: the SM is on this node
       r.action = SmpAction::kToLocalSm;
       return r;
-    case wire::DrVerdict::kDiscard: break;
+    case wire::DrVerdict::kDiscard:
+      break;
   }
   MadReply dropped = drop(n, DropReason::kDrRules);
   dropped.state_changed_ports = std::move(r.state_changed_ports);
@@ -595,25 +632,38 @@ MadReply handle_directed(NodeState& n, std::uint8_t in_port, std::span<const std
 
 std::string_view to_string(SmpAction a) {
   switch (a) {
-    case SmpAction::kSendOut: return "send-out";
-    case SmpAction::kRouteByLid: return "route-by-lid";
-    case SmpAction::kToLocalSm: return "to-local-sm";
-    case SmpAction::kAbsorbed: return "absorbed";
-    case SmpAction::kDrop: return "drop";
+    case SmpAction::kSendOut:
+      return "send-out";
+    case SmpAction::kRouteByLid:
+      return "route-by-lid";
+    case SmpAction::kToLocalSm:
+      return "to-local-sm";
+    case SmpAction::kAbsorbed:
+      return "absorbed";
+    case SmpAction::kDrop:
+      return "drop";
   }
   return "?";
 }
 
 std::string_view to_string(DropReason r) {
   switch (r) {
-    case DropReason::kNone: return "none";
-    case DropReason::kTruncated: return "truncated";
-    case DropReason::kBadBaseVersion: return "bad base version";
-    case DropReason::kBadClass: return "not an SMP class";
-    case DropReason::kBadHopCount: return "bad hop count or pointer";
-    case DropReason::kDrRules: return "directed-route rules";
-    case DropReason::kMKey: return "M_Key mismatch";
-    case DropReason::kNotRequest: return "not a request";
+    case DropReason::kNone:
+      return "none";
+    case DropReason::kTruncated:
+      return "truncated";
+    case DropReason::kBadBaseVersion:
+      return "bad base version";
+    case DropReason::kBadClass:
+      return "not an SMP class";
+    case DropReason::kBadHopCount:
+      return "bad hop count or pointer";
+    case DropReason::kDrRules:
+      return "directed-route rules";
+    case DropReason::kMKey:
+      return "M_Key mismatch";
+    case DropReason::kNotRequest:
+      return "not a request";
   }
   return "?";
 }

@@ -35,23 +35,23 @@ std::string_view to_string(SmpAction a);
 
 enum class DropReason : std::uint8_t {
   kNone,
-  kTruncated,      // fewer than 256 bytes
+  kTruncated,  // fewer than 256 bytes
   kBadBaseVersion,
-  kBadClass,       // not an SMP class (0x01 / 0x81)
-  kBadHopCount,    // DR HopCnt > 63 or HopPtr > HopCnt + 1
-  kDrRules,        // the 14.2.2 rules said discard (bad port, CA mid-path, ...)
-  kMKey,           // M_Key mismatch (14.2.4.1); M_KeyViolations counted
-  kNotRequest,     // a response arrived where only requests are handled
+  kBadClass,     // not an SMP class (0x01 / 0x81)
+  kBadHopCount,  // DR HopCnt > 63 or HopPtr > HopCnt + 1
+  kDrRules,      // the 14.2.2 rules said discard (bad port, CA mid-path, ...)
+  kMKey,         // M_Key mismatch (14.2.4.1); M_KeyViolations counted
+  kNotRequest,   // a response arrived where only requests are handled
 };
 std::string_view to_string(DropReason r);
 
 struct MadReply {
   SmpAction action = SmpAction::kDrop;
   DropReason reason = DropReason::kNone;
-  bool is_response = false;        // `mad` is a GetResp this agent built
-  std::uint16_t status = 0;        // MAD status of the response (IBA 13.4.7), 0 = success
-  std::uint8_t out_port = 0;       // kSendOut: the port; kRouteByLid: the port the request came in
-  std::uint16_t dlid = 0;          // kRouteByLid: the destination LID
+  bool is_response = false;   // `mad` is a GetResp this agent built
+  std::uint16_t status = 0;   // MAD status of the response (IBA 13.4.7), 0 = success
+  std::uint8_t out_port = 0;  // kSendOut: the port; kRouteByLid: the port the request came in
+  std::uint16_t dlid = 0;     // kRouteByLid: the destination LID
   std::array<std::uint8_t, wire::kMadBytes> mad{};
   // Ports whose logical state this MAD changed (PortInfo Set). The fabric reacts: a port Set
   // to Down drops its link (then retrains it to Init); Armed/Active change what it forwards.

@@ -59,8 +59,8 @@ bool too_big(std::uint64_t nodes, std::string* err) {
   return true;
 }
 
-#define WEFT_GEN_REQUIRE(cond, msg)  \
-  do {                               \
+#define WEFT_GEN_REQUIRE(cond, msg)    \
+  do {                                 \
     if (!(cond)) return GenError{msg}; \
   } while (0)
 
@@ -70,18 +70,21 @@ GenResult fat_tree_2(const FatTree2Params& p) {
   WEFT_GEN_REQUIRE(p.radix >= 2 && p.radix <= kPortsMax, "radix must be in 2..254");
   WEFT_GEN_REQUIRE(p.leaves >= 1 && p.spines >= 1 && p.hosts_per_leaf >= 1,
                    "leaves, spines and hosts per leaf must be at least 1");
-  WEFT_GEN_REQUIRE(p.hosts_per_leaf < p.radix, "hosts per leaf (" + std::to_string(p.hosts_per_leaf) +
-                   ") leave no uplink on a radix-" + std::to_string(p.radix) + " leaf");
+  WEFT_GEN_REQUIRE(p.hosts_per_leaf < p.radix,
+                   "hosts per leaf (" + std::to_string(p.hosts_per_leaf) +
+                       ") leave no uplink on a radix-" + std::to_string(p.radix) + " leaf");
   int k = p.uplinks_per_spine;
   if (k == 0) {
     int up = p.radix - p.hosts_per_leaf;
     WEFT_GEN_REQUIRE(up % p.spines == 0, "the " + std::to_string(up) +
-                     " uplinks of a leaf do not divide evenly over " + std::to_string(p.spines) + " spines");
+                                             " uplinks of a leaf do not divide evenly over " +
+                                             std::to_string(p.spines) + " spines");
     k = up / p.spines;
   }
   WEFT_GEN_REQUIRE(k >= 1, "uplinks per spine must be at least 1");
-  WEFT_GEN_REQUIRE(p.hosts_per_leaf + k * p.spines <= p.radix,
-                   "leaf radix exceeded: " + std::to_string(p.hosts_per_leaf + k * p.spines) + " ports");
+  WEFT_GEN_REQUIRE(
+      p.hosts_per_leaf + k * p.spines <= p.radix,
+      "leaf radix exceeded: " + std::to_string(p.hosts_per_leaf + k * p.spines) + " ports");
   WEFT_GEN_REQUIRE(p.leaves * k <= p.radix,
                    "spine radix exceeded: " + std::to_string(p.leaves * k) + " ports");
   std::string err;
@@ -106,40 +109,50 @@ GenResult fat_tree_2(const FatTree2Params& p) {
 GenResult fat_tree_3(const FatTree3Params& p) {
   WEFT_GEN_REQUIRE(p.radix >= 2 && p.radix <= kPortsMax, "radix must be in 2..254");
   WEFT_GEN_REQUIRE(p.pods >= 1 && p.leaves_per_pod >= 1 && p.hosts_per_leaf >= 1 &&
-                   p.aggs_per_pod >= 1 && p.cores_per_group >= 1,
+                       p.aggs_per_pod >= 1 && p.cores_per_group >= 1,
                    "pods, leaves, hosts, aggs and cores must be at least 1");
   int up = p.radix - p.hosts_per_leaf;
   WEFT_GEN_REQUIRE(up >= 1, "hosts per leaf leave no uplink");
-  WEFT_GEN_REQUIRE(up % p.aggs_per_pod == 0, "the " + std::to_string(up) +
-                   " uplinks of a leaf do not divide evenly over " + std::to_string(p.aggs_per_pod) + " aggregation switches");
+  WEFT_GEN_REQUIRE(up % p.aggs_per_pod == 0,
+                   "the " + std::to_string(up) + " uplinks of a leaf do not divide evenly over " +
+                       std::to_string(p.aggs_per_pod) + " aggregation switches");
   int k1 = up / p.aggs_per_pod;
   int adown = p.leaves_per_pod * k1;
   WEFT_GEN_REQUIRE(adown < p.radix, "aggregation radix exceeded by " + std::to_string(adown) +
-                   " downlinks (no port left for uplinks)");
+                                        " downlinks (no port left for uplinks)");
   int aup = p.radix - adown;
-  WEFT_GEN_REQUIRE(aup % p.cores_per_group == 0, "the " + std::to_string(aup) +
-                   " uplinks of an aggregation switch do not divide evenly over " + std::to_string(p.cores_per_group) + " cores");
+  WEFT_GEN_REQUIRE(aup % p.cores_per_group == 0,
+                   "the " + std::to_string(aup) +
+                       " uplinks of an aggregation switch do not divide evenly over " +
+                       std::to_string(p.cores_per_group) + " cores");
   int k2 = aup / p.cores_per_group;
-  WEFT_GEN_REQUIRE(p.pods * k2 <= p.radix, "core radix exceeded: " + std::to_string(p.pods * k2) + " ports");
+  WEFT_GEN_REQUIRE(p.pods * k2 <= p.radix,
+                   "core radix exceeded: " + std::to_string(p.pods * k2) + " ports");
   std::uint64_t leaves = static_cast<std::uint64_t>(p.pods) * p.leaves_per_pod;
   std::string err;
-  if (too_big(leaves * (p.hosts_per_leaf + 1) + static_cast<std::uint64_t>(p.pods) * p.aggs_per_pod +
-                  static_cast<std::uint64_t>(p.aggs_per_pod) * p.cores_per_group, &err))
+  if (too_big(leaves * (p.hosts_per_leaf + 1) +
+                  static_cast<std::uint64_t>(p.pods) * p.aggs_per_pod +
+                  static_cast<std::uint64_t>(p.aggs_per_pod) * p.cores_per_group,
+              &err))
     return GenError{err};
   Builder b;
   std::vector<NodeId> hca(leaves * p.hosts_per_leaf);
   for (std::size_t i = 0; i < hca.size(); ++i) hca[i] = b.hca(fmt("hca%05d", static_cast<int>(i)));
   std::vector<NodeId> leaf, agg, core;
   for (int q = 0; q < p.pods; ++q) {
-    for (int l = 0; l < p.leaves_per_pod; ++l) leaf.push_back(b.sw(p.radix, fmt("p%02dleaf%02d", q, l)));
-    for (int a = 0; a < p.aggs_per_pod; ++a) agg.push_back(b.sw(p.radix, fmt("p%02dagg%02d", q, a)));
+    for (int l = 0; l < p.leaves_per_pod; ++l)
+      leaf.push_back(b.sw(p.radix, fmt("p%02dleaf%02d", q, l)));
+    for (int a = 0; a < p.aggs_per_pod; ++a)
+      agg.push_back(b.sw(p.radix, fmt("p%02dagg%02d", q, a)));
   }
   for (int g = 0; g < p.aggs_per_pod; ++g)
-    for (int c = 0; c < p.cores_per_group; ++c) core.push_back(b.sw(p.radix, fmt("core%02d_%02d", g, c)));
+    for (int c = 0; c < p.cores_per_group; ++c)
+      core.push_back(b.sw(p.radix, fmt("core%02d_%02d", g, c)));
   std::size_t h = 0;
   for (int q = 0; q < p.pods; ++q) {
     for (int l = 0; l < p.leaves_per_pod; ++l)
-      for (int i = 0; i < p.hosts_per_leaf; ++i) b.link(leaf[q * p.leaves_per_pod + l], hca[h++], p.links.host);
+      for (int i = 0; i < p.hosts_per_leaf; ++i)
+        b.link(leaf[q * p.leaves_per_pod + l], hca[h++], p.links.host);
     for (int l = 0; l < p.leaves_per_pod; ++l)
       for (int a = 0; a < p.aggs_per_pod; ++a)
         for (int i = 0; i < k1; ++i)
@@ -154,17 +167,21 @@ GenResult fat_tree_3(const FatTree3Params& p) {
 }
 
 GenResult leaf_spine(const LeafSpineParams& p) {
-  WEFT_GEN_REQUIRE(p.leaves >= 1 && p.spines >= 1 && p.hosts_per_leaf >= 0 && p.links_per_spine >= 1,
-                   "leaves, spines and links per spine must be at least 1");
+  WEFT_GEN_REQUIRE(
+      p.leaves >= 1 && p.spines >= 1 && p.hosts_per_leaf >= 0 && p.links_per_spine >= 1,
+      "leaves, spines and links per spine must be at least 1");
   int leaf_ports = p.hosts_per_leaf + p.spines * p.links_per_spine;
   int spine_ports = p.leaves * p.links_per_spine;
   int need = std::max(leaf_ports, spine_ports);
   int radix = p.radix ? p.radix : need;
-  WEFT_GEN_REQUIRE(radix <= kPortsMax, "switches would need " + std::to_string(radix) + " ports (at most 254)");
+  WEFT_GEN_REQUIRE(radix <= kPortsMax,
+                   "switches would need " + std::to_string(radix) + " ports (at most 254)");
   WEFT_GEN_REQUIRE(need <= radix, "radix " + std::to_string(radix) + " is too small: leaves need " +
-                   std::to_string(leaf_ports) + " ports, spines " + std::to_string(spine_ports));
+                                      std::to_string(leaf_ports) + " ports, spines " +
+                                      std::to_string(spine_ports));
   std::string err;
-  if (too_big(static_cast<std::uint64_t>(p.leaves) * (p.hosts_per_leaf + 1) + p.spines, &err)) return GenError{err};
+  if (too_big(static_cast<std::uint64_t>(p.leaves) * (p.hosts_per_leaf + 1) + p.spines, &err))
+    return GenError{err};
   Builder b;
   std::vector<NodeId> hca(static_cast<std::size_t>(p.leaves) * p.hosts_per_leaf), leaf, spine;
   for (std::size_t i = 0; i < hca.size(); ++i) hca[i] = b.hca(fmt("hca%05d", static_cast<int>(i)));
@@ -189,11 +206,15 @@ GenResult rail(const RailParams& p) {
   int spine_ports = p.gpus * k;
   int need = std::max(rail_ports, spine_ports);
   int radix = p.radix ? p.radix : need;
-  WEFT_GEN_REQUIRE(radix <= kPortsMax, "switches would need " + std::to_string(need) + " ports (at most 254)");
-  WEFT_GEN_REQUIRE(need <= radix, "radix " + std::to_string(radix) + " is too small: rail switches need " +
-                   std::to_string(rail_ports) + " ports, spines " + std::to_string(spine_ports));
+  WEFT_GEN_REQUIRE(radix <= kPortsMax,
+                   "switches would need " + std::to_string(need) + " ports (at most 254)");
+  WEFT_GEN_REQUIRE(need <= radix, "radix " + std::to_string(radix) +
+                                      " is too small: rail switches need " +
+                                      std::to_string(rail_ports) + " ports, spines " +
+                                      std::to_string(spine_ports));
   std::string err;
-  if (too_big(static_cast<std::uint64_t>(p.nodes) * p.gpus + p.gpus + p.spines, &err)) return GenError{err};
+  if (too_big(static_cast<std::uint64_t>(p.nodes) * p.gpus + p.gpus + p.spines, &err))
+    return GenError{err};
   Builder b;
   std::vector<NodeId> hca;
   for (int n = 0; n < p.nodes; ++n) {
@@ -210,7 +231,8 @@ GenResult rail(const RailParams& p) {
   for (int g = 0; g < p.gpus; ++g) rails.push_back(b.sw(radix, fmt("rail%02d", g)));
   for (int s = 0; s < p.spines; ++s) spine.push_back(b.sw(radix, fmt("spine%03d", s)));
   for (int g = 0; g < p.gpus; ++g)
-    for (int n = 0; n < p.nodes; ++n) b.link(rails[g], hca[static_cast<std::size_t>(n) * p.gpus + g], p.links.host);
+    for (int n = 0; n < p.nodes; ++n)
+      b.link(rails[g], hca[static_cast<std::size_t>(n) * p.gpus + g], p.links.host);
   for (int g = 0; g < p.gpus; ++g)
     for (int s = 0; s < p.spines; ++s)
       for (int i = 0; i < k; ++i) b.link(rails[g], spine[s], p.links.tier1);
@@ -228,7 +250,8 @@ GenResult torus(const TorusParams& p) {
   WEFT_GEN_REQUIRE(p.hosts >= 0, "hosts must be at least 0");
   const int nd = static_cast<int>(p.dims.size());
   const int radix = p.hosts + 2 * nd;
-  WEFT_GEN_REQUIRE(radix >= 1 && radix <= kPortsMax, "switches would need " + std::to_string(radix) + " ports");
+  WEFT_GEN_REQUIRE(radix >= 1 && radix <= kPortsMax,
+                   "switches would need " + std::to_string(radix) + " ports");
   std::string err;
   if (too_big(count * (static_cast<std::uint64_t>(p.hosts) + 1), &err)) return GenError{err};
   Builder b;
@@ -261,7 +284,8 @@ GenResult torus(const TorusParams& p) {
         b.topo.connect({sw[i], plus_port}, {sw[i + stride[d]], minus_port}, p.switch_link);
       } else if (p.wrap && n > 2) {
         // Wrap link from the last coordinate back to 0.
-        b.topo.connect({sw[i], plus_port}, {sw[i - stride[d] * (n - 1)], minus_port}, p.switch_link);
+        b.topo.connect({sw[i], plus_port}, {sw[i - stride[d] * (n - 1)], minus_port},
+                       p.switch_link);
       }
     }
   }
@@ -274,16 +298,21 @@ GenResult dragonfly(const DragonflyParams& p) {
   const int gports = p.routers * p.global;  // global ports per group
   int per_pair = 0;
   if (p.groups > 1) {
-    WEFT_GEN_REQUIRE(gports >= p.groups - 1, "routers*global (" + std::to_string(gports) +
-                     ") global ports per group cannot reach the other " + std::to_string(p.groups - 1) + " groups");
+    WEFT_GEN_REQUIRE(gports >= p.groups - 1,
+                     "routers*global (" + std::to_string(gports) +
+                         ") global ports per group cannot reach the other " +
+                         std::to_string(p.groups - 1) + " groups");
     WEFT_GEN_REQUIRE(gports % (p.groups - 1) == 0, "routers*global (" + std::to_string(gports) +
-                     ") must be a multiple of groups-1 (" + std::to_string(p.groups - 1) + ")");
+                                                       ") must be a multiple of groups-1 (" +
+                                                       std::to_string(p.groups - 1) + ")");
     per_pair = gports / (p.groups - 1);
   }
   const int radix = p.hosts + (p.routers - 1) + (p.groups > 1 ? p.global : 0);
-  WEFT_GEN_REQUIRE(radix >= 1 && radix <= kPortsMax, "routers would need " + std::to_string(radix) + " ports");
+  WEFT_GEN_REQUIRE(radix >= 1 && radix <= kPortsMax,
+                   "routers would need " + std::to_string(radix) + " ports");
   std::string err;
-  if (too_big(static_cast<std::uint64_t>(p.groups) * p.routers * (p.hosts + 1), &err)) return GenError{err};
+  if (too_big(static_cast<std::uint64_t>(p.groups) * p.routers * (p.hosts + 1), &err))
+    return GenError{err};
   Builder b;
   std::vector<NodeId> r;
   for (int g = 0; g < p.groups; ++g)

@@ -24,7 +24,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 // Hex number with or without 0x.
 std::optional<std::uint64_t> parse_hex(std::string_view s) {
@@ -147,7 +149,9 @@ struct Pending {
   std::optional<std::uint32_t> vendid, devid;
 };
 
-ParseError err(int line, std::string m) { return ParseError{line, std::move(m)}; }
+ParseError err(int line, std::string m) {
+  return ParseError{line, std::move(m)};
+}
 
 std::optional<std::uint64_t> guid_from_id(std::string_view id, NodeKind kind) {
   char want = kind == NodeKind::kSwitch ? 'S' : 'H';
@@ -168,7 +172,8 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     auto nl = text.find('\n');
     std::string_view raw = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    if (raw.size() > kLineBytesMax) return err(line_no, "line longer than " + std::to_string(kLineBytesMax) + " bytes");
+    if (raw.size() > kLineBytesMax)
+      return err(line_no, "line longer than " + std::to_string(kLineBytesMax) + " bytes");
     std::string_view line = trim(raw);
     if (line.empty()) continue;
     if (line.front() == '#') {
@@ -176,7 +181,8 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
         std::string_view rest = line.substr(12);
         NvlEntry e{line_no, {}, {}};
         auto name = take_quoted(rest);
-        if (!name) return err(line_no, "malformed #weft nvlink line: expected a quoted domain name");
+        if (!name)
+          return err(line_no, "malformed #weft nvlink line: expected a quoted domain name");
         e.name = std::string(*name);
         while (!trim(rest).empty()) {
           auto id = take_quoted(rest);
@@ -190,20 +196,28 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     // Attribute lines for the next node.
     auto eq = line.find('=');
     auto first_space = line.find_first_of(" \t");
-    if (eq != std::string_view::npos && (first_space == std::string_view::npos || eq < first_space) &&
-        line.front() != '[') {
+    if (eq != std::string_view::npos &&
+        (first_space == std::string_view::npos || eq < first_space) && line.front() != '[') {
       std::string_view key = line.substr(0, eq);
       std::string_view val = trim(line.substr(eq + 1));
       auto paren = val.find('(');
       std::string_view num = paren == std::string_view::npos ? val : val.substr(0, paren);
       auto v = parse_hex(num);
-      if (!v) return err(line_no, "malformed " + std::string(key) + "= value \"" + std::string(val) + "\"");
-      if (key == "vendid") pend.vendid = static_cast<std::uint32_t>(*v);
-      else if (key == "devid") pend.devid = static_cast<std::uint32_t>(*v);
-      else if (key == "sysimgguid") pend.sysimg = *v;
-      else if (key == "switchguid" || key == "caguid" || key == "hcaguid") pend.guid = *v;
-      else if (key == "rtguid") return err(line_no, "routers (rtguid) are not supported");
-      else return err(line_no, "unknown attribute \"" + std::string(key) + "\"");
+      if (!v)
+        return err(line_no,
+                   "malformed " + std::string(key) + "= value \"" + std::string(val) + "\"");
+      if (key == "vendid")
+        pend.vendid = static_cast<std::uint32_t>(*v);
+      else if (key == "devid")
+        pend.devid = static_cast<std::uint32_t>(*v);
+      else if (key == "sysimgguid")
+        pend.sysimg = *v;
+      else if (key == "switchguid" || key == "caguid" || key == "hcaguid")
+        pend.guid = *v;
+      else if (key == "rtguid")
+        return err(line_no, "routers (rtguid) are not supported");
+      else
+        return err(line_no, "unknown attribute \"" + std::string(key) + "\"");
       continue;
     }
     if (line.front() == '[') {
@@ -239,15 +253,18 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
       }
       s = trim(s);
       if (!s.empty()) {
-        if (s.front() != '#') return err(line_no, "unexpected text \"" + std::string(s) + "\" after the link");
+        if (s.front() != '#')
+          return err(line_no, "unexpected text \"" + std::string(s) + "\" after the link");
         scan_comment(s.substr(1), e);
       }
       NodeEntry& n = nodes.back();
       if (e.port < 1 || e.port > n.ports)
-        return err(line_no, "port " + std::to_string(e.port) + " out of range 1.." + std::to_string(n.ports) + " of \"" + n.id + "\"");
+        return err(line_no, "port " + std::to_string(e.port) + " out of range 1.." +
+                                std::to_string(n.ports) + " of \"" + n.id + "\"");
       for (const PortEntry& o : n.entries)
         if (o.port == e.port)
-          return err(line_no, "port " + std::to_string(e.port) + " of \"" + n.id + "\" listed twice (first on line " + std::to_string(o.line) + ")");
+          return err(line_no, "port " + std::to_string(e.port) + " of \"" + n.id +
+                                  "\" listed twice (first on line " + std::to_string(o.line) + ")");
       n.entries.push_back(std::move(e));
       continue;
     }
@@ -256,20 +273,29 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     auto sp = s.find_first_of(" \t");
     std::string_view word = s.substr(0, sp);
     NodeKind kind;
-    if (word == "Switch") kind = NodeKind::kSwitch;
-    else if (word == "Ca" || word == "Hca") kind = NodeKind::kHca;
-    else if (word == "Rt") return err(line_no, "routers (Rt) are not supported");
-    else return err(line_no, "malformed line: expected Switch, Ca, Hca, [port] or attribute=value, got \"" + std::string(word) + "\"");
-    if (sp == std::string_view::npos) return err(line_no, "malformed " + std::string(word) + " line: missing port count");
+    if (word == "Switch")
+      kind = NodeKind::kSwitch;
+    else if (word == "Ca" || word == "Hca")
+      kind = NodeKind::kHca;
+    else if (word == "Rt")
+      return err(line_no, "routers (Rt) are not supported");
+    else
+      return err(line_no,
+                 "malformed line: expected Switch, Ca, Hca, [port] or attribute=value, got \"" +
+                     std::string(word) + "\"");
+    if (sp == std::string_view::npos)
+      return err(line_no, "malformed " + std::string(word) + " line: missing port count");
     s = trim(s.substr(sp));
     sp = s.find_first_of(" \t\"");
     auto nports = parse_int(s.substr(0, sp));
-    if (!nports) return err(line_no, "malformed " + std::string(word) + " line: port count is not a number");
+    if (!nports)
+      return err(line_no, "malformed " + std::string(word) + " line: port count is not a number");
     if (*nports < 1 || *nports > kPortsMax)
       return err(line_no, "port count " + std::to_string(*nports) + " out of range 1..254");
     s = sp == std::string_view::npos ? std::string_view{} : s.substr(sp);
     auto id = take_quoted(s);
-    if (!id || id->empty()) return err(line_no, "malformed " + std::string(word) + " line: expected a quoted node id");
+    if (!id || id->empty())
+      return err(line_no, "malformed " + std::string(word) + " line: expected a quoted node id");
     NodeEntry n{};
     n.line = line_no;
     n.kind = kind;
@@ -278,7 +304,8 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     n.desc = n.id;
     s = trim(s);
     if (!s.empty()) {
-      if (s.front() != '#') return err(line_no, "unexpected text \"" + std::string(s) + "\" after the node id");
+      if (s.front() != '#')
+        return err(line_no, "unexpected text \"" + std::string(s) + "\" after the node id");
       s.remove_prefix(1);
       if (auto d = take_quoted(s)) n.desc = std::string(*d);
     }
@@ -288,8 +315,10 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     n.devid = pend.devid;
     pend = Pending{};
     if (!by_id.emplace(n.id, nodes.size()).second)
-      return err(line_no, "duplicate node id \"" + n.id + "\" (first on line " + std::to_string(nodes[by_id[n.id]].line) + ")");
-    if (nodes.size() >= kNodesMax) return err(line_no, "more than " + std::to_string(kNodesMax) + " nodes");
+      return err(line_no, "duplicate node id \"" + n.id + "\" (first on line " +
+                              std::to_string(nodes[by_id[n.id]].line) + ")");
+    if (nodes.size() >= kNodesMax)
+      return err(line_no, "more than " + std::to_string(kNodesMax) + " nodes");
     nodes.push_back(std::move(n));
   }
   if (nodes.empty()) return err(0, "no nodes");
@@ -301,8 +330,10 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
   for (NodeEntry& n : nodes) {
     std::uint64_t guid;
     bool assigned = false;
-    if (n.guid) guid = *n.guid;
-    else if (auto g = guid_from_id(n.id, n.kind)) guid = *g;
+    if (n.guid)
+      guid = *n.guid;
+    else if (auto g = guid_from_id(n.id, n.kind))
+      guid = *g;
     else {
       guid = make_guid(n.kind, n.kind == NodeKind::kSwitch ? auto_sw++ : auto_ca++);
       assigned = true;
@@ -310,10 +341,13 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     if (!guids.insert(guid).second) {
       char b[32];
       std::snprintf(b, sizeof b, "0x%016" PRIx64, guid);
-      return err(n.line, std::string("duplicate GUID ") + b + (assigned ? " (assigned to an id without GUID)" : "") + " on \"" + n.id + "\"");
+      return err(n.line, std::string("duplicate GUID ") + b +
+                             (assigned ? " (assigned to an id without GUID)" : "") + " on \"" +
+                             n.id + "\"");
     }
-    NodeId id = n.kind == NodeKind::kSwitch ? topo.add_switch(guid, n.ports, n.desc)
-                                            : topo.add_hca(guid, n.ports, n.desc, n.sysimg.value_or(0));
+    NodeId id = n.kind == NodeKind::kSwitch
+                    ? topo.add_switch(guid, n.ports, n.desc)
+                    : topo.add_hca(guid, n.ports, n.desc, n.sysimg.value_or(0));
     Node& node = topo.mutable_node(id);
     if (n.sysimg) node.system_image_guid = *n.sysimg;
     if (n.vendid) node.vendor_id = *n.vendid;
@@ -329,7 +363,8 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
           int line = n.line;
           for (const PortEntry& e : n.entries)
             if (e.port == p) line = e.line;
-          return err(line, std::string("duplicate port GUID ") + b + " on \"" + n.id + "\" port " + std::to_string(p));
+          return err(line, std::string("duplicate port GUID ") + b + " on \"" + n.id + "\" port " +
+                               std::to_string(p));
         }
       }
     }
@@ -339,27 +374,42 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     for (const PortEntry& e : n.entries) {
       auto it = by_id.find(e.peer);
       if (it == by_id.end())
-        return err(e.line, "\"" + n.id + "\" port " + std::to_string(e.port) + " links to \"" + e.peer + "\", which is not in the file");
+        return err(e.line, "\"" + n.id + "\" port " + std::to_string(e.port) + " links to \"" +
+                               e.peer + "\", which is not in the file");
       std::size_t j = it->second;
-      if (j == i) return err(e.line, "self-link on \"" + n.id + "\" (port " + std::to_string(e.port) + " to port " + std::to_string(e.peer_port) + ")");
+      if (j == i)
+        return err(e.line, "self-link on \"" + n.id + "\" (port " + std::to_string(e.port) +
+                               " to port " + std::to_string(e.peer_port) + ")");
       const NodeEntry& m = nodes[j];
       if (e.peer_port < 1 || e.peer_port > m.ports)
-        return err(e.line, "peer port " + std::to_string(e.peer_port) + " out of range 1.." + std::to_string(m.ports) + " of \"" + m.id + "\"");
+        return err(e.line, "peer port " + std::to_string(e.peer_port) + " out of range 1.." +
+                               std::to_string(m.ports) + " of \"" + m.id + "\"");
       const PortEntry* back = nullptr;
       for (const PortEntry& o : m.entries)
         if (o.port == e.peer_port) back = &o;
       if (back == nullptr)
-        return err(e.line, "dangling link: \"" + m.id + "\" port " + std::to_string(e.peer_port) + " does not list \"" + n.id + "\"[" + std::to_string(e.port) + "] back");
+        return err(e.line, "dangling link: \"" + m.id + "\" port " + std::to_string(e.peer_port) +
+                               " does not list \"" + n.id + "\"[" + std::to_string(e.port) +
+                               "] back");
       if (back->peer != n.id || back->peer_port != e.port)
-        return err(e.line, "dangling link: \"" + m.id + "\" port " + std::to_string(e.peer_port) + " lists \"" + back->peer + "\"[" + std::to_string(back->peer_port) + "] (line " + std::to_string(back->line) + "), not \"" + n.id + "\"[" + std::to_string(e.port) + "]");
+        return err(e.line, "dangling link: \"" + m.id + "\" port " + std::to_string(e.peer_port) +
+                               " lists \"" + back->peer + "\"[" + std::to_string(back->peer_port) +
+                               "] (line " + std::to_string(back->line) + "), not \"" + n.id +
+                               "\"[" + std::to_string(e.port) + "]");
       if (j < i) continue;  // created from the other end
       LinkProps props;
-      if (e.width) props.width = *e.width;
-      else if (back->width) props.width = *back->width;
-      if (e.speed) props.speed = *e.speed;
-      else if (back->speed) props.speed = *back->speed;
-      if (e.length_m) props.length_m = *e.length_m;
-      else if (back->length_m) props.length_m = *back->length_m;
+      if (e.width)
+        props.width = *e.width;
+      else if (back->width)
+        props.width = *back->width;
+      if (e.speed)
+        props.speed = *e.speed;
+      else if (back->speed)
+        props.speed = *back->speed;
+      if (e.length_m)
+        props.length_m = *e.length_m;
+      else if (back->length_m)
+        props.length_m = *back->length_m;
       topo.connect({static_cast<NodeId>(i), e.port}, {static_cast<NodeId>(j), e.peer_port}, props);
     }
   }
@@ -367,8 +417,11 @@ Result<Topology, ParseError> read_netfile(std::string_view text) {
     NvlinkDomain dom{d.name, {}};
     for (const std::string& id : d.ids) {
       auto it = by_id.find(id);
-      if (it == by_id.end()) return err(d.line, "NVLink domain \"" + d.name + "\" names \"" + id + "\", which is not in the file");
-      if (nodes[it->second].kind != NodeKind::kHca) return err(d.line, "NVLink domain \"" + d.name + "\" names switch \"" + id + "\"");
+      if (it == by_id.end())
+        return err(d.line, "NVLink domain \"" + d.name + "\" names \"" + id +
+                               "\", which is not in the file");
+      if (nodes[it->second].kind != NodeKind::kHca)
+        return err(d.line, "NVLink domain \"" + d.name + "\" names switch \"" + id + "\"");
       dom.hcas.push_back(static_cast<NodeId>(it->second));
     }
     topo.add_nvlink_domain(std::move(dom));
@@ -405,12 +458,16 @@ std::string write_netfile(const Topology& topo) {
   for (NodeId n = 0; n < topo.node_count(); ++n) {
     const Node& node = topo.node(n);
     const std::string id = topo.id_string(n);
-    std::snprintf(b, sizeof b, "\nvendid=0x%" PRIx32 "\ndevid=0x%" PRIx32 "\nsysimgguid=0x%016" PRIx64 "\n",
+    std::snprintf(b, sizeof b,
+                  "\nvendid=0x%" PRIx32 "\ndevid=0x%" PRIx32 "\nsysimgguid=0x%016" PRIx64 "\n",
                   node.vendor_id, node.device_id, node.system_image_guid);
     o += b;
     if (node.is_switch()) {
-      std::snprintf(b, sizeof b, "switchguid=0x%016" PRIx64 "(%" PRIx64 ")\nSwitch\t%d \"%s\"\t\t# \"%s\" enhanced port 0 lid 0 lmc 0\n",
-                    node.guid, node.ports[0].guid, node.num_ports(), id.c_str(), node.description.c_str());
+      std::snprintf(b, sizeof b,
+                    "switchguid=0x%016" PRIx64 "(%" PRIx64
+                    ")\nSwitch\t%d \"%s\"\t\t# \"%s\" enhanced port 0 lid 0 lmc 0\n",
+                    node.guid, node.ports[0].guid, node.num_ports(), id.c_str(),
+                    node.description.c_str());
     } else {
       std::snprintf(b, sizeof b, "caguid=0x%016" PRIx64 "\nCa\t%d \"%s\"\t\t# \"%s\"\n", node.guid,
                     node.num_ports(), id.c_str(), node.description.c_str());
@@ -422,8 +479,8 @@ std::string write_netfile(const Topology& topo) {
       const Link& l = topo.link(li);
       PortRef peer = (l.a == PortRef{n, p}) ? l.b : l.a;
       const Node& pn = topo.node(peer.node);
-      std::string rate = std::to_string(static_cast<int>(l.props.width)) + "x" + to_string(l.props.speed) +
-                         " length_m=" + fmt_len(l.props.length_m);
+      std::string rate = std::to_string(static_cast<int>(l.props.width)) + "x" +
+                         to_string(l.props.speed) + " length_m=" + fmt_len(l.props.length_m);
       std::string peer_guid;
       if (!pn.is_switch()) {
         std::snprintf(b, sizeof b, "(%" PRIx64 ")", pn.ports[peer.port].guid);
@@ -434,7 +491,8 @@ std::string write_netfile(const Topology& topo) {
                       topo.id_string(peer.node).c_str(), peer.port, peer_guid.c_str(),
                       pn.description.c_str(), rate.c_str());
       } else {
-        std::snprintf(b, sizeof b, "[%d](%" PRIx64 ") \t\"%s\"[%d]%s\t\t# lid 0 lmc 0 \"%s\" lid 0 %s\n", p,
+        std::snprintf(b, sizeof b,
+                      "[%d](%" PRIx64 ") \t\"%s\"[%d]%s\t\t# lid 0 lmc 0 \"%s\" lid 0 %s\n", p,
                       node.ports[p].guid, topo.id_string(peer.node).c_str(), peer.port,
                       peer_guid.c_str(), pn.description.c_str(), rate.c_str());
       }

@@ -61,7 +61,8 @@ class Reader {
       return 0;
     }
     if (x < lo || x > hi) {
-      fail(key + "=" + v + " is out of range (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+      fail(key + "=" + v + " is out of range (" + std::to_string(lo) + ".." + std::to_string(hi) +
+           ")");
       return 0;
     }
     return x;
@@ -160,8 +161,12 @@ Result<Topology, SpecError> from_spec(std::string_view spec) {
         apply(p.links, r);
         return finish(r, "k levels speed width", [&] { return fat_tree_2(p); });
       }
-      FatTree3Params p{.radix = k, .pods = k, .leaves_per_pod = k / 2, .hosts_per_leaf = k / 2,
-                       .aggs_per_pod = k / 2, .cores_per_group = k / 2};
+      FatTree3Params p{.radix = k,
+                       .pods = k,
+                       .leaves_per_pod = k / 2,
+                       .hosts_per_leaf = k / 2,
+                       .aggs_per_pod = k / 2,
+                       .cores_per_group = k / 2};
       apply(p.links, r);
       return finish(r, "k levels speed width", [&] { return fat_tree_3(p); });
     }

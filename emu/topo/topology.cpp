@@ -15,12 +15,15 @@
 
 namespace weft::topo {
 
-const char* to_string(NodeKind k) { return k == NodeKind::kSwitch ? "switch" : "hca"; }
+const char* to_string(NodeKind k) {
+  return k == NodeKind::kSwitch ? "switch" : "hca";
+}
 
 namespace {
 constexpr const char* kSpeedNames[] = {"SDR", "DDR", "QDR", "FDR10", "FDR",
                                        "EDR", "HDR", "NDR", "XDR"};
-constexpr std::uint64_t kLaneMbps[] = {2000, 4000, 8000, 10000, 13636, 25000, 50000, 100000, 200000};
+constexpr std::uint64_t kLaneMbps[] = {2000,  4000,  8000,   10000, 13636,
+                                       25000, 50000, 100000, 200000};
 
 bool iequal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -34,8 +37,12 @@ bool iequal(std::string_view a, std::string_view b) {
 }
 }  // namespace
 
-const char* to_string(LinkSpeed s) { return kSpeedNames[static_cast<int>(s)]; }
-std::uint64_t lane_rate_mbps(LinkSpeed s) { return kLaneMbps[static_cast<int>(s)]; }
+const char* to_string(LinkSpeed s) {
+  return kSpeedNames[static_cast<int>(s)];
+}
+std::uint64_t lane_rate_mbps(LinkSpeed s) {
+  return kLaneMbps[static_cast<int>(s)];
+}
 
 std::optional<LinkSpeed> parse_speed(std::string_view s) {
   for (int i = 0; i < 9; ++i)
@@ -164,7 +171,8 @@ std::vector<std::string> Topology::validate() const {
             std::to_string(e.port));
       }
     }
-    if (ok && l.a.node == l.b.node) say("link " + std::to_string(i) + " is a self-link on " + id_string(l.a.node));
+    if (ok && l.a.node == l.b.node)
+      say("link " + std::to_string(i) + " is a self-link on " + id_string(l.a.node));
   }
   // Connectivity: BFS over links from node 0.
   if (!nodes_.empty()) {
@@ -189,9 +197,8 @@ std::vector<std::string> Topology::validate() const {
     if (reached != nodes_.size()) {
       NodeId first = 0;
       while (seen[first]) ++first;
-      say("not connected: " + std::to_string(nodes_.size() - reached) +
-          " nodes unreachable from " + id_string(0) + ", e.g. " + id_string(first) + " \"" +
-          nodes_[first].description + "\"");
+      say("not connected: " + std::to_string(nodes_.size() - reached) + " nodes unreachable from " +
+          id_string(0) + ", e.g. " + id_string(first) + " \"" + nodes_[first].description + "\"");
     }
   }
   for (const NvlinkDomain& d : nvlink_domains_)
@@ -260,7 +267,8 @@ TopologyStats Topology::stats() const {
     if (up[l] > 0 && down[l] > up[l]) ratio *= down[l] / up[l];
   s.oversubscription = ratio;
   s.bisection_links = static_cast<double>(s.hcas) / 2.0 / ratio;
-  if (slowest != UINT64_MAX) s.bisection_mbps = static_cast<std::uint64_t>(s.bisection_links * static_cast<double>(slowest));
+  if (slowest != UINT64_MAX)
+    s.bisection_mbps = static_cast<std::uint64_t>(s.bisection_links * static_cast<double>(slowest));
   return s;
 }
 
@@ -279,8 +287,8 @@ std::string Topology::to_dot() const {
   std::ostringstream o;
   o << "graph fabric {\n  node [fontsize=10];\n";
   for (NodeId n = 0; n < nodes_.size(); ++n) {
-    o << "  n" << n << " [label=\"" << dot_escape(nodes_[n].description) << "\", shape="
-      << (nodes_[n].is_switch() ? "box" : "ellipse") << "];\n";
+    o << "  n" << n << " [label=\"" << dot_escape(nodes_[n].description)
+      << "\", shape=" << (nodes_[n].is_switch() ? "box" : "ellipse") << "];\n";
   }
   for (std::size_t d = 0; d < nvlink_domains_.size(); ++d) {
     o << "  subgraph cluster_nvl" << d << " {\n    label=\"" << dot_escape(nvlink_domains_[d].name)
@@ -311,11 +319,13 @@ bool Topology::same_as(const Topology& other, std::string* why) const {
     if (x.kind != y.kind) return fail(at + "kind");
     if (x.guid != y.guid) return fail(at + "GUID");
     if (x.system_image_guid != y.system_image_guid) return fail(at + "system image GUID");
-    if (x.vendor_id != y.vendor_id || x.device_id != y.device_id) return fail(at + "vendor/device id");
+    if (x.vendor_id != y.vendor_id || x.device_id != y.device_id)
+      return fail(at + "vendor/device id");
     if (x.description != y.description) return fail(at + "description \"" + y.description + "\"");
     if (x.num_ports() != y.num_ports()) return fail(at + "port count");
     for (int p = 0; p <= x.num_ports(); ++p)
-      if (x.ports[p].guid != y.ports[p].guid) return fail(at + "port " + std::to_string(p) + " GUID");
+      if (x.ports[p].guid != y.ports[p].guid)
+        return fail(at + "port " + std::to_string(p) + " GUID");
   }
   if (links_.size() != other.links_.size())
     return fail("link count " + std::to_string(links_.size()) + " vs " +
@@ -324,8 +334,13 @@ bool Topology::same_as(const Topology& other, std::string* why) const {
   auto canon = [](const Link& l) {
     PortRef a = l.a, b = l.b;
     if (std::tie(b.node, b.port) < std::tie(a.node, a.port)) std::swap(a, b);
-    return Canon{a.node, a.port, b.node, b.port, static_cast<int>(l.props.width),
-                 static_cast<int>(l.props.speed), l.props.length_m};
+    return Canon{a.node,
+                 a.port,
+                 b.node,
+                 b.port,
+                 static_cast<int>(l.props.width),
+                 static_cast<int>(l.props.speed),
+                 l.props.length_m};
   };
   std::vector<Canon> xs, ys;
   for (const Link& l : links_) xs.push_back(canon(l));

@@ -81,8 +81,8 @@ struct Node {
   std::uint64_t system_image_guid = 0;  // HCAs of one server share it
   std::uint32_t vendor_id = 0x02c9;
   std::uint32_t device_id = 0;
-  std::string description;              // NodeDescription (IBA 14.2.5.2), at most 64 bytes
-  std::vector<Port> ports;              // index = port number; size num_ports + 1
+  std::string description;  // NodeDescription (IBA 14.2.5.2), at most 64 bytes
+  std::vector<Port> ports;  // index = port number; size num_ports + 1
   int num_ports() const { return static_cast<int>(ports.size()) - 1; }
   bool is_switch() const { return kind == NodeKind::kSwitch; }
 };
@@ -101,8 +101,8 @@ struct TopologyStats {
   std::size_t switch_links = 0;  // switch <-> switch
   std::size_t hca_links = 0;     // switch <-> HCA (or HCA <-> HCA)
   std::size_t ports_used = 0;
-  std::size_t ports_total = 0;   // external ports of all nodes
-  int switch_levels = 0;         // tree levels above the HCAs; 0 if not a levelled tree
+  std::size_t ports_total = 0;  // external ports of all nodes
+  int switch_levels = 0;        // tree levels above the HCAs; 0 if not a levelled tree
   // Fat trees: links that cross the worst bisection, estimated as hcas/2 divided by the
   // product of the per-level oversubscription (down/up) ratios, when the fabric is a levelled
   // tree (every switch link joins adjacent levels). 0 when the estimate does not apply.

@@ -83,9 +83,9 @@ class QueuePair {
 
 // Asynchronous events (IBA 11.6.3): fatal QP errors, CQ errors, port changes.
 enum class AsyncEventType : std::uint8_t {
-  kQpFatal,        // the QP went to ERR on its own (retry exceeded, remote error, ...)
-  kSqDrained,      // SQD reached with nothing outstanding
-  kCqError,        // CQ overrun
+  kQpFatal,    // the QP went to ERR on its own (retry exceeded, remote error, ...)
+  kSqDrained,  // SQD reached with nothing outstanding
+  kCqError,    // CQ overrun
   kQpLastWqeReached,
   kPortActive,
   kPortError,
@@ -94,8 +94,8 @@ std::string_view to_string(AsyncEventType t);
 
 struct AsyncEvent {
   AsyncEventType type = AsyncEventType::kQpFatal;
-  std::uint32_t qp_num = 0;  // for QP events
-  std::uint8_t port_num = 0; // for port events
+  std::uint32_t qp_num = 0;   // for QP events
+  std::uint8_t port_num = 0;  // for port events
 };
 
 // Which CRCs the Device computes. kCompute: ICRC and VCRC are computed on transmit and checked
@@ -119,7 +119,7 @@ struct DeviceConfig {
   std::uint64_t node_guid = 0;
   std::vector<PortConfig> ports{PortConfig{}};  // ports are numbered from 1
   CrcMode crc = CrcMode::kCompute;
-  std::uint32_t ack_coalesce_max = 4;  // responder: ACK at least every this many packets
+  std::uint32_t ack_coalesce_max = 4;      // responder: ACK at least every this many packets
   std::uint32_t ooo_window_packets = 256;  // selective repeat: packets buffered past a gap
 };
 
@@ -133,13 +133,13 @@ struct TxPacket {
   std::uint16_t header_bytes = 0;
   const std::uint8_t* payload = nullptr;
   std::uint32_t payload_bytes = 0;
-  std::uint8_t pad_bytes = 0;     // BTH PadCnt: payload + pad is a multiple of 4
-  std::uint32_t icrc = 0;         // valid when crcs_valid
-  std::uint16_t vcrc = 0;         // valid when crcs_valid
+  std::uint8_t pad_bytes = 0;  // BTH PadCnt: payload + pad is a multiple of 4
+  std::uint32_t icrc = 0;      // valid when crcs_valid
+  std::uint16_t vcrc = 0;      // valid when crcs_valid
   bool crcs_valid = false;
-  bool corrupt = false;           // set by a medium in CrcMode::kModel to stand for a CRC failure
-  std::uint8_t port_num = 1;      // the Device port it leaves from
-  std::uint16_t dlid = 0;         // copy of LRH.DLID, for routing without parsing
+  bool corrupt = false;       // set by a medium in CrcMode::kModel to stand for a CRC failure
+  std::uint8_t port_num = 1;  // the Device port it leaves from
+  std::uint16_t dlid = 0;     // copy of LRH.DLID, for routing without parsing
   std::uint8_t sl = 0;
 
   // Bytes on the wire: headers, payload, pad, ICRC (4) and VCRC (2).
@@ -155,20 +155,20 @@ struct DeviceCounters {
   // packets
   std::uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
   // receive-side drops, by reason (IBA 9.6 / 9.9 / 10.9)
-  std::uint64_t rx_malformed = 0;      // failed to parse (truncated, bad version, bad length)
+  std::uint64_t rx_malformed = 0;  // failed to parse (truncated, bad version, bad length)
   std::uint64_t rx_bad_icrc = 0, rx_bad_vcrc = 0;
-  std::uint64_t rx_bad_pkey = 0;       // P_Key mismatch: dropped (IBA 10.9.3)
-  std::uint64_t rx_bad_qkey = 0;       // UD Q_Key mismatch: dropped
-  std::uint64_t rx_no_qp = 0;          // no such QP, or QP in a state that accepts nothing
+  std::uint64_t rx_bad_pkey = 0;  // P_Key mismatch: dropped (IBA 10.9.3)
+  std::uint64_t rx_bad_qkey = 0;  // UD Q_Key mismatch: dropped
+  std::uint64_t rx_no_qp = 0;     // no such QP, or QP in a state that accepts nothing
   std::uint64_t rx_bad_dlid = 0;
-  std::uint64_t rx_dropped_ooo = 0;    // out of sequence, dropped (go-back-N) or beyond window
-  std::uint64_t rx_buffered_ooo = 0;   // selective repeat: accepted past a gap
-  std::uint64_t rx_ud_no_wqe = 0;      // UD datagram dropped: no receive WQE posted (IBA 9.8.3)
+  std::uint64_t rx_dropped_ooo = 0;   // out of sequence, dropped (go-back-N) or beyond window
+  std::uint64_t rx_buffered_ooo = 0;  // selective repeat: accepted past a gap
+  std::uint64_t rx_ud_no_wqe = 0;     // UD datagram dropped: no receive WQE posted (IBA 9.8.3)
   // requester
   std::uint64_t retransmit_packets = 0;
-  std::uint64_t timeouts = 0;          // transport timer expiries
-  std::uint64_t rnr_waits = 0;         // RNR NAKs acted on
-  std::uint64_t credit_stalls = 0;     // a SEND held back for lack of end-to-end credits
+  std::uint64_t timeouts = 0;       // transport timer expiries
+  std::uint64_t rnr_waits = 0;      // RNR NAKs acted on
+  std::uint64_t credit_stalls = 0;  // a SEND held back for lack of end-to-end credits
   std::uint64_t retry_exc = 0, rnr_retry_exc = 0;
   std::uint64_t naks_rx_seq = 0, naks_rx_rnr = 0, naks_rx_access = 0, naks_rx_inv = 0,
                 naks_rx_op = 0;
@@ -176,7 +176,7 @@ struct DeviceCounters {
   std::uint64_t naks_tx_seq = 0, naks_tx_rnr = 0, naks_tx_access = 0, naks_tx_inv = 0,
                 naks_tx_op = 0;
   std::uint64_t acks_tx = 0;
-  std::uint64_t dup_requests = 0;      // duplicate PSNs re-acknowledged
+  std::uint64_t dup_requests = 0;  // duplicate PSNs re-acknowledged
   std::uint64_t dup_reads_replayed = 0;
   std::uint64_t dup_atomics_replayed = 0;
   // completions
@@ -201,12 +201,10 @@ class Device {
   virtual Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain* pd, void* addr, std::size_t length,
                                              std::uint32_t access) = 0;
   virtual Result<CompletionQueue*, Errc> create_cq(std::uint32_t depth) = 0;
-  virtual Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain* pd,
-                                                       std::uint32_t max_wr,
+  virtual Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain* pd, std::uint32_t max_wr,
                                                        std::uint32_t max_sge) = 0;
   virtual Result<QueuePair*, Errc> create_qp(const QpInitAttr& attr) = 0;
-  virtual Result<AddressHandle*, Errc> create_ah(ProtectionDomain* pd,
-                                                 const AddressVector& av) = 0;
+  virtual Result<AddressHandle*, Errc> create_ah(ProtectionDomain* pd, const AddressVector& av) = 0;
   // Fail with kBusy while something still uses the object (an MR of a PD, a QP of a CQ).
   virtual Errc destroy_qp(QueuePair* qp) = 0;
   virtual Errc destroy_cq(CompletionQueue* cq) = 0;

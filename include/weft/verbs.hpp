@@ -18,21 +18,21 @@ namespace weft {
 // ---- Error codes of verbs calls (expected failures are values, never exceptions) ----------
 enum class Errc : std::uint8_t {
   kOk = 0,
-  kInvalidArgument,   // a field out of range, a null buffer, a bad flag
-  kInvalidState,      // the call is not allowed in the object's current state
-  kInvalidTransition, // modify_qp to a state not reachable from the current one
-  kMissingAttribute,  // modify_qp without an attribute the transition requires (IBA 11.2.5.3)
-  kExtraAttribute,    // modify_qp with an attribute the transition does not allow
-  kBadLkey,           // an SGE names no registered region of this PD
-  kSgeOutOfRange,     // an SGE runs outside its region
-  kAccessDenied,      // the region lacks the access the request needs
-  kTooManySge,        // more SGEs than the queue was created for
-  kInlineTooLarge,    // inline data above max_inline_data
-  kQueueFull,         // the work queue has max_*_wr outstanding already
-  kBusy,              // the object is in use (destroying a CQ that a QP still uses, ...)
-  kNoResources,       // a table is full (QPNs, MRs)
-  kNotFound,          // no such object
-  kWrongQpType,       // an operation not defined for the QP's service type (e.g. READ on UD)
+  kInvalidArgument,    // a field out of range, a null buffer, a bad flag
+  kInvalidState,       // the call is not allowed in the object's current state
+  kInvalidTransition,  // modify_qp to a state not reachable from the current one
+  kMissingAttribute,   // modify_qp without an attribute the transition requires (IBA 11.2.5.3)
+  kExtraAttribute,     // modify_qp with an attribute the transition does not allow
+  kBadLkey,            // an SGE names no registered region of this PD
+  kSgeOutOfRange,      // an SGE runs outside its region
+  kAccessDenied,       // the region lacks the access the request needs
+  kTooManySge,         // more SGEs than the queue was created for
+  kInlineTooLarge,     // inline data above max_inline_data
+  kQueueFull,          // the work queue has max_*_wr outstanding already
+  kBusy,               // the object is in use (destroying a CQ that a QP still uses, ...)
+  kNoResources,        // a table is full (QPNs, MRs)
+  kNotFound,           // no such object
+  kWrongQpType,        // an operation not defined for the QP's service type (e.g. READ on UD)
 };
 std::string_view to_string(Errc e);
 
@@ -53,13 +53,15 @@ enum class QpState : std::uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr 
 std::string_view to_string(QpState s);
 
 enum class RecoveryMode : std::uint8_t {
-  kGoBackN,         // IBA default: the responder drops out-of-sequence packets, NAKs once
-  kSelectiveRepeat, // IRN-style: the responder places or buffers within a window; only gaps resend
+  kGoBackN,          // IBA default: the responder drops out-of-sequence packets, NAKs once
+  kSelectiveRepeat,  // IRN-style: the responder places or buffers within a window; only gaps resend
 };
 
 // Path MTU as in IBA 9.4 / PortInfo (256..4096 bytes).
 enum class Mtu : std::uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
-constexpr std::uint32_t mtu_bytes(Mtu m) { return 128u << static_cast<unsigned>(m); }
+constexpr std::uint32_t mtu_bytes(Mtu m) {
+  return 128u << static_cast<unsigned>(m);
+}
 
 // Address vector (IBA 10.2.2.1): where a QP's packets go.
 struct AddressVector {
@@ -86,14 +88,14 @@ enum QpAttrMask : std::uint32_t {
   kQpPathMtu = 1u << 6,
   kQpDestQpn = 1u << 7,
   kQpRqPsn = 1u << 8,
-  kQpMaxDestRdAtomic = 1u << 9,   // responder resources
+  kQpMaxDestRdAtomic = 1u << 9,  // responder resources
   kQpMinRnrTimer = 1u << 10,
   kQpSqPsn = 1u << 11,
   kQpTimeout = 1u << 12,
   kQpRetryCnt = 1u << 13,
   kQpRnrRetry = 1u << 14,
-  kQpMaxRdAtomic = 1u << 15,      // initiator depth
-  kQpRecoveryMode = 1u << 16,     // Weft extension: go-back-N or selective repeat
+  kQpMaxRdAtomic = 1u << 15,   // initiator depth
+  kQpRecoveryMode = 1u << 16,  // Weft extension: go-back-N or selective repeat
   kQpCurState = 1u << 17,
 };
 
@@ -107,14 +109,14 @@ struct QpAttr {
   AddressVector av{};
   Mtu path_mtu = Mtu::k1024;
   std::uint32_t dest_qpn = 0;
-  std::uint32_t rq_psn = 0;        // 24 bits
-  std::uint32_t sq_psn = 0;        // 24 bits
+  std::uint32_t rq_psn = 0;             // 24 bits
+  std::uint32_t sq_psn = 0;             // 24 bits
   std::uint8_t max_dest_rd_atomic = 1;  // 0..16 (Weft limit kRdAtomicMax)
   std::uint8_t max_rd_atomic = 1;       // 0..16
-  std::uint8_t min_rnr_timer = 0;  // 5-bit code, IBA Table 45
-  std::uint8_t timeout = 14;       // 5 bits: 4.096 us * 2^timeout, 0 = infinite (IBA 9.7.6.1.3)
-  std::uint8_t retry_cnt = 7;      // 3 bits
-  std::uint8_t rnr_retry = 7;      // 3 bits, 7 = retry forever
+  std::uint8_t min_rnr_timer = 0;       // 5-bit code, IBA Table 45
+  std::uint8_t timeout = 14;   // 5 bits: 4.096 us * 2^timeout, 0 = infinite (IBA 9.7.6.1.3)
+  std::uint8_t retry_cnt = 7;  // 3 bits
+  std::uint8_t rnr_retry = 7;  // 3 bits, 7 = retry forever
   RecoveryMode recovery = RecoveryMode::kGoBackN;
 };
 
@@ -154,8 +156,8 @@ std::string_view to_string(WrOpcode op);
 
 enum SendFlags : std::uint32_t {
   kSignaled = 1u << 0,
-  kFence = 1u << 1,    // wait for prior READs/atomics to complete before starting (IBA 10.8.3.3)
-  kInline = 1u << 2,   // copy the SGE bytes at post time; lkeys are not checked
+  kFence = 1u << 1,   // wait for prior READs/atomics to complete before starting (IBA 10.8.3.3)
+  kInline = 1u << 2,  // copy the SGE bytes at post time; lkeys are not checked
   kSolicited = 1u << 3,
 };
 
@@ -231,10 +233,10 @@ struct WorkCompletion {
   std::uint32_t byte_len = 0;
   std::uint32_t imm_data = 0;  // host order
   std::uint32_t qp_num = 0;
-  std::uint32_t src_qp = 0;    // UD
+  std::uint32_t src_qp = 0;  // UD
   std::uint32_t wc_flags = 0;
   std::uint16_t pkey_index = 0;
-  std::uint16_t slid = 0;      // UD
+  std::uint16_t slid = 0;  // UD
   std::uint8_t sl = 0;
   std::uint8_t dlid_path_bits = 0;
 };

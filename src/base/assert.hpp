@@ -7,14 +7,14 @@ namespace weft::base {
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line, const char* msg);
 }  // namespace weft::base
 
-#define WEFT_ASSERT(expr)                                                  \
-  do {                                                                     \
-    if (!(expr)) [[unlikely]]                                              \
-      ::weft::base::assert_fail(#expr, __FILE__, __LINE__, nullptr);       \
+#define WEFT_ASSERT(expr)                                            \
+  do {                                                               \
+    if (!(expr)) [[unlikely]]                                        \
+      ::weft::base::assert_fail(#expr, __FILE__, __LINE__, nullptr); \
   } while (0)
 
-#define WEFT_ASSERT_MSG(expr, msg)                                         \
-  do {                                                                     \
-    if (!(expr)) [[unlikely]]                                              \
-      ::weft::base::assert_fail(#expr, __FILE__, __LINE__, (msg));         \
+#define WEFT_ASSERT_MSG(expr, msg)                                 \
+  do {                                                             \
+    if (!(expr)) [[unlikely]]                                      \
+      ::weft::base::assert_fail(#expr, __FILE__, __LINE__, (msg)); \
   } while (0)

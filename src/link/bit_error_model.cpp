@@ -12,7 +12,8 @@ BitErrorModel::BitErrorModel(double ber) : ber_(ber), log1m_ber_(0.0) {
   if (ber > 0.0 && ber < 1.0) log1m_ber_ = std::log1p(-ber);
 }
 
-void BitErrorModel::draw(std::uint64_t bits, Rng& rng, std::vector<std::uint64_t>& positions) const {
+void BitErrorModel::draw(std::uint64_t bits, Rng& rng,
+                         std::vector<std::uint64_t>& positions) const {
   positions.clear();
   if (ber_ <= 0.0 || bits == 0) return;
   if (ber_ >= 1.0) {

@@ -9,9 +9,12 @@ namespace weft::link {
 
 std::string_view to_string(Arrival a) {
   switch (a) {
-    case Arrival::kAccepted: return "accepted";
-    case Arrival::kOverflow: return "overflow";
-    case Arrival::kVl15Dropped: return "vl15-dropped";
+    case Arrival::kAccepted:
+      return "accepted";
+    case Arrival::kOverflow:
+      return "overflow";
+    case Arrival::kVl15Dropped:
+      return "vl15-dropped";
   }
   return "?";
 }
@@ -45,7 +48,8 @@ std::uint32_t CreditSender::available_blocks(std::uint8_t vl) const {
 // ---- receiver (IBA 7.9.4.3) -------------------------------------------------------------------
 
 CreditReceiver::CreditReceiver(const std::array<std::uint32_t, kVlCount>& buffer_bytes) {
-  for (std::size_t i = 0; i < kVlCount; ++i) capacity_blocks_[i] = buffer_bytes[i] / kCreditBlockBytes;
+  for (std::size_t i = 0; i < kVlCount; ++i)
+    capacity_blocks_[i] = buffer_bytes[i] / kCreditBlockBytes;
 }
 
 Arrival CreditReceiver::on_packet_arrived(std::uint8_t vl, std::uint32_t wire_bytes) {

@@ -36,7 +36,7 @@
 namespace weft::link {
 
 inline constexpr std::uint32_t kCreditBlockBytes = 64;
-inline constexpr std::uint16_t kFcModulus = 4096;          // 12-bit FCTBS/FCCL/ABR
+inline constexpr std::uint16_t kFcModulus = 4096;              // 12-bit FCTBS/FCCL/ABR
 inline constexpr std::uint16_t kCreditWindowBlocksMax = 2048;  // half the modulus
 inline constexpr std::uint8_t kVlCount = 16;
 inline constexpr std::uint8_t kVl15 = 15;
@@ -45,7 +45,9 @@ inline constexpr std::uint64_t kFcUpdatePeriodSymbols = 65536;  // IBA 7.9.4.3
 constexpr std::uint32_t credit_blocks(std::uint32_t wire_bytes) {
   return (wire_bytes + kCreditBlockBytes - 1) / kCreditBlockBytes;
 }
-constexpr std::uint16_t fc_mod(std::uint32_t v) { return static_cast<std::uint16_t>(v & 0xFFF); }
+constexpr std::uint16_t fc_mod(std::uint32_t v) {
+  return static_cast<std::uint16_t>(v & 0xFFF);
+}
 
 // The transmitter side of one port's flow control, all VLs.
 class CreditSender {
@@ -70,13 +72,13 @@ class CreditSender {
 
 enum class Arrival : std::uint8_t {
   kAccepted,
-  kOverflow,      // data VL buffer full: the sender broke the credit rule (a bug, counted)
-  kVl15Dropped,   // VL15 buffer full: allowed by the IBA, counted
+  kOverflow,     // data VL buffer full: the sender broke the credit rule (a bug, counted)
+  kVl15Dropped,  // VL15 buffer full: allowed by the IBA, counted
 };
 std::string_view to_string(Arrival a);
 
 struct CreditReceiverStats {
-  std::uint64_t overflows = 0;        // data-VL packets that did not fit (must stay 0)
+  std::uint64_t overflows = 0;  // data-VL packets that did not fit (must stay 0)
   std::uint64_t vl15_dropped = 0;
   std::uint64_t packets_accepted = 0;
 };

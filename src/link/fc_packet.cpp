@@ -8,10 +8,14 @@ namespace weft::link {
 
 std::string_view to_string(FcError e) {
   switch (e) {
-    case FcError::kTruncated: return "truncated";
-    case FcError::kBadLpcrc: return "bad LPCRC";
-    case FcError::kBadOp: return "bad Op";
-    case FcError::kBadVl: return "bad VL";
+    case FcError::kTruncated:
+      return "truncated";
+    case FcError::kBadLpcrc:
+      return "bad LPCRC";
+    case FcError::kBadOp:
+      return "bad Op";
+    case FcError::kBadVl:
+      return "bad VL";
   }
   return "?";
 }

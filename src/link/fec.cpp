@@ -56,7 +56,8 @@ const FecCodec::DecodePlan& FecCodec::plan_for(std::uint32_t lost_mask) {
   for (std::size_t i = 0; i < k_; ++i)
     if (lost_mask & (1u << i)) std::memcpy(&rows[plan.data_lost++ * k_], &inv[i * k_], k_);
   plan.tables.resize(32 * k_ * std::max<std::size_t>(plan.data_lost, 1));
-  if (plan.data_lost > 0) ec_init_tables(static_cast<int>(k_), plan.data_lost, rows, plan.tables.data());
+  if (plan.data_lost > 0)
+    ec_init_tables(static_cast<int>(k_), plan.data_lost, rows, plan.tables.data());
   plans_.push_back(std::move(plan));
   return plans_.back();
 }
@@ -136,8 +137,8 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
       r.corrected_blocks = static_cast<std::uint32_t>(nlost);
       stats_.corrected_blocks += nlost;
     }
-    std::size_t len = checked_length(
-        get_le32(cw.data() + (k_ - 1) * stride + s - kFecLengthBytes), k_ * s, out.size(), r);
+    std::size_t len = checked_length(get_le32(cw.data() + (k_ - 1) * stride + s - kFecLengthBytes),
+                                     k_ * s, out.size(), r);
     for (std::size_t i = 0, off = 0; off < len; ++i, off += s)
       std::memcpy(out.data() + off, cw.data() + i * stride, std::min(s, len - off));
     r.packet_bytes = len;
@@ -165,7 +166,8 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
     stats_.corrected_blocks += nlost;
   }
 
-  std::size_t len = checked_length(get_le32(data + k_ * s - kFecLengthBytes), k_ * s, out.size(), r);
+  std::size_t len =
+      checked_length(get_le32(data + k_ * s - kFecLengthBytes), k_ * s, out.size(), r);
   std::memcpy(out.data(), data, len);
   r.packet_bytes = len;
   return r;
@@ -179,7 +181,8 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::vector<s
   return r;
 }
 
-FecVerdict FecCodec::judge(std::size_t packet_bytes, std::span<const std::uint64_t> error_bits) const {
+FecVerdict FecCodec::judge(std::size_t packet_bytes,
+                           std::span<const std::uint64_t> error_bits) const {
   const std::size_t s = shard_bytes(packet_bytes);
   const std::size_t stride = s + kFecShardCrcBytes;
   bool hit[kFecShardsMax] = {};

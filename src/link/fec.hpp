@@ -28,7 +28,7 @@
 
 namespace weft::link {
 
-inline constexpr std::size_t kFecShardsMax = 32;       // k + m
+inline constexpr std::size_t kFecShardsMax = 32;  // k + m
 inline constexpr std::size_t kFecShardCrcBytes = 4;
 inline constexpr std::size_t kFecLengthBytes = 4;
 inline constexpr std::size_t kFecShardAlignBytes = 16;
@@ -67,8 +67,8 @@ class FecCodec {
   explicit FecCodec(FecConfig config = {});
   const FecConfig& config() const { return config_; }
 
-  std::size_t shard_bytes(std::size_t packet_bytes) const;      // S
-  std::size_t codeword_bytes(std::size_t packet_bytes) const;   // (k + m) * (S + 4)
+  std::size_t shard_bytes(std::size_t packet_bytes) const;     // S
+  std::size_t codeword_bytes(std::size_t packet_bytes) const;  // (k + m) * (S + 4)
 
   // Writes the codeword of `packet` into `codeword` (exactly codeword_bytes(packet.size())).
   void encode(std::span<const std::uint8_t> packet, std::span<std::uint8_t> codeword) const;
@@ -77,9 +77,11 @@ class FecCodec {
   // Repairs what it can and writes the packet to `packet_out` (which must hold the packet: at
   // most k * S - 4 bytes). The length comes from the codeword; if the codeword is
   // uncorrectable and the length is damaged it is clamped to the space there is.
-  FecDecodeResult decode(std::span<const std::uint8_t> codeword, std::span<std::uint8_t> packet_out);
+  FecDecodeResult decode(std::span<const std::uint8_t> codeword,
+                         std::span<std::uint8_t> packet_out);
   // Convenience form returning the packet.
-  FecDecodeResult decode(std::span<const std::uint8_t> codeword, std::vector<std::uint8_t>& packet_out);
+  FecDecodeResult decode(std::span<const std::uint8_t> codeword,
+                         std::vector<std::uint8_t>& packet_out);
 
   // Timing-only: the codec's verdict for this packet size and these error bit positions in
   // the codeword, without bytes.
@@ -95,8 +97,8 @@ class FecCodec {
   std::vector<std::uint8_t> scratch_;        // k * S, the rebuilt data stream
   struct DecodePlan {
     std::uint32_t lost_mask = 0;
-    std::uint8_t data_lost = 0;          // rows in tables
-    std::vector<std::uint8_t> tables;    // 32 * k * data_lost
+    std::uint8_t data_lost = 0;        // rows in tables
+    std::vector<std::uint8_t> tables;  // 32 * k * data_lost
   };
   const DecodePlan& plan_for(std::uint32_t lost_mask);
   std::size_t checked_length(std::size_t len, std::size_t stream_bytes, std::size_t out_bytes,

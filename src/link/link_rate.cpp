@@ -7,40 +7,62 @@ namespace weft::link {
 
 std::string_view to_string(LaneSpeed s) {
   switch (s) {
-    case LaneSpeed::kSdr: return "SDR";
-    case LaneSpeed::kDdr: return "DDR";
-    case LaneSpeed::kQdr: return "QDR";
-    case LaneSpeed::kFdr10: return "FDR10";
-    case LaneSpeed::kFdr: return "FDR";
-    case LaneSpeed::kEdr: return "EDR";
-    case LaneSpeed::kHdr: return "HDR";
-    case LaneSpeed::kNdr: return "NDR";
-    case LaneSpeed::kXdr: return "XDR";
+    case LaneSpeed::kSdr:
+      return "SDR";
+    case LaneSpeed::kDdr:
+      return "DDR";
+    case LaneSpeed::kQdr:
+      return "QDR";
+    case LaneSpeed::kFdr10:
+      return "FDR10";
+    case LaneSpeed::kFdr:
+      return "FDR";
+    case LaneSpeed::kEdr:
+      return "EDR";
+    case LaneSpeed::kHdr:
+      return "HDR";
+    case LaneSpeed::kNdr:
+      return "NDR";
+    case LaneSpeed::kXdr:
+      return "XDR";
   }
   return "?";
 }
 
 std::string_view to_string(LinkWidth w) {
   switch (w) {
-    case LinkWidth::k1x: return "1x";
-    case LinkWidth::k4x: return "4x";
-    case LinkWidth::k8x: return "8x";
-    case LinkWidth::k12x: return "12x";
+    case LinkWidth::k1x:
+      return "1x";
+    case LinkWidth::k4x:
+      return "4x";
+    case LinkWidth::k8x:
+      return "8x";
+    case LinkWidth::k12x:
+      return "12x";
   }
   return "?";
 }
 
 BitRate lane_data_rate(LaneSpeed s) {
   switch (s) {
-    case LaneSpeed::kSdr: return {2, 1};     // 2.5 GBd * 8/10
-    case LaneSpeed::kDdr: return {4, 1};     // 5 GBd * 8/10
-    case LaneSpeed::kQdr: return {8, 1};     // 10 GBd * 8/10
-    case LaneSpeed::kFdr10: return {10, 1};  // 10.3125 GBd * 64/66
-    case LaneSpeed::kFdr: return {150, 11};  // 14.0625 GBd * 64/66
-    case LaneSpeed::kEdr: return {25, 1};    // 25.78125 GBd * 64/66
-    case LaneSpeed::kHdr: return {50, 1};    // 53.125 Gb/s PAM4 less 256b/257b and RS FEC
-    case LaneSpeed::kNdr: return {100, 1};
-    case LaneSpeed::kXdr: return {200, 1};
+    case LaneSpeed::kSdr:
+      return {2, 1};  // 2.5 GBd * 8/10
+    case LaneSpeed::kDdr:
+      return {4, 1};  // 5 GBd * 8/10
+    case LaneSpeed::kQdr:
+      return {8, 1};  // 10 GBd * 8/10
+    case LaneSpeed::kFdr10:
+      return {10, 1};  // 10.3125 GBd * 64/66
+    case LaneSpeed::kFdr:
+      return {150, 11};  // 14.0625 GBd * 64/66
+    case LaneSpeed::kEdr:
+      return {25, 1};  // 25.78125 GBd * 64/66
+    case LaneSpeed::kHdr:
+      return {50, 1};  // 53.125 Gb/s PAM4 less 256b/257b and RS FEC
+    case LaneSpeed::kNdr:
+      return {100, 1};
+    case LaneSpeed::kXdr:
+      return {200, 1};
   }
   WEFT_ASSERT(false);
   return {1, 1};

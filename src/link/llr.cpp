@@ -21,10 +21,14 @@ std::uint16_t seq_diff(std::uint16_t a, std::uint16_t b) {  // a - b mod 4096
 
 std::string_view to_string(LlrVerdict v) {
   switch (v) {
-    case LlrVerdict::kDeliver: return "deliver";
-    case LlrVerdict::kDuplicate: return "duplicate";
-    case LlrVerdict::kOutOfOrder: return "out-of-order";
-    case LlrVerdict::kCorrupt: return "corrupt";
+    case LlrVerdict::kDeliver:
+      return "deliver";
+    case LlrVerdict::kDuplicate:
+      return "duplicate";
+    case LlrVerdict::kOutOfOrder:
+      return "out-of-order";
+    case LlrVerdict::kCorrupt:
+      return "corrupt";
   }
   return "?";
 }
@@ -75,7 +79,9 @@ void LlrSender::release_before(std::size_t index, TimeNs now) {
   rounds_without_progress_ = 0;
 }
 
-void LlrSender::rewind(std::size_t index) { cursor_ = std::min(cursor_, index); }
+void LlrSender::rewind(std::size_t index) {
+  cursor_ = std::min(cursor_, index);
+}
 
 void LlrSender::on_ack(std::uint16_t seq, TimeNs now) {
   if (buffer_.empty()) return;
@@ -90,7 +96,7 @@ void LlrSender::on_nak(std::uint16_t seq, TimeNs now) {
   if (buffer_.empty()) return;
   std::size_t i = index_of(seq);
   if (i == kNotInWindow || i > high_sent_) return;  // stale, or names something never sent
-  release_before(i, now);      // everything before the missing one arrived
+  release_before(i, now);                           // everything before the missing one arrived
   rewind(0);
 }
 

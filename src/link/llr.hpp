@@ -21,13 +21,13 @@
 
 namespace weft::link {
 
-inline constexpr std::uint16_t kLlrSeqModulus = 4096;       // 12-bit sequence numbers
-inline constexpr std::size_t kLlrWindowPacketsMax = 2047;   // < half the sequence space
+inline constexpr std::uint16_t kLlrSeqModulus = 4096;      // 12-bit sequence numbers
+inline constexpr std::size_t kLlrWindowPacketsMax = 2047;  // < half the sequence space
 
 struct LlrConfig {
-  std::size_t window_packets = 64;        // replay buffer, <= kLlrWindowPacketsMax
-  TimeNs replay_timeout_ns = 20'000;      // no ACK progress for this long: replay from the oldest
-  std::uint32_t replay_rounds_max = 16;   // replays without progress before the link is failed
+  std::size_t window_packets = 64;       // replay buffer, <= kLlrWindowPacketsMax
+  TimeNs replay_timeout_ns = 20'000;     // no ACK progress for this long: replay from the oldest
+  std::uint32_t replay_rounds_max = 16;  // replays without progress before the link is failed
 };
 
 struct LlrStats {
@@ -80,17 +80,17 @@ class LlrSender {
   std::size_t high_sent_ = 0;   // indexes below this went out at least once
   std::uint16_t next_seq_ = 0;
   std::deque<std::uint64_t> released_;
-  TimeNs progress_ns_ = 0;      // last ACK progress (or first send after idle)
+  TimeNs progress_ns_ = 0;  // last ACK progress (or first send after idle)
   std::uint32_t rounds_without_progress_ = 0;
   bool failed_ = false;
   LlrStats stats_;
 };
 
 enum class LlrVerdict : std::uint8_t {
-  kDeliver,           // in order and intact: pass it up (and count it in ABR)
-  kDuplicate,         // already delivered: drop, re-ACK
-  kOutOfOrder,        // a packet before it is missing: drop, NAK once
-  kCorrupt,           // failed its CRC: drop, NAK once
+  kDeliver,     // in order and intact: pass it up (and count it in ABR)
+  kDuplicate,   // already delivered: drop, re-ACK
+  kOutOfOrder,  // a packet before it is missing: drop, NAK once
+  kCorrupt,     // failed its CRC: drop, NAK once
 };
 std::string_view to_string(LlrVerdict v);
 

@@ -34,8 +34,8 @@ struct PhyConfig {
 };
 
 struct PortErrorCounters {
-  std::uint64_t symbol_error_counter = 0;        // PMA SymbolErrorCounter
-  std::uint64_t port_rcv_errors = 0;             // PMA PortRcvErrors
+  std::uint64_t symbol_error_counter = 0;  // PMA SymbolErrorCounter
+  std::uint64_t port_rcv_errors = 0;       // PMA PortRcvErrors
   std::uint64_t fec_corrected_blocks = 0;
   std::uint64_t fec_uncorrectable_codewords = 0;
   std::uint64_t packets = 0;

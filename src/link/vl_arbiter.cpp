@@ -76,8 +76,10 @@ int VlArbiter::next(std::span<const std::uint32_t, 16> head) {
                        std::uint64_t{config_.limit_of_high_priority} * kHighPriorityLimitUnitBytes;
     if (!limited) {
       int vl = pick(high_, head);
-      if (low) high_bytes_since_low_ += head[static_cast<std::size_t>(vl)];
-      else high_bytes_since_low_ = 0;
+      if (low)
+        high_bytes_since_low_ += head[static_cast<std::size_t>(vl)];
+      else
+        high_bytes_since_low_ = 0;
       return vl;
     }
   }

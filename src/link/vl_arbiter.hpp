@@ -63,8 +63,8 @@ class VlArbiter {
   struct Table {
     std::vector<VlArbEntry> entries;
     std::size_t index = 0;
-    std::int64_t remaining_bytes = 0;  // of the current entry
-    bool entered = false;              // remaining_bytes set for the current entry
+    std::int64_t remaining_bytes = 0;         // of the current entry
+    bool entered = false;                     // remaining_bytes set for the current entry
     std::vector<std::int64_t> deficit_bytes;  // per entry, kDeficit only (<= 0)
   };
   bool ready(const Table& t, std::span<const std::uint32_t, 16> head) const;

@@ -19,11 +19,12 @@ bool is_rd_atomic(WrOpcode op) {
          op == WrOpcode::kAtomicFetchAndAdd;
 }
 bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
-         op == WrOpcode::kRdmaWriteWithImm;
+  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
 }
 
-bool outstanding(const QpImpl& qp) { return qp.sq_comp_ != qp.sq_launched_; }
+bool outstanding(const QpImpl& qp) {
+  return qp.sq_comp_ != qp.sq_launched_;
+}
 
 void arm_rto(QpImpl& qp, TimeNs now) {
   if (!outstanding(qp) || qp.rnr_deadline_ != kNoDeadline) {
@@ -76,7 +77,7 @@ void implied_nak(QpImpl& qp) {
 // All PSNs up to and including `psn` are acknowledged (IBA 9.7.5.1.1 coalesced ACKs).
 // Returns false when the walk stopped at a READ/atomic whose responses are missing.
 bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
-  if (psn_lt(psn, qp.comp_psn_)) return true;  // old: nothing new
+  if (psn_lt(psn, qp.comp_psn_)) return true;   // old: nothing new
   if (!psn_lt(psn, qp.psn_high_)) return true;  // acks something never sent: ignore
   bool moved = false;
   bool ok = true;
@@ -225,10 +226,14 @@ void on_read_response(QpImpl& qp, const wire::Headers& h, std::span<const std::u
   const std::uint32_t idx = psn_sub(psn, w.first_psn);
   const auto op = h.bth.opcode;
   Opcode want;
-  if (w.npkts == 1) want = Opcode::kRcReadResponseOnly;
-  else if (idx == 0) want = Opcode::kRcReadResponseFirst;
-  else if (idx + 1 == w.npkts) want = Opcode::kRcReadResponseLast;
-  else want = Opcode::kRcReadResponseMiddle;
+  if (w.npkts == 1)
+    want = Opcode::kRcReadResponseOnly;
+  else if (idx == 0)
+    want = Opcode::kRcReadResponseFirst;
+  else if (idx + 1 == w.npkts)
+    want = Opcode::kRcReadResponseLast;
+  else
+    want = Opcode::kRcReadResponseMiddle;
   // A retried READ restarts at idx, so its first response may be FIRST/ONLY for a middle/last.
   const bool restart_ok =
       (want == Opcode::kRcReadResponseMiddle && op == Opcode::kRcReadResponseFirst) ||
@@ -261,8 +266,8 @@ void on_atomic_ack(QpImpl& qp, const wire::Headers& h, TimeNs now) {
   if (qp.sq_comp_ == qp.sq_launched_) return;
   const std::uint64_t slot = qp.sq_comp_;
   const SendWqe& w = qp.sq_at(slot);
-  const bool atomic = w.opcode == WrOpcode::kAtomicCmpAndSwp ||
-                      w.opcode == WrOpcode::kAtomicFetchAndAdd;
+  const bool atomic =
+      w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd;
   if (!atomic || psn != qp.comp_psn_) {
     if (psn_lt(qp.comp_psn_, psn)) implied_nak(qp);
     return;

@@ -297,8 +297,7 @@ void DeviceImpl::fill_route(wire::Headers& h, const AddressVector& av, std::uint
 }
 
 void DeviceImpl::finish_packet(wire::Headers& h, const std::uint8_t* payload,
-                               std::uint32_t payload_bytes, std::uint8_t port_num,
-                               TxPacket& out) {
+                               std::uint32_t payload_bytes, std::uint8_t port_num, TxPacket& out) {
   wire::fill_lengths(h, payload_bytes);
   out.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(h, out.headers));
   out.payload = payload;
@@ -339,9 +338,15 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
   auto p = wire::parse_packet(wire_bytes, wire::ParseOptions{check, check});
   if (!p) {
     switch (p.error()) {
-      case wire::WireError::kBadIcrc: ++counters_.rx_bad_icrc; break;
-      case wire::WireError::kBadVcrc: ++counters_.rx_bad_vcrc; break;
-      default: ++counters_.rx_malformed; break;
+      case wire::WireError::kBadIcrc:
+        ++counters_.rx_bad_icrc;
+        break;
+      case wire::WireError::kBadVcrc:
+        ++counters_.rx_bad_vcrc;
+        break;
+      default:
+        ++counters_.rx_malformed;
+        break;
     }
     return;
   }
@@ -491,7 +496,8 @@ std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
   std::memset(o + k, 0, pad_bytes);
   k += pad_bytes;
   std::uint32_t ic = icrc;
-  if (!crcs_valid) ic = wire::icrc(out.first(header_bytes), out.subspan(header_bytes, payload_bytes), pad_bytes);
+  if (!crcs_valid)
+    ic = wire::icrc(out.first(header_bytes), out.subspan(header_bytes, payload_bytes), pad_bytes);
   if (corrupt) ic ^= 1;  // a medium's "this packet is corrupt" becomes a real ICRC failure
   wire::put_icrc(out.subspan(k).first<wire::kIcrcBytes>(), ic);
   k += wire::kIcrcBytes;

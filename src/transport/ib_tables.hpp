@@ -13,27 +13,37 @@
 namespace weft::transport {
 
 // ---- PSNs: 24-bit serial numbers (IBA 9.7.1); "a < b" within half the space. ---------------
-constexpr std::uint32_t psn_add(std::uint32_t psn, std::uint32_t n) { return (psn + n) & kPsnMask; }
-constexpr std::uint32_t psn_sub(std::uint32_t a, std::uint32_t b) { return (a - b) & kPsnMask; }
+constexpr std::uint32_t psn_add(std::uint32_t psn, std::uint32_t n) {
+  return (psn + n) & kPsnMask;
+}
+constexpr std::uint32_t psn_sub(std::uint32_t a, std::uint32_t b) {
+  return (a - b) & kPsnMask;
+}
 // Signed distance a - b in (-2^23, 2^23].
 constexpr std::int32_t psn_diff(std::uint32_t a, std::uint32_t b) {
   std::int32_t d = static_cast<std::int32_t>(psn_sub(a, b));
   return d >= (1 << 23) ? d - (1 << 24) : d;
 }
-constexpr bool psn_lt(std::uint32_t a, std::uint32_t b) { return psn_diff(a, b) < 0; }
-constexpr bool psn_le(std::uint32_t a, std::uint32_t b) { return psn_diff(a, b) <= 0; }
+constexpr bool psn_lt(std::uint32_t a, std::uint32_t b) {
+  return psn_diff(a, b) < 0;
+}
+constexpr bool psn_le(std::uint32_t a, std::uint32_t b) {
+  return psn_diff(a, b) <= 0;
+}
 
 // ---- End-to-end credits (IBA 9.7.7.2.6, Table 44): a 5-bit logarithmic code. ---------------
 inline constexpr std::uint8_t kCreditCodeInvalid = 31;
 inline constexpr std::array<std::uint32_t, 31> kCreditCodeValue = {
-    0,    1,    2,    3,    4,    6,    8,     12,    16,    24,    32,
-    48,   64,   96,   128,  192,  256,  384,   512,   768,   1024,  1536,
-    2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
-constexpr std::uint32_t credit_code_value(std::uint8_t code) { return kCreditCodeValue[code]; }
+    0,   1,   2,   3,   4,    6,    8,    12,   16,   24,   32,   48,    64,    96,    128,  192,
+    256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768};
+constexpr std::uint32_t credit_code_value(std::uint8_t code) {
+  return kCreditCodeValue[code];
+}
 // The largest code whose value does not exceed `credits`.
 constexpr std::uint8_t credit_code_for(std::uint64_t credits) {
   std::uint8_t code = 0;
-  while (std::size_t{code} + 1 < kCreditCodeValue.size() && kCreditCodeValue[code + 1] <= credits) ++code;
+  while (std::size_t{code} + 1 < kCreditCodeValue.size() && kCreditCodeValue[code + 1] <= credits)
+    ++code;
   return code;
 }
 

@@ -19,53 +19,73 @@ constexpr std::uint32_t kRemoteAccessBits =
 WcOpcode wc_opcode(WrOpcode op) {
   switch (op) {
     case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm: return WcOpcode::kSend;
+    case WrOpcode::kSendWithImm:
+      return WcOpcode::kSend;
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
   }
   return WcOpcode::kSend;
 }
 
 bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
-         op == WrOpcode::kRdmaWriteWithImm;
+  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
 }
 
 }  // namespace
 
 std::string_view to_string(ReqState s) {
   switch (s) {
-    case ReqState::kIdle: return "IDLE";
-    case ReqState::kSending: return "SENDING";
-    case ReqState::kWaitCredits: return "WAIT_CREDITS";
-    case ReqState::kWaitRdAtomic: return "WAIT_RD_ATOMIC";
-    case ReqState::kWaitFence: return "WAIT_FENCE";
-    case ReqState::kRnrWait: return "RNR_WAIT";
-    case ReqState::kDrained: return "DRAINED";
-    case ReqState::kError: return "ERROR";
+    case ReqState::kIdle:
+      return "IDLE";
+    case ReqState::kSending:
+      return "SENDING";
+    case ReqState::kWaitCredits:
+      return "WAIT_CREDITS";
+    case ReqState::kWaitRdAtomic:
+      return "WAIT_RD_ATOMIC";
+    case ReqState::kWaitFence:
+      return "WAIT_FENCE";
+    case ReqState::kRnrWait:
+      return "RNR_WAIT";
+    case ReqState::kDrained:
+      return "DRAINED";
+    case ReqState::kError:
+      return "ERROR";
   }
   return "?";
 }
 
 std::string_view to_string(RespState s) {
   switch (s) {
-    case RespState::kIdle: return "IDLE";
-    case RespState::kInSend: return "IN_SEND";
-    case RespState::kInWrite: return "IN_WRITE";
-    case RespState::kError: return "ERROR";
+    case RespState::kIdle:
+      return "IDLE";
+    case RespState::kInSend:
+      return "IN_SEND";
+    case RespState::kInWrite:
+      return "IN_WRITE";
+    case RespState::kError:
+      return "ERROR";
   }
   return "?";
 }
 
 std::string_view to_string(CompState s) {
   switch (s) {
-    case CompState::kIdle: return "IDLE";
-    case CompState::kWaitAck: return "WAIT_ACK";
-    case CompState::kRnrWait: return "RNR_WAIT";
-    case CompState::kError: return "ERROR";
+    case CompState::kIdle:
+      return "IDLE";
+    case CompState::kWaitAck:
+      return "WAIT_ACK";
+    case CompState::kRnrWait:
+      return "RNR_WAIT";
+    case CompState::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -121,8 +141,8 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
   const std::uint8_t port = (mask & kQpPort) ? a.port_num : attr_.port_num;
   if ((mask & kQpPort) && (a.port_num == 0 || a.port_num > ports.size()))
     return Errc::kInvalidArgument;
-  if ((mask & kQpPkeyIndex) && (port == 0 || port > ports.size() ||
-                                a.pkey_index >= ports[port - 1].pkeys.size()))
+  if ((mask & kQpPkeyIndex) &&
+      (port == 0 || port > ports.size() || a.pkey_index >= ports[port - 1].pkeys.size()))
     return Errc::kInvalidArgument;
   if ((mask & kQpAccessFlags) && (a.access_flags & ~kRemoteAccessBits))
     return Errc::kInvalidArgument;
@@ -220,8 +240,10 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
       state_ = to;
       req_state_ = ReqState::kDrained;
       // IBA 11.6.3: "SQ drained" once nothing is outstanding.
-      if (sq_comp_ == sq_req_) dev_->raise(AsyncEventType::kSqDrained, qpn_);
-      else sq_drained_event_pending_ = true;
+      if (sq_comp_ == sq_req_)
+        dev_->raise(AsyncEventType::kSqDrained, qpn_);
+      else
+        sq_drained_event_pending_ = true;
       return Errc::kOk;
     default:
       state_ = to;
@@ -251,8 +273,8 @@ Errc QpImpl::post_send(const SendWr& wr) {
   if (ud && !wr.ah) return Errc::kInvalidArgument;
   if (wr.sg_list.size() > max_send_sge_) return Errc::kTooManySge;
   if (sq_head_ - sq_comp_ >= sq_depth_) return Errc::kQueueFull;
-  const bool atomic = wr.opcode == WrOpcode::kAtomicCmpAndSwp ||
-                      wr.opcode == WrOpcode::kAtomicFetchAndAdd;
+  const bool atomic =
+      wr.opcode == WrOpcode::kAtomicCmpAndSwp || wr.opcode == WrOpcode::kAtomicFetchAndAdd;
   const bool read = wr.opcode == WrOpcode::kRdmaRead;
   std::uint64_t total = 0;
   for (const Sge& s : wr.sg_list) total += s.length;
@@ -265,8 +287,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
       if (s.length && !s.addr) return Errc::kInvalidArgument;
   } else {
     const std::uint32_t need = (read || atomic) ? std::uint32_t{kAccessLocalWrite} : 0u;
-    if (Errc e = dev_->check_sges(static_cast<PdImpl*>(init_.pd), wr.sg_list, need);
-        e != Errc::kOk)
+    if (Errc e = dev_->check_sges(static_cast<PdImpl*>(init_.pd), wr.sg_list, need); e != Errc::kOk)
       return e;
   }
   if (atomic && (wr.sg_list.size() != 1 || total != kAtomicBytes)) return Errc::kInvalidArgument;
@@ -355,8 +376,10 @@ void QpImpl::complete_send(const SendWqe& w, WcStatus status) {
   wc.byte_len = w.total_bytes;
   wc.qp_num = qpn_;
   wc.pkey_index = attr_.pkey_index;
-  if (slot) dev_->commit_cqe(cq, status);
-  else dev_->push_cqe(cq, local);
+  if (slot)
+    dev_->commit_cqe(cq, status);
+  else
+    dev_->push_cqe(cq, local);
 }
 
 void QpImpl::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
@@ -378,8 +401,10 @@ void QpImpl::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
   wc.slid = slid;
   wc.sl = sl;
   wc.pkey_index = attr_.pkey_index;
-  if (slot) dev_->commit_cqe(cq, status);
-  else dev_->push_cqe(cq, local);
+  if (slot)
+    dev_->commit_cqe(cq, status);
+  else
+    dev_->push_cqe(cq, local);
 }
 
 void QpImpl::flush_all() {

@@ -65,17 +65,17 @@ std::string_view to_string(ReqState s);
 
 // Responder engine states (IBA 9.7.5; rxe_resp.c).
 enum class RespState : std::uint8_t {
-  kIdle,       // between messages
-  kInSend,     // inside a multi-packet SEND (a receive WQE is held)
-  kInWrite,    // inside a multi-packet RDMA WRITE
+  kIdle,     // between messages
+  kInSend,   // inside a multi-packet SEND (a receive WQE is held)
+  kInWrite,  // inside a multi-packet RDMA WRITE
   kError,
 };
 std::string_view to_string(RespState s);
 
 // Completer engine states (IBA 9.7.5.1, 9.7.6; rxe_comp.c).
 enum class CompState : std::uint8_t {
-  kIdle,      // nothing outstanding
-  kWaitAck,   // packets sent and not yet acknowledged; the retransmission timer runs
+  kIdle,     // nothing outstanding
+  kWaitAck,  // packets sent and not yet acknowledged; the retransmission timer runs
   kRnrWait,
   kError,
 };
@@ -84,10 +84,10 @@ std::string_view to_string(CompState s);
 // What the responder queues for sending back (rxe's resp_res + ACK state in one ring).
 struct RespItem {
   enum class Kind : std::uint8_t { kAck, kNak, kAtomicAck, kReadResponse } kind = Kind::kAck;
-  std::uint8_t syndrome = 0;       // kAck: filled at send time (credits); kNak: full syndrome
-  std::uint32_t psn = 0;           // next PSN to send for read responses
+  std::uint8_t syndrome = 0;  // kAck: filled at send time (credits); kNak: full syndrome
+  std::uint32_t psn = 0;      // next PSN to send for read responses
   std::uint32_t msn = 0;
-  std::uint64_t orig = 0;          // atomic
+  std::uint64_t orig = 0;              // atomic
   const std::uint8_t* data = nullptr;  // read source in the responder's MR
   std::uint32_t len = 0, sent = 0;     // read bytes
 };
@@ -127,7 +127,7 @@ class QpImpl final : public QueuePair {
   // IBA 10.3.1 / 11.6.2: a fatal error completes `status` for the oldest WQE (if any), flushes
   // the rest, moves the QP to ERR and raises kQpFatal.
   void fatal(WcStatus status, bool send_side);
-  void enter_error();   // flush both queues, state ERR (no event)
+  void enter_error();  // flush both queues, state ERR (no event)
   void flush_all();
   void complete_send(const SendWqe& w, WcStatus status);
   void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
@@ -151,9 +151,9 @@ class QpImpl final : public QueuePair {
   bool sq_drained_event_pending_ = false;
 
   // ---- send queue (requester + completer) ----
-  std::vector<SendWqe> sq_;         // ring_slots(max_send_wr) slots, at most sq_depth_ in use
+  std::vector<SendWqe> sq_;  // ring_slots(max_send_wr) slots, at most sq_depth_ in use
   std::uint64_t sq_mask_ = 0;
-  std::uint32_t sq_depth_ = 0;      // max_send_wr
+  std::uint32_t sq_depth_ = 0;  // max_send_wr
   std::vector<Sge> sq_sge_;
   std::vector<std::uint8_t> sq_inline_;
   std::uint32_t max_send_sge_ = 0, inline_max_ = 0;
@@ -164,40 +164,40 @@ class QpImpl final : public QueuePair {
 
   // requester
   ReqState req_state_ = ReqState::kIdle;
-  std::uint32_t req_psn_ = 0;      // PSN of the next request packet
+  std::uint32_t req_psn_ = 0;  // PSN of the next request packet
   std::uint32_t rd_atomic_inflight_ = 0;
-  std::uint64_t cseq_next_ = 0;    // credit-consuming WQEs posted
-  std::uint64_t credit_limit_ = 0; // may start credit-consuming WQEs with cseq < this
-  bool credits_unlimited_ = false; // AETH credit code 31 (SRQ at the responder)
-  std::uint64_t cseq_acked_ = 0;   // credit-consuming WQEs acknowledged
-  std::uint32_t psn_high_ = 0;     // first PSN never sent (below it, a send is a retransmission)
+  std::uint64_t cseq_next_ = 0;     // credit-consuming WQEs posted
+  std::uint64_t credit_limit_ = 0;  // may start credit-consuming WQEs with cseq < this
+  bool credits_unlimited_ = false;  // AETH credit code 31 (SRQ at the responder)
+  std::uint64_t cseq_acked_ = 0;    // credit-consuming WQEs acknowledged
+  std::uint32_t psn_high_ = 0;      // first PSN never sent (below it, a send is a retransmission)
   std::uint32_t pkts_since_ackreq_ = 0;
   std::array<std::uint32_t, kResendQueueMax> resend_{};
   std::uint32_t resend_head_ = 0, resend_count_ = 0;
 
   // completer
   CompState comp_state_ = CompState::kIdle;
-  std::uint32_t comp_psn_ = 0;     // oldest PSN not yet acknowledged
+  std::uint32_t comp_psn_ = 0;  // oldest PSN not yet acknowledged
   TimeNs rto_deadline_ = kNoDeadline;
   TimeNs rnr_deadline_ = kNoDeadline;
   std::uint8_t retry_left_ = 0, rnr_retry_left_ = 0;
   std::uint32_t last_ack_psn_ = 0;
-  bool gap_rewound_ = false;       // a read-response gap already triggered a rewind at comp_psn_
+  bool gap_rewound_ = false;  // a read-response gap already triggered a rewind at comp_psn_
 
   // ---- receive side (responder) ----
   RecvQueue rq_;
   RespState resp_state_ = RespState::kIdle;
-  std::uint32_t epsn_ = 0;         // expected request PSN
-  std::uint32_t msn_ = 0;          // 24 bits
-  bool seq_nak_sent_ = false;      // go-back-N: one NAK per gap (IBA 9.7.5.1.2)
+  std::uint32_t epsn_ = 0;     // expected request PSN
+  std::uint32_t msn_ = 0;      // 24 bits
+  bool seq_nak_sent_ = false;  // go-back-N: one NAK per gap (IBA 9.7.5.1.2)
   std::uint32_t since_ack_ = 0;
   // current message
   RecvWqe cur_recv_{};
   std::vector<Sge> cur_sges_;
   bool have_recv_ = false;
-  std::uint64_t msg_bytes_ = 0;    // bytes of the current SEND/WRITE received so far
+  std::uint64_t msg_bytes_ = 0;  // bytes of the current SEND/WRITE received so far
   std::uint64_t write_va_ = 0;
-  std::uint32_t write_len_ = 0;    // RETH DMA length
+  std::uint32_t write_len_ = 0;  // RETH DMA length
   std::uint8_t* write_dst_ = nullptr;
   bool write_imm_ = false;
   std::uint32_t msg_first_psn_ = 0;  // PSN of the current WRITE's first packet
@@ -210,7 +210,7 @@ class QpImpl final : public QueuePair {
   // selective repeat
   std::vector<OooSlot> ooo_;
   std::vector<std::uint8_t> ooo_data_;
-  std::uint32_t nak_high_ = 0;     // PSNs below this (and >= epsn_) have been NAKed once
+  std::uint32_t nak_high_ = 0;  // PSNs below this (and >= epsn_) have been NAKed once
   bool nak_high_valid_ = false;
 };
 

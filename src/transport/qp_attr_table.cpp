@@ -34,8 +34,7 @@ constexpr Entry kTable[kStates][kStates] = {
         {true, S, 0, S, 0},
         {true, 0, kQpPkeyIndex | kQpPort | kQpAccessFlags | kQpRecoveryMode, 0,
          kQpPkeyIndex | kQpPort | kQpQkey},
-        {true,
-         S | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
+        {true, S | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
          kQpPkeyIndex | kQpAccessFlags | kQpRecoveryMode, S, kQpPkeyIndex | kQpQkey},
         {false, 0, 0, 0, 0},
         {false, 0, 0, 0, 0},
@@ -70,8 +69,8 @@ constexpr Entry kTable[kStates][kStates] = {
         {false, 0, 0, 0, 0},
         {true, S, kQpCurState | kQpAccessFlags | kQpMinRnrTimer, S, kQpCurState | kQpQkey},
         {true, 0,
-         kQpPkeyIndex | kQpAccessFlags | kQpAv | kQpMaxDestRdAtomic | kQpMinRnrTimer |
-             kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic,
+         kQpPkeyIndex | kQpAccessFlags | kQpAv | kQpMaxDestRdAtomic | kQpMinRnrTimer | kQpTimeout |
+             kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic,
          0, kQpPkeyIndex | kQpQkey},
         {false, 0, 0, 0, 0},
         {true, S, 0, S, 0},

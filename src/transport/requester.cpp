@@ -25,8 +25,7 @@ bool is_rd_atomic(WrOpcode op) {
          op == WrOpcode::kAtomicFetchAndAdd;
 }
 bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm ||
-         op == WrOpcode::kRdmaWriteWithImm;
+  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
 }
 
 // Payload bytes [offset, offset+len) of a WQE: a pointer into one SGE, or a gather into bounce.
@@ -43,8 +42,8 @@ const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w
   std::uint8_t* b = qp.dev_->bounce(len);
   std::uint32_t done = 0;
   for (; i < w.num_sge && done < len; ++i, offset = 0) {
-    const auto k = static_cast<std::uint32_t>(
-        std::min<std::uint64_t>(sges[i].length - offset, len - done));
+    const auto k =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(sges[i].length - offset, len - done));
     std::memcpy(b + done, reinterpret_cast<const std::uint8_t*>(sges[i].addr) + offset, k);
     done += k;
   }
@@ -111,18 +110,17 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
       // virtual address and length advanced to match.
       h.bth.opcode = Opcode::kRcReadRequest;
       h.reth = wire::Reth{w.remote_addr + offset, w.rkey,
-                          static_cast<std::uint32_t>(w.total_bytes - std::min<std::uint64_t>(
-                                                                         offset, w.total_bytes))};
+                          static_cast<std::uint32_t>(
+                              w.total_bytes - std::min<std::uint64_t>(offset, w.total_bytes))};
       next = psn_add(w.first_psn, w.npkts);
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
-      h.bth.opcode = w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap
-                                                            : Opcode::kRcFetchAdd;
-      h.atomic_eth = wire::AtomicEth{w.remote_addr, w.rkey,
-                                     w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap
-                                                                            : w.compare_add,
-                                     w.compare_add};
+      h.bth.opcode =
+          w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd;
+      h.atomic_eth = wire::AtomicEth{
+          w.remote_addr, w.rkey, w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add,
+          w.compare_add};
       break;
   }
   // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
@@ -173,8 +171,7 @@ bool ud_poll(QpImpl& qp, TxPacket& out) {
 }  // namespace
 
 std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w) {
-  if (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd)
-    return 1;
+  if (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) return 1;
   const std::uint32_t mtu = qp.mtu();
   return std::max<std::uint32_t>(1, (w.total_bytes + mtu - 1) / mtu);
 }

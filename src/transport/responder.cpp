@@ -60,9 +60,15 @@ void queue_nak(QpImpl& qp, std::uint32_t psn, AethKind kind, std::uint8_t value)
 void fatal_nak(QpImpl& qp, std::uint32_t psn, NakCode code) {
   DeviceCounters& c = qp.dev_->counters_;
   switch (code) {
-    case NakCode::kRemoteAccessError: ++c.naks_tx_access; break;
-    case NakCode::kRemoteOperationalError: ++c.naks_tx_op; break;
-    default: ++c.naks_tx_inv; break;
+    case NakCode::kRemoteAccessError:
+      ++c.naks_tx_access;
+      break;
+    case NakCode::kRemoteOperationalError:
+      ++c.naks_tx_op;
+      break;
+    default:
+      ++c.naks_tx_inv;
+      break;
   }
   queue_nak(qp, psn, AethKind::kNak, static_cast<std::uint8_t>(code));
   qp.resp_fatal_pending_ = true;
@@ -125,10 +131,9 @@ void on_duplicate(QpImpl& qp, const wire::Headers& h) {
           !psn_lt(psn, psn_add(r.first_psn, r.npkts)))
         continue;
       // Answer again from memory, from the PSN the requester asks for (its RETH is advanced).
-      const std::uint8_t* src = h.reth.dma_len == 0
-                                    ? nullptr
-                                    : check_rkey(qp, h.reth.rkey, h.reth.va, h.reth.dma_len,
-                                                 kAccessRemoteRead);
+      const std::uint8_t* src = h.reth.dma_len == 0 ? nullptr
+                                                    : check_rkey(qp, h.reth.rkey, h.reth.va,
+                                                                 h.reth.dma_len, kAccessRemoteRead);
       if (h.reth.dma_len != 0 && !src) return;
       ++c.dup_reads_replayed;
       queue_read_response(qp, psn, src, h.reth.dma_len);
@@ -161,9 +166,12 @@ bool opcode_sequence_ok(const QpImpl& qp, Opcode op) {
   const std::uint16_t mask = wire::opcode_info(op).mask;
   const bool cont = (mask & (wire::kIsMiddle | wire::kIsLast)) && !(mask & wire::kIsOnly);
   switch (qp.resp_state_) {
-    case RespState::kInSend: return cont && (mask & wire::kIsSend);
-    case RespState::kInWrite: return cont && (mask & wire::kIsWrite);
-    default: return !cont;
+    case RespState::kInSend:
+      return cont && (mask & wire::kIsSend);
+    case RespState::kInWrite:
+      return cont && (mask & wire::kIsWrite);
+    default:
+      return !cont;
   }
 }
 
@@ -246,8 +254,7 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
       qp.write_len_ = dma;
       qp.msg_bytes_ = 0;
       qp.msg_first_psn_ = psn;
-    } else if (last ? qp.msg_bytes_ + len != qp.write_len_
-                    : qp.msg_bytes_ + len >= qp.write_len_) {
+    } else if (last ? qp.msg_bytes_ + len != qp.write_len_ : qp.msg_bytes_ + len >= qp.write_len_) {
       fatal_nak(qp, psn, NakCode::kInvalidRequest);
       return false;
     }
@@ -377,7 +384,8 @@ void buffer_ooo(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t
     if (!qp.seq_nak_sent_) {
       qp.seq_nak_sent_ = true;
       ++c.naks_tx_seq;
-      queue_nak(qp, qp.epsn_, AethKind::kNak, static_cast<std::uint8_t>(NakCode::kPsnSequenceError));
+      queue_nak(qp, qp.epsn_, AethKind::kNak,
+                static_cast<std::uint8_t>(NakCode::kPsnSequenceError));
     }
     return;
   }
@@ -462,8 +470,7 @@ void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::ui
     return;
   }
   qp.seq_nak_sent_ = false;
-  if (process(qp, h, payload) && qp.attr_.recovery == RecoveryMode::kSelectiveRepeat)
-    drain_ooo(qp);
+  if (process(qp, h, payload) && qp.attr_.recovery == RecoveryMode::kSelectiveRepeat) drain_ooo(qp);
 }
 
 bool resp_poll(QpImpl& qp, TxPacket& out) {

@@ -163,8 +163,8 @@ static_assert(kWideBytes == 4 * kFoldBlockBytes);
 
 // acc folded forward by the distance k encodes, XORed with data (vpternlog 0x96: three-way XOR).
 WEFT_VPCLMUL_TARGET __attribute__((always_inline)) inline __m512i fold_wide_xor(__m512i acc,
-                                                                               __m512i k,
-                                                                               __m512i data) {
+                                                                                __m512i k,
+                                                                                __m512i data) {
   return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k, 0x00),
                                    _mm512_clmulepi64_epi128(acc, k, 0x11), data, 0x96);
 }
@@ -280,12 +280,16 @@ std::uint16_t vcrc_update(std::uint16_t crc, std::span<const std::uint8_t> bytes
 
 bool vcrc_path_available(VcrcPath path) {
   switch (path) {
-    case VcrcPath::kTables: return true;
+    case VcrcPath::kTables:
+      return true;
 #if defined(__x86_64__)
-    case VcrcPath::kClmul: return have_clmul();
-    case VcrcPath::kVpclmul: return have_vpclmul();
+    case VcrcPath::kClmul:
+      return have_clmul();
+    case VcrcPath::kVpclmul:
+      return have_vpclmul();
 #else
-    default: return false;
+    default:
+      return false;
 #endif
   }
   return false;

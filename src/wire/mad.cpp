@@ -34,10 +34,14 @@ static_assert(kPmaDataOffset + kPmaDataBytes == kMadBytes);
 
 std::string_view to_string(MadError e) {
   switch (e) {
-    case MadError::kTruncated: return "truncated";
-    case MadError::kBadBaseVersion: return "bad MAD base version";
-    case MadError::kBadClass: return "wrong management class";
-    case MadError::kBadHopCount: return "bad directed-route hop count or pointer";
+    case MadError::kTruncated:
+      return "truncated";
+    case MadError::kBadBaseVersion:
+      return "bad MAD base version";
+    case MadError::kBadClass:
+      return "wrong management class";
+    case MadError::kBadHopCount:
+      return "bad directed-route hop count or pointer";
   }
   return "unknown MadError";
 }
@@ -139,10 +143,14 @@ Result<SmpDr, MadError> decode_smp_dr(std::span<const std::uint8_t> m) {
 
 std::string_view to_string(DrVerdict v) {
   switch (v) {
-    case DrVerdict::kForward: return "forward";
-    case DrVerdict::kForwardByLid: return "forward-by-lid";
-    case DrVerdict::kConsume: return "consume";
-    case DrVerdict::kDiscard: return "discard";
+    case DrVerdict::kForward:
+      return "forward";
+    case DrVerdict::kForwardByLid:
+      return "forward-by-lid";
+    case DrVerdict::kConsume:
+      return "consume";
+    case DrVerdict::kDiscard:
+      return "discard";
   }
   return "?";
 }
@@ -182,7 +190,7 @@ DrDecision dr_send(SmpDr& s) {
 DrDecision dr_receive(SmpDr& s, std::uint8_t in_port, bool is_switch, std::uint8_t num_ports) {
   const unsigned hp = s.hop_ptr, hc = s.hop_cnt;
   if (hc > kDrHopCountMax) return kDiscard;
-  if (!s.direction) {  // outgoing, 14.2.2.2
+  if (!s.direction) {              // outgoing, 14.2.2.2
     if (hp == 0) return kDiscard;  // the sender must have advanced the pointer
     if (hp < hc) {
       // Only a switch can be in the middle of a path.
@@ -267,7 +275,9 @@ void NodeDescription::set(std::string_view s) {
   text.fill('\0');
   std::memcpy(text.data(), s.data(), std::min(s.size(), text.size()));
 }
-void encode(const NodeDescription& v, SmpData o) { std::memcpy(o.data(), v.text.data(), 64); }
+void encode(const NodeDescription& v, SmpData o) {
+  std::memcpy(o.data(), v.text.data(), 64);
+}
 NodeDescription decode_node_description(ConstSmpData i) {
   NodeDescription v;
   std::memcpy(v.text.data(), i.data(), 64);
@@ -283,8 +293,9 @@ void encode(const SwitchInfo& v, SmpData o) {
   put8(o, 8, v.default_port);
   put8(o, 9, v.default_mcast_primary_port);
   put8(o, 10, v.default_mcast_not_primary_port);
-  put8(o, 11, ((v.life_time_value & 0x1Fu) << 3) | (v.port_state_change ? 4u : 0u) |
-                  (v.optimized_sl2vl & 3u));
+  put8(o, 11,
+       ((v.life_time_value & 0x1Fu) << 3) | (v.port_state_change ? 4u : 0u) |
+           (v.optimized_sl2vl & 3u));
   put16(o, 12, v.lids_per_port);
   put16(o, 14, v.partition_enforcement_cap);
   put8(o, 16, (v.enforcement_flags & 0xF0u) | (v.enhanced_port0 ? 0x08u : 0u));
@@ -336,9 +347,10 @@ void encode(const PortInfo& v, SmpData o) {
   put8(o, 40, v.vl_arb_low_cap);
   put8(o, 41, nib(v.init_type_reply, v.mtu_cap));
   put8(o, 42, ((v.vl_stall_count & 7u) << 5) | (v.hoq_life & 0x1Fu));
-  put8(o, 43, ((v.operational_vls & 0xFu) << 4) | (v.partition_enforcement_inbound ? 8u : 0u) |
-                  (v.partition_enforcement_outbound ? 4u : 0u) |
-                  (v.filter_raw_inbound ? 2u : 0u) | (v.filter_raw_outbound ? 1u : 0u));
+  put8(o, 43,
+       ((v.operational_vls & 0xFu) << 4) | (v.partition_enforcement_inbound ? 8u : 0u) |
+           (v.partition_enforcement_outbound ? 4u : 0u) | (v.filter_raw_inbound ? 2u : 0u) |
+           (v.filter_raw_outbound ? 1u : 0u));
   put16(o, 44, v.m_key_violations);
   put16(o, 46, v.p_key_violations);
   put16(o, 48, v.q_key_violations);
@@ -451,8 +463,8 @@ void encode(const PortCounters& v, PmaData o) {
   put16(o, 14, v.port_xmit_discards);
   put8(o, 16, v.port_xmit_constraint_errors);
   put8(o, 17, v.port_rcv_constraint_errors);
-  put8(o, 19, ((v.local_link_integrity_errors & 0xFu) << 4) |
-                  (v.excessive_buffer_overrun_errors & 0xFu));
+  put8(o, 19,
+       ((v.local_link_integrity_errors & 0xFu) << 4) | (v.excessive_buffer_overrun_errors & 0xFu));
   put16(o, 22, v.vl15_dropped);
   put32(o, 24, v.port_xmit_data);
   put32(o, 28, v.port_rcv_data);

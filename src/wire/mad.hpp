@@ -52,10 +52,10 @@ enum class PmaAttr : std::uint16_t {  // IBA 16.1.2, Table 233
 };
 
 enum class MadError : std::uint8_t {
-  kTruncated,         // fewer bytes than the layout needs
-  kBadBaseVersion,    // BaseVersion != 1
-  kBadClass,          // not the management class this decoder handles
-  kBadHopCount,       // directed route: HopCnt > 63 or HopPtr beyond HopCnt + 1 (14.2.1.2)
+  kTruncated,       // fewer bytes than the layout needs
+  kBadBaseVersion,  // BaseVersion != 1
+  kBadClass,        // not the management class this decoder handles
+  kBadHopCount,     // directed route: HopCnt > 63 or HopPtr beyond HopCnt + 1 (14.2.1.2)
 };
 std::string_view to_string(MadError e);
 
@@ -64,9 +64,9 @@ struct MadHeader {
   std::uint8_t base_version = kMadBaseVersion;
   std::uint8_t mgmt_class = 0;
   std::uint8_t class_version = 1;
-  std::uint8_t method = 0;          // 8 bits: bit 7 is R (response), 6:0 the method
-  std::uint16_t status = 0;         // for directed-route SMPs bit 15 is D; see SmpDr
-  std::uint16_t class_specific = 0; // directed-route SMPs: HopPointer << 8 | HopCount
+  std::uint8_t method = 0;           // 8 bits: bit 7 is R (response), 6:0 the method
+  std::uint16_t status = 0;          // for directed-route SMPs bit 15 is D; see SmpDr
+  std::uint16_t class_specific = 0;  // directed-route SMPs: HopPointer << 8 | HopCount
   std::uint64_t tid = 0;
   std::uint16_t attr_id = 0;
   std::uint32_t attr_mod = 0;
@@ -80,12 +80,12 @@ struct SmpLid {  // 14.2.1.1
   std::uint64_t m_key = 0;
   std::array<std::uint8_t, kSmpDataBytes> data{};
 };
-struct SmpDr {  // 14.2.1.2
-  MadHeader hdr{};                 // status/class_specific are rebuilt from the fields below
-  bool direction = false;          // D: false outgoing (from the SM), true returning
-  std::uint16_t status = 0;        // 15 bits
+struct SmpDr {               // 14.2.1.2
+  MadHeader hdr{};           // status/class_specific are rebuilt from the fields below
+  bool direction = false;    // D: false outgoing (from the SM), true returning
+  std::uint16_t status = 0;  // 15 bits
   std::uint8_t hop_ptr = 0;
-  std::uint8_t hop_cnt = 0;        // 0..63
+  std::uint8_t hop_cnt = 0;  // 0..63
   std::uint64_t m_key = 0;
   std::uint16_t dr_slid = kPermissiveLid;
   std::uint16_t dr_dlid = kPermissiveLid;
@@ -166,7 +166,13 @@ struct SwitchInfo {  // 14.2.5.4
   bool enhanced_port0 = false;
   std::uint16_t multicast_fdb_top = 0;
 };
-enum class PortState : std::uint8_t { kNoChange = 0, kDown = 1, kInit = 2, kArmed = 3, kActive = 4 };
+enum class PortState : std::uint8_t {
+  kNoChange = 0,
+  kDown = 1,
+  kInit = 2,
+  kArmed = 3,
+  kActive = 4
+};
 struct PortInfo {  // 14.2.5.6, the fields Weft's SM uses (reserved and vendor bits round-trip 0)
   std::uint64_t m_key = 0;
   std::uint64_t gid_prefix = 0;
@@ -181,24 +187,24 @@ struct PortInfo {  // 14.2.5.6, the fields Weft's SM uses (reserved and vendor b
   std::uint8_t link_width_active = 0;
   std::uint8_t link_speed_supported = 0;  // 4 bits
   PortState port_state = PortState::kDown;
-  std::uint8_t port_phys_state = 0;       // 4 bits
+  std::uint8_t port_phys_state = 0;          // 4 bits
   std::uint8_t link_down_default_state = 0;  // 4 bits
-  std::uint8_t m_key_protect_bits = 0;    // 2 bits
-  std::uint8_t lmc = 0;                   // 3 bits
-  std::uint8_t link_speed_active = 0;     // 4 bits
-  std::uint8_t link_speed_enabled = 0;    // 4 bits
-  std::uint8_t neighbor_mtu = 0;          // 4 bits, IBA MTU code (1 = 256 .. 5 = 4096)
-  std::uint8_t master_sm_sl = 0;          // 4 bits
-  std::uint8_t vl_cap = 0;                // 4 bits
-  std::uint8_t init_type = 0;             // 4 bits
+  std::uint8_t m_key_protect_bits = 0;       // 2 bits
+  std::uint8_t lmc = 0;                      // 3 bits
+  std::uint8_t link_speed_active = 0;        // 4 bits
+  std::uint8_t link_speed_enabled = 0;       // 4 bits
+  std::uint8_t neighbor_mtu = 0;             // 4 bits, IBA MTU code (1 = 256 .. 5 = 4096)
+  std::uint8_t master_sm_sl = 0;             // 4 bits
+  std::uint8_t vl_cap = 0;                   // 4 bits
+  std::uint8_t init_type = 0;                // 4 bits
   std::uint8_t vl_high_limit = 0;
   std::uint8_t vl_arb_high_cap = 0;
   std::uint8_t vl_arb_low_cap = 0;
-  std::uint8_t init_type_reply = 0;       // 4 bits
-  std::uint8_t mtu_cap = 0;               // 4 bits
-  std::uint8_t vl_stall_count = 0;        // 3 bits
-  std::uint8_t hoq_life = 0;              // 5 bits
-  std::uint8_t operational_vls = 0;       // 4 bits
+  std::uint8_t init_type_reply = 0;  // 4 bits
+  std::uint8_t mtu_cap = 0;          // 4 bits
+  std::uint8_t vl_stall_count = 0;   // 3 bits
+  std::uint8_t hoq_life = 0;         // 5 bits
+  std::uint8_t operational_vls = 0;  // 4 bits
   bool partition_enforcement_inbound = false;
   bool partition_enforcement_outbound = false;
   bool filter_raw_inbound = false;
@@ -208,10 +214,10 @@ struct PortInfo {  // 14.2.5.6, the fields Weft's SM uses (reserved and vendor b
   std::uint16_t q_key_violations = 0;
   std::uint8_t guid_cap = 0;
   bool client_reregister = false;
-  std::uint8_t subnet_timeout = 0;        // 5 bits
-  std::uint8_t resp_time_value = 0;       // 5 bits
-  std::uint8_t local_phy_errors = 0;      // 4 bits
-  std::uint8_t overrun_errors = 0;        // 4 bits
+  std::uint8_t subnet_timeout = 0;    // 5 bits
+  std::uint8_t resp_time_value = 0;   // 5 bits
+  std::uint8_t local_phy_errors = 0;  // 4 bits
+  std::uint8_t overrun_errors = 0;    // 4 bits
   std::uint16_t max_credit_hint = 0;
   std::uint32_t link_round_trip_latency = 0;  // 24 bits
   std::uint16_t capability_mask2 = 0;
@@ -259,8 +265,8 @@ struct PortCounters {  // 16.1.3.5, 44 bytes; counters saturate rather than wrap
   std::uint16_t port_xmit_discards = 0;
   std::uint8_t port_xmit_constraint_errors = 0;
   std::uint8_t port_rcv_constraint_errors = 0;
-  std::uint8_t local_link_integrity_errors = 0;    // 4 bits
-  std::uint8_t excessive_buffer_overrun_errors = 0;// 4 bits
+  std::uint8_t local_link_integrity_errors = 0;      // 4 bits
+  std::uint8_t excessive_buffer_overrun_errors = 0;  // 4 bits
   std::uint16_t vl15_dropped = 0;
   std::uint32_t port_xmit_data = 0;  // in 4-byte words (16.1.3.5)
   std::uint32_t port_rcv_data = 0;

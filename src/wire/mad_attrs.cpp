@@ -97,15 +97,17 @@ void encode(const ClassPortInfo& v, PmaData o) {
   put16(o, 2, v.capability_mask);
   put32(o, 4, ((v.capability_mask2 & 0x7FFFFFFu) << 5) | (v.resp_time_value & 0x1Fu));
   std::memcpy(o.data() + 8, v.redirect_gid.data(), 16);
-  put32(o, 24, (std::uint32_t{v.redirect_tc} << 24) | ((v.redirect_sl & 0xFu) << 20) |
-                   (v.redirect_flow_label & 0xFFFFFu));
+  put32(o, 24,
+        (std::uint32_t{v.redirect_tc} << 24) | ((v.redirect_sl & 0xFu) << 20) |
+            (v.redirect_flow_label & 0xFFFFFu));
   put16(o, 28, v.redirect_lid);
   put16(o, 30, v.redirect_pkey);
   put24(o, 33, v.redirect_qp & 0xFFFFFF);
   put32(o, 36, v.redirect_qkey);
   std::memcpy(o.data() + 40, v.trap_gid.data(), 16);
-  put32(o, 56, (std::uint32_t{v.trap_tc} << 24) | ((v.trap_sl & 0xFu) << 20) |
-                   (v.trap_flow_label & 0xFFFFFu));
+  put32(o, 56,
+        (std::uint32_t{v.trap_tc} << 24) | ((v.trap_sl & 0xFu) << 20) |
+            (v.trap_flow_label & 0xFFFFFu));
   put16(o, 60, v.trap_lid);
   put16(o, 62, v.trap_pkey);
   put8(o, 64, v.trap_hop_limit);

@@ -29,10 +29,10 @@ enum class SmpAttrExt : std::uint16_t {
 // MAD status field (IBA 13.4.7, Table 112): bit 0 busy, bit 1 redirect, bits 4:2 the code.
 enum class MadStatus : std::uint16_t {
   kOk = 0x0000,
-  kBadVersion = 0x0004,            // class version not supported
-  kUnsupportedMethod = 0x0008,     // method not supported
-  kUnsupportedMethodAttr = 0x000C, // method/attribute combination not supported
-  kInvalidField = 0x001C,          // invalid value in attribute or attribute modifier
+  kBadVersion = 0x0004,             // class version not supported
+  kUnsupportedMethod = 0x0008,      // method not supported
+  kUnsupportedMethodAttr = 0x000C,  // method/attribute combination not supported
+  kInvalidField = 0x001C,           // invalid value in attribute or attribute modifier
 };
 
 // Additional MAD methods (IBA 13.4.5, Table 111) used by agents here.
@@ -60,12 +60,12 @@ struct MulticastForwardingTable {  // 14.2.5.12: 32 PortMasks of 16 bits for one
 inline constexpr std::size_t kNoticeDetailsBytes = 54;
 struct Notice {
   bool is_generic = true;
-  std::uint8_t type = 0;              // 7 bits: 0 fatal, 1 urgent, 2 security, 3 SM, 4 info
-  std::uint32_t producer_type = 0;    // 24 bits (generic): 1 CA, 2 switch, 3 router, 4 class mgr
-  std::uint16_t trap_number = 0;      // generic: the trap number; vendor: DeviceID
+  std::uint8_t type = 0;            // 7 bits: 0 fatal, 1 urgent, 2 security, 3 SM, 4 info
+  std::uint32_t producer_type = 0;  // 24 bits (generic): 1 CA, 2 switch, 3 router, 4 class mgr
+  std::uint16_t trap_number = 0;    // generic: the trap number; vendor: DeviceID
   std::uint16_t issuer_lid = 0;
   bool notice_toggle = false;
-  std::uint16_t notice_count = 0;     // 15 bits
+  std::uint16_t notice_count = 0;  // 15 bits
   std::array<std::uint8_t, kNoticeDetailsBytes> data_details{};
 };
 inline constexpr std::uint16_t kTrapLinkStateChange = 128;  // 14.2.5.1, Table 119
@@ -85,7 +85,7 @@ struct ClassPortInfo {
   std::uint8_t redirect_sl = 0;
   std::uint16_t redirect_lid = 0;
   std::uint16_t redirect_pkey = 0;
-  std::uint32_t redirect_qp = 0;       // 24 bits
+  std::uint32_t redirect_qp = 0;  // 24 bits
   std::uint32_t redirect_qkey = 0;
   std::array<std::uint8_t, 16> trap_gid{};
   std::uint32_t trap_flow_label = 0;
@@ -94,7 +94,7 @@ struct ClassPortInfo {
   std::uint16_t trap_lid = 0;
   std::uint16_t trap_pkey = 0;
   std::uint8_t trap_hop_limit = 0;
-  std::uint32_t trap_qp = 0;           // 24 bits
+  std::uint32_t trap_qp = 0;  // 24 bits
   std::uint32_t trap_qkey = 0;
 };
 

@@ -52,10 +52,8 @@ constexpr OpcodeInfo kDefined[] = {
     row(Opcode::kRcReadResponseFirst, "RC RDMA_READ_RESPONSE_FIRST",
         kReadResp | kIsFirst | kHasAeth),
     row(Opcode::kRcReadResponseMiddle, "RC RDMA_READ_RESPONSE_MIDDLE", kReadResp | kIsMiddle),
-    row(Opcode::kRcReadResponseLast, "RC RDMA_READ_RESPONSE_LAST",
-        kReadResp | kIsLast | kHasAeth),
-    row(Opcode::kRcReadResponseOnly, "RC RDMA_READ_RESPONSE_ONLY",
-        kReadResp | kOnly | kHasAeth),
+    row(Opcode::kRcReadResponseLast, "RC RDMA_READ_RESPONSE_LAST", kReadResp | kIsLast | kHasAeth),
+    row(Opcode::kRcReadResponseOnly, "RC RDMA_READ_RESPONSE_ONLY", kReadResp | kOnly | kHasAeth),
     row(Opcode::kRcAcknowledge, "RC ACKNOWLEDGE", kIsResponse | kOnly | kHasAeth),
     row(Opcode::kRcAtomicAcknowledge, "RC ATOMIC_ACKNOWLEDGE",
         kIsResponse | kOnly | kHasAeth | kHasAtomicAckEth),
@@ -92,6 +90,8 @@ static_assert(!kTable[0x15].valid, "0x15 is reserved (IBA Table 35)");
 // Constant-initialized from kTable at compile time (no dynamic initialization order to mind).
 constinit const std::array<OpcodeInfo, 256> detail::kOpcodeTable = kTable;
 
-std::string_view to_string(Opcode op) { return opcode_info(op).name; }
+std::string_view to_string(Opcode op) {
+  return opcode_info(op).name;
+}
 
 }  // namespace weft::wire

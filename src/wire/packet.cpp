@@ -24,8 +24,8 @@ using detail::put32;
 using detail::put64;
 using detail::put8;
 
-constexpr std::uint8_t kGrhIpVer = 6;       // IBA 8.3.1
-constexpr std::uint8_t kGrhNextIba = 0x1B;  // IBA 8.3.1, Table 28: IBA transport
+constexpr std::uint8_t kGrhIpVer = 6;           // IBA 8.3.1
+constexpr std::uint8_t kGrhNextIba = 0x1B;      // IBA 8.3.1, Table 28: IBA transport
 constexpr std::size_t kPktLenWordsMax = 0x7FF;  // 11-bit field (7.7.8)
 constexpr std::uint32_t k24Bits = 0xFFFFFF;
 constexpr std::uint32_t k20Bits = 0xFFFFF;
@@ -33,7 +33,9 @@ static_assert(kLrhBytes == 8 && kGrhBytes == 40 && kBthBytes == 12);
 static_assert(kRethBytes == 16 && kAethBytes == 4 && kAtomicEthBytes == 28);
 static_assert(kAtomicAckEthBytes == 8 && kDethBytes == 8 && kImmBytes == 4 && kIethBytes == 4);
 
-std::size_t routing_bytes(bool has_grh) { return kLrhBytes + (has_grh ? kGrhBytes : 0); }
+std::size_t routing_bytes(bool has_grh) {
+  return kLrhBytes + (has_grh ? kGrhBytes : 0);
+}
 
 // Unchecked big-endian loads and stores for the hot paths: each caller checks its whole span
 // once up front instead of per field (bytes.hpp's accessors assert on every field).
@@ -81,8 +83,9 @@ void encode_lrh(const Lrh& l, bool has_grh, std::span<std::uint8_t> b) {
 }
 
 void encode_grh(const Grh& g, std::span<std::uint8_t> b) {
-  put32(b, 0, (std::uint32_t{g.ipver & 0xFu} << 28) | (std::uint32_t{g.tclass} << 20) |
-                  (g.flow_label & k20Bits));
+  put32(b, 0,
+        (std::uint32_t{g.ipver & 0xFu} << 28) | (std::uint32_t{g.tclass} << 20) |
+            (g.flow_label & k20Bits));
   put16(b, 4, g.pay_len);
   put8(b, 6, g.next_hdr);
   put8(b, 7, g.hop_limit);
@@ -99,8 +102,8 @@ void encode_bth(const Bth& t, std::span<std::uint8_t> b) {
   st16(o + 2, t.pkey);
   // Byte 4 (FECN, BECN, resv6a) and the 24-bit QPN share one 32-bit store; so do byte 8
   // (AckReq, resv7) and the 24-bit PSN.
-  st32(o + 4, ((t.fecn ? 0x80u : 0u) << 24) | ((t.becn ? 0x40u : 0u) << 24) |
-                  (t.dest_qp & k24Bits));
+  st32(o + 4,
+       ((t.fecn ? 0x80u : 0u) << 24) | ((t.becn ? 0x40u : 0u) << 24) | (t.dest_qp & k24Bits));
   st32(o + 8, ((t.ack_req ? 0x80u : 0u) << 24) | (t.psn & k24Bits));
 }
 
@@ -372,8 +375,7 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
   p.vcrc = get_vcrc(wire.subspan(through_icrc).first<kVcrcBytes>());
   // The link checks the VCRC before the transport looks at the ICRC (IBA 7.8.2, 7.8.1).
   if (opts.check_vcrc && vcrc(wire.first(through_icrc)) != p.vcrc) return WireError::kBadVcrc;
-  if (opts.check_icrc &&
-      icrc(wire.first(hb), wire.subspan(hb, after_headers)) != p.icrc)
+  if (opts.check_icrc && icrc(wire.first(hb), wire.subspan(hb, after_headers)) != p.icrc)
     return WireError::kBadIcrc;
   return p;
 }
@@ -419,15 +421,24 @@ Result<ParsedPacket, WireError> parse_headers(std::span<const std::uint8_t> head
 
 std::string_view to_string(WireError e) {
   switch (e) {
-    case WireError::kTruncated: return "truncated";
-    case WireError::kBadLinkVersion: return "bad LRH link version";
-    case WireError::kBadLnh: return "bad LRH link next header";
-    case WireError::kBadGrh: return "bad GRH version or next header";
-    case WireError::kBadTransportVersion: return "bad BTH transport version";
-    case WireError::kUnknownOpcode: return "reserved opcode";
-    case WireError::kBadLength: return "bad length";
-    case WireError::kBadIcrc: return "bad ICRC";
-    case WireError::kBadVcrc: return "bad VCRC";
+    case WireError::kTruncated:
+      return "truncated";
+    case WireError::kBadLinkVersion:
+      return "bad LRH link version";
+    case WireError::kBadLnh:
+      return "bad LRH link next header";
+    case WireError::kBadGrh:
+      return "bad GRH version or next header";
+    case WireError::kBadTransportVersion:
+      return "bad BTH transport version";
+    case WireError::kUnknownOpcode:
+      return "reserved opcode";
+    case WireError::kBadLength:
+      return "bad length";
+    case WireError::kBadIcrc:
+      return "bad ICRC";
+    case WireError::kBadVcrc:
+      return "bad VCRC";
   }
   return "unknown WireError";
 }

@@ -59,12 +59,12 @@ enum HeaderMask : std::uint16_t {
   kHasDeth = 1u << 4,
   kHasImm = 1u << 5,
   kHasIeth = 1u << 6,
-  kHasPayload = 1u << 7,   // may carry payload (0 bytes allowed only where IBA allows)
-  kIsRequest = 1u << 8,    // requester -> responder
-  kIsResponse = 1u << 9,   // responder -> requester (ACK, read response, atomic ACK)
+  kHasPayload = 1u << 7,  // may carry payload (0 bytes allowed only where IBA allows)
+  kIsRequest = 1u << 8,   // requester -> responder
+  kIsResponse = 1u << 9,  // responder -> requester (ACK, read response, atomic ACK)
   kIsFirst = 1u << 10,
   kIsMiddle = 1u << 11,
-  kIsLast = 1u << 12,      // "last" or "only"
+  kIsLast = 1u << 12,  // "last" or "only"
   kIsOnly = 1u << 13,
   kIsSend = 1u << 14,
   kIsWrite = 1u << 15,
@@ -72,18 +72,22 @@ enum HeaderMask : std::uint16_t {
 
 struct OpcodeInfo {
   Opcode opcode;
-  std::string_view name;        // "RC SEND_FIRST" ...
-  std::uint16_t mask;           // HeaderMask bits
-  std::uint8_t ext_bytes;       // bytes of extension headers after the BTH
-  bool valid;                   // false for reserved opcodes
+  std::string_view name;   // "RC SEND_FIRST" ...
+  std::uint16_t mask;      // HeaderMask bits
+  std::uint8_t ext_bytes;  // bytes of extension headers after the BTH
+  bool valid;              // false for reserved opcodes
 };
 // The table entry for any byte value; reserved values have valid == false. Inline: every packet
 // looks its opcode up several times on the hot paths.
 namespace detail {
 extern const std::array<OpcodeInfo, 256> kOpcodeTable;  // opcode_table.cpp
 }
-inline const OpcodeInfo& opcode_info(std::uint8_t opcode) { return detail::kOpcodeTable[opcode]; }
-inline const OpcodeInfo& opcode_info(Opcode op) { return opcode_info(static_cast<std::uint8_t>(op)); }
+inline const OpcodeInfo& opcode_info(std::uint8_t opcode) {
+  return detail::kOpcodeTable[opcode];
+}
+inline const OpcodeInfo& opcode_info(Opcode op) {
+  return opcode_info(static_cast<std::uint8_t>(op));
+}
 
 // ---- Headers (host order) ------------------------------------------------------------------
 inline constexpr std::size_t kLrhBytes = 8, kGrhBytes = 40, kBthBytes = 12, kRethBytes = 16,
@@ -94,22 +98,22 @@ inline constexpr std::size_t kLrhBytes = 8, kGrhBytes = 40, kBthBytes = 12, kRet
 // LRH.LNH (IBA 7.7.2): what follows the LRH.
 enum class Lnh : std::uint8_t { kRaw = 0, kIpNonIba = 1, kIbaLocal = 2, kIbaGlobal = 3 };
 
-struct Lrh {  // IBA 7.7
-  std::uint8_t vl = 0;          // 4 bits
-  std::uint8_t lver = 0;        // 4 bits, must be 0
-  std::uint8_t sl = 0;          // 4 bits
-  Lnh lnh = Lnh::kIbaLocal;     // 2 bits
+struct Lrh {                 // IBA 7.7
+  std::uint8_t vl = 0;       // 4 bits
+  std::uint8_t lver = 0;     // 4 bits, must be 0
+  std::uint8_t sl = 0;       // 4 bits
+  Lnh lnh = Lnh::kIbaLocal;  // 2 bits
   std::uint16_t dlid = 0;
-  std::uint16_t pkt_len = 0;    // 11 bits, in 4-byte words, LRH..ICRC inclusive (not VCRC)
+  std::uint16_t pkt_len = 0;  // 11 bits, in 4-byte words, LRH..ICRC inclusive (not VCRC)
   std::uint16_t slid = 0;
 };
 
-struct Grh {  // IBA 8.3
-  std::uint8_t ipver = 6;       // 4 bits
+struct Grh {               // IBA 8.3
+  std::uint8_t ipver = 6;  // 4 bits
   std::uint8_t tclass = 0;
-  std::uint32_t flow_label = 0; // 20 bits
-  std::uint16_t pay_len = 0;    // bytes after the GRH up to and including the ICRC
-  std::uint8_t next_hdr = 0x1B; // IBA transport
+  std::uint32_t flow_label = 0;  // 20 bits
+  std::uint16_t pay_len = 0;     // bytes after the GRH up to and including the ICRC
+  std::uint8_t next_hdr = 0x1B;  // IBA transport
   std::uint8_t hop_limit = 64;
   std::uint8_t sgid[16]{};
   std::uint8_t dgid[16]{};
@@ -117,26 +121,42 @@ struct Grh {  // IBA 8.3
 
 struct Bth {  // IBA 9.2
   Opcode opcode = Opcode::kRcSendOnly;
-  bool se = false;              // solicited event
+  bool se = false;  // solicited event
   bool mig_req = false;
-  std::uint8_t pad_cnt = 0;     // 2 bits
-  std::uint8_t tver = 0;        // 4 bits, must be 0
+  std::uint8_t pad_cnt = 0;  // 2 bits
+  std::uint8_t tver = 0;     // 4 bits, must be 0
   std::uint16_t pkey = 0xFFFF;
   bool fecn = false, becn = false;
-  std::uint32_t dest_qp = 0;    // 24 bits
+  std::uint32_t dest_qp = 0;  // 24 bits
   bool ack_req = false;
-  std::uint32_t psn = 0;        // 24 bits
+  std::uint32_t psn = 0;  // 24 bits
 };
 
-struct Reth { std::uint64_t va = 0; std::uint32_t rkey = 0; std::uint32_t dma_len = 0; };  // 9.3.3
-struct Aeth { std::uint8_t syndrome = 0; std::uint32_t msn = 0; };  // 9.3.5, msn 24 bits
+struct Reth {
+  std::uint64_t va = 0;
+  std::uint32_t rkey = 0;
+  std::uint32_t dma_len = 0;
+};  // 9.3.3
+struct Aeth {
+  std::uint8_t syndrome = 0;
+  std::uint32_t msn = 0;
+};                  // 9.3.5, msn 24 bits
 struct AtomicEth {  // 9.3.4
-  std::uint64_t va = 0; std::uint32_t rkey = 0; std::uint64_t swap_add = 0;
+  std::uint64_t va = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t swap_add = 0;
   std::uint64_t compare = 0;
 };
-struct AtomicAckEth { std::uint64_t orig = 0; };              // 9.3.6
-struct Deth { std::uint32_t qkey = 0; std::uint32_t src_qp = 0; };  // 9.3.2, src_qp 24 bits
-struct Ieth { std::uint32_t rkey = 0; };                      // 9.3.7
+struct AtomicAckEth {
+  std::uint64_t orig = 0;
+};  // 9.3.6
+struct Deth {
+  std::uint32_t qkey = 0;
+  std::uint32_t src_qp = 0;
+};  // 9.3.2, src_qp 24 bits
+struct Ieth {
+  std::uint32_t rkey = 0;
+};  // 9.3.7
 
 // AETH syndrome (IBA 9.7.5.2.1, Table 42): bits 6:5 say ACK / RNR NAK / NAK, bits 4:0 the value.
 enum class AethKind : std::uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };
@@ -154,7 +174,9 @@ constexpr std::uint8_t aeth_syndrome(AethKind kind, std::uint8_t value) {
 constexpr AethKind aeth_kind(std::uint8_t syndrome) {
   return static_cast<AethKind>((syndrome >> 5) & 3);
 }
-constexpr std::uint8_t aeth_value(std::uint8_t syndrome) { return syndrome & 0x1F; }
+constexpr std::uint8_t aeth_value(std::uint8_t syndrome) {
+  return syndrome & 0x1F;
+}
 
 // All headers of one packet. `mask` says which optional headers are present.
 struct Headers {
@@ -189,13 +211,13 @@ std::size_t transport_header_bytes(const Headers& h);
 std::size_t encode_transport_headers(const Headers& h, std::span<std::uint8_t> out);
 
 enum class WireError : std::uint8_t {
-  kTruncated,          // shorter than its headers say
-  kBadLinkVersion,     // LRH.LVer != 0
-  kBadLnh,             // LNH not IBA local/global
-  kBadGrh,             // IPVer != 6 or NxtHdr != 0x1B
-  kBadTransportVersion,// BTH.TVer != 0
-  kUnknownOpcode,      // reserved opcode
-  kBadLength,          // PktLen/PayLen disagree with the bytes, or payload illegal for opcode
+  kTruncated,            // shorter than its headers say
+  kBadLinkVersion,       // LRH.LVer != 0
+  kBadLnh,               // LNH not IBA local/global
+  kBadGrh,               // IPVer != 6 or NxtHdr != 0x1B
+  kBadTransportVersion,  // BTH.TVer != 0
+  kUnknownOpcode,        // reserved opcode
+  kBadLength,            // PktLen/PayLen disagree with the bytes, or payload illegal for opcode
   kBadIcrc,
   kBadVcrc,
 };

@@ -26,7 +26,9 @@ constexpr std::uint32_t kRecordMax = 1u << 24;  // refuse absurd records in dama
 
 }  // namespace
 
-PcapWriter::~PcapWriter() { close(); }
+PcapWriter::~PcapWriter() {
+  close();
+}
 
 bool PcapWriter::open(const std::string& path, std::uint32_t linktype) {
   close();
@@ -37,8 +39,8 @@ bool PcapWriter::open(const std::string& path, std::uint32_t linktype) {
   le32(h, kPcapMagicNs);
   le16(h + 4, 2);  // version 2.4
   le16(h + 6, 4);
-  le32(h + 8, 0);  // thiszone
-  le32(h + 12, 0); // sigfigs
+  le32(h + 8, 0);   // thiszone
+  le32(h + 12, 0);  // sigfigs
   le32(h + 16, kPcapSnaplen);
   le32(h + 20, linktype);
   if (std::fwrite(h, 1, sizeof h, file_) != sizeof h) {
@@ -65,8 +67,7 @@ void PcapWriter::write(TimeNs ts_ns, std::span<const std::uint8_t> frame) {
     // the high word and a binary fraction in the low; type; flags (0x04: variable length, no
     // padding to 8 bytes); record length and wire length big-endian.
     std::uint8_t e[kErfHeaderBytes]{};
-    const std::uint64_t frac =
-        ((ts_ns % 1'000'000'000) << 32) / 1'000'000'000;
+    const std::uint64_t frac = ((ts_ns % 1'000'000'000) << 32) / 1'000'000'000;
     const std::uint64_t ts = ((ts_ns / 1'000'000'000) << 32) | frac;
     for (int i = 0; i < 8; ++i) e[i] = static_cast<std::uint8_t>(ts >> (8 * i));
     e[8] = 21;  // ERF_TYPE_INFINIBAND
@@ -86,7 +87,9 @@ void PcapWriter::close() {
   file_ = nullptr;
 }
 
-PcapReader::~PcapReader() { close(); }
+PcapReader::~PcapReader() {
+  close();
+}
 
 bool PcapReader::open(const std::string& path) {
   close();

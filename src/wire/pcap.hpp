@@ -19,8 +19,7 @@
 
 namespace weft::wire {
 
-inline constexpr std::uint32_t kLinktypeInfiniband = 247, kLinktypeEthernet = 1,
-                               kLinktypeErf = 197;
+inline constexpr std::uint32_t kLinktypeInfiniband = 247, kLinktypeEthernet = 1, kLinktypeErf = 197;
 inline constexpr std::size_t kErfHeaderBytes = 16;
 inline constexpr std::uint32_t kPcapMagicNs = 0xA1B23C4D;
 inline constexpr std::uint32_t kPcapSnaplen = 65535;

@@ -46,17 +46,17 @@ std::uint32_t icrc_roce_v2(std::span<const std::uint8_t> ip, std::span<const std
   std::uint8_t* p = buf + kLrhBytes;
   std::memcpy(p, ip.data(), masked);
   if (v6) {
-    p[0] |= 0x0F;                  // traffic class [7:4]
-    p[1] = p[2] = p[3] = 0xFF;     // traffic class [3:0], flow label
-    p[7] = 0xFF;                   // hop limit
+    p[0] |= 0x0F;               // traffic class [7:4]
+    p[1] = p[2] = p[3] = 0xFF;  // traffic class [3:0], flow label
+    p[7] = 0xFF;                // hop limit
   } else {
-    p[1] = 0xFF;                   // TOS (DSCP, ECN: a switch marks CE here)
-    p[8] = 0xFF;                   // TTL
-    p[10] = p[11] = 0xFF;          // header checksum
+    p[1] = 0xFF;           // TOS (DSCP, ECN: a switch marks CE here)
+    p[8] = 0xFF;           // TTL
+    p[10] = p[11] = 0xFF;  // header checksum
   }
   std::uint8_t* udp = p + ip_bytes;
-  udp[6] = udp[7] = 0xFF;          // UDP checksum
-  udp[kUdpHeaderBytes + 4] = 0xFF; // BTH resv8a
+  udp[6] = udp[7] = 0xFF;           // UDP checksum
+  udp[kUdpHeaderBytes + 4] = 0xFF;  // BTH resv8a
   std::uint32_t crc = crc32_refl(0, buf, kLrhBytes + masked);
   crc = crc32_refl(crc, ip.data() + masked, ip.size() - masked);
   crc = crc32_refl(crc, payload.data(), payload.size());

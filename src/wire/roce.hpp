@@ -50,9 +50,9 @@ std::size_t encode_roce_v2(const RoceV2Addr& addr, const Headers& h,
                            std::span<const std::uint8_t> payload, std::span<std::uint8_t> out);
 
 struct RoceV2Packet {
-  Headers h{};                              // bth and extension headers; has_grh false
+  Headers h{};  // bth and extension headers; has_grh false
   bool ipv6 = false;
-  std::size_t ip_offset = 0;                // where the IP header starts in the frame
+  std::size_t ip_offset = 0;  // where the IP header starts in the frame
   std::size_t bth_offset = 0;
   std::span<const std::uint8_t> payload{};  // without pad
   std::uint32_t icrc = 0;                   // as received

@@ -59,12 +59,13 @@ void incast(int n) {
   const TimeNs t0 = sim.now();
   run_streams(f, st, 250'000);
   const PortCounters& c1 = f.counters(s.sw, bottleneck);
-  const double util = static_cast<double>(c1.busy_ns - c0.busy_ns) / static_cast<double>(sim.now() - t0);
+  const double util =
+      static_cast<double>(c1.busy_ns - c0.busy_ns) / static_cast<double>(sim.now() - t0);
   std::uint64_t sender_wait = 0;
   for (int i = 0; i < n; ++i) sender_wait += f.counters(s.hosts[i], 1).xmit_wait_ns;
   const PortCounters tot = f.totals();
-  std::printf("incast %d:1 bottleneck utilization %.4f, sender XmitWait %llu ns, completed",
-              n, util, static_cast<unsigned long long>(sender_wait));
+  std::printf("incast %d:1 bottleneck utilization %.4f, sender XmitWait %llu ns, completed", n,
+              util, static_cast<unsigned long long>(sender_wait));
   for (auto& x : st) std::printf(" %llu", static_cast<unsigned long long>(x.completed));
   std::printf("\n");
   EXPECT_GE(util, 0.95);
@@ -78,8 +79,12 @@ void incast(int n) {
   }
 }
 
-TEST(Congestion, Incast8To1IsLosslessAndSaturatesTheBottleneck) { incast(8); }
-TEST(Congestion, Incast32To1IsLosslessAndSaturatesTheBottleneck) { incast(32); }
+TEST(Congestion, Incast8To1IsLosslessAndSaturatesTheBottleneck) {
+  incast(8);
+}
+TEST(Congestion, Incast32To1IsLosslessAndSaturatesTheBottleneck) {
+  incast(32);
+}
 
 // A1, A2 -> C (behind a 1x link) and B -> D, all through one inter-switch link: with one VL the
 // packets for C fill S2's input buffer and block B's packets behind them.
@@ -125,7 +130,8 @@ HolResult hol_run(bool with_congestion) {
   const TimeNs t0 = sim.now();
   run_streams(f, st, 300'000);
   HolResult r;
-  r.b_gbps = static_cast<double>(st[0].bytes_completed - b0) * 8 / static_cast<double>(sim.now() - t0);
+  r.b_gbps =
+      static_cast<double>(st[0].bytes_completed - b0) * 8 / static_cast<double>(sim.now() - t0);
   r.uplink_wait_ns = f.counters(s1, 4).xmit_wait_ns;
   EXPECT_EQ(f.totals().buffer_overflows, 0u);
   return r;
@@ -134,8 +140,9 @@ HolResult hol_run(bool with_congestion) {
 TEST(Congestion, HeadOfLineBlockingSpreadsCongestion) {
   const HolResult alone = hol_run(false);
   const HolResult hol = hol_run(true);
-  std::printf("B->D alone %.1f Gb/s, with A1,A2->C congested %.1f Gb/s; s1 uplink XmitWait %llu ns\n",
-              alone.b_gbps, hol.b_gbps, static_cast<unsigned long long>(hol.uplink_wait_ns));
+  std::printf(
+      "B->D alone %.1f Gb/s, with A1,A2->C congested %.1f Gb/s; s1 uplink XmitWait %llu ns\n",
+      alone.b_gbps, hol.b_gbps, static_cast<unsigned long long>(hol.uplink_wait_ns));
   EXPECT_GT(alone.b_gbps, 200.0);  // 4x NDR less FEC 8+2 and headers: ~290 Gb/s of payload at most
   // B's own path has room for ~300 Gb/s next to the 100 Gb/s for C; HOL blocking caps it far
   // lower, and the congestion shows upstream as XmitWait on s1's uplink.
@@ -155,8 +162,10 @@ TEST(Congestion, TwoVlsShareACongestedLinkInTheArbitrationRatio) {
   f.configure_min_hop();
   RcConnectParams p0, p1;
   p1.sl = 1;
-  RcEndpoint a = make_endpoint(f, s.hosts[0], 65536, p0), ra = make_endpoint(f, s.hosts[2], 65536, p0);
-  RcEndpoint b = make_endpoint(f, s.hosts[1], 65536, p1), rb = make_endpoint(f, s.hosts[2], 65536, p1);
+  RcEndpoint a = make_endpoint(f, s.hosts[0], 65536, p0),
+             ra = make_endpoint(f, s.hosts[2], 65536, p0);
+  RcEndpoint b = make_endpoint(f, s.hosts[1], 65536, p1),
+             rb = make_endpoint(f, s.hosts[2], 65536, p1);
   ASSERT_EQ(connect_rc(f, a, ra, p0), Errc::kOk);
   ASSERT_EQ(connect_rc(f, b, rb, p1), Errc::kOk);
   std::vector<WriteStream> st{{&a, &ra, 65536, 4}, {&b, &rb, 65536, 4}};
@@ -276,7 +285,8 @@ TEST(Links, LinkDownDiscardsAndCountsAndRcRecoversAfterUp) {
   std::vector<WriteStream> st{{&a, &b, 65536, 4, 60}};
   f.set_link_state(1, false, 20'000);
   f.set_link_state(1, true, 30'000);
-  for (int i = 0; i < 400 && st[0].completed < 60; ++i) run_streams(f, st, sim.now() + 50'000, 5000);
+  for (int i = 0; i < 400 && st[0].completed < 60; ++i)
+    run_streams(f, st, sim.now() + 50'000, 5000);
   EXPECT_EQ(f.counters(s.sw, 2).link_downed_counter, 1u);
   EXPECT_EQ(f.counters(s.hosts[1], 1).link_downed_counter, 1u);
   EXPECT_GT(f.totals().port_xmit_discards, 0u);

@@ -32,7 +32,8 @@ Star star(int hosts, int radix = 36, topo::LinkProps props = {}) {
 }
 
 void fill(std::vector<std::uint8_t>& v, std::uint8_t seed) {
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::uint8_t>(seed + i * 7 + (i >> 8));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<std::uint8_t>(seed + i * 7 + (i >> 8));
 }
 
 // Steps the simulator until `cq` holds a completion; returns it (and the time in *at).
@@ -91,8 +92,8 @@ TEST(Fabric, WriteLatencyIsTheSumOfTheModelledParts) {
   const std::uint32_t write_wire = 8 + 12 + 16 + kBytes + 6;  // LRH BTH RETH payload CRCs
   const std::uint32_t ack_wire = 8 + 12 + 4 + 6;              // LRH BTH AETH CRCs
   TimeNs t = t0 + pcie_ns(kBytes, m) + m.host_latency_ns + m.tx_proc_ns;  // on the wire
-  t += prop + cfg.sw.latency_ns;         // cut-through: head into the switch, out again
-  t += ser(write_wire) + prop;           // tail at the responder
+  t += prop + cfg.sw.latency_ns;  // cut-through: head into the switch, out again
+  t += ser(write_wire) + prop;    // tail at the responder
   t += m.rx_proc_ns + pcie_ns(kBytes, m) + m.host_latency_ns;  // placed in memory, ACK made
   t += m.tx_proc_ns + prop + cfg.sw.latency_ns + ser(ack_wire) + prop + m.rx_proc_ns;
   EXPECT_EQ(done, t) << "t0=" << t0;

@@ -48,8 +48,8 @@ TEST(CliTest, DemoSucceeds) {
 }
 
 TEST(CliTest, ReplayOneSeedWithPcap) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("weft_cli_" + std::to_string(::getpid()) + ".pcap");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("weft_cli_" + std::to_string(::getpid()) + ".pcap");
   int code = 0;
   const std::string out =
       run(std::string(WEFT_EXE) + " check --seed 3 --pcap " + path.string(), code);

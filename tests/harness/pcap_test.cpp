@@ -18,14 +18,14 @@ namespace {
 
 using wire::Opcode;
 constexpr Opcode kEveryOpcode[] = {
-    Opcode::kRcSendFirst,          Opcode::kRcSendMiddle,         Opcode::kRcSendLast,
-    Opcode::kRcSendLastImm,        Opcode::kRcSendOnly,           Opcode::kRcSendOnlyImm,
-    Opcode::kRcWriteFirst,         Opcode::kRcWriteMiddle,        Opcode::kRcWriteLast,
-    Opcode::kRcWriteLastImm,       Opcode::kRcWriteOnly,          Opcode::kRcWriteOnlyImm,
-    Opcode::kRcReadRequest,        Opcode::kRcReadResponseFirst,  Opcode::kRcReadResponseMiddle,
-    Opcode::kRcReadResponseLast,   Opcode::kRcReadResponseOnly,   Opcode::kRcAcknowledge,
-    Opcode::kRcAtomicAcknowledge,  Opcode::kRcCompareSwap,        Opcode::kRcFetchAdd,
-    Opcode::kUdSendOnly,           Opcode::kUdSendOnlyImm,
+    Opcode::kRcSendFirst,         Opcode::kRcSendMiddle,        Opcode::kRcSendLast,
+    Opcode::kRcSendLastImm,       Opcode::kRcSendOnly,          Opcode::kRcSendOnlyImm,
+    Opcode::kRcWriteFirst,        Opcode::kRcWriteMiddle,       Opcode::kRcWriteLast,
+    Opcode::kRcWriteLastImm,      Opcode::kRcWriteOnly,         Opcode::kRcWriteOnlyImm,
+    Opcode::kRcReadRequest,       Opcode::kRcReadResponseFirst, Opcode::kRcReadResponseMiddle,
+    Opcode::kRcReadResponseLast,  Opcode::kRcReadResponseOnly,  Opcode::kRcAcknowledge,
+    Opcode::kRcAtomicAcknowledge, Opcode::kRcCompareSwap,       Opcode::kRcFetchAdd,
+    Opcode::kUdSendOnly,          Opcode::kUdSendOnlyImm,
 };
 // AETH kinds: ACK, RNR NAK, PSN sequence NAK, remote access NAK (index into aeth_kinds).
 constexpr int kEveryAeth[] = {0, 1, 2, 4};
@@ -63,8 +63,8 @@ TEST(PcapTest, CampaignCaptureHoldsEveryOpcodeAndTsharkFindsNoError) {
   }
   ASSERT_NE(seed, 0u) << "no seed in 1..3000 emits every opcode";
   const std::string path =
-      (std::filesystem::temp_directory_path() / ("weft_harness_" + std::to_string(seed) + "_" +
-                                                 std::to_string(::getpid()) + ".pcap"))
+      (std::filesystem::temp_directory_path() /
+       ("weft_harness_" + std::to_string(seed) + "_" + std::to_string(::getpid()) + ".pcap"))
           .string();
   CampaignOptions opt;
   opt.pcap_path = path;
@@ -78,9 +78,10 @@ TEST(PcapTest, CampaignCaptureHoldsEveryOpcodeAndTsharkFindsNoError) {
   // The payloads are random bytes; Wireshark's upper-layer heuristics on IB payloads (RPC over
   // RDMA, SMB Direct, an EtherType guess...) would try to decode them as their protocols and call
   // them malformed. Only the InfiniBand transport is under test, so those heuristics are off.
-  std::string heur = run("tshark -G heuristic-decodes 2>/dev/null | awk '$1 == \"infiniband.payload\" "
-                         "{ printf \" --disable-protocol %s\", $2 }'",
-                         status);
+  std::string heur =
+      run("tshark -G heuristic-decodes 2>/dev/null | awk '$1 == \"infiniband.payload\" "
+          "{ printf \" --disable-protocol %s\", $2 }'",
+          status);
   ASSERT_EQ(status, 0);
   const std::string tshark = "tshark -n" + heur + " -r '" + path + "'";
   // Every frame dissected; count frames, malformed ones and error-level expert infos.
@@ -104,14 +105,15 @@ TEST(PcapTest, CampaignCaptureHoldsEveryOpcodeAndTsharkFindsNoError) {
   std::size_t pos = 0;
   while (pos < ops.size()) {
     const std::size_t nl = ops.find('\n', pos);
-    const std::string line = ops.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    const std::string line =
+        ops.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     if (!line.empty()) seen.insert(std::stoi(line, nullptr, 0));
     if (nl == std::string::npos) break;
     pos = nl + 1;
   }
   for (Opcode op : kEveryOpcode) {
-    EXPECT_TRUE(seen.count(static_cast<int>(op))) << "tshark did not see opcode "
-                                                  << static_cast<int>(op);
+    EXPECT_TRUE(seen.count(static_cast<int>(op)))
+        << "tshark did not see opcode " << static_cast<int>(op);
   }
   if (!HasFailure()) std::filesystem::remove(path);
 }

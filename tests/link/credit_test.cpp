@@ -189,7 +189,8 @@ void run_seed(std::uint64_t seed) {
   CreditPortConfig cfg;
   cfg.data_vls = kVls;
   for (std::uint8_t vl = 0; vl < kVls; ++vl)
-    cfg.buffer_bytes[vl] = static_cast<std::uint32_t>(4224 + rng.below(200'000));  // one MTU packet at least
+    cfg.buffer_bytes[vl] =
+        static_cast<std::uint32_t>(4224 + rng.below(200'000));  // one MTU packet at least
   cfg.buffer_bytes[kVl15] = 8192;
   CreditPort a(cfg, 0), b(cfg, 0);
   VlArbiter arb({.high = {}, .low = {{0, 32}, {1, 32}, {2, 64}, {3, 16}}});
@@ -229,7 +230,8 @@ void run_seed(std::uint64_t seed) {
           a.sender().on_sent(static_cast<std::uint8_t>(vl), bytes);
           busy_until = now + clk.next_ns(bytes);
           if (!rng.chance(data_loss))
-            a_to_b.push_back({busy_until + kLatencyNs, false, {}, static_cast<std::uint8_t>(vl), bytes});
+            a_to_b.push_back(
+                {busy_until + kLatencyNs, false, {}, static_cast<std::uint8_t>(vl), bytes});
         }
       }
     }

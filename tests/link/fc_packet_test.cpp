@@ -35,7 +35,8 @@ TEST(FcPacket, LayoutAndLpcrc) {
 TEST(FcPacket, Errors) {
   std::array<std::uint8_t, kFcPacketBytes> b{};
   encode_fc_packet({FcOp::kNormal, 1, 0, 2}, b);
-  EXPECT_EQ(decode_fc_packet(std::span<const std::uint8_t>(b.data(), 5)).error(), FcError::kTruncated);
+  EXPECT_EQ(decode_fc_packet(std::span<const std::uint8_t>(b.data(), 5)).error(),
+            FcError::kTruncated);
   for (std::size_t bit = 0; bit < kFcPacketBytes * 8; ++bit) {  // every single-bit error is caught
     auto c = b;
     c[bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));

@@ -72,9 +72,9 @@ TEST(BitErrorModel, FlipAndSymbols) {
 }
 
 TEST(Fec, LayoutSizes) {
-  FecCodec c;  // 8 + 2
-  EXPECT_EQ(c.shard_bytes(4096), 528u);       // ceil(4100 / 8) = 513, to 16
-  EXPECT_EQ(c.codeword_bytes(4096), 5320u);   // 10 * (528 + 4)
+  FecCodec c;                                // 8 + 2
+  EXPECT_EQ(c.shard_bytes(4096), 528u);      // ceil(4100 / 8) = 513, to 16
+  EXPECT_EQ(c.codeword_bytes(4096), 5320u);  // 10 * (528 + 4)
   EXPECT_EQ(c.shard_bytes(0), 16u);
 }
 

@@ -9,15 +9,19 @@ namespace weft::link {
 namespace {
 
 TEST(LinkRate, DataRatesPerWidthAndSpeed) {
-  struct Case { LinkWidth w; LaneSpeed s; double gbps; };
+  struct Case {
+    LinkWidth w;
+    LaneSpeed s;
+    double gbps;
+  };
   const Case cases[] = {
-      {LinkWidth::k1x, LaneSpeed::kSdr, 2},     {LinkWidth::k4x, LaneSpeed::kSdr, 8},
-      {LinkWidth::k4x, LaneSpeed::kDdr, 16},    {LinkWidth::k4x, LaneSpeed::kQdr, 32},
-      {LinkWidth::k12x, LaneSpeed::kQdr, 96},   {LinkWidth::k4x, LaneSpeed::kFdr10, 40},
+      {LinkWidth::k1x, LaneSpeed::kSdr, 2},          {LinkWidth::k4x, LaneSpeed::kSdr, 8},
+      {LinkWidth::k4x, LaneSpeed::kDdr, 16},         {LinkWidth::k4x, LaneSpeed::kQdr, 32},
+      {LinkWidth::k12x, LaneSpeed::kQdr, 96},        {LinkWidth::k4x, LaneSpeed::kFdr10, 40},
       {LinkWidth::k4x, LaneSpeed::kFdr, 600.0 / 11}, {LinkWidth::k4x, LaneSpeed::kEdr, 100},
-      {LinkWidth::k4x, LaneSpeed::kHdr, 200},   {LinkWidth::k8x, LaneSpeed::kHdr, 400},
-      {LinkWidth::k4x, LaneSpeed::kNdr, 400},   {LinkWidth::k1x, LaneSpeed::kNdr, 100},
-      {LinkWidth::k4x, LaneSpeed::kXdr, 800},   {LinkWidth::k12x, LaneSpeed::kXdr, 2400},
+      {LinkWidth::k4x, LaneSpeed::kHdr, 200},        {LinkWidth::k8x, LaneSpeed::kHdr, 400},
+      {LinkWidth::k4x, LaneSpeed::kNdr, 400},        {LinkWidth::k1x, LaneSpeed::kNdr, 100},
+      {LinkWidth::k4x, LaneSpeed::kXdr, 800},        {LinkWidth::k12x, LaneSpeed::kXdr, 2400},
   };
   for (const auto& c : cases) {
     LinkRate r{c.w, c.s};
@@ -53,7 +57,7 @@ TEST(LinkRate, SerialClockCarriesRemainderWithoutDrift) {
 }
 
 TEST(LinkRate, SymbolTimeAndPropagation) {
-  EXPECT_EQ(kDefaultLinkRate.symbol_time_ps(), 80u);                    // 8 bits at 100 Gb/s
+  EXPECT_EQ(kDefaultLinkRate.symbol_time_ps(), 80u);  // 8 bits at 100 Gb/s
   EXPECT_EQ((LinkRate{LinkWidth::k4x, LaneSpeed::kSdr}.symbol_time_ps()), 4000u);
   EXPECT_EQ(propagation_ns(10000), 50u);    // 10 m
   EXPECT_EQ(propagation_ns(100000), 500u);  // 100 m

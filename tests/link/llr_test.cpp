@@ -170,7 +170,13 @@ void run_seed(std::uint64_t seed, LlrStats& total) {
     if (now >= busy_until && tx.poll_send(now, s)) {
       busy_until = now + 10 + size_of[s.id] / 50;
       if (!rng.chance(lost_p))
-        fwd.push_back({busy_until + kLatencyNs, Kind::kData, s, !rng.chance(corrupt_p), size_of[s.id], {}, {}});
+        fwd.push_back({busy_until + kLatencyNs,
+                       Kind::kData,
+                       s,
+                       !rng.chance(corrupt_p),
+                       size_of[s.id],
+                       {},
+                       {}});
     }
     while (!fwd.empty() && fwd.front().arrive_ns <= now) {
       Frame f = fwd.front();
@@ -191,18 +197,24 @@ void run_seed(std::uint64_t seed, LlrStats& total) {
     }
     LlrControl c;
     while (rx.poll_control(c))
-      if (!rng.chance(ctl_loss_p)) back.push_back({now + kLatencyNs, Kind::kLlrControl, {}, true, 0, c, {}});
+      if (!rng.chance(ctl_loss_p))
+        back.push_back({now + kLatencyNs, Kind::kLlrControl, {}, true, 0, c, {}});
     // A periodic FC packet, as CreditPort would send, so lost ones are made good.
-    if (now % 5000 == 0) back.push_back({now + kLatencyNs, Kind::kFc, {}, true, 0, {}, credit_rx.make_fc_packet(0)});
+    if (now % 5000 == 0)
+      back.push_back({now + kLatencyNs, Kind::kFc, {}, true, 0, {}, credit_rx.make_fc_packet(0)});
     while (!back.empty() && back.front().arrive_ns <= now) {
       Frame f = back.front();
       back.pop_front();
-      if (f.kind == Kind::kFc) credit_tx.on_fc_packet(f.fc);
-      else if (f.ctl.nak) tx.on_nak(f.ctl.seq, now);
-      else tx.on_ack(f.ctl.seq, now);
+      if (f.kind == Kind::kFc)
+        credit_tx.on_fc_packet(f.fc);
+      else if (f.ctl.nak)
+        tx.on_nak(f.ctl.seq, now);
+      else
+        tx.on_ack(f.ctl.seq, now);
     }
     std::uint64_t id;
-    while (tx.poll_released(id)) {}
+    while (tx.poll_released(id)) {
+    }
   }
   EXPECT_EQ(delivered, kPackets) << "stalled at " << now << " ns";
   EXPECT_FALSE(tx.failed());
@@ -225,7 +237,8 @@ TEST(LlrProperty, LossyLinkDeliversEverythingOnceInOrder) {
   EXPECT_GT(total.naks, 100u);
   EXPECT_GT(total.timeouts, 10u);
   std::printf("sent %lu replayed %lu naks %lu timeouts %lu\n", (unsigned long)total.sent,
-              (unsigned long)total.replayed, (unsigned long)total.naks, (unsigned long)total.timeouts);
+              (unsigned long)total.replayed, (unsigned long)total.naks,
+              (unsigned long)total.timeouts);
 }
 
 }  // namespace

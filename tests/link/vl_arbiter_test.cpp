@@ -120,7 +120,8 @@ TEST(VlArbiterProperty, PicksOnlyReadyVlsAndStarvesNone) {
     for (auto* t : {&cfg.high, &cfg.low}) {
       std::size_t n = rng.below(6);
       for (std::size_t i = 0; i < n; ++i) {
-        VlArbEntry e{static_cast<std::uint8_t>(rng.below(8)), static_cast<std::uint8_t>(rng.below(40))};
+        VlArbEntry e{static_cast<std::uint8_t>(rng.below(8)),
+                     static_cast<std::uint8_t>(rng.below(40))};
         if (e.weight > 0) in_table[e.vl] = true;
         t->push_back(e);
       }
@@ -129,7 +130,8 @@ TEST(VlArbiterProperty, PicksOnlyReadyVlsAndStarvesNone) {
     Heads h{};
     for (int step = 0; step < 3000; ++step) {
       for (int vl = 0; vl < 8; ++vl)
-        if (rng.chance(0.1)) h[vl] = rng.chance(0.3) ? 0 : static_cast<std::uint32_t>(26 + rng.below(4200));
+        if (rng.chance(0.1))
+          h[vl] = rng.chance(0.3) ? 0 : static_cast<std::uint32_t>(26 + rng.below(4200));
       h[15] = rng.chance(0.02) ? 256 : 0;
       bool any = h[15] > 0;
       for (int vl = 0; vl < 8; ++vl) any = any || (h[vl] > 0 && in_table[vl]);

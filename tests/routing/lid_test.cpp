@@ -32,7 +32,8 @@ TEST(Lid, SequentialUniqueAligned) {
     std::size_t assigned = 0;
     for (NodeIdx n = 0; n < f.nodes.size(); ++n) {
       const int count = m->lids_per_port(f, n);
-      for (int p = f.nodes[n].is_switch ? 0 : 1; p <= (f.nodes[n].is_switch ? 0 : f.nodes[n].num_ports()); ++p) {
+      for (int p = f.nodes[n].is_switch ? 0 : 1;
+           p <= (f.nodes[n].is_switch ? 0 : f.nodes[n].num_ports()); ++p) {
         Lid l = m->lid_of(n, p);
         ASSERT_NE(l, kNoLid);
         EXPECT_EQ(l % count, 0) << "aligned to 2^LMC";
@@ -118,7 +119,8 @@ TEST(Lid, SpaceExhausted) {
   Fabric big;
   for (int k = 0; k < 2; ++k) {
     NodeIdx sw = big.add_switch(10 + k, 254, "s");
-    for (int i = 0; i < 200; ++i) big.connect(sw, i + 1, big.add_hca(0x100000 * (k + 1) + 0x100 * i, 1), 1);
+    for (int i = 0; i < 200; ++i)
+      big.connect(sw, i + 1, big.add_hca(0x100000 * (k + 1) + 0x100 * i, 1), 1);
   }
   auto r = assign_lids(big, 7);  // 400 x 128 = 51,200 > 49,151
   ASSERT_FALSE(r.ok());

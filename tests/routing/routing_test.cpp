@@ -53,7 +53,8 @@ const Case kCases[] = {
     {"fat-tree:k=4", {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}},
     {"fat-tree:k=8", {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}},
     {"fat-tree:levels=2,radix=36", {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}},
-    {"leaf-spine:leaves=4,spines=2,hosts=8,links=2", {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}},
+    {"leaf-spine:leaves=4,spines=2,hosts=8,links=2",
+     {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}},
     {"rail:nodes=4,gpus=8,spines=2", {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}},
     {"mesh:dims=4x4", {Engine::kMinHop, Engine::kUpDn, Engine::kDor}},
     {"torus:dims=4x4x4", {Engine::kUpDn, Engine::kDor}},
@@ -61,7 +62,9 @@ const Case kCases[] = {
     {"dragonfly:groups=5,routers=4,hosts=2,global=1", {Engine::kMinHop, Engine::kUpDn}},
 };
 
-bool promises_deadlock_freedom(Engine e) { return e != Engine::kMinHop; }
+bool promises_deadlock_freedom(Engine e) {
+  return e != Engine::kMinHop;
+}
 
 TEST(Routing, EveryEngineOnEveryShapeIsValid) {
   for (const Case& c : kCases) {
@@ -101,7 +104,8 @@ TEST(Routing, FatTreeK4ExactHops) {
   struct Want {
     int a, b, hops;
   };
-  const Want kWant[] = {{0, 1, 2}, {0, 2, 4}, {0, 3, 4}, {0, 4, 6}, {5, 15, 6}, {14, 15, 2}, {12, 15, 4}};
+  const Want kWant[] = {{0, 1, 2},  {0, 2, 4},   {0, 3, 4},  {0, 4, 6},
+                        {5, 15, 6}, {14, 15, 2}, {12, 15, 4}};
   for (Engine e : {Engine::kMinHop, Engine::kUpDn, Engine::kFtree}) {
     Routes r = must_route(f, *lids, e);
     for (const Want& w : kWant)
@@ -114,8 +118,9 @@ TEST(Routing, FatTreeK4ExactHops) {
 
 // ftree on full trees: each up link of a switch carries the same number of HCA LIDs, +-1.
 TEST(Routing, FtreeBalancesUpLinks) {
-  for (const char* spec : {"fat-tree:k=4", "fat-tree:k=8", "fat-tree:levels=2,radix=36",
-                           "fat-tree:levels=3,radix=12", "leaf-spine:leaves=6,spines=3,hosts=6,links=2"}) {
+  for (const char* spec :
+       {"fat-tree:k=4", "fat-tree:k=8", "fat-tree:levels=2,radix=36", "fat-tree:levels=3,radix=12",
+        "leaf-spine:leaves=6,spines=3,hosts=6,links=2"}) {
     SCOPED_TRACE(spec);
     Fabric f = fabric_of(spec);
     auto lids = assign_lids(f);
@@ -128,7 +133,8 @@ TEST(Routing, FtreeBalancesUpLinks) {
 }
 
 TEST(Routing, FtreeRefusesNonTrees) {
-  for (const char* spec : {"torus:dims=4x4", "mesh:dims=3x3", "dragonfly:groups=5,routers=4,hosts=2,global=1"}) {
+  for (const char* spec :
+       {"torus:dims=4x4", "mesh:dims=3x3", "dragonfly:groups=5,routers=4,hosts=2,global=1"}) {
     Fabric f = fabric_of(spec);
     auto lids = assign_lids(f);
     auto r = route(f, *lids, {Engine::kFtree, {}});
@@ -247,8 +253,10 @@ TEST(Routing, CheckerCatchesLoopsAndMisdelivery) {
   ASSERT_NE(agg_port, 0);
   const NodeIdx agg = en.ports[agg_port].peer;
   Routes broken = r;
-  broken.lft[static_cast<std::size_t>(edge) * broken.lid_top + d] = static_cast<std::uint8_t>(agg_port);
-  broken.lft[static_cast<std::size_t>(broken.switch_index[agg]) * broken.lid_top + d] = en.ports[agg_port].peer_port;
+  broken.lft[static_cast<std::size_t>(edge) * broken.lid_top + d] =
+      static_cast<std::uint8_t>(agg_port);
+  broken.lft[static_cast<std::size_t>(broken.switch_index[agg]) * broken.lid_top + d] =
+      en.ports[agg_port].peer_port;
   CheckReport rep = check_routes(f, *lids, broken);
   EXPECT_GT(rep.loops, 0u);
   EXPECT_GT(rep.unreachable_pairs, 0u);
@@ -288,7 +296,8 @@ TEST(Routing, LftBlocks) {
   EXPECT_EQ(b[0], r.out_port(0, 0));
   EXPECT_EQ(b[5], r.out_port(0, 5));
   auto last = r.lft_block(0, r.lft_blocks() - 1);
-  EXPECT_EQ(last[63], r.lid_top % 64 == 0 ? r.out_port(0, static_cast<Lid>(r.lid_top - 1)) : kDropPort);
+  EXPECT_EQ(last[63],
+            r.lid_top % 64 == 0 ? r.out_port(0, static_cast<Lid>(r.lid_top - 1)) : kDropPort);
 }
 
 TEST(Routing, EngineNames) {
@@ -339,7 +348,8 @@ TEST(Routing, GenFattreeNetFile) {
   std::string text;
   char buf[65536];
   for (std::size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
-  if (pclose(pipe) != 0 || text.empty()) GTEST_SKIP() << "gen_fattree.py not available at " << script;
+  if (pclose(pipe) != 0 || text.empty())
+    GTEST_SKIP() << "gen_fattree.py not available at " << script;
   auto t = topo::read_netfile(text);
   ASSERT_TRUE(t.ok()) << t.error().to_string();
   Fabric f = Fabric::from_topology(*t);
@@ -430,7 +440,8 @@ TEST(Routing, DegradedFatTree) {
   while (!f.nodes[leaf].is_switch) ++leaf;
   int up = 0;
   for (int p = 1; p <= f.nodes[leaf].num_ports(); ++p)
-    if (f.nodes[leaf].ports[p].peer != kNoNode && f.nodes[f.nodes[leaf].ports[p].peer].is_switch) up = p;
+    if (f.nodes[leaf].ports[p].peer != kNoNode && f.nodes[f.nodes[leaf].ports[p].peer].is_switch)
+      up = p;
   ASSERT_NE(up, 0);
   Fabric g = f;
   uncable(g, leaf, up);
@@ -444,7 +455,8 @@ TEST(Routing, DegradedFatTree) {
     }
   }
   for (int p = 1; p <= g.nodes[leaf].num_ports(); ++p)
-    if (g.nodes[leaf].ports[p].peer != kNoNode && g.nodes[g.nodes[leaf].ports[p].peer].is_switch) uncable(g, leaf, p);
+    if (g.nodes[leaf].ports[p].peer != kNoNode && g.nodes[g.nodes[leaf].ports[p].peer].is_switch)
+      uncable(g, leaf, p);
   auto cut = route(g, *assign_lids(g), {Engine::kFtree, {}});
   ASSERT_FALSE(cut.ok());
   EXPECT_NE(cut.error().message.find(g.nodes[leaf].name), std::string::npos) << cut.error().message;
@@ -473,7 +485,8 @@ TEST(RoutingProperty, DegradedTreesOverSeeds) {
     for (NodeIdx n = 0; n < f.nodes.size(); ++n)
       for (int p = 1; p <= f.nodes[n].num_ports(); ++p) {
         const FabricPort& fp = f.nodes[n].ports[p];
-        if (f.nodes[n].is_switch && fp.peer != kNoNode && f.nodes[fp.peer].is_switch && n < fp.peer) sw_links.push_back({n, p});
+        if (f.nodes[n].is_switch && fp.peer != kNoNode && f.nodes[fp.peer].is_switch && n < fp.peer)
+          sw_links.push_back({n, p});
       }
     const int cuts = 1 + static_cast<int>(rng() % 3);
     for (int c = 0; c < cuts; ++c) {

@@ -137,8 +137,10 @@ TEST(EventQueue, CancelChurnKeepsMemoryBounded) {
   cfg.stale_slack_keys = 64;
   EventQueue q(cfg);
   for (int i = 0; i < 100; ++i) {
-    if (i % 2) q.push(1'000'000 + i, 0, 0, i);
-    else q.post(1'000'000 + i, 0, 0, i);
+    if (i % 2)
+      q.push(1'000'000 + i, 0, 0, i);
+    else
+      q.post(1'000'000 + i, 0, 0, i);
   }
   // A timer armed far in the future and cancelled again, a million times.
   for (int i = 0; i < 1'000'000; ++i) {
@@ -160,7 +162,8 @@ TEST(EventQueue, RearmChurnKeepsMemoryBounded) {
   EventQueue q(cfg);
   EventId timer = q.push(1000, 0, 0, 7);
   // Alternately earlier and later: each earlier re-arm leaves a stale key behind.
-  for (int i = 0; i < 100'000; ++i) ASSERT_TRUE(q.reschedule(timer, (i % 2) ? 2000 + i : 1000 - (i % 500)));
+  for (int i = 0; i < 100'000; ++i)
+    ASSERT_TRUE(q.reschedule(timer, (i % 2) ? 2000 + i : 1000 - (i % 500)));
   EXPECT_EQ(q.size(), 1u);
   EXPECT_LE(q.heap_keys(), 2u + 64u + 1u);
   Event ev;
@@ -230,7 +233,7 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
   if (small_seq_limit) cfg.seq_limit = 1 << 15;
   EventQueue q(cfg);
   Reference ref;
-  std::vector<EventId> handles;  // token -> handle (tokens are dense)
+  std::vector<EventId> handles;    // token -> handle (tokens are dense)
   std::set<std::uint64_t> posted;  // tokens scheduled with post()
   TimeNs now = 0;
   for (int op = 0; op < ops; ++op) {

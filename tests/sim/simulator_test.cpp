@@ -204,7 +204,8 @@ TEST(RngStream, StreamsAreDistinctAndLookIndependent) {
   SeededRng x = make_stream(1, 1), y = make_stream(1, 2);
   int same_bits = 0;
   const int words = 10'000;
-  for (int i = 0; i < words; ++i) same_bits += 64 - __builtin_popcountll(x.next_u64() ^ y.next_u64());
+  for (int i = 0; i < words; ++i)
+    same_bits += 64 - __builtin_popcountll(x.next_u64() ^ y.next_u64());
   double frac = static_cast<double>(same_bits) / (64.0 * words);
   EXPECT_NEAR(frac, 0.5, 0.01);
   // Uniformity of below(): chi-square over 16 buckets.

@@ -50,12 +50,12 @@ SmConfig config(routing::Engine e) {
 }
 
 void expect_up(Rig& r, const char* what) {
-  ASSERT_TRUE(r.fab.run_until_up(kLimitNs)) << what << ": phase " << to_string(r.sm.phase()) << " "
-                                            << r.sm.last_error();
-  EXPECT_TRUE(r.sm.routes_valid()) << what << ": "
-                                   << (r.sm.last_heavy().check.problems.empty()
-                                           ? std::string()
-                                           : r.sm.last_heavy().check.problems[0]);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs))
+      << what << ": phase " << to_string(r.sm.phase()) << " " << r.sm.last_error();
+  EXPECT_TRUE(r.sm.routes_valid())
+      << what << ": "
+      << (r.sm.last_heavy().check.problems.empty() ? std::string()
+                                                   : r.sm.last_heavy().check.problems[0]);
   const VerifyReport v = r.fab.verify();
   EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
   EXPECT_EQ(v.ports_not_active, 0u) << what;
@@ -128,7 +128,8 @@ TEST(SubnetManager, ExactMadCountsTwoSwitches) {
 
 TEST(SubnetManager, FatTreeK4AllEngines) {
   const topo::Topology t = spec("fat-tree:k=4");
-  for (routing::Engine e : {routing::Engine::kFtree, routing::Engine::kMinHop, routing::Engine::kUpDn}) {
+  for (routing::Engine e :
+       {routing::Engine::kFtree, routing::Engine::kMinHop, routing::Engine::kUpDn}) {
     Rig r(t, config(e));
     expect_up(r, routing::to_string(e));
     EXPECT_EQ(r.sm.last_heavy().hcas, 16u);
@@ -218,8 +219,9 @@ TEST(SubnetManager, LinkDownTrapReroutes) {
     const auto& L = t.link(l);
     const auto& a = t.node(L.a.node);
     const auto& b = t.node(L.b.node);
-    if (a.is_switch() && b.is_switch() && (a.description.find("core") != std::string::npos ||
-                                           b.description.find("core") != std::string::npos) &&
+    if (a.is_switch() && b.is_switch() &&
+        (a.description.find("core") != std::string::npos ||
+         b.description.find("core") != std::string::npos) &&
         (a.description.rfind("p01", 0) == 0 || b.description.rfind("p01", 0) == 0)) {
       victim = l;
       break;

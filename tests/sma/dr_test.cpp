@@ -61,12 +61,9 @@ TEST(DirectedRoute, ThreeHopsOutAndBack) {
   // path; the target answers out the port it came in on, and the response retraces the return
   // path with the hop pointer counting down to 0 at the SM.
   const Step steps[] = {
-      {&p.s1, 4, SmpAction::kSendOut, 6, false, 2},
-      {&p.s2, 2, SmpAction::kSendOut, 7, false, 3},
-      {&p.t, 2, SmpAction::kSendOut, 2, true, 3},
-      {&p.s2, 7, SmpAction::kSendOut, 2, true, 2},
-      {&p.s1, 6, SmpAction::kSendOut, 4, true, 1},
-      {&p.a, 1, SmpAction::kToLocalSm, 0, true, 0},
+      {&p.s1, 4, SmpAction::kSendOut, 6, false, 2}, {&p.s2, 2, SmpAction::kSendOut, 7, false, 3},
+      {&p.t, 2, SmpAction::kSendOut, 2, true, 3},   {&p.s2, 7, SmpAction::kSendOut, 2, true, 2},
+      {&p.s1, 6, SmpAction::kSendOut, 4, true, 1},  {&p.a, 1, SmpAction::kToLocalSm, 0, true, 0},
   };
   Mad m = req;
   int i = 0;
@@ -171,7 +168,7 @@ TEST(DirectedRoute, Discards) {
     const char* what;
     std::uint8_t hop_cnt;
     std::array<std::uint8_t, 4> path;
-    bool to_ca;          // deliver the first hop to a CA instead of S1
+    bool to_ca;                  // deliver the first hop to a CA instead of S1
     std::uint8_t clear_hop_ptr;  // 1: the sender did not advance the pointer
   };
   const Case cases[] = {

@@ -34,7 +34,9 @@ std::string run(const std::string& cmd, int* status = nullptr) {
   if (status) *status = st;
   return out;
 }
-bool have_tshark() { return run("command -v tshark 2>/dev/null").size() > 0; }
+bool have_tshark() {
+  return run("command -v tshark 2>/dev/null").size() > 0;
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -43,7 +45,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   while (std::getline(in, cur, sep)) out.push_back(cur);
   return out;
 }
-std::uint64_t num(const std::string& s) { return s.empty() ? ~0ull : std::stoull(s, nullptr, 0); }
+std::uint64_t num(const std::string& s) {
+  return s.empty() ? ~0ull : std::stoull(s, nullptr, 0);
+}
 
 std::vector<std::uint8_t> frame(std::uint32_t qp, std::span<const std::uint8_t> mad,
                                 std::uint16_t dlid, std::uint16_t slid) {
@@ -65,7 +69,7 @@ struct Frame {
   std::uint8_t mgmt_class;
   std::uint8_t method;
   std::uint16_t attr;
-  const char* field;   // a tshark field to check ("" for none)
+  const char* field;  // a tshark field to check ("" for none)
   std::uint64_t value;
 };
 
@@ -78,9 +82,9 @@ TEST(SmaTshark, RepliesDecodeCleanly) {
   ca.ports[1].lid = 5;
   Data lft{};
   for (std::size_t k = 0; k < 64; ++k) lft[k] = static_cast<std::uint8_t>(1 + k % 8);
-  ASSERT_EQ(handle_smp(sw, 1, dr_smp_1hop(kSet, attr(SmpAttr::kLinearForwardingTable), 0, lft))
-                .status,
-            0);
+  ASSERT_EQ(
+      handle_smp(sw, 1, dr_smp_1hop(kSet, attr(SmpAttr::kLinearForwardingTable), 0, lft)).status,
+      0);
   std::vector<Frame> frames;
   auto dr = [&](NodeState& n, std::uint16_t a, std::uint32_t mod, const char* field,
                 std::uint64_t value) {

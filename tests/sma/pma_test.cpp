@@ -99,8 +99,8 @@ TEST(Pma, PortCountersGetExact) {
   EXPECT_EQ(v.port_xmit_wait, 77u);
   EXPECT_EQ(v.vl15_dropped, 1);
   // Port 1 saw nothing.
-  const wire::PortCounters p1 =
-      wire::decode_port_counters(body_of(ask(ca, kGet, PmaAttr::kPortCounters, counters_req(1, 0))));
+  const wire::PortCounters p1 = wire::decode_port_counters(
+      body_of(ask(ca, kGet, PmaAttr::kPortCounters, counters_req(1, 0))));
   EXPECT_EQ(p1.port_xmit_pkts, 0u);
   // Extended.
   MadReply re = ask(ca, kGet, PmaAttr::kPortCountersExtended, counters_req(2, 0));
@@ -125,8 +125,8 @@ TEST(Pma, Saturation) {
   for (int k = 0; k < 300; ++k) c.count_link_downed();
   c.count_xmit_wait(0xFFFFFFFFull);
   c.count_xmit_wait(5);
-  const wire::PortCounters v =
-      wire::decode_port_counters(body_of(ask(ca, kGet, PmaAttr::kPortCounters, counters_req(1, 0))));
+  const wire::PortCounters v = wire::decode_port_counters(
+      body_of(ask(ca, kGet, PmaAttr::kPortCounters, counters_req(1, 0))));
   EXPECT_EQ(v.port_xmit_data, 0xFFFFFFFFu);
   EXPECT_EQ(v.symbol_error_counter, 0xFFFF);
   EXPECT_EQ(v.link_downed_counter, 0xFF);

@@ -209,7 +209,7 @@ TEST(SmaGet, UnsupportedCombinations) {
       {true, kGet, 0x0099, status(MadStatus::kUnsupportedMethodAttr)},
       {true, kGet, attr(SmpAttrExt::kRandomForwardingTable),
        status(MadStatus::kUnsupportedMethodAttr)},
-      {true, 0x03, attr(SmpAttr::kNodeInfo), status(MadStatus::kUnsupportedMethod)},  // Send
+      {true, 0x03, attr(SmpAttr::kNodeInfo), status(MadStatus::kUnsupportedMethod)},   // Send
       {false, 0x06, attr(SmpAttr::kPortInfo), status(MadStatus::kUnsupportedMethod)},  // Report
   };
   for (const Case& c : cases) {
@@ -346,15 +346,15 @@ TEST(SmaSet, PortStateTransitions) {
     S to;
   };
   const Case cases[] = {
-      {S::kDown, kNo, true, S::kDown},     {S::kDown, kD, true, S::kDown},
-      {S::kDown, kI, false, S::kDown},     {S::kDown, kA, false, S::kDown},
-      {S::kDown, kAc, false, S::kDown},    {S::kInit, kNo, true, S::kInit},
-      {S::kInit, kD, true, S::kDown},      {S::kInit, kI, true, S::kInit},
-      {S::kInit, kA, true, S::kArmed},     {S::kInit, kAc, false, S::kInit},
-      {S::kArmed, kD, true, S::kDown},     {S::kArmed, kI, false, S::kArmed},
-      {S::kArmed, kA, true, S::kArmed},    {S::kArmed, kAc, true, S::kActive},
-      {S::kActive, kD, true, S::kDown},    {S::kActive, kI, false, S::kActive},
-      {S::kActive, kA, false, S::kActive}, {S::kActive, kAc, true, S::kActive},
+      {S::kDown, kNo, true, S::kDown},       {S::kDown, kD, true, S::kDown},
+      {S::kDown, kI, false, S::kDown},       {S::kDown, kA, false, S::kDown},
+      {S::kDown, kAc, false, S::kDown},      {S::kInit, kNo, true, S::kInit},
+      {S::kInit, kD, true, S::kDown},        {S::kInit, kI, true, S::kInit},
+      {S::kInit, kA, true, S::kArmed},       {S::kInit, kAc, false, S::kInit},
+      {S::kArmed, kD, true, S::kDown},       {S::kArmed, kI, false, S::kArmed},
+      {S::kArmed, kA, true, S::kArmed},      {S::kArmed, kAc, true, S::kActive},
+      {S::kActive, kD, true, S::kDown},      {S::kActive, kI, false, S::kActive},
+      {S::kActive, kA, false, S::kActive},   {S::kActive, kAc, true, S::kActive},
       {S::kActive, kBad, false, S::kActive},
   };
   for (const Case& c : cases) {
@@ -366,14 +366,14 @@ TEST(SmaSet, PortStateTransitions) {
     Data d{};
     wire::encode(v, d);
     MadReply r = dr_request(sw, 1, kSet, attr(SmpAttr::kPortInfo), 4, d);
-    const std::string what = "from " + std::to_string(static_cast<int>(c.from)) + " to " +
-                             std::to_string(c.want);
+    const std::string what =
+        "from " + std::to_string(static_cast<int>(c.from)) + " to " + std::to_string(c.want);
     EXPECT_EQ(r.status, c.valid ? 0 : status(MadStatus::kInvalidField)) << what;
     EXPECT_EQ(sw.ports[4].state, c.to) << what;
     EXPECT_EQ(wire::decode_port_info(smp_data(r.mad)).port_state, c.to) << what;
     const bool changed = c.to != c.from;
-    EXPECT_EQ(r.state_changed_ports, changed ? std::vector<std::uint8_t>{4}
-                                             : std::vector<std::uint8_t>{})
+    EXPECT_EQ(r.state_changed_ports,
+              changed ? std::vector<std::uint8_t>{4} : std::vector<std::uint8_t>{})
         << what;
     // Only moves to Down raise SwitchInfo.PortStateChange (14.2.5.4).
     EXPECT_EQ(sw.sw.port_state_change, changed && c.to == S::kDown) << what;
@@ -497,8 +497,8 @@ TEST(SmaSet, VlArbitration) {
   MadReply r = dr_request(sw, 1, kSet, attr(SmpAttrExt::kVlArbitrationTable), 0x10005, d);
   ASSERT_EQ(r.status, 0);
   for (std::size_t k = 0; k < 8; ++k)
-    EXPECT_EQ(sw.ports[5].vl_arb_low[k], (VlArbEntry{static_cast<std::uint8_t>(k % 8),
-                                                     static_cast<std::uint8_t>(k + 1)}));
+    EXPECT_EQ(sw.ports[5].vl_arb_low[k],
+              (VlArbEntry{static_cast<std::uint8_t>(k % 8), static_cast<std::uint8_t>(k + 1)}));
   EXPECT_EQ(sw.ports[5].vl_arb_low[8], VlArbEntry{});
   EXPECT_EQ(sw.ports[5].vl_arb_high[0], VlArbEntry{});
   const Data back = smp_data(r.mad);
@@ -622,8 +622,8 @@ TEST(SmaMKey, ProtectBits) {
   };
   constexpr std::uint64_t kKey = 0x1122334455667788ull;
   const Case cases[] = {
-      {0, kGet, 0, true, kKey},     {1, kGet, 0, true, 0},       {2, kGet, 0, false, 0},
-      {3, kGet, 0, false, 0},       {2, kGet, kKey, true, kKey}, {0, kSet, 0, false, 0},
+      {0, kGet, 0, true, kKey},    {1, kGet, 0, true, 0},       {2, kGet, 0, false, 0},
+      {3, kGet, 0, false, 0},      {2, kGet, kKey, true, kKey}, {0, kSet, 0, false, 0},
       {0, kSet, kKey, true, kKey},
   };
   for (const Case& c : cases) {
@@ -663,16 +663,16 @@ TEST(SmaTrap, Trap128Layout) {
   EXPECT_EQ(t->sl, 2);
   const Mad& m = t->mad;
   EXPECT_EQ(m[0], 1);
-  EXPECT_EQ(m[1], 0x01);      // LID-routed SMP
+  EXPECT_EQ(m[1], 0x01);  // LID-routed SMP
   EXPECT_EQ(m[2], 1);
-  EXPECT_EQ(m[3], 0x05);      // Trap
+  EXPECT_EQ(m[3], 0x05);           // Trap
   EXPECT_EQ(be16(m, 16), 0x0002);  // Notice
   EXPECT_EQ(m[15], 0x99);
-  EXPECT_EQ(m[31], 0xCD);     // M_Key
-  EXPECT_EQ(m[64], 0x81);     // IsGeneric, Type 1 (urgent)
+  EXPECT_EQ(m[31], 0xCD);  // M_Key
+  EXPECT_EQ(m[64], 0x81);  // IsGeneric, Type 1 (urgent)
   EXPECT_EQ(m[65], 0);
   EXPECT_EQ(m[66], 0);
-  EXPECT_EQ(m[67], 2);        // ProducerType switch
+  EXPECT_EQ(m[67], 2);  // ProducerType switch
   EXPECT_EQ(be16(m, 68), 128);
   EXPECT_EQ(be16(m, 70), 7);  // IssuerLID
   EXPECT_EQ(be16(m, 74), 7);  // DataDetails: LIDADDR
@@ -743,7 +743,8 @@ TEST(SmaRobust, RandomMadsAcrossSeeds) {
       const auto in_port = static_cast<std::uint8_t>(1 + rng.below(n.num_ports));
       const std::size_t len = rng.chance(0.05) ? rng.below(256) : 256;
       const std::span<const std::uint8_t> bytes(m.data(), len);
-      const MadReply r = m[1] == 0x04 ? handle_pma(n, in_port, bytes) : handle_smp(n, in_port, bytes);
+      const MadReply r =
+          m[1] == 0x04 ? handle_pma(n, in_port, bytes) : handle_smp(n, in_port, bytes);
       if (r.is_response) {
         EXPECT_EQ(r.mad[3], kGetResp);
         EXPECT_EQ(r.mad[0], 1);

@@ -24,12 +24,15 @@ inline constexpr std::uint64_t kCaGuid = 0x0002C90300002000ull;
 inline constexpr std::uint8_t kGet = 0x01, kSet = 0x02, kGetResp = 0x81;
 
 inline NodeState test_switch() {
-  return make_switch({.node_guid = kSwitchGuid, .description = "weft-sw0", .num_ports = 8,
-                      .device_id = 0xB924});
+  return make_switch(
+      {.node_guid = kSwitchGuid, .description = "weft-sw0", .num_ports = 8, .device_id = 0xB924});
 }
 inline NodeState test_ca() {
-  return make_ca({.node_guid = kCaGuid, .system_image_guid = 0x0002C90300002FFFull,
-                  .description = "weft-hca0 mlx5_0", .num_ports = 2, .device_id = 0x1017});
+  return make_ca({.node_guid = kCaGuid,
+                  .system_image_guid = 0x0002C90300002FFFull,
+                  .description = "weft-hca0 mlx5_0",
+                  .num_ports = 2,
+                  .device_id = 0x1017});
 }
 
 inline Mad lid_smp(std::uint8_t method, std::uint16_t attr, std::uint32_t mod,
@@ -65,9 +68,15 @@ inline Mad dr_smp_1hop(std::uint8_t method, std::uint16_t attr, std::uint32_t mo
   return m;
 }
 
-inline std::uint16_t attr(wire::SmpAttr a) { return static_cast<std::uint16_t>(a); }
-inline std::uint16_t attr(wire::SmpAttrExt a) { return static_cast<std::uint16_t>(a); }
-inline std::uint16_t status(wire::MadStatus s) { return static_cast<std::uint16_t>(s); }
+inline std::uint16_t attr(wire::SmpAttr a) {
+  return static_cast<std::uint16_t>(a);
+}
+inline std::uint16_t attr(wire::SmpAttrExt a) {
+  return static_cast<std::uint16_t>(a);
+}
+inline std::uint16_t status(wire::MadStatus s) {
+  return static_cast<std::uint16_t>(s);
+}
 
 // The 64 data bytes of an SMP (LID-routed or directed).
 inline Data smp_data(const Mad& m) {
@@ -80,8 +89,8 @@ inline std::uint16_t be16(const Mad& m, std::size_t off) {
 }
 
 // Issues a one-hop directed-route request and checks the SMA answered back out in_port.
-inline MadReply dr_request(NodeState& n, std::uint8_t in_port, std::uint8_t method,
-                           std::uint16_t a, std::uint32_t mod, const Data& data = {}) {
+inline MadReply dr_request(NodeState& n, std::uint8_t in_port, std::uint8_t method, std::uint16_t a,
+                           std::uint32_t mod, const Data& data = {}) {
   MadReply r = handle_smp(n, in_port, dr_smp_1hop(method, a, mod, data));
   EXPECT_EQ(r.action, SmpAction::kSendOut) << to_string(r.reason);
   EXPECT_EQ(r.out_port, in_port);

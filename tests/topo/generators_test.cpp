@@ -25,11 +25,12 @@ struct Counts {
 
 // Table: spec -> exact counts. Every entry must also validate and be deterministic.
 const Counts kCounts[] = {
-    {"fat-tree:k=8", 128, 80, 384},                      // k^3/4, 5k^2/4, 3 k^3/4
+    {"fat-tree:k=8", 128, 80, 384},  // k^3/4, 5k^2/4, 3 k^3/4
     {"fat-tree:k=4", 16, 20, 48},
     {"fat-tree:k=8,levels=2", 32, 12, 64},
-    {"fat-tree:levels=2,radix=36", 648, 54, 1296},       // gen_fattree.py 2 36 18 18
-    {"fat-tree:levels=3,radix=36,pods=7,cores=6", 2268, 360, 6804},  // gen_fattree.py 3 7 18 18 18 6
+    {"fat-tree:levels=2,radix=36", 648, 54, 1296},  // gen_fattree.py 2 36 18 18
+    {"fat-tree:levels=3,radix=36,pods=7,cores=6", 2268, 360,
+     6804},                                              // gen_fattree.py 3 7 18 18 18 6
     {"fat-tree:levels=3,radix=36", 11664, 1620, 34992},  // full 3-tier
     {"fat-tree:levels=2,radix=36,oversub=2", 864, 48, 1296},
     {"leaf-spine:leaves=4,spines=2,hosts=8", 32, 6, 40},
@@ -100,7 +101,9 @@ TEST(Generators, FatTree2PortNumberingMatchesGenFattree) {
   Topology t = make("fat-tree:levels=2,radix=36");
   NodeId leaf0 = 648;
   EXPECT_EQ(t.node(leaf0).description, "leaf000");
-  for (int p = 1; p <= 18; ++p) EXPECT_EQ(t.node(t.peer({leaf0, p})->node).description, "hca" + std::string(p - 1 < 10 ? "0000" : "000") + std::to_string(p - 1));
+  for (int p = 1; p <= 18; ++p)
+    EXPECT_EQ(t.node(t.peer({leaf0, p})->node).description,
+              "hca" + std::string(p - 1 < 10 ? "0000" : "000") + std::to_string(p - 1));
   auto up = *t.peer({leaf0, 19});
   EXPECT_EQ(t.node(up.node).description, "spine000");
   EXPECT_EQ(up.port, 1);

@@ -54,8 +54,9 @@ TEST(NetFile, ReadsIbnetdiscoverFixture) {
 
 TEST(NetFile, RoundTripEveryGenerator) {
   for (const char* spec :
-       {"fat-tree:k=8", "fat-tree:levels=2,radix=36", "leaf-spine:leaves=4,spines=2,hosts=8,speed=hdr",
-        "rail:nodes=4,gpus=8,spines=2", "torus:dims=4x4x4,hosts=1", "mesh:dims=8x8,width=1x",
+       {"fat-tree:k=8", "fat-tree:levels=2,radix=36",
+        "leaf-spine:leaves=4,spines=2,hosts=8,speed=hdr", "rail:nodes=4,gpus=8,spines=2",
+        "torus:dims=4x4x4,hosts=1", "mesh:dims=8x8,width=1x",
         "dragonfly:groups=9,routers=4,hosts=2,global=2"}) {
     SCOPED_TRACE(spec);
     auto g = from_spec(spec);
@@ -108,13 +109,16 @@ const BadFile kBadFiles[] = {
     {"missing peer port", "Switch 4 \"a\"\n[1] \"b\"\n", 2, "expected [port] after the peer id"},
     {"missing peer", "Switch 4 \"a\"\n[1] [2]\n", 2, "expected the peer's quoted id"},
     {"bad port guid", "Ca 1 \"a\"\n[1](xyz) \"b\"[1]\n", 2, "malformed port GUID"},
-    {"port out of range", "Switch 4 \"a\"\n[1] \"b\"[1]\n[5] \"b\"[2]\n\nSwitch 4 \"b\"\n[1] \"a\"[1]\n", 3,
+    {"port out of range",
+     "Switch 4 \"a\"\n[1] \"b\"[1]\n[5] \"b\"[2]\n\nSwitch 4 \"b\"\n[1] \"a\"[1]\n", 3,
      "port 5 out of range 1..4 of \"a\""},
     {"port zero", "Switch 4 \"a\"\n[0] \"b\"[1]\n", 2, "port 0 out of range"},
-    {"peer port out of range",
-     "Switch 4 \"a\"\n[1] \"b\"[7]\n\nSwitch 4 \"b\"\n[1] \"a\"[1]\n", 2, "peer port 7 out of range 1..4 of \"b\""},
-    {"port twice", "Switch 4 \"a\"\n[1] \"b\"[1]\n[1] \"b\"[2]\n", 3, "listed twice (first on line 2)"},
-    {"unknown peer", "Switch 4 \"a\"\n\n\n[3] \"ghost\"[1]\n", 4, "links to \"ghost\", which is not in the file"},
+    {"peer port out of range", "Switch 4 \"a\"\n[1] \"b\"[7]\n\nSwitch 4 \"b\"\n[1] \"a\"[1]\n", 2,
+     "peer port 7 out of range 1..4 of \"b\""},
+    {"port twice", "Switch 4 \"a\"\n[1] \"b\"[1]\n[1] \"b\"[2]\n", 3,
+     "listed twice (first on line 2)"},
+    {"unknown peer", "Switch 4 \"a\"\n\n\n[3] \"ghost\"[1]\n", 4,
+     "links to \"ghost\", which is not in the file"},
     {"dangling: not listed back",
      "Switch 4 \"a\"\n[1] \"b\"[1]\n[2] \"b\"[2]\n\nSwitch 4 \"b\"\n[1] \"a\"[1]\n", 3,
      "dangling link: \"b\" port 2 does not list \"a\"[2] back"},
@@ -122,15 +126,18 @@ const BadFile kBadFiles[] = {
      "Switch 4 \"a\"\n[1] \"b\"[1]\n\nSwitch 4 \"b\"\n[1] \"a\"[2]\n", 2,
      "lists \"a\"[2] (line 5), not \"a\"[1]"},
     {"self link", "Switch 4 \"a\"\n[1] \"a\"[2]\n[2] \"a\"[1]\n", 2, "self-link on \"a\""},
-    {"duplicate id", "Switch 4 \"a\"\n\nSwitch 4 \"a\"\n", 3, "duplicate node id \"a\" (first on line 1)"},
+    {"duplicate id", "Switch 4 \"a\"\n\nSwitch 4 \"a\"\n", 3,
+     "duplicate node id \"a\" (first on line 1)"},
     {"duplicate guid", "switchguid=0x10\nSwitch 4 \"a\"\nswitchguid=0x10\nSwitch 4 \"b\"\n", 4,
      "duplicate GUID 0x0000000000000010"},
-    {"duplicate guid from id", "Switch 4 \"S-0000000000000010\"\nswitchguid=0x10\nSwitch 4 \"b\"\n", 3,
-     "duplicate GUID"},
+    {"duplicate guid from id", "Switch 4 \"S-0000000000000010\"\nswitchguid=0x10\nSwitch 4 \"b\"\n",
+     3, "duplicate GUID"},
     {"duplicate port guid",
-     "caguid=0x100\nCa 2 \"a\"\n[1](200) \"s\"[1]\n[2](200) \"s\"[2]\n\nSwitch 4 \"s\"\n[1] \"a\"[1]\n[2] \"a\"[2]\n", 4,
-     "duplicate port GUID 0x0000000000000200"},
-    {"bad nvlink", "#weft nvlink \"n\" \"missing\"\nCa 1 \"a\"\n", 1, "names \"missing\", which is not in the file"},
+     "caguid=0x100\nCa 2 \"a\"\n[1](200) \"s\"[1]\n[2](200) \"s\"[2]\n\nSwitch 4 \"s\"\n[1] "
+     "\"a\"[1]\n[2] \"a\"[2]\n",
+     4, "duplicate port GUID 0x0000000000000200"},
+    {"bad nvlink", "#weft nvlink \"n\" \"missing\"\nCa 1 \"a\"\n", 1,
+     "names \"missing\", which is not in the file"},
     {"nvlink on switch", "#weft nvlink \"n\" \"s\"\nSwitch 1 \"s\"\n", 1, "names switch \"s\""},
     {"empty", "# nothing\n\n", 0, "no nodes"},
     {"unterminated quote", "Switch 4 \"a\n", 1, "expected a quoted node id"},
@@ -142,7 +149,8 @@ TEST(NetFile, ErrorsCarryLineAndProblem) {
     auto r = read_netfile(b.text);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().line, b.line) << r.error().to_string();
-    EXPECT_NE(r.error().message.find(b.message_contains), std::string::npos) << r.error().to_string();
+    EXPECT_NE(r.error().message.find(b.message_contains), std::string::npos)
+        << r.error().to_string();
   }
 }
 
@@ -151,7 +159,8 @@ TEST(NetFile, GarbageNeverCrashes) {
   auto g = from_spec("leaf-spine:leaves=2,spines=2,hosts=2");
   ASSERT_TRUE(g.ok());
   std::string text = write_netfile(*g);
-  for (std::size_t n = 0; n < text.size(); n += 7) (void)read_netfile(std::string_view(text).substr(0, n));
+  for (std::size_t n = 0; n < text.size(); n += 7)
+    (void)read_netfile(std::string_view(text).substr(0, n));
   SeededRng rng(5);
   for (int i = 0; i < 2000; ++i) {
     std::string t = text;
@@ -194,7 +203,8 @@ void expect_same_by_description(const Topology& a, const Topology& b) {
 
 TEST(NetFile, GenFattreeTwoLevel648) {
   auto text = run_gen_fattree("2 36 18 18");
-  if (!text) GTEST_SKIP() << "gen_fattree.py not found under " << WEFT_SHARED_DIR << " (or no python3)";
+  if (!text)
+    GTEST_SKIP() << "gen_fattree.py not found under " << WEFT_SHARED_DIR << " (or no python3)";
   auto r = read_netfile(*text);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   TopologyStats s = r->stats();
@@ -214,7 +224,8 @@ TEST(NetFile, GenFattreeTwoLevel648) {
 
 TEST(NetFile, GenFattreeThreeLevel2268) {
   auto text = run_gen_fattree("3 7 18 18 18 6");
-  if (!text) GTEST_SKIP() << "gen_fattree.py not found under " << WEFT_SHARED_DIR << " (or no python3)";
+  if (!text)
+    GTEST_SKIP() << "gen_fattree.py not found under " << WEFT_SHARED_DIR << " (or no python3)";
   auto r = read_netfile(*text);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   TopologyStats s = r->stats();

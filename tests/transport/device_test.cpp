@@ -127,13 +127,11 @@ TEST_P(Pkey, MembershipRules) {
   EXPECT_EQ(b.dev->counters().rx_bad_pkey, GetParam().accepted ? 0u : 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Pkey,
-                         ::testing::Values(PkeyCase{0xFFFF, 0xFFFF, true},
-                                           PkeyCase{0xFFFF, 0x7FFF, true},
-                                           PkeyCase{0x7FFF, 0xFFFF, true},
-                                           PkeyCase{0x7FFF, 0x7FFF, false},
-                                           PkeyCase{0x8001, 0x8002, false},
-                                           PkeyCase{0x8000, 0x8000, false}));
+INSTANTIATE_TEST_SUITE_P(
+    All, Pkey,
+    ::testing::Values(PkeyCase{0xFFFF, 0xFFFF, true}, PkeyCase{0xFFFF, 0x7FFF, true},
+                      PkeyCase{0x7FFF, 0xFFFF, true}, PkeyCase{0x7FFF, 0x7FFF, false},
+                      PkeyCase{0x8001, 0x8002, false}, PkeyCase{0x8000, 0x8000, false}));
 
 // ---- seeded lossy stress ------------------------------------------------------------------
 
@@ -169,12 +167,13 @@ void run_stress(std::uint64_t seed, RecoveryMode mode) {
   };
   constexpr int kOps = 24;
   constexpr std::size_t kSlot = 8192;
-  for (std::size_t i = 0; i < (1 << 18); ++i) p.a.data()[i] = static_cast<std::uint8_t>(i * 31 + seed);
+  for (std::size_t i = 0; i < (1 << 18); ++i)
+    p.a.data()[i] = static_cast<std::uint8_t>(i * 31 + seed);
   std::vector<WrOpcode> ops;
   int sends = 0;
   for (int i = 0; i < kOps; ++i) {
     const auto k = r.below(5);
-    const WrOpcode op = k == 0 ? WrOpcode::kSend
+    const WrOpcode op = k == 0   ? WrOpcode::kSend
                         : k == 1 ? WrOpcode::kRdmaRead
                         : k == 2 ? WrOpcode::kAtomicFetchAndAdd
                                  : WrOpcode::kRdmaWrite;
@@ -244,7 +243,8 @@ std::pair<std::uint64_t, std::uint64_t> seed_range() {
 
 TEST(Device, LossyStressGoBackN) {
   const auto [lo, hi] = seed_range();
-  for (std::uint64_t s = lo; s <= hi && !HasFatalFailure(); ++s) run_stress(s, RecoveryMode::kGoBackN);
+  for (std::uint64_t s = lo; s <= hi && !HasFatalFailure(); ++s)
+    run_stress(s, RecoveryMode::kGoBackN);
 }
 
 TEST(Device, LossyStressSelectiveRepeat) {

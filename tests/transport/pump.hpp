@@ -19,7 +19,7 @@
 namespace weft::test {
 
 struct Packet {
-  std::size_t from = 0;             // index of the sending Device
+  std::size_t from = 0;  // index of the sending Device
   wire::Headers h{};
   std::vector<std::uint8_t> bytes;  // the wire image (a hook may flip bits in it)
   std::uint32_t payload_bytes = 0;
@@ -93,8 +93,10 @@ class Pump {
     const std::uint16_t dlid = static_cast<std::uint16_t>((p.bytes[2] << 8) | p.bytes[3]);
     for (Device* d : devs_) {
       if (d->lid(1) != dlid) continue;
-      if (ref) d->on_packet(*ref, now);
-      else d->on_packet(p.bytes, now);
+      if (ref)
+        d->on_packet(*ref, now);
+      else
+        d->on_packet(p.bytes, now);
       return;
     }
   }
@@ -160,8 +162,8 @@ struct PairOptions {
   std::size_t region_bytes = 1 << 20;
   Mtu mtu = Mtu::k1024;
   CrcMode crc = CrcMode::kCompute;
-  std::uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead |
-                         kAccessRemoteAtomic;
+  std::uint32_t access =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   std::uint32_t cq_depth = 1024;
   QpCaps caps{};
   bool sq_sig_all = false;
@@ -228,9 +230,9 @@ inline void connect_rc(QueuePair* qp, std::uint16_t dlid, std::uint32_t dest_qpn
   a.retry_cnt = o.retry_cnt;
   a.rnr_retry = o.rnr_retry;
   a.max_rd_atomic = o.max_rd_atomic;
-  ASSERT_EQ(qp->modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                              kQpMaxRdAtomic),
-            Errc::kOk);
+  ASSERT_EQ(
+      qp->modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic),
+      Errc::kOk);
 }
 
 inline void connect_ud(QueuePair* qp, std::uint32_t qkey) {

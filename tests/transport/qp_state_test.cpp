@@ -12,7 +12,7 @@ namespace weft::test {
 namespace {
 
 constexpr QpState kAll[] = {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kRts,
-                            QpState::kSqd, QpState::kSqe, QpState::kErr};
+                            QpState::kSqd,   QpState::kSqe,  QpState::kErr};
 
 // The expected table, written from IBA 11.2.5.3 / ibv_modify_qp(3) (required attributes besides
 // the state; -1 = no such transition).
@@ -80,10 +80,14 @@ struct Fixture {
       return qp->modify(good_attr(to), kQpState | static_cast<std::uint32_t>(req)) == Errc::kOk;
     };
     switch (s) {
-      case QpState::kReset: return true;
-      case QpState::kErr: return step(QpState::kErr);
-      case QpState::kSqe: return false;
-      default: break;
+      case QpState::kReset:
+        return true;
+      case QpState::kErr:
+        return step(QpState::kErr);
+      case QpState::kSqe:
+        return false;
+      default:
+        break;
     }
     if (!step(QpState::kInit) || s == QpState::kInit) return qp->state() == s;
     if (!step(QpState::kRtr) || s == QpState::kRtr) return qp->state() == s;
@@ -182,8 +186,8 @@ TEST(QpState, RtsOutOfRangeTimeoutRetryRnr) {
     if (k == 1) a.retry_cnt = 8;
     if (k == 2) a.rnr_retry = 8;
     if (k == 3) a.max_rd_atomic = 17;
-    EXPECT_EQ(f.qp->modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                                  kQpMaxRdAtomic),
+    EXPECT_EQ(f.qp->modify(
+                  a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic),
               Errc::kInvalidArgument)
         << k;
     EXPECT_EQ(f.qp->state(), QpState::kRtr);

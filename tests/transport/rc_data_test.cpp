@@ -259,8 +259,7 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
   Pair p(o);
   p.pump->by_ref = true;
   fill(p.a.data(), 10000, 2);
-  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 10000, 1, p.b.va(0), p.b.mr->rkey()),
-            Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 10000, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
   p.run();
   EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 10000));
   EXPECT_EQ(p.a.send_wcs().size(), 1u);

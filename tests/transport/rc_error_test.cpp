@@ -34,8 +34,12 @@ TEST_P(RemoteAccess, WriteIsNakedAndNothingWritten) {
   std::uint64_t va = p.b.va(0);
   std::uint32_t len = 2048;
   switch (GetParam().kind) {
-    case 0: rkey ^= 0x100; break;
-    case 1: va = p.b.va(p.b.size() - 1024); break;
+    case 0:
+      rkey ^= 0x100;
+      break;
+    case 1:
+      va = p.b.va(p.b.size() - 1024);
+      break;
     case 2: {
       QpAttr a;
       a.access_flags = kAccessRemoteRead;
@@ -103,8 +107,9 @@ TEST(RcError, ReceiveTooSmallIsLocLenAtResponderAndInvReqAtRequester) {
   EXPECT_EQ(sw[0].status, WcStatus::kRemInvReqErr);
   auto n = acks(p.sent_by(1));
   ASSERT_EQ(n.size(), 1u);
-  EXPECT_EQ(n[0].h.aeth.syndrome,
-            wire::aeth_syndrome(AethKind::kNak, static_cast<std::uint8_t>(NakCode::kInvalidRequest)));
+  EXPECT_EQ(
+      n[0].h.aeth.syndrome,
+      wire::aeth_syndrome(AethKind::kNak, static_cast<std::uint8_t>(NakCode::kInvalidRequest)));
   EXPECT_EQ(p.b.dev->counters().naks_tx_inv, 1u);
 }
 

@@ -87,8 +87,7 @@ TEST(RcRecovery, LostReadResponseIsReplayed) {
     }
     return Action::kDeliver;
   };
-  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaRead, 0, 4096, 1, p.b.va(0), p.b.mr->rkey()),
-            Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaRead, 0, 4096, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
   p.run();
   EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 4096));
   EXPECT_EQ(p.b.dev->counters().dup_reads_replayed, 1u);
@@ -276,8 +275,7 @@ TEST(RcRecovery, ReorderedPacketsRecover) {
     }
     return Action::kDeliver;
   };
-  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 4096, 1, p.b.va(0), p.b.mr->rkey()),
-            Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 4096, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
   p.pump->step();
   ASSERT_EQ(p.pump->held(), 4u);
   p.pump->release_held(/*reverse=*/true);
@@ -297,8 +295,7 @@ TEST(RcRecovery, CorruptedPacketIsDroppedAndResent) {
     }
     return Action::kDeliver;
   };
-  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 2048, 1, p.b.va(0), p.b.mr->rkey()),
-            Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 2048, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
   p.run();
   EXPECT_EQ(p.b.dev->counters().rx_bad_vcrc + p.b.dev->counters().rx_bad_icrc, 1u);
   EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 2048));
@@ -318,10 +315,9 @@ TEST(RcRecovery, SelectiveRepeatPlacesWriteMiddlesDirectly) {
   for (int i = 0; i < 8192; ++i) p.a.data()[i] = static_cast<std::uint8_t>(i * 5 + 1);
   p.pump->hook = [&](Packet& pk) {
     return pk.from == 0 && pk.h.bth.psn == 0x102 && p.pump->held() == 0 ? Action::kHold
-                                                                          : Action::kDeliver;
+                                                                        : Action::kDeliver;
   };
-  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 8192, 1, p.b.va(0), p.b.mr->rkey()),
-            Errc::kOk);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 8192, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
   p.pump->step();
   ASSERT_EQ(p.pump->held(), 1u);
   // Expect: packets 0x103..0x107 are already at their offsets; 0x102's bytes are not.

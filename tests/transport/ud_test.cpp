@@ -71,8 +71,8 @@ TEST(Ud, GrhIsPlacedAndFlagged) {
   auto rw = u.p.b.recv_wcs();
   ASSERT_EQ(rw.size(), 1u);
   EXPECT_EQ(rw[0].wc_flags, std::uint32_t{kWcGrh});
-  EXPECT_EQ(u.p.b.data()[0] >> 4, 6);   // IPVer 6
-  EXPECT_EQ(u.p.b.data()[39], 2);       // DGID's last byte
+  EXPECT_EQ(u.p.b.data()[0] >> 4, 6);  // IPVer 6
+  EXPECT_EQ(u.p.b.data()[39], 2);      // DGID's last byte
 }
 
 TEST(Ud, QkeyMismatchDroppedAndCounted) {

@@ -56,10 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
                    w.send_flags |= kInline;
                    w.opcode = WrOpcode::kRdmaRead;
                  }},
-        PostCase{"atomic_not_8_bytes", Errc::kInvalidArgument,
-                 [](Side&, SendWr& w, std::vector<Sge>&) {
-                   w.opcode = WrOpcode::kAtomicFetchAndAdd;
-                 }}),
+        PostCase{
+            "atomic_not_8_bytes", Errc::kInvalidArgument,
+            [](Side&, SendWr& w, std::vector<Sge>&) { w.opcode = WrOpcode::kAtomicFetchAndAdd; }}),
     [](const auto& i) { return std::string(i.param.name); });
 
 TEST(Verbs, ReadIntoRegionWithoutLocalWriteIsDenied) {

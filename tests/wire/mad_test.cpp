@@ -23,8 +23,8 @@ TEST(Mad, CommonHeaderOffsets) {
   h.attr_mod = 0xA0B0C0D0;
   std::array<std::uint8_t, kMadHeaderBytes> b{};
   encode_mad_header(h, b);
-  const std::uint8_t expect[24] = {1, 4, 1, 0x81, 0x00, 0x1C, 0xBE, 0xEF, 1, 2, 3, 4,
-                                   5, 6, 7, 8, 0x00, 0x12, 0, 0, 0xA0, 0xB0, 0xC0, 0xD0};
+  const std::uint8_t expect[24] = {1, 4, 1, 0x81, 0x00, 0x1C, 0xBE, 0xEF, 1,    2,    3,    4,
+                                   5, 6, 7, 8,    0x00, 0x12, 0,    0,    0xA0, 0xB0, 0xC0, 0xD0};
   EXPECT_EQ(0, std::memcmp(b.data(), expect, 24));
   auto d = decode_mad_header(b);
   ASSERT_TRUE(d.ok());
@@ -79,8 +79,8 @@ TEST(Smp, DirectedRouteRoundTripAndOffsets) {
   EXPECT_EQ(m[1], 0x81);
   EXPECT_EQ(m[4], 0x80);  // D bit
   EXPECT_EQ(m[5], 0x04);
-  EXPECT_EQ(m[6], 2);     // HopPointer
-  EXPECT_EQ(m[7], 3);     // HopCount
+  EXPECT_EQ(m[6], 2);  // HopPointer
+  EXPECT_EQ(m[7], 3);  // HopCount
   EXPECT_EQ(m[24], 0x11);
   EXPECT_EQ(m[32], 0xFF);
   EXPECT_EQ(m[35], 0x10);
@@ -119,8 +119,18 @@ TEST(Smp, LidRoutedRoundTrip) {
 }
 
 TEST(SmpAttr, NodeInfo) {
-  NodeInfo v{1, 1, NodeType::kSwitch, 36, 0x0002c90300001111ULL, 0x0002c90300002222ULL,
-             0x0002c90300003333ULL, 64, 0xCB20, 0x000000A1, 0, 0x0002C9};
+  NodeInfo v{1,
+             1,
+             NodeType::kSwitch,
+             36,
+             0x0002c90300001111ULL,
+             0x0002c90300002222ULL,
+             0x0002c90300003333ULL,
+             64,
+             0xCB20,
+             0x000000A1,
+             0,
+             0x0002C9};
   std::array<std::uint8_t, 64> b{};
   encode(v, b);
   EXPECT_EQ(b[2], 2);

@@ -25,11 +25,11 @@ struct ExtCase {
   bool payload;
 };
 constexpr ExtCase kExt[] = {
-    {0x00, 0, true},  {0x01, 0, true},  {0x02, 0, true},  {0x03, 4, true},  {0x04, 0, true},
-    {0x05, 4, true},  {0x06, 16, true}, {0x07, 0, true},  {0x08, 0, true},  {0x09, 4, true},
-    {0x0A, 16, true}, {0x0B, 20, true}, {0x0C, 16, false}, {0x0D, 4, true}, {0x0E, 0, true},
-    {0x0F, 4, true},  {0x10, 4, true},  {0x11, 4, false}, {0x12, 12, false}, {0x13, 28, false},
-    {0x14, 28, false}, {0x16, 4, true}, {0x17, 4, true},  {0x64, 8, true},  {0x65, 12, true},
+    {0x00, 0, true},   {0x01, 0, true},  {0x02, 0, true},   {0x03, 4, true},   {0x04, 0, true},
+    {0x05, 4, true},   {0x06, 16, true}, {0x07, 0, true},   {0x08, 0, true},   {0x09, 4, true},
+    {0x0A, 16, true},  {0x0B, 20, true}, {0x0C, 16, false}, {0x0D, 4, true},   {0x0E, 0, true},
+    {0x0F, 4, true},   {0x10, 4, true},  {0x11, 4, false},  {0x12, 12, false}, {0x13, 28, false},
+    {0x14, 28, false}, {0x16, 4, true},  {0x17, 4, true},   {0x64, 8, true},   {0x65, 12, true},
 };
 
 TEST(OpcodeTable, EveryDefinedOpcodeHasIbaExtensionBytes) {
@@ -57,7 +57,12 @@ TEST(OpcodeTable, ReservedOpcodesAreInvalid) {
 // Golden bytes, assembled by hand from IBA 7.7, 9.2 and 9.3.3 for a local RDMA WRITE ONLY.
 TEST(Encode, WriteOnlyLocalMatchesHandAssembledBytes) {
   Headers h;
-  h.lrh = {.vl = 1, .lver = 0, .sl = 5, .lnh = Lnh::kIbaLocal, .dlid = 0x1234, .pkt_len = 0,
+  h.lrh = {.vl = 1,
+           .lver = 0,
+           .sl = 5,
+           .lnh = Lnh::kIbaLocal,
+           .dlid = 0x1234,
+           .pkt_len = 0,
            .slid = 0x00AB};
   h.bth.opcode = Opcode::kRcWriteOnly;
   h.bth.se = true;
@@ -74,7 +79,7 @@ TEST(Encode, WriteOnlyLocalMatchesHandAssembledBytes) {
   std::uint8_t out[64]{};
   ASSERT_EQ(encode_headers(h, out), 36u);
   const std::uint8_t expect[36] = {
-      0x10, 0x52, 0x12, 0x34, 0x00, 0x0C, 0x00, 0xAB,              // LRH
+      0x10, 0x52, 0x12, 0x34, 0x00, 0x0C, 0x00, 0xAB,                          // LRH
       0x0A, 0xD0, 0x80, 0x01, 0x80, 0xAB, 0xCD, 0xEF, 0x80, 0x12, 0x34, 0x56,  // BTH
       0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0xA1, 0xA2, 0xA3, 0xA4,  // RETH
       0x00, 0x00, 0x00, 0x07};
@@ -205,14 +210,15 @@ TEST_P(EveryOpcode, EveryTruncationIsAnErrorNotACrash) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Wire, EveryOpcode, ::testing::Combine(::testing::ValuesIn(test::all_opcodes()), ::testing::Bool()),
-    [](const auto& info) {
-      std::string n(to_string(std::get<0>(info.param)));
-      for (auto& c : n)
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-      return n + (std::get<1>(info.param) ? "_grh" : "_local");
-    });
+INSTANTIATE_TEST_SUITE_P(Wire, EveryOpcode,
+                         ::testing::Combine(::testing::ValuesIn(test::all_opcodes()),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           std::string n(to_string(std::get<0>(info.param)));
+                           for (auto& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n + (std::get<1>(info.param) ? "_grh" : "_local");
+                         });
 
 TEST(FillLengths, PadAndLengths) {
   Headers h = make_headers(Opcode::kRcSendOnly, true);
@@ -260,48 +266,126 @@ void reseal(std::vector<std::uint8_t>& w) {
 
 const ErrorCase kErrors[] = {
     {"empty", Opcode::kRcSendOnly, false, 8, [](auto& w) { w.clear(); }, WireError::kTruncated},
-    {"lver", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[0] |= 0x01; reseal(w); },
+    {"lver", Opcode::kRcSendOnly, false, 8,
+     [](auto& w) {
+       w[0] |= 0x01;
+       reseal(w);
+     },
      WireError::kBadLinkVersion},
-    {"lnh_raw", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[1] &= 0xFC; reseal(w); },
+    {"lnh_raw", Opcode::kRcSendOnly, false, 8,
+     [](auto& w) {
+       w[1] &= 0xFC;
+       reseal(w);
+     },
      WireError::kBadLnh},
     {"lnh_ipv6_raw", Opcode::kRcSendOnly, false, 8,
-     [](auto& w) { w[1] = (w[1] & 0xFC) | 1; reseal(w); }, WireError::kBadLnh},
-    {"grh_ipver", Opcode::kRcSendOnly, true, 8, [](auto& w) { w[8] = 0x44; reseal(w); },
+     [](auto& w) {
+       w[1] = (w[1] & 0xFC) | 1;
+       reseal(w);
+     },
+     WireError::kBadLnh},
+    {"grh_ipver", Opcode::kRcSendOnly, true, 8,
+     [](auto& w) {
+       w[8] = 0x44;
+       reseal(w);
+     },
      WireError::kBadGrh},
-    {"grh_nxthdr", Opcode::kRcSendOnly, true, 8, [](auto& w) { w[14] = 0x11; reseal(w); },
+    {"grh_nxthdr", Opcode::kRcSendOnly, true, 8,
+     [](auto& w) {
+       w[14] = 0x11;
+       reseal(w);
+     },
      WireError::kBadGrh},
-    {"grh_paylen", Opcode::kRcSendOnly, true, 8, [](auto& w) { w[13] += 4; reseal(w); },
+    {"grh_paylen", Opcode::kRcSendOnly, true, 8,
+     [](auto& w) {
+       w[13] += 4;
+       reseal(w);
+     },
      WireError::kBadLength},
-    {"tver", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[9] |= 0x01; reseal(w); },
+    {"tver", Opcode::kRcSendOnly, false, 8,
+     [](auto& w) {
+       w[9] |= 0x01;
+       reseal(w);
+     },
      WireError::kBadTransportVersion},
-    {"reserved_opcode", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[8] = 0x15; reseal(w); },
+    {"reserved_opcode", Opcode::kRcSendOnly, false, 8,
+     [](auto& w) {
+       w[8] = 0x15;
+       reseal(w);
+     },
      WireError::kUnknownOpcode},
     {"reserved_transport", Opcode::kRcSendOnly, false, 8,
-     [](auto& w) { w[8] = 0x24; reseal(w); }, WireError::kUnknownOpcode},
-    {"pktlen_short_frame", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[5] += 1; reseal(w); },
+     [](auto& w) {
+       w[8] = 0x24;
+       reseal(w);
+     },
+     WireError::kUnknownOpcode},
+    {"pktlen_short_frame", Opcode::kRcSendOnly, false, 8,
+     [](auto& w) {
+       w[5] += 1;
+       reseal(w);
+     },
      WireError::kTruncated},
-    {"frame_longer_than_pktlen", Opcode::kRcSendOnly, false, 8,
-     [](auto& w) { w.push_back(0); }, WireError::kBadLength},
+    {"frame_longer_than_pktlen", Opcode::kRcSendOnly, false, 8, [](auto& w) { w.push_back(0); },
+     WireError::kBadLength},
     {"frame_shorter_than_its_headers", Opcode::kRcWriteOnly, false, 0,
-     [](auto& w) { w[5] = 4; w.resize(18); }, WireError::kTruncated},
+     [](auto& w) {
+       w[5] = 4;
+       w.resize(18);
+     },
+     WireError::kTruncated},
     {"pktlen_smaller_than_headers", Opcode::kRcWriteOnly, false, 0, [](auto& w) { w[5] = 4; },
      WireError::kBadLength},
-    {"payload_on_ack", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[8] = 0x11; reseal(w); },
+    {"payload_on_ack", Opcode::kRcSendOnly, false, 8,
+     [](auto& w) {
+       w[8] = 0x11;
+       reseal(w);
+     },
      WireError::kBadLength},
     {"payload_on_read_request", Opcode::kRcWriteOnly, false, 8,
-     [](auto& w) { w[8] = 0x0C; reseal(w); }, WireError::kBadLength},
-    {"pad_on_atomic", Opcode::kRcFetchAdd, false, 0, [](auto& w) { w[9] |= 0x10; reseal(w); },
+     [](auto& w) {
+       w[8] = 0x0C;
+       reseal(w);
+     },
+     WireError::kBadLength},
+    {"pad_on_atomic", Opcode::kRcFetchAdd, false, 0,
+     [](auto& w) {
+       w[9] |= 0x10;
+       reseal(w);
+     },
      WireError::kBadLength},
     {"pad_larger_than_payload", Opcode::kRcSendOnly, false, 0,
-     [](auto& w) { w[9] |= 0x30; reseal(w); }, WireError::kBadLength},
-    {"empty_send_first", Opcode::kRcSendOnly, false, 0, [](auto& w) { w[8] = 0x00; reseal(w); },
+     [](auto& w) {
+       w[9] |= 0x30;
+       reseal(w);
+     },
+     WireError::kBadLength},
+    {"empty_send_first", Opcode::kRcSendOnly, false, 0,
+     [](auto& w) {
+       w[8] = 0x00;
+       reseal(w);
+     },
      WireError::kBadLength},
     {"padded_send_middle", Opcode::kRcSendOnly, false, 7,
-     [](auto& w) { w[8] = 0x01; reseal(w); }, WireError::kBadLength},
-    {"icrc", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[w.size() - 3] ^= 1; },
-     WireError::kBadIcrc, {.check_icrc = true, .check_vcrc = false}},
-    {"payload_bit", Opcode::kRcSendOnly, true, 8, [](auto& w) { w[62] ^= 0x80; },
-     WireError::kBadIcrc, {.check_icrc = true, .check_vcrc = false}},
+     [](auto& w) {
+       w[8] = 0x01;
+       reseal(w);
+     },
+     WireError::kBadLength},
+    {"icrc",
+     Opcode::kRcSendOnly,
+     false,
+     8,
+     [](auto& w) { w[w.size() - 3] ^= 1; },
+     WireError::kBadIcrc,
+     {.check_icrc = true, .check_vcrc = false}},
+    {"payload_bit",
+     Opcode::kRcSendOnly,
+     true,
+     8,
+     [](auto& w) { w[62] ^= 0x80; },
+     WireError::kBadIcrc,
+     {.check_icrc = true, .check_vcrc = false}},
     {"vcrc", Opcode::kRcSendOnly, false, 8, [](auto& w) { w.back() ^= 1; }, WireError::kBadVcrc},
     {"vl_changes_vcrc_only", Opcode::kRcSendOnly, false, 8, [](auto& w) { w[0] ^= 0x30; },
      WireError::kBadVcrc},
@@ -398,7 +482,7 @@ TEST(Property, RandomHeadersRoundTripAndCorruptionIsDetected) {
     std::size_t len = 0;
     if (m & kHasPayload) {
       len = ((m & (kIsFirst | kIsMiddle)) && !(m & kIsOnly)) ? 4 * (1 + rng.below(1024))
-                                                               : rng.below(4097);
+                                                             : rng.below(4097);
     }
     auto w = build(h, len, static_cast<std::uint8_t>(seed));
     fill_lengths(h, len);

@@ -26,8 +26,9 @@ using test::payload_size_for;
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("weft_wire_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path = fs::temp_directory_path() /
+           ("weft_wire_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -102,8 +103,18 @@ std::vector<std::vector<std::uint8_t>> mads() {
   ni.hdr.method = static_cast<std::uint8_t>(MadMethod::kGetResp);
   ni.hdr.tid = 0x1001;
   ni.hdr.attr_id = static_cast<std::uint16_t>(SmpAttr::kNodeInfo);
-  NodeInfo info{1, 1, NodeType::kChannelAdapter, 1, 0x0002c90300aa0000ULL,
-                0x0002c90300aa0000ULL, 0x0002c90300aa0001ULL, 128, 0x1017, 0, 1, 0x0002C9};
+  NodeInfo info{1,
+                1,
+                NodeType::kChannelAdapter,
+                1,
+                0x0002c90300aa0000ULL,
+                0x0002c90300aa0000ULL,
+                0x0002c90300aa0001ULL,
+                128,
+                0x1017,
+                0,
+                1,
+                0x0002C9};
   encode(info, ni.data);
   encode_smp(ni, m);
   out.push_back(mad_packet(0, m, 1));
@@ -148,17 +159,38 @@ std::vector<std::vector<std::uint8_t>> mads() {
 }
 
 const char* const kFields[] = {
-    "infiniband.lrh.vl",        "infiniband.lrh.sl",          "infiniband.lrh.lnh",
-    "infiniband.lrh.dlid",      "infiniband.lrh.slid",        "infiniband.lrh.pktlen",
-    "infiniband.grh.tclass",    "infiniband.grh.flowlabel",   "infiniband.grh.paylen",
-    "infiniband.grh.hoplmt",    "infiniband.bth.opcode",      "infiniband.bth.se",
-    "infiniband.bth.padcnt",    "infiniband.bth.p_key",       "infiniband.bth.destqp",
-    "infiniband.bth.a",         "infiniband.bth.psn",         "infiniband.reth.va",
-    "infiniband.reth.r_key",    "infiniband.reth.dmalen",     "infiniband.aeth.syndrome",
-    "infiniband.aeth.msn",      "infiniband.deth.q_key",      "infiniband.deth.srcqp",
-    "infiniband.immdt",         "infiniband.ieth",            "infiniband.atomiceth.swapdt",
-    "infiniband.atomiceth.cmpdt", "infiniband.atomicacketh.origremdt",
-    "infiniband.invariant.crc", "infiniband.variant.crc",     "_ws.malformed",
+    "infiniband.lrh.vl",
+    "infiniband.lrh.sl",
+    "infiniband.lrh.lnh",
+    "infiniband.lrh.dlid",
+    "infiniband.lrh.slid",
+    "infiniband.lrh.pktlen",
+    "infiniband.grh.tclass",
+    "infiniband.grh.flowlabel",
+    "infiniband.grh.paylen",
+    "infiniband.grh.hoplmt",
+    "infiniband.bth.opcode",
+    "infiniband.bth.se",
+    "infiniband.bth.padcnt",
+    "infiniband.bth.p_key",
+    "infiniband.bth.destqp",
+    "infiniband.bth.a",
+    "infiniband.bth.psn",
+    "infiniband.reth.va",
+    "infiniband.reth.r_key",
+    "infiniband.reth.dmalen",
+    "infiniband.aeth.syndrome",
+    "infiniband.aeth.msn",
+    "infiniband.deth.q_key",
+    "infiniband.deth.srcqp",
+    "infiniband.immdt",
+    "infiniband.ieth",
+    "infiniband.atomiceth.swapdt",
+    "infiniband.atomiceth.cmpdt",
+    "infiniband.atomicacketh.origremdt",
+    "infiniband.invariant.crc",
+    "infiniband.variant.crc",
+    "_ws.malformed",
 };
 
 Expect expect_for(const Headers& h_in, std::size_t len) {
@@ -212,7 +244,9 @@ Expect expect_for(const Headers& h_in, std::size_t len) {
   return e;
 }
 
-std::uint64_t to_u64(const std::string& s) { return std::stoull(s, nullptr, 0); }
+std::uint64_t to_u64(const std::string& s) {
+  return std::stoull(s, nullptr, 0);
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -294,11 +328,11 @@ TEST(Tshark, EveryOpcodeAndMadsDecodeCleanly) {
   }
 
   // MAD decoding: class, attribute and a field from each attribute.
-  const auto m = test::run("tshark -n -r " + file + " -Y infiniband.mad -T fields -E separator=/t " +
-                           "-e infiniband.mad.mgmtclass -e infiniband.mad.attributeid " +
-                           "-e infiniband.mad.transactionid -e infiniband.nodeinfo.nodeguid " +
-                           "-e infiniband.smpdirected.hopcount -e infiniband.portcounters.portselect" +
-                           " 2>/dev/null");
+  const auto m = test::run(
+      "tshark -n -r " + file + " -Y infiniband.mad -T fields -E separator=/t " +
+      "-e infiniband.mad.mgmtclass -e infiniband.mad.attributeid " +
+      "-e infiniband.mad.transactionid -e infiniband.nodeinfo.nodeguid " +
+      "-e infiniband.smpdirected.hopcount -e infiniband.portcounters.portselect" + " 2>/dev/null");
   const auto mlines = split(m.out, '\n');
   ASSERT_GE(mlines.size(), 4u) << m.out;
   EXPECT_EQ(to_u64(split(mlines[0], '\t')[0]), 0x01u);

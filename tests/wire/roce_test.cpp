@@ -66,8 +66,8 @@ std::vector<std::string> reference(const std::string& lines) {
     ADD_FAILURE() << "needs python3 with scapy (apt-get install python3-scapy)";
     return {};
   }
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("weft_icrc_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("weft_icrc_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto in = dir / "in.txt";
   std::ofstream(in) << lines;
@@ -187,8 +187,14 @@ TEST(RoceV2, NativeAndRoceShareTheTransportPart) {
   ip[4] = static_cast<std::uint8_t>(udp_len >> 8);
   ip[5] = static_cast<std::uint8_t>(udp_len);
   ip[6] = 17;
-  const std::uint8_t udp[8] = {0xC0, 0x00, 0x12, 0xB7, static_cast<std::uint8_t>(udp_len >> 8),
-                               static_cast<std::uint8_t>(udp_len), 0x12, 0x34};
+  const std::uint8_t udp[8] = {0xC0,
+                               0x00,
+                               0x12,
+                               0xB7,
+                               static_cast<std::uint8_t>(udp_len >> 8),
+                               static_cast<std::uint8_t>(udp_len),
+                               0x12,
+                               0x34};
   std::copy(udp, udp + 8, ip.begin() + 40);
   std::copy(native.begin() + 48, native.end() - 6, ip.begin() + 48);
   const std::uint32_t roce = icrc_roce_v2(ip);

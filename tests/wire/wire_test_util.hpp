@@ -63,8 +63,7 @@ inline Headers make_headers(Opcode op, bool grh, std::uint64_t seed = 1) {
   h.reth = {0x00007f3a12345000ULL + rng.below(4096), 0x1234abcd,
             static_cast<std::uint32_t>(payload_size_for(op) + 4096)};
   h.aeth = {aeth_syndrome(AethKind::kAck, 5), static_cast<std::uint32_t>(rng.below(1u << 24))};
-  h.atomic_eth = {0x00007f3a12346000ULL, 0x0badf00d, 0x1111222233334444ULL,
-                  0x5555666677778888ULL};
+  h.atomic_eth = {0x00007f3a12346000ULL, 0x0badf00d, 0x1111222233334444ULL, 0x5555666677778888ULL};
   h.atomic_ack_eth = {0x0123456789abcdefULL};
   h.deth = {0x11223344, 0x00ABCDEF};
   h.imm = 0xdeadbeef;
@@ -75,8 +74,7 @@ inline Headers make_headers(Opcode op, bool grh, std::uint64_t seed = 1) {
 inline std::vector<std::uint8_t> build(const Headers& h, std::size_t payload_bytes,
                                        std::uint8_t fill = 0x5A) {
   std::vector<std::uint8_t> payload(payload_bytes);
-  for (std::size_t i = 0; i < payload_bytes; ++i)
-    payload[i] = static_cast<std::uint8_t>(fill + i);
+  for (std::size_t i = 0; i < payload_bytes; ++i) payload[i] = static_cast<std::uint8_t>(fill + i);
   std::vector<std::uint8_t> out(wire_bytes(h, payload_bytes));
   out.resize(encode_packet(h, payload, out));
   return out;
