@@ -185,11 +185,16 @@ Errc DeviceImpl::destroy_srq(SharedReceiveQueue* base) {
 }
 
 Errc DeviceImpl::dereg_mr(MemoryRegion* base) {
-  auto* mr = static_cast<MrImpl*>(base);
-  if (!mr || find_mr(mr->lkey()) != mr) return Errc::kNotFound;
+  // A stale pointer (already deregistered) must not be dereferenced, not even by a checked
+  // downcast (UBSan's vptr check reads the object): find it by identity first.
+  auto it = std::find_if(mrs_.begin(), mrs_.end(), [&](const auto& p) {
+    return p && static_cast<MemoryRegion*>(p.get()) == base;
+  });
+  if (base == nullptr || it == mrs_.end()) return Errc::kNotFound;
+  MrImpl* mr = it->get();
   --mr->pd_->users_;
-  const std::uint32_t index = mr->lkey() >> 8;
-  mrs_[index].reset();
+  const auto index = static_cast<std::uint32_t>(it - mrs_.begin());
+  it->reset();
   mr_free_.push_back(index);
   return Errc::kOk;
 }
