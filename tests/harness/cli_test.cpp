@@ -1,5 +1,6 @@
 // tests/harness/cli_test.cpp — the built `weft` binary: `weft check --seeds 20` ends with
-// "20 passed, 0 failed" and exits 0; `weft demo` exits 0; a replay with --pcap writes a file.
+// "20 passed, 0 failed" and exits 0; `weft demo` exits 0; a replay with --pcap writes a file;
+// `weft topo` / `weft route` summaries, net-file round trip, and bad input (exit 2, named).
 #include <sys/wait.h>
 
 #include <array>
@@ -7,7 +8,10 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -75,3 +79,82 @@ TEST(CliTest, ReplayHasTheSameTraceHashInAnotherProcess) {
 }
 
 }  // namespace
+
+// ---- weft topo / weft route -------------------------------------------------------------
+
+std::filesystem::path temp_path(const char* name) {
+  return std::filesystem::temp_directory_path() /
+         (std::string("weft_cli_") + std::to_string(getpid()) + "_" + name);
+}
+
+TEST(CliTest, TopoSummaryAsJson) {
+  int code = 0;
+  const std::string out = run(std::string(WEFT_EXE) + " topo fat-tree:k=4 --json", code);
+  ASSERT_EQ(code, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["hcas"], 16);
+  EXPECT_EQ(j["switches"], 20);
+  EXPECT_EQ(j["links"], 48);
+  EXPECT_EQ(j["switch_levels"], 3);
+}
+
+TEST(CliTest, NetFileRoundTripThroughRoute) {
+  const auto net = temp_path("k4.net");
+  int code = 0;
+  std::string out =
+      run(std::string(WEFT_EXE) + " topo fat-tree:k=4 --netfile " + net.string(), code);
+  ASSERT_EQ(code, 0) << out;
+  out = run(std::string(WEFT_EXE) + " route " + net.string() + " --engine ftree --json", code);
+  std::filesystem::remove(net);
+  ASSERT_EQ(code, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["engines"].size(), 1u);
+  const auto& e = j["engines"][0];
+  EXPECT_EQ(e["engine"], "ftree");
+  EXPECT_EQ(e["valid"], true);
+  EXPECT_EQ(e["hca_pairs"], 240);
+  EXPECT_EQ(e["unreachable_pairs"], 0);
+  EXPECT_EQ(e["credit_loop"], false);
+}
+
+TEST(CliTest, RouteAllEnginesOnTorus) {
+  int code = 0;
+  const std::string out = run(std::string(WEFT_EXE) + " route torus:dims=3x3,hosts=1 --json", code);
+  ASSERT_EQ(code, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["engines"].size(), 4u);
+  for (const auto& e : j["engines"]) {
+    if (e["engine"] == "ftree") {
+      EXPECT_EQ(e["routed"], false);
+      EXPECT_FALSE(e["refusal"].get<std::string>().empty());
+    } else {
+      EXPECT_EQ(e["valid"], true) << e.dump();
+    }
+    if (e["engine"] == "dor") {
+      EXPECT_EQ(e["vls"], 2);
+    }
+  }
+}
+
+TEST(CliTest, BadTopologyInputNamesTheProblem) {
+  int code = 0;
+  std::string out = run(std::string(WEFT_EXE) + " route fat-tree:k=5", code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("fat-tree:k=5"), std::string::npos) << out;
+  out = run(std::string(WEFT_EXE) + " route fat-tree:k=4 --engine fastest", code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("unknown engine 'fastest'"), std::string::npos) << out;
+  const auto bad = temp_path("bad.net");
+  {
+    std::FILE* f = std::fopen(bad.c_str(), "w");
+    std::fputs("vendid=0x2c9\n\nSwitch 4 \"S-0000000000000001\"\n[1] this is not a port line\n", f);
+    std::fclose(f);
+  }
+  out = run(std::string(WEFT_EXE) + " topo " + bad.string(), code);
+  std::filesystem::remove(bad);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("line 4"), std::string::npos) << out;
+  out = run(std::string(WEFT_EXE) + " topo /nonexistent/x.net", code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("no such file"), std::string::npos) << out;
+}

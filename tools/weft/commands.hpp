@@ -9,4 +9,6 @@ namespace weft::cli {
 void add_version(CLI::App& app);
 void add_demo(CLI::App& app);   // tools/weft/cmd_demo.cpp
 void add_check(CLI::App& app);  // tools/weft/cmd_check.cpp
+void add_topo(CLI::App& app);   // tools/weft/cmd_topo.cpp
+void add_route(CLI::App& app);  // tools/weft/cmd_topo.cpp
 }  // namespace weft::cli
