@@ -158,3 +158,26 @@ TEST(CliTest, BadTopologyInputNamesTheProblem) {
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("no such file"), std::string::npos) << out;
 }
+
+TEST(CliTest, SubnetManagerBringsUpAndVerifies) {
+  int code = 0;
+  std::string out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --engine ftree --json", code);
+  ASSERT_EQ(code, 0) << out;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["hcas"], 16);
+  EXPECT_EQ(j["switches"], 20);
+  EXPECT_EQ(j["verify_pairs"], 240);
+  EXPECT_EQ(j["verify_unreachable"], 0);
+  EXPECT_EQ(j["mads_retried"], 0);
+  EXPECT_GT(j["phases"]["discovery"]["mads"].get<int>(), 0);
+  // Lost SMPs are retried and the subnet still comes up.
+  out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --loss 0.02 --seed 3 --json", code);
+  ASSERT_EQ(code, 0) << out;
+  j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_GT(j["mads_retried"].get<int>(), 0);
+  out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --loss 1.5", code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--loss must be in [0, 1)"), std::string::npos) << out;
+}

@@ -12,7 +12,6 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <sys/stat.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,35 +22,17 @@
 #include "emu/topo/netfile.hpp"
 #include "emu/topo/spec.hpp"
 #include "tools/weft/commands.hpp"
+#include "tools/weft/topo_input.hpp"
 
 namespace weft::cli {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& cmd, const std::string& msg) {
-  std::fprintf(stderr, "weft %s: %s\n", cmd.c_str(), msg.c_str());
-  throw CLI::RuntimeError(2);
-}
-
-topo::Topology load(const std::string& cmd, const std::string& what) {
-  struct stat st {};
-  if (stat(what.c_str(), &st) == 0) {
-    auto t = topo::read_netfile_path(what);
-    if (!t.ok()) fail(cmd, what + ": " + t.error().to_string());
-    return std::move(t).value();
-  }
-  if (what.find(':') == std::string::npos && what.find('/') != std::string::npos)
-    fail(cmd, what + ": no such file");
-  auto t = topo::from_spec(what);
-  if (!t.ok()) fail(cmd, what + ": " + t.error().message);
-  return std::move(t).value();
-}
-
 void write_file(const std::string& cmd, const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   f.close();
-  if (!f) fail(cmd, path + ": cannot write");
+  if (!f) input_error(cmd, path + ": cannot write");
 }
 
 struct TopoArgs {
@@ -81,9 +62,7 @@ nlohmann::json stats_json(const topo::TopologyStats& s) {
 }
 
 void run_topo(const TopoArgs& a) {
-  const topo::Topology t = load("topo", a.what);
-  const auto problems = t.validate();
-  if (!problems.empty()) fail("topo", a.what + ": " + problems.front());
+  const topo::Topology t = load_topology("topo", a.what);
   const topo::TopologyStats s = t.stats();
   if (!a.netfile.empty()) write_file("topo", a.netfile, topo::write_netfile(t));
   if (!a.dot.empty()) write_file("topo", a.dot, t.to_dot());
@@ -112,9 +91,7 @@ void run_topo(const TopoArgs& a) {
 }
 
 void run_route(const RouteArgs& a) {
-  const topo::Topology t = load("route", a.what);
-  const auto problems = t.validate();
-  if (!problems.empty()) fail("route", a.what + ": " + problems.front());
+  const topo::Topology t = load_topology("route", a.what);
   std::vector<routing::Engine> engines;
   if (a.engine == "all") {
     engines = {routing::Engine::kMinHop, routing::Engine::kUpDn, routing::Engine::kFtree,
@@ -122,19 +99,19 @@ void run_route(const RouteArgs& a) {
   } else {
     routing::Engine e;
     if (!routing::parse_engine(a.engine, &e))
-      fail("route", "unknown engine '" + a.engine + "' (minhop, updn, ftree, dor or all)");
+      input_error("route", "unknown engine '" + a.engine + "' (minhop, updn, ftree, dor or all)");
     engines = {e};
   }
-  if (a.lmc < 0 || a.lmc > 7) fail("route", "--lmc must be 0..7");
+  if (a.lmc < 0 || a.lmc > 7) input_error("route", "--lmc must be 0..7");
   const routing::Fabric fabric = routing::Fabric::from_topology(t);
   auto lids = routing::assign_lids(fabric, a.lmc);
-  if (!lids.ok()) fail("route", lids.error().message);
+  if (!lids.ok()) input_error("route", lids.error().message);
   routing::RoutingOptions opt;
   for (const std::string& r : a.roots) {
     try {
       opt.root_guids.push_back(std::stoull(r, nullptr, 0));
     } catch (...) {
-      fail("route", "--root " + r + ": not a GUID");
+      input_error("route", "--root " + r + ": not a GUID");
     }
   }
   const topo::TopologyStats s = t.stats();

@@ -11,4 +11,5 @@ void add_demo(CLI::App& app);   // tools/weft/cmd_demo.cpp
 void add_check(CLI::App& app);  // tools/weft/cmd_check.cpp
 void add_topo(CLI::App& app);   // tools/weft/cmd_topo.cpp
 void add_route(CLI::App& app);  // tools/weft/cmd_topo.cpp
+void add_sm(CLI::App& app);     // tools/weft/cmd_sm.cpp
 }  // namespace weft::cli
