@@ -134,13 +134,25 @@ void Node::arrive(std::uint32_t pk) {
   Packet& p = fabric_.pool()[pk];
   const int port = p.in_port;
   PortEnd& pe = ports_[port];
+  const bool refault = p.fault_done;  // a delayed packet arriving for the second time
+  p.fault_done = false;
   if (!pe.up || p.link_gen != pe.gen) {  // lost with the link
     fabric_.pool().free(pk);
     return;
   }
+  bool duplicate = false;
+  if (!refault) {
+    if (PacketTap* tap = fabric_.tap()) tap->on_receive(id_, port, p, now());
+    if (pe.faults) {
+      const FaultVerdict fv = apply_faults(port, pk);
+      if (fv == FaultVerdict::kConsumed) return;
+      duplicate = fv == FaultVerdict::kDuplicate;
+    }
+  }
   const LinkModel& lm = fabric_.config().link;
+  const double ber = pe.faults && pe.faults->ber >= 0.0 ? pe.faults->ber : lm.ber;
   bool bad = false;
-  if (lm.ber > 0.0) {
+  if (ber > 0.0) {
     Rng& rng = fabric_.sim().rng(comp_);
     link::PhyOutcome o;
     if (fabric_.config().mode == DataMode::kVerified) {
@@ -186,6 +198,65 @@ void Node::arrive(std::uint32_t pk) {
   pma(port).count_rcv(p.wire_bytes);
   p.in_gen = pe.gen;
   p.in_vl = vl;
+  std::uint32_t dup = kNoPacket;
+  if (duplicate) {  // copied before accept(), which may free the original (no route)
+    dup = fabric_.pool().alloc();
+    Packet& d = fabric_.pool()[dup];
+    d = fabric_.pool()[pk];
+    d.next_free = kNoPacket;
+    d.in_gen = static_cast<std::uint16_t>(pe.gen - 1);  // drain() returns no credit for it
+    pe.counters.fault_duplicated++;
+  }
+  accept(port, pk);
+  if (dup != kNoPacket) accept(port, dup);
+}
+
+Node::FaultVerdict Node::apply_faults(int port, std::uint32_t pk) {
+  PortEnd& pe = ports_[port];
+  const PortFaults& f = *pe.faults;
+  Packet& p = fabric_.pool()[pk];
+  Rng& rng = fabric_.sim().rng(comp_);
+  if (rng.chance(f.drop)) {  // discarded like a CRC failure
+    pe.counters.fault_dropped++;
+    if (p.vl != link::kVl15) {
+      pe.credit->on_packet_discarded(p.vl, p.wire_bytes);
+      flush_fc(port);
+    }
+    fabric_.pool().free(pk);
+    return FaultVerdict::kConsumed;
+  }
+  TimeNs extra = f.delay_ns;
+  if (f.jitter_ns > 0) extra += rng.below(f.jitter_ns + 1);
+  if (f.reorder_max_ns > 0 && rng.chance(f.reorder)) {
+    extra += 1 + rng.below(f.reorder_max_ns);
+    pe.counters.fault_reordered++;
+  }
+  const bool dup = rng.chance(f.duplicate);
+  if (extra > 0) {
+    if (f.delay_ns > 0 || f.jitter_ns > 0) pe.counters.fault_delayed++;
+    // Arrives again later; the duplicate draw is repeated then (one stream, deterministic).
+    p.fault_done = true;
+    fabric_.sim().post_at(now() + extra, comp_, kEvArrive, pk);
+    if (dup) {
+      const std::uint32_t c = fabric_.pool().alloc();
+      Packet& d = fabric_.pool()[c];
+      d = fabric_.pool()[pk];
+      d.next_free = kNoPacket;
+      d.fault_done = false;
+      pe.counters.fault_duplicated++;
+      // The copy takes the undelayed path, marked so it gets no credit (see accept_duplicate).
+      accept_duplicate(port, c);
+    }
+    return FaultVerdict::kConsumed;
+  }
+  return dup ? FaultVerdict::kDuplicate : FaultVerdict::kPass;
+}
+
+void Node::accept_duplicate(int port, std::uint32_t pk) {
+  PortEnd& pe = ports_[port];
+  Packet& p = fabric_.pool()[pk];
+  p.in_gen = static_cast<std::uint16_t>(pe.gen - 1);  // drain() returns no credit for it
+  p.in_vl = p.vl;
   accept(port, pk);
 }
 
