@@ -84,7 +84,8 @@ void InterimSm::resweep() {
   if (!alive_) return;
   const TimeNs t0 = direct_.now();
   const std::uint32_t before = sm_.heavy_sweeps();
-  direct_.run(t0 + kResweepLimitNs, [&] { return sm_.settled(); });
+  // Traps travel hop by hop before the SM reacts: wait for a heavy sweep that has settled.
+  direct_.run(t0 + kResweepLimitNs, [&] { return sm_.settled() && sm_.heavy_sweeps() > before; });
   if (sm_.heavy_sweeps() == before) return;  // nothing changed for the SM
   std::vector<std::vector<std::uint8_t>> lfts(fabric_.topology().node_count());
   for (topo::NodeId n = 0; n < lfts.size(); ++n) {
