@@ -188,7 +188,7 @@ class Driver {
   }
 
   void on_completions(std::uint32_t ep) {
-    std::array<WorkCompletion, 64> wc;
+    std::array<WorkCompletion, 64>& wc = wc_;  // a member: called once per delivered packet
     const TimeNs now = f_.sim().now();
     for (;;) {
       const std::size_t n = eps_[ep].cq->poll(wc);
@@ -225,6 +225,7 @@ class Driver {
   std::vector<Endpoint> eps_;
   std::vector<Flow> flows_;
   std::vector<std::pair<QueuePair*, std::uint32_t>> qp_flow_;
+  std::array<WorkCompletion, 64> wc_{};
 };
 
 // Captures what chosen ports receive (ERF-wrapped IB records, which tshark 4.0 decodes).
@@ -279,8 +280,9 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> make_pairs(const WorkloadSp
       return w.flows;
     case WorkloadSpec::Kind::kAllToAll:
       for (std::uint32_t a = 0; a < n; ++a) {
-        for (std::uint32_t b = 0; b < n; ++b) {
-          if (a != b) out.emplace_back(a, b);
+        const std::size_t peers = w.fanout == 0 ? n - 1 : std::min<std::size_t>(w.fanout, n - 1);
+        for (std::size_t k = 1; k <= peers; ++k) {
+          out.emplace_back(a, static_cast<std::uint32_t>((a + k) % n));
         }
       }
       return out;

@@ -5,7 +5,8 @@
 // Workload specs ("kind:key=value,..."), every kind with size= (bytes, K/M suffix), mtu=
 // (256..4096), depth= (messages outstanding per flow), op= (write, read, send) and duration=:
 //   pairs:flows=0:5+1:6          the listed (source HCA, destination HCA) flows, by HCA index
-//   all-to-all                   every ordered HCA pair
+//   all-to-all                   every ordered HCA pair; fanout=F: each HCA to the next F
+//                                HCAs only (i+1..i+F mod n), which bounds QPs on big fabrics
 //   incast:N                     HCAs 1..N to HCA 0
 //   permutation                  each HCA to one other, a seeded derangement
 // Latency is post to completion of each message, in virtual time, observed exactly (the
@@ -39,6 +40,7 @@ struct WorkloadSpec {
   Op op = Op::kWrite;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> flows;  // pairs: HCA indices
   std::uint32_t incast_senders = 0;
+  std::uint32_t fanout = 0;  // all-to-all: 0 = every other HCA
   std::uint32_t size_bytes = 65536;
   Mtu mtu = Mtu::k4096;
   std::uint32_t depth = 0;  // 0 = the kind's default (8; 1 for all-to-all)

@@ -86,7 +86,8 @@ Result<WorkloadSpec, std::string> parse_workload(std::string_view spec) {
       }
     } else if (key == "size") {
       const auto v = parse_size(val);
-      if (!v || *v == 0 || *v > (1u << 30)) return std::string("size must be 1..1G bytes (K, M suffixes)");
+      if (!v || *v == 0 || *v > (1u << 30))
+        return std::string("size must be 1..1G bytes (K, M suffixes)");
       w.size_bytes = static_cast<std::uint32_t>(*v);
     } else if (key == "mtu") {
       const auto v = parse_u64(val);
@@ -102,6 +103,10 @@ Result<WorkloadSpec, std::string> parse_workload(std::string_view spec) {
       const auto v = parse_u64(val);
       if (!v || *v == 0 || *v > 256) return std::string("depth must be 1..256");
       w.depth = static_cast<std::uint32_t>(*v);
+    } else if (key == "fanout" && w.kind == WorkloadSpec::Kind::kAllToAll) {
+      const auto v = parse_u64(val);
+      if (!v || *v == 0 || *v > 65535) return std::string("fanout must be 1..65535");
+      w.fanout = static_cast<std::uint32_t>(*v);
     } else if (key == "op") {
       if (val == "write") {
         w.op = WorkloadSpec::Op::kWrite;
