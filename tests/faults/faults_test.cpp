@@ -297,7 +297,7 @@ TEST(WeftSim, BadInputExitsTwo) {
   const char* bad[] = {
       "--topology fat-tree:k=3",       "--workload ring", "--fault link=p00leaf00/p9,drop=0.1",
       "--event at=1us,action=explode", "--duration soon", "--faults /nonexistent/scenario.toml",
-      "--workload pairs:flows=0:99",
+      "--workload pairs:flows=0:99",   "--seed abc",      "--bogus",
   };
   for (const char* args : bad) {
     std::string out;

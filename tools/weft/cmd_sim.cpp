@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,7 +23,7 @@ struct SimArgs {
   std::string workload = "pairs:flows=0:1";
   std::string faults_file;
   std::vector<std::string> fault_flags, event_flags;
-  std::uint64_t seed = 0;
+  std::string seed;  // parsed here, so a bad value exits 2 like every other bad input
   std::string duration = "100us";
   bool json = false;
   bool timing_only = false;
@@ -34,7 +35,16 @@ struct SimArgs {
   throw CLI::RuntimeError(2);
 }
 
-void run(const SimArgs& a, bool seed_given) {
+void run(const SimArgs& a, bool seed_given, const std::vector<std::string>& extras) {
+  if (!extras.empty()) bad_input("unexpected argument \"" + extras.front() + "\" (see --help)");
+  std::uint64_t seed_value = 0;
+  if (seed_given) {
+    char* end = nullptr;
+    seed_value = std::strtoull(a.seed.c_str(), &end, 0);
+    if (a.seed.empty() || a.seed[0] == '-' || *end != '\0') {
+      bad_input("--seed must be a non-negative integer, not \"" + a.seed + "\"");
+    }
+  }
   simrun::SimOptions o;
   o.topology = a.topology;
   o.workload = a.workload;
@@ -59,7 +69,7 @@ void run(const SimArgs& a, bool seed_given) {
     if (!e) bad_input(e.error().message);
     o.scenario.events.push_back(*e);
   }
-  o.seed = seed_given ? a.seed : o.scenario.seed.value_or(1);
+  o.seed = seed_given ? seed_value : o.scenario.seed.value_or(1);
   if (a.timing_only) o.fabric.mode = fabric::DataMode::kTimingOnly;
   o.pcap_dir = a.pcap;
   // Every run prints its seed first (stderr with --json, so stdout stays one JSON object).
@@ -111,7 +121,8 @@ void add_sim(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print the report as one JSON object");
   cmd->add_flag("--timing-only", a->timing_only, "Carry headers only (no bytes, modelled CRCs)");
   cmd->add_option("--pcap", a->pcap, "Write captures of the flows' and faulted ports into DIR");
-  cmd->callback([a, seed] { run(*a, static_cast<bool>(*seed)); });
+  cmd->allow_extras();  // reported by run() with exit status 2
+  cmd->callback([a, seed, cmd] { run(*a, static_cast<bool>(*seed), cmd->remaining()); });
 }
 
 }  // namespace weft::cli
