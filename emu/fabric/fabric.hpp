@@ -165,6 +165,7 @@ struct Packet {
   bool data = false;           // counted as a data packet (carries payload)
   bool directed = false;       // leaves a switch by out_port, not by the LFT (DR SMP replies)
   bool fault_done = false;     // PortFaults already applied at this arrival (delayed re-arrival)
+  bool fault_dup = false;      // a PortFaults duplicate: enters the buffer without a credit
   TimeNs tail_ns = 0;          // when its last byte reaches the current node
   std::uint32_t next_free = kNoPacket;
 };
@@ -266,10 +267,9 @@ class Node : public sim::Component {
   void init_credits(int port, TimeNs now);
   void set_link(int port, bool up);
   void arrive(std::uint32_t pkt);
-  // PortFaults of `port` on a packet that just arrived: consumed (dropped, or re-posted to
-  // arrive later), passed on, or passed on with a duplicate to accept after it.
-  enum class FaultVerdict : std::uint8_t { kPass, kConsumed, kDuplicate };
-  FaultVerdict apply_faults(int port, std::uint32_t pkt);
+  // PortFaults of `port` on a packet that just arrived (and its duplicate, if one is drawn);
+  // true when it consumed the packet (dropped, or re-posted to arrive later).
+  bool apply_faults(int port, std::uint32_t pkt);
   // A copy of `pkt` accepted on `port` without a credit of its own (PortFaults::duplicate).
   void accept_duplicate(int port, std::uint32_t pkt);
   void end_wait(int port, TimeNs t);
