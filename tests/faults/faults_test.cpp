@@ -195,6 +195,38 @@ TEST(Faults, ScheduledEventsAreLogged) {
   EXPECT_EQ(sm.fault_log[0].what, "SM fails");
 }
 
+// A failed SM does not re-route around a failed link; once it recovers, it does.
+TEST(Faults, FailedSmReroutesOnlyAfterRecovery) {
+  auto sc = faults::parse_scenario(k4(), R"(seed = 4
+[[event]]
+at = "1us"
+action = "sm-down"
+[[event]]
+at = "5us"
+action = "link-down"
+link = "p00leaf00/p3"
+[[event]]
+at = "30us"
+action = "sm-up"
+)",
+                                   "sm.toml");
+  ASSERT_TRUE(sc) << sc.error().message;
+  simrun::SimOptions o;
+  o.topology = "fat-tree:k=4";
+  o.workload = "pairs:flows=0:5,size=16K,mtu=1024";
+  o.seed = *sc->seed;
+  o.duration_ns = 40'000;
+  o.scenario = *sc;
+  auto r = simrun::run_sim(o);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_EQ(r->fault_log.size(), 4u);
+  EXPECT_EQ(r->fault_log[0].what, "SM fails");
+  EXPECT_EQ(r->fault_log[2].what, "SM recovers");
+  EXPECT_EQ(r->fault_log[3].what.rfind("SM re-routed", 0), 0u) << r->fault_log[3].what;
+  EXPECT_GT(r->fault_log[3].at_ns, r->fault_log[2].at_ns);
+  EXPECT_EQ(r->sm.reroutes, 1u);
+}
+
 TEST(Faults, ReplayIsDeterministic) {
   const std::string f = "link=p00leaf00/p1,drop=0.01,duplicate=0.02,reorder=0.05,reorder_max=3us";
   const std::string ev = "at=20us,action=link-down,link=p00agg00/p3";
