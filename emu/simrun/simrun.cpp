@@ -48,6 +48,7 @@ class Driver {
       const std::vector<std::pair<std::uint32_t, std::uint32_t>>& pairs) {
     const std::vector<topo::NodeId> hcas = f_.hcas();
     std::vector<std::uint32_t> qps_per(hcas.size(), 0);
+    std::vector<bool> completes(hcas.size(), false);  // gets completions: a hook to poll them
     for (const auto& [a, b] : pairs) {
       if (a >= hcas.size() || b >= hcas.size()) {
         return "flow " + std::to_string(a) + ":" + std::to_string(b) + " names an HCA beyond the " +
@@ -55,6 +56,8 @@ class Driver {
       }
       qps_per[a]++;
       qps_per[b]++;
+      completes[a] = true;
+      if (w_.op == WorkloadSpec::Op::kSend) completes[b] = true;  // receive completions
     }
     eps_.resize(hcas.size());
     const std::uint32_t depth = w_.depth;
@@ -70,7 +73,7 @@ class Driver {
       e.mem.assign(w_.size_bytes, 0);
       e.mr = *dev.reg_mr(e.pd, e.mem.data(), e.mem.size(),
                          kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
-      f_.hca(e.node).set_completion_hook([this, i] { on_completions(i); });
+      if (completes[i]) f_.hca(e.node).set_completion_hook([this, i] { on_completions(i); });
     }
     for (const auto& [a, b] : pairs) {
       Flow fl;
