@@ -133,7 +133,8 @@ struct PortCounters {
 // arrives (emu/faults sets them; see emu/faults/README.md). A dropped packet is discarded as a
 // CRC failure (its credits return); a delayed or reordered one arrives later (credits stay
 // consistent: the sender counted it, the receiver counts it on arrival); a duplicate is a copy
-// that enters the input buffer without a credit of its own (it returns none when drained).
+// with its own delay/reorder draw that enters the input buffer without a credit of its own (it
+// returns none when drained).
 struct PortFaults {
   double drop = 0.0;       // probability per packet
   double ber = -1.0;       // per bit on this port's receive side; < 0 = the link model's
