@@ -245,6 +245,30 @@ bool Fabric::send_mad(topo::NodeId hca_node, std::uint16_t dlid, std::span<const
   return true;
 }
 
+bool Fabric::set_port_faults(topo::NodeId n, int port, const PortFaults& faults) {
+  if (n >= nodes_.size() || port < 1 || port > nodes_[n]->num_ports()) return false;
+  PortEnd& pe = nodes_[n]->ports_[port];
+  if (!pe.connected) return false;
+  pe.faults = faults;
+  if (faults.ber >= 0.0)
+    pe.phy.emplace(link::PhyConfig{faults.ber, config_.link.fec, config_.link.fec_config});
+  return true;
+}
+
+void Fabric::adopt_lids() {
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    Node& node = *nodes_[n];
+    if (is_switch(n)) {
+      lids_[n] = node.state_.ports[0].lid;
+      continue;
+    }
+    lids_[n] = node.state_.ports[1].lid;
+    for (int p = 1; p <= node.num_ports(); ++p) {
+      hca(n).device().set_port_lid(static_cast<std::uint8_t>(p), node.state_.ports[p].lid);
+    }
+  }
+}
+
 PortCounters Fabric::totals() const {
   PortCounters t;
   for (const auto& n : nodes_) {
@@ -265,6 +289,10 @@ PortCounters Fabric::totals() const {
       t.fec_corrected_blocks += c.fec_corrected_blocks;
       t.fec_uncorrectable += c.fec_uncorrectable;
       t.busy_ns += c.busy_ns;
+      t.fault_dropped += c.fault_dropped;
+      t.fault_duplicated += c.fault_duplicated;
+      t.fault_delayed += c.fault_delayed;
+      t.fault_reordered += c.fault_reordered;
     }
   }
   return t;

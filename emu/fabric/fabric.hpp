@@ -125,6 +125,24 @@ struct PortCounters {
   std::uint64_t fec_corrected_blocks = 0, fec_uncorrectable = 0;
   std::uint64_t busy_ns = 0;  // time the transmitter was serializing
   std::array<std::uint64_t, 16> xmit_bytes_vl{};
+  // Injected faults (PortFaults, set by emu/faults) on packets this port received.
+  std::uint64_t fault_dropped = 0, fault_duplicated = 0, fault_delayed = 0, fault_reordered = 0;
+};
+
+// Faults of one port's receive direction, drawn from the port's node RNG stream when a packet
+// arrives (emu/faults sets them; see emu/faults/README.md). A dropped packet is discarded as a
+// CRC failure (its credits return); a delayed or reordered one arrives later (credits stay
+// consistent: the sender counted it, the receiver counts it on arrival); a duplicate is a copy
+// with its own delay/reorder draw that enters the input buffer without a credit of its own (it
+// returns none when drained).
+struct PortFaults {
+  double drop = 0.0;       // probability per packet
+  double ber = -1.0;       // per bit on this port's receive side; < 0 = the link model's
+  double duplicate = 0.0;  // probability per packet
+  double reorder = 0.0;    // probability that a packet is held back by U(0, reorder_max_ns]
+  TimeNs reorder_max_ns = 0;
+  TimeNs delay_ns = 0;   // added to every packet
+  TimeNs jitter_ns = 0;  // plus U[0, jitter_ns]
 };
 
 // One packet in flight. In kVerified mode `bytes` holds the wire image (LRH..VCRC); in
@@ -147,6 +165,8 @@ struct Packet {
   bool corrupt = false;        // kTimingOnly: a CRC failure drawn by the PHY
   bool data = false;           // counted as a data packet (carries payload)
   bool directed = false;       // leaves a switch by out_port, not by the LFT (DR SMP replies)
+  bool fault_done = false;     // PortFaults already applied at this arrival (delayed re-arrival)
+  bool fault_dup = false;      // a PortFaults duplicate: enters the buffer without a credit
   TimeNs tail_ns = 0;          // when its last byte reaches the current node
   std::uint32_t next_free = kNoPacket;
 };
@@ -200,6 +220,15 @@ struct PortEnd {
   bool waiting = false;
   TimeNs wait_start_ns = 0;
   PortCounters counters{};
+  std::optional<PortFaults> faults;  // receive-side faults (Fabric::set_port_faults)
+};
+
+// Sees every packet a port receives, before faults and the PHY (emu/simrun writes --pcap
+// captures through it). `p.bytes` holds the wire image in kVerified mode only.
+class PacketTap {
+ public:
+  virtual ~PacketTap() = default;
+  virtual void on_receive(topo::NodeId node, int port, const Packet& p, TimeNs now_ns) = 0;
 };
 
 // Common link-end behaviour of switches and HCAs.
@@ -239,6 +268,11 @@ class Node : public sim::Component {
   void init_credits(int port, TimeNs now);
   void set_link(int port, bool up);
   void arrive(std::uint32_t pkt);
+  // PortFaults of `port` on a packet that just arrived (and its duplicate, if one is drawn);
+  // true when it consumed the packet (dropped, or re-posted to arrive later).
+  bool apply_faults(int port, std::uint32_t pkt);
+  // A copy of `pkt` accepted on `port` without a credit of its own (PortFaults::duplicate).
+  void accept_duplicate(int port, std::uint32_t pkt);
   void end_wait(int port, TimeNs t);
   TimeNs now() const;
   sma::PortCounters& pma(int port) { return state_.ports[port].counters; }
@@ -306,6 +340,9 @@ class HcaNode final : public Node {
   // Call after posting work to the Device from outside the Simulator: pulls packets now.
   void kick();
   std::uint64_t data_packets_delivered() const { return data_delivered_; }
+  // Called after the Device took a packet or a deadline (when new completions may be in its
+  // CQs), so a driver can poll them at the exact virtual time. Empty = none.
+  void set_completion_hook(std::function<void()> hook) { completion_hook_ = std::move(hook); }
 
  protected:
   std::uint32_t head_packet(int port, std::uint8_t vl) override;
@@ -335,6 +372,7 @@ class HcaNode final : public Node {
   TimeNs deadline_ns_ = kNoDeadline;
   bool pull_posted_ = false;
   std::uint64_t data_delivered_ = 0;
+  std::function<void()> completion_hook_;
 };
 
 class Fabric {
@@ -378,6 +416,16 @@ class Fabric {
   bool send_mad(topo::NodeId hca_node, std::uint16_t dlid, std::span<const std::uint8_t> mad,
                 bool smp);
 
+  // Receive-side faults of one port (see PortFaults); set before traffic starts when `ber` is
+  // given (the port's PHY is replaced). Returns false if the port is not linked.
+  bool set_port_faults(topo::NodeId n, int port, const PortFaults& faults);
+  // Every received packet is shown to `tap` (nullptr = none). Not owned.
+  void set_tap(PacketTap* tap) { tap_ = tap; }
+  PacketTap* tap() const { return tap_; }
+  // Takes LIDs from the nodes' management state (as an SM set them through the SMAs): switch
+  // port 0, HCA ports (also given to their Devices). Replaces configure_min_hop's LIDs.
+  void adopt_lids();
+
   // Sum over every port of every node.
   PortCounters totals() const;
   std::uint64_t data_packets_delivered() const;
@@ -399,6 +447,7 @@ class Fabric {
   std::vector<std::uint16_t> lids_;  // per node: switch LID or first HCA port's LID
   std::vector<std::uint8_t> zeros_;
   link::VlArbConfig arb_;
+  PacketTap* tap_ = nullptr;
 };
 
 }  // namespace weft::fabric

@@ -177,6 +177,7 @@ void HcaNode::deliver(std::uint32_t pk) {
     device_->on_packet(rx, t);
   }
   fabric_.pool().free(pk);
+  if (completion_hook_) completion_hook_();
   pump();
 }
 
@@ -203,6 +204,7 @@ void HcaNode::on_node_event(const sim::Event& ev) {
     case kEvHcaDeadline:
       deadline_ns_ = kNoDeadline;
       device_->on_deadline(now());
+      if (completion_hook_) completion_hook_();
       pump();
       return;
     case kEvHcaPull:

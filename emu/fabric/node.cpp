@@ -134,13 +134,26 @@ void Node::arrive(std::uint32_t pk) {
   Packet& p = fabric_.pool()[pk];
   const int port = p.in_port;
   PortEnd& pe = ports_[port];
+  const bool refault = p.fault_done;  // a delayed packet arriving for the second time
+  const bool late_dup = p.fault_dup;  // a duplicate made by PortFaults, arriving
+  p.fault_done = false;
+  p.fault_dup = false;
   if (!pe.up || p.link_gen != pe.gen) {  // lost with the link
     fabric_.pool().free(pk);
     return;
   }
+  if (late_dup) {
+    accept_duplicate(port, pk);
+    return;
+  }
+  if (!refault) {
+    if (PacketTap* tap = fabric_.tap()) tap->on_receive(id_, port, p, now());
+    if (pe.faults && apply_faults(port, pk)) return;
+  }
   const LinkModel& lm = fabric_.config().link;
+  const double ber = pe.faults && pe.faults->ber >= 0.0 ? pe.faults->ber : lm.ber;
   bool bad = false;
-  if (lm.ber > 0.0) {
+  if (ber > 0.0) {
     Rng& rng = fabric_.sim().rng(comp_);
     link::PhyOutcome o;
     if (fabric_.config().mode == DataMode::kVerified) {
@@ -186,6 +199,58 @@ void Node::arrive(std::uint32_t pk) {
   pma(port).count_rcv(p.wire_bytes);
   p.in_gen = pe.gen;
   p.in_vl = vl;
+  accept(port, pk);
+}
+
+bool Node::apply_faults(int port, std::uint32_t pk) {
+  PortEnd& pe = ports_[port];
+  const PortFaults& f = *pe.faults;
+  Packet& p = fabric_.pool()[pk];
+  Rng& rng = fabric_.sim().rng(comp_);
+  if (rng.chance(f.drop)) {  // discarded like a CRC failure
+    pe.counters.fault_dropped++;
+    if (p.vl != link::kVl15) {
+      pe.credit->on_packet_discarded(p.vl, p.wire_bytes);
+      flush_fc(port);
+    }
+    fabric_.pool().free(pk);
+    return true;
+  }
+  // Extra time on the wire: delay, jitter, and reordering (held back so later packets pass).
+  auto hold_ns = [&](bool count) {
+    TimeNs x = f.delay_ns;
+    if (f.jitter_ns > 0) x += rng.below(f.jitter_ns + 1);
+    if (f.reorder_max_ns > 0 && rng.chance(f.reorder)) {
+      x += 1 + rng.below(f.reorder_max_ns);
+      if (count) pe.counters.fault_reordered++;
+    }
+    return x;
+  };
+  const TimeNs extra = hold_ns(true);
+  if (rng.chance(f.duplicate)) {
+    // The copy travels on its own (its own delay and reordering, so it may come late) and
+    // enters the buffer without a credit (accept_duplicate).
+    const std::uint32_t c = fabric_.pool().alloc();
+    Packet& d = fabric_.pool()[c];
+    d = fabric_.pool()[pk];
+    d.next_free = kNoPacket;
+    d.fault_done = false;
+    d.fault_dup = true;
+    pe.counters.fault_duplicated++;
+    fabric_.sim().post_at(now() + hold_ns(false), comp_, kEvArrive, c);
+  }
+  if (extra == 0) return false;
+  if (f.delay_ns > 0 || f.jitter_ns > 0) pe.counters.fault_delayed++;
+  p.fault_done = true;  // arrives again later, past the faults
+  fabric_.sim().post_at(now() + extra, comp_, kEvArrive, pk);
+  return true;
+}
+
+void Node::accept_duplicate(int port, std::uint32_t pk) {
+  PortEnd& pe = ports_[port];
+  Packet& p = fabric_.pool()[pk];
+  p.in_gen = static_cast<std::uint16_t>(pe.gen - 1);  // drain() returns no credit for it
+  p.in_vl = p.vl;
   accept(port, pk);
 }
 

@@ -12,4 +12,5 @@ void add_check(CLI::App& app);  // tools/weft/cmd_check.cpp
 void add_topo(CLI::App& app);   // tools/weft/cmd_topo.cpp
 void add_route(CLI::App& app);  // tools/weft/cmd_topo.cpp
 void add_sm(CLI::App& app);     // tools/weft/cmd_sm.cpp
+void add_sim(CLI::App& app);    // tools/weft/cmd_sim.cpp
 }  // namespace weft::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   weft::cli::add_topo(app);
   weft::cli::add_route(app);
   weft::cli::add_sm(app);
+  weft::cli::add_sim(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
