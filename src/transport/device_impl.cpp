@@ -13,13 +13,20 @@
 namespace weft::transport {
 namespace {
 
-bool is_member(const PdImpl* pd, const std::vector<std::unique_ptr<PdImpl>>& pds) {
-  return pd && std::any_of(pds.begin(), pds.end(), [&](const auto& p) { return p.get() == pd; });
+// The caller's pointers (a PD, CQ, QP, ... passed back into the Device) may be stale, null or
+// another Device's. They are found among the owned objects by identity, comparing base-class
+// pointers, before anything dereferences or downcasts them (a downcast of a destroyed object is
+// undefined, and UBSan's vptr check reads it).
+template <class Base, class U>
+auto find_owned(std::vector<std::unique_ptr<U>>& v, const Base* obj) {
+  if (obj == nullptr) return v.end();
+  return std::find_if(v.begin(), v.end(),
+                      [&](const auto& p) { return p && static_cast<const Base*>(p.get()) == obj; });
 }
-
-template <class T, class U>
-bool owns(const T* obj, const std::vector<std::unique_ptr<U>>& v) {
-  return obj && std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+template <class Base, class U>
+U* lookup(std::vector<std::unique_ptr<U>>& v, const Base* obj) {
+  auto it = find_owned(v, obj);
+  return it == v.end() ? nullptr : it->get();
 }
 
 constexpr std::uint32_t kAccessAll =
@@ -64,8 +71,8 @@ Result<ProtectionDomain*, Errc> DeviceImpl::alloc_pd() {
 
 Result<MemoryRegion*, Errc> DeviceImpl::reg_mr(ProtectionDomain* pd_base, void* addr,
                                                std::size_t length, std::uint32_t access) {
-  auto* pd = static_cast<PdImpl*>(pd_base);
-  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  PdImpl* pd = lookup(pds_, pd_base);
+  if (!pd) return Errc::kNotFound;
   if ((access & ~kAccessAll) != 0) return Errc::kInvalidArgument;
   if (addr == nullptr && length != 0) return Errc::kInvalidArgument;
   // IBA 10.6.3.1 (o10-..): remote write or atomic access needs local write.
@@ -108,8 +115,8 @@ Result<CompletionQueue*, Errc> DeviceImpl::create_cq(std::uint32_t depth) {
 Result<SharedReceiveQueue*, Errc> DeviceImpl::create_srq(ProtectionDomain* pd_base,
                                                          std::uint32_t max_wr,
                                                          std::uint32_t max_sge) {
-  auto* pd = static_cast<PdImpl*>(pd_base);
-  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  PdImpl* pd = lookup(pds_, pd_base);
+  if (!pd) return Errc::kNotFound;
   if (max_wr == 0 || max_wr > kWrMax || max_sge == 0 || max_sge > kSgeMax)
     return Errc::kInvalidArgument;
   srqs_.push_back(std::make_unique<SrqImpl>(this, pd, max_wr, max_sge));
@@ -118,12 +125,12 @@ Result<SharedReceiveQueue*, Errc> DeviceImpl::create_srq(ProtectionDomain* pd_ba
 }
 
 Result<QueuePair*, Errc> DeviceImpl::create_qp(const QpInitAttr& attr) {
-  auto* pd = static_cast<PdImpl*>(attr.pd);
-  auto* scq = static_cast<CqImpl*>(attr.send_cq);
-  auto* rcq = static_cast<CqImpl*>(attr.recv_cq);
-  auto* srq = static_cast<SrqImpl*>(attr.srq);
-  if (!is_member(pd, pds_) || !owns(scq, cqs_) || !owns(rcq, cqs_)) return Errc::kInvalidArgument;
-  if (attr.srq && !owns(srq, srqs_)) return Errc::kInvalidArgument;
+  PdImpl* pd = lookup(pds_, attr.pd);
+  CqImpl* scq = lookup(cqs_, attr.send_cq);
+  CqImpl* rcq = lookup(cqs_, attr.recv_cq);
+  SrqImpl* srq = lookup(srqs_, attr.srq);
+  if (!pd || !scq || !rcq) return Errc::kInvalidArgument;
+  if (attr.srq && !srq) return Errc::kInvalidArgument;
   const QpCaps& c = attr.caps;
   if (c.max_send_wr == 0 || c.max_send_wr > kWrMax || c.max_recv_wr > kWrMax ||
       (c.max_recv_wr == 0 && !attr.srq) || c.max_send_sge == 0 || c.max_send_sge > kSgeMax ||
@@ -142,8 +149,8 @@ Result<QueuePair*, Errc> DeviceImpl::create_qp(const QpInitAttr& attr) {
 
 Result<AddressHandle*, Errc> DeviceImpl::create_ah(ProtectionDomain* pd_base,
                                                    const AddressVector& av) {
-  auto* pd = static_cast<PdImpl*>(pd_base);
-  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  PdImpl* pd = lookup(pds_, pd_base);
+  if (!pd) return Errc::kNotFound;
   if (av.port_num == 0 || av.port_num > config_.ports.size() || av.sl > 15 ||
       av.flow_label > 0xFFFFF)
     return Errc::kInvalidArgument;
@@ -153,19 +160,22 @@ Result<AddressHandle*, Errc> DeviceImpl::create_ah(ProtectionDomain* pd_base,
 }
 
 Errc DeviceImpl::destroy_qp(QueuePair* base) {
-  auto* qp = static_cast<QpImpl*>(base);
-  if (!qp || qp->qpn_ >= qps_.size() || qps_[qp->qpn_].get() != qp) return Errc::kNotFound;
+  // A stale pointer (already destroyed) must not be dereferenced, not even to read its QPN or by
+  // a checked downcast: find it by identity first (as dereg_mr).
+  auto it = find_owned(qps_, base);
+  if (it == qps_.end()) return Errc::kNotFound;
+  QpImpl* qp = it->get();
   --static_cast<PdImpl*>(qp->init_.pd)->users_;
   --static_cast<CqImpl*>(qp->init_.send_cq)->users_;
   --static_cast<CqImpl*>(qp->init_.recv_cq)->users_;
   if (qp->init_.srq) --static_cast<SrqImpl*>(qp->init_.srq)->users_;
-  qps_[qp->qpn_].reset();
+  it->reset();
   return Errc::kOk;
 }
 
-template <class T, class U>
-static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, T* obj) {
-  auto it = std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+template <class Base, class U>
+static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, const Base* obj) {
+  auto it = find_owned(v, obj);
   if (it == v.end()) return Errc::kNotFound;
   if ((*it)->users_ != 0) return Errc::kBusy;
   v.erase(it);
@@ -173,24 +183,23 @@ static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, T* obj) {
 }
 
 Errc DeviceImpl::destroy_cq(CompletionQueue* cq) {
-  return erase_owned(cqs_, static_cast<CqImpl*>(cq));
+  return erase_owned(cqs_, cq);
 }
 
 Errc DeviceImpl::destroy_srq(SharedReceiveQueue* base) {
-  auto* srq = static_cast<SrqImpl*>(base);
-  if (!owns(srq, srqs_)) return Errc::kNotFound;
-  if (srq->users_ != 0) return Errc::kBusy;
-  --srq->pd_->users_;
-  return erase_owned(srqs_, srq);
+  auto it = find_owned(srqs_, base);
+  if (it == srqs_.end()) return Errc::kNotFound;
+  if ((*it)->users_ != 0) return Errc::kBusy;
+  --(*it)->pd_->users_;
+  srqs_.erase(it);
+  return Errc::kOk;
 }
 
 Errc DeviceImpl::dereg_mr(MemoryRegion* base) {
   // A stale pointer (already deregistered) must not be dereferenced, not even by a checked
   // downcast (UBSan's vptr check reads the object): find it by identity first.
-  auto it = std::find_if(mrs_.begin(), mrs_.end(), [&](const auto& p) {
-    return p && static_cast<MemoryRegion*>(p.get()) == base;
-  });
-  if (base == nullptr || it == mrs_.end()) return Errc::kNotFound;
+  auto it = find_owned(mrs_, base);
+  if (it == mrs_.end()) return Errc::kNotFound;
   MrImpl* mr = it->get();
   --mr->pd_->users_;
   const auto index = static_cast<std::uint32_t>(it - mrs_.begin());
@@ -200,16 +209,19 @@ Errc DeviceImpl::dereg_mr(MemoryRegion* base) {
 }
 
 Errc DeviceImpl::destroy_ah(AddressHandle* base) {
-  auto* ah = static_cast<AhImpl*>(base);
-  auto it = std::find_if(ahs_.begin(), ahs_.end(), [&](const auto& p) { return p.get() == ah; });
+  auto it = find_owned(ahs_, base);
   if (it == ahs_.end()) return Errc::kNotFound;
-  --ah->pd_->users_;
+  --(*it)->pd_->users_;
   ahs_.erase(it);
   return Errc::kOk;
 }
 
+const AhImpl* DeviceImpl::find_ah(const AddressHandle* ah) {
+  return lookup(ahs_, ah);
+}
+
 Errc DeviceImpl::dealloc_pd(ProtectionDomain* base) {
-  return erase_owned(pds_, static_cast<PdImpl*>(base));
+  return erase_owned(pds_, base);
 }
 
 Errc DeviceImpl::check_sges(const PdImpl* pd, std::span<const Sge> sges,

@@ -58,6 +58,9 @@ class DeviceImpl final : public Device {
 
   // ---- for the engines ----
   MrImpl* find_mr(std::uint32_t key) const;
+  // The AH `ah` names if this Device created it and it still exists (by identity: a stale or
+  // foreign pointer is never dereferenced), else nullptr.
+  const AhImpl* find_ah(const AddressHandle* ah);
   // Validates a local gather/scatter list (IBA 10.6.3.2 L_Key checks).
   Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const;
   // Pushes a completion; an overrun marks the CQ, raises kCqError and errors the QPs on it.

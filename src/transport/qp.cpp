@@ -291,9 +291,12 @@ Errc QpImpl::post_send(const SendWr& wr) {
       return e;
   }
   if (atomic && (wr.sg_list.size() != 1 || total != kAtomicBytes)) return Errc::kInvalidArgument;
+  const AhImpl* ah = nullptr;
   if (ud) {
-    const auto* ah = static_cast<const AhImpl*>(wr.ah);
-    if (ah->pd_ != init_.pd) return Errc::kInvalidArgument;
+    // wr.ah is the caller's pointer: it may be stale or another Device's, so it is looked up by
+    // identity before anything reads it.
+    ah = dev_->find_ah(wr.ah);
+    if (!ah || ah->pd_ != init_.pd) return Errc::kInvalidArgument;
     const auto& ports = dev_->config_.ports;
     const std::uint8_t port = attr_.port_num;
     if (total > mtu_bytes(ports[port - 1].max_mtu)) return Errc::kInvalidArgument;
@@ -315,7 +318,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   if (ud) {
-    w.av = static_cast<const AhImpl*>(wr.ah)->av();
+    w.av = ah->av();
     w.remote_qpn = wr.remote_qpn & kPsnMask;
     // IBA 10.2.5 / o9-..: a Q_Key with the high bit set means "use the QP's own Q_Key".
     w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;
