@@ -49,6 +49,7 @@ std::uint16_t DeviceImpl::lid(std::uint8_t port_num) const {
 Errc DeviceImpl::set_port_lid(std::uint8_t port_num, std::uint16_t lid) {
   if (port_num == 0 || port_num > config_.ports.size()) return Errc::kInvalidArgument;
   config_.ports[port_num - 1].lid = lid;
+  ++route_epoch_;  // SLIDs in the QPs' header templates are stale
   return Errc::kOk;
 }
 
@@ -317,12 +318,17 @@ void DeviceImpl::finish_packet(wire::Headers& h, const std::uint8_t* payload,
                                std::uint32_t payload_bytes, std::uint8_t port_num, TxPacket& out) {
   wire::fill_lengths(h, payload_bytes);
   out.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(h, out.headers));
-  out.payload = payload;
-  out.payload_bytes = payload_bytes;
-  out.pad_bytes = h.bth.pad_cnt;
-  out.port_num = port_num;
   out.dlid = h.lrh.dlid;
   out.sl = h.lrh.sl;
+  finish_encoded(payload, payload_bytes, h.bth.pad_cnt, port_num, out);
+}
+
+void DeviceImpl::finish_encoded(const std::uint8_t* payload, std::uint32_t payload_bytes,
+                                std::uint8_t pad_bytes, std::uint8_t port_num, TxPacket& out) {
+  out.payload = payload;
+  out.payload_bytes = payload_bytes;
+  out.pad_bytes = pad_bytes;
+  out.port_num = port_num;
   out.corrupt = false;
   if (config_.crc == CrcMode::kCompute) {
     const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);

@@ -80,6 +80,10 @@ class DeviceImpl final : public Device {
   // Encodes headers and fills the packet (lengths, pad, CRCs in kCompute, counters).
   void finish_packet(wire::Headers& h, const std::uint8_t* payload, std::uint32_t payload_bytes,
                      std::uint8_t port_num, TxPacket& out);
+  // The tail of finish_packet for headers already encoded into out.headers (header_bytes set):
+  // payload, pad, routing copies, CRCs in kCompute, counters.
+  void finish_encoded(const std::uint8_t* payload, std::uint32_t payload_bytes,
+                      std::uint8_t pad_bytes, std::uint8_t port_num, TxPacket& out);
   // Fills the routing part of the headers from an address vector.
   void fill_route(wire::Headers& h, const AddressVector& av, std::uint16_t pkey_index,
                   std::uint8_t port_num) const;
@@ -96,6 +100,7 @@ class DeviceImpl final : public Device {
 
   DeviceConfig config_;
   Rng& rng_;
+  std::uint64_t route_epoch_ = 1;  // bumped when a port's LID changes (QP header templates)
   DeviceCounters counters_{};
 
  private:

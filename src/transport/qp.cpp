@@ -185,6 +185,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
   if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
   if (mask & kQpRecoveryMode) attr_.recovery = a.recovery;
+  hdr_tmpl_bytes_ = 0;  // the route, P_Key or destination QP may have changed
 
   if (to == cur) return Errc::kOk;
   switch (to) {

@@ -148,6 +148,15 @@ class QpImpl final : public QueuePair {
   QpState state_ = QpState::kReset;
   QpAttr attr_{};
   bool scheduled_ = false;  // in the Device's ready ring
+
+  // Request header template (requester.cpp): this QP's LRH [GRH] BTH encoded once per route, so
+  // a SEND/WRITE packet patches opcode, SE, PadCnt, AckReq, PSN and the lengths instead of
+  // filling and encoding a wire::Headers. Valid while hdr_tmpl_bytes_ != 0 and the Device's
+  // route epoch (bumped by set_port_lid) equals hdr_tmpl_epoch_; modify() clears it.
+  static constexpr std::size_t kTmplBytesMax = wire::kLrhBytes + wire::kGrhBytes + wire::kBthBytes;
+  std::array<std::uint8_t, kTmplBytesMax> hdr_tmpl_{};
+  std::uint8_t hdr_tmpl_bytes_ = 0;
+  std::uint64_t hdr_tmpl_epoch_ = 0;
   bool sq_drained_event_pending_ = false;
 
   // ---- send queue (requester + completer) ----
