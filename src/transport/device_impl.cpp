@@ -480,16 +480,57 @@ void DeviceImpl::dispatch(const wire::Headers& h, std::span<const std::uint8_t> 
 
 // ---- timers -----------------------------------------------------------------------------------
 
+namespace {
+bool later(const DeviceImpl::TimerEntry& a, const DeviceImpl::TimerEntry& b) {
+  return a.at != b.at ? a.at > b.at : a.qpn > b.qpn;
+}
+}  // namespace
+
+void DeviceImpl::push_timer(TimeNs at, std::uint32_t qpn) const {
+  timers_.push_back(TimerEntry{at, qpn});
+  std::push_heap(timers_.begin(), timers_.end(), later);
+}
+
+void DeviceImpl::clean_timer_top() const {
+  while (!timers_.empty()) {
+    const TimerEntry top = timers_.front();
+    QpImpl* qp = top.qpn < qps_.size() ? qps_[top.qpn].get() : nullptr;
+    const TimeNs d = qp ? qp->next_deadline() : kNoDeadline;
+    if (qp && top.at == d) return;  // live
+    std::pop_heap(timers_.begin(), timers_.end(), later);
+    timers_.pop_back();
+    if (qp && top.at <= qp->timer_entry_at_) {
+      // It was the QP's earliest entry: push its real deadline (if any) in its place.
+      qp->timer_entry_at_ = d;
+      if (d != kNoDeadline) push_timer(d, top.qpn);
+    }
+  }
+}
+
 TimeNs DeviceImpl::next_deadline() const {
-  TimeNs t = kNoDeadline;
-  for (const auto& qp : qps_)
-    if (qp) t = std::min(t, qp->next_deadline());
-  return t;
+  clean_timer_top();
+  return timers_.empty() ? kNoDeadline : timers_.front().at;
 }
 
 void DeviceImpl::on_deadline(TimeNs now) {
-  for (auto& qp : qps_)
-    if (qp && qp->next_deadline() <= now) comp_on_deadline(*qp, now);
+  // Every QP due by `now`, then fired in QPN order (the order of a scan over all QPs, so runs
+  // replay the same packet traces whatever the heap's tie-breaking).
+  due_.clear();
+  for (clean_timer_top(); !timers_.empty() && timers_.front().at <= now; clean_timer_top()) {
+    const std::uint32_t qpn = timers_.front().qpn;
+    std::pop_heap(timers_.begin(), timers_.end(), later);
+    timers_.pop_back();
+    qps_[qpn]->timer_entry_at_ = kNoDeadline;
+    due_.push_back(qpn);
+  }
+  std::sort(due_.begin(), due_.end());
+  due_.erase(std::unique(due_.begin(), due_.end()), due_.end());
+  for (const std::uint32_t qpn : due_) {
+    QpImpl* qp = qps_[qpn].get();
+    if (!qp) continue;
+    if (qp->next_deadline() <= now) comp_on_deadline(*qp, now);
+    note_deadline(*qp);
+  }
 }
 
 Errc SrqImpl::post_recv(const RecvWr& wr) {

@@ -56,6 +56,11 @@ class DeviceImpl final : public Device {
   bool poll_async_event(AsyncEvent& out) override;
   const DeviceCounters& counters() const override { return counters_; }
 
+  struct TimerEntry {  // the timer heap's element
+    TimeNs at;
+    std::uint32_t qpn;
+  };
+
   // ---- for the engines ----
   MrImpl* find_mr(std::uint32_t key) const;
   // The AH `ah` names if this Device created it and it still exists (by identity: a stale or
@@ -76,6 +81,15 @@ class DeviceImpl final : public Device {
     if (status != WcStatus::kSuccess) ++counters_.completions_error;
   }
   void raise(AsyncEventType type, std::uint32_t qpn, std::uint8_t port = 0);
+  // Called after a QP's rto/rnr deadline was set: keeps the timer heap's invariant (an entry at
+  // or before every QP's next_deadline()). Cheap when the deadline moved later (the common
+  // re-arm): nothing is pushed; the earlier entry is found stale and replaced when it surfaces.
+  void note_deadline(QpImpl& qp) {
+    const TimeNs d = qp.next_deadline();
+    if (d >= qp.timer_entry_at_) return;
+    qp.timer_entry_at_ = d;
+    push_timer(d, qp.qpn_);
+  }
   void schedule(QpImpl& qp);
   // Encodes headers and fills the packet (lengths, pad, CRCs in kCompute, counters).
   void finish_packet(wire::Headers& h, const std::uint8_t* payload, std::uint32_t payload_bytes,
@@ -104,6 +118,9 @@ class DeviceImpl final : public Device {
   DeviceCounters counters_{};
 
  private:
+  void push_timer(TimeNs at, std::uint32_t qpn) const;
+  // Drops stale entries from the heap's top until it is a live QP's exact next deadline.
+  void clean_timer_top() const;
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
   bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
@@ -118,6 +135,12 @@ class DeviceImpl final : public Device {
   std::vector<std::unique_ptr<QpImpl>> qps_;  // index = QPN
   std::uint32_t next_pd_handle_ = 1;
   std::deque<std::uint32_t> ready_;  // QPNs with something to send, round robin
+  // Min-heap of (deadline, QPN), so next_deadline()/on_deadline() do not scan every QP. Entries
+  // are lazy: a QP whose deadline moved later or went away leaves its entry, which is dropped
+  // (and the QP's real deadline pushed) when it reaches the top. Mutable: next_deadline() is
+  // const and cleans the top to return an exact answer.
+  mutable std::vector<TimerEntry> timers_;
+  std::vector<std::uint32_t> due_;  // on_deadline scratch
   std::deque<AsyncEvent> events_;
   std::vector<std::uint8_t> bounce_;
 };
