@@ -277,17 +277,24 @@ bool DeviceImpl::poll_async_event(AsyncEvent& out) {
 void DeviceImpl::schedule(QpImpl& qp) {
   if (qp.scheduled_) return;
   qp.scheduled_ = true;
-  ready_.push_back(qp.qpn_);
+  if (ready_tail_ - ready_head_ == ready_.size()) {
+    std::vector<std::uint32_t> bigger(ready_.size() * 2);
+    for (std::uint64_t i = ready_head_, k = 0; i != ready_tail_; ++i, ++k)
+      bigger[k] = ready_[i & (ready_.size() - 1)];
+    ready_tail_ -= ready_head_;
+    ready_head_ = 0;
+    ready_.swap(bigger);
+  }
+  ready_[ready_tail_++ & (ready_.size() - 1)] = qp.qpn_;
 }
 
 bool DeviceImpl::poll_transmit(TimeNs now, TxPacket& out) {
-  while (!ready_.empty()) {
-    const std::uint32_t qpn = ready_.front();
-    ready_.pop_front();
+  while (ready_head_ != ready_tail_) {
+    const std::uint32_t qpn = ready_[ready_head_++ & (ready_.size() - 1)];
     QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
     if (!qp) continue;
     qp->scheduled_ = false;
-    const bool sent = resp_poll(*qp, out) || req_poll(*qp, now, out);
+    const bool sent = (qp->respq_count_ > 0 && resp_poll(*qp, out)) || req_poll(*qp, now, out);
     if (sent) {
       if (qp->can_transmit()) schedule(*qp);
       return true;
@@ -420,7 +427,7 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
 
 // IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least one
 // of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
-bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
+inline bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
   if ((pkt_pkey & 0x7FFF) == 0) return false;
   const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
   if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;

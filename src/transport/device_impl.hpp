@@ -134,7 +134,10 @@ class DeviceImpl final : public Device {
   std::vector<std::unique_ptr<AhImpl>> ahs_;
   std::vector<std::unique_ptr<QpImpl>> qps_;  // index = QPN
   std::uint32_t next_pd_handle_ = 1;
-  std::deque<std::uint32_t> ready_;  // QPNs with something to send, round robin
+  // QPNs with something to send, round robin: a power-of-two ring that doubles when full. A QP
+  // is in it at most once (QpImpl::scheduled_), so it never holds more than the QP count.
+  std::vector<std::uint32_t> ready_ = std::vector<std::uint32_t>(64);
+  std::uint64_t ready_head_ = 0, ready_tail_ = 0;
   // Min-heap of (deadline, QPN), so next_deadline()/on_deadline() do not scan every QP. Entries
   // are lazy: a QP whose deadline moved later or went away leaves its entry, which is dropped
   // (and the QP's real deadline pushed) when it reaches the top. Mutable: next_deadline() is

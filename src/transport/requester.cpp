@@ -30,10 +30,23 @@ bool consumes_credit(WrOpcode op) {
 }
 
 // Payload bytes [offset, offset+len) of a WQE: a pointer into one SGE, or a gather into bounce.
-const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
-                                std::uint64_t offset, std::uint32_t len) {
+const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
+                                   std::uint64_t offset, std::uint32_t len);
+inline const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
+                                       std::uint64_t offset, std::uint32_t len) {
   if (len == 0) return nullptr;
   if (w.is_inline) return qp.sq_inline(slot) + offset;
+  const Sge* sges = qp.sq_sges(slot);
+  if (offset + len <= sges[0].length)  // the common case: inside the first SGE
+    return reinterpret_cast<const std::uint8_t*>(sges[0].addr) + offset;
+  return gather_payload(qp, slot, w, offset, len);
+}
+
+// Payload bytes [offset, offset+len) past the first SGE: a pointer into one SGE, or a gather
+// into the Device's bounce buffer when they straddle SGEs.
+[[gnu::noinline]] const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot,
+                                                     const SendWqe& w, std::uint64_t offset,
+                                                     std::uint32_t len) {
   const Sge* sges = qp.sq_sges(slot);
   std::uint32_t i = 0;
   while (i < w.num_sge && offset >= sges[i].length) offset -= sges[i++].length;
@@ -141,6 +154,41 @@ void encode_from_template(QpImpl& qp, Opcode op, bool se, bool ack_req, std::uin
   qp.dev_->finish_encoded(payload, len, pad, qp.attr_.port_num, out);
 }
 
+// READ and atomic requests: rarer, built through wire::Headers (kept out of line so the SEND/WRITE
+// path of build_request keeps a small frame).
+[[gnu::noinline]] std::uint32_t build_rd_atomic_request(QpImpl& qp, const SendWqe& w,
+                                                        std::uint32_t psn, std::uint64_t offset,
+                                                        TxPacket& out) {
+  DeviceImpl& dev = *qp.dev_;
+  const std::uint32_t next = psn_add(psn, 1);
+  wire::Headers h{};
+  dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
+  h.bth.dest_qp = qp.attr_.dest_qpn;
+  h.bth.psn = psn;
+  std::uint32_t after = next;
+  if (w.opcode == WrOpcode::kRdmaRead) {
+    // IBA 9.7.4.1.3: a retried READ restarts at the first missing response, with the
+    // virtual address and length advanced to match.
+    h.bth.opcode = Opcode::kRcReadRequest;
+    h.reth = wire::Reth{
+        w.remote_addr + offset, w.rkey,
+        static_cast<std::uint32_t>(w.total_bytes - std::min<std::uint64_t>(offset, w.total_bytes))};
+    after = psn_add(w.first_psn, w.npkts);
+  } else {
+    h.bth.opcode =
+        w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd;
+    h.atomic_eth = wire::AtomicEth{w.remote_addr, w.rkey,
+                                   w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add,
+                                   w.compare_add};
+  }
+  // READs and atomics are always answered, so they need no AckReq; they restart the count.
+  qp.pkts_since_ackreq_ = 0;
+  dev.finish_packet(h, nullptr, 0, qp.attr_.port_num, out);
+  if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
+  if (psn_lt(qp.psn_high_, after)) qp.psn_high_ = after;
+  return after;
+}
+
 // Builds the request packet of WQE `slot` at `psn` (inside its range). Returns the PSN after it.
 std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, TxPacket& out) {
   DeviceImpl& dev = *qp.dev_;
@@ -169,32 +217,7 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
     if (psn_lt(qp.psn_high_, next)) qp.psn_high_ = next;
     return next;
   }
-  wire::Headers h{};
-  dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
-  h.bth.dest_qp = qp.attr_.dest_qpn;
-  h.bth.psn = psn;
-  std::uint32_t after = next;
-  if (w.opcode == WrOpcode::kRdmaRead) {
-    // IBA 9.7.4.1.3: a retried READ restarts at the first missing response, with the
-    // virtual address and length advanced to match.
-    h.bth.opcode = Opcode::kRcReadRequest;
-    h.reth = wire::Reth{
-        w.remote_addr + offset, w.rkey,
-        static_cast<std::uint32_t>(w.total_bytes - std::min<std::uint64_t>(offset, w.total_bytes))};
-    after = psn_add(w.first_psn, w.npkts);
-  } else {
-    h.bth.opcode =
-        w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd;
-    h.atomic_eth = wire::AtomicEth{w.remote_addr, w.rkey,
-                                   w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add,
-                                   w.compare_add};
-  }
-  // READs and atomics are always answered, so they need no AckReq; they restart the count.
-  qp.pkts_since_ackreq_ = 0;
-  dev.finish_packet(h, nullptr, 0, qp.attr_.port_num, out);
-  if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
-  if (psn_lt(qp.psn_high_, after)) qp.psn_high_ = after;
-  return after;
+  return build_rd_atomic_request(qp, w, psn, offset, out);
 }
 
 void recount_rd_atomic(QpImpl& qp) {
