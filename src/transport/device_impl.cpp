@@ -100,13 +100,6 @@ Result<MemoryRegion*, Errc> DeviceImpl::reg_mr(ProtectionDomain* pd_base, void* 
   return static_cast<MemoryRegion*>(mrs_[index].get());
 }
 
-MrImpl* DeviceImpl::find_mr(std::uint32_t key) const {
-  const std::uint32_t index = key >> 8;
-  if (index == 0 || index >= mrs_.size()) return nullptr;
-  MrImpl* mr = mrs_[index].get();
-  return (mr && mr->lkey() == key) ? mr : nullptr;
-}
-
 Result<CompletionQueue*, Errc> DeviceImpl::create_cq(std::uint32_t depth) {
   if (depth == 0 || depth > kCqDepthMax) return Errc::kInvalidArgument;
   cqs_.push_back(std::make_unique<CqImpl>(this, depth));
@@ -223,17 +216,6 @@ const AhImpl* DeviceImpl::find_ah(const AddressHandle* ah) {
 
 Errc DeviceImpl::dealloc_pd(ProtectionDomain* base) {
   return erase_owned(pds_, base);
-}
-
-Errc DeviceImpl::check_sges(const PdImpl* pd, std::span<const Sge> sges,
-                            std::uint32_t need_access) const {
-  for (const Sge& s : sges) {
-    const MrImpl* mr = find_mr(s.lkey);
-    if (!mr || mr->pd_ != pd) return Errc::kBadLkey;
-    if (!mr->contains(s.addr, s.length)) return Errc::kSgeOutOfRange;
-    if ((mr->access() & need_access) != need_access) return Errc::kAccessDenied;
-  }
-  return Errc::kOk;
 }
 
 // ---- completions and events -------------------------------------------------------------------

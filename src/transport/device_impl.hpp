@@ -62,12 +62,26 @@ class DeviceImpl final : public Device {
   };
 
   // ---- for the engines ----
-  MrImpl* find_mr(std::uint32_t key) const;
+  // Inline: on every post and every RDMA request.
+  MrImpl* find_mr(std::uint32_t key) const {
+    const std::uint32_t index = key >> 8;
+    if (index == 0 || index >= mrs_.size()) return nullptr;
+    MrImpl* mr = mrs_[index].get();
+    return (mr && mr->lkey() == key) ? mr : nullptr;
+  }
   // The AH `ah` names if this Device created it and it still exists (by identity: a stale or
   // foreign pointer is never dereferenced), else nullptr.
   const AhImpl* find_ah(const AddressHandle* ah);
   // Validates a local gather/scatter list (IBA 10.6.3.2 L_Key checks).
-  Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const;
+  Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const {
+    for (const Sge& s : sges) {
+      const MrImpl* mr = find_mr(s.lkey);
+      if (!mr || mr->pd_ != pd) return Errc::kBadLkey;
+      if (!mr->contains(s.addr, s.length)) return Errc::kSgeOutOfRange;
+      if ((mr->access() & need_access) != need_access) return Errc::kAccessDenied;
+    }
+    return Errc::kOk;
+  }
   // Pushes a completion; an overrun marks the CQ, raises kCqError and errors the QPs on it.
   void push_cqe(CqImpl* cq, const WorkCompletion& wc);
   // In-place form of push_cqe for the common case: the CQ slot to fill, or nullptr when push_cqe
