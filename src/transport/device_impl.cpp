@@ -367,7 +367,43 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
   dispatch(p->h, p->payload, grh, now);
 }
 
+bool DeviceImpl::fast_receive(const TxPacket& pkt) {
+  constexpr std::size_t kHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
+  if (pkt.header_bytes != kHeaderBytes || pkt.corrupt || (pkt.payload_bytes && !pkt.payload))
+    return false;
+  if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;
+  const std::uint8_t* b = pkt.headers.data();
+  const std::uint8_t* bth = b + wire::kLrhBytes;
+  // The checks of wire::parse_headers_to: LVer 0 (7.7.3), LNH local, TVer 0 (9.2.4), PadCnt as
+  // given, LRH PktLen (7.7.8), a MIDDLE carries a whole unpadded payload (9.7.2).
+  const auto op = static_cast<wire::Opcode>(bth[0]);
+  if (op != wire::Opcode::kRcSendOnly && op != wire::Opcode::kRcWriteMiddle &&
+      op != wire::Opcode::kRcWriteLast)
+    return false;
+  if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal) ||
+      (bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pkt.pad_bytes)
+    return false;
+  const unsigned pkt_len_words = ((unsigned{b[4]} << 8) | b[5]) & 0x7FF;
+  if (pkt_len_words * 4 != kHeaderBytes + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes)
+    return false;
+  if (op == wire::Opcode::kRcWriteMiddle && (pkt.payload_bytes == 0 || pkt.pad_bytes != 0))
+    return false;
+  // The checks of dispatch: DLID, QP and its state, P_Key (10.9.3).
+  if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
+  const std::uint32_t qpn = (std::uint32_t{bth[5]} << 16) | (std::uint32_t{bth[6]} << 8) | bth[7];
+  QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+  if (!qp || qp->init_.type != QpType::kRc || qp->state_ == QpState::kReset ||
+      qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)
+    return false;
+  if (!pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3]))) return false;
+  if (!resp_fast_request(*qp, bth, {pkt.payload, pkt.payload_bytes})) return false;
+  ++counters_.rx_packets;
+  counters_.rx_bytes += pkt.wire_bytes();
+  return true;
+}
+
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
+  if (fast_receive(pkt)) return;
   ++counters_.rx_packets;
   counters_.rx_bytes += pkt.wire_bytes();
   if (pkt.corrupt) {  // the medium's stand-in for a CRC failure (CrcMode::kModel)
@@ -416,16 +452,20 @@ inline bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const 
   return (mine & 0x8000) || (pkt_pkey & 0x8000);
 }
 
+// IBA 7.11.1 / 9.6.1.1: the DLID must name one of our active ports (under its LMC), or be the
+// permissive LID.
+bool DeviceImpl::dlid_ok(std::uint16_t dlid) const {
+  if (dlid == 0xFFFF) return true;
+  for (const PortConfig& port : config_.ports) {
+    const auto lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));
+    if (port.state == PortState::kActive && (dlid & lmc_mask) == (port.lid & lmc_mask)) return true;
+  }
+  return false;
+}
+
 void DeviceImpl::dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                           std::span<const std::uint8_t> grh_bytes, TimeNs now) {
-  // IBA 7.11.1 / 9.6.1.1: the DLID must name one of our ports (under its LMC), or be permissive.
-  bool lid_ok = h.lrh.dlid == 0xFFFF;
-  for (const PortConfig& port : config_.ports) {
-    const std::uint16_t lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));
-    if (port.state == PortState::kActive && (h.lrh.dlid & lmc_mask) == (port.lid & lmc_mask))
-      lid_ok = true;
-  }
-  if (!lid_ok) {
+  if (!dlid_ok(h.lrh.dlid)) {
     ++counters_.rx_bad_dlid;
     return;
   }

@@ -138,6 +138,11 @@ class DeviceImpl final : public Device {
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
   bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
+  bool dlid_ok(std::uint16_t dlid) const;
+  // The lean receive path for a by-reference packet: LRH + BTH only, no CRCs to check, routed
+  // with the same checks as parse_headers_to + dispatch, then resp_fast_request. False (nothing
+  // counted, nothing changed) sends the packet down the general path.
+  bool fast_receive(const TxPacket& pkt);
 
   std::vector<std::unique_ptr<PdImpl>> pds_;
   std::vector<std::unique_ptr<MrImpl>> mrs_;  // index = key >> 8

@@ -234,6 +234,13 @@ std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                      TimeNs now);
 bool resp_poll(QpImpl& qp, TxPacket& out);
+// The responder's lean path for the commonest in-sequence requests — RDMA WRITE MIDDLE/LAST
+// inside the current WRITE and SEND ONLY into a receive that holds it — given the raw BTH
+// (`bth`, 12 bytes; the packet has no extension headers) of a packet the Device has already
+// routed to this RC QP. It makes exactly the checks and state changes resp_on_request would;
+// anything else (duplicates, gaps, errors, RNR, selective-repeat buffering) returns false having
+// changed nothing, and the packet takes the general path.
+bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std::uint8_t> payload);
 void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes);
 // completer.cpp
