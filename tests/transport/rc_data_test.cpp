@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <tuple>
 
 #include "tests/transport/pump.hpp"
 
@@ -314,6 +316,88 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
   p.run();
   EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 10000));
   EXPECT_EQ(p.a.send_wcs().size(), 1u);
+}
+
+// By-reference packets in CrcMode::kModel take the Device's lean receive path (SEND ONLY, WRITE
+// MIDDLE/LAST in sequence); bytes in kCompute take the general one. Expect: under the same seeded
+// drops and duplicates, both put exactly the same packets on the wire (write_to computes the
+// CRCs the kCompute sender computed), complete the same work requests with the same statuses,
+// count the same, and leave the same bytes — so the lean path changes nothing observable.
+TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
+  struct Outcome {
+    std::vector<std::vector<std::uint8_t>> wire;
+    std::vector<std::tuple<std::uint64_t, WcStatus, WcOpcode, std::uint32_t>> wcs;
+    std::vector<std::uint64_t> counters;
+    std::vector<std::uint8_t> memory;
+  };
+  auto run = [](bool by_ref, std::uint64_t seed) {
+    PairOptions o;
+    o.crc = by_ref ? CrcMode::kModel : CrcMode::kCompute;
+    o.mtu = Mtu::k1024;
+    o.timeout = 10;
+    Pair p(o);
+    p.pump->by_ref = by_ref;
+    SeededRng faults(seed);
+    p.pump->hook = [&](Packet&) {
+      if (faults.chance(0.08)) return Action::kDrop;
+      if (faults.chance(0.05)) return Action::kDuplicate;
+      return Action::kDeliver;
+    };
+    fill(p.a.data(), 65536, static_cast<std::uint8_t>(seed));
+    std::uint64_t id = 0;
+    for (int round = 0; round < 6; ++round) {
+      // Fewer receives than SENDs in odd rounds: RNR NAKs, then the rest once receives arrive.
+      for (int i = 0; i < (round % 2 ? 2 : 4); ++i)
+        EXPECT_EQ(p.b.post_recv(32768 + i * 4096, 4096, 100 + id + i), Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kSend, 64, 64, ++id), Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 10000, ++id, p.b.va(0), p.b.mr->rkey()),
+                Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kSend, 128, 7, ++id), Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 3, 5, ++id, p.b.va(20000), p.b.mr->rkey()),
+                Errc::kOk);
+      if (round % 2) p.pump->run(200);
+      for (int i = 0; i < (round % 2 ? 2 : 0); ++i)
+        EXPECT_EQ(p.b.post_recv(32768 + i * 4096, 4096, 200 + id + i), Errc::kOk);
+      p.pump->run();
+    }
+    Outcome out;
+    // The wire images, with RETH VAs relative to b's region (the two runs' buffers live at
+    // different addresses) and without the CRCs that cover them.
+    for (const Packet& pkt : p.pump->log) {
+      auto parsed = wire::parse_packet(pkt.bytes, wire::ParseOptions{false, false});
+      EXPECT_TRUE(parsed.ok());
+      if (!parsed) continue;
+      wire::Headers h = parsed->h;
+      if (wire::opcode_info(h.bth.opcode).mask & wire::kHasReth) h.reth.va -= p.b.va(0);
+      std::vector<std::uint8_t> img(wire::wire_bytes(h, parsed->payload.size()));
+      wire::encode_packet(h, parsed->payload, img);
+      img.resize(img.size() - wire::kIcrcBytes - wire::kVcrcBytes);
+      out.wire.push_back(img);
+    }
+    for (auto* side : {&p.a, &p.b})
+      for (auto* cq : {side->scq, side->rcq})
+        for (const WorkCompletion& wc : side->poll(cq))
+          out.wcs.emplace_back(wc.wr_id, wc.status, wc.opcode, wc.byte_len);
+    for (auto* side : {&p.a, &p.b}) {
+      const DeviceCounters& c = side->dev->counters();
+      out.counters.insert(out.counters.end(), {c.tx_packets, c.rx_packets, c.rx_bytes,
+                                               c.rx_dropped_ooo, c.retransmit_packets, c.timeouts,
+                                               c.rnr_waits, c.naks_tx_seq, c.naks_tx_rnr, c.acks_tx,
+                                               c.dup_requests, c.completions, c.completions_error});
+    }
+    out.memory.assign(p.b.buf.begin(), p.b.buf.end());
+    EXPECT_TRUE(p.b.guards_intact());
+    return out;
+  };
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Outcome lean = run(true, seed), general = run(false, seed);
+    EXPECT_EQ(lean.wire, general.wire);
+    EXPECT_EQ(lean.wcs, general.wcs);
+    EXPECT_EQ(lean.counters, general.counters);
+    EXPECT_TRUE(lean.memory == general.memory);
+    EXPECT_FALSE(lean.wcs.empty());
+  }
 }
 
 TEST(RcData, UnsignaledProducesNoCompletionButAdvances) {
