@@ -271,16 +271,27 @@ void DeviceImpl::schedule(QpImpl& qp) {
 }
 
 bool DeviceImpl::poll_transmit(TimeNs now, TxPacket& out) {
+  // The QP at the head stays flagged as scheduled while it builds its packet (a schedule() of it
+  // meanwhile is a no-op); afterwards it goes to the tail if it has more to send — or simply
+  // stays where it is when it is the only one — and leaves the ring otherwise.
   while (ready_head_ != ready_tail_) {
-    const std::uint32_t qpn = ready_[ready_head_++ & (ready_.size() - 1)];
+    const std::uint32_t qpn = ready_[ready_head_ & (ready_.size() - 1)];
     QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
-    if (!qp) continue;
-    qp->scheduled_ = false;
+    if (!qp) {
+      ++ready_head_;
+      continue;
+    }
     const bool sent = (qp->respq_count_ > 0 && resp_poll(*qp, out)) || req_poll(*qp, now, out);
-    if (sent) {
-      if (qp->can_transmit()) schedule(*qp);
+    if (sent && qp->can_transmit()) {
+      if (ready_tail_ - ready_head_ > 1) {
+        ++ready_head_;
+        ready_[ready_tail_++ & (ready_.size() - 1)] = qpn;  // the slot just freed
+      }
       return true;
     }
+    ++ready_head_;
+    qp->scheduled_ = false;
+    if (sent) return true;
   }
   return false;
 }

@@ -111,12 +111,6 @@ RecvQueue& QpImpl::recv_queue() {
   return init_.srq ? static_cast<SrqImpl*>(init_.srq)->rq_ : rq_;
 }
 
-bool QpImpl::can_transmit() const {
-  if (respq_count_ > 0) return true;
-  if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
-  return resend_count_ > 0 || sq_req_ != sq_head_;
-}
-
 TimeNs QpImpl::next_deadline() const {
   if (state_ == QpState::kErr || state_ == QpState::kReset) return kNoDeadline;
   return std::min(rto_deadline_, rnr_deadline_);

@@ -139,7 +139,11 @@ class QpImpl final : public QueuePair {
   const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i & sq_mask_) * max_send_sge_]; }
   std::uint8_t* sq_inline(std::uint64_t i) { return &sq_inline_[(i & sq_mask_) * inline_max_]; }
   std::uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }
-  bool can_transmit() const;
+  bool can_transmit() const {
+    if (respq_count_ > 0) return true;
+    if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
+    return resend_count_ > 0 || sq_req_ != sq_head_;
+  }
   TimeNs next_deadline() const;
 
   DeviceImpl* dev_;
