@@ -323,33 +323,19 @@ void DeviceImpl::finish_packet(wire::Headers& h, const std::uint8_t* payload,
   finish_encoded(payload, payload_bytes, h.bth.pad_cnt, port_num, out);
 }
 
-void DeviceImpl::finish_encoded(const std::uint8_t* payload, std::uint32_t payload_bytes,
-                                std::uint8_t pad_bytes, std::uint8_t port_num, TxPacket& out) {
-  out.payload = payload;
-  out.payload_bytes = payload_bytes;
-  out.pad_bytes = pad_bytes;
-  out.port_num = port_num;
-  out.corrupt = false;
-  if (config_.crc == CrcMode::kCompute) {
-    const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);
-    const std::span<const std::uint8_t> pl(payload, payload_bytes);
-    out.icrc = wire::icrc(hdr, pl, out.pad_bytes);
-    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
-    std::uint8_t ic[wire::kIcrcBytes];
-    wire::put_icrc(ic, out.icrc);
-    std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
-    c = wire::vcrc_update(c, pl);
-    c = wire::vcrc_update(c, {kZeros, out.pad_bytes});
-    c = wire::vcrc_update(c, ic);
-    out.vcrc = wire::vcrc_finish(c);
-    out.crcs_valid = true;
-  } else {
-    out.icrc = 0;
-    out.vcrc = 0;
-    out.crcs_valid = false;
-  }
-  ++counters_.tx_packets;
-  counters_.tx_bytes += out.wire_bytes();
+void DeviceImpl::compute_crcs(TxPacket& out) const {
+  const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);
+  const std::span<const std::uint8_t> pl(out.payload, out.payload_bytes);
+  out.icrc = wire::icrc(hdr, pl, out.pad_bytes);
+  static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+  std::uint8_t ic[wire::kIcrcBytes];
+  wire::put_icrc(ic, out.icrc);
+  std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
+  c = wire::vcrc_update(c, pl);
+  c = wire::vcrc_update(c, {kZeros, out.pad_bytes});
+  c = wire::vcrc_update(c, ic);
+  out.vcrc = wire::vcrc_finish(c);
+  out.crcs_valid = true;
 }
 
 // ---- receive ----------------------------------------------------------------------------------

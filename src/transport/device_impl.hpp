@@ -111,7 +111,24 @@ class DeviceImpl final : public Device {
   // The tail of finish_packet for headers already encoded into out.headers (header_bytes set):
   // payload, pad, routing copies, CRCs in kCompute, counters.
   void finish_encoded(const std::uint8_t* payload, std::uint32_t payload_bytes,
-                      std::uint8_t pad_bytes, std::uint8_t port_num, TxPacket& out);
+                      std::uint8_t pad_bytes, std::uint8_t port_num, TxPacket& out) {
+    out.payload = payload;
+    out.payload_bytes = payload_bytes;
+    out.pad_bytes = pad_bytes;
+    out.port_num = port_num;
+    out.corrupt = false;
+    if (config_.crc == CrcMode::kCompute) {
+      compute_crcs(out);
+    } else {
+      out.icrc = 0;
+      out.vcrc = 0;
+      out.crcs_valid = false;
+    }
+    ++counters_.tx_packets;
+    counters_.tx_bytes += out.wire_bytes();
+  }
+  // ICRC and VCRC of a finished packet (IBA 7.8), into out.icrc / out.vcrc.
+  void compute_crcs(TxPacket& out) const;
   // Fills the routing part of the headers from an address vector.
   void fill_route(wire::Headers& h, const AddressVector& av, std::uint16_t pkey_index,
                   std::uint8_t port_num) const;
