@@ -156,9 +156,12 @@ class DeviceImpl final : public Device {
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
   bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
   bool dlid_ok(std::uint16_t dlid) const;
-  // The lean receive path for a by-reference packet: LRH + BTH only, no CRCs to check, routed
-  // with the same checks as parse_headers_to + dispatch, then resp_fast_request. False (nothing
-  // counted, nothing changed) sends the packet down the general path.
+  // The lean receive path for packets of LRH + BTH only (SEND ONLY, WRITE MIDDLE/LAST) whose
+  // CRCs are checked or not to be checked: the checks of parse_headers_to + dispatch, then
+  // resp_fast_request. False (nothing counted, nothing changed) sends the packet down the
+  // general path. The first form takes the 20 header bytes, the pad and the payload.
+  bool fast_receive(const std::uint8_t* headers, std::uint8_t pad_bytes,
+                    std::span<const std::uint8_t> payload);
   bool fast_receive(const TxPacket& pkt);
 
   std::vector<std::unique_ptr<PdImpl>> pds_;
