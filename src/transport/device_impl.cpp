@@ -149,6 +149,7 @@ Result<AddressHandle*, Errc> DeviceImpl::create_ah(ProtectionDomain* pd_base,
       av.flow_label > 0xFFFFF)
     return Errc::kInvalidArgument;
   ahs_.push_back(std::make_unique<AhImpl>(pd, av));
+  live_ahs_.emplace(ahs_.back().get(), ahs_.back().get());
   ++pd->users_;
   return static_cast<AddressHandle*>(ahs_.back().get());
 }
@@ -206,12 +207,15 @@ Errc DeviceImpl::destroy_ah(AddressHandle* base) {
   auto it = find_owned(ahs_, base);
   if (it == ahs_.end()) return Errc::kNotFound;
   --(*it)->pd_->users_;
+  live_ahs_.erase(base);
   ahs_.erase(it);
   return Errc::kOk;
 }
 
 const AhImpl* DeviceImpl::find_ah(const AddressHandle* ah) {
-  return lookup(ahs_, ah);
+  // A hash lookup by address: every UD post validates its AH, so no scan of ahs_.
+  auto it = live_ahs_.find(ah);
+  return it == live_ahs_.end() ? nullptr : it->second;
 }
 
 Errc DeviceImpl::dealloc_pd(ProtectionDomain* base) {

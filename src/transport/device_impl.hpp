@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include <weft/device.hpp>
@@ -171,7 +172,8 @@ class DeviceImpl final : public Device {
   std::vector<std::unique_ptr<CqImpl>> cqs_;
   std::vector<std::unique_ptr<SrqImpl>> srqs_;
   std::vector<std::unique_ptr<AhImpl>> ahs_;
-  std::vector<std::unique_ptr<QpImpl>> qps_;  // index = QPN
+  std::unordered_map<const AddressHandle*, const AhImpl*> live_ahs_;  // the AHs of ahs_ by address
+  std::vector<std::unique_ptr<QpImpl>> qps_;                          // index = QPN
   std::uint32_t next_pd_handle_ = 1;
   // QPNs with something to send, round robin: a power-of-two ring that doubles when full. A QP
   // is in it at most once (QpImpl::scheduled_), so it never holds more than the QP count.
