@@ -35,6 +35,7 @@ void arm_rto(QpImpl& qp, TimeNs now) {
   const TimeNs t = ack_timeout_ns(qp.attr_.timeout);
   qp.rto_deadline_ = t == kNoDeadline ? kNoDeadline : now + t;
   qp.comp_state_ = CompState::kWaitAck;
+  qp.dev_->note_deadline(qp);
 }
 
 // Completes the WQE at sq_comp_ successfully and moves on.
@@ -198,6 +199,7 @@ void on_rnr_nak(QpImpl& qp, std::uint32_t psn, std::uint8_t timer_code, TimeNs n
   req_rewind(qp, psn);
   qp.rnr_deadline_ = now + rnr_timer_ns(timer_code);
   qp.rto_deadline_ = kNoDeadline;
+  qp.dev_->note_deadline(qp);
   qp.comp_state_ = CompState::kRnrWait;
   qp.req_state_ = ReqState::kRnrWait;
 }

@@ -13,13 +13,20 @@
 namespace weft::transport {
 namespace {
 
-bool is_member(const PdImpl* pd, const std::vector<std::unique_ptr<PdImpl>>& pds) {
-  return pd && std::any_of(pds.begin(), pds.end(), [&](const auto& p) { return p.get() == pd; });
+// The caller's pointers (a PD, CQ, QP, ... passed back into the Device) may be stale, null or
+// another Device's. They are found among the owned objects by identity, comparing base-class
+// pointers, before anything dereferences or downcasts them (a downcast of a destroyed object is
+// undefined, and UBSan's vptr check reads it).
+template <class Base, class U>
+auto find_owned(std::vector<std::unique_ptr<U>>& v, const Base* obj) {
+  if (obj == nullptr) return v.end();
+  return std::find_if(v.begin(), v.end(),
+                      [&](const auto& p) { return p && static_cast<const Base*>(p.get()) == obj; });
 }
-
-template <class T, class U>
-bool owns(const T* obj, const std::vector<std::unique_ptr<U>>& v) {
-  return obj && std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+template <class Base, class U>
+U* lookup(std::vector<std::unique_ptr<U>>& v, const Base* obj) {
+  auto it = find_owned(v, obj);
+  return it == v.end() ? nullptr : it->get();
 }
 
 constexpr std::uint32_t kAccessAll =
@@ -42,6 +49,7 @@ std::uint16_t DeviceImpl::lid(std::uint8_t port_num) const {
 Errc DeviceImpl::set_port_lid(std::uint8_t port_num, std::uint16_t lid) {
   if (port_num == 0 || port_num > config_.ports.size()) return Errc::kInvalidArgument;
   config_.ports[port_num - 1].lid = lid;
+  ++route_epoch_;  // SLIDs in the QPs' header templates are stale
   return Errc::kOk;
 }
 
@@ -64,8 +72,8 @@ Result<ProtectionDomain*, Errc> DeviceImpl::alloc_pd() {
 
 Result<MemoryRegion*, Errc> DeviceImpl::reg_mr(ProtectionDomain* pd_base, void* addr,
                                                std::size_t length, std::uint32_t access) {
-  auto* pd = static_cast<PdImpl*>(pd_base);
-  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  PdImpl* pd = lookup(pds_, pd_base);
+  if (!pd) return Errc::kNotFound;
   if ((access & ~kAccessAll) != 0) return Errc::kInvalidArgument;
   if (addr == nullptr && length != 0) return Errc::kInvalidArgument;
   // IBA 10.6.3.1 (o10-..): remote write or atomic access needs local write.
@@ -92,13 +100,6 @@ Result<MemoryRegion*, Errc> DeviceImpl::reg_mr(ProtectionDomain* pd_base, void* 
   return static_cast<MemoryRegion*>(mrs_[index].get());
 }
 
-MrImpl* DeviceImpl::find_mr(std::uint32_t key) const {
-  const std::uint32_t index = key >> 8;
-  if (index == 0 || index >= mrs_.size()) return nullptr;
-  MrImpl* mr = mrs_[index].get();
-  return (mr && mr->lkey() == key) ? mr : nullptr;
-}
-
 Result<CompletionQueue*, Errc> DeviceImpl::create_cq(std::uint32_t depth) {
   if (depth == 0 || depth > kCqDepthMax) return Errc::kInvalidArgument;
   cqs_.push_back(std::make_unique<CqImpl>(this, depth));
@@ -108,8 +109,8 @@ Result<CompletionQueue*, Errc> DeviceImpl::create_cq(std::uint32_t depth) {
 Result<SharedReceiveQueue*, Errc> DeviceImpl::create_srq(ProtectionDomain* pd_base,
                                                          std::uint32_t max_wr,
                                                          std::uint32_t max_sge) {
-  auto* pd = static_cast<PdImpl*>(pd_base);
-  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  PdImpl* pd = lookup(pds_, pd_base);
+  if (!pd) return Errc::kNotFound;
   if (max_wr == 0 || max_wr > kWrMax || max_sge == 0 || max_sge > kSgeMax)
     return Errc::kInvalidArgument;
   srqs_.push_back(std::make_unique<SrqImpl>(this, pd, max_wr, max_sge));
@@ -118,12 +119,12 @@ Result<SharedReceiveQueue*, Errc> DeviceImpl::create_srq(ProtectionDomain* pd_ba
 }
 
 Result<QueuePair*, Errc> DeviceImpl::create_qp(const QpInitAttr& attr) {
-  auto* pd = static_cast<PdImpl*>(attr.pd);
-  auto* scq = static_cast<CqImpl*>(attr.send_cq);
-  auto* rcq = static_cast<CqImpl*>(attr.recv_cq);
-  auto* srq = static_cast<SrqImpl*>(attr.srq);
-  if (!is_member(pd, pds_) || !owns(scq, cqs_) || !owns(rcq, cqs_)) return Errc::kInvalidArgument;
-  if (attr.srq && !owns(srq, srqs_)) return Errc::kInvalidArgument;
+  PdImpl* pd = lookup(pds_, attr.pd);
+  CqImpl* scq = lookup(cqs_, attr.send_cq);
+  CqImpl* rcq = lookup(cqs_, attr.recv_cq);
+  SrqImpl* srq = lookup(srqs_, attr.srq);
+  if (!pd || !scq || !rcq) return Errc::kInvalidArgument;
+  if (attr.srq && !srq) return Errc::kInvalidArgument;
   const QpCaps& c = attr.caps;
   if (c.max_send_wr == 0 || c.max_send_wr > kWrMax || c.max_recv_wr > kWrMax ||
       (c.max_recv_wr == 0 && !attr.srq) || c.max_send_sge == 0 || c.max_send_sge > kSgeMax ||
@@ -142,30 +143,34 @@ Result<QueuePair*, Errc> DeviceImpl::create_qp(const QpInitAttr& attr) {
 
 Result<AddressHandle*, Errc> DeviceImpl::create_ah(ProtectionDomain* pd_base,
                                                    const AddressVector& av) {
-  auto* pd = static_cast<PdImpl*>(pd_base);
-  if (!is_member(pd, pds_)) return Errc::kNotFound;
+  PdImpl* pd = lookup(pds_, pd_base);
+  if (!pd) return Errc::kNotFound;
   if (av.port_num == 0 || av.port_num > config_.ports.size() || av.sl > 15 ||
       av.flow_label > 0xFFFFF)
     return Errc::kInvalidArgument;
   ahs_.push_back(std::make_unique<AhImpl>(pd, av));
+  live_ahs_.emplace(ahs_.back().get(), ahs_.back().get());
   ++pd->users_;
   return static_cast<AddressHandle*>(ahs_.back().get());
 }
 
 Errc DeviceImpl::destroy_qp(QueuePair* base) {
-  auto* qp = static_cast<QpImpl*>(base);
-  if (!qp || qp->qpn_ >= qps_.size() || qps_[qp->qpn_].get() != qp) return Errc::kNotFound;
+  // A stale pointer (already destroyed) must not be dereferenced, not even to read its QPN or by
+  // a checked downcast: find it by identity first (as dereg_mr).
+  auto it = find_owned(qps_, base);
+  if (it == qps_.end()) return Errc::kNotFound;
+  QpImpl* qp = it->get();
   --static_cast<PdImpl*>(qp->init_.pd)->users_;
   --static_cast<CqImpl*>(qp->init_.send_cq)->users_;
   --static_cast<CqImpl*>(qp->init_.recv_cq)->users_;
   if (qp->init_.srq) --static_cast<SrqImpl*>(qp->init_.srq)->users_;
-  qps_[qp->qpn_].reset();
+  it->reset();
   return Errc::kOk;
 }
 
-template <class T, class U>
-static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, T* obj) {
-  auto it = std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+template <class Base, class U>
+static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, const Base* obj) {
+  auto it = find_owned(v, obj);
   if (it == v.end()) return Errc::kNotFound;
   if ((*it)->users_ != 0) return Errc::kBusy;
   v.erase(it);
@@ -173,24 +178,23 @@ static Errc erase_owned(std::vector<std::unique_ptr<U>>& v, T* obj) {
 }
 
 Errc DeviceImpl::destroy_cq(CompletionQueue* cq) {
-  return erase_owned(cqs_, static_cast<CqImpl*>(cq));
+  return erase_owned(cqs_, cq);
 }
 
 Errc DeviceImpl::destroy_srq(SharedReceiveQueue* base) {
-  auto* srq = static_cast<SrqImpl*>(base);
-  if (!owns(srq, srqs_)) return Errc::kNotFound;
-  if (srq->users_ != 0) return Errc::kBusy;
-  --srq->pd_->users_;
-  return erase_owned(srqs_, srq);
+  auto it = find_owned(srqs_, base);
+  if (it == srqs_.end()) return Errc::kNotFound;
+  if ((*it)->users_ != 0) return Errc::kBusy;
+  --(*it)->pd_->users_;
+  srqs_.erase(it);
+  return Errc::kOk;
 }
 
 Errc DeviceImpl::dereg_mr(MemoryRegion* base) {
   // A stale pointer (already deregistered) must not be dereferenced, not even by a checked
   // downcast (UBSan's vptr check reads the object): find it by identity first.
-  auto it = std::find_if(mrs_.begin(), mrs_.end(), [&](const auto& p) {
-    return p && static_cast<MemoryRegion*>(p.get()) == base;
-  });
-  if (base == nullptr || it == mrs_.end()) return Errc::kNotFound;
+  auto it = find_owned(mrs_, base);
+  if (it == mrs_.end()) return Errc::kNotFound;
   MrImpl* mr = it->get();
   --mr->pd_->users_;
   const auto index = static_cast<std::uint32_t>(it - mrs_.begin());
@@ -200,27 +204,22 @@ Errc DeviceImpl::dereg_mr(MemoryRegion* base) {
 }
 
 Errc DeviceImpl::destroy_ah(AddressHandle* base) {
-  auto* ah = static_cast<AhImpl*>(base);
-  auto it = std::find_if(ahs_.begin(), ahs_.end(), [&](const auto& p) { return p.get() == ah; });
+  auto it = find_owned(ahs_, base);
   if (it == ahs_.end()) return Errc::kNotFound;
-  --ah->pd_->users_;
+  --(*it)->pd_->users_;
+  live_ahs_.erase(base);
   ahs_.erase(it);
   return Errc::kOk;
 }
 
-Errc DeviceImpl::dealloc_pd(ProtectionDomain* base) {
-  return erase_owned(pds_, static_cast<PdImpl*>(base));
+const AhImpl* DeviceImpl::find_ah(const AddressHandle* ah) {
+  // A hash lookup by address: every UD post validates its AH, so no scan of ahs_.
+  auto it = live_ahs_.find(ah);
+  return it == live_ahs_.end() ? nullptr : it->second;
 }
 
-Errc DeviceImpl::check_sges(const PdImpl* pd, std::span<const Sge> sges,
-                            std::uint32_t need_access) const {
-  for (const Sge& s : sges) {
-    const MrImpl* mr = find_mr(s.lkey);
-    if (!mr || mr->pd_ != pd) return Errc::kBadLkey;
-    if (!mr->contains(s.addr, s.length)) return Errc::kSgeOutOfRange;
-    if ((mr->access() & need_access) != need_access) return Errc::kAccessDenied;
-  }
-  return Errc::kOk;
+Errc DeviceImpl::dealloc_pd(ProtectionDomain* base) {
+  return erase_owned(pds_, base);
 }
 
 // ---- completions and events -------------------------------------------------------------------
@@ -264,21 +263,39 @@ bool DeviceImpl::poll_async_event(AsyncEvent& out) {
 void DeviceImpl::schedule(QpImpl& qp) {
   if (qp.scheduled_) return;
   qp.scheduled_ = true;
-  ready_.push_back(qp.qpn_);
+  if (ready_tail_ - ready_head_ == ready_.size()) {
+    std::vector<std::uint32_t> bigger(ready_.size() * 2);
+    for (std::uint64_t i = ready_head_, k = 0; i != ready_tail_; ++i, ++k)
+      bigger[k] = ready_[i & (ready_.size() - 1)];
+    ready_tail_ -= ready_head_;
+    ready_head_ = 0;
+    ready_.swap(bigger);
+  }
+  ready_[ready_tail_++ & (ready_.size() - 1)] = qp.qpn_;
 }
 
 bool DeviceImpl::poll_transmit(TimeNs now, TxPacket& out) {
-  while (!ready_.empty()) {
-    const std::uint32_t qpn = ready_.front();
-    ready_.pop_front();
+  // The QP at the head stays flagged as scheduled while it builds its packet (a schedule() of it
+  // meanwhile is a no-op); afterwards it goes to the tail if it has more to send — or simply
+  // stays where it is when it is the only one — and leaves the ring otherwise.
+  while (ready_head_ != ready_tail_) {
+    const std::uint32_t qpn = ready_[ready_head_ & (ready_.size() - 1)];
     QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
-    if (!qp) continue;
-    qp->scheduled_ = false;
-    const bool sent = resp_poll(*qp, out) || req_poll(*qp, now, out);
-    if (sent) {
-      if (qp->can_transmit()) schedule(*qp);
+    if (!qp) {
+      ++ready_head_;
+      continue;
+    }
+    const bool sent = (qp->respq_count_ > 0 && resp_poll(*qp, out)) || req_poll(*qp, now, out);
+    if (sent && qp->can_transmit()) {
+      if (ready_tail_ - ready_head_ > 1) {
+        ++ready_head_;
+        ready_[ready_tail_++ & (ready_.size() - 1)] = qpn;  // the slot just freed
+      }
       return true;
     }
+    ++ready_head_;
+    qp->scheduled_ = false;
+    if (sent) return true;
   }
   return false;
 }
@@ -305,42 +322,94 @@ void DeviceImpl::finish_packet(wire::Headers& h, const std::uint8_t* payload,
                                std::uint32_t payload_bytes, std::uint8_t port_num, TxPacket& out) {
   wire::fill_lengths(h, payload_bytes);
   out.header_bytes = static_cast<std::uint16_t>(wire::encode_headers(h, out.headers));
-  out.payload = payload;
-  out.payload_bytes = payload_bytes;
-  out.pad_bytes = h.bth.pad_cnt;
-  out.port_num = port_num;
   out.dlid = h.lrh.dlid;
   out.sl = h.lrh.sl;
-  out.corrupt = false;
-  if (config_.crc == CrcMode::kCompute) {
-    const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);
-    const std::span<const std::uint8_t> pl(payload, payload_bytes);
-    out.icrc = wire::icrc(hdr, pl, out.pad_bytes);
-    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
-    std::uint8_t ic[wire::kIcrcBytes];
-    wire::put_icrc(ic, out.icrc);
-    std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
-    c = wire::vcrc_update(c, pl);
-    c = wire::vcrc_update(c, {kZeros, out.pad_bytes});
-    c = wire::vcrc_update(c, ic);
-    out.vcrc = wire::vcrc_finish(c);
-    out.crcs_valid = true;
-  } else {
-    out.icrc = 0;
-    out.vcrc = 0;
-    out.crcs_valid = false;
-  }
-  ++counters_.tx_packets;
-  counters_.tx_bytes += out.wire_bytes();
+  finish_encoded(payload, payload_bytes, h.bth.pad_cnt, port_num, out);
+}
+
+void DeviceImpl::compute_crcs(TxPacket& out) const {
+  const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);
+  const std::span<const std::uint8_t> pl(out.payload, out.payload_bytes);
+  out.icrc = wire::icrc(hdr, pl, out.pad_bytes);
+  static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+  std::uint8_t ic[wire::kIcrcBytes];
+  wire::put_icrc(ic, out.icrc);
+  std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
+  c = wire::vcrc_update(c, pl);
+  c = wire::vcrc_update(c, {kZeros, out.pad_bytes});
+  c = wire::vcrc_update(c, ic);
+  out.vcrc = wire::vcrc_finish(c);
+  out.crcs_valid = true;
 }
 
 // ---- receive ----------------------------------------------------------------------------------
 
+bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
+                              std::span<const std::uint8_t> payload) {
+  constexpr std::size_t kHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
+  const std::uint8_t* bth = b + wire::kLrhBytes;
+  // The checks of wire::parse_headers_to: LVer 0 (7.7.3), LNH local, TVer 0 (9.2.4), PadCnt as
+  // given, LRH PktLen (7.7.8), a MIDDLE carries a whole unpadded payload (9.7.2).
+  const auto op = static_cast<wire::Opcode>(bth[0]);
+  if (op != wire::Opcode::kRcSendOnly && op != wire::Opcode::kRcWriteMiddle &&
+      op != wire::Opcode::kRcWriteLast)
+    return false;
+  if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal) ||
+      (bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pad_bytes)
+    return false;
+  const unsigned pkt_len_words = ((unsigned{b[4]} << 8) | b[5]) & 0x7FF;
+  if (pkt_len_words * 4 != kHeaderBytes + payload.size() + pad_bytes + wire::kIcrcBytes)
+    return false;
+  if (op == wire::Opcode::kRcWriteMiddle && (payload.empty() || pad_bytes != 0)) return false;
+  // The checks of dispatch: DLID, QP and its state, P_Key (10.9.3).
+  if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
+  const std::uint32_t qpn = (std::uint32_t{bth[5]} << 16) | (std::uint32_t{bth[6]} << 8) | bth[7];
+  QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+  if (!qp || qp->init_.type != QpType::kRc || qp->state_ == QpState::kReset ||
+      qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)
+    return false;
+  if (!pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3]))) return false;
+  return resp_fast_request(*qp, bth, payload);
+}
+
 void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now) {
-  ++counters_.rx_packets;
-  counters_.rx_bytes += wire_bytes.size();
+  constexpr std::size_t kLeanHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
+  constexpr std::size_t kCrcBytes = wire::kIcrcBytes + wire::kVcrcBytes;
   const bool check = config_.crc == CrcMode::kCompute;
-  auto p = wire::parse_packet(wire_bytes, wire::ParseOptions{check, check});
+  bool crcs_checked = false;
+  const std::size_t n = wire_bytes.size();
+  if (n >= kLeanHeaderBytes + kCrcBytes) {
+    // The lean path's packets (LRH + BTH, no extension headers): CRCs as parse_packet checks
+    // them (VCRC first, IBA 7.8.2), then fast_receive. A failed CRC is left to the general
+    // path, which counts it.
+    const std::uint8_t* b = wire_bytes.data();
+    const auto op = static_cast<wire::Opcode>(b[wire::kLrhBytes]);
+    const std::size_t through_icrc = std::size_t{((unsigned{b[4]} << 8) | b[5]) & 0x7FF} * 4;
+    const auto pad = static_cast<std::uint8_t>((b[wire::kLrhBytes + 1] >> 4) & 3);
+    if ((op == wire::Opcode::kRcSendOnly || op == wire::Opcode::kRcWriteMiddle ||
+         op == wire::Opcode::kRcWriteLast) &&
+        through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
+        n - kLeanHeaderBytes - kCrcBytes >= pad) {
+      const auto after_headers =
+          wire_bytes.subspan(kLeanHeaderBytes, n - kLeanHeaderBytes - kCrcBytes);
+      crcs_checked =
+          !check ||
+          (wire::vcrc(wire_bytes.first(through_icrc)) ==
+               wire::get_vcrc(wire_bytes.subspan(through_icrc).first<wire::kVcrcBytes>()) &&
+           wire::icrc(wire_bytes.first(kLeanHeaderBytes), after_headers) ==
+               wire::get_icrc(
+                   wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()));
+      if (crcs_checked && fast_receive(b, pad, after_headers.first(after_headers.size() - pad))) {
+        ++counters_.rx_packets;
+        counters_.rx_bytes += n;
+        return;
+      }
+    }
+  }
+  ++counters_.rx_packets;
+  counters_.rx_bytes += n;
+  const bool verify = check && !crcs_checked;
+  auto p = wire::parse_packet(wire_bytes, wire::ParseOptions{verify, verify});
   if (!p) {
     switch (p.error()) {
       case wire::WireError::kBadIcrc:
@@ -360,7 +429,20 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
   dispatch(p->h, p->payload, grh, now);
 }
 
+bool DeviceImpl::fast_receive(const TxPacket& pkt) {
+  if (pkt.header_bytes != wire::kLrhBytes + wire::kBthBytes || pkt.corrupt ||
+      (pkt.payload_bytes && !pkt.payload))
+    return false;
+  if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;  // CRCs to check
+  if (!fast_receive(pkt.headers.data(), pkt.pad_bytes, {pkt.payload, pkt.payload_bytes}))
+    return false;
+  ++counters_.rx_packets;
+  counters_.rx_bytes += pkt.wire_bytes();
+  return true;
+}
+
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
+  if (fast_receive(pkt)) return;
   ++counters_.rx_packets;
   counters_.rx_bytes += pkt.wire_bytes();
   if (pkt.corrupt) {  // the medium's stand-in for a CRC failure (CrcMode::kModel)
@@ -402,23 +484,27 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
 
 // IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least one
 // of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
-bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
+inline bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
   if ((pkt_pkey & 0x7FFF) == 0) return false;
   const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
   if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
   return (mine & 0x8000) || (pkt_pkey & 0x8000);
 }
 
+// IBA 7.11.1 / 9.6.1.1: the DLID must name one of our active ports (under its LMC), or be the
+// permissive LID.
+bool DeviceImpl::dlid_ok(std::uint16_t dlid) const {
+  if (dlid == 0xFFFF) return true;
+  for (const PortConfig& port : config_.ports) {
+    const auto lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));
+    if (port.state == PortState::kActive && (dlid & lmc_mask) == (port.lid & lmc_mask)) return true;
+  }
+  return false;
+}
+
 void DeviceImpl::dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                           std::span<const std::uint8_t> grh_bytes, TimeNs now) {
-  // IBA 7.11.1 / 9.6.1.1: the DLID must name one of our ports (under its LMC), or be permissive.
-  bool lid_ok = h.lrh.dlid == 0xFFFF;
-  for (const PortConfig& port : config_.ports) {
-    const std::uint16_t lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));
-    if (port.state == PortState::kActive && (h.lrh.dlid & lmc_mask) == (port.lid & lmc_mask))
-      lid_ok = true;
-  }
-  if (!lid_ok) {
+  if (!dlid_ok(h.lrh.dlid)) {
     ++counters_.rx_bad_dlid;
     return;
   }
@@ -462,16 +548,57 @@ void DeviceImpl::dispatch(const wire::Headers& h, std::span<const std::uint8_t> 
 
 // ---- timers -----------------------------------------------------------------------------------
 
+namespace {
+bool later(const DeviceImpl::TimerEntry& a, const DeviceImpl::TimerEntry& b) {
+  return a.at != b.at ? a.at > b.at : a.qpn > b.qpn;
+}
+}  // namespace
+
+void DeviceImpl::push_timer(TimeNs at, std::uint32_t qpn) const {
+  timers_.push_back(TimerEntry{at, qpn});
+  std::push_heap(timers_.begin(), timers_.end(), later);
+}
+
+void DeviceImpl::clean_timer_top() const {
+  while (!timers_.empty()) {
+    const TimerEntry top = timers_.front();
+    QpImpl* qp = top.qpn < qps_.size() ? qps_[top.qpn].get() : nullptr;
+    const TimeNs d = qp ? qp->next_deadline() : kNoDeadline;
+    if (qp && top.at == d) return;  // live
+    std::pop_heap(timers_.begin(), timers_.end(), later);
+    timers_.pop_back();
+    if (qp && top.at <= qp->timer_entry_at_) {
+      // It was the QP's earliest entry: push its real deadline (if any) in its place.
+      qp->timer_entry_at_ = d;
+      if (d != kNoDeadline) push_timer(d, top.qpn);
+    }
+  }
+}
+
 TimeNs DeviceImpl::next_deadline() const {
-  TimeNs t = kNoDeadline;
-  for (const auto& qp : qps_)
-    if (qp) t = std::min(t, qp->next_deadline());
-  return t;
+  clean_timer_top();
+  return timers_.empty() ? kNoDeadline : timers_.front().at;
 }
 
 void DeviceImpl::on_deadline(TimeNs now) {
-  for (auto& qp : qps_)
-    if (qp && qp->next_deadline() <= now) comp_on_deadline(*qp, now);
+  // Every QP due by `now`, then fired in QPN order (the order of a scan over all QPs, so runs
+  // replay the same packet traces whatever the heap's tie-breaking).
+  due_.clear();
+  for (clean_timer_top(); !timers_.empty() && timers_.front().at <= now; clean_timer_top()) {
+    const std::uint32_t qpn = timers_.front().qpn;
+    std::pop_heap(timers_.begin(), timers_.end(), later);
+    timers_.pop_back();
+    qps_[qpn]->timer_entry_at_ = kNoDeadline;
+    due_.push_back(qpn);
+  }
+  std::sort(due_.begin(), due_.end());
+  due_.erase(std::unique(due_.begin(), due_.end()), due_.end());
+  for (const std::uint32_t qpn : due_) {
+    QpImpl* qp = qps_[qpn].get();
+    if (!qp) continue;
+    if (qp->next_deadline() <= now) comp_on_deadline(*qp, now);
+    note_deadline(*qp);
+  }
 }
 
 Errc SrqImpl::post_recv(const RecvWr& wr) {

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include <weft/device.hpp>
@@ -56,10 +57,32 @@ class DeviceImpl final : public Device {
   bool poll_async_event(AsyncEvent& out) override;
   const DeviceCounters& counters() const override { return counters_; }
 
+  struct TimerEntry {  // the timer heap's element
+    TimeNs at;
+    std::uint32_t qpn;
+  };
+
   // ---- for the engines ----
-  MrImpl* find_mr(std::uint32_t key) const;
+  // Inline: on every post and every RDMA request.
+  MrImpl* find_mr(std::uint32_t key) const {
+    const std::uint32_t index = key >> 8;
+    if (index == 0 || index >= mrs_.size()) return nullptr;
+    MrImpl* mr = mrs_[index].get();
+    return (mr && mr->lkey() == key) ? mr : nullptr;
+  }
+  // The AH `ah` names if this Device created it and it still exists (by identity: a stale or
+  // foreign pointer is never dereferenced), else nullptr.
+  const AhImpl* find_ah(const AddressHandle* ah);
   // Validates a local gather/scatter list (IBA 10.6.3.2 L_Key checks).
-  Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const;
+  Errc check_sges(const PdImpl* pd, std::span<const Sge> sges, std::uint32_t need_access) const {
+    for (const Sge& s : sges) {
+      const MrImpl* mr = find_mr(s.lkey);
+      if (!mr || mr->pd_ != pd) return Errc::kBadLkey;
+      if (!mr->contains(s.addr, s.length)) return Errc::kSgeOutOfRange;
+      if ((mr->access() & need_access) != need_access) return Errc::kAccessDenied;
+    }
+    return Errc::kOk;
+  }
   // Pushes a completion; an overrun marks the CQ, raises kCqError and errors the QPs on it.
   void push_cqe(CqImpl* cq, const WorkCompletion& wc);
   // In-place form of push_cqe for the common case: the CQ slot to fill, or nullptr when push_cqe
@@ -73,10 +96,40 @@ class DeviceImpl final : public Device {
     if (status != WcStatus::kSuccess) ++counters_.completions_error;
   }
   void raise(AsyncEventType type, std::uint32_t qpn, std::uint8_t port = 0);
+  // Called after a QP's rto/rnr deadline was set: keeps the timer heap's invariant (an entry at
+  // or before every QP's next_deadline()). Cheap when the deadline moved later (the common
+  // re-arm): nothing is pushed; the earlier entry is found stale and replaced when it surfaces.
+  void note_deadline(QpImpl& qp) {
+    const TimeNs d = qp.next_deadline();
+    if (d >= qp.timer_entry_at_) return;
+    qp.timer_entry_at_ = d;
+    push_timer(d, qp.qpn_);
+  }
   void schedule(QpImpl& qp);
   // Encodes headers and fills the packet (lengths, pad, CRCs in kCompute, counters).
   void finish_packet(wire::Headers& h, const std::uint8_t* payload, std::uint32_t payload_bytes,
                      std::uint8_t port_num, TxPacket& out);
+  // The tail of finish_packet for headers already encoded into out.headers (header_bytes set):
+  // payload, pad, routing copies, CRCs in kCompute, counters.
+  void finish_encoded(const std::uint8_t* payload, std::uint32_t payload_bytes,
+                      std::uint8_t pad_bytes, std::uint8_t port_num, TxPacket& out) {
+    out.payload = payload;
+    out.payload_bytes = payload_bytes;
+    out.pad_bytes = pad_bytes;
+    out.port_num = port_num;
+    out.corrupt = false;
+    if (config_.crc == CrcMode::kCompute) {
+      compute_crcs(out);
+    } else {
+      out.icrc = 0;
+      out.vcrc = 0;
+      out.crcs_valid = false;
+    }
+    ++counters_.tx_packets;
+    counters_.tx_bytes += out.wire_bytes();
+  }
+  // ICRC and VCRC of a finished packet (IBA 7.8), into out.icrc / out.vcrc.
+  void compute_crcs(TxPacket& out) const;
   // Fills the routing part of the headers from an address vector.
   void fill_route(wire::Headers& h, const AddressVector& av, std::uint16_t pkey_index,
                   std::uint8_t port_num) const;
@@ -93,12 +146,24 @@ class DeviceImpl final : public Device {
 
   DeviceConfig config_;
   Rng& rng_;
+  std::uint64_t route_epoch_ = 1;  // bumped when a port's LID changes (QP header templates)
   DeviceCounters counters_{};
 
  private:
+  void push_timer(TimeNs at, std::uint32_t qpn) const;
+  // Drops stale entries from the heap's top until it is a live QP's exact next deadline.
+  void clean_timer_top() const;
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
   bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
+  bool dlid_ok(std::uint16_t dlid) const;
+  // The lean receive path for packets of LRH + BTH only (SEND ONLY, WRITE MIDDLE/LAST) whose
+  // CRCs are checked or not to be checked: the checks of parse_headers_to + dispatch, then
+  // resp_fast_request. False (nothing counted, nothing changed) sends the packet down the
+  // general path. The first form takes the 20 header bytes, the pad and the payload.
+  bool fast_receive(const std::uint8_t* headers, std::uint8_t pad_bytes,
+                    std::span<const std::uint8_t> payload);
+  bool fast_receive(const TxPacket& pkt);
 
   std::vector<std::unique_ptr<PdImpl>> pds_;
   std::vector<std::unique_ptr<MrImpl>> mrs_;  // index = key >> 8
@@ -107,9 +172,19 @@ class DeviceImpl final : public Device {
   std::vector<std::unique_ptr<CqImpl>> cqs_;
   std::vector<std::unique_ptr<SrqImpl>> srqs_;
   std::vector<std::unique_ptr<AhImpl>> ahs_;
-  std::vector<std::unique_ptr<QpImpl>> qps_;  // index = QPN
+  std::unordered_map<const AddressHandle*, const AhImpl*> live_ahs_;  // the AHs of ahs_ by address
+  std::vector<std::unique_ptr<QpImpl>> qps_;                          // index = QPN
   std::uint32_t next_pd_handle_ = 1;
-  std::deque<std::uint32_t> ready_;  // QPNs with something to send, round robin
+  // QPNs with something to send, round robin: a power-of-two ring that doubles when full. A QP
+  // is in it at most once (QpImpl::scheduled_), so it never holds more than the QP count.
+  std::vector<std::uint32_t> ready_ = std::vector<std::uint32_t>(64);
+  std::uint64_t ready_head_ = 0, ready_tail_ = 0;
+  // Min-heap of (deadline, QPN), so next_deadline()/on_deadline() do not scan every QP. Entries
+  // are lazy: a QP whose deadline moved later or went away leaves its entry, which is dropped
+  // (and the QP's real deadline pushed) when it reaches the top. Mutable: next_deadline() is
+  // const and cleans the top to return an exact answer.
+  mutable std::vector<TimerEntry> timers_;
+  std::vector<std::uint32_t> due_;  // on_deadline scratch
   std::deque<AsyncEvent> events_;
   std::vector<std::uint8_t> bounce_;
 };

@@ -111,12 +111,6 @@ RecvQueue& QpImpl::recv_queue() {
   return init_.srq ? static_cast<SrqImpl*>(init_.srq)->rq_ : rq_;
 }
 
-bool QpImpl::can_transmit() const {
-  if (respq_count_ > 0) return true;
-  if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
-  return resend_count_ > 0 || sq_req_ != sq_head_;
-}
-
 TimeNs QpImpl::next_deadline() const {
   if (state_ == QpState::kErr || state_ == QpState::kReset) return kNoDeadline;
   return std::min(rto_deadline_, rnr_deadline_);
@@ -185,6 +179,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
   if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
   if (mask & kQpRecoveryMode) attr_.recovery = a.recovery;
+  hdr_tmpl_bytes_ = 0;  // the route, P_Key or destination QP may have changed
 
   if (to == cur) return Errc::kOk;
   switch (to) {
@@ -291,9 +286,12 @@ Errc QpImpl::post_send(const SendWr& wr) {
       return e;
   }
   if (atomic && (wr.sg_list.size() != 1 || total != kAtomicBytes)) return Errc::kInvalidArgument;
+  const AhImpl* ah = nullptr;
   if (ud) {
-    const auto* ah = static_cast<const AhImpl*>(wr.ah);
-    if (ah->pd_ != init_.pd) return Errc::kInvalidArgument;
+    // wr.ah is the caller's pointer: it may be stale or another Device's, so it is looked up by
+    // identity before anything reads it.
+    ah = dev_->find_ah(wr.ah);
+    if (!ah || ah->pd_ != init_.pd) return Errc::kInvalidArgument;
     const auto& ports = dev_->config_.ports;
     const std::uint8_t port = attr_.port_num;
     if (total > mtu_bytes(ports[port - 1].max_mtu)) return Errc::kInvalidArgument;
@@ -315,7 +313,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
   if (ud) {
-    w.av = static_cast<const AhImpl*>(wr.ah)->av();
+    w.av = ah->av();
     w.remote_qpn = wr.remote_qpn & kPsnMask;
     // IBA 10.2.5 / o9-..: a Q_Key with the high bit set means "use the QP's own Q_Key".
     w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;

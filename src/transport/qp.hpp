@@ -139,7 +139,11 @@ class QpImpl final : public QueuePair {
   const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i & sq_mask_) * max_send_sge_]; }
   std::uint8_t* sq_inline(std::uint64_t i) { return &sq_inline_[(i & sq_mask_) * inline_max_]; }
   std::uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }
-  bool can_transmit() const;
+  bool can_transmit() const {
+    if (respq_count_ > 0) return true;
+    if (state_ != QpState::kRts && state_ != QpState::kSqd) return false;
+    return resend_count_ > 0 || sq_req_ != sq_head_;
+  }
   TimeNs next_deadline() const;
 
   DeviceImpl* dev_;
@@ -148,6 +152,15 @@ class QpImpl final : public QueuePair {
   QpState state_ = QpState::kReset;
   QpAttr attr_{};
   bool scheduled_ = false;  // in the Device's ready ring
+
+  // Request header template (requester.cpp): this QP's LRH [GRH] BTH encoded once per route, so
+  // a SEND/WRITE packet patches opcode, SE, PadCnt, AckReq, PSN and the lengths instead of
+  // filling and encoding a wire::Headers. Valid while hdr_tmpl_bytes_ != 0 and the Device's
+  // route epoch (bumped by set_port_lid) equals hdr_tmpl_epoch_; modify() clears it.
+  static constexpr std::size_t kTmplBytesMax = wire::kLrhBytes + wire::kGrhBytes + wire::kBthBytes;
+  std::array<std::uint8_t, kTmplBytesMax> hdr_tmpl_{};
+  std::uint8_t hdr_tmpl_bytes_ = 0;
+  std::uint64_t hdr_tmpl_epoch_ = 0;
   bool sq_drained_event_pending_ = false;
 
   // ---- send queue (requester + completer) ----
@@ -180,6 +193,7 @@ class QpImpl final : public QueuePair {
   std::uint32_t comp_psn_ = 0;  // oldest PSN not yet acknowledged
   TimeNs rto_deadline_ = kNoDeadline;
   TimeNs rnr_deadline_ = kNoDeadline;
+  TimeNs timer_entry_at_ = kNoDeadline;  // earliest entry for this QP in the Device's timer heap
   std::uint8_t retry_left_ = 0, rnr_retry_left_ = 0;
   std::uint32_t last_ack_psn_ = 0;
   bool gap_rewound_ = false;  // a read-response gap already triggered a rewind at comp_psn_
@@ -224,6 +238,13 @@ std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                      TimeNs now);
 bool resp_poll(QpImpl& qp, TxPacket& out);
+// The responder's lean path for the commonest in-sequence requests — RDMA WRITE MIDDLE/LAST
+// inside the current WRITE and SEND ONLY into a receive that holds it — given the raw BTH
+// (`bth`, 12 bytes; the packet has no extension headers) of a packet the Device has already
+// routed to this RC QP. It makes exactly the checks and state changes resp_on_request would;
+// anything else (duplicates, gaps, errors, RNR, selective-repeat buffering) returns false having
+// changed nothing, and the packet takes the general path.
+bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std::uint8_t> payload);
 void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes);
 // completer.cpp

@@ -6,6 +6,7 @@
 // Zero copy: a packet's payload points into registered memory (or the WQE's inline bytes); only
 // a packet whose payload straddles two SGEs is gathered into the Device's bounce buffer.
 #include <algorithm>
+#include <cstring>
 
 #include "src/transport/device_impl.hpp"
 #include "src/transport/ib_tables.hpp"
@@ -29,10 +30,23 @@ bool consumes_credit(WrOpcode op) {
 }
 
 // Payload bytes [offset, offset+len) of a WQE: a pointer into one SGE, or a gather into bounce.
-const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
-                                std::uint64_t offset, std::uint32_t len) {
+const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
+                                   std::uint64_t offset, std::uint32_t len);
+inline const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
+                                       std::uint64_t offset, std::uint32_t len) {
   if (len == 0) return nullptr;
   if (w.is_inline) return qp.sq_inline(slot) + offset;
+  const Sge* sges = qp.sq_sges(slot);
+  if (offset + len <= sges[0].length)  // the common case: inside the first SGE
+    return reinterpret_cast<const std::uint8_t*>(sges[0].addr) + offset;
+  return gather_payload(qp, slot, w, offset, len);
+}
+
+// Payload bytes [offset, offset+len) past the first SGE: a pointer into one SGE, or a gather
+// into the Device's bounce buffer when they straddle SGEs.
+[[gnu::noinline]] const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot,
+                                                     const SendWqe& w, std::uint64_t offset,
+                                                     std::uint32_t len) {
   const Sge* sges = qp.sq_sges(slot);
   std::uint32_t i = 0;
   while (i < w.num_sge && offset >= sges[i].length) offset -= sges[i++].length;
@@ -75,6 +89,106 @@ std::uint64_t find_wqe(QpImpl& qp, std::uint32_t psn) {
   return qp.sq_launched_;
 }
 
+inline void st16(std::uint8_t* p, unsigned v) {
+  const auto w = __builtin_bswap16(static_cast<std::uint16_t>(v));
+  std::memcpy(p, &w, 2);
+}
+inline void st32(std::uint8_t* p, std::uint32_t v) {
+  const auto w = __builtin_bswap32(v);
+  std::memcpy(p, &w, 4);
+}
+inline void st64(std::uint8_t* p, std::uint64_t v) {
+  const auto w = __builtin_bswap64(v);
+  std::memcpy(p, &w, 8);
+}
+
+// Encodes the QP's LRH [GRH] BTH once (through the wire codec, so the bytes are exactly what
+// encode_headers makes); the per-packet fields are patched by encode_from_template.
+void build_template(QpImpl& qp) {
+  DeviceImpl& dev = *qp.dev_;
+  wire::Headers h{};
+  dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
+  h.bth.dest_qp = qp.attr_.dest_qpn;
+  h.bth.opcode = Opcode::kRcSendMiddle;  // no extension headers: routing + BTH only
+  wire::fill_lengths(h, 0);
+  const std::size_t n = wire::encode_headers(h, qp.hdr_tmpl_);
+  WEFT_ASSERT(n <= QpImpl::kTmplBytesMax);
+  qp.hdr_tmpl_bytes_ = static_cast<std::uint8_t>(n);
+  qp.hdr_tmpl_epoch_ = dev.route_epoch_;
+}
+
+// A SEND or WRITE request packet from the template (IBA 7.7 LRH, 8.3 GRH, 9.2 BTH, 9.3.3 RETH,
+// 9.3.1 ImmDt): the same bytes DeviceImpl::finish_packet would encode from a wire::Headers.
+void encode_from_template(QpImpl& qp, Opcode op, bool se, bool ack_req, std::uint32_t psn,
+                          const SendWqe& w, const std::uint8_t* payload, std::uint32_t len,
+                          TxPacket& out) {
+  if (qp.hdr_tmpl_bytes_ == 0 || qp.hdr_tmpl_epoch_ != qp.dev_->route_epoch_) build_template(qp);
+  std::uint8_t* o = out.headers.data();
+  std::memcpy(o, qp.hdr_tmpl_.data(), QpImpl::kTmplBytesMax);  // fixed size: a few vector moves
+  const std::size_t routing = qp.hdr_tmpl_bytes_ - wire::kBthBytes;
+  std::uint8_t* bth = o + routing;
+  const std::uint16_t mask = wire::opcode_info(op).mask;
+  const auto pad = static_cast<std::uint8_t>((4 - len % 4) % 4);
+  bth[0] = static_cast<std::uint8_t>(op);
+  bth[1] = static_cast<std::uint8_t>((se ? 0x80u : 0u) | (unsigned{pad} << 4));
+  st32(bth + 8, (ack_req ? 0x80000000u : 0u) | (psn & kPsnMask));
+  std::uint8_t* e = bth + wire::kBthBytes;
+  if (mask & wire::kHasReth) {
+    st64(e, w.remote_addr);
+    st32(e + 8, w.rkey);
+    st32(e + 12, w.total_bytes);
+    e += wire::kRethBytes;
+  }
+  if (mask & wire::kHasImm) {
+    st32(e, w.imm);
+    e += wire::kImmBytes;
+  }
+  const auto hb = static_cast<std::size_t>(e - o);
+  const std::size_t through_icrc = hb + len + pad + wire::kIcrcBytes;
+  st16(o + 4, static_cast<unsigned>(through_icrc / 4));  // LRH PktLen (7.7.8)
+  if (routing > wire::kLrhBytes)                         // GRH PayLen (8.3.3)
+    st16(o + wire::kLrhBytes + 4, static_cast<unsigned>(through_icrc - routing));
+  out.header_bytes = static_cast<std::uint16_t>(hb);
+  out.dlid = qp.attr_.av.dlid;
+  out.sl = qp.attr_.av.sl;
+  qp.dev_->finish_encoded(payload, len, pad, qp.attr_.port_num, out);
+}
+
+// READ and atomic requests: rarer, built through wire::Headers (kept out of line so the SEND/WRITE
+// path of build_request keeps a small frame).
+[[gnu::noinline]] std::uint32_t build_rd_atomic_request(QpImpl& qp, const SendWqe& w,
+                                                        std::uint32_t psn, std::uint64_t offset,
+                                                        TxPacket& out) {
+  DeviceImpl& dev = *qp.dev_;
+  const std::uint32_t next = psn_add(psn, 1);
+  wire::Headers h{};
+  dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
+  h.bth.dest_qp = qp.attr_.dest_qpn;
+  h.bth.psn = psn;
+  std::uint32_t after = next;
+  if (w.opcode == WrOpcode::kRdmaRead) {
+    // IBA 9.7.4.1.3: a retried READ restarts at the first missing response, with the
+    // virtual address and length advanced to match.
+    h.bth.opcode = Opcode::kRcReadRequest;
+    h.reth = wire::Reth{
+        w.remote_addr + offset, w.rkey,
+        static_cast<std::uint32_t>(w.total_bytes - std::min<std::uint64_t>(offset, w.total_bytes))};
+    after = psn_add(w.first_psn, w.npkts);
+  } else {
+    h.bth.opcode =
+        w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd;
+    h.atomic_eth = wire::AtomicEth{w.remote_addr, w.rkey,
+                                   w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add,
+                                   w.compare_add};
+  }
+  // READs and atomics are always answered, so they need no AckReq; they restart the count.
+  qp.pkts_since_ackreq_ = 0;
+  dev.finish_packet(h, nullptr, 0, qp.attr_.port_num, out);
+  if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
+  if (psn_lt(qp.psn_high_, after)) qp.psn_high_ = after;
+  return after;
+}
+
 // Builds the request packet of WQE `slot` at `psn` (inside its range). Returns the PSN after it.
 std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, TxPacket& out) {
   DeviceImpl& dev = *qp.dev_;
@@ -82,61 +196,28 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
   const std::uint32_t idx = psn_sub(psn, w.first_psn);
   const std::uint32_t mtu = qp.mtu();
   const std::uint64_t offset = std::uint64_t{idx} * mtu;
-  wire::Headers h{};
-  dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
-  h.bth.dest_qp = qp.attr_.dest_qpn;
-  h.bth.psn = psn;
-  const std::uint8_t* payload = nullptr;
-  std::uint32_t len = 0;
-  std::uint32_t next = psn_add(psn, 1);
-  bool last = false;
-  switch (w.opcode) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: {
-      const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
-      h.bth.opcode = send ? send_opcode(w, idx) : write_opcode(w, idx);
-      len = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.total_bytes - offset));
-      payload = payload_ptr(qp, slot, w, offset, len);
-      h.reth = wire::Reth{w.remote_addr, w.rkey, w.total_bytes};
-      h.imm = w.imm;
-      last = idx + 1 == w.npkts;
-      if (last) h.bth.se = w.solicited;
-      break;
-    }
-    case WrOpcode::kRdmaRead:
-      // IBA 9.7.4.1.3: a retried READ restarts at the first missing response, with the
-      // virtual address and length advanced to match.
-      h.bth.opcode = Opcode::kRcReadRequest;
-      h.reth = wire::Reth{w.remote_addr + offset, w.rkey,
-                          static_cast<std::uint32_t>(
-                              w.total_bytes - std::min<std::uint64_t>(offset, w.total_bytes))};
-      next = psn_add(w.first_psn, w.npkts);
-      break;
-    case WrOpcode::kAtomicCmpAndSwp:
-    case WrOpcode::kAtomicFetchAndAdd:
-      h.bth.opcode =
-          w.opcode == WrOpcode::kAtomicCmpAndSwp ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd;
-      h.atomic_eth = wire::AtomicEth{
-          w.remote_addr, w.rkey, w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add,
-          w.compare_add};
-      break;
-  }
-  // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
-  // credit-consuming message, the end of what is queued, and periodically in long streams.
-  const bool rd_atomic = is_rd_atomic(w.opcode);
+  const std::uint32_t next = psn_add(psn, 1);
   ++qp.pkts_since_ackreq_;
-  if (!rd_atomic) {
+  if (!is_rd_atomic(w.opcode)) {
+    // SEND and WRITE: the data path, from the header template.
+    const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
+    const Opcode op = send ? send_opcode(w, idx) : write_opcode(w, idx);
+    const auto len =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.total_bytes - offset));
+    const std::uint8_t* payload = payload_ptr(qp, slot, w, offset, len);
+    const bool last = idx + 1 == w.npkts;
+    // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
+    // credit-consuming message, the end of what is queued, and periodically in long streams.
     const bool tail = slot + 1 == qp.sq_head_;
-    h.bth.ack_req = (last && (w.signaled || tail || consumes_credit(w.opcode))) ||
-                    qp.pkts_since_ackreq_ >= kAckReqEveryPackets;
+    const bool ack_req = (last && (w.signaled || tail || consumes_credit(w.opcode))) ||
+                         qp.pkts_since_ackreq_ >= kAckReqEveryPackets;
+    if (ack_req) qp.pkts_since_ackreq_ = 0;
+    encode_from_template(qp, op, last && w.solicited, ack_req, psn, w, payload, len, out);
+    if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
+    if (psn_lt(qp.psn_high_, next)) qp.psn_high_ = next;
+    return next;
   }
-  if (h.bth.ack_req || rd_atomic) qp.pkts_since_ackreq_ = 0;
-  dev.finish_packet(h, payload, len, qp.attr_.port_num, out);
-  if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
-  if (psn_lt(qp.psn_high_, next)) qp.psn_high_ = next;
-  return next;
+  return build_rd_atomic_request(qp, w, psn, offset, out);
 }
 
 void recount_rd_atomic(QpImpl& qp) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 
 #include "tests/transport/pump.hpp"
 
@@ -251,6 +252,93 @@ TEST(Device, LossyStressSelectiveRepeat) {
   const auto [lo, hi] = seed_range();
   for (std::uint64_t s = lo; s <= hi && !HasFatalFailure(); ++s)
     run_stress(s, RecoveryMode::kSelectiveRepeat);
+}
+
+}  // namespace
+}  // namespace weft::test
+
+namespace weft::test {
+namespace {
+
+// The Device keeps QP timers in a heap (next_deadline/on_deadline do not scan every QP).
+// Expect: with 300 QPs of different timeouts whose packets all vanish, next_deadline() is always
+// the earliest pending QP deadline, each QP times out retry_cnt times at multiples of its own
+// timeout and then completes RETRY_EXC_ERR at exactly (retry_cnt + 1) x its timeout; QPs
+// destroyed or moved to ERR while their timers run never fire.
+TEST(Device, ManyQpTimersFireInDeadlineOrder) {
+  constexpr std::uint32_t kQps = 300, kRetry = 2;
+  SeededRng rng(7);
+  DeviceConfig cfg;
+  cfg.ports[0].lid = 1;
+  auto dev = Device::create(cfg, rng);
+  auto* pd = *dev->alloc_pd();
+  auto* cq = *dev->create_cq(4 * kQps);
+  std::vector<std::uint8_t> buf(64);
+  auto* mr = *dev->reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite);
+  std::vector<QueuePair*> qps;
+  std::map<std::uint32_t, TimeNs> want;  // QPN -> time of its RETRY_EXC_ERR
+  PairOptions o;
+  o.retry_cnt = kRetry;
+  for (std::uint32_t i = 0; i < kQps; ++i) {
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = cq;
+    qa.recv_cq = cq;
+    auto* qp = *dev->create_qp(qa);
+    o.timeout = static_cast<std::uint8_t>(1 + (i * 7) % 12);
+    connect_rc(qp, 2, 100 + i, 0, 0, o);
+    Sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 8, mr->lkey()};
+    SendWr wr;
+    wr.wr_id = i;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, 1};
+    ASSERT_EQ(qp->post_send(wr), Errc::kOk);
+    qps.push_back(qp);
+    want[qp->qp_num()] = (kRetry + 1) * (TimeNs{4096} << o.timeout);
+  }
+  TxPacket pkt;
+  while (dev->poll_transmit(0, pkt)) {
+  }
+  // Two QPs leave early: one destroyed (after ERR, as verbs require no users), one to ERR.
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_EQ(qps[5]->modify(err, kQpState), Errc::kOk);
+  want[qps[5]->qp_num()] = 0;  // flushed at once
+  const std::uint32_t gone = qps[9]->qp_num();
+  ASSERT_EQ(qps[9]->modify(err, kQpState), Errc::kOk);
+  ASSERT_EQ(dev->destroy_qp(qps[9]), Errc::kOk);
+  want.erase(gone);
+  std::map<std::uint32_t, TimeNs> got;
+  std::vector<WorkCompletion> wcs(4 * kQps);
+  auto collect = [&](TimeNs now) {
+    for (std::size_t n = cq->poll(wcs), i = 0; i < n; ++i) {
+      if (wcs[i].qp_num == gone) continue;  // its flush, before the destroy
+      EXPECT_EQ(got.count(wcs[i].qp_num), 0u) << "qp " << wcs[i].qp_num << " completed twice";
+      got[wcs[i].qp_num] = now;
+      EXPECT_EQ(wcs[i].status, now == 0 ? WcStatus::kWrFlushErr : WcStatus::kRetryExcErr);
+    }
+  };
+  collect(0);
+  TimeNs now = 0;
+  for (int steps = 0; steps < 10000; ++steps) {
+    const TimeNs t = dev->next_deadline();
+    if (t == kNoDeadline) break;
+    // The earliest pending deadline: no QP still waiting has an earlier one.
+    for (const auto& [qpn, at] : want)
+      if (!got.count(qpn)) {
+        EXPECT_GE(at, t) << "qp " << qpn;
+      }
+    ASSERT_GE(t, now);
+    now = t;
+    dev->on_deadline(now);
+    while (dev->poll_transmit(now, pkt)) {  // retransmissions, dropped
+    }
+    collect(now);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(dev->counters().retry_exc, kQps - 2);
+  EXPECT_EQ(dev->counters().timeouts, (kQps - 2) * (kRetry + 1));
 }
 
 }  // namespace

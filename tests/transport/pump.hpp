@@ -175,6 +175,7 @@ struct PairOptions {
   std::uint32_t ack_coalesce_max = 4;
   bool use_srq = false;
   QpType type = QpType::kRc;
+  bool grh = false;  // RC: the primary path carries a GRH (av.global)
 };
 
 inline Side make_side(std::uint16_t lid, std::uint64_t guid, const PairOptions& o, Rng& rng) {
@@ -216,6 +217,9 @@ inline void connect_rc(QueuePair* qp, std::uint16_t dlid, std::uint32_t dest_qpn
             Errc::kOk);
   a.qp_state = QpState::kRtr;
   a.av.dlid = dlid;
+  a.av.global = o.grh;
+  a.av.dgid[15] = static_cast<std::uint8_t>(dlid);
+  a.av.flow_label = 0x12345;
   a.path_mtu = o.mtu;
   a.dest_qpn = dest_qpn;
   a.rq_psn = rq_psn;

@@ -3,6 +3,10 @@
 // packets (opcodes, PSNs, AckReq, AETH), completions and destination bytes, guard bytes intact.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <tuple>
+
 #include "tests/transport/pump.hpp"
 
 namespace weft::test {
@@ -47,6 +51,55 @@ TEST(RcData, SendOnlyOnePacket) {
   EXPECT_EQ(sw[0].status, WcStatus::kSuccess);
   EXPECT_EQ(sw[0].opcode, WcOpcode::kSend);
   EXPECT_TRUE(p.b.guards_intact());
+}
+
+// SEND and WRITE packets are built from a per-QP header template (LRH [GRH] BTH encoded once,
+// per-packet fields patched). Expect: every packet is byte-identical to what the wire codec
+// encodes from its parsed headers, with and without a GRH, for every SEND/WRITE opcode, odd
+// lengths (PadCnt), SE and AckReq; after set_port_lid the template follows the new SLID.
+TEST(RcData, TemplatedHeadersEqualTheCodec) {
+  for (const bool grh : {false, true}) {
+    SCOPED_TRACE(grh ? "GRH" : "LRH only");
+    PairOptions o;
+    o.grh = grh;
+    Pair p(o);
+    fill(p.a.data(), 8192, 3);
+    for (std::uint64_t i = 0; i < 3; ++i) ASSERT_EQ(p.b.post_recv(i * 4096, 4096, i), Errc::kOk);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kSendWithImm, 0, 3001, 1, 0, 0, kSignaled, 0xABCD),
+              Errc::kOk);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kSend, 5, 7, 2, 0, 0, kSignaled | kInline | kSolicited),
+              Errc::kOk);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 2500, 3, p.b.va(65536), p.b.mr->rkey(), 0),
+              Errc::kOk);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWriteWithImm, 1, 5, 4, p.b.va(70000), p.b.mr->rkey(),
+                            kSignaled, 7),
+              Errc::kOk);
+    p.run();
+    std::set<Opcode> seen;
+    for (const Packet& pkt : p.sent_by(0)) {
+      auto parsed = wire::parse_packet(pkt.bytes);
+      ASSERT_TRUE(parsed.ok());
+      seen.insert(parsed->h.bth.opcode);
+      EXPECT_EQ(parsed->h.has_grh, grh);
+      std::vector<std::uint8_t> again(pkt.bytes.size());
+      ASSERT_EQ(wire::encode_packet(parsed->h, parsed->payload, again), pkt.bytes.size());
+      EXPECT_EQ(again, pkt.bytes) << wire::to_string(parsed->h.bth.opcode);
+    }
+    EXPECT_EQ(seen,
+              (std::set<Opcode>{Opcode::kRcSendFirst, Opcode::kRcSendMiddle, Opcode::kRcSendLastImm,
+                                Opcode::kRcSendOnly, Opcode::kRcWriteFirst, Opcode::kRcWriteMiddle,
+                                Opcode::kRcWriteLast, Opcode::kRcWriteOnlyImm}));
+    EXPECT_EQ(p.b.recv_wcs().size(), 3u);
+    EXPECT_EQ(0, std::memcmp(p.a.data() + 5, p.b.data() + 4096, 7));
+    EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data() + 65536, 2500));
+
+    ASSERT_EQ(p.a.dev->set_port_lid(1, 9), Errc::kOk);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 8, 5, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
+    p.pump->log.clear();
+    p.pump->step();
+    ASSERT_FALSE(p.sent_by(0).empty());
+    EXPECT_EQ(p.sent_by(0)[0].h.lrh.slid, 9u);
+  }
 }
 
 TEST(RcData, SendMultiPacketWithImmSegmentsByMtu) {
@@ -263,6 +316,98 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
   p.run();
   EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), 10000));
   EXPECT_EQ(p.a.send_wcs().size(), 1u);
+}
+
+// SEND ONLY and WRITE MIDDLE/LAST packets of LRH + BTH take the Device's lean receive path
+// (by reference in CrcMode::kModel, or as bytes once their CRCs check); with a GRH they take the
+// general one. Expect: under the same seeded drops, duplicates and RNR waits, lean (by reference
+// and as bytes) and general runs put the same packets on the wire (GRH aside), complete the same
+// work requests with the same statuses, count the same and leave the same bytes — so the lean
+// path changes nothing observable.
+TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
+  struct Outcome {
+    std::vector<std::vector<std::uint8_t>> wire;
+    std::vector<std::tuple<std::uint64_t, WcStatus, WcOpcode, std::uint32_t>> wcs;
+    std::vector<std::uint64_t> counters;
+    std::vector<std::uint8_t> memory;
+  };
+  enum class Path { kLeanByRef, kLeanBytes, kGeneral };
+  auto run = [](Path path, std::uint64_t seed) {
+    const bool by_ref = path == Path::kLeanByRef;
+    PairOptions o;
+    o.crc = by_ref ? CrcMode::kModel : CrcMode::kCompute;
+    o.grh = path == Path::kGeneral;
+    o.mtu = Mtu::k1024;
+    o.timeout = 10;
+    Pair p(o);
+    p.pump->by_ref = by_ref;
+    SeededRng faults(seed);
+    p.pump->hook = [&](Packet&) {
+      if (faults.chance(0.08)) return Action::kDrop;
+      if (faults.chance(0.05)) return Action::kDuplicate;
+      return Action::kDeliver;
+    };
+    fill(p.a.data(), 65536, static_cast<std::uint8_t>(seed));
+    std::uint64_t id = 0;
+    for (int round = 0; round < 6; ++round) {
+      // Fewer receives than SENDs in odd rounds: RNR NAKs, then the rest once receives arrive.
+      for (int i = 0; i < (round % 2 ? 2 : 4); ++i)
+        EXPECT_EQ(p.b.post_recv(32768 + i * 4096, 4096, 100 + id + i), Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kSend, 64, 64, ++id), Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 10000, ++id, p.b.va(0), p.b.mr->rkey()),
+                Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kSend, 128, 7, ++id), Errc::kOk);
+      EXPECT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 3, 5, ++id, p.b.va(20000), p.b.mr->rkey()),
+                Errc::kOk);
+      if (round % 2) p.pump->run(200);
+      for (int i = 0; i < (round % 2 ? 2 : 0); ++i)
+        EXPECT_EQ(p.b.post_recv(32768 + i * 4096, 4096, 200 + id + i), Errc::kOk);
+      p.pump->run();
+    }
+    Outcome out;
+    // The wire images, with RETH VAs relative to b's region (the two runs' buffers live at
+    // different addresses) and without the CRCs that cover them.
+    for (const Packet& pkt : p.pump->log) {
+      auto parsed = wire::parse_packet(pkt.bytes, wire::ParseOptions{false, false});
+      EXPECT_TRUE(parsed.ok());
+      if (!parsed) continue;
+      wire::Headers h = parsed->h;
+      if (wire::opcode_info(h.bth.opcode).mask & wire::kHasReth) h.reth.va -= p.b.va(0);
+      h.has_grh = false;
+      std::vector<std::uint8_t> img(wire::wire_bytes(h, parsed->payload.size()));
+      wire::encode_packet(h, parsed->payload, img);
+      img.resize(img.size() - wire::kIcrcBytes - wire::kVcrcBytes);
+      out.wire.push_back(img);
+    }
+    for (auto* side : {&p.a, &p.b})
+      for (auto* cq : {side->scq, side->rcq})
+        for (const WorkCompletion& wc : side->poll(cq))
+          out.wcs.emplace_back(wc.wr_id, wc.status, wc.opcode, wc.byte_len);
+    for (auto* side : {&p.a, &p.b}) {
+      const DeviceCounters& c = side->dev->counters();
+      // rx_bytes aside: the general run's packets carry GRHs.
+      out.counters.insert(out.counters.end(),
+                          {c.tx_packets, c.rx_packets, c.rx_dropped_ooo, c.retransmit_packets,
+                           c.timeouts, c.rnr_waits, c.naks_tx_seq, c.naks_tx_rnr, c.acks_tx,
+                           c.dup_requests, c.completions, c.completions_error});
+    }
+    out.memory.assign(p.b.buf.begin(), p.b.buf.end());
+    EXPECT_TRUE(p.b.guards_intact());
+    return out;
+  };
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Outcome general = run(Path::kGeneral, seed);
+    EXPECT_FALSE(general.wcs.empty());
+    for (const Path path : {Path::kLeanByRef, Path::kLeanBytes}) {
+      SCOPED_TRACE(path == Path::kLeanByRef ? "lean by reference" : "lean bytes");
+      const Outcome lean = run(path, seed);
+      EXPECT_EQ(lean.wire, general.wire);
+      EXPECT_EQ(lean.wcs, general.wcs);
+      EXPECT_EQ(lean.counters, general.counters);
+      EXPECT_TRUE(lean.memory == general.memory);
+    }
+  }
 }
 
 TEST(RcData, UnsignaledProducesNoCompletionButAdvances) {

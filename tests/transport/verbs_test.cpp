@@ -160,6 +160,69 @@ TEST(Verbs, ObjectRules) {
   EXPECT_EQ(dev->dealloc_pd(pd), Errc::kOk);
 }
 
+// A second destroy of any object finds nothing (the pointer is stale: it is looked up by identity,
+// never dereferenced, so this is ASan/UBSan clean), and a stale or foreign AH in a UD work
+// request is rejected before it is read.
+TEST(Verbs, DoubleDestroyIsAnError) {
+  SeededRng rng(1);
+  auto dev = Device::create(DeviceConfig{}, rng);
+  auto other = Device::create(DeviceConfig{}, rng);
+  auto* pd = *dev->alloc_pd();
+  auto* cq = *dev->create_cq(8);
+  auto* srq = *dev->create_srq(pd, 4, 1);
+  std::vector<std::uint8_t> buf(64);
+  auto* mr = *dev->reg_mr(pd, buf.data(), 64, kAccessLocalWrite);
+  QpInitAttr qa;
+  qa.type = QpType::kUd;
+  qa.pd = pd;
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  auto* qp = *dev->create_qp(qa);
+  AddressVector av;
+  av.dlid = 2;
+  auto* ah = *dev->create_ah(pd, av);
+  auto* foreign_ah = *other->create_ah(*other->alloc_pd(), av);
+
+  // UD to RTS, so post_send reaches its AH checks.
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.qkey = 7;
+  ASSERT_EQ(qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey), Errc::kOk);
+  a.qp_state = QpState::kRtr;
+  ASSERT_EQ(qp->modify(a, kQpState), Errc::kOk);
+  a.qp_state = QpState::kRts;
+  ASSERT_EQ(qp->modify(a, kQpState | kQpSqPsn), Errc::kOk);
+  Sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 8, mr->lkey()};
+  SendWr wr;
+  wr.sg_list = {&sge, 1};
+  wr.remote_qpn = 5;
+  wr.ah = foreign_ah;
+  EXPECT_EQ(qp->post_send(wr), Errc::kInvalidArgument);
+  wr.ah = ah;
+  EXPECT_EQ(qp->post_send(wr), Errc::kOk);
+
+  EXPECT_EQ(dev->destroy_ah(ah), Errc::kOk);
+  EXPECT_EQ(dev->destroy_ah(ah), Errc::kNotFound);
+  EXPECT_EQ(qp->post_send(wr), Errc::kInvalidArgument);  // wr.ah is stale now
+  EXPECT_EQ(dev->destroy_ah(foreign_ah), Errc::kNotFound);
+  EXPECT_EQ(dev->destroy_qp(qp), Errc::kOk);
+  EXPECT_EQ(dev->destroy_qp(qp), Errc::kNotFound);
+  EXPECT_EQ(dev->destroy_srq(srq), Errc::kOk);
+  EXPECT_EQ(dev->destroy_srq(srq), Errc::kNotFound);
+  EXPECT_EQ(dev->destroy_cq(cq), Errc::kOk);
+  EXPECT_EQ(dev->destroy_cq(cq), Errc::kNotFound);
+  qa.send_cq = qa.recv_cq = cq;  // stale CQ
+  EXPECT_EQ(dev->create_qp(qa).error(), Errc::kInvalidArgument);
+  EXPECT_EQ(dev->dereg_mr(mr), Errc::kOk);
+  EXPECT_EQ(dev->dereg_mr(mr), Errc::kNotFound);
+  EXPECT_EQ(dev->dealloc_pd(pd), Errc::kOk);
+  EXPECT_EQ(dev->dealloc_pd(pd), Errc::kNotFound);
+  EXPECT_EQ(dev->reg_mr(pd, buf.data(), 64, kAccessLocalWrite).error(), Errc::kNotFound);
+  EXPECT_EQ(dev->create_ah(pd, av).error(), Errc::kNotFound);
+  EXPECT_EQ(dev->destroy_qp(nullptr), Errc::kNotFound);
+  EXPECT_EQ(dev->dealloc_pd(nullptr), Errc::kNotFound);
+}
+
 TEST(Verbs, StaleLkeyAfterDeregIsRejected) {
   Pair p;
   const std::uint32_t old = p.a.mr->lkey();
