@@ -306,6 +306,10 @@ class HcaNode final : public Node {
   // Call after posting work to the Device from outside the Simulator: pulls packets now.
   void kick();
   std::uint64_t data_packets_delivered() const { return data_delivered_; }
+  // General services on QP1 (SA, CM; every class but PerfMgt, which the PMA answers): each MAD
+  // that arrives goes to `hook` (port, LRH SLID, the 256 MAD bytes) instead of being dropped.
+  using GsiHook = std::function<void(std::uint8_t, std::uint16_t, std::span<const std::uint8_t>)>;
+  void set_gsi_agent(GsiHook hook) { gsi_agent_ = std::move(hook); }
 
  protected:
   std::uint32_t head_packet(int port, std::uint8_t vl) override;
@@ -335,6 +339,7 @@ class HcaNode final : public Node {
   TimeNs deadline_ns_ = kNoDeadline;
   bool pull_posted_ = false;
   std::uint64_t data_delivered_ = 0;
+  GsiHook gsi_agent_;
 };
 
 class Fabric {

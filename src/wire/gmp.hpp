@@ -14,6 +14,7 @@
 #include <weft/types.hpp>
 
 #include "src/wire/mad.hpp"
+#include "src/wire/mad_attrs.hpp"  // kMethodResponseBit, MadStatus
 
 namespace weft::wire {
 
@@ -30,12 +31,6 @@ enum class GmpMethod : std::uint8_t {
   kGetTable = 0x12,
   kGetTableResp = 0x92,
 };
-inline constexpr std::uint8_t kMethodResponseBit = 0x80;
-
-// MAD Status (IBA 13.4.7 Table 114): bits 4:2 are the common codes; 14:8 are class specific.
-inline constexpr std::uint16_t kMadStatusBadVersion = 0x0004, kMadStatusMethodUnsupported = 0x0008,
-                               kMadStatusMethodAttrUnsupported = 0x000C,
-                               kMadStatusInvalidField = 0x001C;
 
 enum class GmpError : std::uint8_t {
   kTruncated,        // fewer than 256 bytes
