@@ -69,7 +69,9 @@ struct CmConfig {
   // CM Response Timeout): 4.096 us * 2^code. 10 = 4.2 ms.
   std::uint8_t cm_response_timeout = 10;
   std::uint8_t max_cm_retries = 8;  // 4 bits
-  TimeNs timewait_ns = 2'000'000;
+  // Longer than the peer's DREQ resend interval (its response timeout + 2 x packet lifetime,
+  // ~6.3 ms with the defaults), so a DREQ resent after a lost DREP is answered from TimeWait.
+  TimeNs timewait_ns = 20'000'000;
   std::uint32_t connections_max = 4096;
   std::uint32_t comm_id_base = 1;  // first local communication ID
   std::uint32_t psn_seed = 1;      // starting PSNs come from an LCG on this (no global RNG)

@@ -152,9 +152,10 @@ void SaClient::on_mad(const GsiMad& in, TimeNs now) {
   if (!sa.rmpp.active()) {  // a GetResp, or an error answer without RMPP
     stats_.answers++;
     r.attr_offset = sa.attr_offset;
-    if (sa.hdr.status == 0) {
-      r.data.assign(sa.data.begin(), sa.data.end());
-      if (r.attr_offset == 0) r.attr_offset = static_cast<std::uint16_t>((sa.data.size()) / 8);
+    if (sa.hdr.status == 0) {  // one record: the first AttributeOffset * 8 bytes
+      if (r.attr_offset == 0) r.attr_offset = static_cast<std::uint16_t>(sa.data.size() / 8);
+      const std::size_t n = std::min<std::size_t>(r.attr_offset * 8u, sa.data.size());
+      r.data.assign(sa.data.begin(), sa.data.begin() + static_cast<std::ptrdiff_t>(n));
     }
     finish(sa.hdr.tid, std::move(r));
     return;
