@@ -179,6 +179,7 @@ TEST(Sa, FatTreeTableAcrossWindowsWithLostSegmentsAndAcks) {
 // The RMPP engines alone: random loss in both directions, many seeds; every transfer completes
 // with the exact bytes. A failure prints the seed that reproduces it.
 TEST(Rmpp, RandomLossPropertyOverSeeds) {
+  std::uint64_t resent = 0;
   for (std::uint64_t seed = 1; seed <= 300; ++seed) {
     SeededRng rng(seed);
     const std::size_t len = rng.next_u64() % 6000;
@@ -218,7 +219,9 @@ TEST(Rmpp, RandomLossPropertyOverSeeds) {
     ASSERT_EQ(tx.outcome(), cm::RmppOutcome::kDone) << "seed " << seed;
     ASSERT_EQ(rx.outcome(), cm::RmppOutcome::kDone) << "seed " << seed;
     ASSERT_EQ(rx.data(), data) << "seed " << seed;
+    resent += tx.segments_sent() - tx.segments();
   }
+  EXPECT_GT(resent, 300u);  // the loss was real: segments were resent
 }
 
 TEST(Rmpp, SenderGivesUpWithAbort) {
