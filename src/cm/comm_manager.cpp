@@ -388,11 +388,23 @@ void CommManager::on_req(const GsiMad& in, std::uint64_t tid, const wire::CmReq&
     Conn& c = conns_.at(it->second);
     if (c.state == CmState::kRepSent) {
       resend(c);  // our REP was lost (12.9.6: a duplicate REQ in REP Sent)
+    } else if (c.state == CmState::kReqRcvd) {
+      // The consumer has not answered yet: tell the peer to wait (12.6.6) instead of retrying.
+      wire::CmMra mra;
+      mra.local_comm_id = c.local_id;
+      mra.remote_comm_id = c.remote_id;
+      mra.msg_mraed = wire::CmMsgKind::kReq;
+      mra.service_timeout = cfg_.mra_service_timeout;
+      GsiMad g{c.remote_lid, cfg_.port, {}};
+      wire::encode_cm(c.tid, mra, g.mad);
+      out_.push_back(g);
+      stats_.mads_sent++;
+      stats_.mra_sent++;
     } else if (c.state == CmState::kTimeWait) {
       send_rej(in.lid, tid, c.local_id, m.local_comm_id, wire::CmMsgKind::kReq,
                wire::RejReason::kStaleConnection, wire::WeftReject::kNone, c.recovery);
     }
-    return;  // REQ Rcvd (the consumer has not answered yet; MRA not sent) or Established
+    return;  // Established: the active side has it already
   }
   const auto [hdr, user] = split_private(m.private_data);
   const RecoveryMode theirs = from_wire(hdr.recovery);

@@ -14,7 +14,8 @@
 // timeout plus twice the packet lifetime, up to max_cm_retries, then the connection fails with
 // kTimeout (and a REJ "timeout" to the peer). Duplicates: a REQ seen again while REP Sent gets
 // the REP again; a REP seen again while Established gets the RTU again; a DREQ seen again in
-// TimeWait gets the DREP again. An MRA (received) extends the wait by its service timeout.
+// TimeWait gets the DREP again; a REQ seen again while the consumer has not answered (REQ Rcvd)
+// gets an MRA, and an MRA received extends the wait by its service timeout.
 // No listener for the REQ's ServiceID: REJ reason 8 (invalid service ID).
 //
 // Recovery mode: the first 8 bytes of REQ/REP/REJ private data are Weft's header
@@ -23,7 +24,7 @@
 // kRecoveryModeMismatch; the active side reports both in its kRejected event. A REQ without
 // the header (a foreign CM) means go-back-N, the IBA's only mode.
 //
-// Not done (see README.md): LAP/APR (path migration), SIDR, sending MRA, RD/UC, P_Key checks,
+// Not done (see README.md): LAP/APR (path migration), SIDR, MRA for REP/LAP, RD/UC, P_Key checks,
 // ClassPortInfo redirection, alternate paths (encoded, not used).
 // Thread-safety: none; one owner calls every method. The QueuePairs passed in must outlive their
 // connection (until kDisconnected, kRejected or kTimeout).
@@ -73,8 +74,10 @@ struct CmConfig {
   // ~6.3 ms with the defaults), so a DREQ resent after a lost DREP is answered from TimeWait.
   TimeNs timewait_ns = 20'000'000;
   std::uint32_t connections_max = 4096;
-  std::uint32_t comm_id_base = 1;  // first local communication ID
-  std::uint32_t psn_seed = 1;      // starting PSNs come from an LCG on this (no global RNG)
+  // ServiceTimeout of the MRA sent when a REQ is repeated while the consumer has not answered.
+  std::uint8_t mra_service_timeout = 16;  // 268 ms
+  std::uint32_t comm_id_base = 1;         // first local communication ID
+  std::uint32_t psn_seed = 1;             // starting PSNs come from an LCG on this (no global RNG)
 };
 
 enum class CmEventType : std::uint8_t {
@@ -130,7 +133,7 @@ struct AcceptParams {
 struct CmStats {
   std::uint64_t mads_sent = 0, resends = 0, mads_received = 0, ignored_mads = 0;
   std::uint64_t dup_req = 0, dup_rep = 0, dup_dreq = 0;
-  std::uint64_t rej_sent = 0, rej_received = 0, mra_received = 0, timeouts = 0;
+  std::uint64_t rej_sent = 0, rej_received = 0, mra_sent = 0, mra_received = 0, timeouts = 0;
 };
 
 class CommManager {

@@ -321,6 +321,26 @@ TEST(Cm, MraReceivedExtendsTheWait) {
   EXPECT_EQ(cm.stats().mra_received, 1u);
 }
 
+TEST(Cm, SlowConsumerSendsMraThenAccepts) {
+  Pair p;
+  p.b.accept = false;  // the consumer sits on the REQ
+  ASSERT_EQ(p.s.net->cm(p.b.node).listen(kService, RecoveryMode::kGoBackN), Errc::kOk);
+  ASSERT_EQ(p.connect(), Errc::kOk);
+  // The active side resends its REQ; the passive side answers the duplicate with an MRA.
+  ASSERT_TRUE(p.run_until([&] { return p.s.net->cm(p.a.node).stats().mra_received > 0; }));
+  EXPECT_EQ(p.s.net->cm(p.b.node).stats().mra_sent, 1u);
+  EXPECT_EQ(p.s.net->cm(p.b.node).stats().dup_req, 1u);
+  // Now the consumer accepts; nothing timed out meanwhile.
+  const CmEvent* req = find(p.b, CmEventType::kReqReceived);
+  ASSERT_NE(req, nullptr);
+  AcceptParams ap;
+  ap.qp = p.b.ep.qp;
+  ASSERT_EQ(p.s.net->cm(p.b.node).accept(req->conn, ap, p.s.sim.now()), Errc::kOk);
+  p.s.net->kick(p.b.node);
+  ASSERT_TRUE(p.established());
+  EXPECT_EQ(p.s.net->cm(p.a.node).stats().timeouts, 0u);
+}
+
 TEST(Cm, ApiErrors) {
   Pair p;
   CommManager& cm = p.s.net->cm(p.a.node);
