@@ -343,6 +343,10 @@ class HcaNode final : public Node {
   // Called after the Device took a packet or a deadline (when new completions may be in its
   // CQs), so a driver can poll them at the exact virtual time. Empty = none.
   void set_completion_hook(std::function<void()> hook) { completion_hook_ = std::move(hook); }
+  // General services on QP1 (SA, CM; every class but PerfMgt, which the PMA answers): each MAD
+  // that arrives goes to `hook` (port, LRH SLID, the 256 MAD bytes) instead of being dropped.
+  using GsiHook = std::function<void(std::uint8_t, std::uint16_t, std::span<const std::uint8_t>)>;
+  void set_gsi_agent(GsiHook hook) { gsi_agent_ = std::move(hook); }
 
  protected:
   std::uint32_t head_packet(int port, std::uint8_t vl) override;
@@ -373,6 +377,7 @@ class HcaNode final : public Node {
   bool pull_posted_ = false;
   std::uint64_t data_delivered_ = 0;
   std::function<void()> completion_hook_;
+  GsiHook gsi_agent_;
 };
 
 class Fabric {

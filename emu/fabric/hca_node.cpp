@@ -153,6 +153,15 @@ void HcaNode::deliver(std::uint32_t pk) {
   const bool verified = fabric_.config().mode == DataMode::kVerified;
   const std::uint8_t* h = verified ? p.bytes.data() : p.headers.data();
   const std::uint32_t qp = dest_qp(h);
+  if (gsi_agent_ && p.in_vl != link::kVl15 && qp == 1 &&
+      p.bytes.size() >= p.header_bytes + wire::kMadBytes &&
+      p.bytes[p.header_bytes + 1] != static_cast<std::uint8_t>(wire::MgmtClass::kPerfMgt)) {
+    mads_received_++;  // a GSI MAD (SA, CM): to the agent (MAD packets always carry bytes)
+    const auto slid = static_cast<std::uint16_t>(p.bytes[6] << 8 | p.bytes[7]);
+    gsi_agent_(p.in_port, slid, std::span<const std::uint8_t>(p.bytes).subspan(p.header_bytes, wire::kMadBytes));
+    fabric_.pool().free(pk);
+    return;
+  }
   if (p.in_vl == link::kVl15 || qp <= 1) {  // QP0 / QP1: the SMA / PMA, not the Device
     handle_mad(p.in_port, p, /*pma_class=*/p.in_vl != link::kVl15 && qp == 1);
     fabric_.pool().free(pk);

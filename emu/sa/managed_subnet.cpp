@@ -1,0 +1,226 @@
+// emu/sa/managed_subnet.cpp — SM bring-up copied into an emu/fabric Fabric, and the QP1 agents
+// (SA, CM, SA client) carried by it. See managed_subnet.hpp.
+// Thread-safety: the Simulator's thread.
+#include "emu/sa/managed_subnet.hpp"
+
+#include <algorithm>
+
+#include "src/base/assert.hpp"
+#include "src/wire/gmp.hpp"
+
+namespace weft::sa {
+namespace {
+
+enum : sim::EventKind { kEvDeadline = 1, kEvLoopback = 2 };
+
+}  // namespace
+
+ManagedSubnet::ManagedSubnet(fabric::Fabric& fabric, SubnetOptions opts)
+    : fabric_(fabric), opts_(std::move(opts)), sa_(opts_.sa) {
+  comp_ = fabric_.sim().add_component(*this, "gsi");
+  agents_.resize(fabric_.topology().node_count());
+}
+
+ManagedSubnet::~ManagedSubnet() {
+  for (topo::NodeId n : fabric_.hcas()) fabric_.hca(n).set_gsi_agent({});
+}
+
+std::uint16_t ManagedSubnet::sm_lid() const {
+  return sm_ ? sm_->sm_lid() : 0;
+}
+
+std::uint16_t ManagedSubnet::lid(topo::NodeId hca, int port) const {
+  return fabric_.node(hca).state().ports[static_cast<std::size_t>(port)].lid;
+}
+
+cm::CommManager& ManagedSubnet::cm(topo::NodeId hca) {
+  WEFT_ASSERT(agents_.at(hca).cm != nullptr);
+  return *agents_[hca].cm;
+}
+
+cm::SaClient& ManagedSubnet::sa_client(topo::NodeId hca) {
+  WEFT_ASSERT(agents_.at(hca).sa_client != nullptr);
+  return *agents_[hca].sa_client;
+}
+
+bool ManagedSubnet::bring_up() {
+  const topo::Topology& topo = fabric_.topology();
+  sm_node_ = opts_.sm_node;
+  if (sm_node_ == topo::kNoNode) {
+    for (topo::NodeId n = 0; n < topo.node_count(); ++n) {
+      if (!topo.node(n).is_switch()) {
+        sm_node_ = n;
+        break;
+      }
+    }
+  }
+  if (sm_node_ == topo::kNoNode || topo.node(sm_node_).is_switch()) {
+    error_ = "no HCA to run the SM on";
+    return false;
+  }
+  sm::DirectFabric direct(topo, opts_.direct);
+  sm_ = std::make_unique<sm::SubnetManager>(opts_.sm);
+  direct.attach(*sm_, sm_node_, opts_.sm.port);
+  if (!direct.run_until_up(opts_.bring_up_limit_ns) || !sm_->routes_valid()) {
+    error_ = std::string("subnet did not come up: phase ") +
+             std::string(sm::to_string(sm_->phase())) + " " + sm_->last_error();
+    return false;
+  }
+  copy_configuration(direct);
+  sa_.set_tables(build_tables(
+      topo, [&](topo::NodeId n) -> const sma::NodeState& { return fabric_.node(n).state(); }));
+  for (topo::NodeId n : fabric_.hcas()) {
+    Agent& a = agents_[n];
+    cm::CmConfig c = opts_.cm;
+    c.port = 1;
+    c.lid = lid(n);
+    c.ca_guid = fabric_.node(n).state().node_guid;
+    c.comm_id_base = (static_cast<std::uint32_t>(n) + 1) << 16 | 1;
+    c.psn_seed = static_cast<std::uint32_t>(fabric_.sim().seed() * 2654435761u) ^ (n * 40503u + 1);
+    a.cm = std::make_unique<cm::CommManager>(c);
+    cm::SaClientConfig s = opts_.sa_client;
+    s.port = 1;
+    s.sm_lid = sm_->sm_lid();
+    s.tid_high = 0x53410000u | (static_cast<std::uint32_t>(n) & 0xFFFF);
+    a.sa_client = std::make_unique<cm::SaClient>(s);
+    fabric_.hca(n).set_gsi_agent(
+        [this, n](std::uint8_t port, std::uint16_t slid, std::span<const std::uint8_t> mad) {
+          on_gsi(n, port, slid, mad);
+        });
+  }
+  return true;
+}
+
+void ManagedSubnet::copy_configuration(const sm::DirectFabric& direct) {
+  const topo::Topology& topo = fabric_.topology();
+  for (topo::NodeId n = 0; n < topo.node_count(); ++n) {
+    const sma::NodeState& from = direct.nodes()[n];
+    sma::NodeState& to = fabric_.node(n).state();
+    WEFT_ASSERT(from.node_guid == to.node_guid && from.ports.size() == to.ports.size());
+    for (std::size_t p = 0; p < from.ports.size(); ++p) {
+      const sma::PortState& f = from.ports[p];
+      sma::PortState& t = to.ports[p];
+      t.lid = f.lid;
+      t.lmc = f.lmc;
+      t.master_sm_lid = f.master_sm_lid;
+      t.master_sm_sl = f.master_sm_sl;
+      t.state = f.state;
+      t.neighbor_mtu = f.neighbor_mtu;
+      t.operational_vls = f.operational_vls;
+      t.link_width_enabled = f.link_width_enabled;
+      t.link_speed_enabled = f.link_speed_enabled;
+      t.subnet_timeout = f.subnet_timeout;
+    }
+    if (from.is_switch()) {
+      std::vector<std::uint8_t> lft(
+          from.lft.begin(),
+          from.lft.begin() + std::min<std::size_t>(from.lft.size(), from.sw.linear_fdb_top + 1u));
+      fabric_.switch_node(n).set_lft(std::move(lft));
+    } else {
+      Device& d = fabric_.device(n);
+      for (std::size_t p = 1; p < from.ports.size(); ++p) {
+        d.set_port_lid(static_cast<std::uint8_t>(p), from.ports[p].lid);
+        if (from.ports[p].state == sma::LinkState::kActive) {
+          d.set_port_state(static_cast<std::uint8_t>(p), weft::PortState::kActive);
+        }
+      }
+    }
+  }
+}
+
+void ManagedSubnet::on_gsi(topo::NodeId n, std::uint8_t port, std::uint16_t slid,
+                           std::span<const std::uint8_t> mad) {
+  stats_.mads_received++;
+  cm::GsiMad in;
+  in.lid = slid;
+  in.port = port;
+  std::copy_n(mad.begin(), std::min(mad.size(), in.mad.size()), in.mad.begin());
+  dispatch(n, in);
+  pump(n);
+}
+
+void ManagedSubnet::dispatch(topo::NodeId n, const cm::GsiMad& in) {
+  Agent& a = agents_[n];
+  const TimeNs now = fabric_.sim().now();
+  const std::uint8_t cls = in.mad[1], method = in.mad[3];
+  if (cls == wire::kMgmtClassSa) {
+    if (n == sm_node_ && !(method & wire::kMethodResponseBit)) {
+      sa_.on_mad(in, now);
+    } else {
+      a.sa_client->on_mad(in, now);
+    }
+  } else if (cls == wire::kMgmtClassCm) {
+    a.cm->on_mad(in, now);
+  }
+}
+
+void ManagedSubnet::send(topo::NodeId n, const cm::GsiMad& out) {
+  if (drop_filter && drop_filter(n, out.mad)) {
+    stats_.mads_dropped++;
+    return;
+  }
+  stats_.mads_sent++;
+  if (out.lid == lid(n, out.port)) {  // to ourselves: no wire (an HCA does not hairpin)
+    agents_[n].loopback.push_back(out);
+    fabric_.sim().post_in(opts_.loopback_ns, comp_, kEvLoopback, n);
+    return;
+  }
+  if (!fabric_.send_mad(n, out.lid, out.mad, /*smp=*/false)) stats_.send_failed++;
+}
+
+void ManagedSubnet::pump(topo::NodeId n) {
+  Agent& a = agents_[n];
+  const TimeNs now = fabric_.sim().now();
+  cm::GsiMad out;
+  while (a.cm->poll_mad(now, out)) send(n, out);
+  while (a.sa_client->poll_mad(now, out)) send(n, out);
+  if (n == sm_node_) {
+    while (sa_.poll_mad(now, out)) send(n, out);
+  }
+  arm(n);
+}
+
+void ManagedSubnet::arm(topo::NodeId n) {
+  Agent& a = agents_[n];
+  TimeNs t = std::min(a.cm->next_deadline(), a.sa_client->next_deadline());
+  if (n == sm_node_) t = std::min(t, sa_.next_deadline());
+  sim::Simulator& sim = fabric_.sim();
+  if (t == kNoDeadline) {
+    sim.cancel(a.timer);
+    a.armed_ns = kNoDeadline;
+    return;
+  }
+  t = std::max(t, sim.now());
+  if (t == a.armed_ns && sim.pending(a.timer)) return;
+  a.armed_ns = t;
+  if (!sim.reschedule(a.timer, t)) a.timer = sim.schedule_at(t, comp_, kEvDeadline, n);
+}
+
+void ManagedSubnet::kick(topo::NodeId hca) {
+  pump(hca);
+  fabric_.kick(hca);
+}
+
+void ManagedSubnet::on_event(sim::Simulator& sim, const sim::Event& ev) {
+  const auto n = static_cast<topo::NodeId>(ev.data);
+  Agent& a = agents_.at(n);
+  if (ev.kind == kEvLoopback) {
+    if (!a.loopback.empty()) {
+      cm::GsiMad in = a.loopback.front();
+      a.loopback.pop_front();
+      in.lid = lid(n, in.port);
+      stats_.mads_received++;
+      dispatch(n, in);
+    }
+  } else if (ev.kind == kEvDeadline) {
+    a.armed_ns = kNoDeadline;
+    const TimeNs now = sim.now();
+    a.cm->on_deadline(now);
+    a.sa_client->on_deadline(now);
+    if (n == sm_node_) sa_.on_deadline(now);
+  }
+  pump(n);
+  fabric_.kick(n);  // the CM may have moved QPs: let the HCA pull what they queued
+}
+
+}  // namespace weft::sa

@@ -1,0 +1,84 @@
+// emu/sa/subnet_admin.hpp — the Subnet Administrator (IBA 15.4) that runs beside the SM on its
+// port, sans-IO: SubnAdmGet and SubnAdmGetTable of PathRecord, NodeRecord and PortInfoRecord
+// (and Get ClassPortInfo), answered from SaTables with the query's ComponentMask applied; a
+// GetTableResp goes out as an RMPP transfer (cm::RmppSender), one per (requester LID, TID).
+//
+// PathRecord (15.2.5.16): source by SLID or SGID (default: the requester), destination by DLID
+// or DGID (one is required, else ERR_REQ_INSUFFICIENT_COMPONENTS). The path is found by walking
+// the switches' LFTs from the source port; MTU is the smallest NeighborMTU and Rate the slowest
+// link (PortInfo width x speed) along it; SL 0, P_Key 0xFFFF, PacketLifeTime from the config;
+// Reversible when the LFTs also lead back. MTU / Rate / PacketLifeTime selectors, SL and P_Key
+// filter the answer. NodeRecord: one per CA port and one per switch. PortInfoRecord: one per
+// port (switch ports 0..N under the switch's LID).
+// A component-mask bit this SA does not evaluate is refused (ERR_REQ_INVALID) rather than
+// ignored, so a query never gets more than it asked for.
+// Errors are MAD statuses: unknown attribute 0x0C (method/attribute unsupported), Set/other
+// methods 0x08, SA codes per Table 190 in bits 14:8 (SaStatus).
+// Thread-safety: none; one owner.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <weft/types.hpp>
+
+#include "emu/sa/sa_tables.hpp"
+#include "src/cm/gsi.hpp"
+#include "src/cm/rmpp.hpp"
+#include "src/wire/sa.hpp"
+
+namespace weft::sa {
+
+struct SaConfig {
+  std::uint8_t port = 1;
+  std::uint8_t packet_life_time = 8;  // PathRecord PacketLifeTime: 4.096 us * 2^8 ~ 1 ms
+  std::uint8_t resp_time_value = 12;  // ClassPortInfo RespTimeValue
+  cm::RmppConfig rmpp{};
+  std::uint32_t transfers_max = 256;  // RMPP answers in flight; more get ERR_NO_RESOURCES
+};
+
+struct SaStats {
+  std::uint64_t requests = 0, answers = 0, errors = 0, ignored_mads = 0;
+  std::uint64_t rmpp_done = 0, rmpp_failed = 0, rmpp_segments = 0;
+};
+
+// Query evaluation on its own (what on_mad answers with), for tests and tools.
+struct SaAnswer {
+  wire::SaStatus status = wire::SaStatus::kOk;
+  std::uint16_t mad_status = 0;  // non-SA status (unsupported attribute/method), else 0
+  std::uint16_t attr_offset = 0;
+  std::vector<std::uint8_t> records;  // packed, attr_offset * 8 apart
+  std::size_t count = 0;
+};
+SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
+                  std::uint64_t comp_mask, std::span<const std::uint8_t, wire::kSaDataBytes> tmpl,
+                  std::uint16_t requester_lid);
+
+class SubnetAdmin {
+ public:
+  explicit SubnetAdmin(SaConfig cfg = {}) : cfg_(cfg) {}
+  void set_tables(SaTables t) { tables_ = std::move(t); }
+  const SaTables& tables() const { return tables_; }
+
+  // An SA-class MAD for the SA: a request (Get/GetTable) or an RMPP ACK/STOP/ABORT.
+  void on_mad(const cm::GsiMad& in, TimeNs now);
+  bool poll_mad(TimeNs now, cm::GsiMad& out);
+  TimeNs next_deadline() const;
+  void on_deadline(TimeNs now);
+  std::size_t transfers() const { return senders_.size(); }
+  const SaStats& stats() const { return stats_; }
+
+ private:
+  void answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status);
+  void reap();
+  SaConfig cfg_;
+  SaTables tables_;
+  std::map<std::pair<std::uint16_t, std::uint64_t>, std::unique_ptr<cm::RmppSender>> senders_;
+  std::deque<cm::GsiMad> out_;
+  SaStats stats_;
+};
+
+}  // namespace weft::sa

@@ -1,0 +1,247 @@
+// tests/cm/sa_test.cpp — the Subnet Administrator answering over the emulated fabric's QP1:
+// PathRecord between every HCA pair, NodeRecord and PortInfoRecord tables through RMPP (with
+// component masks), error statuses, a fat tree's table across several RMPP windows with lost
+// segments and ACKs, and the RMPP engines alone under random loss over many seeds.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+
+#include "emu/sa/subnet_admin.hpp"
+#include "src/cm/rmpp.hpp"
+#include "src/cm/sa_client.hpp"
+#include "tests/cm/cm_test_util.hpp"
+
+namespace weft::sa {
+namespace {
+
+using test::Subnet;
+
+cm::SaResult ask(Subnet& s, topo::NodeId from, const cm::SaQuery& q) {
+  cm::SaClient& c = s.net->sa_client(from);
+  auto id = c.query(q, s.sim.now());
+  EXPECT_TRUE(id.ok());
+  s.net->kick(from);
+  cm::SaResult r;
+  bool got = false;
+  EXPECT_TRUE(s.run_until([&] { return got = got || c.poll_result(r); }));
+  // The client has everything; let the SA see the last ACK too.
+  EXPECT_TRUE(s.run_until([&] { return s.net->sa().transfers() == 0; }));
+  return r;
+}
+
+std::uint64_t guid_of(const std::array<std::uint8_t, 16>& gid) {
+  std::uint64_t g = 0;
+  for (int i = 8; i < 16; ++i) g = g << 8 | gid[static_cast<std::size_t>(i)];
+  return g;
+}
+
+TEST(Sa, PathRecordBetweenEveryHcaPair) {
+  Subnet s(test::two_switches());
+  const topo::NodeId from = s.hcas[1];  // not the SM's node: the query crosses the fabric
+  for (topo::NodeId x : s.hcas) {
+    for (topo::NodeId y : s.hcas) {
+      SCOPED_TRACE(std::to_string(x) + " -> " + std::to_string(y));
+      const cm::SaResult r = ask(s, from, cm::path_query(s.net->lid(x), s.net->lid(y), false));
+      ASSERT_TRUE(r.ok()) << r.mad_status;
+      const auto paths = cm::path_records(r);
+      ASSERT_EQ(paths.size(), 1u);
+      const wire::PathRecord& p = paths[0];
+      EXPECT_EQ(p.slid, s.net->lid(x));
+      EXPECT_EQ(p.dlid, s.net->lid(y));
+      EXPECT_EQ(guid_of(p.sgid), s.fab->node(x).state().ports[1].port_guid);
+      EXPECT_EQ(guid_of(p.dgid), s.fab->node(y).state().ports[1].port_guid);
+      EXPECT_TRUE(p.reversible);
+      EXPECT_EQ(p.pkey, 0xFFFF);
+      // Expect: the SMA's defaults, 4x QDR links (40 Gb/s, code 7) and a 4096-byte MTU.
+      EXPECT_EQ(p.mtu, 5);
+      EXPECT_EQ(p.rate, 7);
+      EXPECT_EQ(p.packet_life_time, SaConfig{}.packet_life_time);
+    }
+  }
+  EXPECT_EQ(s.net->sa().stats().errors, 0u);
+}
+
+TEST(Sa, NodeRecordTableComesThroughRmpp) {
+  Subnet s(test::two_switches());
+  // All nodes: 4 CA ports + 2 switches = 6 records of 112 bytes: 4 RMPP segments.
+  const cm::SaResult all = ask(s, s.hcas[2], cm::node_query({}, 0));
+  ASSERT_TRUE(all.ok());
+  const auto recs = cm::node_records(all);
+  ASSERT_EQ(recs.size(), 6u);
+  std::set<std::uint64_t> guids;
+  for (const auto& r : recs) {
+    guids.insert(r.node_info.node_guid);
+    const topo::NodeId n = *s.topo.find_guid(r.node_info.node_guid);
+    EXPECT_EQ(r.description.view(), s.topo.node(n).description);
+    EXPECT_EQ(r.lid, s.fab->node(n).state().ports[r.node_info.local_port_num].lid);
+  }
+  EXPECT_EQ(guids.size(), 6u);
+  EXPECT_EQ(s.net->sa().stats().rmpp_done, 1u);
+  EXPECT_GE(s.net->sa().stats().rmpp_segments, 4u);
+
+  wire::NodeRecord q;
+  q.node_info.node_type = wire::NodeType::kSwitch;
+  EXPECT_EQ(
+      cm::node_records(ask(s, s.hcas[2], cm::node_query(q, wire::node_comp::kNodeType))).size(),
+      2u);
+  q.node_info.node_guid = s.topo.node(s.hcas[3]).guid;
+  const auto one =
+      cm::node_records(ask(s, s.hcas[2], cm::node_query(q, wire::node_comp::kNodeGuid)));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].lid, s.net->lid(s.hcas[3]));
+  // Get (not GetTable) of a query that matches several: ERR_REQ_TOO_MANY_RECORDS.
+  const cm::SaResult many = ask(s, s.hcas[2], cm::node_query({}, 0, /*table=*/false));
+  EXPECT_EQ(many.status, wire::SaStatus::kTooManyRecords);
+}
+
+TEST(Sa, PortInfoRecordsByLid) {
+  Subnet s(test::two_switches());
+  wire::PortInfoRecord q;
+  q.endport_lid = s.net->lid(s.hcas[3]);
+  const auto hca = cm::port_info_records(
+      ask(s, s.hcas[0], cm::port_info_query(q, wire::portinfo_comp::kEndportLid)));
+  ASSERT_EQ(hca.size(), 1u);
+  EXPECT_EQ(hca[0].port_num, 1);
+  EXPECT_EQ(hca[0].port_info.lid, q.endport_lid);
+  EXPECT_EQ(hca[0].port_info.port_state, wire::PortState::kActive);
+  EXPECT_EQ(hca[0].port_info.master_sm_lid, s.net->sm_lid());
+  // A switch answers for ports 0..4 under its one LID; PortNum narrows it to one.
+  const topo::NodeId sw = 0;
+  q.endport_lid = s.fab->node(sw).state().ports[0].lid;
+  EXPECT_EQ(cm::port_info_records(
+                ask(s, s.hcas[0], cm::port_info_query(q, wire::portinfo_comp::kEndportLid)))
+                .size(),
+            5u);
+  q.port_num = 4;
+  const auto p4 = cm::port_info_records(ask(
+      s, s.hcas[0],
+      cm::port_info_query(q, wire::portinfo_comp::kEndportLid | wire::portinfo_comp::kPortNum)));
+  ASSERT_EQ(p4.size(), 1u);
+  EXPECT_EQ(p4[0].port_info.port_state, wire::PortState::kActive);
+}
+
+TEST(Sa, ErrorStatuses) {
+  Subnet s(test::two_switches());
+  const topo::NodeId from = s.hcas[1];
+  // No destination: insufficient components.
+  cm::SaQuery q = cm::path_query(s.net->lid(from), s.net->lid(s.hcas[2]));
+  q.comp_mask &= ~wire::path_comp::kDlid;
+  EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kInsufficientComponents);
+  // An MTU larger than 4096 exists on no path.
+  wire::PathRecord pr;
+  pr.slid = s.net->lid(from);
+  pr.dlid = s.net->lid(s.hcas[2]);
+  pr.mtu_selector = wire::Selector::kGreater;
+  pr.mtu = 5;
+  q = cm::path_query(pr.slid, pr.dlid, false);
+  wire::encode(pr, std::span<std::uint8_t, wire::kPathRecordBytes>(q.record));
+  q.comp_mask = wire::path_comp::kSlid | wire::path_comp::kDlid | wire::path_comp::kMtu |
+                wire::path_comp::kMtuSelector;
+  EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kNoRecords);
+  // "Less than 4096" does: 4096 is not, so no; "exactly 4096" is.
+  pr.mtu_selector = wire::Selector::kExactly;
+  wire::encode(pr, std::span<std::uint8_t, wire::kPathRecordBytes>(q.record));
+  EXPECT_EQ(cm::path_records(ask(s, from, q)).size(), 1u);
+  // A component this SA does not evaluate is refused, not ignored.
+  q.comp_mask |= wire::path_comp::kQosClass;
+  EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kReqInvalid);
+  // An unknown destination LID: no record.
+  q = cm::path_query(s.net->lid(from), 0x7777, false);
+  EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kNoRecords);
+  // An attribute this SA does not serve (ServiceRecord 0x31): method/attribute unsupported.
+  q.attr = static_cast<wire::SaAttr>(0x0031);
+  const cm::SaResult r = ask(s, from, q);
+  EXPECT_EQ(r.mad_status, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr));
+}
+
+TEST(Sa, FatTreeTableAcrossWindowsWithLostSegmentsAndAcks) {
+  Subnet s(*topo::from_spec("fat-tree:k=4"));
+  int seg3 = 0, acks = 0;
+  s.net->drop_filter = [&](topo::NodeId, std::span<const std::uint8_t> mad) {
+    if (mad[1] != wire::kMgmtClassSa || !(mad[26] & wire::kRmppActive)) return false;
+    const std::uint32_t seg = std::uint32_t{mad[28]} << 24 | mad[29] << 16 | mad[30] << 8 | mad[31];
+    if (mad[25] == 1 && seg == 3 && seg3++ == 0) return true;  // DATA segment 3, once
+    if (mad[25] == 2 && seg >= 1 && acks++ == 1) return true;  // the second ACK
+    return false;
+  };
+  const cm::SaResult r = ask(s, s.hcas.back(), cm::node_query({}, 0));
+  ASSERT_TRUE(r.ok());
+  // 16 CA ports + 20 switches = 36 records (4 KB): 21 segments, more than one 16-segment window.
+  EXPECT_EQ(cm::node_records(r).size(), 36u);
+  EXPECT_GE(seg3, 2);
+  EXPECT_GE(acks, 2);
+  EXPECT_EQ(s.net->sa().stats().rmpp_done, 1u);
+  EXPECT_GT(s.net->sa().stats().rmpp_segments, 21u);  // resends happened
+  EXPECT_EQ(s.net->sa().transfers(), 0u);
+}
+
+// The RMPP engines alone: random loss in both directions, many seeds; every transfer completes
+// with the exact bytes. A failure prints the seed that reproduces it.
+TEST(Rmpp, RandomLossPropertyOverSeeds) {
+  std::uint64_t resent = 0;
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    SeededRng rng(seed);
+    const std::size_t len = rng.next_u64() % 6000;
+    std::vector<std::uint8_t> data(len);
+    for (auto& b : data) b = static_cast<std::uint8_t>(rng.next_u64());
+    std::array<std::uint8_t, wire::kMadBytes> tmpl{};
+    tmpl[0] = 1;
+    tmpl[1] = wire::kMgmtClassSa;
+    tmpl[2] = 2;
+    tmpl[3] = static_cast<std::uint8_t>(wire::GmpMethod::kGetTableResp);
+    cm::RmppConfig cfg;
+    cfg.retries_max = 30;
+    cfg.window_segments = 1 + rng.next_u64() % 8;
+    TimeNs now = 0;
+    cm::RmppSender tx(tmpl, data, cfg, now);
+    cm::RmppReceiver rx(cfg);
+    const double loss = 0.3;
+    std::array<std::uint8_t, wire::kMadBytes> mad{}, ack{};
+    for (int step = 0; step < 100000 && tx.outcome() == cm::RmppOutcome::kInProgress; ++step) {
+      bool moved = false;
+      while (tx.poll(now, mad)) {
+        moved = true;
+        if (static_cast<double>(rng.next_u64() % 1000) / 1000 < loss) continue;
+        const auto h = wire::decode_rmpp(mad);
+        ASSERT_TRUE(h.ok()) << "seed " << seed;
+        if (rx.on_segment(mad, h.value())) {
+          rx.ack(mad, ack);
+          if (static_cast<double>(rng.next_u64() % 1000) / 1000 < loss) continue;
+          tx.on_rmpp(wire::decode_rmpp(ack).value(), now);
+        }
+      }
+      if (!moved) {
+        now = std::max(now, tx.next_deadline());
+        tx.on_deadline(now);
+      }
+    }
+    ASSERT_EQ(tx.outcome(), cm::RmppOutcome::kDone) << "seed " << seed;
+    ASSERT_EQ(rx.outcome(), cm::RmppOutcome::kDone) << "seed " << seed;
+    ASSERT_EQ(rx.data(), data) << "seed " << seed;
+    resent += tx.segments_sent() - tx.segments();
+  }
+  EXPECT_GT(resent, 300u);  // the loss was real: segments were resent
+}
+
+TEST(Rmpp, SenderGivesUpWithAbort) {
+  std::array<std::uint8_t, wire::kMadBytes> tmpl{}, mad{};
+  cm::RmppConfig cfg;
+  cfg.retries_max = 2;
+  cm::RmppSender tx(tmpl, std::vector<std::uint8_t>(1000, 7), cfg, 0);
+  int sent = 0;
+  TimeNs now = 0;
+  for (int i = 0; i < 10 && tx.outcome() == cm::RmppOutcome::kInProgress; ++i) {
+    while (tx.poll(now, mad)) sent++;
+    now = tx.next_deadline();
+    tx.on_deadline(now);
+  }
+  EXPECT_EQ(tx.outcome(), cm::RmppOutcome::kFailed);
+  EXPECT_EQ(sent, 3);  // segment 1, then 2 resends; the window never opened
+  ASSERT_TRUE(tx.poll(now, mad));
+  EXPECT_EQ(wire::decode_rmpp(mad).value().type, wire::RmppType::kAbort);
+  EXPECT_EQ(mad[27], static_cast<std::uint8_t>(wire::RmppStatus::kTooManyRetries));
+}
+
+}  // namespace
+}  // namespace weft::sa
