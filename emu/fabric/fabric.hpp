@@ -83,6 +83,9 @@ struct SwitchModel {
   // head out (store-and-forward). NDR switches quote ~130-250 ns.
   TimeNs latency_ns = 150;
   TimeNs sma_mad_ns = 2000;  // the SMA answers one MAD per this (VL15 buffer held until then)
+  // Management path: SMPs waiting for a node's SMA (switch or HCA) beyond this are dropped and
+  // counted as vl15_dropped on their input port (VL15 has no flow control; the SM retries).
+  std::uint32_t sma_queue_max = 16;
 };
 
 // Defaults of a current 400 Gb/s adapter (ConnectX-7 class): ~200 Mpps message rate, PCIe Gen5
@@ -217,11 +220,9 @@ struct PortEnd {
   TimeNs wait_start_ns = 0;
   PortCounters counters{};
   // Management path (VL15 SMPs): the transmitter's own clock (VL15 goes first at the arbiter;
-  // its bandwidth is not taken from the data VLs), and VL15 receive-buffer bytes held by SMPs
-  // waiting for this node's SMA.
+  // its bandwidth is not taken from the data VLs).
   TimeNs smp_tx_free_ns = 0;
   TimeNs smp_serial_ns = 0;
-  std::uint32_t vl15_held_bytes = 0;
 };
 
 // A local SM's receive hook: MADs for the SM of this node (responses, traps) arriving on `port`.
@@ -304,12 +305,7 @@ class Node : public sim::Component {
   sma::NodeState state_;
   LocalSmHook local_sm_;
   TimeNs sma_free_ns_ = 0;  // management path: the SMA is busy until then
-  struct Held {
-    TimeNs until;
-    std::uint8_t port;
-    std::uint16_t bytes;
-  };
-  Fifo<Held> held_;  // SMPs holding VL15 buffer space until the SMA took them
+  Fifo<TimeNs> held_;  // management path: when each SMP queued at the SMA is done
   std::uint64_t smps_handled_ = 0;
   std::uint64_t trap_tid_ = 1;
 };

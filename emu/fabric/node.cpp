@@ -403,10 +403,7 @@ void Node::smp_route_lid(std::uint32_t pk, TimeNs ready) {
 }
 
 void Node::smp_release_held(TimeNs t) {
-  while (!held_.empty() && held_.front().until <= t) {
-    ports_[held_.front().port].vl15_held_bytes -= held_.front().bytes;
-    held_.pop_front();
-  }
+  while (!held_.empty() && held_.front() <= t) held_.pop_front();
 }
 
 void Node::smp_arrive(std::uint32_t pk, bool local) {
@@ -420,9 +417,12 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
       pool.free(pk);
       return;
     }
-    // VL15 has no credits (IBA 7.9.4): a full buffer drops the SMP; the SM retries.
+    // VL15 has no credits (IBA 7.9.4): an SMP finding the SMA's queue full is dropped; the SM
+    // retries. (SMPs passing through by LFT are forwarded at once and never wait here.)
     smp_release_held(t);
-    if (pe.vl15_held_bytes + p.wire_bytes > fabric_.config().link.vl15_buffer_bytes) {
+    const bool for_sma = p.directed || p.dlid == 0xFFFF || !state_.is_switch() ||
+                         p.dlid == state_.ports[0].lid;
+    if (for_sma && held_.size() >= fabric_.config().sw.sma_queue_max) {
       pe.counters.vl15_dropped++;
       pma(port).count_vl15_dropped();
       pool.free(pk);
@@ -451,6 +451,10 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   ctx.lrh_slid = p.slid;
   const auto in = static_cast<std::uint8_t>(port);
   const sma::MadReply r = sma::handle_smp(state_, in, p.bytes, ctx);
+  if (r.is_response && r.status == 0 &&
+      p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet)) {
+    after_set(p.bytes);
+  }
   switch (r.action) {
     case sma::SmpAction::kToLocalSm:
       if (local_sm_) local_sm_(in, r.mad);
@@ -463,21 +467,13 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
     default:
       break;
   }
-  // The SMA takes one SMP per sma_mad_ns; the VL15 buffer is held until it has taken it.
+  // The SMA takes one SMP per sma_mad_ns; it holds a queue slot until then.
   const TimeNs sma_ns =
       state_.is_switch() ? fabric_.config().sw.sma_mad_ns : fabric_.config().hca.sma_mad_ns;
   const TimeNs done = std::max(t, sma_free_ns_) + sma_ns;
   sma_free_ns_ = done;
-  if (!local) {
-    ports_[port].vl15_held_bytes += p.wire_bytes;
-    held_.push_back(
-        Held{done, static_cast<std::uint8_t>(port), static_cast<std::uint16_t>(p.wire_bytes)});
-  }
+  if (!local) held_.push_back(done);
   smps_handled_++;
-  if (r.is_response && r.status == 0 &&
-      p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet)) {
-    after_set(p.bytes);
-  }
   std::copy(r.mad.begin(), r.mad.end(), p.bytes.begin());
   if (r.action == sma::SmpAction::kSendOut) {
     p.directed = true;
