@@ -85,7 +85,7 @@ struct SwitchModel {
   TimeNs sma_mad_ns = 2000;  // the SMA answers one MAD per this (VL15 buffer held until then)
   // Management path: SMPs waiting for a node's SMA (switch or HCA) beyond this are dropped and
   // counted as vl15_dropped on their input port (VL15 has no flow control; the SM retries).
-  std::uint32_t sma_queue_max = 16;
+  std::uint32_t sma_queue_max = 64;
 };
 
 // Defaults of a current 400 Gb/s adapter (ConnectX-7 class): ~200 Mpps message rate, PCIe Gen5
@@ -305,7 +305,7 @@ class Node : public sim::Component {
   sma::NodeState state_;
   LocalSmHook local_sm_;
   TimeNs sma_free_ns_ = 0;  // management path: the SMA is busy until then
-  Fifo<TimeNs> held_;  // management path: when each SMP queued at the SMA is done
+  Fifo<TimeNs> held_;       // management path: when each SMP queued at the SMA is done
   std::uint64_t smps_handled_ = 0;
   std::uint64_t trap_tid_ = 1;
 };

@@ -420,8 +420,8 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
     // VL15 has no credits (IBA 7.9.4): an SMP finding the SMA's queue full is dropped; the SM
     // retries. (SMPs passing through by LFT are forwarded at once and never wait here.)
     smp_release_held(t);
-    const bool for_sma = p.directed || p.dlid == 0xFFFF || !state_.is_switch() ||
-                         p.dlid == state_.ports[0].lid;
+    const bool for_sma =
+        p.directed || p.dlid == 0xFFFF || !state_.is_switch() || p.dlid == state_.ports[0].lid;
     if (for_sma && held_.size() >= fabric_.config().sw.sma_queue_max) {
       pe.counters.vl15_dropped++;
       pma(port).count_vl15_dropped();

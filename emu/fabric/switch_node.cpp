@@ -196,6 +196,7 @@ void SwitchNode::replicate_head(int in_port, std::uint8_t vl) {
     cp.tail_ns = p.tail_ns;
     cp.in_port = 0;
     cp.in_vl = vl;
+    cp.vl = vl;
     cp.in_gen = ports_[0].gen;
     in_[0][vl].fifo.push_back(c);
   }

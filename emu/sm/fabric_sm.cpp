@@ -152,7 +152,7 @@ BringUpReport bring_up(fabric::Fabric& fabric, const SmOptions& options,
   rep.wall_s = static_cast<double>(steady_ns() - w0) / 1e9;
   rep.virtual_ns = sim.now() - t0;
   rep.events = sim.events_dispatched() - events0;
-  rep.mads = sm->mads_sent();
+  rep.mads = sm->sm().totals().mads_sent;
   rep.vl15_dropped = fabric.totals().vl15_dropped - dropped0;
   const SubnetManager& s = sm->sm();
   rep.routes_valid = s.routes_valid();
