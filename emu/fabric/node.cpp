@@ -193,6 +193,7 @@ void Node::arrive(std::uint32_t pk) {
   pma(port).count_rcv(p.wire_bytes);
   p.in_gen = pe.gen;
   p.in_vl = vl;
+  p.directed = false;  // out_port was the previous node's choice (MFT copies, DR replies)
   accept(port, pk);
 }
 
