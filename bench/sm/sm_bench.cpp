@@ -172,6 +172,12 @@ bool run_fabric(int size, routing::Engine engine) {
       osm / up_cpu_s, r.virtual_ns * 1e-6, (unsigned long)r.mads, (unsigned long)r.events,
       static_cast<double>(r.events) / static_cast<double>(r.mads), (unsigned long)r.vl15_dropped,
       build_s);
+  std::size_t tables = 0;
+  for (topo::NodeId n = 0; n < t.node_count(); ++n) {
+    const sma::NodeState& ns = f.node(n).state();
+    tables += ns.lft.capacity() + ns.mft.capacity() * sizeof(ns.mft[0]);
+  }
+  std::printf("       fabric memory: switch LFT+MFT tables %.1f MB\n", tables / 1e6);
   std::printf(
       "       memory: fabric %.1f MB (%.0f bytes/HCA), SM %.1f MB (%.0f bytes/HCA), peak RSS "
       "%.1f MB (%.0f bytes/HCA)\n",
