@@ -13,6 +13,8 @@
 // tables independently of the SM (verify_nodes).
 // Thread-safety: the Simulator's thread. Lifetime: a FabricSm must not outlive its Fabric; the
 // Fabric may outlive the FabricSm (the timer target is adopted by the Fabric and goes inert).
+// One FabricSm per Fabric at a time: it owns the node's local-SM hook (Node::set_local_sm) and
+// clears it when destroyed.
 #pragma once
 
 #include <cstdint>
