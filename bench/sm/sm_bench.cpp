@@ -10,7 +10,11 @@
 // Every bring-up is verified by DirectFabric::verify() (outside the timed part); a failed check
 // makes the program exit 1, so no figure is printed for wrong tables.
 //
-// Usage: weft_sm_bench [size ...] [--engine=ftree|minhop|both]   sizes 0..3 (default all)
+// --fabric runs the same bring-ups over the emulated fabric (emu/fabric, sm::bring_up): every SMP
+// a simulator event per hop through switch SMAs and LFTs.
+//
+// Usage: weft_sm_bench [size ...] [--engine=ftree|minhop|both] [--fabric]   sizes 0..3 (default
+// all)
 #include <sys/resource.h>
 
 #include <time.h>
@@ -22,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "emu/fabric/fabric.hpp"
 #include "emu/sm/direct_fabric.hpp"
+#include "emu/sm/fabric_sm.hpp"
 #include "emu/sm/subnet_manager.hpp"
 #include "emu/topo/generators.hpp"
 
@@ -131,10 +137,62 @@ bool run(int size, routing::Engine engine) {
   return true;
 }
 
+// --fabric: the same bring-up over the emulated fabric (emu/fabric, timing-only data mode):
+// SMPs through every switch's SMA and LFT as simulator events (sm::bring_up).
+bool run_fabric(int size, routing::Engine engine) {
+  const topo::Topology t = fabric_of(size);
+  const std::uint64_t b0 = cpu_ns();
+  sim::Simulator sim({.seed = 1});
+  fabric::FabricConfig fc;
+  fc.sm_managed = true;
+  fc.mode = fabric::DataMode::kTimingOnly;
+  fabric::Fabric f(sim, t, fc);
+  const double build_s = static_cast<double>(cpu_ns() - b0) * 1e-9;
+  sm::SmOptions o;
+  o.sm.routing.engine = engine;
+  o.sm.sweep_interval_ns = 0;
+  o.sm.wall_clock_ns = cpu_ns;
+  o.limit_ns = 3'600'000'000'000ull;
+  const std::uint64_t c0 = cpu_ns();
+  const sm::BringUpReport r = sm::bring_up(f, o);
+  const double cpu_s = static_cast<double>(cpu_ns() - c0) * 1e-9;  // verify included
+  const double up_cpu_s = static_cast<double>(r.sweep.total.wall_ns) * 1e-9;
+  if (!r.ok) {
+    std::printf("size %d %s over the fabric: FAILED: %s\n", size, routing::to_string(engine),
+                r.error.c_str());
+    return false;
+  }
+  const double osm = opensm_s(size, engine);
+  const std::size_t hcas = r.sweep.hcas;
+  std::printf(
+      "%6zu HCAs %-6s over emu/fabric: bring-up wall %.3f s (OpenSM %.1f s: 1/%.0f), CPU incl. "
+      "verify %.3f s, heavy-sweep CPU %.3f s (1/%.0f); virtual %.3f ms; MADs %lu, events %lu "
+      "(%.1f per MAD), VL15 drops %lu; fabric build %.3f s\n",
+      hcas, routing::to_string(engine), r.wall_s, osm, osm / r.wall_s, cpu_s, up_cpu_s,
+      osm / up_cpu_s, r.virtual_ns * 1e-6, (unsigned long)r.mads, (unsigned long)r.events,
+      static_cast<double>(r.events) / static_cast<double>(r.mads), (unsigned long)r.vl15_dropped,
+      build_s);
+  std::size_t tables = 0;
+  for (topo::NodeId n = 0; n < t.node_count(); ++n) {
+    const sma::NodeState& ns = f.node(n).state();
+    tables += ns.lft.capacity() + ns.mft.capacity() * sizeof(ns.mft[0]);
+  }
+  std::printf("       fabric memory: switch LFT+MFT tables %.1f MB\n", tables / 1e6);
+  std::printf(
+      "       memory: fabric %.1f MB (%.0f bytes/HCA), SM %.1f MB (%.0f bytes/HCA), peak RSS "
+      "%.1f MB (%.0f bytes/HCA)\n",
+      f.memory_bytes() / 1e6, static_cast<double>(f.memory_bytes()) / hcas, r.sm_memory_bytes / 1e6,
+      static_cast<double>(r.sm_memory_bytes) / hcas, rss_peak_kb() / 1e3,
+      rss_peak_kb() * 1e3 / hcas);
+  std::fflush(stdout);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> sizes;
+  bool over_fabric = false;
   std::vector<routing::Engine> engines{routing::Engine::kFtree, routing::Engine::kMinHop};
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--engine=ftree") == 0)
@@ -142,6 +200,8 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--engine=minhop") == 0)
       engines = {routing::Engine::kMinHop};
     else if (std::strcmp(argv[i], "--engine=both") == 0) {
+    } else if (std::strcmp(argv[i], "--fabric") == 0) {
+      over_fabric = true;
     } else
       sizes.push_back(std::atoi(argv[i]));
   }
@@ -149,7 +209,7 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (int s : sizes) {
     if (s < 0 || s > 3) return 2;
-    for (routing::Engine e : engines) ok = run(s, e) && ok;
+    for (routing::Engine e : engines) ok = (over_fabric ? run_fabric(s, e) : run(s, e)) && ok;
   }
   return ok ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "emu/sim/rng_stream.hpp"
+#include "src/wire/mad.hpp"
 #include "src/wire/packet.hpp"
 
 namespace weft::fabric {
@@ -65,8 +66,14 @@ void PacketPool::free(std::uint32_t i) {
   free_head_ = i;
 }
 
+std::size_t PacketPool::memory_bytes() const {
+  std::size_t b = packets_.capacity() * sizeof(packets_[0]);
+  for (const auto& p : packets_) b += sizeof(Packet) + p->bytes.capacity();
+  return b;
+}
+
 Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConfig& config)
-    : sim_(sim), topo_(topo), config_(config), lids_(topo.node_count(), 0), zeros_(8192, 0) {
+    : sim_(sim), topo_(topo), config_(config), zeros_(8192, 0) {
   assert(config_.data_vls >= 1 && config_.data_vls <= 15);
   arb_ = config_.vl_arb;
   if (arb_.high.empty() && arb_.low.empty()) {
@@ -97,6 +104,15 @@ Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConf
     np.num_ports = static_cast<std::uint8_t>(tn.num_ports());
     np.device_id = static_cast<std::uint16_t>(tn.device_id);
     nodes_.back()->state_ = tn.is_switch() ? sma::make_switch(np) : sma::make_ca(np);
+    if (!tn.is_switch()) {
+      sma::NodeState& s = nodes_.back()->state_;
+      for (int q = 1; q <= tn.num_ports(); ++q) {
+        if (tn.ports[q].guid != 0) {
+          s.ports[q].port_guid = tn.ports[q].guid;
+          s.ports[q].guids[0] = tn.ports[q].guid;
+        }
+      }
+    }
   }
   const link::PhyConfig phy{config_.link.ber, config_.link.fec, config_.link.fec_config};
   for (topo::LinkId l = 0; l < topo_.link_count(); ++l) {
@@ -116,10 +132,12 @@ Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConf
       pe.clock.emplace(pe.rate);
       pe.phy.emplace(phy);
       pe.arb.emplace(arb_);
-      // Trained; Active at once until a subnet manager exists to arm and activate it.
+      // Trained (Init); without a subnet manager Active at once.
       sma::NodeState& ns = nodes_[self.node]->state_;
       sma::link_up(ns, static_cast<std::uint8_t>(self.port));
-      ns.ports[self.port].state = sma::LinkState::kActive;
+      if (!config_.sm_managed) ns.ports[self.port].state = sma::LinkState::kActive;
+      link::SerialClock ck(pe.rate);
+      pe.smp_serial_ns = ck.next_ns(pe.phy->line_bytes(kSmpWireBytes));
     }
   }
   for (auto& node : nodes_) {
@@ -142,8 +160,9 @@ SwitchNode& Fabric::switch_node(topo::NodeId n) {
 }
 
 std::uint16_t Fabric::lid(topo::NodeId n, int port) const {
-  if (topo_.node(n).is_switch()) return lids_[n];
-  return lids_[n] == 0 ? 0 : static_cast<std::uint16_t>(lids_[n] + port - 1);
+  const sma::NodeState& s = nodes_[n]->state_;
+  if (s.is_switch()) return s.ports[0].lid;
+  return port >= 1 && port <= s.num_ports ? s.ports[port].lid : 0;
 }
 
 std::vector<topo::NodeId> Fabric::hcas() const {
@@ -164,7 +183,6 @@ void Fabric::configure_min_hop() {
   std::uint16_t next = 1;
   for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
     const topo::Node& tn = topo_.node(n);
-    lids_[n] = next;
     if (tn.is_switch()) {
       switch_node(n).set_lid(next);
       dests.push_back({n, 0, next++});
@@ -232,6 +250,112 @@ void Fabric::set_link_state(topo::LinkId l, bool up, TimeNs at_ns) {
   }
 }
 
+bool Fabric::send_smp_from(topo::NodeId node, std::uint8_t port, std::span<const std::uint8_t> mad,
+                           std::uint16_t dlid, std::uint16_t slid) {
+  Node& n = *nodes_[node];
+  if (port < 1 || port > n.num_ports() || !n.ports_[port].up || mad.size() < wire::kMadBytes) {
+    return false;
+  }
+  const std::uint32_t pk = pool_.alloc();
+  Packet& p = pool_[pk];
+  p.bytes.assign(mad.begin(), mad.begin() + wire::kMadBytes);
+  p.smp = true;
+  p.directed = mad[1] == static_cast<std::uint8_t>(wire::MgmtClass::kSubnDirectedRoute);
+  p.dlid = p.directed ? 0xFFFF : dlid;
+  p.slid = slid != 0 ? slid : n.state_.ports[port].lid;
+  p.sl = 15;
+  p.vl = link::kVl15;
+  p.wire_bytes = kSmpWireBytes;
+  p.data = false;
+  p.corrupt = false;
+  p.payload_bytes = wire::kMadBytes;
+  n.smp_transmit(port, pk, sim_.now());
+  return true;
+}
+
+void Fabric::send_smp_local(topo::NodeId node, std::uint8_t port,
+                            std::span<const std::uint8_t> mad) {
+  const std::uint32_t pk = pool_.alloc();
+  Packet& p = pool_[pk];
+  p.bytes.assign(mad.begin(), mad.begin() + wire::kMadBytes);
+  p.smp = true;
+  p.directed = mad[1] == static_cast<std::uint8_t>(wire::MgmtClass::kSubnDirectedRoute);
+  p.dlid = 0xFFFF;
+  p.slid = nodes_[node]->state_.ports[port].lid;
+  p.in_port = port;
+  p.vl = link::kVl15;
+  p.wire_bytes = kSmpWireBytes;
+  sim_.post_at(sim_.now(), nodes_[node]->comp_, kEvSmpLocal, pk);
+}
+
+void Fabric::reset_management() {
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    Node& node = *nodes_[n];
+    sma::NodeState& s = node.state_;
+    std::vector<sma::PortCounters> counters;
+    for (const sma::PortState& ps : s.ports) counters.push_back(ps.counters);
+    const std::vector<std::uint64_t> port_guids = [&] {
+      std::vector<std::uint64_t> g;
+      for (const sma::PortState& ps : s.ports) g.push_back(ps.port_guid);
+      return g;
+    }();
+    const topo::Node& tn = topo_.node(n);
+    sma::NodeParams np;
+    np.node_guid = tn.guid;
+    np.system_image_guid = tn.system_image_guid;
+    np.description = tn.description;
+    np.num_ports = static_cast<std::uint8_t>(tn.num_ports());
+    np.device_id = static_cast<std::uint16_t>(tn.device_id);
+    s = tn.is_switch() ? sma::make_switch(np) : sma::make_ca(np);
+    for (std::size_t p = 0; p < s.ports.size(); ++p) {
+      s.ports[p].counters = counters[p];
+      s.ports[p].port_guid = port_guids[p];
+      if (!s.ports[p].guids.empty()) s.ports[p].guids[0] = port_guids[p];
+    }
+    for (int p = 1; p <= node.num_ports(); ++p) {
+      if (!node.ports_[p].connected || !node.ports_[p].up) continue;
+      sma::link_up(s, static_cast<std::uint8_t>(p));
+      node.rebuild_arbiter(p);
+      if (!config_.sm_managed) s.ports[p].state = sma::LinkState::kActive;
+    }
+    s.sw.port_state_change = false;
+    if (!tn.is_switch()) {
+      for (int p = 1; p <= node.num_ports(); ++p) {
+        (void)hca(n).device().set_port_lid(static_cast<std::uint8_t>(p), 0);
+      }
+    }
+  }
+}
+
+sim::ComponentId Fabric::adopt_component(std::unique_ptr<sim::Component> c,
+                                         const std::string& name) {
+  std::string unique = name;
+  for (int i = 2; !adopted_names_.insert(unique).second; ++i) {
+    unique = name + "#" + std::to_string(i);
+  }
+  const sim::ComponentId id = sim_.add_component(*c, unique);
+  adopted_.push_back(std::move(c));
+  return id;
+}
+
+std::size_t Fabric::memory_bytes() const {
+  std::size_t b = sizeof(*this) + nodes_.capacity() * sizeof(nodes_[0]) + zeros_.capacity();
+  for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
+    const Node& node = *nodes_[n];
+    const sma::NodeState& s = node.state_;
+    b += node.ports_.capacity() * sizeof(PortEnd) + s.lft.capacity() +
+         s.mft.capacity() * sizeof(s.mft[0]) + s.description.capacity();
+    for (const sma::PortState& p : s.ports) {
+      b += sizeof(p) + p.pkeys.capacity() * 2 + p.sl2vl.capacity() * sma::kSlCount +
+           p.guids.capacity() * 8;
+    }
+    b += topo_.node(n).is_switch() ? static_cast<const SwitchNode&>(node).memory_bytes()
+                                   : static_cast<const HcaNode&>(node).memory_bytes();
+  }
+  b += pool_.memory_bytes();
+  return b;
+}
+
 bool Fabric::send_smp(topo::NodeId hca_node, std::uint16_t dlid, std::uint32_t mad_bytes) {
   const std::vector<std::uint8_t> zeros(mad_bytes, 0);
   return send_mad(hca_node, dlid, zeros, /*smp=*/true);
@@ -258,13 +382,9 @@ bool Fabric::set_port_faults(topo::NodeId n, int port, const PortFaults& faults)
 void Fabric::adopt_lids() {
   for (topo::NodeId n = 0; n < topo_.node_count(); ++n) {
     Node& node = *nodes_[n];
-    if (is_switch(n)) {
-      lids_[n] = node.state_.ports[0].lid;
-      continue;
-    }
-    lids_[n] = node.state_.ports[1].lid;
+    if (is_switch(n)) continue;  // Fabric::lid() reads switch LIDs from the node state
     for (int p = 1; p <= node.num_ports(); ++p) {
-      hca(n).device().set_port_lid(static_cast<std::uint8_t>(p), node.state_.ports[p].lid);
+      (void)hca(n).device().set_port_lid(static_cast<std::uint8_t>(p), node.state_.ports[p].lid);
     }
   }
 }

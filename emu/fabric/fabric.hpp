@@ -32,16 +32,18 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <weft/device.hpp>
 #include <weft/types.hpp>
 
+#include "emu/fabric/fifo.hpp"
 #include "emu/sim/simulator.hpp"
 #include "emu/sma/node_state.hpp"
 #include "emu/topo/topology.hpp"
@@ -57,6 +59,8 @@ enum class ForwardMode : std::uint8_t { kCutThrough, kStoreAndForward };
 
 inline constexpr std::uint8_t kNoPort = 0xFF;
 inline constexpr std::uint32_t kNoPacket = UINT32_MAX;
+// An SMP on the wire: LRH 8 + BTH 12 + DETH 8 + MAD 256 + ICRC 4 + VCRC 2.
+inline constexpr std::uint32_t kSmpWireBytes = 290;
 
 struct LinkModel {
   double ber = 0.0;  // per bit, each direction
@@ -79,6 +83,9 @@ struct SwitchModel {
   // head out (store-and-forward). NDR switches quote ~130-250 ns.
   TimeNs latency_ns = 150;
   TimeNs sma_mad_ns = 2000;  // the SMA answers one MAD per this (VL15 buffer held until then)
+  // Management path: SMPs waiting for a node's SMA (switch or HCA) beyond this are dropped and
+  // counted as vl15_dropped on their input port (VL15 has no flow control; the SM retries).
+  std::uint32_t sma_queue_max = 64;
 };
 
 // Defaults of a current 400 Gb/s adapter (ConnectX-7 class): ~200 Mpps message rate, PCIe Gen5
@@ -90,6 +97,7 @@ struct HcaModel {
   TimeNs tx_proc_ns = 100;
   TimeNs rx_proc_ns = 100;
   std::uint32_t tx_pipeline_packets_max = 16;  // pulled from the Device, not yet on the wire
+  TimeNs sma_mad_ns = 2000;  // the HCA's SMA answers one SMP per this (sm_managed SMP path)
 };
 
 struct FabricConfig {
@@ -102,6 +110,12 @@ struct FabricConfig {
   link::VlArbConfig vl_arb{};          // empty low table = equal weights over the data VLs
   std::uint32_t ack_coalesce_max = 4;  // Device config
   std::uint64_t device_seed_salt = 0;
+  // Managed by a subnet manager (emu/sm FabricSm, sm::bring_up): links train to Init, nodes
+  // have no LIDs and empty LFTs until the SM programs them, and the data path reads the LFT,
+  // MFT, SL-to-VL, VL arbitration and port states from each node's sma::NodeState (a port that
+  // is not Active forwards no data). SMPs take the management path (see Fabric::send_smp_from).
+  // Unset: configure_min_hop() and the tables above, every linked port Active at once.
+  bool sm_managed = false;
 };
 
 // PMA PortCounters / PortCountersExtended (IBA 16.1.3.5, 16.1.4.x), 64-bit here; the PMA codec
@@ -167,6 +181,8 @@ struct Packet {
   bool directed = false;       // leaves a switch by out_port, not by the LFT (DR SMP replies)
   bool fault_done = false;     // PortFaults already applied at this arrival (delayed re-arrival)
   bool fault_dup = false;      // a PortFaults duplicate: enters the buffer without a credit
+  bool smp = false;            // management path: `bytes` is the 256-byte MAD, see send_smp_from
+  std::uint16_t slid = 0;      // management path: the LRH SLID
   TimeNs tail_ns = 0;          // when its last byte reaches the current node
   std::uint32_t next_free = kNoPacket;
 };
@@ -177,6 +193,7 @@ class PacketPool {
   void free(std::uint32_t i);
   Packet& operator[](std::uint32_t i) { return *packets_[i]; }
   std::size_t live() const { return live_; }
+  std::size_t memory_bytes() const;
 
  private:
   std::vector<std::unique_ptr<Packet>> packets_;
@@ -196,7 +213,9 @@ enum EventKindFabric : sim::EventKind {
   kEvHcaRxDeliver,  // data = packet
   kEvHcaDeadline,
   kEvHcaPull,
-  kEvSmaDone,  // data = packet
+  kEvSmaDone,   // data = packet
+  kEvSmp,       // management path: an SMP reaches the node, data = packet
+  kEvSmpLocal,  // management path: an SMP from the node's own SM to its own SMA, data = packet
 };
 
 // One external port of a node: both directions of its link end.
@@ -229,7 +248,14 @@ class PacketTap {
  public:
   virtual ~PacketTap() = default;
   virtual void on_receive(topo::NodeId node, int port, const Packet& p, TimeNs now_ns) = 0;
+  // Management path (VL15 SMPs): the transmitter's own clock (VL15 goes first at the arbiter;
+  // its bandwidth is not taken from the data VLs).
+  TimeNs smp_tx_free_ns = 0;
+  TimeNs smp_serial_ns = 0;
 };
+
+// A local SM's receive hook: MADs for the SM of this node (responses, traps) arriving on `port`.
+using LocalSmHook = std::function<void(std::uint8_t port, std::span<const std::uint8_t> mad)>;
 
 // Common link-end behaviour of switches and HCAs.
 class Node : public sim::Component {
@@ -249,6 +275,11 @@ class Node : public sim::Component {
   // and PMA (emu/sma) answer MADs from it; the switch routes by its LFT.
   sma::NodeState& state() { return state_; }
   const sma::NodeState& state() const { return state_; }
+  // The SM running on this node (an HCA): gets the MADs the SMA hands to the local SM. An empty
+  // hook drops them (the default).
+  void set_local_sm(LocalSmHook hook) { local_sm_ = std::move(hook); }
+  // Management path counters: SMPs this node's SMA handled, relayed by LFT, dropped.
+  std::uint64_t smps_handled() const { return smps_handled_; }
 
  protected:
   friend class Fabric;
@@ -284,6 +315,19 @@ class Node : public sim::Component {
                         std::uint8_t out_port, bool directed, bool vl15) = 0;
   std::uint32_t build_mad_packet(std::span<const std::uint8_t> mad, std::uint16_t slid,
                                  std::uint16_t dlid, bool vl15);
+  // Management path (node.cpp): one event per hop. smp_transmit puts SMP `pk` on `port` no
+  // earlier than `ready` (VL15 serialization, propagation, the next switch's latency);
+  // smp_arrive takes it at the next node (VL15 buffer, then the SMA, the local SM or the LFT).
+  void smp_transmit(int port, std::uint32_t pk, TimeNs ready);
+  void smp_arrive(std::uint32_t pk, bool local);
+  void smp_route_lid(std::uint32_t pk, TimeNs ready);
+  void smp_release_held(TimeNs t);
+  void after_set(std::span<const std::uint8_t> mad);
+  void send_trap_128();
+  // The data VL of `sl` leaving `out` having come in on `in` (sm_managed: the port's SL2VL).
+  std::uint8_t data_vl(int out, int in, std::uint8_t sl) const;
+  bool port_active(int port) const { return state_.ports[port].state == sma::LinkState::kActive; }
+  void rebuild_arbiter(int port);
 
   Fabric& fabric_;
   topo::NodeId id_;
@@ -293,6 +337,11 @@ class Node : public sim::Component {
   std::uint64_t mads_received_ = 0;
   std::vector<std::uint8_t> last_mad_;
   sma::NodeState state_;
+  LocalSmHook local_sm_;
+  TimeNs sma_free_ns_ = 0;  // management path: the SMA is busy until then
+  Fifo<TimeNs> held_;       // management path: when each SMP queued at the SMA is done
+  std::uint64_t smps_handled_ = 0;
+  std::uint64_t trap_tid_ = 1;
 };
 
 class SwitchNode final : public Node {
@@ -303,6 +352,7 @@ class SwitchNode final : public Node {
   // Linear forwarding table (IBA 14.2.5.10), kept in the node state: DLID -> output port.
   void set_lft(std::vector<std::uint8_t> lft);
   std::size_t queued_packets(int port, std::uint8_t vl) const { return in_[port][vl].fifo.size(); }
+  std::size_t memory_bytes() const;
 
  protected:
   std::uint32_t head_packet(int port, std::uint8_t vl) override;
@@ -315,21 +365,21 @@ class SwitchNode final : public Node {
 
  private:
   struct InVl {
-    std::deque<std::uint32_t> fifo;
+    Fifo<std::uint32_t> fifo;
     bool in_service = false;  // the head is being read out to an output
   };
   struct Request {
     std::uint8_t in_port, in_vl;
   };
   void route_head(int in_port, std::uint8_t vl);
+  void replicate_head(int in_port, std::uint8_t vl);
   void discard_head(int in_port, std::uint8_t vl);
   void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
                 bool directed, bool vl15) override;
 
   std::vector<std::array<InVl, 16>> in_;
-  std::vector<std::array<std::deque<Request>, 16>> requests_;  // per output, per output VL
-  std::vector<std::uint32_t> pending_out_;                     // requests per output
-  TimeNs sma_free_ns_ = 0;
+  std::vector<std::array<Fifo<Request>, 16>> requests_;  // per output, per output VL
+  std::vector<std::uint32_t> pending_out_;               // requests per output
 };
 
 class HcaNode final : public Node {
@@ -347,6 +397,7 @@ class HcaNode final : public Node {
   // that arrives goes to `hook` (port, LRH SLID, the 256 MAD bytes) instead of being dropped.
   using GsiHook = std::function<void(std::uint8_t, std::uint16_t, std::span<const std::uint8_t>)>;
   void set_gsi_agent(GsiHook hook) { gsi_agent_ = std::move(hook); }
+  std::size_t memory_bytes() const;
 
  protected:
   std::uint32_t head_packet(int port, std::uint8_t vl) override;
@@ -368,7 +419,7 @@ class HcaNode final : public Node {
 
   SeededRng rng_;
   std::unique_ptr<Device> device_;
-  std::vector<std::array<std::deque<std::uint32_t>, 16>> out_;
+  std::vector<std::array<Fifo<std::uint32_t>, 16>> out_;
   std::uint32_t inflight_ = 0;  // pulled, not yet on the wire
   TimeNs tx_rate_free_ns_ = 0, pcie_tx_free_ps_ = 0, last_ready_ns_ = 0;
   TimeNs rx_rate_free_ns_ = 0, pcie_rx_free_ps_ = 0;
@@ -430,6 +481,26 @@ class Fabric {
   // Takes LIDs from the nodes' management state (as an SM set them through the SMAs): switch
   // port 0, HCA ports (also given to their Devices). Replaces configure_min_hop's LIDs.
   void adopt_lids();
+  // Management path (SMPs on VL15, one simulator event per hop; FabricSm uses it). Sends a
+  // 256-byte SMP from HCA `node`'s port `port` now: a directed-route SMP already past
+  // wire::dr_send leaves by `port`; a LID-routed one goes to `dlid` with LRH SLID `slid`
+  // (0 = the port's LID). Returns false if the port is not physically up. Switches relay
+  // directed-route SMPs through their SMA (SwitchModel::sma_mad_ns each), LID-routed ones by
+  // LFT; VL15 has no credits: an SMP finding the receiver's VL15 buffer full is dropped
+  // (vl15_dropped) and the SM retries. Answers reach the node's LocalSmHook.
+  bool send_smp_from(topo::NodeId node, std::uint8_t port, std::span<const std::uint8_t> mad,
+                     std::uint16_t dlid = 0xFFFF, std::uint16_t slid = 0);
+  // An SMP from the SM to the SMA of its own node, as arrived on `port` (a DR SMP with HopCnt 0).
+  void send_smp_local(topo::NodeId node, std::uint8_t port, std::span<const std::uint8_t> mad);
+  // Forgets everything a subnet manager programmed: every node's LIDs, LFT, MFT, SL2VL, VLArb,
+  // SM LID and port states go back to what a freshly trained fabric has (linked ports Init).
+  // Counters and physical link state stay. For a second bring-up on the same fabric.
+  void reset_management();
+  // A component the Fabric keeps alive as long as itself (the Simulator has no removal): the
+  // SM's timer target. Returns its id.
+  sim::ComponentId adopt_component(std::unique_ptr<sim::Component> c, const std::string& name);
+  // Bytes held by the emulated nodes (tables, queues, ports), packets and the Fabric itself.
+  std::size_t memory_bytes() const;
 
   // Sum over every port of every node.
   PortCounters totals() const;
@@ -449,10 +520,11 @@ class Fabric {
   FabricConfig config_;
   PacketPool pool_;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<std::uint16_t> lids_;  // per node: switch LID or first HCA port's LID
   std::vector<std::uint8_t> zeros_;
   link::VlArbConfig arb_;
   PacketTap* tap_ = nullptr;
+  std::vector<std::unique_ptr<sim::Component>> adopted_;
+  std::set<std::string> adopted_names_;
 };
 
 }  // namespace weft::fabric

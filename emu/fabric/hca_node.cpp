@@ -196,14 +196,15 @@ void HcaNode::on_node_event(const sim::Event& ev) {
       const auto pk = static_cast<std::uint32_t>(ev.data);
       Packet& p = fabric_.pool()[pk];
       const int port = p.out_port;
-      if (port < 1 || port > num_ports() || !ports_[port].up) {
+      if (port < 1 || port > num_ports() || !ports_[port].up ||
+          (fabric_.config().sm_managed && !port_active(port))) {
         if (port >= 1 && port <= num_ports()) ports_[port].counters.port_xmit_discards++;
         inflight_--;
         fabric_.pool().free(pk);
         pump();
         return;
       }
-      out_[port][fabric_.vl_of(p.sl)].push_back(pk);
+      out_[port][data_vl(port, 0, p.sl)].push_back(pk);
       try_send(port);
       return;
     }
@@ -228,13 +229,22 @@ void HcaNode::on_node_event(const sim::Event& ev) {
 void HcaNode::on_link_down(int port) {
   for (std::uint8_t vl = 0; vl < 16; ++vl) {
     auto& q = out_[port][vl];
-    for (std::uint32_t pk : q) {
+    for (std::uint32_t k = 0; k < q.size(); ++k) {
+      const std::uint32_t pk = q[k];
       ports_[port].counters.port_xmit_discards++;
       fabric_.pool().free(pk);
       if (vl != link::kVl15) inflight_--;
     }
     q.clear();
   }
+}
+
+std::size_t HcaNode::memory_bytes() const {
+  std::size_t b = sizeof(*this) + out_.capacity() * sizeof(out_[0]) + held_.memory_bytes();
+  for (const auto& a : out_) {
+    for (const auto& q : a) b += q.memory_bytes();
+  }
+  return b;
 }
 
 void HcaNode::send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,

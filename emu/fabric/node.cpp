@@ -8,6 +8,7 @@
 #include "emu/sma/pma.hpp"
 #include "emu/sma/sma.hpp"
 #include "src/wire/mad.hpp"
+#include "src/wire/mad_attrs.hpp"
 #include "src/wire/packet.hpp"
 
 namespace weft::fabric {
@@ -63,6 +64,12 @@ void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
     }
     case kEvLinkState:
       set_link(static_cast<int>(ev.data & 0xFF), (ev.data >> 8) != 0);
+      return;
+    case kEvSmp:
+      smp_arrive(static_cast<std::uint32_t>(ev.data), /*local=*/false);
+      return;
+    case kEvSmpLocal:
+      smp_arrive(static_cast<std::uint32_t>(ev.data), /*local=*/true);
       return;
     default:
       on_node_event(ev);
@@ -199,6 +206,7 @@ void Node::arrive(std::uint32_t pk) {
   pma(port).count_rcv(p.wire_bytes);
   p.in_gen = pe.gen;
   p.in_vl = vl;
+  p.directed = false;  // out_port was the previous node's choice (MFT copies, DR replies)
   accept(port, pk);
 }
 
@@ -313,16 +321,18 @@ void Node::set_link(int port, bool up) {
     on_link_down(port);
     pe.gen++;
     pe.counters.link_downed_counter++;
-    sma::link_down(state_, static_cast<std::uint8_t>(port));  // counts LinkDownedCounter
+    // Counts LinkDownedCounter; a switch tells its SM (trap 128, once).
+    if (sma::link_down(state_, static_cast<std::uint8_t>(port))) send_trap_128();
     return;
   }
   pe.up = true;
   pe.gen++;
-  // Trains to Init (IBA 7.2); until an SM exists the fabric takes it on to Active itself.
-  sma::link_up(state_, static_cast<std::uint8_t>(port));
-  state_.ports[port].state = sma::LinkState::kActive;
+  // Trains to Init (IBA 7.2); without a subnet manager the fabric takes it on to Active itself.
+  const bool changed = sma::link_up(state_, static_cast<std::uint8_t>(port));
+  if (!fabric_.config().sm_managed) state_.ports[port].state = sma::LinkState::kActive;
   pe.clock.emplace(pe.rate);
-  pe.arb.emplace(fabric_.arb_config());
+  rebuild_arbiter(port);
+  if (changed) send_trap_128();
   pe.last_delivery_ns = t;
   pe.fc_freed_bytes = {};
   init_credits(port, t);
@@ -359,6 +369,7 @@ std::uint32_t Node::build_mad_packet(std::span<const std::uint8_t> mad, std::uin
   p.dlid = dlid;
   p.sl = vl15 ? 15 : 0;
   p.vl = vl15 ? link::kVl15 : fabric_.vl_of(0);
+  p.smp = false;
   p.data = false;
   p.corrupt = false;
   p.directed = false;
@@ -396,8 +407,231 @@ void Node::handle_mad(int port, const Packet& p, bool pma_class) {
     case sma::SmpAction::kRouteByLid:
       send_mad(r.mad, r.dlid, r.out_port, /*directed=*/false, !pma_class);
       break;
+    case sma::SmpAction::kToLocalSm:
+      if (local_sm_) local_sm_(in, r.mad);
+      break;
     default:
-      break;  // to a local SM (none yet), absorbed or dropped (NodeState::stats counts it)
+      break;  // absorbed or dropped (NodeState::stats counts it)
+  }
+}
+
+// ---- management path --------------------------------------------------------------------
+
+void Node::smp_transmit(int port, std::uint32_t pk, TimeNs ready) {
+  PacketPool& pool = fabric_.pool();
+  if (port < 1 || port > num_ports() || !ports_[port].connected || !ports_[port].up) {
+    if (port >= 1 && port <= num_ports() && ports_[port].connected) {
+      ports_[port].counters.port_xmit_discards++;
+      pma(port).count_xmit_discard();
+    }
+    pool.free(pk);
+    return;
+  }
+  PortEnd& pe = ports_[port];
+  Packet& p = pool[pk];
+  const TimeNs start = std::max(ready, pe.smp_tx_free_ns);
+  const TimeNs end = start + pe.smp_serial_ns;
+  pe.smp_tx_free_ns = end;
+  pe.counters.xmit_pkts++;
+  pe.counters.xmit_data += p.wire_bytes / 4;
+  pe.counters.xmit_bytes_vl[link::kVl15] += p.wire_bytes;
+  pma(port).count_xmit(p.wire_bytes);
+  const SwitchModel& sw = fabric_.config().sw;
+  TimeNs arrival = end + pe.prop_ns;
+  if (pe.peer_is_switch) {
+    arrival = (sw.forward == ForwardMode::kCutThrough ? start : end) + pe.prop_ns + sw.latency_ns;
+  }
+  p.vl = link::kVl15;
+  p.in_port = pe.peer_port;
+  p.link_gen = pe.gen;
+  fabric_.sim().post_at(arrival, pe.peer, kEvSmp, pk);
+}
+
+// A LID-routed SMP leaves this switch by its LFT (0: for its own SMA).
+void Node::smp_route_lid(std::uint32_t pk, TimeNs ready) {
+  Packet& p = fabric_.pool()[pk];
+  const std::uint8_t out = state_.route(p.dlid);
+  if (out == 0) {
+    p.in_port = 0;
+    fabric_.sim().post_at(ready, comp_, kEvSmpLocal, pk);
+    return;
+  }
+  if (out > num_ports() || !ports_[out].connected) {
+    const int in = p.in_port;
+    if (in >= 1 && in <= num_ports()) {
+      ports_[in].counters.port_rcv_switch_relay_errors++;
+      pma(in).count_switch_relay_error();
+    }
+    fabric_.pool().free(pk);
+    return;
+  }
+  smp_transmit(out, pk, ready);
+}
+
+void Node::smp_release_held(TimeNs t) {
+  while (!held_.empty() && held_.front() <= t) held_.pop_front();
+}
+
+void Node::smp_arrive(std::uint32_t pk, bool local) {
+  PacketPool& pool = fabric_.pool();
+  Packet& p = pool[pk];
+  const int port = p.in_port;
+  const TimeNs t = now();
+  if (!local) {
+    PortEnd& pe = ports_[port];
+    if (!pe.up || p.link_gen != pe.gen) {  // lost with the link
+      pool.free(pk);
+      return;
+    }
+    // VL15 has no credits (IBA 7.9.4): an SMP finding the SMA's queue full is dropped; the SM
+    // retries. (SMPs passing through by LFT are forwarded at once and never wait here.)
+    smp_release_held(t);
+    const bool for_sma =
+        p.directed || p.dlid == 0xFFFF || !state_.is_switch() || p.dlid == state_.ports[0].lid;
+    if (for_sma && held_.size() >= fabric_.config().sw.sma_queue_max) {
+      pe.counters.vl15_dropped++;
+      pma(port).count_vl15_dropped();
+      pool.free(pk);
+      return;
+    }
+    pe.counters.rcv_pkts++;
+    pe.counters.rcv_data += p.wire_bytes / 4;
+    pma(port).count_rcv(p.wire_bytes);
+    if (!p.directed && p.dlid != 0xFFFF) {
+      if (state_.is_switch()) {
+        if (p.dlid != state_.ports[0].lid) {  // passing through: by LFT, no SMA
+          smp_route_lid(pk, t);
+          return;
+        }
+      } else {
+        const sma::PortState& ps = state_.ports[port];
+        if (ps.lid == 0 || p.dlid < ps.lid || p.dlid >= ps.lid + (1u << ps.lmc)) {
+          pool.free(pk);  // not for this port
+          return;
+        }
+      }
+    }
+  }
+  mads_received_++;
+  sma::SmpContext ctx;
+  ctx.lrh_slid = p.slid;
+  const auto in = static_cast<std::uint8_t>(port);
+  const sma::MadReply r = sma::handle_smp(state_, in, p.bytes, ctx);
+  if (r.is_response && r.status == 0 &&
+      p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet)) {
+    after_set(p.bytes);
+  }
+  switch (r.action) {
+    case sma::SmpAction::kToLocalSm:
+      if (local_sm_) local_sm_(in, r.mad);
+      pool.free(pk);
+      return;
+    case sma::SmpAction::kAbsorbed:
+    case sma::SmpAction::kDrop:
+      pool.free(pk);
+      return;
+    default:
+      break;
+  }
+  // The SMA takes one SMP per sma_mad_ns; it holds a queue slot until then.
+  const TimeNs sma_ns =
+      state_.is_switch() ? fabric_.config().sw.sma_mad_ns : fabric_.config().hca.sma_mad_ns;
+  const TimeNs done = std::max(t, sma_free_ns_) + sma_ns;
+  sma_free_ns_ = done;
+  if (!local) held_.push_back(done);
+  smps_handled_++;
+  std::copy(r.mad.begin(), r.mad.end(), p.bytes.begin());
+  if (r.action == sma::SmpAction::kSendOut) {
+    p.directed = true;
+    p.dlid = 0xFFFF;
+    smp_transmit(r.out_port, pk, done);
+    return;
+  }
+  // kRouteByLid: a LID-routed reply (or the LID-routed part of a DR SMP).
+  p.directed = false;
+  p.dlid = r.dlid;
+  p.slid = state_.lid_port(in).lid;
+  if (state_.is_switch()) {
+    smp_route_lid(pk, done);
+  } else {
+    smp_transmit(r.out_port, pk, done);
+  }
+}
+
+// A Set the SMA accepted: what the data path keeps outside the NodeState follows it.
+void Node::after_set(std::span<const std::uint8_t> mad) {
+  const auto attr = static_cast<std::uint16_t>(mad[16] << 8 | mad[17]);
+  if (attr == static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo) && !state_.is_switch()) {
+    Device& dev = static_cast<HcaNode&>(*this).device();
+    for (int q = 1; q <= num_ports(); ++q) {
+      (void)dev.set_port_lid(static_cast<std::uint8_t>(q), state_.ports[q].lid);
+    }
+  } else if (attr == static_cast<std::uint16_t>(wire::SmpAttrExt::kVlArbitrationTable)) {
+    for (int q = 1; q <= num_ports(); ++q) {
+      if (ports_[q].connected) rebuild_arbiter(q);
+    }
+  }
+}
+
+void Node::send_trap_128() {
+  if (!state_.is_switch()) return;
+  auto trap = sma::make_trap_128(state_, trap_tid_++);
+  if (!trap) return;  // no SM yet
+  PacketPool& pool = fabric_.pool();
+  const std::uint32_t pk = pool.alloc();
+  Packet& p = pool[pk];
+  p.bytes.assign(trap->mad.begin(), trap->mad.end());
+  p.smp = true;
+  p.directed = false;
+  p.dlid = trap->dlid;
+  p.slid = trap->slid;
+  p.sl = 15;
+  p.vl = link::kVl15;
+  p.in_port = 0;
+  p.wire_bytes = kSmpWireBytes;
+  p.payload_bytes = wire::kMadBytes;
+  p.data = false;
+  p.corrupt = false;
+  smp_route_lid(pk, now());
+}
+
+std::uint8_t Node::data_vl(int out, int in, std::uint8_t sl) const {
+  if (sl == 15) return link::kVl15;
+  if (!fabric_.config().sm_managed) return fabric_.vl_of(sl);
+  const std::uint8_t vl =
+      state_.ports[out].vl_for(static_cast<std::uint8_t>(state_.is_switch() ? in : 0), sl);
+  // A VL the fabric does not run (FabricConfig::data_vls) falls back to VL0.
+  return vl < fabric_.config().data_vls ? vl : 0;
+}
+
+void Node::rebuild_arbiter(int port) {
+  PortEnd& pe = ports_[port];
+  if (!fabric_.config().sm_managed) {
+    pe.arb.emplace(fabric_.arb_config());
+    return;
+  }
+  const sma::PortState& ps = state_.ports[port];
+  const std::uint8_t data_vls = fabric_.config().data_vls;
+  link::VlArbConfig c;
+  for (std::size_t i = 0; i < ps.vl_arb_high_cap && i < sma::kVlArbEntriesMax; ++i) {
+    const sma::VlArbEntry& e = ps.vl_arb_high[i];
+    if (e.weight != 0 && e.vl < data_vls) c.high.push_back({e.vl, e.weight});
+  }
+  for (std::size_t i = 0; i < ps.vl_arb_low_cap && i < sma::kVlArbEntriesMax; ++i) {
+    const sma::VlArbEntry& e = ps.vl_arb_low[i];
+    if (e.weight != 0 && e.vl < data_vls) c.low.push_back({e.vl, e.weight});
+  }
+  c.limit_of_high_priority = ps.vl_high_limit;
+  // Every data VL must be served by some entry, or its packets would wait for ever.
+  bool covered = true;
+  for (std::uint8_t vl = 0; vl < data_vls && covered; ++vl) {
+    covered = std::any_of(c.high.begin(), c.high.end(), [&](auto& e) { return e.vl == vl; }) ||
+              std::any_of(c.low.begin(), c.low.end(), [&](auto& e) { return e.vl == vl; });
+  }
+  if (covered) {
+    pe.arb.emplace(c);
+  } else {
+    pe.arb.emplace(fabric_.arb_config());
   }
 }
 

@@ -59,6 +59,10 @@ void SwitchNode::route_head(int in_port, std::uint8_t vl) {
       fabric_.sim().post_at(t, comp_, kEvSmaDone, pk);
       continue;
     }
+    if (!p.directed && p.dlid >= sma::kMulticastLidBase && p.dlid != 0xFFFF) {
+      replicate_head(in_port, vl);
+      continue;
+    }
     const std::uint8_t out = p.directed ? p.out_port : state_.route(p.dlid);
     if (out == kNoPort || out == 0 || out > num_ports() || !ports_[out].connected) {
       ports_[in_port].counters.port_rcv_switch_relay_errors++;  // IBA 16.1.3.5
@@ -66,14 +70,16 @@ void SwitchNode::route_head(int in_port, std::uint8_t vl) {
       discard_head(in_port, vl);
       continue;
     }
-    if (!ports_[out].up) {
+    const bool managed = fabric_.config().sm_managed;
+    if (!ports_[out].up || (managed && p.vl != link::kVl15 && !port_active(out))) {
       ports_[out].counters.port_xmit_discards++;
       pma(out).count_xmit_discard();
       discard_head(in_port, vl);
       continue;
     }
-    const std::uint8_t out_vl = fabric_.vl_of(p.sl);
+    const std::uint8_t out_vl = data_vl(out, in_port, p.sl);
     p.out_port = out;
+    p.vl = out_vl;  // until it leaves (then the VL of the link it is on)
     requests_[out][out_vl].push_back(Request{static_cast<std::uint8_t>(in_port), vl});
     pending_out_[out]++;
     iv.in_service = true;
@@ -110,7 +116,8 @@ void SwitchNode::on_link_down(int port) {
   // As an output: every input head waiting for this port is discarded.
   std::vector<Request> released;
   for (auto& q : requests_[port]) {
-    for (const Request& r : q) {
+    for (std::uint32_t k = 0; k < q.size(); ++k) {
+      const Request r = q[k];
       pe.counters.port_xmit_discards++;
       pma(port).count_xmit_discard();
       InVl& iv = in_[r.in_port][r.in_vl];
@@ -129,11 +136,11 @@ void SwitchNode::on_link_down(int port) {
     std::size_t keep = 0;
     if (iv.in_service) {
       const Packet& head = fabric_.pool()[iv.fifo.front()];
-      auto& q = requests_[head.out_port][fabric_.vl_of(head.sl)];
-      auto it = std::find_if(q.begin(), q.end(),
-                             [&](const Request& r) { return r.in_port == port && r.in_vl == vl; });
-      if (it != q.end()) {  // requested, not started: goes too
-        q.erase(it);
+      auto& q = requests_[head.out_port][head.vl];
+      std::uint32_t it = 0;
+      while (it < q.size() && !(q[it].in_port == port && q[it].in_vl == vl)) ++it;
+      if (it < q.size()) {  // requested, not started: goes too
+        q.erase_at(it);
         pending_out_[head.out_port]--;
         iv.in_service = false;
       } else {
@@ -149,6 +156,71 @@ void SwitchNode::on_link_down(int port) {
   for (const Request& r : released) {
     if (r.in_port != port) route_head(r.in_port, r.in_vl);
   }
+}
+
+// A multicast packet at the head of (in_port, vl): one copy per port of its MFT entry (not the
+// port it came in on, only Active ports), each queued behind the management port's FIFO like a
+// packet of this switch's own; the original leaves the input buffer at once.
+void SwitchNode::replicate_head(int in_port, std::uint8_t vl) {
+  InVl& iv = in_[in_port][vl];
+  const std::uint32_t pk = iv.fifo.front();
+  iv.fifo.pop_front();
+  PacketPool& pool = fabric_.pool();
+  const bool managed = fabric_.config().sm_managed;
+  const std::uint16_t mlid = pool[pk].dlid;
+  bool any = false;
+  for (int q = 1; q <= num_ports(); ++q) {
+    if (q == in_port || !state_.mcast_has_port(mlid, static_cast<std::uint8_t>(q))) continue;
+    if (!ports_[q].connected || !ports_[q].up || (managed && !port_active(q))) {
+      if (ports_[q].connected) ports_[q].counters.port_xmit_discards++;
+      continue;
+    }
+    any = true;
+    const std::uint32_t c = pool.alloc();
+    Packet& cp = pool[c];
+    const Packet& p = pool[pk];  // pool may have grown: re-read
+    cp.bytes = p.bytes;
+    cp.headers = p.headers;
+    cp.header_bytes = p.header_bytes;
+    cp.payload_bytes = p.payload_bytes;
+    cp.pad_bytes = p.pad_bytes;
+    cp.wire_bytes = p.wire_bytes;
+    cp.dlid = p.dlid;
+    cp.sl = p.sl;
+    cp.corrupt = p.corrupt;
+    cp.data = p.data;
+    cp.smp = false;
+    cp.slid = p.slid;
+    cp.directed = true;
+    cp.out_port = static_cast<std::uint8_t>(q);
+    cp.tail_ns = p.tail_ns;
+    cp.in_port = 0;
+    cp.in_vl = vl;
+    cp.vl = vl;
+    cp.in_gen = ports_[0].gen;
+    in_[0][vl].fifo.push_back(c);
+  }
+  if (!any) {
+    ports_[in_port].counters.port_rcv_switch_relay_errors++;
+    pma(in_port).count_switch_relay_error();
+  }
+  const Packet& p = pool[pk];
+  drain(in_port, vl, p.wire_bytes, p.in_gen);
+  pool.free(pk);
+  if (in_port != 0 && !in_[0][vl].in_service) route_head(0, vl);
+}
+
+std::size_t SwitchNode::memory_bytes() const {
+  std::size_t b = sizeof(*this) + in_.capacity() * sizeof(in_[0]) +
+                  requests_.capacity() * sizeof(requests_[0]) +
+                  pending_out_.capacity() * sizeof(std::uint32_t) + held_.memory_bytes();
+  for (const auto& a : in_) {
+    for (const InVl& v : a) b += v.fifo.memory_bytes();
+  }
+  for (const auto& a : requests_) {
+    for (const auto& q : a) b += q.memory_bytes();
+  }
+  return b;
 }
 
 void SwitchNode::set_lft(std::vector<std::uint8_t> lft) {

@@ -13,6 +13,12 @@ namespace {
 
 constexpr std::size_t kProblemsMax = 8;
 
+struct NodesRef {
+  std::span<const sma::NodeState* const> s;
+  const sma::NodeState& operator[](std::size_t i) const { return *s[i]; }
+  std::size_t size() const { return s.size(); }
+};
+
 void note(VerifyReport& r, std::string s) {
   if (r.problems.size() < kProblemsMax) r.problems.push_back(std::move(s));
 }
@@ -260,9 +266,10 @@ void DirectFabric::set_link(topo::LinkId link, bool up) {
   }
 }
 
-VerifyReport DirectFabric::verify() const {
+VerifyReport verify_nodes(const topo::Topology& topo_, std::span<const sma::NodeState* const> nodes,
+                          std::uint16_t sm_lid) {
   VerifyReport r;
-  const std::uint16_t sm_lid = sm_ != nullptr ? sm_->sm_lid() : 0;
+  const NodesRef nodes_{nodes};
   // Port states and SMLIDs.
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const sma::NodeState& n = nodes_[i];
@@ -380,6 +387,13 @@ VerifyReport DirectFabric::verify() const {
   if (r.loops) note(r, std::to_string(r.loops) + " forwarding loops");
   if (r.unreachable_pairs) note(r, std::to_string(r.unreachable_pairs) + " unreachable HCA pairs");
   return r;
+}
+
+VerifyReport DirectFabric::verify() const {
+  std::vector<const sma::NodeState*> ptrs;
+  ptrs.reserve(nodes_.size());
+  for (const sma::NodeState& n : nodes_) ptrs.push_back(&n);
+  return verify_nodes(topo_, ptrs, sm_ != nullptr ? sm_->sm_lid() : 0);
 }
 
 std::size_t DirectFabric::memory_bytes() const {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ struct VerifyReport {
   std::vector<std::string> problems;  // first few, one sentence each
   bool ok() const { return problems.empty(); }
 };
+
+// Checks the nodes' own LIDs, port states, SMLIDs and LFTs (not the SM's view): every HCA port
+// reaches every HCA LID through Active, physically up ports without a loop. nodes[i] is
+// topology node i. DirectFabric::verify() and the emulated fabric's check (fabric_sm.hpp).
+VerifyReport verify_nodes(const topo::Topology& topo, std::span<const sma::NodeState* const> nodes,
+                          std::uint16_t sm_lid);
 
 class DirectFabric {
  public:
