@@ -13,9 +13,16 @@ namespace {
 constexpr std::size_t kBlockElems = 256;
 
 // Integers wrap modulo 2^bits (computed unsigned: signed overflow would be undefined).
+template <class T, bool = std::is_integral_v<T>>
+struct WideOf {
+  using type = T;
+};
 template <class T>
-using Wide =
-    std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<decltype(T{} + T{})>, T>;
+struct WideOf<T, true> {
+  using type = std::make_unsigned_t<decltype(T{} + T{})>;
+};
+template <class T>
+using Wide = typename WideOf<T>::type;
 template <class T>
 struct Sum {
   static T apply(T a, T b) {
@@ -75,19 +82,21 @@ void typed_op(RedOp op, void* dst, const void* src, std::size_t n) {
 }
 
 inline float h2f(std::uint16_t h) {
-  // Giesen's branch-free half -> float: shift into place, rescale the exponent with one float
-  // multiply (handles denormals), then patch Inf/NaN.
+  // Giesen's half -> float: shift into place and rebias the exponent; Inf/NaN get the rest of
+  // the bias; zero/denormals are renormalised by one float subtraction.
   const std::uint32_t shifted = static_cast<std::uint32_t>(h & 0x7fffu) << 13;
   const std::uint32_t exp = shifted & 0x0f800000u;
   std::uint32_t bits = shifted + ((127u - 15u) << 23);
   float f;
-  if (exp == 0x0f800000u) bits += (128u - 16u) << 23;  // Inf/NaN
-  std::memcpy(&f, &bits, 4);
-  if (exp == 0) {  // zero / denormal
-    bits = shifted + (1u << 23);
+  if (exp == 0x0f800000u) {
+    bits += (128u - 16u) << 23;
     std::memcpy(&f, &bits, 4);
-    constexpr float kMagic = 6.103515625e-05f;  // 2^-14
-    f -= kMagic;
+  } else if (exp == 0) {
+    bits += 1u << 23;
+    std::memcpy(&f, &bits, 4);
+    f -= 6.103515625e-05f;  // 2^-14
+  } else {
+    std::memcpy(&f, &bits, 4);
   }
   std::uint32_t out;
   std::memcpy(&out, &f, 4);
