@@ -41,8 +41,10 @@ void matrix(int n, std::uint64_t seed) {
         for (RedOp op : kAllOps) combos.emplace_back(t, op);
       }
     } else {
-      combos.emplace_back(kAllTypes[pick.below(std::size(kAllTypes))],
-                          kAllOps[pick.below(std::size(kAllOps))]);
+      for (int k = 0; k < 3; ++k) {
+        combos.emplace_back(kAllTypes[pick.below(std::size(kAllTypes))],
+                            kAllOps[pick.below(std::size(kAllOps))]);
+      }
     }
     for (const auto& [t, op] : combos) {
       Case c;
@@ -143,7 +145,9 @@ TEST(Coll, UnsupportedAndInvalidCallsStartNothing) {
   EXPECT_EQ(cl.comm(0).state(), CollState::kIdle);
 }
 
-// Runs a fixed workload and returns (trace hash, virtual end time).
+// Runs a fixed workload and returns (trace hash, virtual end time). The hash covers every packet
+// event's kind, time, endpoints and size, not its bytes: RETH addresses are the run's heap
+// pointers, which differ between two runs in one process.
 std::pair<std::uint64_t, TimeNs> traced_run(std::uint64_t seed, double drop) {
   ClusterConfig cc;
   cc.ranks = 5;
@@ -151,6 +155,15 @@ std::pair<std::uint64_t, TimeNs> traced_run(std::uint64_t seed, double drop) {
   cc.link.drop = drop;
   cc.link.reorder = drop > 0 ? 0.02 : 0.0;
   Cluster cl(cc);
+  harness::TraceHash hash;
+  cl.sim().set_trace(
+      [&](const harness::TraceRecord& t) {
+        hash.add_u64(static_cast<std::uint64_t>(t.kind));
+        hash.add_u64(t.time_ns);
+        hash.add_u64(static_cast<std::uint64_t>(t.src_device * 1000 + t.dst_device));
+        hash.add_u64(t.wire.size());
+      },
+      false);
   Case c;
   c.algo = Algo::kRing;
   c.dtype = DataType::kI64;
@@ -159,7 +172,7 @@ std::pair<std::uint64_t, TimeNs> traced_run(std::uint64_t seed, double drop) {
   EXPECT_TRUE(run_case(cl, 5, c));
   c.algo = Algo::kTree;
   EXPECT_TRUE(run_case(cl, 5, c));
-  return {cl.sim().trace_hash(), cl.sim().now()};
+  return {hash.value(), cl.sim().now()};
 }
 
 TEST(Coll, DeterministicReplay) {
@@ -173,7 +186,7 @@ TEST(Coll, DeterministicReplay) {
 
 TEST(Coll, LossyMeshStillExact) {
   for (RecoveryMode mode : {RecoveryMode::kGoBackN, RecoveryMode::kSelectiveRepeat}) {
-    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
       ClusterConfig cc;
       cc.ranks = 6;
       cc.ranks_per_node = 3;
@@ -219,8 +232,8 @@ TEST(Coll, RingBusbwMatchesModel) {
   mp.nodes = 8;
   mp.gpus_per_node = 1;
   mp.nic_Bps = mp.nvl_Bps = 100e9 / 8;
-  mp.alpha_s = 3e-6;  // link latency + ACK + completion turnaround per step
-  for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{8} << 20}) {
+  mp.alpha_s = 1.5e-6;  // link latency + the last packet's serialization per step
+  for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{2} << 20}) {
     Case c;
     c.algo = Algo::kRing;
     c.dtype = DataType::kF32;
@@ -236,7 +249,7 @@ TEST(Coll, RingBusbwMatchesModel) {
     std::printf(
         "ring allreduce 8 ranks %zu B: %.1f us, busbw %.2f GB/s, model %.2f GB/s, ratio %.3f\n",
         bytes, s * 1e6, busbw / 1e9, model / 1e9, busbw / model);
-    EXPECT_GT(busbw / model, 0.80) << bytes;
+    EXPECT_GT(busbw / model, 0.90) << bytes;
     EXPECT_LT(busbw / model, 1.05) << bytes;
   }
 }
