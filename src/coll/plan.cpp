@@ -412,6 +412,11 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
         if (a.send != a.recv) b.copy(in, out);
         break;
       }
+      // In place would make each receive wait for the rank's own send (write after read) while
+      // that send waits for credits the peer returns only after its own receive: a cycle.
+      if (N > 0 && a.send == a.recv && a.send_peer >= 0 && a.recv_peer >= 0) {
+        return CollErrc::kInvalidArgument;
+      }
       if (a.send_peer >= 0) b.xfer(rank, a.send_peer, 0, in, in, false);
       if (a.recv_peer >= 0) b.xfer(a.recv_peer, rank, 0, out, out, false);
       break;

@@ -56,7 +56,7 @@ void matrix(int n, std::uint64_t seed) {
       c.root = static_cast<int>(pick.below(static_cast<std::uint64_t>(n)));
       c.channels = 1 + static_cast<int>(pick.below(2));
       c.chunk_bytes = kChunks[pick.below(3)];
-      c.in_place = kind != CollKind::kAllToAll && pick.chance(0.3);
+      c.in_place = kind != CollKind::kAllToAll && kind != CollKind::kSendRecv && pick.chance(0.3);
       c.seed = pick.next_u64() % 100000;
       ASSERT_TRUE(run_case(cl, n, c)) << "ranks=" << n << " cluster seed=" << seed;
     }
@@ -98,7 +98,7 @@ TEST(Coll, InPlaceAndOddSizesEveryAlgorithm) {
       c.dtype = DataType::kI32;
       c.count = count;
       c.root = 5;
-      c.in_place = kind != CollKind::kAllToAll;
+      c.in_place = kind != CollKind::kAllToAll && kind != CollKind::kSendRecv;
       ASSERT_TRUE(run_case(cl, 6, c));
     }
   }
@@ -142,6 +142,9 @@ TEST(Coll, UnsupportedAndInvalidCallsStartNothing) {
   args.send = a.data();
   args.count = 2;
   EXPECT_EQ(cl.comm(0).start(args), CollErrc::kInvalidArgument);  // all-to-all is never in place
+  args.kind = CollKind::kSendRecv;
+  args.send_peer = args.recv_peer = 1;
+  EXPECT_EQ(cl.comm(0).start(args), CollErrc::kInvalidArgument);  // nor is a send/recv pair
   EXPECT_EQ(cl.comm(0).state(), CollState::kIdle);
 }
 
