@@ -77,6 +77,8 @@ CollErrc Communicator::start(const CollArgs& args) {
   ops_.assign(plan_.ops.size(), OpState{});
   ops_done_ = 0;
   failed_peer_ = -1;
+  failure_ = CollErrc::kOk;
+  started_ns_ = kNoDeadline;
   compute_deps();
   for (std::uint32_t i = 0; i < plan_.ops.size(); ++i) {
     const PlanOp& op = plan_.ops[i];
@@ -190,8 +192,7 @@ bool Communicator::pump_send(Conn& c, int peer, int lane) {
       const TransportErrc e = t_.post_write(peer, lane, ptr(op.a) + off, len, c.next_send_slot, i);
       if (e == TransportErrc::kBusy) return work;
       if (e != TransportErrc::kOk) {
-        state_ = CollState::kFailed;
-        failed_peer_ = peer;
+        fail(CollErrc::kTransport, peer);
         return work;
       }
       --c.credits;
@@ -240,8 +241,30 @@ bool Communicator::pump_recv(Conn& c, int peer, int lane) {
   return work;
 }
 
-CollState Communicator::progress(TimeNs /*now*/) {
+void Communicator::fail(CollErrc why, int peer) {
+  state_ = CollState::kFailed;
+  failure_ = why;
+  failed_peer_ = peer;
+}
+
+// The peer of the earliest unfinished transfer: the one this rank is waiting for.
+int Communicator::waiting_for() const {
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
+    if (!ops_[i].done && plan_.ops[i].peer >= 0) return plan_.ops[i].peer;
+  }
+  return -1;
+}
+
+TimeNs Communicator::next_deadline() const {
+  if (state_ != CollState::kRunning || args_.timeout_ns == 0 || started_ns_ == kNoDeadline) {
+    return kNoDeadline;
+  }
+  return started_ns_ + args_.timeout_ns;
+}
+
+CollState Communicator::progress(TimeNs now) {
   did_work_ = false;
+  if (state_ == CollState::kRunning && started_ns_ == kNoDeadline) started_ns_ = now;
   // Arrivals and grants are recorded even when idle: a faster peer may be a collective ahead.
   std::array<TransportEvent, 64> evs;
   std::size_t got;
@@ -266,8 +289,7 @@ CollState Communicator::progress(TimeNs /*now*/) {
           break;
         case TransportEvent::Kind::kError:
           if (state_ == CollState::kRunning || state_ == CollState::kIdle) {
-            state_ = CollState::kFailed;
-            failed_peer_ = ev.peer;
+            fail(CollErrc::kTransport, ev.peer);
           }
           break;
       }
@@ -305,10 +327,13 @@ CollState Communicator::progress(TimeNs /*now*/) {
         ++stats_.grants_sent;
         did_work_ = true;
       } else if (e != TransportErrc::kBusy) {
-        state_ = CollState::kFailed;
-        failed_peer_ = p;
+        fail(CollErrc::kTransport, p);
       }
     }
+  }
+  if (state_ == CollState::kRunning && ops_done_ != ops_.size() && args_.timeout_ns != 0 &&
+      now >= started_ns_ + args_.timeout_ns) {
+    fail(CollErrc::kTimeout, waiting_for());
   }
   if (state_ == CollState::kRunning && ops_done_ == ops_.size()) {
     finish();

@@ -41,6 +41,11 @@ class Communicator {
   // which the communicator is idle again.
   CollState progress(TimeNs now);
   CollState state() const { return state_; }
+  // When progress() must next be called even if nothing arrives (the collective's timeout), or
+  // kNoDeadline.
+  TimeNs next_deadline() const;
+  // Why the last collective failed: kTransport (a completion failed) or kTimeout.
+  CollErrc failure() const { return failure_; }
   // After kFailed: the peer whose connection failed.
   int failed_peer() const { return failed_peer_; }
   Algo algo() const { return plan_.algo; }
@@ -76,6 +81,8 @@ class Communicator {
   bool pump_send(Conn& c, int peer, int lane);
   bool pump_recv(Conn& c, int peer, int lane);
   void finish();
+  void fail(CollErrc why, int peer);
+  int waiting_for() const;
   Conn& conn(int peer, int lane) {
     return conns_[static_cast<std::size_t>(peer * t_.lanes() + lane)];
   }
@@ -91,6 +98,8 @@ class Communicator {
   std::size_t ops_done_ = 0;
   CollState state_ = CollState::kIdle;
   int failed_peer_ = -1;
+  CollErrc failure_ = CollErrc::kOk;
+  TimeNs started_ns_ = kNoDeadline;  // the first progress() call of the running collective
   bool did_work_ = false;
   CommStats stats_{};
 };

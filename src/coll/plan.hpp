@@ -61,6 +61,9 @@ struct CollArgs {
   Algo algo = Algo::kAuto;
   int channels = 1;                     // ring, ring2: parallel rings over parts of the buffer
   std::size_t chunk_bytes = 64 * 1024;  // pipelining unit (0 = no chunking)
+  // The collective fails (kFailed, naming the peer it still waits for) if it has not finished
+  // this long after its first progress() call. 0 = no limit.
+  TimeNs timeout_ns = 0;
 };
 
 struct Topology {

@@ -91,6 +91,8 @@ std::string_view to_string(CollErrc e) {
       return "transport failure";
     case CollErrc::kRegistration:
       return "memory registration failed";
+    case CollErrc::kTimeout:
+      return "timed out";
   }
   return "?";
 }

@@ -67,6 +67,7 @@ enum class CollErrc : std::uint8_t {
   kUnsupported,      // this algorithm does not implement this collective
   kTransport,        // a transport completion failed (the peer is named in the status)
   kRegistration,     // registering a buffer with the transport failed
+  kTimeout,          // the collective did not finish within CollArgs::timeout_ns
 };
 
 std::string_view to_string(DataType t);

@@ -148,6 +148,39 @@ TEST(Coll, UnsupportedAndInvalidCallsStartNothing) {
   EXPECT_EQ(cl.comm(0).state(), CollState::kIdle);
 }
 
+// A rank cut off entirely (every packet to and from it lost): nothing hangs; its ring neighbours
+// fail naming it — the sender by retry exhaustion (kTransport), the receiver by the
+// collective's timeout (kTimeout) — and every rank reports kFailed.
+TEST(Coll, CutOffRankFailsNamingIt) {
+  ClusterConfig cc;
+  cc.ranks = 4;
+  cc.timeout = 4;  // 65 us x 8 tries: the QP gives up after ~0.5 ms
+  Cluster cl(cc);
+  for (int peer : {0, 1, 3}) {
+    for (auto [a, b] : {std::pair{peer, 2}, std::pair{2, peer}}) {
+      cl.sim().link(a, b)->mutable_config().blackouts.push_back({0, 10'000'000'000ULL});
+    }
+  }
+  std::vector<std::vector<std::int32_t>> bufs(4, std::vector<std::int32_t>(100000, 1));
+  std::vector<CollArgs> args(4);
+  for (int r = 0; r < 4; ++r) {
+    args[r].kind = CollKind::kAllReduce;
+    args[r].algo = Algo::kRing;
+    args[r].dtype = DataType::kI32;
+    args[r].send = args[r].recv = bufs[r].data();
+    args[r].count = bufs[r].size();
+    args[r].timeout_ns = 5'000'000;
+  }
+  const RunResult res = cl.run(args);
+  ASSERT_TRUE(res.finished);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(res.states[r], CollState::kFailed) << r;
+  EXPECT_EQ(cl.comm(1).failure(), CollErrc::kTransport);
+  EXPECT_EQ(cl.comm(1).failed_peer(), 2);
+  EXPECT_EQ(cl.comm(3).failure(), CollErrc::kTimeout);
+  EXPECT_EQ(cl.comm(3).failed_peer(), 2);
+  EXPECT_LE(res.elapsed_ns, 5'000'000u + 1000);
+}
+
 // Runs a fixed workload and returns (trace hash, virtual end time). The hash covers every packet
 // event's kind, time, endpoints and size, not its bytes: RETH addresses are the run's heap
 // pointers, which differ between two runs in one process.
