@@ -274,7 +274,9 @@ CollState Communicator::progress(TimeNs now) {
       Conn& c = conn(ev.peer, ev.lane);
       switch (ev.kind) {
         case TransportEvent::Kind::kWriteDone: {
-          WEFT_ASSERT(state_ == CollState::kRunning && ev.wr_id < ops_.size());
+          // After a failure, late completions of the failed collective are stale.
+          if (state_ != CollState::kRunning) break;
+          WEFT_ASSERT(ev.wr_id < ops_.size());
           OpState& s = ops_[ev.wr_id];
           if (++s.frags_done == s.frags) complete(static_cast<std::uint32_t>(ev.wr_id));
           break;

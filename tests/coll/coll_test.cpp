@@ -290,5 +290,38 @@ TEST(Coll, RingBusbwMatchesModel) {
   }
 }
 
+// Virtual time of every all-reduce algorithm on 8 ranks (2 "nodes" of 4; the harness mesh has
+// one uniform 100 Gb/s link per pair, so there is no NVLink/NIC contrast here) — figures for the
+// notes, run in suite long only.
+TEST(Coll, AlgorithmTable) {
+  if (!long_run()) GTEST_SKIP() << "WEFT_COLL_LONG=1 runs it";
+  ClusterConfig cc;
+  cc.ranks = 8;
+  cc.ranks_per_node = 4;
+  cc.slots = 8;
+  cc.slot_bytes = 64 * 1024;
+  Cluster cl(cc);
+  for (std::size_t bytes :
+       {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{4} << 20}) {
+    for (auto [algo, ch] :
+         {std::pair{Algo::kRing, 1}, std::pair{Algo::kRing, 2}, std::pair{Algo::kRing2, 1},
+          std::pair{Algo::kRing2Pipe, 1}, std::pair{Algo::kTree, 1}, std::pair{Algo::kRhd, 1},
+          std::pair{Algo::kAuto, 1}}) {
+      Case c;
+      c.algo = algo;
+      c.channels = ch;
+      c.dtype = DataType::kF32;
+      c.count = bytes / 4;
+      c.chunk_bytes = 128 * 1024;
+      TimeNs t = 0;
+      ASSERT_TRUE(run_case(cl, 8, c, &t));
+      std::printf(
+          "allreduce %8zu B %-10s c=%d %9.1f us busbw %6.2f GB/s\n", bytes,
+          std::string(to_string(algo)).c_str(), ch, static_cast<double>(t) / 1e3,
+          allreduce_busbw(static_cast<double>(bytes), static_cast<double>(t) * 1e-9, 8) / 1e9);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::coll::test
