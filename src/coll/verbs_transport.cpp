@@ -1,6 +1,8 @@
 // coll/verbs_transport.cpp — Transport over weft verbs (see verbs_transport.hpp).
 #include "src/coll/verbs_transport.hpp"
 
+#include <algorithm>
+
 #include "src/base/assert.hpp"
 
 namespace weft::coll {
@@ -17,7 +19,14 @@ Result<std::unique_ptr<VerbsTransport>, Errc> VerbsTransport::create(
     return Errc::kInvalidArgument;
   }
   std::unique_ptr<VerbsTransport> t(new VerbsTransport(device, pd, config));
-  auto cq = device.create_cq(config.cq_depth);
+  // Room for every completion that can be outstanding: per QP, 2 x slots sends (data + grants)
+  // and 2 x slots receives, so the CQ can never overrun.
+  const std::uint64_t need = std::uint64_t{4} * config.slots *
+                             static_cast<std::uint64_t>(config.size) *
+                             static_cast<std::uint64_t>(config.lanes);
+  if (need > kCqDepthMax) return Errc::kInvalidArgument;
+  auto cq =
+      device.create_cq(static_cast<std::uint32_t>(std::max<std::uint64_t>(config.cq_depth, need)));
   if (!cq) return cq.error();
   t->cq_ = cq.value();
   const std::size_t conns = static_cast<std::size_t>(config.size) * config.lanes;

@@ -30,7 +30,7 @@ struct VerbsTransportConfig {
   int lanes = 1;
   std::uint32_t slots = 4;
   std::uint32_t slot_bytes = 64 * 1024;
-  std::uint32_t cq_depth = 4096;
+  std::uint32_t cq_depth = 4096;  // at least 4 x slots x size x lanes is used (no overrun)
 };
 
 class VerbsTransport final : public Transport {
