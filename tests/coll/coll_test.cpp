@@ -25,9 +25,11 @@ int ranks_per_node_for(int n) {
   return 1;
 }
 
-void matrix(int n, std::uint64_t seed) {
+void matrix(int n, std::uint64_t seed, int lanes = 2, std::uint32_t slots = 4) {
   ClusterConfig cc;
   cc.ranks = n;
+  cc.lanes = lanes;
+  cc.slots = slots;
   cc.ranks_per_node = ranks_per_node_for(n);
   cc.seed = seed;
   Cluster cl(cc);
@@ -70,6 +72,12 @@ TEST_P(CollMatrix, EveryCollectiveAndAlgorithm) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollMatrix, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9));
+
+// One lane and one slot per connection: every chunk waits for the previous one's grant, and
+// channels and pipeline stages share one ordered connection — still correct, never stuck.
+TEST(Coll, OneLaneOneSlot) {
+  for (int n : {3, 6, 8}) matrix(n, 7, 1, 1);
+}
 
 TEST(Coll, ZeroSizeCompletesWithoutTraffic) {
   ClusterConfig cc;
