@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 
 #include "src/base/assert.hpp"
 #include "src/coll/reduce.hpp"
@@ -96,55 +97,87 @@ CollErrc Communicator::start(const CollArgs& args) {
 }
 
 // Dependencies from byte ranges, in program order: an op waits for every earlier op that
-// touches an overlapping range of the same buffer where either of the two writes.
+// touches an overlapping range of the same memory where either of the two writes. An interval
+// map per memory space keeps, for each byte range, its last writer and the readers since, so a
+// write depends on those and a read on the last writer only (the rest follows transitively):
+// O(ops x segments touched) instead of comparing every pair.
 void Communicator::compute_deps() {
-  struct Access {
-    Buf buf;
-    std::size_t lo, hi;
-    bool write;
+  struct Segment {
+    std::uintptr_t end;
+    std::uint32_t writer;  // kNone: no write yet
+    std::vector<std::uint32_t> readers;
   };
-  auto accesses = [](const PlanOp& op, Access out[2]) -> int {
+  constexpr std::uint32_t kNone = UINT32_MAX;
+  // Space 0: kIn and kOut by address (they may alias: in place); space 1: kTmp by offset.
+  std::map<std::uintptr_t, Segment> spaces[2];
+  auto where = [&](Buf b, std::size_t off) -> std::pair<int, std::uintptr_t> {
+    if (b == Buf::kTmp) return {1, off};
+    return {0, reinterpret_cast<std::uintptr_t>(ptr(Ref{b, 0})) + off};
+  };
+  std::vector<std::uint32_t> stamp(plan_.ops.size(), kNone);  // dedupes deps of op i
+  auto depend = [&](std::uint32_t i, std::uint32_t j) {
+    if (j == kNone || j == i || stamp[j] == i) return;
+    stamp[j] = i;
+    ++ops_[i].deps_left;
+    ops_[j].dependents.push_back(i);
+  };
+  // Splits the map so that lo and hi are segment boundaries; gaps become fresh segments.
+  auto carve = [&](std::map<std::uintptr_t, Segment>& m, std::uintptr_t lo, std::uintptr_t hi) {
+    auto split_at = [&](std::uintptr_t x) {
+      auto it = m.upper_bound(x);
+      if (it == m.begin()) return;
+      --it;
+      if (it->first < x && x < it->second.end) {
+        Segment tail = it->second;
+        it->second.end = x;
+        m.emplace(x, std::move(tail));
+      }
+    };
+    split_at(lo);
+    split_at(hi);
+    std::uintptr_t at = lo;
+    auto it = m.lower_bound(lo);
+    while (at < hi) {
+      if (it == m.end() || it->first > at) {
+        const std::uintptr_t end = it == m.end() ? hi : std::min(hi, it->first);
+        it = m.emplace_hint(it, at, Segment{end, kNone, {}});
+      }
+      at = it->second.end;
+      ++it;
+    }
+  };
+  auto access = [&](std::uint32_t i, Buf b, std::size_t off, std::size_t bytes, bool write) {
+    const auto [space, lo] = where(b, off);
+    const std::uintptr_t hi = lo + bytes;
+    auto& m = spaces[space];
+    carve(m, lo, hi);
+    for (auto it = m.find(lo); it != m.end() && it->first < hi; ++it) {
+      Segment& seg = it->second;
+      depend(i, seg.writer);
+      if (write) {
+        for (std::uint32_t r : seg.readers) depend(i, r);
+        seg.readers.clear();
+        seg.writer = i;
+      } else {
+        seg.readers.push_back(i);
+      }
+    }
+  };
+  for (std::uint32_t i = 0; i < plan_.ops.size(); ++i) {
+    const PlanOp& op = plan_.ops[i];
+    if (op.bytes == 0) continue;
     switch (op.kind) {
       case PlanOp::Kind::kSend:
-        out[0] = {op.a.buf, op.a.off, op.a.off + op.bytes, false};
-        return 1;
+        access(i, op.a.buf, op.a.off, op.bytes, false);
+        break;
       case PlanOp::Kind::kRecv:
       case PlanOp::Kind::kAvg:
-        out[0] = {op.a.buf, op.a.off, op.a.off + op.bytes, true};
-        return 1;
+        access(i, op.a.buf, op.a.off, op.bytes, true);
+        break;
       case PlanOp::Kind::kCopy:
-        out[0] = {op.a.buf, op.a.off, op.a.off + op.bytes, false};
-        out[1] = {op.b.buf, op.b.off, op.b.off + op.bytes, true};
-        return 2;
-    }
-    return 0;
-  };
-  // kIn and kOut may overlap (in place): compare them by address in one space; kTmp is its own.
-  auto base = [&](Buf b) -> std::uintptr_t {
-    return b == Buf::kTmp ? 0 : reinterpret_cast<std::uintptr_t>(ptr(Ref{b, 0}));
-  };
-  auto space = [](Buf b) { return b == Buf::kTmp ? 1 : 0; };
-  const std::size_t n = plan_.ops.size();
-  std::vector<std::array<Access, 2>> acc(n);
-  std::vector<int> nacc(n);
-  for (std::size_t i = 0; i < n; ++i) nacc[i] = accesses(plan_.ops[i], acc[i].data());
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      bool conflict = false;
-      for (int x = 0; x < nacc[i] && !conflict; ++x) {
-        for (int y = 0; y < nacc[j] && !conflict; ++y) {
-          const Access& p = acc[i][static_cast<std::size_t>(x)];
-          const Access& q = acc[j][static_cast<std::size_t>(y)];
-          if (space(p.buf) != space(q.buf) || !(p.write || q.write)) continue;
-          const std::uintptr_t plo = base(p.buf) + p.lo, phi = base(p.buf) + p.hi;
-          const std::uintptr_t qlo = base(q.buf) + q.lo, qhi = base(q.buf) + q.hi;
-          conflict = plo < qhi && qlo < phi;
-        }
-      }
-      if (conflict) {
-        ++ops_[i].deps_left;
-        ops_[j].dependents.push_back(static_cast<std::uint32_t>(i));
-      }
+        access(i, op.a.buf, op.a.off, op.bytes, false);
+        access(i, op.b.buf, op.b.off, op.bytes, true);
+        break;
     }
   }
 }
