@@ -114,13 +114,19 @@ TransportErrc VerbsTransport::post_write(int peer, int lane, const void* src, st
   Conn& c = conn(peer, lane);
   std::uint32_t lkey = 0;
   if (bytes > 0) {
-    auto it = regions_.upper_bound(src);
-    if (it == regions_.begin()) return TransportErrc::kUnregistered;
-    --it;
-    const auto* base = static_cast<const std::uint8_t*>(it->first);
+    // Regions may overlap (in-place buffers): take any that starts at or before src and
+    // covers the whole chunk.
     const auto* p = static_cast<const std::uint8_t*>(src);
-    if (p + bytes > base + it->second->length()) return TransportErrc::kUnregistered;
-    lkey = it->second->lkey();
+    bool found = false;
+    for (auto it = regions_.upper_bound(src); it != regions_.begin() && !found;) {
+      --it;
+      const auto* base = static_cast<const std::uint8_t*>(it->first);
+      if (p + bytes <= base + it->second->length()) {
+        lkey = it->second->lkey();
+        found = true;
+      }
+    }
+    if (!found) return TransportErrc::kUnregistered;
   }
   Sge sge{reinterpret_cast<std::uintptr_t>(src), bytes, lkey};
   SendWr wr;
