@@ -1,0 +1,95 @@
+// tests/coll/model_test.cpp — the alpha-beta model's formulas on the issue's cluster (8 nodes x
+// 8 GPUs, 400 Gb/s rails, 450 GB/s NVLink) and the `auto` selection table.
+#include <gtest/gtest.h>
+
+#include "src/coll/model.hpp"
+#include "src/coll/plan.hpp"
+
+namespace weft::coll {
+namespace {
+
+ModelParams issue_cluster() {
+  ModelParams p;
+  p.nodes = 8;
+  p.gpus_per_node = 8;
+  p.nvl_Bps = 450e9;
+  p.nic_Bps = 50e9;
+  p.alpha_s = 0;
+  return p;
+}
+
+TEST(CollModel, Formulas) {
+  const double S = 1 << 30;
+  ModelParams p = issue_cluster();
+  // Flat ring, one channel: the NIC alone.
+  EXPECT_DOUBLE_EQ(model_allreduce_s(Algo::kRing, S, p), 2.0 * 63 / 64 * S / 50e9);
+  // Eight channels: 8 x 50 GB/s = 400 GB/s, still below NVLink.
+  p.channels = 8;
+  EXPECT_DOUBLE_EQ(model_allreduce_s(Algo::kRing, S, p), 2.0 * 63 / 64 * S / 400e9);
+  // Two-stage, stage by stage and pipelined.
+  const double intra = 2.0 * 7 / 8 * S / 450e9, inter = 2.0 * 7 / 8 * (S / 8) / 50e9;
+  EXPECT_DOUBLE_EQ(model_allreduce_s(Algo::kRing2, S, p), intra + inter);
+  p.pipeline_pieces = 4;
+  EXPECT_DOUBLE_EQ(model_allreduce_s(Algo::kRing2Pipe, S, p), inter + intra / 4);
+  // The article's point: the two-stage ring beats the single flat ring by more than 4x.
+  p.channels = 1;
+  EXPECT_GT(model_allreduce_s(Algo::kRing, S, p) / model_allreduce_s(Algo::kRing2, S, p), 4.0);
+  // Latency terms and busbw.
+  p.alpha_s = 1e-6;
+  EXPECT_DOUBLE_EQ(model_allreduce_s(Algo::kRing, 0, p), 2.0 * 63 * 1e-6);
+  EXPECT_DOUBLE_EQ(allreduce_busbw(S, 1.0, 64), S * 2.0 * 63 / 64);
+  EXPECT_EQ(allreduce_busbw(S, 1.0, 1), 0.0);
+}
+
+TEST(CollPlan, AutoSelection) {
+  const Topology flat{1}, nodes{8};
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 1 << 10, 64, nodes), Algo::kRhd);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 512 << 10, 64, nodes), Algo::kTree);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 64 << 20, 64, nodes), Algo::kRing2Pipe);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 64 << 20, 64, flat), Algo::kRing);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 64 << 20, 8, nodes), Algo::kRing);  // one node
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 1 << 10, 2, flat), Algo::kRing);
+  EXPECT_EQ(select_algo(CollKind::kBroadcast, 1 << 10, 8, flat), Algo::kTree);
+  EXPECT_EQ(select_algo(CollKind::kReduce, 1 << 20, 8, flat), Algo::kRing);
+  EXPECT_EQ(select_algo(CollKind::kAllToAll, 1 << 20, 8, flat), Algo::kDirect);
+}
+
+TEST(CollPlan, RingPlanShape) {
+  // 4 ranks, 8 elements, one channel, no chunking: 3 reduce-scatter and 3 all-gather steps,
+  // one send and one receive each, to rank+1 and from rank-1, plus the copy in -> out.
+  CollArgs a;
+  a.count = 8;
+  a.algo = Algo::kRing;
+  a.chunk_bytes = 0;
+  int x = 0;
+  a.send = &x;
+  a.recv = &x + 1;
+  auto plan = build_plan(a, 1, 4, 1, Topology{});
+  ASSERT_TRUE(plan.ok());
+  int sends = 0, recvs = 0, copies = 0;
+  for (const PlanOp& op : plan->ops) {
+    if (op.kind == PlanOp::Kind::kSend) {
+      ++sends;
+      EXPECT_EQ(op.peer, 2);
+      EXPECT_EQ(op.bytes, 8u);
+    } else if (op.kind == PlanOp::Kind::kRecv) {
+      ++recvs;
+      EXPECT_EQ(op.peer, 0);
+    } else {
+      ++copies;
+    }
+  }
+  EXPECT_EQ(sends, 6);
+  EXPECT_EQ(recvs, 6);
+  EXPECT_EQ(copies, 1);
+  // The first three receives reduce, the last three copy.
+  int k = 0;
+  for (const PlanOp& op : plan->ops) {
+    if (op.kind == PlanOp::Kind::kRecv) {
+      EXPECT_EQ(op.reduce, k++ < 3);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::coll
