@@ -54,10 +54,6 @@ void Domain::kick() {
 void Domain::progress() {
   if (in_progress) return;  // a completion handler that posts must not recurse
   in_progress = true;
-  if (port->wait_fd() >= 0) {
-    std::uint64_t drain;
-    [[maybe_unused]] auto r = ::read(port->wait_fd(), &drain, sizeof drain);
-  }
   for (int round = 0; round < kProgressRoundsMax; ++round) {
     std::size_t work = 0;
     const TimeNs now = mono_ns();
@@ -539,9 +535,9 @@ ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, c
       ::poll(fds, nfds, wait_ms);
     }
     sleep_us = std::min(sleep_us * 2, 1000);
-    if (q->efd >= 0) {
+    for (int i = 0; i < nfds; ++i) {
       std::uint64_t drain;
-      [[maybe_unused]] auto r = ::read(q->efd, &drain, sizeof drain);
+      [[maybe_unused]] auto r = ::read(fds[i].fd, &drain, sizeof drain);
     }
   }
 }
