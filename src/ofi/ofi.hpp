@@ -52,6 +52,8 @@ extern Params g_params;
 inline constexpr std::uint64_t kRdmCaps =
     FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
     FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr std::uint64_t kDgramCaps =
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr std::uint64_t kRmaCaps =
     FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr std::uint64_t kMaxMsgBytes = 1ull << 30;
@@ -66,7 +68,7 @@ struct EpAddr {
   std::uint64_t node_id = 0;
   std::uint16_t lid = 0;
   std::uint16_t reserved0 = 0;
-  std::uint32_t reserved1 = 0;
+  std::uint32_t qpn = 0;  // DGRAM: the endpoint's UD QP; RDM: 0 (QPs are per connection)
   NodeAddr node() const { return NodeAddr{node_id, lid}; }
   bool valid() const { return magic == kEpAddrMagic && lid != 0; }
   friend bool operator==(const EpAddr&, const EpAddr&) = default;
@@ -135,7 +137,11 @@ struct Av {
   };
   std::vector<Entry> entries;
   std::unordered_map<EpAddr, fi_addr_t, EpAddrHash> index;
+  std::unordered_map<std::uint64_t, fi_addr_t> by_lid_qpn;  // DGRAM sources: (lid << 32) | qpn
   int refs = 0;
+  static std::uint64_t lid_qpn(std::uint16_t lid, std::uint32_t qpn) {
+    return (std::uint64_t{lid} << 32) | qpn;
+  }
   const EpAddr* get(fi_addr_t a) const {
     if (a >= entries.size() || !entries[a].used) return nullptr;
     return &entries[a].addr;
@@ -308,8 +314,14 @@ struct Ep {
   std::uint64_t next_rndv_id = 1;
   std::unordered_map<std::uint64_t, Op*> rndv_sends;
   std::size_t ops_in_flight = 0;
-  std::unordered_set<Op*> ops;                // every live Op, freed at close
-  std::unordered_map<void*, Unexp*> claimed;  // FI_PEEK|FI_CLAIM: context -> message
+  std::unordered_set<Op*> ops;  // every live Op, freed at close
+  std::unordered_map<void*, Unexp*> claimed;
+  // FI_EP_DGRAM: one UD QP; address handles made on first use per fi_addr.
+  bool dgram = false;
+  QueuePair* ud_qp = nullptr;
+  std::unordered_map<fi_addr_t, AddressHandle*> ahs;
+  std::uint64_t dgram_drops =
+      0;  // datagrams that found no posted receive  // FI_PEEK|FI_CLAIM: context -> message
 
   fi_addr_t resolve(const EpAddr& a) const { return av ? av->find(a) : FI_ADDR_NOTAVAIL; }
 };

@@ -313,6 +313,7 @@ int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_add
       const fi_addr_t idx = a->entries.size();
       a->entries.push_back({e, true});
       a->index.emplace(e, idx);  // the first insertion of an address wins reverse lookups
+      if (e.qpn) a->by_lid_qpn.emplace(Av::lid_qpn(e.lid, e.qpn), idx);
       if (fi_addr) fi_addr[i] = idx;
       ++inserted;
     }
@@ -339,6 +340,8 @@ int av_remove(fid_av* av, fi_addr_t* fi_addr, std::size_t count, std::uint64_t f
       e.used = false;
       auto it = a->index.find(e.addr);
       if (it != a->index.end() && it->second == fi_addr[i]) a->index.erase(it);
+      auto jt = a->by_lid_qpn.find(Av::lid_qpn(e.addr.lid, e.addr.qpn));
+      if (jt != a->by_lid_qpn.end() && jt->second == fi_addr[i]) a->by_lid_qpn.erase(jt);
     }
     return 0;
   });

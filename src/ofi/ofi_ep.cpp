@@ -144,7 +144,7 @@ void post_now_or_backlog(Conn* c, Op* op) {
 }
 
 void drain_backlog(Conn* c) {
-  while (c->ready && !c->backlog.empty()) {
+  while (c && c->ready && !c->backlog.empty()) {
     Op* op = c->backlog.front();
     if (c->qp->post_send(op->wr) != Errc::kOk) return;
     c->backlog.pop_front();
@@ -392,10 +392,34 @@ void repost_bounce(Ep* ep, Op* b) {
   RecvWr wr;
   wr.wr_id = reinterpret_cast<std::uintptr_t>(b);
   wr.sg_list = {&b->sge, 1};
-  const Errc rc = ep->srq->post_recv(wr);
+  const Errc rc = ep->dgram ? ep->ud_qp->post_recv(wr) : ep->srq->post_recv(wr);
   if (rc != Errc::kOk)
     WEFT_WARN(FI_LOG_EP_DATA, "bounce repost failed: %.*s", static_cast<int>(to_string(rc).size()),
               to_string(rc).data());
+}
+
+// FI_EP_DGRAM: a datagram landed in a bounce buffer (payload after the 40-byte GRH space).
+void on_datagram(Ep* ep, Op* b, const WorkCompletion& wc) {
+  if (ep->posted_msg.empty()) {
+    ++ep->dgram_drops;  // unreliable service: no receive posted, the datagram is lost
+    return;
+  }
+  RecvReq* r = ep->posted_msg.front();
+  ep->posted_msg.pop_front();
+  const std::size_t n = wc.byte_len - kUdGrhBytes;
+  const std::size_t cap = iov_bytes(r->iov, r->iov_count);
+  scatter(*r, b->stage + kUdGrhBytes, std::min(n, cap));
+  MsgHdr h{};
+  if (wc.wc_flags & kWcWithImm) {
+    h.flags = kHdrData;
+    h.data = wc.imm_data;
+  }
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  if (ep->av) {
+    auto it = ep->av->by_lid_qpn.find(Av::lid_qpn(wc.slid, wc.src_qp));
+    if (it != ep->av->by_lid_qpn.end()) src = it->second;
+  }
+  rx_complete(ep, r, h, n, src);
 }
 
 }  // namespace
@@ -409,6 +433,11 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
         if (wc.status != WcStatus::kWrFlushErr)
           WEFT_WARN(FI_LOG_EP_DATA, "receive failed: %.*s",
                     static_cast<int>(to_string(wc.status).size()), to_string(wc.status).data());
+        repost_bounce(ep, op);
+        return;
+      }
+      if (ep->dgram) {
+        on_datagram(ep, op, wc);
         repost_bounce(ep, op);
         return;
       }
@@ -555,6 +584,62 @@ bool want_tx_completion(Ep* ep, std::uint64_t flags) {
   return !ep->tx_selective || (flags & FI_COMPLETION);
 }
 
+constexpr std::uint32_t kDgramQkey = 0x57454654;
+
+AddressHandle* dgram_ah(Ep* ep, fi_addr_t dest, const EpAddr** peer) {
+  if (!ep->av) return nullptr;
+  *peer = ep->av->get(dest);
+  if (!*peer || !(*peer)->qpn) return nullptr;
+  auto it = ep->ahs.find(dest);
+  if (it != ep->ahs.end()) return it->second;
+  AddressVector av;
+  av.dlid = (*peer)->lid;
+  auto ah = ep->dom->dev->create_ah(ep->dom->pd, av);
+  if (!ah) return nullptr;
+  ep->ahs[dest] = ah.value();
+  return ah.value();
+}
+
+// FI_EP_DGRAM send: one UD SEND (with immediate for CQ data) from a staging slot.
+ssize_t send_dgram(Ep* ep, const iovec* iov, std::size_t count, std::size_t len, fi_addr_t dest,
+                   std::uint64_t data, std::uint64_t flags, void* ctx) {
+  if (len > g_params.mtu_bytes) return -FI_EMSGSIZE;
+  const EpAddr* peer = nullptr;
+  AddressHandle* ah = dgram_ah(ep, dest, &peer);
+  if (!ah) return -FI_EINVAL;
+  std::uint8_t* slot = alloc_stage(ep);
+  if (!slot) return -FI_EAGAIN;
+  Op* op = new_op(ep, OpKind::kSend);
+  op->stage = slot;
+  op->context = ctx;
+  op->flags = FI_SEND | FI_MSG;
+  op->completion = want_tx_completion(ep, flags);
+  op->len = len;
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(slot + off, iov[i].iov_base, iov[i].iov_len);
+    off += iov[i].iov_len;
+  }
+  op->sge = {reinterpret_cast<std::uintptr_t>(slot), static_cast<std::uint32_t>(len),
+             ep->stage_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = (flags & FI_REMOTE_CQ_DATA) ? WrOpcode::kSendWithImm : WrOpcode::kSend;
+  op->wr.imm_data = static_cast<std::uint32_t>(data);
+  op->wr.send_flags = kSignaled;
+  if (len) op->wr.sg_list = {&op->sge, 1};
+  op->wr.ah = ah;
+  op->wr.remote_qpn = peer->qpn;
+  op->wr.remote_qkey = kDgramQkey;
+  const Errc rc = ep->ud_qp->post_send(op->wr);
+  if (rc != Errc::kOk) {
+    delete_op(ep, op);
+    return rc == Errc::kQueueFull ? -FI_EAGAIN : -FI_EINVAL;
+  }
+  ep->dom->progress();
+  return 0;
+}
+
 // Every send variant funnels here.
 ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest, std::uint64_t tag,
                      std::uint64_t data, std::uint64_t flags, void* ctx, bool tagged) {
@@ -564,6 +649,10 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   const std::size_t len = iov_bytes(iov, count);
   if (len > kMaxMsgBytes) return -FI_EMSGSIZE;
   if ((flags & FI_INJECT) && len > g_params.inject_bytes) return -FI_EMSGSIZE;
+  if (ep->dgram) {
+    if (tagged) return -FI_ENOSYS;
+    return send_dgram(ep, iov, count, len, dest, data, flags, ctx);
+  }
   Conn* c = out_conn(ep, dest);
   if (!c) return -FI_EINVAL;
   std::uint8_t* slot = alloc_stage(ep);
@@ -682,6 +771,7 @@ ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src,
   if (!ep->enabled) return -FI_EOPBADSTATE;
   if (count > kIovMax) return -FI_EINVAL;
   if (!(ep->info->caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
+  if (ep->dgram && tagged) return -FI_ENOSYS;
   const bool completion = !ep->rx_selective || (flags & FI_COMPLETION);
   ep->dom->progress();  // so that the unexpected queue is current
   if (tagged && (flags & FI_PEEK)) {
@@ -1063,6 +1153,8 @@ int ep_close(fid* f) {
     d->progress();
     for (auto& [addr, c] : ep->out_conns) d->dev->destroy_qp(c->qp);
     for (auto& c : ep->in_conns) d->dev->destroy_qp(c->qp);
+    if (ep->ud_qp) d->dev->destroy_qp(ep->ud_qp);
+    for (auto& [fa, ah] : ep->ahs) d->dev->destroy_ah(ah);
     // Completions of this endpoint's QPs still queued in the device CQ refer to its Ops: drop
     // them, and hand everyone else's on.
     {
@@ -1168,10 +1260,13 @@ int ep_enable(Ep* ep) {
   if (!ep->tx_cq && !ep->cntr_send) return -FI_ENOCQ;
   if (!ep->rx_cq && !ep->cntr_recv) return -FI_ENOCQ;
   Device& dev = *ep->dom->dev;
-  auto srq = dev.create_srq(ep->dom->pd, static_cast<std::uint32_t>(g_params.rx_bounce), 1);
-  if (!srq) return -FI_ENOMEM;
-  ep->srq = srq.value();
-  ep->bounce_bytes = sizeof(MsgHdr) + g_params.eager_bytes;
+  if (!ep->dgram) {
+    auto srq = dev.create_srq(ep->dom->pd, static_cast<std::uint32_t>(g_params.rx_bounce), 1);
+    if (!srq) return -FI_ENOMEM;
+    ep->srq = srq.value();
+  }
+  ep->bounce_bytes =
+      ep->dgram ? kUdGrhBytes + g_params.mtu_bytes : sizeof(MsgHdr) + g_params.eager_bytes;
   ep->bounce_mem.assign(ep->bounce_bytes * g_params.rx_bounce, 0);
   ep->bounce_mr =
       dev.reg_mr(ep->dom->pd, ep->bounce_mem.data(), ep->bounce_mem.size(), kAccessLocalWrite)
@@ -1188,7 +1283,7 @@ int ep_enable(Ep* ep) {
   }
   // Staging: tx_depth operations plus as many internal FINs.
   const std::size_t slots = 2 * g_params.tx_depth;
-  ep->stage_bytes = sizeof(MsgHdr) + g_params.eager_bytes;
+  ep->stage_bytes = std::max(sizeof(MsgHdr) + g_params.eager_bytes, g_params.mtu_bytes);
   ep->stage_mem.assign(ep->stage_bytes * slots, 0);
   ep->stage_mr =
       dev.reg_mr(ep->dom->pd, ep->stage_mem.data(), ep->stage_mem.size(), kAccessLocalWrite)
@@ -1247,13 +1342,17 @@ fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind,   ep_control,
 
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   Domain* d = ofi_container<Domain>(domain);
-  if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_RDM) return -FI_EINVAL;
-  if (info->caps & ~kRdmCaps) return -FI_EINVAL;
+  if (!info || !info->ep_attr) return -FI_EINVAL;
+  const fi_ep_type type = info->ep_attr->type;
+  if (type != FI_EP_RDM && type != FI_EP_DGRAM) return -FI_EINVAL;
+  const std::uint64_t all_caps = type == FI_EP_DGRAM ? kDgramCaps : kRdmCaps;
+  if (info->caps & ~all_caps) return -FI_EINVAL;
   auto ep = std::make_unique<Ep>();
   ep->dom = d;
   ep->info = fi_dupinfo(info);
   if (!ep->info) return -FI_ENOMEM;
-  if (!ep->info->caps) ep->info->caps = kRdmCaps;
+  if (!ep->info->caps) ep->info->caps = all_caps;
+  ep->dgram = type == FI_EP_DGRAM;
   if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
   std::lock_guard lk(d->mu);
@@ -1261,6 +1360,38 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ep->addr.ep_id = ep->id;
   ep->addr.node_id = d->port->local().node_id;
   ep->addr.lid = d->port->local().lid;
+  if (ep->dgram) {
+    // The UD QP exists from the start, so fi_getname works before fi_enable.
+    QpInitAttr ia;
+    ia.type = QpType::kUd;
+    ia.pd = d->pd;
+    ia.send_cq = d->dcq;
+    ia.recv_cq = d->dcq;
+    ia.caps.max_send_wr =
+        static_cast<std::uint32_t>(std::min<std::size_t>(kWrMax, g_params.tx_depth));
+    ia.caps.max_recv_wr =
+        static_cast<std::uint32_t>(std::min<std::size_t>(kWrMax, g_params.rx_bounce));
+    ia.caps.max_send_sge = 1;
+    ia.caps.max_recv_sge = 1;
+    auto qp = d->dev->create_qp(ia);
+    if (!qp) return -FI_ENOMEM;
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.qkey = kDgramQkey;
+    Errc rc = qp.value()->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey);
+    a.qp_state = QpState::kRtr;
+    if (rc == Errc::kOk) rc = qp.value()->modify(a, kQpState);
+    a.qp_state = QpState::kRts;
+    a.sq_psn = random_psn(d);
+    if (rc == Errc::kOk) rc = qp.value()->modify(a, kQpState | kQpSqPsn);
+    if (rc != Errc::kOk) {
+      d->dev->destroy_qp(qp.value());
+      return -FI_EINVAL;
+    }
+    ep->ud_qp = qp.value();
+    ep->addr.qpn = ep->ud_qp->qp_num();
+    ep->by_qpn[ep->ud_qp->qp_num()] = nullptr;  // so that close drops its completions
+  }
   ep->ep.fid.fclass = FI_CLASS_EP;
   ep->ep.fid.context = context;
   ep->ep.fid.ops = &g_ep_fi_ops;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -58,6 +59,13 @@ int reply_mr_mode(std::uint32_t version, bool rma) {
   return rma ? static_cast<int>(kMrRmaBits) : 0;
 }
 
+std::size_t max_msg_bytes(fi_ep_type type) {
+  return type == FI_EP_DGRAM ? g_params.mtu_bytes : kMaxMsgBytes;
+}
+std::size_t inject_bytes(fi_ep_type type) {
+  return std::min(g_params.inject_bytes, max_msg_bytes(type));
+}
+
 #define WEFT_REJECT(...)                 \
   do {                                   \
     WEFT_INFO(FI_LOG_CORE, __VA_ARGS__); \
@@ -65,8 +73,11 @@ int reply_mr_mode(std::uint32_t version, bool rma) {
   } while (0)
 
 // Checks every field of hints against what the RDM endpoint honours and fills `out`.
-int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hints, fi_info* out) {
-  std::uint64_t caps = kRdmCaps;
+int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
+                   const fi_info* hints, fi_info* out) {
+  const bool dgram = type == FI_EP_DGRAM;
+  const std::uint64_t kCaps = dgram ? kDgramCaps : kRdmCaps;
+  std::uint64_t caps = kCaps;
   int hint_mr_mode = static_cast<int>(kMrRmaBits | FI_MR_LOCAL | FI_MR_ALLOCATED);
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) hint_mr_mode = FI_MR_UNSPEC;
   std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
@@ -75,8 +86,8 @@ int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hi
   std::uint64_t tag_format = 0xAAAAAAAAAAAAAAAAull;  // FI_TAG_GENERIC: bit 63 set
   (void)flags;
   if (hints) {
-    if (hints->caps && !subset(hints->caps, kRdmCaps))
-      WEFT_REJECT("caps 0x%llx not supported", (unsigned long long)(hints->caps & ~kRdmCaps));
+    if (hints->caps && !subset(hints->caps, kCaps))
+      WEFT_REJECT("caps 0x%llx not supported", (unsigned long long)(hints->caps & ~kCaps));
     if (hints->addr_format != FI_FORMAT_UNSPEC)
       WEFT_REJECT("addr_format %u: only FI_FORMAT_UNSPEC (weft addresses)", hints->addr_format);
     if (hints->dest_addr && (hints->dest_addrlen != sizeof(EpAddr) ||
@@ -87,9 +98,9 @@ int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hi
       WEFT_REJECT("src_addr is not a weft address");
     if (hints->handle) WEFT_REJECT("handle: no connection-oriented endpoints");
     if (const fi_ep_attr* e = hints->ep_attr) {
-      if (e->type != FI_EP_UNSPEC && e->type != FI_EP_RDM) WEFT_REJECT("ep_type %d", e->type);
+      if (e->type != FI_EP_UNSPEC && e->type != type) return -FI_ENODATA;
       if (e->protocol != FI_PROTO_UNSPEC) WEFT_REJECT("protocol %u", e->protocol);
-      if (e->max_msg_size > kMaxMsgBytes) WEFT_REJECT("max_msg_size");
+      if (e->max_msg_size > max_msg_bytes(type)) WEFT_REJECT("max_msg_size");
       if (e->msg_prefix_size) WEFT_REJECT("msg_prefix_size");
       if (e->max_order_raw_size || e->max_order_war_size || e->max_order_waw_size)
         WEFT_REJECT("max_order_*_size");
@@ -121,13 +132,13 @@ int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hi
     if (const fi_fabric_attr* f = hints->fabric_attr) {
       if (f->name && std::strcmp(f->name, kFabricName) != 0) WEFT_REJECT("fabric %s", f->name);
     }
-    const std::uint64_t want = hints->caps ? hints->caps : kRdmCaps;
+    const std::uint64_t want = hints->caps ? hints->caps : kCaps;
     if (const fi_tx_attr* t = hints->tx_attr) {
-      if (t->caps && !subset(t->caps, kRdmCaps)) WEFT_REJECT("tx caps");
-      if (!subset(t->msg_order, kMsgOrder))
+      if (t->caps && !subset(t->caps, kCaps)) WEFT_REJECT("tx caps");
+      if (!subset(t->msg_order, dgram ? 0 : kMsgOrder))
         WEFT_REJECT("tx msg_order 0x%llx", (unsigned long long)t->msg_order);
       if (t->comp_order & ~FI_ORDER_NONE) WEFT_REJECT("tx comp_order");
-      if (t->inject_size > g_params.inject_bytes) WEFT_REJECT("inject_size %zu", t->inject_size);
+      if (t->inject_size > inject_bytes(type)) WEFT_REJECT("inject_size %zu", t->inject_size);
       if (t->size > g_params.tx_depth) WEFT_REJECT("tx size %zu", t->size);
       if (t->iov_limit > kIovMax || t->rma_iov_limit > 1) WEFT_REJECT("tx iov_limit");
       if (!subset(t->op_flags, kTxOpFlags)) WEFT_REJECT("tx op_flags");
@@ -136,8 +147,8 @@ int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hi
       tx_op_flags = t->op_flags;
     }
     if (const fi_rx_attr* r = hints->rx_attr) {
-      if (r->caps && !subset(r->caps, kRdmCaps)) WEFT_REJECT("rx caps");
-      if (!subset(r->msg_order, kMsgOrder)) WEFT_REJECT("rx msg_order");
+      if (r->caps && !subset(r->caps, kCaps)) WEFT_REJECT("rx caps");
+      if (!subset(r->msg_order, dgram ? 0 : kMsgOrder)) WEFT_REJECT("rx msg_order");
       if (r->comp_order & ~FI_ORDER_NONE) WEFT_REJECT("rx comp_order");
       if (r->size > g_params.rx_bounce) WEFT_REJECT("rx size %zu", r->size);
       if (r->iov_limit > kIovMax) WEFT_REJECT("rx iov_limit");
@@ -151,9 +162,10 @@ int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hi
     caps = want;
     if (!rma_ok) caps &= ~kRmaCaps;
     // Secondary capabilities are offered even when not asked for.
-    caps |= kRdmCaps & (FI_LOCAL_COMM | FI_REMOTE_COMM);
-    if (!(caps & (FI_MSG | FI_TAGGED | FI_RMA))) caps |= kRdmCaps & (FI_MSG | FI_TAGGED);
-  } else if (!mr_mode_allows_rma(version, hint_mr_mode)) {
+    caps |= kCaps & (FI_LOCAL_COMM | FI_REMOTE_COMM);
+    if (!(caps & (FI_MSG | FI_TAGGED | FI_RMA))) caps |= kCaps & (FI_MSG | FI_TAGGED);
+    if (dgram && (caps & (FI_TAGGED | FI_RMA))) WEFT_REJECT("dgram: FI_MSG only");
+  } else if (dgram || !mr_mode_allows_rma(version, hint_mr_mode)) {
     caps &= ~kRmaCaps;
   }
   const bool rma = (caps & FI_RMA) != 0;
@@ -177,29 +189,29 @@ int check_and_fill(std::uint32_t version, std::uint64_t flags, const fi_info* hi
   t->caps = caps;
   t->mode = 0;
   t->op_flags = tx_op_flags;
-  t->msg_order = kMsgOrder;
+  t->msg_order = dgram ? 0 : kMsgOrder;
   t->comp_order = FI_ORDER_NONE;
-  t->inject_size = g_params.inject_bytes;
+  t->inject_size = inject_bytes(type);
   t->size = g_params.tx_depth;
   t->iov_limit = kIovMax;
-  t->rma_iov_limit = 1;
+  t->rma_iov_limit = dgram ? 0 : 1;
   fi_rx_attr* r = out->rx_attr;
   r->caps = caps;
   r->mode = 0;
   r->op_flags = rx_op_flags;
-  r->msg_order = kMsgOrder;
+  r->msg_order = dgram ? 0 : kMsgOrder;
   r->comp_order = FI_ORDER_NONE;
   r->total_buffered_recv = 0;
   r->size = g_params.rx_bounce;
   r->iov_limit = kIovMax;
   fi_ep_attr* e = out->ep_attr;
-  e->type = FI_EP_RDM;
+  e->type = type;
   e->protocol = FI_PROTO_UNSPEC;
   e->protocol_version = 1;
-  e->max_msg_size = kMaxMsgBytes;
+  e->max_msg_size = max_msg_bytes(type);
   e->msg_prefix_size = 0;
   e->max_order_raw_size = e->max_order_war_size = e->max_order_waw_size = 0;
-  e->mem_tag_format = tag_format;
+  e->mem_tag_format = dgram ? 0 : tag_format;
   e->tx_ctx_cnt = e->rx_ctx_cnt = 1;
   fi_domain_attr* d = out->domain_attr;
   d->name = strdup(kDomainName);
@@ -256,14 +268,30 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
     WEFT_INFO(FI_LOG_CORE, "ignoring node/service %s/%s", node ? node : "-",
               service ? service : "-");
   }
-  fi_info* out = fi_allocinfo();
-  if (!out) return -FI_ENOMEM;
-  const int rc = check_and_fill(version, flags, hints, out);
-  if (rc != 0) {
-    fi_freeinfo(out);
-    return rc;
+  // RDM first, then DGRAM (UD); each checks the hints on its own.
+  fi_info* head = nullptr;
+  fi_info** tail = &head;
+  for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM}) {
+    fi_info* out = fi_allocinfo();
+    if (!out) {
+      fi_freeinfo(head);
+      return -FI_ENOMEM;
+    }
+    const int rc = check_and_fill(type, version, flags, hints, out);
+    if (rc == -FI_ENOMEM) {
+      fi_freeinfo(out);
+      fi_freeinfo(head);
+      return rc;
+    }
+    if (rc != 0) {
+      fi_freeinfo(out);
+      continue;
+    }
+    *tail = out;
+    tail = &out->next;
   }
-  *info = out;
+  if (!head) return -FI_ENODATA;
+  *info = head;
   return 0;
 }
 

@@ -7,6 +7,7 @@ out=$("$FI_INFO" -p weft)
 echo "$out"
 echo "$out" | grep -q '^provider: weft' || { echo "FAIL: provider weft not listed"; exit 1; }
 echo "$out" | grep -q 'type: FI_EP_RDM' || { echo "FAIL: no FI_EP_RDM"; exit 1; }
+echo "$out" | grep -q 'type: FI_EP_DGRAM' || { echo "FAIL: no FI_EP_DGRAM"; exit 1; }
 verbose=$("$FI_INFO" -p weft -v)
 echo "$verbose" | grep -q 'mem_tag_format: 0xa' || { echo "FAIL: mem_tag_format bit 63"; exit 1; }
 echo "$verbose" | grep -q 'cq_data_size: 4' || { echo "FAIL: cq_data_size"; exit 1; }

@@ -643,4 +643,91 @@ TEST_F(SelectiveProvider, OnlyFlaggedOperationsComplete) {
   expect_tx(a(), &ctx);
 }
 
+// ---- FI_EP_DGRAM over UD ----------------------------------------------------------------------
+TEST(Dgram, DatagramsWithDataSourceAndLimits) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("weft");
+  h->ep_attr->type = FI_EP_DGRAM;
+  h->caps = FI_MSG;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fi_freeinfo(h);
+  ASSERT_EQ(info->ep_attr->type, FI_EP_DGRAM);
+  EXPECT_EQ(info->next, nullptr);
+  const std::size_t max = info->ep_attr->max_msg_size;
+  EXPECT_EQ(max, 4096u);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_domain* dom[2];
+  fid_av* av[2];
+  fid_cq* cq[2];
+  fid_ep* ep[2];
+  std::vector<std::uint8_t> addr[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_domain(fab, info, &dom[i], nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(dom[i], &aa, &av[i], nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(dom[i], &ca, &cq[i], nullptr), 0);
+    ASSERT_EQ(fi_endpoint(dom[i], info, &ep[i], nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep[i], &av[i]->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep[i]), 0);
+    std::size_t len = 64;
+    addr[i].resize(len);
+    ASSERT_EQ(fi_getname(&ep[i]->fid, addr[i].data(), &len), 0);
+    addr[i].resize(len);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      ASSERT_EQ(fi_av_insert(av[i], addr[j].data(), 1, nullptr, 0, nullptr), 1);
+  auto poll = [&](fid_cq* q, fi_cq_data_entry* e, fi_addr_t* src) {
+    for (int i = 0; i < 100000; ++i) {
+      const ssize_t rc = fi_cq_readfrom(q, e, 1, src);
+      if (rc != -FI_EAGAIN) return rc;
+      fi_cq_read(cq[0], nullptr, 0);
+    }
+    return ssize_t{-FI_EAGAIN};
+  };
+  auto msg = pattern(max, 21);
+  std::vector<std::uint8_t> buf(max + 100, 0);
+  int rctx, sctx;
+  ASSERT_EQ(fi_recv(ep[1], buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_senddata(ep[0], msg.data(), msg.size(), nullptr, 0xD00D, 1, &sctx), 0);
+  fi_cq_data_entry e;
+  fi_addr_t src = 77;
+  ASSERT_EQ(poll(cq[1], &e, &src), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, max);
+  EXPECT_EQ(e.data, 0xD00Du);
+  EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(src, 0u);
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data(), max));
+  ASSERT_EQ(poll(cq[0], &e, nullptr), 1);
+  EXPECT_EQ(e.op_context, &sctx);
+  // Too large for one datagram; tagged calls are not offered.
+  std::vector<std::uint8_t> big(max + 1);
+  EXPECT_EQ(fi_send(ep[0], big.data(), big.size(), nullptr, 1, nullptr), -FI_EMSGSIZE);
+  EXPECT_EQ(fi_tsend(ep[0], big.data(), 8, nullptr, 1, 0, nullptr), -FI_ENOSYS);
+  // Unreliable: with no receive posted the datagram is lost; a later one still arrives.
+  ASSERT_EQ(fi_send(ep[0], msg.data(), 8, nullptr, 1, nullptr), 0);
+  ASSERT_EQ(poll(cq[0], &e, nullptr), 1);
+  EXPECT_EQ(poll(cq[1], &e, nullptr), -FI_EAGAIN);
+  ASSERT_EQ(fi_recv(ep[1], buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_inject(ep[0], msg.data() + 1, 16, 1), 0);
+  ASSERT_EQ(poll(cq[1], &e, nullptr), 1);
+  EXPECT_EQ(e.len, 16u);
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data() + 1, 16));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(fi_close(&ep[i]->fid), 0);
+    EXPECT_EQ(fi_close(&cq[i]->fid), 0);
+    EXPECT_EQ(fi_close(&av[i]->fid), 0);
+    EXPECT_EQ(fi_close(&dom[i]->fid), 0);
+  }
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
+}
+
 }  // namespace
