@@ -299,7 +299,8 @@ int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_add
   (void)ctx;
   return guard(-FI_ENOMEM, [&] {
     Av* a = ofi_container<Av>(av);
-    if (flags) return -FI_EBADFLAGS;  // no FI_MORE batching, no FI_SYNC_ERR, no EQ events
+    // FI_MORE is only a hint (inserts are synchronous); no FI_SYNC_ERR, no EQ events.
+    if (flags & ~FI_MORE) return -FI_EBADFLAGS;
     std::lock_guard lk(a->dom->mu);
     int inserted = 0;
     const auto* in = static_cast<const std::uint8_t*>(addr);
@@ -493,13 +494,10 @@ ssize_t cq_readerr(fid_cq* cq, fi_cq_err_entry* buf, std::uint64_t flags) {
     void* user_err_data = buf->err_data;
     const std::size_t user_err_size = buf->err_data_size;
     *buf = q->errors.front();
-    if (FI_VERSION_GE(q->dom->api_version, FI_VERSION(1, 5))) {
-      buf->err_data = user_err_data;
-      buf->err_data_size = user_err_size ? 0 : 0;
-    } else {
-      buf->err_data = nullptr;
-      buf->err_data_size = 0;
-    }
+    // No provider error data: err_data_size 0 (the caller's buffer, if any, is left alone).
+    (void)user_err_size;
+    buf->err_data = FI_VERSION_GE(q->dom->api_version, FI_VERSION(1, 5)) ? user_err_data : nullptr;
+    buf->err_data_size = 0;
     if (!(flags & FI_PEEK)) q->errors.pop_front();
     return 1;
   });

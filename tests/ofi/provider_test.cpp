@@ -266,6 +266,61 @@ TEST(GetInfo, MrModeNegotiation) {
   fi_freeinfo(h);
 }
 
+TEST(GetInfo, AcceptsOpenMpiMtlAndPingpongHints) {
+  // Open MPI 4.1's OFI MTL (see shared/reference/libfabric-provider.md).
+  fi_info* h =
+      weft_hints(FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV, 0, FI_AV_MAP);
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->tx_attr->msg_order = FI_ORDER_SAS;
+  h->rx_attr->msg_order = FI_ORDER_SAS;
+  h->tx_attr->op_flags = FI_COMPLETION;
+  h->rx_attr->op_flags = FI_COMPLETION;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  h->domain_attr->cq_data_size = 4;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 5), h, &info), 0);
+  EXPECT_EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
+  EXPECT_EQ(info->domain_attr->av_type, FI_AV_MAP);
+  EXPECT_EQ(info->domain_attr->mr_mode, 0);
+  EXPECT_EQ(info->mode, 0u);
+  EXPECT_TRUE(info->ep_attr->mem_tag_format >> 63);
+  EXPECT_TRUE(info->caps & FI_DIRECTED_RECV);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+  // fi_pingpong -e rdm (client side: the server's address in dest_addr).
+  h = weft_hints(FI_MSG, kRmaMr);
+  h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_domain* dom;
+  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+  fid_av* av;
+  fi_av_attr aa{};
+  ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
+  fid_ep* ep;
+  ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
+  std::uint8_t addr[64];
+  std::size_t len = sizeof addr;
+  ASSERT_EQ(fi_getname(&ep->fid, addr, &len), 0);
+  fi_freeinfo(info);
+  h->dest_addr = std::malloc(len);
+  std::memcpy(h->dest_addr, addr, len);
+  h->dest_addrlen = len;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  ASSERT_EQ(info->dest_addrlen, len);
+  EXPECT_EQ(0, std::memcmp(info->dest_addr, addr, len));
+  fi_freeinfo(info);
+  std::memset(h->dest_addr, 0, len);  // not a weft address
+  EXPECT_EQ(getinfo(FI_VERSION(1, 17), h, &info), -FI_ENODATA);
+  fi_freeinfo(h);
+  EXPECT_EQ(fi_close(&ep->fid), 0);
+  EXPECT_EQ(fi_close(&av->fid), 0);
+  EXPECT_EQ(fi_close(&dom->fid), 0);
+  EXPECT_EQ(fi_close(&fab->fid), 0);
+}
+
 // ---- tagged messages --------------------------------------------------------------------------
 TEST_F(Provider, TaggedSendRecvWithSourceAndData) {
   auto msg = pattern(300, 1);
