@@ -21,9 +21,15 @@ namespace {
 inline constexpr std::size_t kInboxPacketsMax = 1u << 16;
 inline constexpr std::uint16_t kLidFirst = 1, kLidLast = 0xBFFF;  // unicast LIDs (IBA 4.1.3)
 
+// A materialised packet. Not value-initialised: write_to fills every byte.
+struct Buf {
+  std::unique_ptr<std::uint8_t[]> bytes;
+  std::size_t size = 0;
+};
+
 struct Node {
   std::mutex mu;
-  std::deque<std::vector<std::uint8_t>> packets;
+  std::deque<Buf> packets;
   std::deque<std::pair<NodeAddr, std::vector<std::uint8_t>>> ctrl;
   int efd = -1;
   std::uint64_t dropped = 0;
@@ -63,9 +69,9 @@ class LoopbackPort final : public MediumPort {
   bool tx(const TxPacket& pkt) override {
     std::shared_ptr<Node> dst = lookup(pkt.dlid);
     if (!dst) return false;
-    std::vector<std::uint8_t> bytes(pkt.wire_bytes());
-    pkt.write_to(bytes);
-    pending_.emplace_back(std::move(dst), std::move(bytes));
+    Buf b{std::unique_ptr<std::uint8_t[]>(new std::uint8_t[pkt.wire_bytes()]), pkt.wire_bytes()};
+    pkt.write_to({b.bytes.get(), b.size});
+    pending_.emplace_back(std::move(dst), std::move(b));
     return true;
   }
 
@@ -91,7 +97,7 @@ class LoopbackPort final : public MediumPort {
         node_->packets.pop_front();
       }
     }
-    for (auto& b : batch_) dev.on_packet(std::span<const std::uint8_t>(b), now);
+    for (auto& b : batch_) dev.on_packet(std::span<const std::uint8_t>(b.bytes.get(), b.size), now);
     return batch_.size();
   }
 
@@ -135,8 +141,8 @@ class LoopbackPort final : public MediumPort {
   std::string fabric_;
   NodeAddr self_;
   std::shared_ptr<Node> node_;
-  std::vector<std::pair<std::shared_ptr<Node>, std::vector<std::uint8_t>>> pending_;
-  std::vector<std::vector<std::uint8_t>> batch_;
+  std::vector<std::pair<std::shared_ptr<Node>, Buf>> pending_;
+  std::vector<Buf> batch_;
   std::uint16_t cache_lid_ = 0;
   std::shared_ptr<Node> cache_;
 };

@@ -70,10 +70,9 @@ void Domain::progress() {
     }
     if (sent) port->tx_flush();
     work += sent;
-    WorkCompletion wcs[64];
     std::size_t n;
-    while ((n = dcq->poll(wcs)) > 0) {
-      for (std::size_t i = 0; i < n; ++i) dispatch(wcs[i]);
+    while ((n = dcq->poll(wc_batch)) > 0) {
+      for (std::size_t i = 0; i < n; ++i) dispatch(wc_batch[i]);
       work += n;
     }
     AsyncEvent ev;
