@@ -340,6 +340,7 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
 
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
+void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void cntr_inc(Cntr* c);
 void cntr_err(Cntr* c);
 

@@ -99,6 +99,7 @@ void Domain::on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg) {
   auto it = eps.find(dst_ep);
   if (it == eps.end()) {
     WEFT_INFO(FI_LOG_EP_CTRL, "control datagram for unknown endpoint %u", dst_ep);
+    ctrl_unknown_endpoint(this, src, msg);  // a connection request gets a reject
     return;
   }
   ep_on_ctrl(it->second, src, msg);

@@ -12,7 +12,7 @@ namespace weft::ofi {
 namespace {
 
 // ---- connection setup (control datagrams over the medium) -------------------------------------
-enum class CtrlType : std::uint32_t { kConnReq = 1, kConnRep = 2 };
+enum class CtrlType : std::uint32_t { kConnReq = 1, kConnRep = 2, kConnRej = 3 };
 struct CtrlMsg {
   CtrlType type;
   std::uint32_t dst_ep;  // at offset 4: Domain::on_ctrl demultiplexes on it
@@ -90,9 +90,13 @@ std::uint32_t random_psn(Domain* d) {
   return static_cast<std::uint32_t>(d->rng.next_u64()) & kPsnMask;
 }
 
-void send_ctrl(Ep* ep, const NodeAddr& dst, const CtrlMsg& m) {
-  if (!ep->dom->port->ctrl_send(dst, {reinterpret_cast<const std::uint8_t*>(&m), sizeof m}))
-    WEFT_WARN(FI_LOG_EP_CTRL, "control datagram to lid %u lost: no such node", dst.lid);
+bool send_ctrl(Domain* d, const NodeAddr& dst, const CtrlMsg& m) {
+  if (d->port->ctrl_send(dst, {reinterpret_cast<const std::uint8_t*>(&m), sizeof m})) return true;
+  WEFT_WARN(FI_LOG_EP_CTRL, "control datagram to lid %u lost: no such node", dst.lid);
+  return false;
+}
+bool send_ctrl(Ep* ep, const NodeAddr& dst, const CtrlMsg& m) {
+  return send_ctrl(ep->dom, dst, m);
 }
 
 // ---- ops bookkeeping --------------------------------------------------------------------------
@@ -151,6 +155,24 @@ void drain_backlog(Conn* c) {
   }
 }
 
+void tx_error(Ep* ep, Op* op, int err, WcStatus st);
+
+// The peer endpoint does not exist (rejected, or its node is gone): every queued operation
+// completes with FI_EHOSTUNREACH and the connection is dropped; a later send tries again.
+void fail_conn(Ep* ep, Conn* c) {
+  WEFT_WARN(FI_LOG_EP_CTRL, "no endpoint %u at lid %u: %zu queued operations fail", c->peer.ep_id,
+            c->peer.lid, c->backlog.size());
+  for (Op* op : c->backlog) {
+    if (op->kind == OpKind::kRts) ep->rndv_sends.erase(op->rndv_id);
+    if (op->kind != OpKind::kFin) tx_error(ep, op, FI_EHOSTUNREACH, WcStatus::kGeneralErr);
+    delete_op(ep, op);
+  }
+  c->backlog.clear();
+  ep->by_qpn.erase(c->qp->qp_num());
+  ep->dom->dev->destroy_qp(c->qp);
+  ep->out_conns.erase(c->peer);
+}
+
 Conn* out_conn(Ep* ep, fi_addr_t dest) {
   if (!ep->av) return nullptr;
   const EpAddr* peer = ep->av->get(dest);
@@ -168,8 +190,12 @@ Conn* out_conn(Ep* ep, fi_addr_t dest) {
   ep->out_conns.emplace(*peer, std::move(c));
   // Our requester starts at sq_psn; the peer's responder takes it as its rq_psn.
   raw->sq_psn = random_psn(ep->dom);
-  send_ctrl(ep, peer->node(),
-            CtrlMsg{CtrlType::kConnReq, peer->ep_id, ep->id, raw->qp->qp_num(), raw->sq_psn});
+  if (!send_ctrl(
+          ep, peer->node(),
+          CtrlMsg{CtrlType::kConnReq, peer->ep_id, ep->id, raw->qp->qp_num(), raw->sq_psn})) {
+    fail_conn(ep, raw);
+    return nullptr;
+  }
   return raw;
 }
 
@@ -525,6 +551,14 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
   }
 }
 
+void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
+  if (bytes.size() < sizeof(CtrlMsg)) return;
+  CtrlMsg m;
+  std::memcpy(&m, bytes.data(), sizeof m);
+  if (m.type != CtrlType::kConnReq) return;
+  send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0});
+}
+
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
   if (bytes.size() < sizeof(CtrlMsg)) return;
   CtrlMsg m;
@@ -553,6 +587,11 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
     CtrlMsg rep{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), my_psn};
     ep->in_conns.push_back(std::move(c));
     send_ctrl(ep, src, rep);
+    return;
+  }
+  if (m.type == CtrlType::kConnRej) {
+    auto it = ep->out_conns.find(peer);
+    if (it != ep->out_conns.end() && !it->second->ready) fail_conn(ep, it->second.get());
     return;
   }
   if (m.type == CtrlType::kConnRep) {

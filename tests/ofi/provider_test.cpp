@@ -529,6 +529,34 @@ TEST_F(Provider, MessagesAndTagsAreSeparateQueues) {
   EXPECT_EQ(got_tag, 0u);
 }
 
+TEST_F(Provider, SendToMissingEndpointFails) {
+  // b's node with an endpoint id nobody has: the connection request is rejected.
+  std::vector<std::uint8_t> ghost = b().addr;
+  const std::uint32_t bogus_ep = 999;
+  std::memcpy(ghost.data() + 4, &bogus_ep, 4);
+  fi_addr_t fa;
+  ASSERT_EQ(fi_av_insert(a().av, ghost.data(), 1, &fa, 0, nullptr), 1);
+  std::uint64_t v = 1;
+  int ctx;
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, fa, 1, &ctx), 0);
+  fi_cq_err_entry err = read_err(a().txcq);
+  EXPECT_EQ(err.err, FI_EHOSTUNREACH);
+  EXPECT_EQ(err.op_context, &ctx);
+  // A node that does not exist on the medium: the post fails at once.
+  std::vector<std::uint8_t> nowhere = b().addr;
+  const std::uint16_t lid = 0xBFFE;
+  std::memcpy(nowhere.data() + 16, &lid, 2);
+  ASSERT_EQ(fi_av_insert(a().av, nowhere.data(), 1, &fa, 0, nullptr), 1);
+  EXPECT_EQ(fi_tsend(a().ep, &v, 8, nullptr, fa, 1, &ctx), -FI_EINVAL);
+  // Traffic to the real b still works.
+  std::uint64_t got = 0;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(got, 1u);
+}
+
 // ---- RMA --------------------------------------------------------------------------------------
 TEST_F(Provider, RmaWriteReadAndWriteData) {
   std::vector<std::uint8_t> target(1 << 20, 0);
