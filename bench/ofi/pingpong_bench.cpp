@@ -1,0 +1,197 @@
+// bench/ofi/pingpong_bench.cpp — tagged ping-pong between two endpoints of one process, through
+// the public libfabric API, for the weft provider (in-process loopback medium) and the shm
+// provider as the baseline measured in the same run. Runs interleave (weft, shm, weft, ...),
+// PAIRS pairs; each line reports both medians and the median of the per-pair ratios.
+// Usage: FI_PROVIDER_PATH=build/src/ofi ofi_pingpong_bench [iterations] [pairs]
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define CHECK(x)                                                                 \
+  do {                                                                           \
+    const long rc_ = (x);                                                        \
+    if (rc_ < 0) {                                                               \
+      std::fprintf(stderr, "%s:%d %s = %ld (%s)\n", __FILE__, __LINE__, #x, rc_, \
+                   fi_strerror(static_cast<int>(-rc_)));                         \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+struct Side {
+  fid_domain* dom;
+  fid_av* av;
+  fid_cq* cq;
+  fid_ep* ep;
+  fid_mr* mr = nullptr;
+  void* desc = nullptr;
+  std::vector<char> buf;
+  fi_addr_t peer;
+};
+
+struct Pair {
+  fi_info* info = nullptr;
+  fid_fabric* fab = nullptr;
+  Side s[2];
+};
+
+bool open_pair(const char* prov, std::size_t bytes_max, Pair& p) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup(prov);
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_TAGGED;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  const int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &p.info);
+  fi_freeinfo(h);
+  if (rc) return false;
+  CHECK(fi_fabric(p.info->fabric_attr, &p.fab, nullptr));
+  std::vector<char> names[2];
+  for (Side& s : p.s) {
+    // shm: both endpoints in one domain; weft: a domain (a Device) each.
+    if (&s == &p.s[1] && std::strcmp(prov, "shm") == 0)
+      s.dom = p.s[0].dom;
+    else
+      CHECK(fi_domain(p.fab, p.info, &s.dom, nullptr));
+    fi_av_attr aa{};
+    aa.type = FI_AV_MAP;
+    CHECK(fi_av_open(s.dom, &aa, &s.av, nullptr));
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    CHECK(fi_cq_open(s.dom, &ca, &s.cq, nullptr));
+    CHECK(fi_endpoint(s.dom, p.info, &s.ep, nullptr));
+    CHECK(fi_ep_bind(s.ep, &s.av->fid, 0));
+    CHECK(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV));
+    CHECK(fi_enable(s.ep));
+    s.buf.assign(bytes_max, 1);
+    if (p.info->domain_attr->mr_mode & FI_MR_LOCAL) {
+      CHECK(
+          fi_mr_reg(s.dom, s.buf.data(), s.buf.size(), FI_SEND | FI_RECV, 0, 0, 0, &s.mr, nullptr));
+      s.desc = fi_mr_desc(s.mr);
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    names[i].resize(256);
+    std::size_t len = names[i].size();
+    CHECK(fi_getname(&p.s[i].ep->fid, names[i].data(), &len));
+    names[i].resize(len);
+  }
+  for (int i = 0; i < 2; ++i)
+    CHECK(fi_av_insert(p.s[i].av, names[1 - i].data(), 1, &p.s[i].peer, 0, nullptr));
+  return true;
+}
+
+void close_pair(Pair& p) {
+  for (Side& s : p.s) {
+    fi_close(&s.ep->fid);
+    if (s.mr) fi_close(&s.mr->fid);
+    fi_close(&s.cq->fid);
+    fi_close(&s.av->fid);
+  }
+  fi_close(&p.s[1].dom->fid);
+  if (p.s[0].dom != p.s[1].dom) fi_close(&p.s[0].dom->fid);
+  fi_close(&p.fab->fid);
+  fi_freeinfo(p.info);
+}
+
+// One-way latency in microseconds (half the round trip), averaged over iters.
+double pingpong_us(Pair& p, std::size_t bytes, int iters) {
+  Side& a = p.s[0];
+  Side& b = p.s[1];
+  fi_context ctx[4];
+  const int warmup = std::max(10, iters / 10);
+  double t0 = 0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    if (i == warmup) t0 = now_s();
+    CHECK(fi_trecv(b.ep, b.buf.data(), bytes, b.desc, b.peer, 1, 0, &ctx[0]));
+    CHECK(fi_trecv(a.ep, a.buf.data(), bytes, a.desc, a.peer, 2, 0, &ctx[1]));
+    ssize_t rc;
+    while ((rc = fi_tsend(a.ep, a.buf.data(), bytes, a.desc, a.peer, 1, &ctx[2])) == -FI_EAGAIN)
+      fi_cq_read(a.cq, nullptr, 0);
+    CHECK(rc);
+    // b answers once its receive completes; done when a has its send and the answer, and b
+    // its send.
+    bool a_sent = false, a_recv = false, b_recv = false, b_sent = false;
+    while (!(a_sent && a_recv && b_sent)) {
+      fi_cq_tagged_entry e;
+      if (fi_cq_read(a.cq, &e, 1) == 1) (e.flags & FI_RECV ? a_recv : a_sent) = true;
+      if (fi_cq_read(b.cq, &e, 1) == 1) {
+        if (e.flags & FI_RECV) {
+          b_recv = true;
+          while ((rc = fi_tsend(b.ep, b.buf.data(), bytes, b.desc, b.peer, 2, &ctx[3])) ==
+                 -FI_EAGAIN)
+            fi_cq_read(b.cq, nullptr, 0);
+          CHECK(rc);
+        } else {
+          b_sent = true;
+        }
+      }
+    }
+    (void)b_recv;
+  }
+  return (now_s() - t0) / iters / 2 * 1e6;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 5000;
+  const int pairs = argc > 2 ? std::atoi(argv[2]) : 5;
+  const std::size_t sizes[] = {8, 64, 64 * 1024, 1 << 20};
+  Pair weft, shm;
+  if (!open_pair("weft", 1 << 20, weft)) {
+    std::fprintf(stderr, "weft provider not found (FI_PROVIDER_PATH?)\n");
+    return 1;
+  }
+  // The shm baseline is opt-in: in one process its sends to a second endpoint return
+  // -FI_EAGAIN forever here (1.17), so it only runs with WEFT_BENCH_SHM=1.
+  const bool have_shm = std::getenv("WEFT_BENCH_SHM") && open_pair("shm", 1 << 20, shm);
+  std::printf("in-process tagged ping-pong, one-way latency (us), %d iterations, %d pairs%s\n",
+              iters, pairs, have_shm ? "" : " (shm provider unavailable: weft only)");
+  std::printf("%10s %12s %12s %14s\n", "bytes", "weft", "shm", "weft/shm");
+  for (std::size_t bytes : sizes) {
+    const int n = bytes >= (1 << 20) ? std::max(20, iters / 100)
+                  : bytes > 4096     ? std::max(100, iters / 10)
+                                     : iters;
+    std::vector<double> w, s, r;
+    for (int i = 0; i < pairs; ++i) {
+      w.push_back(pingpong_us(weft, bytes, n));
+      if (have_shm) {
+        s.push_back(pingpong_us(shm, bytes, n));
+        r.push_back(w.back() / s.back());
+      }
+    }
+    if (have_shm)
+      std::printf("%10zu %12.2f %12.2f %14.2f\n", bytes, median(w), median(s), median(r));
+    else
+      std::printf("%10zu %12.2f %12s %14s\n", bytes, median(w), "-", "-");
+  }
+  close_pair(weft);
+  if (have_shm) close_pair(shm);
+  return 0;
+}

@@ -1,0 +1,351 @@
+// src/ofi/ofi.hpp — the provider's objects: fabric, domain, AV, CQ, counter, EQ, MR, endpoint.
+//
+// Each object is a C++ struct whose first member is the libfabric fid struct, so a fid pointer
+// converts back with a static cast (ofi_container). Objects are created by the ops tables in
+// ofi_*.cpp and freed by their close op. No C++ exception leaves an ops call (guard()).
+//
+// Thread-safety: every call that touches a domain or its children takes the domain's recursive
+// mutex, so the provider honours FI_THREAD_SAFE; progress is manual (FI_PROGRESS_MANUAL) and
+// runs inside CQ/counter reads and posts.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/ofi/medium.hpp"
+
+namespace weft::ofi {
+
+extern struct fi_provider g_prov;
+
+// Provider parameters (FI_WEFT_*), read once in fi_prov_ini.
+struct Params {
+  std::size_t eager_bytes = 4096;   // payloads up to this travel in one SEND, larger by READ
+  std::size_t inject_bytes = 1024;  // tx_attr->inject_size
+  std::size_t rx_bounce = 256;      // receive bounce buffers per endpoint (shared RQ)
+  std::size_t tx_depth = 256;       // send operations in flight per endpoint
+  std::size_t mtu_bytes = 4096;     // path MTU of the RC QPs
+};
+extern Params g_params;
+
+inline constexpr std::uint64_t kRdmCaps =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+    FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr std::uint64_t kDgramCaps =
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr std::uint64_t kRmaCaps =
+    FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+inline constexpr std::uint64_t kMaxMsgBytes = 1ull << 30;
+inline constexpr std::size_t kCqDataBytes = 4;
+inline constexpr std::size_t kIovMax = 4;
+inline constexpr std::uint32_t kEpAddrMagic = 0x54464557;  // "WEFT"
+
+// An endpoint's address: what fi_getname returns and fi_av_insert takes (24 bytes <= 64).
+struct EpAddr {
+  std::uint32_t magic = kEpAddrMagic;
+  std::uint32_t ep_id = 0;
+  std::uint64_t node_id = 0;
+  std::uint16_t lid = 0;
+  std::uint16_t reserved0 = 0;
+  std::uint32_t qpn = 0;  // DGRAM: the endpoint's UD QP; RDM: 0 (QPs are per connection)
+  NodeAddr node() const { return NodeAddr{node_id, lid}; }
+  bool valid() const { return magic == kEpAddrMagic && lid != 0; }
+  friend bool operator==(const EpAddr&, const EpAddr&) = default;
+};
+static_assert(sizeof(EpAddr) == 24);
+struct EpAddrHash {
+  std::size_t operator()(const EpAddr& a) const {
+    return std::hash<std::uint64_t>()(a.node_id * 0x9E3779B97F4A7C15ull ^ a.ep_id ^
+                                      (std::uint64_t{a.lid} << 40));
+  }
+};
+
+template <class T, class F>
+T* ofi_container(F* f) {
+  return reinterpret_cast<T*>(f);
+}
+
+// Runs f, turning any C++ exception into `on_exception` (usually -FI_ENOMEM).
+template <class R, class F>
+R guard(R on_exception, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return on_exception;
+  } catch (...) {
+    return on_exception;
+  }
+}
+
+TimeNs mono_ns();
+
+struct Domain;
+struct Ep;
+
+struct Fabric {
+  fid_fabric fab{};
+  std::string name;
+};
+
+struct Eq {
+  fid_eq eq{};
+  Fabric* fabric = nullptr;
+  std::mutex mu;
+  struct Event {
+    std::uint32_t event;
+    std::vector<std::uint8_t> buf;
+    bool error;
+  };
+  std::deque<Event> events;
+};
+
+struct Mr {
+  fid_mr mr{};
+  Domain* dom = nullptr;
+  MemoryRegion* dmr = nullptr;  // null for a zero-length region
+  std::uint64_t access = 0;
+};
+
+struct Av {
+  fid_av av{};
+  Domain* dom = nullptr;
+  fi_av_type type = FI_AV_MAP;
+  struct Entry {
+    EpAddr addr;
+    bool used = false;
+  };
+  std::vector<Entry> entries;
+  std::unordered_map<EpAddr, fi_addr_t, EpAddrHash> index;
+  std::unordered_map<std::uint64_t, fi_addr_t> by_lid_qpn;  // DGRAM sources: (lid << 32) | qpn
+  int refs = 0;
+  static std::uint64_t lid_qpn(std::uint16_t lid, std::uint32_t qpn) {
+    return (std::uint64_t{lid} << 32) | qpn;
+  }
+  const EpAddr* get(fi_addr_t a) const {
+    if (a >= entries.size() || !entries[a].used) return nullptr;
+    return &entries[a].addr;
+  }
+  fi_addr_t find(const EpAddr& a) const {
+    auto it = index.find(a);
+    return it == index.end() ? FI_ADDR_NOTAVAIL : it->second;
+  }
+};
+
+struct Cntr {
+  fid_cntr cntr{};
+  Domain* dom = nullptr;
+  std::uint64_t value = 0, errors = 0;
+  int refs = 0;
+};
+
+struct Cq {
+  fid_cq cq{};
+  Domain* dom = nullptr;
+  fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+  fi_wait_obj wait = FI_WAIT_NONE;
+  int efd = -1;  // signalled when an entry arrives (FI_WAIT_FD / UNSPEC)
+  std::size_t depth = 0;
+  struct Entry {
+    fi_cq_tagged_entry e;
+    fi_addr_t src;
+  };
+  std::deque<Entry> entries;
+  std::deque<fi_cq_err_entry> errors;
+  bool signalled = false;
+  int refs = 0;
+  void push(const fi_cq_tagged_entry& e, fi_addr_t src);
+  void push_error(const fi_cq_err_entry& e);
+};
+
+struct Domain {
+  fid_domain dom{};
+  Fabric* fabric = nullptr;
+  std::recursive_mutex mu;
+  std::unique_ptr<MediumPort> port;
+  SeededRng rng{1};
+  std::unique_ptr<Device> dev;
+  ProtectionDomain* pd = nullptr;
+  CompletionQueue* dcq = nullptr;  // every QP of every endpoint completes here
+  std::uint64_t mr_mode = 0;
+  std::uint32_t api_version = 0;
+  fi_threading threading = FI_THREAD_SAFE;
+  std::uint32_t next_ep_id = 1;
+  std::unordered_map<std::uint32_t, Ep*> eps;
+  int refs = 0;
+  bool in_progress = false;
+  // Reused by progress(): WorkCompletion has member initialisers, and clearing 64 of them per
+  // progress round showed up as the top user-space cost of a ping-pong.
+  std::array<WorkCompletion, 64> wc_batch;
+
+  void progress();
+  void dispatch(const WorkCompletion& wc);
+  void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);
+  void kick();  // transmit whatever posts produced, without reading anything
+};
+
+// ---- endpoint internals (ofi_ep.cpp) ---------------------------------------------------------
+
+// Wire header at the start of every provider SEND (little-endian host layout; both ends are
+// this provider).
+enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3 };
+struct MsgHdr {
+  MsgOp op;
+  std::uint8_t flags;  // kHdr*
+  std::uint16_t reserved = 0;
+  std::uint32_t reserved2 = 0;
+  std::uint64_t tag = 0;
+  std::uint64_t data = 0;
+  std::uint64_t len = 0;     // payload (eager) or message (RTS) bytes
+  std::uint64_t msg_id = 0;  // RTS, FIN: the sender's rendezvous id
+  std::uint64_t addr = 0;    // RTS: the sender's buffer
+  std::uint32_t rkey = 0;    // RTS
+  std::uint32_t reserved3 = 0;
+};
+inline constexpr std::uint8_t kHdrTagged = 1, kHdrData = 2;
+static_assert(sizeof(MsgHdr) == 56);
+
+struct Conn;
+
+enum class OpKind : std::uint8_t { kSend, kRts, kFin, kWrite, kRead, kRndvRead, kBounce };
+
+// One provider operation that owns device work requests. wr_id points at it.
+struct Op {
+  OpKind kind = OpKind::kSend;
+  Ep* ep = nullptr;
+  Conn* conn = nullptr;
+  void* context = nullptr;
+  std::uint64_t flags = 0;  // FI_* flags of the completion (FI_SEND|FI_TAGGED, ...)
+  std::uint64_t op_flags = 0;
+  bool completion = true;         // write a CQ entry on success
+  std::uint8_t* stage = nullptr;  // staging slot (eager header + payload)
+  std::uint32_t stage_bytes = 0;
+  MemoryRegion* tmp_mr = nullptr;    // a registration this op made and must drop
+  std::vector<std::uint8_t> linear;  // rendezvous source of an iov send
+  SendWr wr;                         // for the backlog
+  Sge sge{};
+  std::uint64_t len = 0;
+  std::uint64_t data = 0;
+  std::uint64_t tag = 0;
+  // RndvRead: the receive it completes
+  struct RecvReq* recv = nullptr;
+  std::uint64_t rndv_id = 0;
+  std::uint64_t rndv_len = 0;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+};
+
+struct RecvReq {
+  void* context = nullptr;
+  iovec iov[kIovMax]{};
+  std::size_t iov_count = 0;
+  fi_addr_t src = FI_ADDR_UNSPEC;
+  std::uint64_t tag = 0, ignore = 0;
+  std::uint64_t flags = 0;
+  bool tagged = false;
+  bool completion = true;
+};
+
+// A message that arrived before its receive was posted.
+struct Unexp {
+  EpAddr from;
+  Conn* conn = nullptr;
+  MsgHdr hdr{};
+  std::vector<std::uint8_t> payload;  // eager only
+  bool claimed = false;
+};
+
+struct Conn {
+  EpAddr peer;
+  QueuePair* qp = nullptr;
+  bool outgoing = false;
+  bool ready = false;
+  std::uint32_t sq_psn = 0;  // outgoing: our requester's first PSN, sent in the REQ
+  std::deque<Op*> backlog;
+};
+
+struct Ep {
+  fid_ep ep{};
+  Domain* dom = nullptr;
+  fi_info* info = nullptr;
+  std::uint32_t id = 0;
+  EpAddr addr;
+  Av* av = nullptr;
+  Cq* tx_cq = nullptr;
+  Cq* rx_cq = nullptr;
+  bool tx_selective = false, rx_selective = false;
+  Cntr* cntr_send = nullptr;
+  Cntr* cntr_recv = nullptr;
+  Cntr* cntr_read = nullptr;
+  Cntr* cntr_write = nullptr;
+  Cntr* cntr_rem_write = nullptr;
+  std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
+  bool enabled = false;
+  SharedReceiveQueue* srq = nullptr;
+  std::vector<std::uint8_t> bounce_mem;
+  MemoryRegion* bounce_mr = nullptr;
+  std::vector<Op> bounce_ops;
+  std::size_t bounce_bytes = 0;
+  std::vector<std::uint8_t> stage_mem;
+  MemoryRegion* stage_mr = nullptr;
+  std::vector<std::uint8_t*> stage_free;
+  std::size_t stage_bytes = 0;
+  std::unordered_map<EpAddr, std::unique_ptr<Conn>, EpAddrHash> out_conns;
+  std::vector<std::unique_ptr<Conn>> in_conns;
+  std::unordered_map<std::uint32_t, Conn*> by_qpn;
+  std::list<RecvReq*> posted_msg, posted_tag;
+  std::list<Unexp*> unexp_msg, unexp_tag;
+  std::uint64_t next_rndv_id = 1;
+  std::unordered_map<std::uint64_t, Op*> rndv_sends;
+  std::size_t ops_in_flight = 0;
+  std::unordered_set<Op*> ops;  // every live Op, freed at close
+  std::unordered_map<void*, Unexp*> claimed;
+  // FI_EP_DGRAM: one UD QP; address handles made on first use per fi_addr.
+  bool dgram = false;
+  QueuePair* ud_qp = nullptr;
+  std::unordered_map<fi_addr_t, AddressHandle*> ahs;
+  std::uint64_t dgram_drops =
+      0;  // datagrams that found no posted receive  // FI_PEEK|FI_CLAIM: context -> message
+
+  fi_addr_t resolve(const EpAddr& a) const { return av ? av->find(a) : FI_ADDR_NOTAVAIL; }
+};
+
+// ---- entry points between files -----------------------------------------------------------
+int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
+int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+int rdm_getinfo(std::uint32_t version, const char* node, const char* service, std::uint64_t flags,
+                const fi_info* hints, fi_info** info);
+
+void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
+void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
+void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);
+void cntr_inc(Cntr* c);
+void cntr_err(Cntr* c);
+
+// Logging through libfabric's FI_LOG (FI_LOG_LEVEL, FI_LOG_PROV=weft).
+#define WEFT_WARN(subsys, ...) FI_WARN(&::weft::ofi::g_prov, subsys, __VA_ARGS__)
+#define WEFT_INFO(subsys, ...) FI_INFO(&::weft::ofi::g_prov, subsys, __VA_ARGS__)
+
+}  // namespace weft::ofi

@@ -1,0 +1,719 @@
+// src/ofi/ofi_domain.cpp — the domain (one weft::Device on one MediumPort), its manual progress,
+// memory registration, address vectors, completion queues and counters.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "src/ofi/ofi.hpp"
+
+namespace weft::ofi {
+namespace {
+
+constexpr std::size_t kRxBurstPackets = 256;
+constexpr std::size_t kCtrlBurstMsgs = 64;
+constexpr int kProgressRoundsMax = 64;
+constexpr std::uint32_t kDeviceCqDepth = 65536;
+
+int no_bind(fid*, fid*, std::uint64_t) {
+  return -FI_ENOSYS;
+}
+int no_control(fid*, int, void*) {
+  return -FI_ENOSYS;
+}
+int no_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
+  return -FI_ENOSYS;
+}
+int no_tostr(const fid*, char*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int no_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
+  return -FI_ENOSYS;
+}
+
+}  // namespace
+
+// ---- progress ---------------------------------------------------------------------------------
+
+void Domain::kick() {
+  const TimeNs now = mono_ns();
+  TxPacket pkt;
+  bool any = false;
+  while (dev->poll_transmit(now, pkt)) {
+    port->tx(pkt);
+    any = true;
+  }
+  if (any) port->tx_flush();
+}
+
+// One bounded pass of manual progress: packets in, control datagrams, timers, packets out, device
+// completions to the endpoints (which may post more), until nothing moves or the round limit.
+void Domain::progress() {
+  if (in_progress) return;  // a completion handler that posts must not recurse
+  in_progress = true;
+  for (int round = 0; round < kProgressRoundsMax; ++round) {
+    std::size_t work = 0;
+    const TimeNs now = mono_ns();
+    work += port->rx_burst(*dev, now, kRxBurstPackets);
+    work += port->ctrl_poll(
+        [this](const NodeAddr& src, std::span<const std::uint8_t> msg) { on_ctrl(src, msg); },
+        kCtrlBurstMsgs);
+    if (dev->next_deadline() <= now) dev->on_deadline(now);
+    TxPacket pkt;
+    std::size_t sent = 0;
+    while (dev->poll_transmit(now, pkt)) {
+      port->tx(pkt);
+      ++sent;
+    }
+    if (sent) port->tx_flush();
+    work += sent;
+    std::size_t n;
+    while ((n = dcq->poll(wc_batch)) > 0) {
+      for (std::size_t i = 0; i < n; ++i) dispatch(wc_batch[i]);
+      work += n;
+    }
+    AsyncEvent ev;
+    while (dev->poll_async_event(ev)) {
+      WEFT_WARN(FI_LOG_DOMAIN, "device event %.*s on qp 0x%x",
+                static_cast<int>(to_string(ev.type).size()), to_string(ev.type).data(), ev.qp_num);
+    }
+    if (work == 0) break;
+  }
+  in_progress = false;
+}
+
+void Domain::dispatch(const WorkCompletion& wc) {
+  Op* op = reinterpret_cast<Op*>(wc.wr_id);
+  if (!op) return;
+  ep_on_completion(op->ep, op, wc);
+}
+
+void Domain::on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg) {
+  // Every control datagram starts with the destination endpoint id (see ofi_ep.cpp).
+  if (msg.size() < 8) return;
+  std::uint32_t dst_ep;
+  std::memcpy(&dst_ep, msg.data() + 4, 4);
+  auto it = eps.find(dst_ep);
+  if (it == eps.end()) {
+    WEFT_INFO(FI_LOG_EP_CTRL, "control datagram for unknown endpoint %u", dst_ep);
+    ctrl_unknown_endpoint(this, src, msg);  // a connection request gets a reject
+    return;
+  }
+  ep_on_ctrl(it->second, src, msg);
+}
+
+// ---- domain -------------------------------------------------------------------------------------
+namespace {
+
+int mr_reg_common(Domain* d, const void* buf, std::size_t len, std::uint64_t access,
+                  std::uint64_t requested_key, std::uint64_t flags, fid_mr** out, void* ctx);
+
+int domain_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Domain* d = ofi_container<Domain>(f);
+    {
+      std::lock_guard lk(d->mu);
+      if (d->refs > 0) return -FI_EBUSY;
+    }
+    delete d;
+    return 0;
+  });
+}
+fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind,   no_control,
+                          no_ops_open,    no_tostr,     no_ops_set};
+
+int av_open(fid_domain* dom, fi_av_attr* attr, fid_av** av, void* ctx);
+int cq_open(fid_domain* dom, fi_cq_attr* attr, fid_cq** cq, void* ctx);
+int cntr_open(fid_domain* dom, fi_cntr_attr* attr, fid_cntr** cntr, void* ctx);
+
+int dom_av_open(fid_domain* dom, fi_av_attr* attr, fid_av** av, void* ctx) {
+  return guard(-FI_ENOMEM, [&] { return av_open(dom, attr, av, ctx); });
+}
+int dom_cq_open(fid_domain* dom, fi_cq_attr* attr, fid_cq** cq, void* ctx) {
+  return guard(-FI_ENOMEM, [&] { return cq_open(dom, attr, cq, ctx); });
+}
+int dom_endpoint(fid_domain* dom, fi_info* info, fid_ep** ep, void* ctx) {
+  return guard(-FI_ENOMEM, [&] { return ep_open(dom, info, ep, ctx); });
+}
+int dom_scalable_ep(fid_domain*, fi_info*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+int dom_cntr_open(fid_domain* dom, fi_cntr_attr* attr, fid_cntr** c, void* ctx) {
+  return guard(-FI_ENOMEM, [&] { return cntr_open(dom, attr, c, ctx); });
+}
+int dom_poll_open(fid_domain*, fi_poll_attr*, fid_poll**) {
+  return -FI_ENOSYS;
+}
+int dom_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) {
+  return -FI_ENOSYS;
+}
+int dom_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+int dom_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, std::uint64_t) {
+  return -FI_ENOSYS;
+}
+int dom_query_coll(fid_domain*, fi_collective_op, fi_collective_attr*, std::uint64_t) {
+  return -FI_ENOSYS;
+}
+int dom_endpoint2(fid_domain* dom, fi_info* info, fid_ep** ep, std::uint64_t flags, void* ctx) {
+  if (flags) return -FI_EINVAL;
+  return dom_endpoint(dom, info, ep, ctx);
+}
+fi_ops_domain g_domain_ops = {sizeof(fi_ops_domain), dom_av_open,     dom_cq_open,
+                              dom_endpoint,          dom_scalable_ep, dom_cntr_open,
+                              dom_poll_open,         dom_stx,         dom_srx,
+                              dom_query_atomic,      dom_query_coll,  dom_endpoint2};
+
+int mr_reg(fid* f, const void* buf, std::size_t len, std::uint64_t access, std::uint64_t offset,
+           std::uint64_t requested_key, std::uint64_t flags, fid_mr** mr, void* ctx) {
+  (void)offset;
+  return guard(-FI_ENOMEM, [&] {
+    return mr_reg_common(ofi_container<Domain>(f), buf, len, access, requested_key, flags, mr, ctx);
+  });
+}
+int mr_regv(fid* f, const iovec* iov, std::size_t count, std::uint64_t access, std::uint64_t offset,
+            std::uint64_t requested_key, std::uint64_t flags, fid_mr** mr, void* ctx) {
+  if (count != 1) return -FI_EINVAL;  // mr_iov_limit is 1
+  return mr_reg(f, iov[0].iov_base, iov[0].iov_len, access, offset, requested_key, flags, mr, ctx);
+}
+int mr_regattr(fid* f, const fi_mr_attr* attr, std::uint64_t flags, fid_mr** mr) {
+  if (!attr || attr->iov_count != 1) return -FI_EINVAL;
+  if (attr->iface != FI_HMEM_SYSTEM) return -FI_ENOSYS;
+  return mr_reg(f, attr->mr_iov[0].iov_base, attr->mr_iov[0].iov_len, attr->access, attr->offset,
+                attr->requested_key, flags, mr, attr->context);
+}
+fi_ops_mr g_mr_ops = {sizeof(fi_ops_mr), mr_reg, mr_regv, mr_regattr};
+
+}  // namespace
+
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* context) {
+  if (!info || !info->domain_attr) return -FI_EINVAL;
+  if (info->domain_attr->name && std::strcmp(info->domain_attr->name, "weft") != 0)
+    return -FI_EINVAL;
+  auto d = std::make_unique<Domain>();
+  d->fabric = ofi_container<Fabric>(fabric);
+  d->port = open_loopback_port(d->fabric->name);
+  if (!d->port) return -FI_ENOMEM;
+  DeviceConfig dc;
+  dc.name = "weft-fi";
+  dc.node_guid = 0x0002c90400000000ull | d->port->local().node_id;
+  dc.ports[0].lid = d->port->local().lid;
+  dc.crc = CrcMode::kModel;  // the loopback neither corrupts nor needs real CRCs
+  d->rng.reseed(d->port->local().node_id * 7919 + 1);
+  d->dev = Device::create(dc, d->rng);
+  d->pd = d->dev->alloc_pd().value();
+  auto cq = d->dev->create_cq(kDeviceCqDepth);
+  if (!cq) return -FI_ENOMEM;
+  d->dcq = cq.value();
+  d->mr_mode = static_cast<std::uint64_t>(info->domain_attr->mr_mode);
+  d->api_version = ofi_container<Fabric>(fabric)->fab.api_version;
+  d->threading = info->domain_attr->threading;
+  d->dom.fid.fclass = FI_CLASS_DOMAIN;
+  d->dom.fid.context = context;
+  d->dom.fid.ops = &g_domain_fi_ops;
+  d->dom.ops = &g_domain_ops;
+  d->dom.mr = &g_mr_ops;
+  WEFT_INFO(FI_LOG_DOMAIN, "domain on loopback node %llu lid %u",
+            (unsigned long long)d->port->local().node_id, d->port->local().lid);
+  *out = &d.release()->dom;
+  return 0;
+}
+
+// ---- memory registration ----------------------------------------------------------------------
+namespace {
+
+int mr_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Mr* m = ofi_container<Mr>(f);
+    {
+      std::lock_guard lk(m->dom->mu);
+      if (m->dmr && m->dom->dev->dereg_mr(m->dmr) != Errc::kOk) return -FI_EBUSY;
+      --m->dom->refs;
+    }
+    delete m;
+    return 0;
+  });
+}
+fi_ops g_mr_fi_ops = {sizeof(fi_ops), mr_close, no_bind,   no_control,
+                      no_ops_open,    no_tostr, no_ops_set};
+
+std::uint32_t to_device_access(std::uint64_t access) {
+  std::uint32_t a = kAccessLocalWrite;  // a source buffer is harmless to mark writable
+  if (access & FI_REMOTE_READ) a |= kAccessRemoteRead;
+  if (access & FI_REMOTE_WRITE) a |= kAccessRemoteWrite;
+  return a;
+}
+
+int mr_reg_common(Domain* d, const void* buf, std::size_t len, std::uint64_t access,
+                  std::uint64_t requested_key, std::uint64_t flags, fid_mr** out, void* ctx) {
+  if (flags) return -FI_EBADFLAGS;
+  if (!buf && len) return -FI_EINVAL;
+  std::lock_guard lk(d->mu);
+  auto m = std::make_unique<Mr>();
+  m->dom = d;
+  m->access = access;
+  if (len) {
+    auto r = d->dev->reg_mr(d->pd, const_cast<void*>(buf), len, to_device_access(access));
+    if (!r) return -FI_ENOMEM;
+    m->dmr = r.value();
+  }
+  // FI_MR_PROV_KEY (or FI_MR_BASIC): the key is the engine's rkey, carried in RETH. Otherwise
+  // the application's key is kept; RMA was not offered for such a domain (see getinfo).
+  const bool prov_key = (d->mr_mode & FI_MR_PROV_KEY) || d->mr_mode == FI_MR_BASIC;
+  m->mr.key = prov_key ? (m->dmr ? m->dmr->rkey() : 0) : requested_key;
+  m->mr.mem_desc = m.get();
+  m->mr.fid.fclass = FI_CLASS_MR;
+  m->mr.fid.context = ctx;
+  m->mr.fid.ops = &g_mr_fi_ops;
+  ++d->refs;
+  *out = &m.release()->mr;
+  return 0;
+}
+
+}  // namespace
+
+// ---- address vectors ----------------------------------------------------------------------------
+namespace {
+
+int av_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Av* a = ofi_container<Av>(f);
+    {
+      std::lock_guard lk(a->dom->mu);
+      if (a->refs > 0) return -FI_EBUSY;
+      --a->dom->refs;
+    }
+    delete a;
+    return 0;
+  });
+}
+fi_ops g_av_fi_ops = {sizeof(fi_ops), av_close, no_bind,   no_control,
+                      no_ops_open,    no_tostr, no_ops_set};
+
+int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_addr,
+              std::uint64_t flags, void* ctx) {
+  (void)ctx;
+  return guard(-FI_ENOMEM, [&] {
+    Av* a = ofi_container<Av>(av);
+    // FI_MORE is only a hint (inserts are synchronous); no FI_SYNC_ERR, no EQ events.
+    if (flags & ~FI_MORE) return -FI_EBADFLAGS;
+    std::lock_guard lk(a->dom->mu);
+    int inserted = 0;
+    const auto* in = static_cast<const std::uint8_t*>(addr);
+    for (std::size_t i = 0; i < count; ++i) {
+      EpAddr e;
+      std::memcpy(&e, in + i * sizeof(EpAddr), sizeof e);
+      if (!e.valid()) {
+        if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
+        continue;
+      }
+      const fi_addr_t idx = a->entries.size();
+      a->entries.push_back({e, true});
+      a->index.emplace(e, idx);  // the first insertion of an address wins reverse lookups
+      if (e.qpn) a->by_lid_qpn.emplace(Av::lid_qpn(e.lid, e.qpn), idx);
+      if (fi_addr) fi_addr[i] = idx;
+      ++inserted;
+    }
+    return inserted;
+  });
+}
+int av_insertsvc(fid_av*, const char*, const char*, fi_addr_t*, std::uint64_t, void*) {
+  return -FI_ENOSYS;
+}
+int av_insertsym(fid_av*, const char*, std::size_t, const char*, std::size_t, fi_addr_t*,
+                 std::uint64_t, void*) {
+  return -FI_ENOSYS;
+}
+int av_remove(fid_av* av, fi_addr_t* fi_addr, std::size_t count, std::uint64_t flags) {
+  return guard(-FI_ENOMEM, [&] {
+    Av* a = ofi_container<Av>(av);
+    if (flags) return -FI_EBADFLAGS;
+    std::lock_guard lk(a->dom->mu);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (fi_addr[i] >= a->entries.size() || !a->entries[fi_addr[i]].used) return -FI_EINVAL;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      Av::Entry& e = a->entries[fi_addr[i]];
+      e.used = false;
+      auto it = a->index.find(e.addr);
+      if (it != a->index.end() && it->second == fi_addr[i]) a->index.erase(it);
+      auto jt = a->by_lid_qpn.find(Av::lid_qpn(e.addr.lid, e.addr.qpn));
+      if (jt != a->by_lid_qpn.end() && jt->second == fi_addr[i]) a->by_lid_qpn.erase(jt);
+    }
+    return 0;
+  });
+}
+int av_lookup(fid_av* av, fi_addr_t fi_addr, void* addr, std::size_t* addrlen) {
+  return guard(-FI_ENOMEM, [&] {
+    Av* a = ofi_container<Av>(av);
+    std::lock_guard lk(a->dom->mu);
+    const EpAddr* e = a->get(fi_addr);
+    if (!e) return -FI_ENOENT;
+    std::memcpy(addr, e, std::min(*addrlen, sizeof(EpAddr)));
+    const bool small = *addrlen < sizeof(EpAddr);
+    *addrlen = sizeof(EpAddr);
+    return small ? -FI_ETOOSMALL : 0;
+  });
+}
+const char* av_straddr(fid_av*, const void* addr, char* buf, std::size_t* len) {
+  EpAddr e;
+  std::memcpy(&e, addr, sizeof e);
+  char tmp[96];
+  const int n = std::snprintf(tmp, sizeof tmp, "weft://%llu:%u/%u", (unsigned long long)e.node_id,
+                              e.lid, e.ep_id);
+  if (buf && *len) {
+    std::snprintf(buf, *len, "%s", tmp);
+  }
+  *len = static_cast<std::size_t>(n) + 1;
+  return buf;
+}
+int av_set(fid_av*, fi_av_set_attr*, fid_av_set**, void*) {
+  return -FI_ENOSYS;
+}
+fi_ops_av g_av_ops = {sizeof(fi_ops_av), av_insert, av_insertsvc, av_insertsym,
+                      av_remove,         av_lookup, av_straddr,   av_set};
+
+int av_open(fid_domain* dom, fi_av_attr* attr, fid_av** out, void* ctx) {
+  Domain* d = ofi_container<Domain>(dom);
+  auto a = std::make_unique<Av>();
+  a->dom = d;
+  if (attr) {
+    if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE)
+      return -FI_EINVAL;
+    if (attr->rx_ctx_bits || attr->name || (attr->flags & ~FI_SYMMETRIC)) return -FI_ENOSYS;
+    a->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
+    a->entries.reserve(attr->count);
+  }
+  a->av.fid.fclass = FI_CLASS_AV;
+  a->av.fid.context = ctx;
+  a->av.fid.ops = &g_av_fi_ops;
+  a->av.ops = &g_av_ops;
+  std::lock_guard lk(d->mu);
+  ++d->refs;
+  *out = &a.release()->av;
+  return 0;
+}
+
+}  // namespace
+
+// ---- completion queues ----------------------------------------------------------------------
+void Cq::push(const fi_cq_tagged_entry& e, fi_addr_t src) {
+  entries.push_back({e, src});
+  if (efd >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(efd, &one, sizeof one);
+  }
+}
+void Cq::push_error(const fi_cq_err_entry& e) {
+  errors.push_back(e);
+  if (efd >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(efd, &one, sizeof one);
+  }
+}
+
+namespace {
+
+int cq_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Cq* q = ofi_container<Cq>(f);
+    {
+      std::lock_guard lk(q->dom->mu);
+      if (q->refs > 0) return -FI_EBUSY;
+      --q->dom->refs;
+    }
+    if (q->efd >= 0) ::close(q->efd);
+    delete q;
+    return 0;
+  });
+}
+int cq_control(fid* f, int command, void* arg) {
+  Cq* q = ofi_container<Cq>(f);
+  if (command == FI_GETWAIT && q->efd >= 0 && q->wait == FI_WAIT_FD) {
+    *static_cast<int*>(arg) = q->efd;
+    return 0;
+  }
+  return -FI_ENOSYS;
+}
+fi_ops g_cq_fi_ops = {sizeof(fi_ops), cq_close, no_bind,   cq_control,
+                      no_ops_open,    no_tostr, no_ops_set};
+
+std::size_t entry_bytes(fi_cq_format f) {
+  switch (f) {
+    case FI_CQ_FORMAT_CONTEXT:
+      return sizeof(fi_cq_entry);
+    case FI_CQ_FORMAT_MSG:
+      return sizeof(fi_cq_msg_entry);
+    case FI_CQ_FORMAT_DATA:
+      return sizeof(fi_cq_data_entry);
+    default:
+      return sizeof(fi_cq_tagged_entry);
+  }
+}
+
+void write_entry(fi_cq_format f, const fi_cq_tagged_entry& e, std::uint8_t* out) {
+  // Each smaller format is a prefix of fi_cq_tagged_entry.
+  std::memcpy(out, &e, entry_bytes(f));
+}
+
+ssize_t cq_readfrom_locked(Cq* q, void* buf, std::size_t count, fi_addr_t* src) {
+  q->dom->progress();
+  if (!q->errors.empty()) return -FI_EAVAIL;
+  if (q->entries.empty()) return -FI_EAGAIN;
+  const std::size_t n = std::min(count, q->entries.size());
+  auto* out = static_cast<std::uint8_t*>(buf);
+  const std::size_t sz = entry_bytes(q->format);
+  for (std::size_t i = 0; i < n; ++i) {
+    write_entry(q->format, q->entries.front().e, out + i * sz);
+    if (src) src[i] = q->entries.front().src;
+    q->entries.pop_front();
+  }
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
+  return guard<ssize_t>(-FI_ENOMEM, [&] {
+    Cq* q = ofi_container<Cq>(cq);
+    std::lock_guard lk(q->dom->mu);
+    return cq_readfrom_locked(q, buf, count, src);
+  });
+}
+ssize_t cq_read(fid_cq* cq, void* buf, std::size_t count) {
+  return cq_readfrom(cq, buf, count, nullptr);
+}
+ssize_t cq_readerr(fid_cq* cq, fi_cq_err_entry* buf, std::uint64_t flags) {
+  return guard<ssize_t>(-FI_ENOMEM, [&]() -> ssize_t {
+    Cq* q = ofi_container<Cq>(cq);
+    std::lock_guard lk(q->dom->mu);
+    if (q->errors.empty()) return -FI_EAGAIN;
+    // API >= 1.5: the caller's err_data buffer is kept if it gives one; we carry no err_data.
+    void* user_err_data = buf->err_data;
+    const std::size_t user_err_size = buf->err_data_size;
+    *buf = q->errors.front();
+    // No provider error data: err_data_size 0 (the caller's buffer, if any, is left alone).
+    (void)user_err_size;
+    buf->err_data = FI_VERSION_GE(q->dom->api_version, FI_VERSION(1, 5)) ? user_err_data : nullptr;
+    buf->err_data_size = 0;
+    if (!(flags & FI_PEEK)) q->errors.pop_front();
+    return 1;
+  });
+}
+ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, const void* cond,
+                     int timeout) {
+  (void)cond;
+  Cq* q = ofi_container<Cq>(cq);
+  if (q->wait == FI_WAIT_NONE) return -FI_ENOSYS;
+  const TimeNs start = mono_ns();
+  const TimeNs end = timeout < 0 ? kNoDeadline : start + TimeNs(timeout) * 1'000'000;
+  int sleep_us = 1;
+  for (;;) {
+    const ssize_t n = cq_readfrom(cq, buf, count, src);
+    if (n != -FI_EAGAIN) return n;
+    {
+      std::lock_guard lk(q->dom->mu);
+      if (q->signalled) {
+        q->signalled = false;
+        return -FI_ECANCELED;
+      }
+    }
+    const TimeNs now = mono_ns();
+    if (now >= end) return -FI_EAGAIN;
+    // Manual progress: the peer's packets arrive on the medium's fd, but ACK and retransmit
+    // timers need us back soon; wait on both fds with a short, growing timeout.
+    pollfd fds[2] = {{q->efd, POLLIN, 0}, {q->dom->port->wait_fd(), POLLIN, 0}};
+    const int nfds = fds[1].fd >= 0 ? 2 : 1;
+    int wait_ms = sleep_us >= 1000 ? sleep_us / 1000 : 0;
+    if (end != kNoDeadline)
+      wait_ms = std::min<int>(wait_ms, static_cast<int>((end - now) / 1'000'000));
+    if (wait_ms == 0) {
+      timespec ts{0, sleep_us * 1000L};
+      nanosleep(&ts, nullptr);
+    } else {
+      ::poll(fds, nfds, wait_ms);
+    }
+    sleep_us = std::min(sleep_us * 2, 1000);
+    for (int i = 0; i < nfds; ++i) {
+      std::uint64_t drain;
+      [[maybe_unused]] auto r = ::read(fds[i].fd, &drain, sizeof drain);
+    }
+  }
+}
+ssize_t cq_sread(fid_cq* cq, void* buf, std::size_t count, const void* cond, int timeout) {
+  return cq_sreadfrom(cq, buf, count, nullptr, cond, timeout);
+}
+int cq_signal(fid_cq* cq) {
+  Cq* q = ofi_container<Cq>(cq);
+  std::lock_guard lk(q->dom->mu);
+  q->signalled = true;
+  if (q->efd >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(q->efd, &one, sizeof one);
+  }
+  return 0;
+}
+const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, std::size_t len) {
+  // prov_errno carries the engine's WcStatus + 1 (0: none).
+  const char* s = prov_errno > 0 ? to_string(static_cast<WcStatus>(prov_errno - 1)).data()
+                                 : "no provider error";
+  if (buf && len) {
+    std::snprintf(buf, len, "weft: %s", s);
+    return buf;
+  }
+  return s;
+}
+fi_ops_cq g_cq_ops = {sizeof(fi_ops_cq), cq_read,      cq_readfrom, cq_readerr,
+                      cq_sread,          cq_sreadfrom, cq_signal,   cq_strerror};
+
+int cq_open(fid_domain* dom, fi_cq_attr* attr, fid_cq** out, void* ctx) {
+  Domain* d = ofi_container<Domain>(dom);
+  auto q = std::make_unique<Cq>();
+  q->dom = d;
+  q->depth = 1024;
+  if (attr) {
+    if (attr->flags & ~FI_AFFINITY) return -FI_EBADFLAGS;
+    switch (attr->format) {
+      case FI_CQ_FORMAT_UNSPEC:
+        q->format = FI_CQ_FORMAT_CONTEXT;
+        break;
+      case FI_CQ_FORMAT_CONTEXT:
+      case FI_CQ_FORMAT_MSG:
+      case FI_CQ_FORMAT_DATA:
+      case FI_CQ_FORMAT_TAGGED:
+        q->format = attr->format;
+        break;
+      default:
+        return -FI_ENOSYS;
+    }
+    switch (attr->wait_obj) {
+      case FI_WAIT_NONE:
+        q->wait = FI_WAIT_NONE;
+        break;
+      case FI_WAIT_UNSPEC:
+      case FI_WAIT_FD:
+        q->wait = FI_WAIT_FD;
+        break;
+      default:
+        return -FI_ENOSYS;  // no wait sets, mutex/cond or yield objects
+    }
+    if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
+    if (attr->size) q->depth = attr->size;
+  }
+  if (q->wait != FI_WAIT_NONE) {
+    q->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (q->efd < 0) return -FI_ENOMEM;
+  }
+  q->cq.fid.fclass = FI_CLASS_CQ;
+  q->cq.fid.context = ctx;
+  q->cq.fid.ops = &g_cq_fi_ops;
+  q->cq.ops = &g_cq_ops;
+  std::lock_guard lk(d->mu);
+  ++d->refs;
+  *out = &q.release()->cq;
+  return 0;
+}
+
+// ---- counters -----------------------------------------------------------------------------------
+int cntr_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Cntr* c = ofi_container<Cntr>(f);
+    {
+      std::lock_guard lk(c->dom->mu);
+      if (c->refs > 0) return -FI_EBUSY;
+      --c->dom->refs;
+    }
+    delete c;
+    return 0;
+  });
+}
+fi_ops g_cntr_fi_ops = {sizeof(fi_ops), cntr_close, no_bind,   no_control,
+                        no_ops_open,    no_tostr,   no_ops_set};
+
+std::uint64_t cntr_read(fid_cntr* f) {
+  Cntr* c = ofi_container<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  guard(0, [&] {
+    c->dom->progress();
+    return 0;
+  });
+  return c->value;
+}
+std::uint64_t cntr_readerr(fid_cntr* f) {
+  Cntr* c = ofi_container<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  return c->errors;
+}
+int cntr_add(fid_cntr* f, std::uint64_t v) {
+  Cntr* c = ofi_container<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  c->value += v;
+  return 0;
+}
+int cntr_set(fid_cntr* f, std::uint64_t v) {
+  Cntr* c = ofi_container<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  c->value = v;
+  return 0;
+}
+int cntr_adderr(fid_cntr* f, std::uint64_t v) {
+  Cntr* c = ofi_container<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  c->errors += v;
+  return 0;
+}
+int cntr_seterr(fid_cntr* f, std::uint64_t v) {
+  Cntr* c = ofi_container<Cntr>(f);
+  std::lock_guard lk(c->dom->mu);
+  c->errors = v;
+  return 0;
+}
+int cntr_wait(fid_cntr* f, std::uint64_t threshold, int timeout) {
+  Cntr* c = ofi_container<Cntr>(f);
+  const TimeNs end = timeout < 0 ? kNoDeadline : mono_ns() + TimeNs(timeout) * 1'000'000;
+  const std::uint64_t errors0 = cntr_readerr(f);
+  int sleep_us = 1;
+  for (;;) {
+    if (cntr_read(f) >= threshold) return 0;
+    if (cntr_readerr(f) != errors0) return -FI_EAVAIL;
+    if (mono_ns() >= end) return -FI_ETIMEDOUT;
+    timespec ts{0, sleep_us * 1000L};
+    nanosleep(&ts, nullptr);
+    sleep_us = std::min(sleep_us * 2, 1000);
+  }
+  (void)c;
+}
+fi_ops_cntr g_cntr_ops = {sizeof(fi_ops_cntr), cntr_read,   cntr_readerr, cntr_add, cntr_set,
+                          cntr_wait,           cntr_adderr, cntr_seterr};
+
+int cntr_open(fid_domain* dom, fi_cntr_attr* attr, fid_cntr** out, void* ctx) {
+  Domain* d = ofi_container<Domain>(dom);
+  if (attr) {
+    if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
+    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
+    if (attr->flags) return -FI_EBADFLAGS;
+  }
+  auto c = std::make_unique<Cntr>();
+  c->dom = d;
+  c->cntr.fid.fclass = FI_CLASS_CNTR;
+  c->cntr.fid.context = ctx;
+  c->cntr.fid.ops = &g_cntr_fi_ops;
+  c->cntr.ops = &g_cntr_ops;
+  std::lock_guard lk(d->mu);
+  ++d->refs;
+  *out = &c.release()->cntr;
+  return 0;
+}
+
+}  // namespace
+
+void cntr_inc(Cntr* c) {
+  if (c) ++c->value;
+}
+void cntr_err(Cntr* c) {
+  if (c) ++c->errors;
+}
+
+}  // namespace weft::ofi

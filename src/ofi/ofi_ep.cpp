@@ -1,0 +1,1449 @@
+// src/ofi/ofi_ep.cpp — the FI_EP_RDM endpoint: connections on demand, the message protocol
+// (eager and rendezvous), tag matching with an unexpected queue, and RMA (see README.md).
+//
+// Every call takes the domain lock; completion handlers run inside Domain::progress() under it.
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "src/ofi/ofi.hpp"
+
+namespace weft::ofi {
+namespace {
+
+// ---- connection setup (control datagrams over the medium) -------------------------------------
+enum class CtrlType : std::uint32_t { kConnReq = 1, kConnRep = 2, kConnRej = 3 };
+struct CtrlMsg {
+  CtrlType type;
+  std::uint32_t dst_ep;  // at offset 4: Domain::on_ctrl demultiplexes on it
+  std::uint32_t src_ep;
+  std::uint32_t qpn;
+  std::uint32_t psn;
+};
+static_assert(sizeof(CtrlMsg) <= kCtrlBytesMax);
+
+Mtu mtu_param() {
+  const std::size_t b = g_params.mtu_bytes;
+  if (b >= 4096) return Mtu::k4096;
+  if (b >= 2048) return Mtu::k2048;
+  if (b >= 1024) return Mtu::k1024;
+  if (b >= 512) return Mtu::k512;
+  return Mtu::k256;
+}
+
+Errc qp_to_init(QueuePair& qp) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.access_flags = kAccessRemoteWrite | kAccessRemoteRead;
+  return qp.modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
+}
+
+// INIT -> RTR -> RTS towards (dlid, dest_qpn) (IBA 11.2.5.3 attribute sets).
+Errc qp_to_rts(QueuePair& qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
+               std::uint32_t sq_psn) {
+  QpAttr a;
+  a.qp_state = QpState::kRtr;
+  a.av.dlid = dlid;
+  a.path_mtu = mtu_param();
+  a.dest_qpn = dest_qpn;
+  a.rq_psn = rq_psn;
+  a.max_dest_rd_atomic = 16;
+  a.min_rnr_timer = 1;
+  Errc rc = qp.modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                             kQpMaxDestRdAtomic | kQpMinRnrTimer);
+  if (rc != Errc::kOk) return rc;
+  a.qp_state = QpState::kRts;
+  a.sq_psn = sq_psn;
+  a.timeout = 12;  // 16.8 ms: the loopback never loses a packet unless its inbox overflows
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;  // forever: a receiver out of bounce buffers only slows the sender
+  a.max_rd_atomic = 16;
+  return qp.modify(a,
+                   kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic);
+}
+
+Result<QueuePair*, Errc> create_qp(Ep* ep) {
+  QpInitAttr ia;
+  ia.type = QpType::kRc;
+  ia.pd = ep->dom->pd;
+  ia.send_cq = ep->dom->dcq;
+  ia.recv_cq = ep->dom->dcq;
+  ia.srq = ep->srq;
+  ia.caps.max_send_wr =
+      static_cast<std::uint32_t>(std::min<std::size_t>(kWrMax, 2 * g_params.tx_depth + 64));
+  ia.caps.max_send_sge = kIovMax;
+  ia.caps.max_recv_sge = 1;
+  ia.caps.max_inline_data = 0;
+  auto r = ep->dom->dev->create_qp(ia);
+  if (!r) return r.error();
+  const Errc rc = qp_to_init(*r.value());
+  if (rc != Errc::kOk) {
+    ep->dom->dev->destroy_qp(r.value());
+    return rc;
+  }
+  return r.value();
+}
+
+std::uint32_t random_psn(Domain* d) {
+  return static_cast<std::uint32_t>(d->rng.next_u64()) & kPsnMask;
+}
+
+bool send_ctrl(Domain* d, const NodeAddr& dst, const CtrlMsg& m) {
+  if (d->port->ctrl_send(dst, {reinterpret_cast<const std::uint8_t*>(&m), sizeof m})) return true;
+  WEFT_WARN(FI_LOG_EP_CTRL, "control datagram to lid %u lost: no such node", dst.lid);
+  return false;
+}
+bool send_ctrl(Ep* ep, const NodeAddr& dst, const CtrlMsg& m) {
+  return send_ctrl(ep->dom, dst, m);
+}
+
+// ---- ops bookkeeping --------------------------------------------------------------------------
+std::unordered_set<Op*>& live_ops(Ep* ep) {
+  return ep->ops;
+}
+
+Op* new_op(Ep* ep, OpKind kind) {
+  Op* op = new Op;
+  op->ep = ep;
+  op->kind = kind;
+  live_ops(ep).insert(op);
+  ++ep->ops_in_flight;
+  return op;
+}
+
+void free_stage(Ep* ep, Op* op) {
+  if (op->stage) ep->stage_free.push_back(op->stage);
+  op->stage = nullptr;
+}
+
+void delete_op(Ep* ep, Op* op) {
+  free_stage(ep, op);
+  if (op->tmp_mr) ep->dom->dev->dereg_mr(op->tmp_mr);
+  live_ops(ep).erase(op);
+  --ep->ops_in_flight;
+  delete op;
+}
+
+std::uint8_t* alloc_stage(Ep* ep) {
+  if (ep->stage_free.empty()) {
+    ep->dom->progress();
+    if (ep->stage_free.empty()) return nullptr;
+  }
+  std::uint8_t* s = ep->stage_free.back();
+  ep->stage_free.pop_back();
+  return s;
+}
+
+void post_now_or_backlog(Conn* c, Op* op) {
+  if (c->ready && c->backlog.empty()) {
+    const Errc rc = c->qp->post_send(op->wr);
+    if (rc == Errc::kOk) return;
+    if (rc != Errc::kQueueFull)
+      WEFT_WARN(FI_LOG_EP_DATA, "post_send: %.*s", static_cast<int>(to_string(rc).size()),
+                to_string(rc).data());
+  }
+  c->backlog.push_back(op);
+}
+
+void drain_backlog(Conn* c) {
+  while (c && c->ready && !c->backlog.empty()) {
+    Op* op = c->backlog.front();
+    if (c->qp->post_send(op->wr) != Errc::kOk) return;
+    c->backlog.pop_front();
+  }
+}
+
+void tx_error(Ep* ep, Op* op, int err, WcStatus st);
+
+// The peer endpoint does not exist (rejected, or its node is gone): every queued operation
+// completes with FI_EHOSTUNREACH and the connection is dropped; a later send tries again.
+void fail_conn(Ep* ep, Conn* c) {
+  WEFT_WARN(FI_LOG_EP_CTRL, "no endpoint %u at lid %u: %zu queued operations fail", c->peer.ep_id,
+            c->peer.lid, c->backlog.size());
+  for (Op* op : c->backlog) {
+    if (op->kind == OpKind::kRts) ep->rndv_sends.erase(op->rndv_id);
+    if (op->kind != OpKind::kFin) tx_error(ep, op, FI_EHOSTUNREACH, WcStatus::kGeneralErr);
+    delete_op(ep, op);
+  }
+  c->backlog.clear();
+  ep->by_qpn.erase(c->qp->qp_num());
+  ep->dom->dev->destroy_qp(c->qp);
+  ep->out_conns.erase(c->peer);
+}
+
+Conn* out_conn(Ep* ep, fi_addr_t dest) {
+  if (!ep->av) return nullptr;
+  const EpAddr* peer = ep->av->get(dest);
+  if (!peer) return nullptr;
+  auto it = ep->out_conns.find(*peer);
+  if (it != ep->out_conns.end()) return it->second.get();
+  auto qp = create_qp(ep);
+  if (!qp) return nullptr;
+  auto c = std::make_unique<Conn>();
+  c->peer = *peer;
+  c->qp = qp.value();
+  c->outgoing = true;
+  Conn* raw = c.get();
+  ep->by_qpn[raw->qp->qp_num()] = raw;
+  ep->out_conns.emplace(*peer, std::move(c));
+  // Our requester starts at sq_psn; the peer's responder takes it as its rq_psn.
+  raw->sq_psn = random_psn(ep->dom);
+  if (!send_ctrl(
+          ep, peer->node(),
+          CtrlMsg{CtrlType::kConnReq, peer->ep_id, ep->id, raw->qp->qp_num(), raw->sq_psn})) {
+    fail_conn(ep, raw);
+    return nullptr;
+  }
+  return raw;
+}
+
+// ---- completions to the application ------------------------------------------------------------
+void tx_complete(Ep* ep, Op* op, std::uint64_t len) {
+  if (op->completion && ep->tx_cq) {
+    fi_cq_tagged_entry e{};
+    e.op_context = op->context;
+    e.flags = op->flags;
+    e.len = 0;
+    (void)len;
+    ep->tx_cq->push(e, FI_ADDR_NOTAVAIL);
+  }
+  if (op->kind == OpKind::kRead)
+    cntr_inc(ep->cntr_read);
+  else if (op->kind == OpKind::kWrite)
+    cntr_inc(ep->cntr_write);
+  else
+    cntr_inc(ep->cntr_send);
+}
+
+void tx_error(Ep* ep, Op* op, int err, WcStatus st) {
+  if (ep->tx_cq) {
+    fi_cq_err_entry e{};
+    e.op_context = op->context;
+    e.flags = op->flags;
+    e.err = err;
+    e.prov_errno = static_cast<int>(st) + 1;
+    ep->tx_cq->push_error(e);
+  }
+  Cntr* c = op->kind == OpKind::kRead    ? ep->cntr_read
+            : op->kind == OpKind::kWrite ? ep->cntr_write
+                                         : ep->cntr_send;
+  cntr_err(c);
+}
+
+std::size_t iov_bytes(const iovec* iov, std::size_t n) {
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += iov[i].iov_len;
+  return s;
+}
+
+std::size_t scatter(const RecvReq& r, const std::uint8_t* src, std::size_t n) {
+  std::size_t done = 0;
+  for (std::size_t i = 0; i < r.iov_count && done < n; ++i) {
+    const std::size_t k = std::min(n - done, r.iov[i].iov_len);
+    std::memcpy(r.iov[i].iov_base, src + done, k);
+    done += k;
+  }
+  return done;
+}
+
+void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_addr_t src) {
+  const std::size_t cap = iov_bytes(r->iov, r->iov_count);
+  std::uint64_t flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
+  if (h.flags & kHdrData) flags |= FI_REMOTE_CQ_DATA;
+  void* buf = r->iov_count ? r->iov[0].iov_base : nullptr;
+  if (total > cap) {
+    if (ep->rx_cq) {
+      fi_cq_err_entry e{};
+      e.op_context = r->context;
+      e.flags = flags;
+      e.len = cap;
+      e.buf = buf;
+      e.data = h.data;
+      e.tag = h.tag;
+      e.olen = total - cap;
+      e.err = FI_ETRUNC;
+      ep->rx_cq->push_error(e);
+    }
+    cntr_err(ep->cntr_recv);
+  } else {
+    if (r->completion && ep->rx_cq) {
+      fi_cq_tagged_entry e{};
+      e.op_context = r->context;
+      e.flags = flags;
+      e.len = total;
+      e.buf = buf;
+      e.data = (h.flags & kHdrData) ? h.data : 0;
+      e.tag = r->tagged ? h.tag : 0;
+      ep->rx_cq->push(e, src);
+    }
+    cntr_inc(ep->cntr_recv);
+  }
+  delete r;
+}
+
+void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
+  Op* op = new_op(ep, OpKind::kFin);
+  op->conn = c;
+  op->completion = false;
+  op->stage = ep->stage_free.empty() ? nullptr : ep->stage_free.back();
+  if (!op->stage) {
+    // The staging pool is sized for tx_depth plus internal messages; a FIN always fits.
+    op->linear.resize(sizeof(MsgHdr));
+  } else {
+    ep->stage_free.pop_back();
+  }
+  std::uint8_t* buf = op->stage ? op->stage : op->linear.data();
+  MsgHdr h{};
+  h.op = MsgOp::kFin;
+  h.msg_id = msg_id;
+  std::memcpy(buf, &h, sizeof h);
+  if (!op->stage) {
+    op->tmp_mr = ep->dom->dev->reg_mr(ep->dom->pd, buf, sizeof h, kAccessLocalWrite).value();
+  }
+  op->sge = {reinterpret_cast<std::uintptr_t>(buf), sizeof h,
+             op->stage ? ep->stage_mr->lkey() : op->tmp_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = WrOpcode::kSend;
+  op->wr.send_flags = kSignaled;
+  op->wr.sg_list = {&op->sge, 1};
+  post_now_or_backlog(c, op);
+}
+
+// Delivers a matched message (eager payload or RTS) into a posted receive.
+void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* payload) {
+  const fi_addr_t src = ep->resolve(c->peer);
+  const std::size_t cap = iov_bytes(r->iov, r->iov_count);
+  if (h.op == MsgOp::kEager) {
+    scatter(*r, payload, std::min<std::size_t>(cap, h.len));
+    rx_complete(ep, r, h, h.len, src);
+    return;
+  }
+  // Rendezvous: READ min(len, cap) bytes from the sender's buffer, then FIN.
+  const std::size_t n = std::min<std::size_t>(cap, h.len);
+  if (n == 0) {
+    send_fin(ep, c, h.msg_id);
+    rx_complete(ep, r, h, h.len, src);
+    return;
+  }
+  Op* op = new_op(ep, OpKind::kRndvRead);
+  op->conn = c;
+  op->recv = r;
+  op->rndv_id = h.msg_id;
+  op->rndv_len = h.len;
+  op->src = src;
+  op->tag = h.tag;
+  op->data = h.data;
+  op->flags = h.flags;  // header flags, for rx_complete
+  std::uint8_t* dst;
+  if (r->iov_count == 1) {
+    dst = static_cast<std::uint8_t*>(r->iov[0].iov_base);
+  } else {
+    op->linear.resize(n);
+    dst = op->linear.data();
+  }
+  auto mr = ep->dom->dev->reg_mr(ep->dom->pd, dst, n, kAccessLocalWrite);
+  if (!mr) {
+    WEFT_WARN(FI_LOG_EP_DATA, "rendezvous: cannot register the receive buffer");
+    delete_op(ep, op);
+    send_fin(ep, c, h.msg_id);
+    rx_complete(ep, r, h, h.len, src);
+    return;
+  }
+  op->tmp_mr = mr.value();
+  op->sge = {reinterpret_cast<std::uintptr_t>(dst), static_cast<std::uint32_t>(n),
+             op->tmp_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = WrOpcode::kRdmaRead;
+  op->wr.send_flags = kSignaled;
+  op->wr.sg_list = {&op->sge, 1};
+  op->wr.remote_addr = h.addr;
+  op->wr.rkey = h.rkey;
+  post_now_or_backlog(c, op);
+}
+
+bool tag_match(const RecvReq& r, const MsgHdr& h) {
+  return ((r.tag ^ h.tag) & ~r.ignore) == 0;
+}
+
+bool src_match(Ep* ep, fi_addr_t want, const EpAddr& from) {
+  return want == FI_ADDR_UNSPEC || ep->resolve(from) == want;
+}
+
+// The FIN of a rendezvous send we made: the receiver has read the data (or dropped it).
+void on_fin(Ep* ep, const MsgHdr& h) {
+  auto it = ep->rndv_sends.find(h.msg_id);
+  if (it == ep->rndv_sends.end()) return;
+  Op* op = it->second;
+  ep->rndv_sends.erase(it);
+  tx_complete(ep, op, op->len);
+  delete_op(ep, op);
+}
+
+void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
+  if (n < sizeof(MsgHdr)) {
+    WEFT_WARN(FI_LOG_EP_DATA, "short message (%zu bytes) dropped", n);
+    return;
+  }
+  MsgHdr h;
+  std::memcpy(&h, bytes, sizeof h);
+  if (h.op == MsgOp::kFin) {
+    on_fin(ep, h);
+    return;
+  }
+  const bool tagged = (h.flags & kHdrTagged) != 0;
+  auto& posted = tagged ? ep->posted_tag : ep->posted_msg;
+  for (auto it = posted.begin(); it != posted.end(); ++it) {
+    RecvReq* r = *it;
+    if ((!tagged || tag_match(*r, h)) && src_match(ep, r->src, c->peer)) {
+      posted.erase(it);
+      deliver(ep, r, c, h, bytes + sizeof h);
+      return;
+    }
+  }
+  auto* u = new Unexp;
+  u->from = c->peer;
+  u->conn = c;
+  u->hdr = h;
+  if (h.op == MsgOp::kEager)
+    u->payload.assign(bytes + sizeof h,
+                      bytes + sizeof h + std::min<std::size_t>(h.len, n - sizeof h));
+  (tagged ? ep->unexp_tag : ep->unexp_msg).push_back(u);
+}
+
+void repost_bounce(Ep* ep, Op* b) {
+  RecvWr wr;
+  wr.wr_id = reinterpret_cast<std::uintptr_t>(b);
+  wr.sg_list = {&b->sge, 1};
+  const Errc rc = ep->dgram ? ep->ud_qp->post_recv(wr) : ep->srq->post_recv(wr);
+  if (rc != Errc::kOk)
+    WEFT_WARN(FI_LOG_EP_DATA, "bounce repost failed: %.*s", static_cast<int>(to_string(rc).size()),
+              to_string(rc).data());
+}
+
+// FI_EP_DGRAM: a datagram landed in a bounce buffer (payload after the 40-byte GRH space).
+void on_datagram(Ep* ep, Op* b, const WorkCompletion& wc) {
+  if (ep->posted_msg.empty()) {
+    ++ep->dgram_drops;  // unreliable service: no receive posted, the datagram is lost
+    return;
+  }
+  RecvReq* r = ep->posted_msg.front();
+  ep->posted_msg.pop_front();
+  const std::size_t n = wc.byte_len - kUdGrhBytes;
+  const std::size_t cap = iov_bytes(r->iov, r->iov_count);
+  scatter(*r, b->stage + kUdGrhBytes, std::min(n, cap));
+  MsgHdr h{};
+  if (wc.wc_flags & kWcWithImm) {
+    h.flags = kHdrData;
+    h.data = wc.imm_data;
+  }
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  if (ep->av) {
+    auto it = ep->av->by_lid_qpn.find(Av::lid_qpn(wc.slid, wc.src_qp));
+    if (it != ep->av->by_lid_qpn.end()) src = it->second;
+  }
+  rx_complete(ep, r, h, n, src);
+}
+
+}  // namespace
+
+// ---- device completions ---------------------------------------------------------------------
+void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
+  const bool ok = wc.status == WcStatus::kSuccess;
+  switch (op->kind) {
+    case OpKind::kBounce: {
+      if (!ok) {
+        if (wc.status != WcStatus::kWrFlushErr)
+          WEFT_WARN(FI_LOG_EP_DATA, "receive failed: %.*s",
+                    static_cast<int>(to_string(wc.status).size()), to_string(wc.status).data());
+        repost_bounce(ep, op);
+        return;
+      }
+      if (ep->dgram) {
+        on_datagram(ep, op, wc);
+        repost_bounce(ep, op);
+        return;
+      }
+      auto it = ep->by_qpn.find(wc.qp_num);
+      if (it == ep->by_qpn.end()) {
+        repost_bounce(ep, op);
+        return;
+      }
+      Conn* c = it->second;
+      if (wc.opcode == WcOpcode::kRecvRdmaWithImm) {
+        if (ep->rx_cq) {
+          fi_cq_tagged_entry e{};
+          e.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+          e.len = wc.byte_len;
+          e.data = wc.imm_data;
+          ep->rx_cq->push(e, ep->resolve(c->peer));
+        }
+        cntr_inc(ep->cntr_rem_write);
+      } else {
+        on_message(ep, c, op->stage, wc.byte_len);
+      }
+      repost_bounce(ep, op);
+      return;
+    }
+    case OpKind::kSend:
+      if (ok)
+        tx_complete(ep, op, op->len);
+      else
+        tx_error(ep, op, FI_EIO, wc.status);
+      {
+        Conn* c = op->conn;
+        delete_op(ep, op);
+        drain_backlog(c);
+      }
+      return;
+    case OpKind::kRts:
+      free_stage(ep, op);
+      if (!ok) {
+        ep->rndv_sends.erase(op->rndv_id);
+        tx_error(ep, op, FI_EIO, wc.status);
+        delete_op(ep, op);
+      }
+      // else: the FIN completes it
+      return;
+    case OpKind::kFin:
+      delete_op(ep, op);
+      return;
+    case OpKind::kWrite:
+    case OpKind::kRead:
+      if (ok)
+        tx_complete(ep, op, op->len);
+      else
+        tx_error(ep, op, wc.status == WcStatus::kRemAccessErr ? FI_EACCES : FI_EIO, wc.status);
+      delete_op(ep, op);
+      return;
+    case OpKind::kRndvRead: {
+      RecvReq* r = op->recv;
+      Conn* c = op->conn;
+      MsgHdr h{};
+      h.flags = static_cast<std::uint8_t>(op->flags);
+      h.tag = op->tag;
+      h.data = op->data;
+      if (!op->linear.empty()) scatter(*r, op->linear.data(), op->linear.size());
+      const std::uint64_t id = op->rndv_id, len = op->rndv_len;
+      const fi_addr_t src = op->src;
+      delete_op(ep, op);
+      if (!ok) {
+        if (ep->rx_cq) {
+          fi_cq_err_entry e{};
+          e.op_context = r->context;
+          e.flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
+          e.tag = h.tag;
+          e.err = FI_EIO;
+          e.prov_errno = static_cast<int>(wc.status) + 1;
+          ep->rx_cq->push_error(e);
+        }
+        cntr_err(ep->cntr_recv);
+        delete r;
+      } else {
+        rx_complete(ep, r, h, len, src);
+      }
+      send_fin(ep, c, id);
+      return;
+    }
+  }
+}
+
+void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
+  if (bytes.size() < sizeof(CtrlMsg)) return;
+  CtrlMsg m;
+  std::memcpy(&m, bytes.data(), sizeof m);
+  if (m.type != CtrlType::kConnReq) return;
+  send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0});
+}
+
+void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
+  if (bytes.size() < sizeof(CtrlMsg)) return;
+  CtrlMsg m;
+  std::memcpy(&m, bytes.data(), sizeof m);
+  EpAddr peer;
+  peer.ep_id = m.src_ep;
+  peer.node_id = src.node_id;
+  peer.lid = src.lid;
+  if (m.type == CtrlType::kConnReq) {
+    // The peer opened a connection for its sends to us: its QP m.qpn starts at PSN m.psn.
+    auto qp = create_qp(ep);
+    if (!qp) {
+      WEFT_WARN(FI_LOG_EP_CTRL, "no QP for an incoming connection");
+      return;
+    }
+    const std::uint32_t my_psn = random_psn(ep->dom);
+    if (qp_to_rts(*qp.value(), src.lid, m.qpn, m.psn, my_psn) != Errc::kOk) {
+      ep->dom->dev->destroy_qp(qp.value());
+      return;
+    }
+    auto c = std::make_unique<Conn>();
+    c->peer = peer;
+    c->qp = qp.value();
+    c->ready = true;
+    ep->by_qpn[c->qp->qp_num()] = c.get();
+    CtrlMsg rep{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), my_psn};
+    ep->in_conns.push_back(std::move(c));
+    send_ctrl(ep, src, rep);
+    return;
+  }
+  if (m.type == CtrlType::kConnRej) {
+    auto it = ep->out_conns.find(peer);
+    if (it != ep->out_conns.end() && !it->second->ready) fail_conn(ep, it->second.get());
+    return;
+  }
+  if (m.type == CtrlType::kConnRep) {
+    auto it = ep->out_conns.find(peer);
+    if (it == ep->out_conns.end()) return;
+    Conn* c = it->second.get();
+    if (c->ready) return;
+    if (qp_to_rts(*c->qp, src.lid, m.qpn, m.psn, c->sq_psn) != Errc::kOk) {
+      WEFT_WARN(FI_LOG_EP_CTRL, "connection to lid %u failed", src.lid);
+      return;
+    }
+    c->ready = true;
+    drain_backlog(c);
+  }
+}
+
+// ---- the endpoint object ------------------------------------------------------------------------
+namespace {
+
+Ep* as_ep(fid_ep* e) {
+  return ofi_container<Ep>(e);
+}
+Ep* as_ep(fid* f) {
+  return ofi_container<Ep>(f);
+}
+
+bool want_tx_completion(Ep* ep, std::uint64_t flags) {
+  if (flags & FI_INJECT) return false;
+  return !ep->tx_selective || (flags & FI_COMPLETION);
+}
+
+constexpr std::uint32_t kDgramQkey = 0x57454654;
+
+AddressHandle* dgram_ah(Ep* ep, fi_addr_t dest, const EpAddr** peer) {
+  if (!ep->av) return nullptr;
+  *peer = ep->av->get(dest);
+  if (!*peer || !(*peer)->qpn) return nullptr;
+  auto it = ep->ahs.find(dest);
+  if (it != ep->ahs.end()) return it->second;
+  AddressVector av;
+  av.dlid = (*peer)->lid;
+  auto ah = ep->dom->dev->create_ah(ep->dom->pd, av);
+  if (!ah) return nullptr;
+  ep->ahs[dest] = ah.value();
+  return ah.value();
+}
+
+// FI_EP_DGRAM send: one UD SEND (with immediate for CQ data) from a staging slot.
+ssize_t send_dgram(Ep* ep, const iovec* iov, std::size_t count, std::size_t len, fi_addr_t dest,
+                   std::uint64_t data, std::uint64_t flags, void* ctx) {
+  if (len > g_params.mtu_bytes) return -FI_EMSGSIZE;
+  const EpAddr* peer = nullptr;
+  AddressHandle* ah = dgram_ah(ep, dest, &peer);
+  if (!ah) return -FI_EINVAL;
+  std::uint8_t* slot = alloc_stage(ep);
+  if (!slot) return -FI_EAGAIN;
+  Op* op = new_op(ep, OpKind::kSend);
+  op->stage = slot;
+  op->context = ctx;
+  op->flags = FI_SEND | FI_MSG;
+  op->completion = want_tx_completion(ep, flags);
+  op->len = len;
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(slot + off, iov[i].iov_base, iov[i].iov_len);
+    off += iov[i].iov_len;
+  }
+  op->sge = {reinterpret_cast<std::uintptr_t>(slot), static_cast<std::uint32_t>(len),
+             ep->stage_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = (flags & FI_REMOTE_CQ_DATA) ? WrOpcode::kSendWithImm : WrOpcode::kSend;
+  op->wr.imm_data = static_cast<std::uint32_t>(data);
+  op->wr.send_flags = kSignaled;
+  if (len) op->wr.sg_list = {&op->sge, 1};
+  op->wr.ah = ah;
+  op->wr.remote_qpn = peer->qpn;
+  op->wr.remote_qkey = kDgramQkey;
+  const Errc rc = ep->ud_qp->post_send(op->wr);
+  if (rc != Errc::kOk) {
+    delete_op(ep, op);
+    return rc == Errc::kQueueFull ? -FI_EAGAIN : -FI_EINVAL;
+  }
+  ep->dom->progress();
+  return 0;
+}
+
+// Every send variant funnels here.
+ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest, std::uint64_t tag,
+                     std::uint64_t data, std::uint64_t flags, void* ctx, bool tagged) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (count > kIovMax) return -FI_EINVAL;
+  const std::size_t len = iov_bytes(iov, count);
+  if (len > kMaxMsgBytes) return -FI_EMSGSIZE;
+  if ((flags & FI_INJECT) && len > g_params.inject_bytes) return -FI_EMSGSIZE;
+  if (ep->dgram) {
+    if (tagged) return -FI_ENOSYS;
+    return send_dgram(ep, iov, count, len, dest, data, flags, ctx);
+  }
+  Conn* c = out_conn(ep, dest);
+  if (!c) return -FI_EINVAL;
+  std::uint8_t* slot = alloc_stage(ep);
+  if (!slot) return -FI_EAGAIN;
+  const bool eager = len <= g_params.eager_bytes;
+  Op* op = new_op(ep, eager ? OpKind::kSend : OpKind::kRts);
+  op->stage = slot;
+  op->conn = c;
+  op->context = ctx;
+  op->flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+  op->completion = want_tx_completion(ep, flags);
+  op->len = len;
+  MsgHdr h{};
+  h.op = eager ? MsgOp::kEager : MsgOp::kRts;
+  h.flags = static_cast<std::uint8_t>((tagged ? kHdrTagged : 0) |
+                                      ((flags & FI_REMOTE_CQ_DATA) ? kHdrData : 0));
+  h.tag = tag;
+  h.data = data;
+  h.len = len;
+  std::uint32_t bytes = sizeof h;
+  if (eager) {
+    std::size_t off = sizeof h;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::memcpy(slot + off, iov[i].iov_base, iov[i].iov_len);
+      off += iov[i].iov_len;
+    }
+    bytes = static_cast<std::uint32_t>(off);
+  } else {
+    const std::uint8_t* src;
+    if (count == 1) {
+      src = static_cast<const std::uint8_t*>(iov[0].iov_base);
+    } else {
+      op->linear.resize(len);
+      std::size_t off = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        std::memcpy(op->linear.data() + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+      }
+      src = op->linear.data();
+    }
+    auto mr = ep->dom->dev->reg_mr(ep->dom->pd, const_cast<std::uint8_t*>(src), len,
+                                   kAccessLocalWrite | kAccessRemoteRead);
+    if (!mr) {
+      delete_op(ep, op);
+      return -FI_ENOMEM;
+    }
+    op->tmp_mr = mr.value();
+    op->rndv_id = ep->next_rndv_id++;
+    ep->rndv_sends[op->rndv_id] = op;
+    h.msg_id = op->rndv_id;
+    h.addr = reinterpret_cast<std::uintptr_t>(src);
+    h.rkey = op->tmp_mr->rkey();
+  }
+  std::memcpy(slot, &h, sizeof h);
+  op->sge = {reinterpret_cast<std::uintptr_t>(slot), bytes, ep->stage_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = WrOpcode::kSend;
+  op->wr.send_flags = kSignaled;
+  op->wr.sg_list = {&op->sge, 1};
+  post_now_or_backlog(c, op);
+  ep->dom->progress();
+  return 0;
+}
+
+RecvReq* make_recv(const iovec* iov, std::size_t count, fi_addr_t src, std::uint64_t tag,
+                   std::uint64_t ignore, void* ctx, bool tagged, bool completion) {
+  auto* r = new RecvReq;
+  r->context = ctx;
+  r->iov_count = count;
+  for (std::size_t i = 0; i < count; ++i) r->iov[i] = iov[i];
+  r->src = src;
+  r->tag = tag;
+  r->ignore = ignore;
+  r->tagged = tagged;
+  r->completion = completion;
+  return r;
+}
+
+Unexp* find_unexp(Ep* ep, bool tagged, fi_addr_t src, std::uint64_t tag, std::uint64_t ignore) {
+  auto& q = tagged ? ep->unexp_tag : ep->unexp_msg;
+  for (Unexp* u : q) {
+    if (u->claimed) continue;
+    if (tagged && ((u->hdr.tag ^ tag) & ~ignore) != 0) continue;
+    if (!src_match(ep, src, u->from)) continue;
+    return u;
+  }
+  return nullptr;
+}
+
+void remove_unexp(Ep* ep, Unexp* u) {
+  auto& q = (u->hdr.flags & kHdrTagged) ? ep->unexp_tag : ep->unexp_msg;
+  q.remove(u);
+}
+
+// Drops an unexpected message (FI_DISCARD); a rendezvous sender still needs its FIN.
+void discard_unexp(Ep* ep, Unexp* u) {
+  if (u->hdr.op == MsgOp::kRts) send_fin(ep, u->conn, u->hdr.msg_id);
+  delete u;
+}
+
+void push_peek_entry(Ep* ep, void* ctx, const Unexp* u) {
+  fi_cq_tagged_entry e{};
+  e.op_context = ctx;
+  e.flags = FI_RECV | FI_TAGGED | ((u->hdr.flags & kHdrData) ? FI_REMOTE_CQ_DATA : 0);
+  e.len = u->hdr.len;
+  e.data = (u->hdr.flags & kHdrData) ? u->hdr.data : 0;
+  e.tag = u->hdr.tag;
+  if (ep->rx_cq) ep->rx_cq->push(e, ep->resolve(u->from));
+}
+
+// Every receive variant funnels here.
+ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, std::uint64_t tag,
+                     std::uint64_t ignore, std::uint64_t flags, void* ctx, bool tagged) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (count > kIovMax) return -FI_EINVAL;
+  if (!(ep->info->caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
+  if (ep->dgram && tagged) return -FI_ENOSYS;
+  const bool completion = !ep->rx_selective || (flags & FI_COMPLETION);
+  ep->dom->progress();  // so that the unexpected queue is current
+  if (tagged && (flags & FI_PEEK)) {
+    Unexp* u = find_unexp(ep, true, src, tag, ignore);
+    if (!u) {
+      if (ep->rx_cq) {
+        fi_cq_err_entry e{};
+        e.op_context = ctx;
+        e.flags = FI_RECV | FI_TAGGED;
+        e.tag = tag;
+        e.err = FI_ENOMSG;
+        ep->rx_cq->push_error(e);
+      }
+      return 0;
+    }
+    push_peek_entry(ep, ctx, u);
+    if (flags & FI_DISCARD) {
+      remove_unexp(ep, u);
+      discard_unexp(ep, u);
+    } else if (flags & FI_CLAIM) {
+      u->claimed = true;
+      ep->claimed[ctx] = u;
+    }
+    return 0;
+  }
+  if (tagged && (flags & FI_CLAIM)) {
+    auto it = ep->claimed.find(ctx);
+    if (it == ep->claimed.end()) return -FI_EINVAL;
+    Unexp* u = it->second;
+    ep->claimed.erase(it);
+    remove_unexp(ep, u);
+    if (flags & FI_DISCARD) {
+      if (ep->rx_cq) {
+        fi_cq_tagged_entry e{};
+        e.op_context = ctx;
+        e.flags = FI_RECV | FI_TAGGED;
+        e.tag = u->hdr.tag;
+        ep->rx_cq->push(e, ep->resolve(u->from));
+      }
+      discard_unexp(ep, u);
+      return 0;
+    }
+    RecvReq* r = make_recv(iov, count, src, tag, ignore, ctx, true, completion);
+    deliver(ep, r, u->conn, u->hdr, u->payload.data());
+    delete u;
+    ep->dom->progress();
+    return 0;
+  }
+  if (Unexp* u = find_unexp(ep, tagged, src, tag, ignore)) {
+    remove_unexp(ep, u);
+    RecvReq* r = make_recv(iov, count, src, tag, ignore, ctx, tagged, completion);
+    deliver(ep, r, u->conn, u->hdr, u->payload.data());
+    delete u;
+    ep->dom->progress();
+    return 0;
+  }
+  (tagged ? ep->posted_tag : ep->posted_msg)
+      .push_back(make_recv(iov, count, src, tag, ignore, ctx, tagged, completion));
+  return 0;
+}
+
+// Every RMA variant funnels here.
+ssize_t rma_generic(Ep* ep, bool write, const iovec* iov, std::size_t count, fi_addr_t peer,
+                    std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
+                    void* ctx) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (!(ep->info->caps & FI_RMA)) return -FI_ENOSYS;
+  if (count > 1) return -FI_EINVAL;  // rma_iov_limit and iov_limit for RMA: 1
+  const std::size_t len = iov_bytes(iov, count);
+  if (len > kMaxMsgBytes) return -FI_EMSGSIZE;
+  if ((flags & FI_INJECT) && (len > g_params.inject_bytes || !write)) return -FI_EINVAL;
+  Conn* c = out_conn(ep, peer);
+  if (!c) return -FI_EINVAL;
+  Op* op = new_op(ep, write ? OpKind::kWrite : OpKind::kRead);
+  op->conn = c;
+  op->context = ctx;
+  op->flags = FI_RMA | (write ? FI_WRITE : FI_READ);
+  op->completion = want_tx_completion(ep, flags);
+  op->len = len;
+  op->wr = SendWr{};
+  if (len) {
+    if (flags & FI_INJECT) {
+      op->stage = alloc_stage(ep);
+      if (!op->stage) {
+        delete_op(ep, op);
+        return -FI_EAGAIN;
+      }
+      std::memcpy(op->stage, iov[0].iov_base, len);
+      op->sge = {reinterpret_cast<std::uintptr_t>(op->stage), static_cast<std::uint32_t>(len),
+                 ep->stage_mr->lkey()};
+    } else {
+      auto mr = ep->dom->dev->reg_mr(ep->dom->pd, iov[0].iov_base, len, kAccessLocalWrite);
+      if (!mr) {
+        delete_op(ep, op);
+        return -FI_ENOMEM;
+      }
+      op->tmp_mr = mr.value();
+      op->sge = {reinterpret_cast<std::uintptr_t>(iov[0].iov_base), static_cast<std::uint32_t>(len),
+                 op->tmp_mr->lkey()};
+    }
+    op->wr.sg_list = {&op->sge, 1};
+  }
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = !write                        ? WrOpcode::kRdmaRead
+                  : (flags & FI_REMOTE_CQ_DATA) ? WrOpcode::kRdmaWriteWithImm
+                                                : WrOpcode::kRdmaWrite;
+  op->wr.imm_data = static_cast<std::uint32_t>(data);
+  op->wr.send_flags = kSignaled;
+  op->wr.remote_addr = addr;
+  op->wr.rkey = static_cast<std::uint32_t>(key);
+  post_now_or_backlog(c, op);
+  ep->dom->progress();
+  return 0;
+}
+
+// ---- fi_ops_msg ---------------------------------------------------------------------------
+#define WEFT_EP_CALL(expr) guard<ssize_t>(-FI_ENOMEM, [&]() -> ssize_t { return expr; })
+
+ssize_t msg_recv(fid_ep* e, void* buf, std::size_t len, void*, fi_addr_t src, void* ctx) {
+  iovec v{buf, len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(recv_generic(ep, &v, 1, src, 0, 0, ep->rx_op_flags, ctx, false));
+}
+ssize_t msg_recvv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t src,
+                  void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(recv_generic(ep, iov, count, src, 0, 0, ep->rx_op_flags, ctx, false));
+}
+ssize_t msg_recvmsg(fid_ep* e, const fi_msg* m, std::uint64_t flags) {
+  return WEFT_EP_CALL(
+      recv_generic(as_ep(e), m->msg_iov, m->iov_count, m->addr, 0, 0, flags, m->context, false));
+}
+ssize_t msg_send(fid_ep* e, const void* buf, std::size_t len, void*, fi_addr_t dest, void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(send_generic(ep, &v, 1, dest, 0, 0, ep->tx_op_flags, ctx, false));
+}
+ssize_t msg_sendv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t dest,
+                  void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(send_generic(ep, iov, count, dest, 0, 0, ep->tx_op_flags, ctx, false));
+}
+ssize_t msg_sendmsg(fid_ep* e, const fi_msg* m, std::uint64_t flags) {
+  return WEFT_EP_CALL(send_generic(as_ep(e), m->msg_iov, m->iov_count, m->addr, 0, m->data, flags,
+                                   m->context, false));
+}
+ssize_t msg_inject(fid_ep* e, const void* buf, std::size_t len, fi_addr_t dest) {
+  iovec v{const_cast<void*>(buf), len};
+  return WEFT_EP_CALL(send_generic(as_ep(e), &v, 1, dest, 0, 0, FI_INJECT, nullptr, false));
+}
+ssize_t msg_senddata(fid_ep* e, const void* buf, std::size_t len, void*, std::uint64_t data,
+                     fi_addr_t dest, void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(
+      send_generic(ep, &v, 1, dest, 0, data, ep->tx_op_flags | FI_REMOTE_CQ_DATA, ctx, false));
+}
+ssize_t msg_injectdata(fid_ep* e, const void* buf, std::size_t len, std::uint64_t data,
+                       fi_addr_t dest) {
+  iovec v{const_cast<void*>(buf), len};
+  return WEFT_EP_CALL(
+      send_generic(as_ep(e), &v, 1, dest, 0, data, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr, false));
+}
+fi_ops_msg g_msg_ops = {sizeof(fi_ops_msg), msg_recv,    msg_recvv,  msg_recvmsg,  msg_send,
+                        msg_sendv,          msg_sendmsg, msg_inject, msg_senddata, msg_injectdata};
+
+// ---- fi_ops_tagged --------------------------------------------------------------------------
+ssize_t tag_recv(fid_ep* e, void* buf, std::size_t len, void*, fi_addr_t src, std::uint64_t tag,
+                 std::uint64_t ignore, void* ctx) {
+  iovec v{buf, len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(recv_generic(ep, &v, 1, src, tag, ignore, ep->rx_op_flags, ctx, true));
+}
+ssize_t tag_recvv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t src,
+                  std::uint64_t tag, std::uint64_t ignore, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(recv_generic(ep, iov, count, src, tag, ignore, ep->rx_op_flags, ctx, true));
+}
+ssize_t tag_recvmsg(fid_ep* e, const fi_msg_tagged* m, std::uint64_t flags) {
+  return WEFT_EP_CALL(recv_generic(as_ep(e), m->msg_iov, m->iov_count, m->addr, m->tag, m->ignore,
+                                   flags, m->context, true));
+}
+ssize_t tag_send(fid_ep* e, const void* buf, std::size_t len, void*, fi_addr_t dest,
+                 std::uint64_t tag, void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(send_generic(ep, &v, 1, dest, tag, 0, ep->tx_op_flags, ctx, true));
+}
+ssize_t tag_sendv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t dest,
+                  std::uint64_t tag, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(send_generic(ep, iov, count, dest, tag, 0, ep->tx_op_flags, ctx, true));
+}
+ssize_t tag_sendmsg(fid_ep* e, const fi_msg_tagged* m, std::uint64_t flags) {
+  return WEFT_EP_CALL(send_generic(as_ep(e), m->msg_iov, m->iov_count, m->addr, m->tag, m->data,
+                                   flags, m->context, true));
+}
+ssize_t tag_inject(fid_ep* e, const void* buf, std::size_t len, fi_addr_t dest, std::uint64_t tag) {
+  iovec v{const_cast<void*>(buf), len};
+  return WEFT_EP_CALL(send_generic(as_ep(e), &v, 1, dest, tag, 0, FI_INJECT, nullptr, true));
+}
+ssize_t tag_senddata(fid_ep* e, const void* buf, std::size_t len, void*, std::uint64_t data,
+                     fi_addr_t dest, std::uint64_t tag, void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(
+      send_generic(ep, &v, 1, dest, tag, data, ep->tx_op_flags | FI_REMOTE_CQ_DATA, ctx, true));
+}
+ssize_t tag_injectdata(fid_ep* e, const void* buf, std::size_t len, std::uint64_t data,
+                       fi_addr_t dest, std::uint64_t tag) {
+  iovec v{const_cast<void*>(buf), len};
+  return WEFT_EP_CALL(
+      send_generic(as_ep(e), &v, 1, dest, tag, data, FI_INJECT | FI_REMOTE_CQ_DATA, nullptr, true));
+}
+fi_ops_tagged g_tagged_ops = {
+    sizeof(fi_ops_tagged), tag_recv,   tag_recvv,    tag_recvmsg,   tag_send, tag_sendv,
+    tag_sendmsg,           tag_inject, tag_senddata, tag_injectdata};
+
+// ---- fi_ops_rma ---------------------------------------------------------------------------------
+ssize_t rma_read(fid_ep* e, void* buf, std::size_t len, void*, fi_addr_t src, std::uint64_t addr,
+                 std::uint64_t key, void* ctx) {
+  iovec v{buf, len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(rma_generic(ep, false, &v, 1, src, addr, key, 0, ep->tx_op_flags, ctx));
+}
+ssize_t rma_readv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t src,
+                  std::uint64_t addr, std::uint64_t key, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(rma_generic(ep, false, iov, count, src, addr, key, 0, ep->tx_op_flags, ctx));
+}
+ssize_t rma_readmsg(fid_ep* e, const fi_msg_rma* m, std::uint64_t flags) {
+  if (m->rma_iov_count != 1) return -FI_EINVAL;
+  return WEFT_EP_CALL(rma_generic(as_ep(e), false, m->msg_iov, m->iov_count, m->addr,
+                                  m->rma_iov[0].addr, m->rma_iov[0].key, 0, flags, m->context));
+}
+ssize_t rma_write(fid_ep* e, const void* buf, std::size_t len, void*, fi_addr_t dest,
+                  std::uint64_t addr, std::uint64_t key, void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(rma_generic(ep, true, &v, 1, dest, addr, key, 0, ep->tx_op_flags, ctx));
+}
+ssize_t rma_writev(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t dest,
+                   std::uint64_t addr, std::uint64_t key, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(rma_generic(ep, true, iov, count, dest, addr, key, 0, ep->tx_op_flags, ctx));
+}
+ssize_t rma_writemsg(fid_ep* e, const fi_msg_rma* m, std::uint64_t flags) {
+  if (m->rma_iov_count != 1) return -FI_EINVAL;
+  return WEFT_EP_CALL(rma_generic(as_ep(e), true, m->msg_iov, m->iov_count, m->addr,
+                                  m->rma_iov[0].addr, m->rma_iov[0].key, m->data, flags,
+                                  m->context));
+}
+ssize_t rma_inject(fid_ep* e, const void* buf, std::size_t len, fi_addr_t dest, std::uint64_t addr,
+                   std::uint64_t key) {
+  iovec v{const_cast<void*>(buf), len};
+  return WEFT_EP_CALL(rma_generic(as_ep(e), true, &v, 1, dest, addr, key, 0, FI_INJECT, nullptr));
+}
+ssize_t rma_writedata(fid_ep* e, const void* buf, std::size_t len, void*, std::uint64_t data,
+                      fi_addr_t dest, std::uint64_t addr, std::uint64_t key, void* ctx) {
+  iovec v{const_cast<void*>(buf), len};
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(rma_generic(ep, true, &v, 1, dest, addr, key, data,
+                                  ep->tx_op_flags | FI_REMOTE_CQ_DATA, ctx));
+}
+ssize_t rma_injectdata(fid_ep* e, const void* buf, std::size_t len, std::uint64_t data,
+                       fi_addr_t dest, std::uint64_t addr, std::uint64_t key) {
+  iovec v{const_cast<void*>(buf), len};
+  return WEFT_EP_CALL(rma_generic(as_ep(e), true, &v, 1, dest, addr, key, data,
+                                  FI_INJECT | FI_REMOTE_CQ_DATA, nullptr));
+}
+fi_ops_rma g_rma_ops = {sizeof(fi_ops_rma), rma_read,      rma_readv,    rma_readmsg,
+                        rma_write,          rma_writev,    rma_writemsg, rma_inject,
+                        rma_writedata,      rma_injectdata};
+
+// ---- fi_ops_ep ------------------------------------------------------------------------------
+ssize_t ep_cancel(fid* f, void* ctx) {
+  return WEFT_EP_CALL([&]() -> ssize_t {
+    Ep* ep = as_ep(f);
+    std::lock_guard lk(ep->dom->mu);
+    for (auto* q : {&ep->posted_tag, &ep->posted_msg}) {
+      for (auto it = q->begin(); it != q->end(); ++it) {
+        RecvReq* r = *it;
+        if (r->context != ctx) continue;
+        q->erase(it);
+        if (ep->rx_cq) {
+          fi_cq_err_entry e{};
+          e.op_context = ctx;
+          e.flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
+          e.tag = r->tag;
+          e.err = FI_ECANCELED;
+          ep->rx_cq->push_error(e);
+        }
+        delete r;
+        return 0;
+      }
+    }
+    return -FI_ENOENT;  // sends and matched receives are past the point of cancelling
+  }());
+}
+int ep_getopt(fid*, int level, int, void* optval, std::size_t* optlen) {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  (void)optval;
+  (void)optlen;
+  return -FI_ENOPROTOOPT;
+}
+int ep_setopt(fid*, int level, int optname, const void*, std::size_t) {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  (void)optname;
+  return -FI_ENOPROTOOPT;
+}
+int ep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+int ep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+ssize_t ep_rx_size_left(fid_ep*) {
+  return -FI_ENOSYS;
+}
+ssize_t ep_tx_size_left(fid_ep* e) {
+  Ep* ep = as_ep(e);
+  std::lock_guard lk(ep->dom->mu);
+  return static_cast<ssize_t>(ep->stage_free.size());
+}
+fi_ops_ep g_ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt,       ep_setopt,
+                      ep_tx_ctx,         ep_rx_ctx, ep_rx_size_left, ep_tx_size_left};
+
+// ---- fi_ops_cm (RDM: names only) ------------------------------------------------------------
+int cm_setname(fid*, void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int cm_getname(fid* f, void* addr, std::size_t* addrlen) {
+  Ep* ep = as_ep(f);
+  const bool small = *addrlen < sizeof(EpAddr);
+  if (addr) std::memcpy(addr, &ep->addr, std::min(*addrlen, sizeof(EpAddr)));
+  *addrlen = sizeof(EpAddr);
+  return small ? -FI_ETOOSMALL : 0;
+}
+int cm_getpeer(fid_ep*, void*, std::size_t*) {
+  return -FI_ENOSYS;
+}
+int cm_connect(fid_ep*, const void*, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int cm_listen(fid_pep*) {
+  return -FI_ENOSYS;
+}
+int cm_accept(fid_ep*, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int cm_reject(fid_pep*, fid_t, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int cm_shutdown(fid_ep*, std::uint64_t) {
+  return -FI_ENOSYS;
+}
+int cm_join(fid_ep*, const void*, std::uint64_t, fid_mc**, void*) {
+  return -FI_ENOSYS;
+}
+fi_ops_cm g_cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer,  cm_connect,
+                      cm_listen,         cm_accept,  cm_reject,  cm_shutdown, cm_join};
+
+// ---- fi_ops: close, bind, control -------------------------------------------------------------
+void release(Cq*& q) {
+  if (q) --q->refs;
+  q = nullptr;
+}
+void release(Cntr*& c) {
+  if (c) --c->refs;
+  c = nullptr;
+}
+
+int ep_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(f);
+    Domain* d = ep->dom;
+    std::lock_guard lk(d->mu);
+    d->progress();
+    for (auto& [addr, c] : ep->out_conns) d->dev->destroy_qp(c->qp);
+    for (auto& c : ep->in_conns) d->dev->destroy_qp(c->qp);
+    if (ep->ud_qp) d->dev->destroy_qp(ep->ud_qp);
+    for (auto& [fa, ah] : ep->ahs) d->dev->destroy_ah(ah);
+    // Completions of this endpoint's QPs still queued in the device CQ refer to its Ops: drop
+    // them, and hand everyone else's on.
+    {
+      WorkCompletion wcs[64];
+      std::vector<WorkCompletion> keep;
+      std::size_t n;
+      while ((n = d->dcq->poll(wcs)) > 0) {
+        for (std::size_t i = 0; i < n; ++i)
+          if (!ep->by_qpn.count(wcs[i].qp_num)) keep.push_back(wcs[i]);
+      }
+      d->eps.erase(ep->id);
+      for (const auto& wc : keep) d->dispatch(wc);
+    }
+    d->eps.erase(ep->id);
+    if (ep->srq) d->dev->destroy_srq(ep->srq);
+    for (Op* op : ep->ops) {
+      if (op->tmp_mr) d->dev->dereg_mr(op->tmp_mr);
+      delete op;
+    }
+    ep->ops.clear();
+    if (ep->bounce_mr) d->dev->dereg_mr(ep->bounce_mr);
+    if (ep->stage_mr) d->dev->dereg_mr(ep->stage_mr);
+    for (auto* r : ep->posted_msg) delete r;
+    for (auto* r : ep->posted_tag) delete r;
+    for (auto* u : ep->unexp_msg) delete u;
+    for (auto* u : ep->unexp_tag) delete u;
+    if (ep->av) --ep->av->refs;
+    release(ep->tx_cq);
+    release(ep->rx_cq);
+    release(ep->cntr_send);
+    release(ep->cntr_recv);
+    release(ep->cntr_read);
+    release(ep->cntr_write);
+    release(ep->cntr_rem_write);
+    fi_freeinfo(ep->info);
+    --d->refs;
+    delete ep;
+    return 0;
+  });
+}
+
+int ep_bind(fid* f, fid* bf, std::uint64_t flags) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(f);
+    std::lock_guard lk(ep->dom->mu);
+    if (ep->enabled && bf->fclass != FI_CLASS_CNTR) return -FI_EOPBADSTATE;
+    switch (bf->fclass) {
+      case FI_CLASS_AV: {
+        if (ep->av) return -FI_EINVAL;
+        Av* a = ofi_container<Av>(bf);
+        if (a->dom != ep->dom) return -FI_EINVAL;
+        ep->av = a;
+        ++a->refs;
+        return 0;
+      }
+      case FI_CLASS_CQ: {
+        Cq* q = ofi_container<Cq>(bf);
+        if (q->dom != ep->dom) return -FI_EINVAL;
+        if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+        if (flags & FI_TRANSMIT) {
+          if (ep->tx_cq) return -FI_EINVAL;
+          ep->tx_cq = q;
+          ++q->refs;
+          ep->tx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+        }
+        if (flags & FI_RECV) {
+          if (ep->rx_cq) return -FI_EINVAL;
+          ep->rx_cq = q;
+          ++q->refs;
+          ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+        }
+        return 0;
+      }
+      case FI_CLASS_CNTR: {
+        Cntr* c = ofi_container<Cntr>(bf);
+        if (c->dom != ep->dom) return -FI_EINVAL;
+        if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_WRITE | FI_REMOTE_READ))
+          return -FI_EBADFLAGS;
+        auto set = [&](Cntr*& slot) {
+          if (slot) --slot->refs;
+          slot = c;
+          ++c->refs;
+        };
+        if (flags & FI_SEND) set(ep->cntr_send);
+        if (flags & FI_RECV) set(ep->cntr_recv);
+        if (flags & FI_READ) set(ep->cntr_read);
+        if (flags & FI_WRITE) set(ep->cntr_write);
+        if (flags & FI_REMOTE_WRITE) set(ep->cntr_rem_write);
+        return 0;  // FI_REMOTE_READ: accepted; reads are not visible at the target
+      }
+      case FI_CLASS_EQ:
+        return 0;  // no EQ events for RDM (AV inserts are synchronous)
+      default:
+        return -FI_EINVAL;
+    }
+  });
+}
+
+int ep_enable(Ep* ep) {
+  std::lock_guard lk(ep->dom->mu);
+  if (ep->enabled) return 0;
+  if (!ep->av) return -FI_ENOAV;
+  if (!ep->tx_cq && !ep->cntr_send) return -FI_ENOCQ;
+  if (!ep->rx_cq && !ep->cntr_recv) return -FI_ENOCQ;
+  Device& dev = *ep->dom->dev;
+  if (!ep->dgram) {
+    auto srq = dev.create_srq(ep->dom->pd, static_cast<std::uint32_t>(g_params.rx_bounce), 1);
+    if (!srq) return -FI_ENOMEM;
+    ep->srq = srq.value();
+  }
+  ep->bounce_bytes =
+      ep->dgram ? kUdGrhBytes + g_params.mtu_bytes : sizeof(MsgHdr) + g_params.eager_bytes;
+  ep->bounce_mem.assign(ep->bounce_bytes * g_params.rx_bounce, 0);
+  ep->bounce_mr =
+      dev.reg_mr(ep->dom->pd, ep->bounce_mem.data(), ep->bounce_mem.size(), kAccessLocalWrite)
+          .value();
+  ep->bounce_ops.resize(g_params.rx_bounce);
+  for (std::size_t i = 0; i < g_params.rx_bounce; ++i) {
+    Op& b = ep->bounce_ops[i];
+    b.kind = OpKind::kBounce;
+    b.ep = ep;
+    b.stage = ep->bounce_mem.data() + i * ep->bounce_bytes;
+    b.sge = {reinterpret_cast<std::uintptr_t>(b.stage),
+             static_cast<std::uint32_t>(ep->bounce_bytes), ep->bounce_mr->lkey()};
+    repost_bounce(ep, &b);
+  }
+  // Staging: tx_depth operations plus as many internal FINs.
+  const std::size_t slots = 2 * g_params.tx_depth;
+  ep->stage_bytes = std::max(sizeof(MsgHdr) + g_params.eager_bytes, g_params.mtu_bytes);
+  ep->stage_mem.assign(ep->stage_bytes * slots, 0);
+  ep->stage_mr =
+      dev.reg_mr(ep->dom->pd, ep->stage_mem.data(), ep->stage_mem.size(), kAccessLocalWrite)
+          .value();
+  for (std::size_t i = slots; i-- > 0;)
+    ep->stage_free.push_back(ep->stage_mem.data() + i * ep->stage_bytes);
+  ep->enabled = true;
+  return 0;
+}
+
+int ep_control(fid* f, int command, void* arg) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(f);
+    switch (command) {
+      case FI_ENABLE:
+        return ep_enable(ep);
+      case FI_GETOPSFLAG: {
+        auto* flags = static_cast<std::uint64_t*>(arg);
+        if (*flags & FI_TRANSMIT)
+          *flags = ep->tx_op_flags | FI_TRANSMIT;
+        else if (*flags & FI_RECV)
+          *flags = ep->rx_op_flags | FI_RECV;
+        else
+          return -FI_EINVAL;
+        return 0;
+      }
+      case FI_SETOPSFLAG: {
+        const std::uint64_t flags = *static_cast<std::uint64_t*>(arg);
+        if (flags & FI_TRANSMIT)
+          ep->tx_op_flags = flags & ~FI_TRANSMIT;
+        else if (flags & FI_RECV)
+          ep->rx_op_flags = flags & ~FI_RECV;
+        else
+          return -FI_EINVAL;
+        return 0;
+      }
+      default:
+        return -FI_ENOSYS;
+    }
+  });
+}
+
+int no_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
+  return -FI_ENOSYS;
+}
+int no_tostr(const fid*, char*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int no_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
+  return -FI_ENOSYS;
+}
+fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind,   ep_control,
+                      no_ops_open,    no_tostr, no_ops_set};
+
+}  // namespace
+
+int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
+  Domain* d = ofi_container<Domain>(domain);
+  if (!info || !info->ep_attr) return -FI_EINVAL;
+  const fi_ep_type type = info->ep_attr->type;
+  if (type != FI_EP_RDM && type != FI_EP_DGRAM) return -FI_EINVAL;
+  const std::uint64_t all_caps = type == FI_EP_DGRAM ? kDgramCaps : kRdmCaps;
+  if (info->caps & ~all_caps) return -FI_EINVAL;
+  auto ep = std::make_unique<Ep>();
+  ep->dom = d;
+  ep->info = fi_dupinfo(info);
+  if (!ep->info) return -FI_ENOMEM;
+  if (!ep->info->caps) ep->info->caps = all_caps;
+  ep->dgram = type == FI_EP_DGRAM;
+  if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
+  if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
+  std::lock_guard lk(d->mu);
+  ep->id = d->next_ep_id++;
+  ep->addr.ep_id = ep->id;
+  ep->addr.node_id = d->port->local().node_id;
+  ep->addr.lid = d->port->local().lid;
+  if (ep->dgram) {
+    // The UD QP exists from the start, so fi_getname works before fi_enable.
+    QpInitAttr ia;
+    ia.type = QpType::kUd;
+    ia.pd = d->pd;
+    ia.send_cq = d->dcq;
+    ia.recv_cq = d->dcq;
+    ia.caps.max_send_wr =
+        static_cast<std::uint32_t>(std::min<std::size_t>(kWrMax, g_params.tx_depth));
+    ia.caps.max_recv_wr =
+        static_cast<std::uint32_t>(std::min<std::size_t>(kWrMax, g_params.rx_bounce));
+    ia.caps.max_send_sge = 1;
+    ia.caps.max_recv_sge = 1;
+    auto qp = d->dev->create_qp(ia);
+    if (!qp) return -FI_ENOMEM;
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.qkey = kDgramQkey;
+    Errc rc = qp.value()->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey);
+    a.qp_state = QpState::kRtr;
+    if (rc == Errc::kOk) rc = qp.value()->modify(a, kQpState);
+    a.qp_state = QpState::kRts;
+    a.sq_psn = random_psn(d);
+    if (rc == Errc::kOk) rc = qp.value()->modify(a, kQpState | kQpSqPsn);
+    if (rc != Errc::kOk) {
+      d->dev->destroy_qp(qp.value());
+      return -FI_EINVAL;
+    }
+    ep->ud_qp = qp.value();
+    ep->addr.qpn = ep->ud_qp->qp_num();
+    ep->by_qpn[ep->ud_qp->qp_num()] = nullptr;  // so that close drops its completions
+  }
+  ep->ep.fid.fclass = FI_CLASS_EP;
+  ep->ep.fid.context = context;
+  ep->ep.fid.ops = &g_ep_fi_ops;
+  ep->ep.ops = &g_ep_ops;
+  ep->ep.cm = &g_cm_ops;
+  ep->ep.msg = &g_msg_ops;
+  ep->ep.tagged = &g_tagged_ops;
+  ep->ep.rma = &g_rma_ops;
+  ep->ep.atomic = nullptr;
+  d->eps[ep->id] = ep.get();
+  ++d->refs;
+  *out = &ep.release()->ep;
+  return 0;
+}
+
+}  // namespace weft::ofi

@@ -1,0 +1,816 @@
+// tests/ofi/provider_test.cpp — the weft provider through the public libfabric API only, in one
+// process over the in-process loopback medium (FI_PROVIDER_PATH points at the build tree).
+#include <gtest/gtest.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr std::uint64_t kCoreProvOnly = 1ull << 59;
+
+fi_info* weft_hints(std::uint64_t caps, int mr_mode, fi_av_type av = FI_AV_UNSPEC) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("weft");
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = caps;
+  h->domain_attr->mr_mode = mr_mode;
+  h->domain_attr->av_type = av;
+  return h;
+}
+
+int getinfo(std::uint32_t version, fi_info* hints, fi_info** out, std::uint64_t flags = 0) {
+  return fi_getinfo(version, nullptr, nullptr, flags, hints, out);
+}
+
+constexpr std::uint64_t kAllCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV;
+constexpr int kRmaMr = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_LOCAL;
+
+// One endpoint with its own domain, CQs, AV and counter.
+struct Node {
+  fid_domain* dom = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* txcq = nullptr;
+  fid_cq* rxcq = nullptr;
+  fid_cntr* send_cntr = nullptr;
+  fid_ep* ep = nullptr;
+  std::vector<std::uint8_t> addr;
+};
+
+class Provider : public ::testing::Test {
+ protected:
+  void SetUp() override { open(FI_AV_MAP, 0); }
+  void TearDown() override { close_all(); }
+
+  void open(fi_av_type av_type, std::uint64_t cq_bind_flags) {
+    fi_info* h = weft_hints(kAllCaps, kRmaMr, av_type);
+    ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info_), 0);
+    fi_freeinfo(h);
+    ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
+    for (Node& n : nodes_) {
+      ASSERT_EQ(fi_domain(fabric_, info_, &n.dom, nullptr), 0);
+      fi_av_attr aa{};
+      aa.type = av_type;
+      ASSERT_EQ(fi_av_open(n.dom, &aa, &n.av, nullptr), 0);
+      fi_cq_attr ca{};
+      ca.format = FI_CQ_FORMAT_TAGGED;
+      ca.wait_obj = FI_WAIT_FD;
+      ASSERT_EQ(fi_cq_open(n.dom, &ca, &n.txcq, nullptr), 0);
+      ASSERT_EQ(fi_cq_open(n.dom, &ca, &n.rxcq, nullptr), 0);
+      fi_cntr_attr cna{};
+      cna.events = FI_CNTR_EVENTS_COMP;
+      ASSERT_EQ(fi_cntr_open(n.dom, &cna, &n.send_cntr, nullptr), 0);
+      ASSERT_EQ(fi_endpoint(n.dom, info_, &n.ep, nullptr), 0);
+      ASSERT_EQ(fi_ep_bind(n.ep, &n.av->fid, 0), 0);
+      ASSERT_EQ(fi_ep_bind(n.ep, &n.txcq->fid, FI_TRANSMIT | cq_bind_flags), 0);
+      ASSERT_EQ(fi_ep_bind(n.ep, &n.rxcq->fid, FI_RECV | cq_bind_flags), 0);
+      ASSERT_EQ(fi_ep_bind(n.ep, &n.send_cntr->fid, FI_SEND), 0);
+      ASSERT_EQ(fi_enable(n.ep), 0);
+      std::size_t len = 0;
+      ASSERT_EQ(fi_getname(&n.ep->fid, nullptr, &len), -FI_ETOOSMALL);
+      ASSERT_LE(len, 64u);
+      n.addr.resize(len);
+      ASSERT_EQ(fi_getname(&n.ep->fid, n.addr.data(), &len), 0);
+    }
+    // Every node knows every node: fi_addr i is node i.
+    for (Node& n : nodes_) {
+      for (Node& m : nodes_) {
+        fi_addr_t a;
+        ASSERT_EQ(fi_av_insert(n.av, m.addr.data(), 1, &a, 0, nullptr), 1);
+      }
+    }
+  }
+
+  void close_all() {
+    for (Node& n : nodes_) {
+      if (n.ep) {
+        EXPECT_EQ(fi_close(&n.ep->fid), 0);
+      }
+      if (n.send_cntr) fi_close(&n.send_cntr->fid);
+      if (n.txcq) fi_close(&n.txcq->fid);
+      if (n.rxcq) fi_close(&n.rxcq->fid);
+      if (n.av) fi_close(&n.av->fid);
+      if (n.dom) {
+        EXPECT_EQ(fi_close(&n.dom->fid), 0);
+      }
+      n = Node{};
+    }
+    if (fabric_) fi_close(&fabric_->fid);
+    fabric_ = nullptr;
+    if (info_) fi_freeinfo(info_);
+    info_ = nullptr;
+  }
+
+  // Progresses every node (manual progress) until `done` or a bounded number of rounds.
+  bool drive(const std::function<bool()>& done, int rounds_max = 200000) {
+    for (int i = 0; i < rounds_max; ++i) {
+      if (done()) return true;
+      for (Node& n : nodes_) fi_cntr_read(n.send_cntr);  // progress without consuming CQs
+    }
+    return done();
+  }
+
+  // Reads one entry from cq, progressing everyone meanwhile.
+  ssize_t read_one(fid_cq* cq, fi_cq_tagged_entry* e, fi_addr_t* src = nullptr) {
+    ssize_t rc = -FI_EAGAIN;
+    drive([&] {
+      rc = fi_cq_readfrom(cq, e, 1, src);
+      return rc != -FI_EAGAIN;
+    });
+    return rc;
+  }
+  fi_cq_err_entry read_err(fid_cq* cq) {
+    fi_cq_tagged_entry e;
+    fi_cq_err_entry err{};
+    EXPECT_EQ(read_one(cq, &e), -FI_EAVAIL);
+    EXPECT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+    return err;
+  }
+  // Nothing arrives on cq in a while.
+  bool quiet(fid_cq* cq) {
+    fi_cq_tagged_entry e;
+    for (int i = 0; i < 2000; ++i) {
+      for (Node& n : nodes_) fi_cntr_read(n.send_cntr);
+      if (fi_cq_read(cq, &e, 1) != -FI_EAGAIN) return false;
+    }
+    return true;
+  }
+
+  void send_ok(Node& from, fi_addr_t to, const void* buf, std::size_t len, std::uint64_t tag,
+               void* ctx) {
+    ASSERT_EQ(fi_tsend(from.ep, buf, len, nullptr, to, tag, ctx), 0);
+  }
+  void expect_tx(Node& n, void* ctx) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(read_one(n.txcq, &e), 1);
+    EXPECT_EQ(e.op_context, ctx);
+    EXPECT_TRUE(e.flags & FI_SEND);
+  }
+
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  Node nodes_[3];
+  Node& a() { return nodes_[0]; }
+  Node& b() { return nodes_[1]; }
+  Node& c() { return nodes_[2]; }
+};
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<std::uint8_t>(x);
+  }
+  return v;
+}
+
+// ---- getinfo --------------------------------------------------------------------------------
+TEST(GetInfo, OffersRdmWithTagFormatBit63AndSmallAddresses) {
+  fi_info* h = weft_hints(0, kRmaMr);
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  EXPECT_EQ(info->ep_attr->type, FI_EP_RDM);
+  EXPECT_TRUE(info->ep_attr->mem_tag_format >> 63);
+  EXPECT_GE(info->domain_attr->cq_data_size, 4u);
+  EXPECT_TRUE(info->caps & FI_TAGGED);
+  EXPECT_TRUE(info->caps & FI_RMA);
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+  EXPECT_EQ(std::string(info->fabric_attr->prov_name), "weft");
+  EXPECT_EQ(info->next, nullptr);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+}
+
+TEST(GetInfo, RefusesWhatItCannotHonour) {
+  struct Case {
+    const char* what;
+    std::function<void(fi_info*)> edit;
+  } cases[] = {
+      {"msg endpoint", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
+      {"atomics", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
+      {"auto progress", [](fi_info* h) { h->domain_attr->data_progress = FI_PROGRESS_AUTO; }},
+      {"cq data 8 bytes", [](fi_info* h) { h->domain_attr->cq_data_size = 8; }},
+      {"sockaddr", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IN; }},
+      {"strict order", [](fi_info* h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }},
+      {"huge inject", [](fi_info* h) { h->tx_attr->inject_size = 1 << 20; }},
+      {"other fabric", [](fi_info* h) { h->fabric_attr->name = strdup("tcp"); }},
+      {"rma without prov keys",
+       [](fi_info* h) {
+         h->caps = FI_RMA;
+         h->domain_attr->mr_mode = FI_MR_LOCAL;
+       }},
+  };
+  for (const Case& c : cases) {
+    fi_info* h = weft_hints(0, kRmaMr);
+    c.edit(h);
+    fi_info* info = nullptr;
+    EXPECT_EQ(getinfo(FI_VERSION(1, 17), h, &info), -FI_ENODATA) << c.what;
+    fi_freeinfo(h);
+  }
+}
+
+TEST(GetInfo, RefusesUtilityProviderCoreOnlyQueries) {
+  fi_info* info = nullptr;
+  fi_info* h = weft_hints(0, kRmaMr);
+  // The core passes OFI_CORE_PROV_ONLY through to the provider.
+  EXPECT_NE(getinfo(FI_VERSION(1, 17), h, &info, kCoreProvOnly), 0);
+  fi_freeinfo(h);
+}
+
+TEST(GetInfo, MrModeNegotiation) {
+  fi_info* info = nullptr;
+  // API 1.5 with no mode bits (Open MPI's MTL): tagged messaging without RMA, no bits required.
+  fi_info* h = weft_hints(FI_TAGGED | FI_DIRECTED_RECV, 0);
+  ASSERT_EQ(getinfo(FI_VERSION(1, 5), h, &info), 0);
+  EXPECT_EQ(info->domain_attr->mr_mode, 0);
+  EXPECT_FALSE(info->caps & FI_RMA);
+  EXPECT_TRUE(info->caps & FI_TAGGED);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+  // RMA with no mode bits: not honoured.
+  h = weft_hints(FI_RMA, 0);
+  EXPECT_EQ(getinfo(FI_VERSION(1, 5), h, &info), -FI_ENODATA);
+  fi_freeinfo(h);
+  // FI_MR_LOCAL | FI_MR_ALLOCATED only: the provider needs neither; RMA is left out.
+  h = weft_hints(FI_MSG, FI_MR_LOCAL | FI_MR_ALLOCATED);
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  EXPECT_EQ(info->domain_attr->mr_mode, 0);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+  // The fi_pingpong / OFI BTL set: keys and virtual addresses required, local not.
+  h = weft_hints(FI_MSG | FI_RMA, kRmaMr);
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+  // API 1.4: FI_MR_BASIC.
+  h = weft_hints(FI_RMA, FI_MR_BASIC);
+  ASSERT_EQ(getinfo(FI_VERSION(1, 4), h, &info), 0);
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_BASIC);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+}
+
+TEST(GetInfo, AcceptsOpenMpiMtlAndPingpongHints) {
+  // Open MPI 4.1's OFI MTL (see shared/reference/libfabric-provider.md).
+  fi_info* h =
+      weft_hints(FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV, 0, FI_AV_MAP);
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->tx_attr->msg_order = FI_ORDER_SAS;
+  h->rx_attr->msg_order = FI_ORDER_SAS;
+  h->tx_attr->op_flags = FI_COMPLETION;
+  h->rx_attr->op_flags = FI_COMPLETION;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  h->domain_attr->cq_data_size = 4;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 5), h, &info), 0);
+  EXPECT_EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
+  EXPECT_EQ(info->domain_attr->av_type, FI_AV_MAP);
+  EXPECT_EQ(info->domain_attr->mr_mode, 0);
+  EXPECT_EQ(info->mode, 0u);
+  EXPECT_TRUE(info->ep_attr->mem_tag_format >> 63);
+  EXPECT_TRUE(info->caps & FI_DIRECTED_RECV);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+  // fi_pingpong -e rdm (client side: the server's address in dest_addr).
+  h = weft_hints(FI_MSG, kRmaMr);
+  h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_domain* dom;
+  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+  fid_av* av;
+  fi_av_attr aa{};
+  ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
+  fid_ep* ep;
+  ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
+  std::uint8_t addr[64];
+  std::size_t len = sizeof addr;
+  ASSERT_EQ(fi_getname(&ep->fid, addr, &len), 0);
+  fi_freeinfo(info);
+  h->dest_addr = std::malloc(len);
+  std::memcpy(h->dest_addr, addr, len);
+  h->dest_addrlen = len;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  ASSERT_EQ(info->dest_addrlen, len);
+  EXPECT_EQ(0, std::memcmp(info->dest_addr, addr, len));
+  fi_freeinfo(info);
+  std::memset(h->dest_addr, 0, len);  // not a weft address
+  EXPECT_EQ(getinfo(FI_VERSION(1, 17), h, &info), -FI_ENODATA);
+  fi_freeinfo(h);
+  EXPECT_EQ(fi_close(&ep->fid), 0);
+  EXPECT_EQ(fi_close(&av->fid), 0);
+  EXPECT_EQ(fi_close(&dom->fid), 0);
+  EXPECT_EQ(fi_close(&fab->fid), 0);
+}
+
+// ---- tagged messages --------------------------------------------------------------------------
+TEST_F(Provider, TaggedSendRecvWithSourceAndData) {
+  auto msg = pattern(300, 1);
+  std::vector<std::uint8_t> buf(512);
+  int rctx, sctx;
+  ASSERT_EQ(fi_trecv(b().ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, 0x1234, 0, &rctx), 0);
+  ASSERT_EQ(fi_tsenddata(a().ep, msg.data(), msg.size(), nullptr, 0xABCD, 1, 0x1234, &sctx), 0);
+  fi_cq_tagged_entry e;
+  fi_addr_t src = 99;
+  ASSERT_EQ(read_one(b().rxcq, &e, &src), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, 300u);
+  EXPECT_EQ(e.tag, 0x1234u);
+  EXPECT_EQ(e.data, 0xABCDu);
+  EXPECT_EQ(e.flags, FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(src, 0u);  // node a is fi_addr 0 in every AV
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data(), msg.size()));
+  expect_tx(a(), &sctx);
+  EXPECT_EQ(fi_cntr_read(a().send_cntr), 1u);
+}
+
+TEST_F(Provider, IgnoreMaskSelectsAndNonMatchingWaits) {
+  std::uint64_t x = 7, y = 8, got1 = 0, got2 = 0;
+  int r1, r2;
+  // r1 accepts tags 0x5500..0x55FF; r2 only 0x6600.
+  ASSERT_EQ(fi_trecv(b().ep, &got1, 8, nullptr, FI_ADDR_UNSPEC, 0x5500, 0xFF, &r1), 0);
+  ASSERT_EQ(fi_trecv(b().ep, &got2, 8, nullptr, FI_ADDR_UNSPEC, 0x6600, 0, &r2), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &y, 8, nullptr, 1, 0x6600, nullptr), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &x, 8, nullptr, 1, 0x55AB, nullptr), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &r2);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &r1);
+  EXPECT_EQ(e.tag, 0x55ABu);
+  EXPECT_EQ(got1, 7u);
+  EXPECT_EQ(got2, 8u);
+}
+
+TEST_F(Provider, DirectedReceiveTakesOnlyItsSource) {
+  std::uint64_t from_a = 1, from_c = 3, got = 0, got2 = 0;
+  ASSERT_EQ(fi_tsend(a().ep, &from_a, 8, nullptr, 1, 9, nullptr), 0);
+  ASSERT_TRUE(drive([&] { return fi_cntr_read(a().send_cntr) == 1; }));
+  ASSERT_EQ(fi_tsend(c().ep, &from_c, 8, nullptr, 1, 9, nullptr), 0);
+  ASSERT_TRUE(drive([&] { return fi_cntr_read(c().send_cntr) == 1; }));
+  int r1, r2;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, /*c*/ 2, 9, 0, &r1), 0);
+  fi_cq_tagged_entry e;
+  fi_addr_t src;
+  ASSERT_EQ(read_one(b().rxcq, &e, &src), 1);
+  EXPECT_EQ(got, 3u);
+  EXPECT_EQ(src, 2u);
+  ASSERT_EQ(fi_trecv(b().ep, &got2, 8, nullptr, FI_ADDR_UNSPEC, 9, 0, &r2), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e, &src), 1);
+  EXPECT_EQ(got2, 1u);
+  EXPECT_EQ(src, 0u);
+}
+
+TEST_F(Provider, UnexpectedMessagesMatchInArrivalOrder) {
+  for (std::uint64_t i = 0; i < 20; ++i)
+    ASSERT_EQ(fi_tsend(a().ep, &i, 8, nullptr, 1, 77, nullptr), 0);
+  ASSERT_TRUE(drive([&] { return fi_cntr_read(a().send_cntr) == 20; }));
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    std::uint64_t v = 999;
+    ASSERT_EQ(fi_trecv(b().ep, &v, 8, nullptr, FI_ADDR_UNSPEC, 77, 0, nullptr), 0);
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(read_one(b().rxcq, &e), 1);
+    EXPECT_EQ(v, i);
+  }
+}
+
+TEST_F(Provider, PeekClaimDiscard) {
+  fi_cq_tagged_entry e;
+  fi_context ctx1{}, ctx2{}, ctx3{};
+  std::uint64_t got = 0;
+  iovec iov{&got, 8};
+  fi_msg_tagged m{};
+  m.msg_iov = &iov;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  // Miss: FI_ENOMSG.
+  m.tag = 40;
+  m.context = &ctx1;
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_PEEK), 0);
+  fi_cq_err_entry err = read_err(b().rxcq);
+  EXPECT_EQ(err.err, FI_ENOMSG);
+  EXPECT_EQ(err.op_context, &ctx1);
+
+  std::uint64_t v = 4242;
+  ASSERT_EQ(fi_tsenddata(a().ep, &v, 8, nullptr, 5, 1, 40, nullptr), 0);
+  ASSERT_TRUE(drive([&] { return fi_cntr_read(a().send_cntr) == 1; }));
+  // Peek: a hit reports length, tag and data and leaves the message queued.
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_PEEK), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.len, 8u);
+  EXPECT_EQ(e.tag, 40u);
+  EXPECT_EQ(e.data, 5u);
+  // Peek and claim, then receive the claimed message.
+  m.context = &ctx2;
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_PEEK | FI_CLAIM), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &ctx2);
+  // A claimed message is invisible to other receives.
+  m.context = &ctx3;
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_PEEK), 0);
+  EXPECT_EQ(read_err(b().rxcq).err, FI_ENOMSG);
+  m.context = &ctx2;
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_CLAIM), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &ctx2);
+  EXPECT_EQ(got, 4242u);
+
+  // Peek with discard drops the message.
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 41, nullptr), 0);
+  ASSERT_TRUE(drive([&] { return fi_cntr_read(a().send_cntr) == 2; }));
+  m.tag = 41;
+  m.context = &ctx1;
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_PEEK | FI_DISCARD), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  ASSERT_EQ(fi_trecvmsg(b().ep, &m, FI_PEEK), 0);
+  EXPECT_EQ(read_err(b().rxcq).err, FI_ENOMSG);
+}
+
+TEST_F(Provider, CancelPostedReceive) {
+  std::uint64_t got;
+  int ctx;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  ASSERT_EQ(fi_cancel(&b().ep->fid, &ctx), 0);
+  fi_cq_err_entry err = read_err(b().rxcq);
+  EXPECT_EQ(err.err, FI_ECANCELED);
+  EXPECT_EQ(err.op_context, &ctx);
+  EXPECT_EQ(err.flags, FI_RECV | FI_TAGGED);
+  EXPECT_EQ(fi_cancel(&b().ep->fid, &ctx), -FI_ENOENT);
+  // The cancelled receive no longer matches.
+  std::uint64_t v = 1;
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  EXPECT_TRUE(quiet(b().rxcq));
+}
+
+TEST_F(Provider, TruncationEagerAndRendezvous) {
+  for (std::size_t len : {std::size_t{100}, std::size_t{64 * 1024}}) {
+    auto msg = pattern(len, 3);
+    std::vector<std::uint8_t> buf(40, 0);
+    int ctx;
+    ASSERT_EQ(fi_trecv(b().ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, 2, 0, &ctx), 0);
+    ASSERT_EQ(fi_tsend(a().ep, msg.data(), msg.size(), nullptr, 1, 2, nullptr), 0);
+    fi_cq_err_entry err = read_err(b().rxcq);
+    EXPECT_EQ(err.err, FI_ETRUNC) << len;
+    EXPECT_EQ(err.olen, len - 40) << len;
+    EXPECT_EQ(err.len, 40u);
+    EXPECT_EQ(0, std::memcmp(buf.data(), msg.data(), 40)) << len;
+    char s[128];
+    EXPECT_NE(fi_cq_strerror(b().rxcq, err.prov_errno, err.err_data, s, sizeof s), nullptr);
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(read_one(a().txcq, &e), 1);  // the sender completes normally
+  }
+}
+
+TEST_F(Provider, LargeMessagesByteExact) {
+  constexpr std::size_t kBytes = 8u << 20;
+  auto msg = pattern(kBytes, 5);
+  std::vector<std::uint8_t> buf(kBytes, 0);
+  int rctx, sctx;
+  ASSERT_EQ(fi_trecv(b().ep, buf.data(), buf.size(), nullptr, 0, 3, 0, &rctx), 0);
+  ASSERT_EQ(fi_tsend(a().ep, msg.data(), msg.size(), nullptr, 1, 3, &sctx), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.len, kBytes);
+  EXPECT_TRUE(buf == msg);
+  expect_tx(a(), &sctx);
+  // And an unexpected one, received through a 3-element iov.
+  std::fill(buf.begin(), buf.end(), 0);
+  ASSERT_EQ(fi_send(a().ep, msg.data(), msg.size(), nullptr, 1, &sctx), 0);
+  ASSERT_TRUE(quiet(b().rxcq));
+  iovec iov[3] = {{buf.data(), 1000},
+                  {buf.data() + 1000, 3u << 20},
+                  {buf.data() + 1000 + (3u << 20), kBytes - 1000 - (3u << 20)}};
+  ASSERT_EQ(fi_recvv(b().ep, iov, nullptr, 3, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.flags, FI_RECV | FI_MSG);
+  EXPECT_TRUE(buf == msg);
+}
+
+TEST_F(Provider, InjectProducesNoCompletion) {
+  std::uint64_t v = 0x55, got = 0;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 6, 0, nullptr), 0);
+  ASSERT_EQ(fi_tinject(a().ep, &v, 8, 1, 6), 0);
+  v = 0;  // the buffer is reusable at once
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(got, 0x55u);
+  EXPECT_TRUE(quiet(a().txcq));
+  std::vector<std::uint8_t> big(info_->tx_attr->inject_size + 1);
+  EXPECT_EQ(fi_inject(a().ep, big.data(), big.size(), 1), -FI_EMSGSIZE);
+}
+
+TEST_F(Provider, MessagesAndTagsAreSeparateQueues) {
+  std::uint64_t v = 11, got_msg = 0, got_tag = 0;
+  ASSERT_EQ(fi_trecv(b().ep, &got_tag, 8, nullptr, FI_ADDR_UNSPEC, 0, ~0ull, nullptr), 0);
+  ASSERT_EQ(fi_recv(b().ep, &got_msg, 8, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  ASSERT_EQ(fi_send(a().ep, &v, 8, nullptr, 1, nullptr), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.flags, FI_RECV | FI_MSG);
+  EXPECT_EQ(got_msg, 11u);
+  EXPECT_EQ(got_tag, 0u);
+}
+
+TEST_F(Provider, SendToMissingEndpointFails) {
+  // b's node with an endpoint id nobody has: the connection request is rejected.
+  std::vector<std::uint8_t> ghost = b().addr;
+  const std::uint32_t bogus_ep = 999;
+  std::memcpy(ghost.data() + 4, &bogus_ep, 4);
+  fi_addr_t fa;
+  ASSERT_EQ(fi_av_insert(a().av, ghost.data(), 1, &fa, 0, nullptr), 1);
+  std::uint64_t v = 1;
+  int ctx;
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, fa, 1, &ctx), 0);
+  fi_cq_err_entry err = read_err(a().txcq);
+  EXPECT_EQ(err.err, FI_EHOSTUNREACH);
+  EXPECT_EQ(err.op_context, &ctx);
+  // A node that does not exist on the medium: the post fails at once.
+  std::vector<std::uint8_t> nowhere = b().addr;
+  const std::uint16_t lid = 0xBFFE;
+  std::memcpy(nowhere.data() + 16, &lid, 2);
+  ASSERT_EQ(fi_av_insert(a().av, nowhere.data(), 1, &fa, 0, nullptr), 1);
+  EXPECT_EQ(fi_tsend(a().ep, &v, 8, nullptr, fa, 1, &ctx), -FI_EINVAL);
+  // Traffic to the real b still works.
+  std::uint64_t got = 0;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(got, 1u);
+}
+
+// ---- RMA --------------------------------------------------------------------------------------
+TEST_F(Provider, RmaWriteReadAndWriteData) {
+  std::vector<std::uint8_t> target(1 << 20, 0);
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(fi_mr_reg(b().dom, target.data(), target.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0,
+                      0, &mr, nullptr),
+            0);
+  const std::uint64_t key = fi_mr_key(mr);
+  const std::uint64_t base = reinterpret_cast<std::uintptr_t>(target.data());
+  auto src = pattern(300000, 9);
+  int wctx, rctx;
+  ASSERT_EQ(fi_write(a().ep, src.data(), src.size(), nullptr, 1, base + 100, key, &wctx), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(a().txcq, &e), 1);
+  EXPECT_EQ(e.op_context, &wctx);
+  EXPECT_EQ(e.flags, FI_RMA | FI_WRITE);
+  EXPECT_EQ(0, std::memcmp(target.data() + 100, src.data(), src.size()));
+  EXPECT_EQ(target[99], 0);
+  EXPECT_EQ(target[100 + src.size()], 0);
+
+  auto remote = pattern(5000, 10);
+  std::memcpy(target.data() + 500000, remote.data(), remote.size());
+  std::vector<std::uint8_t> back(5000, 0);
+  ASSERT_EQ(fi_read(a().ep, back.data(), back.size(), nullptr, 1, base + 500000, key, &rctx), 0);
+  ASSERT_EQ(read_one(a().txcq, &e), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.flags, FI_RMA | FI_READ);
+  EXPECT_TRUE(back == remote);
+
+  // writedata: the target sees 4 bytes of remote CQ data.
+  std::uint32_t word = 0xFEEDF00D;
+  ASSERT_EQ(fi_writedata(a().ep, &word, 4, nullptr, 0xC0FFEE, 1, base, key, nullptr), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(e.data, 0xC0FFEEu);
+  EXPECT_EQ(e.len, 4u);
+  EXPECT_EQ(std::memcmp(target.data(), &word, 4), 0);
+  ASSERT_EQ(read_one(a().txcq, &e), 1);
+
+  // inject_write: no completion, data lands.
+  std::uint64_t iw = 0x1122334455667788ull;
+  ASSERT_EQ(fi_inject_write(a().ep, &iw, 8, 1, base + 8, key), 0);
+  ASSERT_TRUE(drive([&] { return std::memcmp(target.data() + 8, &iw, 8) == 0; }));
+  EXPECT_TRUE(quiet(a().txcq));
+
+  // A bad key is an error completion, not a crash.
+  ASSERT_EQ(fi_write(a().ep, src.data(), 64, nullptr, 1, base, key ^ 0x100, &wctx), 0);
+  fi_cq_err_entry err = read_err(a().txcq);
+  EXPECT_EQ(err.op_context, &wctx);
+  EXPECT_NE(err.err, 0);
+  char s[128];
+  EXPECT_NE(std::string(fi_cq_strerror(a().txcq, err.prov_errno, nullptr, s, sizeof s)), "");
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
+// ---- AV ----------------------------------------------------------------------------------------
+class AvTest : public Provider, public ::testing::WithParamInterface<fi_av_type> {
+ protected:
+  void SetUp() override { open(GetParam(), 0); }
+};
+
+TEST_P(AvTest, InsertLookupStraddrRemove) {
+  fid_av* av = a().av;
+  fi_addr_t fa[2];
+  // Two more copies of b's and c's addresses; an invalid address gets FI_ADDR_NOTAVAIL.
+  std::vector<std::uint8_t> addrs;
+  addrs.insert(addrs.end(), b().addr.begin(), b().addr.end());
+  std::vector<std::uint8_t> bogus(b().addr.size(), 0);
+  addrs.insert(addrs.end(), bogus.begin(), bogus.end());
+  EXPECT_EQ(fi_av_insert(av, addrs.data(), 2, fa, 0, nullptr), 1);
+  EXPECT_EQ(fa[1], FI_ADDR_NOTAVAIL);
+  if (GetParam() == FI_AV_TABLE) {
+    EXPECT_EQ(fa[0], 3u);  // table: consecutive indices
+  }
+  std::vector<std::uint8_t> out(64);
+  std::size_t len = out.size();
+  ASSERT_EQ(fi_av_lookup(av, fa[0], out.data(), &len), 0);
+  ASSERT_EQ(len, b().addr.size());
+  EXPECT_EQ(0, std::memcmp(out.data(), b().addr.data(), len));
+  len = 4;
+  EXPECT_EQ(fi_av_lookup(av, fa[0], out.data(), &len), -FI_ETOOSMALL);
+  EXPECT_EQ(len, b().addr.size());
+  char s[64];
+  std::size_t slen = sizeof s;
+  fi_av_straddr(av, b().addr.data(), s, &slen);
+  EXPECT_EQ(std::string(s).rfind("weft://", 0), 0u) << s;
+  EXPECT_EQ(slen, std::strlen(s) + 1);
+  ASSERT_EQ(fi_av_remove(av, &fa[0], 1, 0), 0);
+  len = out.size();
+  EXPECT_EQ(fi_av_lookup(av, fa[0], out.data(), &len), -FI_ENOENT);
+  EXPECT_EQ(fi_av_remove(av, &fa[0], 1, 0), -FI_EINVAL);
+  // The other entry for b still works for traffic.
+  std::uint64_t v = 5, got = 0;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(got, 5u);
+  // Sending to a removed address fails at once.
+  EXPECT_EQ(fi_tsend(a().ep, &v, 8, nullptr, fa[0], 1, nullptr), -FI_EINVAL);
+}
+
+INSTANTIATE_TEST_SUITE_P(MapAndTable, AvTest, ::testing::Values(FI_AV_MAP, FI_AV_TABLE));
+
+// ---- CQ
+// ------------------------------------------------------------------------------------------
+TEST_F(Provider, CqErrorPathsAndBlockingRead) {
+  fi_cq_err_entry err{};
+  EXPECT_EQ(fi_cq_readerr(b().rxcq, &err, 0), -FI_EAGAIN);
+  fi_cq_tagged_entry e;
+  EXPECT_EQ(fi_cq_read(b().rxcq, &e, 1), -FI_EAGAIN);
+  // sread with a timeout and nothing coming: -FI_EAGAIN.
+  EXPECT_EQ(fi_cq_sread(b().rxcq, &e, 1, nullptr, 5), -FI_EAGAIN);
+  int fd = -1;
+  EXPECT_EQ(fi_control(&b().rxcq->fid, FI_GETWAIT, &fd), 0);
+  EXPECT_GE(fd, 0);
+  // An error entry blocks reads until readerr takes it.
+  std::uint64_t got;
+  int ctx;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  ASSERT_EQ(fi_cancel(&b().ep->fid, &ctx), 0);
+  EXPECT_EQ(fi_cq_read(b().rxcq, &e, 1), -FI_EAVAIL);
+  EXPECT_EQ(fi_cq_readerr(b().rxcq, &err, FI_PEEK), 1);
+  EXPECT_EQ(fi_cq_readerr(b().rxcq, &err, 0), 1);
+  EXPECT_EQ(fi_cq_read(b().rxcq, &e, 1), -FI_EAGAIN);
+  // sread returns a message sent before it. Manual progress: the sender progresses only in its
+  // own calls, so its connection is set up first (one exchange), then its post alone sends.
+  std::uint64_t v = 16;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  v = 17;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  EXPECT_EQ(fi_cq_sread(b().rxcq, &e, 1, nullptr, 2000), 1);
+  EXPECT_EQ(got, 17u);
+  // Other formats: the context format carries just the context.
+  fid_cq* ctx_cq;
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_CONTEXT;
+  ASSERT_EQ(fi_cq_open(a().dom, &ca, &ctx_cq, nullptr), 0);
+  EXPECT_EQ(fi_cq_sread(ctx_cq, &e, 1, nullptr, 1), -FI_ENOSYS);  // FI_WAIT_NONE
+  EXPECT_EQ(fi_close(&ctx_cq->fid), 0);
+}
+
+class SelectiveProvider : public Provider {
+ protected:
+  void SetUp() override { open(FI_AV_MAP, FI_SELECTIVE_COMPLETION); }
+};
+
+TEST_F(SelectiveProvider, OnlyFlaggedOperationsComplete) {
+  std::uint64_t v = 3, got = 0;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+  // fi_tsend carries the endpoint's op_flags (none): no completion, like MPI_Ssend's ACK.
+  ASSERT_EQ(fi_tsend(a().ep, &v, 0, nullptr, 1, 1, nullptr), 0);
+  ASSERT_TRUE(drive([&] { return fi_cntr_read(a().send_cntr) == 1; }));
+  EXPECT_TRUE(quiet(a().txcq));
+  iovec iov{&v, 8};
+  int ctx;
+  fi_msg_tagged m{};
+  m.msg_iov = &iov;
+  m.iov_count = 1;
+  m.addr = 1;
+  m.tag = 2;
+  m.context = &ctx;
+  ASSERT_EQ(fi_tsendmsg(a().ep, &m, FI_COMPLETION | FI_TRANSMIT_COMPLETE), 0);
+  expect_tx(a(), &ctx);
+}
+
+// ---- FI_EP_DGRAM over UD ----------------------------------------------------------------------
+TEST(Dgram, DatagramsWithDataSourceAndLimits) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("weft");
+  h->ep_attr->type = FI_EP_DGRAM;
+  h->caps = FI_MSG;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fi_freeinfo(h);
+  ASSERT_EQ(info->ep_attr->type, FI_EP_DGRAM);
+  EXPECT_EQ(info->next, nullptr);
+  const std::size_t max = info->ep_attr->max_msg_size;
+  EXPECT_EQ(max, 4096u);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_domain* dom[2];
+  fid_av* av[2];
+  fid_cq* cq[2];
+  fid_ep* ep[2];
+  std::vector<std::uint8_t> addr[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_domain(fab, info, &dom[i], nullptr), 0);
+    fi_av_attr aa{};
+    aa.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(dom[i], &aa, &av[i], nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(dom[i], &ca, &cq[i], nullptr), 0);
+    ASSERT_EQ(fi_endpoint(dom[i], info, &ep[i], nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep[i], &av[i]->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep[i]), 0);
+    std::size_t len = 64;
+    addr[i].resize(len);
+    ASSERT_EQ(fi_getname(&ep[i]->fid, addr[i].data(), &len), 0);
+    addr[i].resize(len);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      ASSERT_EQ(fi_av_insert(av[i], addr[j].data(), 1, nullptr, 0, nullptr), 1);
+  auto poll = [&](fid_cq* q, fi_cq_data_entry* e, fi_addr_t* src) {
+    for (int i = 0; i < 100000; ++i) {
+      const ssize_t rc = fi_cq_readfrom(q, e, 1, src);
+      if (rc != -FI_EAGAIN) return rc;
+      fi_cq_read(cq[0], nullptr, 0);
+    }
+    return ssize_t{-FI_EAGAIN};
+  };
+  auto msg = pattern(max, 21);
+  std::vector<std::uint8_t> buf(max + 100, 0);
+  int rctx, sctx;
+  ASSERT_EQ(fi_recv(ep[1], buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_senddata(ep[0], msg.data(), msg.size(), nullptr, 0xD00D, 1, &sctx), 0);
+  fi_cq_data_entry e;
+  fi_addr_t src = 77;
+  ASSERT_EQ(poll(cq[1], &e, &src), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, max);
+  EXPECT_EQ(e.data, 0xD00Du);
+  EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+  EXPECT_EQ(src, 0u);
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data(), max));
+  ASSERT_EQ(poll(cq[0], &e, nullptr), 1);
+  EXPECT_EQ(e.op_context, &sctx);
+  // Too large for one datagram; tagged calls are not offered.
+  std::vector<std::uint8_t> big(max + 1);
+  EXPECT_EQ(fi_send(ep[0], big.data(), big.size(), nullptr, 1, nullptr), -FI_EMSGSIZE);
+  EXPECT_EQ(fi_tsend(ep[0], big.data(), 8, nullptr, 1, 0, nullptr), -FI_ENOSYS);
+  // Unreliable: with no receive posted the datagram is lost; a later one still arrives.
+  ASSERT_EQ(fi_send(ep[0], msg.data(), 8, nullptr, 1, nullptr), 0);
+  ASSERT_EQ(poll(cq[0], &e, nullptr), 1);
+  EXPECT_EQ(poll(cq[1], &e, nullptr), -FI_EAGAIN);
+  ASSERT_EQ(fi_recv(ep[1], buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_inject(ep[0], msg.data() + 1, 16, 1), 0);
+  ASSERT_EQ(poll(cq[1], &e, nullptr), 1);
+  EXPECT_EQ(e.len, 16u);
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data() + 1, 16));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(fi_close(&ep[i]->fid), 0);
+    EXPECT_EQ(fi_close(&cq[i]->fid), 0);
+    EXPECT_EQ(fi_close(&av[i]->fid), 0);
+    EXPECT_EQ(fi_close(&dom[i]->fid), 0);
+  }
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
+}
+
+}  // namespace
