@@ -240,6 +240,10 @@ struct PortEnd {
   TimeNs wait_start_ns = 0;
   PortCounters counters{};
   std::optional<PortFaults> faults;  // receive-side faults (Fabric::set_port_faults)
+  // Management path (VL15 SMPs): the transmitter's own clock (VL15 goes first at the arbiter;
+  // its bandwidth is not taken from the data VLs).
+  TimeNs smp_tx_free_ns = 0;
+  TimeNs smp_serial_ns = 0;
 };
 
 // Sees every packet a port receives, before faults and the PHY (emu/simrun writes --pcap
@@ -248,10 +252,6 @@ class PacketTap {
  public:
   virtual ~PacketTap() = default;
   virtual void on_receive(topo::NodeId node, int port, const Packet& p, TimeNs now_ns) = 0;
-  // Management path (VL15 SMPs): the transmitter's own clock (VL15 goes first at the arbiter;
-  // its bandwidth is not taken from the data VLs).
-  TimeNs smp_tx_free_ns = 0;
-  TimeNs smp_serial_ns = 0;
 };
 
 // A local SM's receive hook: MADs for the SM of this node (responses, traps) arriving on `port`.

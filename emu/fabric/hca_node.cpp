@@ -158,7 +158,8 @@ void HcaNode::deliver(std::uint32_t pk) {
       p.bytes[p.header_bytes + 1] != static_cast<std::uint8_t>(wire::MgmtClass::kPerfMgt)) {
     mads_received_++;  // a GSI MAD (SA, CM): to the agent (MAD packets always carry bytes)
     const auto slid = static_cast<std::uint16_t>(p.bytes[6] << 8 | p.bytes[7]);
-    gsi_agent_(p.in_port, slid, std::span<const std::uint8_t>(p.bytes).subspan(p.header_bytes, wire::kMadBytes));
+    gsi_agent_(p.in_port, slid,
+               std::span<const std::uint8_t>(p.bytes).subspan(p.header_bytes, wire::kMadBytes));
     fabric_.pool().free(pk);
     return;
   }
