@@ -9,4 +9,5 @@ namespace weft::cli {
 void add_version(CLI::App& app);
 void add_demo(CLI::App& app);   // tools/weft/cmd_demo.cpp
 void add_check(CLI::App& app);  // tools/weft/cmd_check.cpp
+void add_perf(CLI::App& app);   // tools/weft/cmd_perf.cpp
 }  // namespace weft::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   weft::cli::add_version(app);
   weft::cli::add_demo(app);
   weft::cli::add_check(app);
+  weft::cli::add_perf(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
