@@ -136,6 +136,14 @@ std::string_view to_string(IoError e) {
 
 DirectNode::~DirectNode() {
   driver_.reset();
+  if (medium_) {
+    const auto& c = medium_->counters();
+    log()->info(
+        "shm stats: tx wire {} by-ref {} full {} | rx wire {} by-ref {} | cma calls {} bytes {} "
+        "errors {} | doorbells {} dropped {}",
+        c.tx_wire, c.tx_by_ref, c.tx_full, c.rx_wire, c.rx_by_ref, c.cma_calls, c.cma_bytes,
+        c.cma_errors, c.doorbells, c.dropped_dead);
+  }
   if (sock_ >= 0) close(sock_);
 }
 
