@@ -33,7 +33,7 @@ namespace weft::io {
 
 struct DriverConfig {
   TimeNs spin_ns = 50'000;           // busy-poll this long after the last work before blocking
-  std::uint32_t yield_every = 64;    // idle passes between sched_yield() while spinning
+  std::uint32_t yield_every = 16;    // idle passes between sched_yield() while spinning
   std::size_t burst_max = 512;       // packets per rx/tx burst per attachment
   TimeNs event_poll_ns = 1'000'000;  // how often a busy Driver checks event fds (peer death)
 };
@@ -57,7 +57,9 @@ class Driver {
   // One pass over every attachment. Returns true when anything moved or fired.
   bool progress();
   // Inline mode: passes until done() returns true (checked after every pass) or timeout_ns passes;
-  // spins then blocks like the driver thread. Returns done()'s last value.
+  // spins then blocks like the driver thread. Returns done()'s last value. done() must consume
+  // everything it is waiting on (drain the CQ): the Driver may block after it returns false, and
+  // it wakes only for packets, deadlines and events, not for completions already queued.
   template <class Done>
   bool run_until(Done done, TimeNs timeout_ns = kNoDeadline) {
     const TimeNs start = monotonic_ns();
@@ -74,12 +76,18 @@ class Driver {
         idle = 0;
         continue;
       }
-      if (now - last_work < config_.spin_ns) {
+      // now may be a few passes stale (progress()), so it can lag last_work.
+      if (now < last_work + config_.spin_ns) {
         idle_pause(++idle);
         continue;
       }
+      // done() may have posted work: one more pass moves it before we sleep.
+      if (progress()) {
+        last_work = last_now_;
+        continue;
+      }
       block(end);
-      last_work = monotonic_ns();
+      last_now_ = last_work = monotonic_ns();
     }
   }
 
@@ -109,6 +117,7 @@ class Driver {
   std::vector<Attachment> att_;
   int epfd_ = -1, kickfd_ = -1, timerfd_ = -1;
   TimeNs last_now_ = 0, last_event_poll_ = 0;
+  bool last_worked_ = true;
   std::mutex mu_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -167,8 +167,8 @@ class Peer {
     node_->driver().run_until(
         [&] {
           WorkCompletion wc[16];
-          const std::size_t k = cq_->poll(wc);
-          out.insert(out.end(), wc, wc + k);
+          std::size_t k;
+          while ((k = cq_->poll(wc)) > 0) out.insert(out.end(), wc, wc + k);  // drain
           return out.size() >= n;
         },
         timeout_ns);

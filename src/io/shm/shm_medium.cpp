@@ -147,7 +147,15 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
     } else {
       const std::size_t body = pkt.wire_bytes();
       std::uint8_t* p = tx_.reserve(body);
-      pkt.write_to({p, body});
+      if (pkt.crcs_valid || pkt.corrupt) {
+        pkt.write_to({p, body});
+      } else {
+        // CrcMode::kModel: the same IBA layout with the ICRC/VCRC fields left zero (write_to
+        // would compute them; shared memory does not corrupt and the receiver does not check).
+        std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
+        if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
+        std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
+      }
       tx_.commit(body, RecordKind::kWire, flags);
       ++counters_.tx_wire;
     }
