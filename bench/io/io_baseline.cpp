@@ -25,7 +25,8 @@ namespace {
 std::uint64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 void relax(std::uint32_t& n) {
@@ -59,8 +60,9 @@ int pingpong(std::uint32_t iters) {
   }
   waitpid(child, nullptr, 0);
   std::sort(rtt.begin(), rtt.end());
-  std::printf("{\"baseline\":\"pingpong\",\"iterations\":%u,\"lat_typical_us\":%.4f,\"lat_min_us\":%.4f}\n",
-              iters, rtt[rtt.size() / 2], rtt.front());
+  std::printf(
+      "{\"baseline\":\"pingpong\",\"iterations\":%u,\"lat_typical_us\":%.4f,\"lat_min_us\":%.4f}\n",
+      iters, rtt[rtt.size() / 2], rtt.front());
   return 0;
 }
 
@@ -99,7 +101,8 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "pingpong") == 0)
     return pingpong(static_cast<std::uint32_t>(std::atoi(argv[2])));
   if (argc == 4 && std::strcmp(argv[1], "vm_writev") == 0)
-    return vm_writev(std::strtoull(argv[2], nullptr, 10), static_cast<std::uint32_t>(std::atoi(argv[3])));
+    return vm_writev(std::strtoull(argv[2], nullptr, 10),
+                     static_cast<std::uint32_t>(std::atoi(argv[3])));
   std::fprintf(stderr, "usage: io_baseline pingpong ITERS | vm_writev SIZE ITERS\n");
   return 2;
 }
