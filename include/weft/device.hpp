@@ -184,6 +184,18 @@ struct DeviceCounters {
   std::uint64_t cq_overruns = 0;
 };
 
+// Optional hook for media whose packets carry their payload by reference into another address
+// space (src/io/shm's zero copy): while set on a Device, the payload pointer of a packet given to
+// on_packet(const TxPacket&) is an address in the sending process, and every payload byte the
+// engines would copy from it goes through place() instead. A medium may defer the copies and
+// must complete them (its own flush) before it calls poll_transmit again or lets anyone look at
+// a completion, so no acknowledgement or completion overtakes its data.
+class RemotePayload {
+ public:
+  virtual ~RemotePayload() = default;
+  virtual void place(std::uint8_t* dst, const std::uint8_t* remote_src, std::size_t len) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -228,6 +240,14 @@ class Device {
 
   virtual bool poll_async_event(AsyncEvent& out) = 0;
   virtual const DeviceCounters& counters() const = 0;
+
+  // ---- cross-process payloads (see RemotePayload) -------------------------------------------
+  // nullptr restores ordinary (local) payloads.
+  virtual void set_remote_payload(RemotePayload* rp) = 0;
+  // False when pkt's payload lives in a scratch buffer the next poll_transmit may overwrite (a
+  // gather across SGEs); true when it stays put until the packet is acknowledged (registered
+  // memory, a WQE's inline copy), so a peer may read it later by reference.
+  virtual bool payload_stable(const TxPacket& pkt) const = 0;
 };
 
 }  // namespace weft

@@ -248,7 +248,8 @@ void on_read_response(QpImpl& qp, const wire::Headers& h, std::span<const std::u
     qp.fatal(WcStatus::kBadRespErr, true);
     return;
   }
-  copy_to_sges(qp.sq_sges(slot), w.num_sge, offset, payload.data(), payload.size());
+  copy_to_sges(qp.sq_sges(slot), w.num_sge, offset, payload.data(), payload.size(),
+               qp.dev_->remote_payload_);
   qp.comp_psn_ = psn_add(psn, 1);
   if (idx + 1 == w.npkts) complete_front(qp);
   if (qp.state_ != QpState::kErr) progress(qp, now);

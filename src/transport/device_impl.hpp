@@ -56,6 +56,12 @@ class DeviceImpl final : public Device {
   void on_deadline(TimeNs now) override;
   bool poll_async_event(AsyncEvent& out) override;
   const DeviceCounters& counters() const override { return counters_; }
+  void set_remote_payload(RemotePayload* rp) override { remote_payload_ = rp; }
+  bool payload_stable(const TxPacket& pkt) const override {
+    const auto p = reinterpret_cast<std::uintptr_t>(pkt.payload);
+    const auto b = reinterpret_cast<std::uintptr_t>(bounce_.data());
+    return p < b || p >= b + bounce_.size();
+  }
 
   struct TimerEntry {  // the timer heap's element
     TimeNs at;
@@ -147,6 +153,7 @@ class DeviceImpl final : public Device {
   DeviceConfig config_;
   Rng& rng_;
   std::uint64_t route_epoch_ = 1;  // bumped when a port's LID changes (QP header templates)
+  RemotePayload* remote_payload_ = nullptr;  // set by a cross-process medium (src/io/shm)
   DeviceCounters counters_{};
 
  private:

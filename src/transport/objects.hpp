@@ -170,16 +170,19 @@ class AhImpl final : public AddressHandle {
 };
 
 // Copies `len` bytes of `src` into the gather list starting `offset` bytes in. The caller has
-// checked offset + len <= the list's total.
+// checked offset + len <= the list's total. With rp, src is in another process (RemotePayload).
 inline void copy_to_sges(const Sge* sges, std::uint32_t n, std::uint64_t offset,
-                         const std::uint8_t* src, std::uint64_t len) {
+                         const std::uint8_t* src, std::uint64_t len, RemotePayload* rp = nullptr) {
   for (std::uint32_t i = 0; i < n && len > 0; ++i) {
     if (offset >= sges[i].length) {
       offset -= sges[i].length;
       continue;
     }
     const std::uint64_t k = std::min<std::uint64_t>(sges[i].length - offset, len);
-    std::memcpy(reinterpret_cast<std::uint8_t*>(sges[i].addr) + offset, src, k);
+    if (rp)
+      rp->place(reinterpret_cast<std::uint8_t*>(sges[i].addr) + offset, src, k);
+    else
+      std::memcpy(reinterpret_cast<std::uint8_t*>(sges[i].addr) + offset, src, k);
     src += k;
     len -= k;
     offset = 0;

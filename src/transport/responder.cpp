@@ -6,6 +6,7 @@
 // (Q_Key check 10.2.5, the 40-byte GRH area 11.4.1.2).
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "src/transport/device_impl.hpp"
 #include "src/transport/ib_tables.hpp"
@@ -217,7 +218,8 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
       fatal_nak(qp, psn, NakCode::kInvalidRequest);
       return false;
     }
-    copy_to_sges(qp.cur_sges_.data(), qp.cur_recv_.num_sge, qp.msg_bytes_, payload.data(), len);
+    copy_to_sges(qp.cur_sges_.data(), qp.cur_recv_.num_sge, qp.msg_bytes_, payload.data(), len,
+                 dev.remote_payload_);
     qp.msg_bytes_ += len;
     if (last) {
       const bool imm = (mask & wire::kHasImm) != 0;
@@ -263,7 +265,10 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
       rnr_nak(qp, psn);
       return false;
     }
-    if (len && !placed) std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
+    if (len && !placed && dev.remote_payload_)
+      dev.remote_payload_->place(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
+    else if (len && !placed)
+      std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     qp.msg_bytes_ += len;
     if (last) {
       qp.msn_ = psn_add(qp.msn_, 1);
@@ -374,6 +379,14 @@ bool can_place_directly(const QpImpl& qp, const wire::Headers& h, std::size_t le
   return idx + 1 == npkts && off + len == qp.write_len_;
 }
 
+// A payload copy out of a received packet: local memcpy, or through the medium's RemotePayload.
+void place_bytes(QpImpl& qp, std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
+  if (RemotePayload* rp = qp.dev_->remote_payload_)
+    rp->place(dst, src, len);
+  else
+    std::memcpy(dst, src, len);
+}
+
 void buffer_ooo(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload) {
   DeviceCounters& c = qp.dev_->counters_;
   const std::uint32_t window = qp.dev_->config_.ooo_window_packets;
@@ -407,9 +420,9 @@ void buffer_ooo(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t
     // IRN-style direct placement: inside the current WRITE the offset follows from the PSN
     // and the message's first PSN, so the payload goes straight to its final address.
     const std::uint64_t off = std::uint64_t{psn_sub(psn, qp.msg_first_psn_)} * qp.mtu();
-    std::memcpy(qp.write_dst_ + off, payload.data(), payload.size());
+    place_bytes(qp, qp.write_dst_ + off, payload.data(), payload.size());
   } else if (!payload.empty()) {
-    std::memcpy(&qp.ooo_data_[std::size_t{psn % window} * kOooSlotBytesMax], payload.data(),
+    place_bytes(qp, &qp.ooo_data_[std::size_t{psn % window} * kOooSlotBytesMax], payload.data(),
                 payload.size());
   }
   ++c.rx_buffered_ooo;
@@ -432,6 +445,8 @@ void drain_ooo(QpImpl& qp) {
   if (qp.ooo_.empty()) return;
   const std::uint32_t window = qp.dev_->config_.ooo_window_packets;
   bool drained = false;
+  // Buffered payloads are local copies, whatever the medium of the packet that freed them.
+  RemotePayload* const rp = std::exchange(qp.dev_->remote_payload_, nullptr);
   while (!qp.resp_fatal_pending_) {
     OooSlot& s = qp.ooo_[qp.epsn_ % window];
     if (!s.valid || s.psn != qp.epsn_) break;
@@ -441,6 +456,7 @@ void drain_ooo(QpImpl& qp) {
     if (!process(qp, s.h, pl, s.placed)) break;
     drained = true;
   }
+  qp.dev_->remote_payload_ = rp;
   if (drained && !qp.resp_fatal_pending_) queue_ack(qp, psn_sub(qp.epsn_, 1));
 }
 
@@ -489,7 +505,8 @@ bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std:
     if (rq.empty() || rq.front().total_bytes < len) return false;  // RNR NAK or LOC_LEN_ERR
     qp.seq_nak_sent_ = false;
     take_recv(qp);
-    copy_to_sges(qp.cur_sges_.data(), qp.cur_recv_.num_sge, 0, payload.data(), len);
+    copy_to_sges(qp.cur_sges_.data(), qp.cur_recv_.num_sge, 0, payload.data(), len,
+                 qp.dev_->remote_payload_);
     qp.msg_bytes_ = len;
     qp.have_recv_ = false;
     qp.msn_ = psn_add(qp.msn_, 1);
@@ -503,7 +520,7 @@ bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std:
              : (len != mtu || qp.msg_bytes_ + len >= qp.write_len_))
       return false;
     qp.seq_nak_sent_ = false;
-    if (len) std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
+    if (len) place_bytes(qp, qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     qp.msg_bytes_ += len;
     if (last) {
       qp.msn_ = psn_add(qp.msn_, 1);
@@ -615,7 +632,8 @@ void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t
     copy_to_sges(sges.data(), w.num_sge, 0, grh_bytes.data(), kUdGrhBytes);
     flags |= kWcGrh;
   }
-  copy_to_sges(sges.data(), w.num_sge, kUdGrhBytes, payload.data(), payload.size());
+  copy_to_sges(sges.data(), w.num_sge, kUdGrhBytes, payload.data(), payload.size(),
+               qp.dev_->remote_payload_);
   qp.complete_recv(w.wr_id, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, imm ? h.imm : 0, flags,
                    h.deth.src_qp, h.lrh.slid, h.lrh.sl);
 }

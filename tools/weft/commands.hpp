@@ -13,4 +13,5 @@ void add_topo(CLI::App& app);   // tools/weft/cmd_topo.cpp
 void add_route(CLI::App& app);  // tools/weft/cmd_topo.cpp
 void add_sm(CLI::App& app);     // tools/weft/cmd_sm.cpp
 void add_sim(CLI::App& app);    // tools/weft/cmd_sim.cpp
+void add_perf(CLI::App& app);   // tools/weft/cmd_perf.cpp
 }  // namespace weft::cli

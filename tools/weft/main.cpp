@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   weft::cli::add_route(app);
   weft::cli::add_sm(app);
   weft::cli::add_sim(app);
+  weft::cli::add_perf(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,108 @@
+// bench/io/io_baseline.cpp — the baselines run-io-bench compares `weft perf` with, measured in
+// the same script on the same machine:
+//   io_baseline pingpong ITERS      one cache line between two processes, busy-polled (pausing,
+//                                   yielding now and then like weft's Driver); prints the
+//                                   one-way time in us (median of round trips / 2)
+//   io_baseline vm_writev SIZE ITERS process_vm_writev of SIZE bytes into another process's
+//                                   private buffer; prints Gb/s
+// Output: one JSON object on stdout.
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void relax(std::uint32_t& n) {
+  if (++n % 64 == 0)
+    sched_yield();
+  else
+    __builtin_ia32_pause();
+}
+
+int pingpong(std::uint32_t iters) {
+  auto* line = static_cast<std::atomic<std::uint64_t>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  line->store(0);
+  const pid_t child = fork();
+  if (child == 0) {
+    for (std::uint64_t i = 1; i <= iters; ++i) {
+      std::uint32_t n = 0;
+      while (line->load(std::memory_order_acquire) != 2 * i - 1) relax(n);
+      line->store(2 * i, std::memory_order_release);
+    }
+    _exit(0);
+  }
+  std::vector<double> rtt;
+  rtt.reserve(iters);
+  for (std::uint64_t i = 1; i <= iters; ++i) {
+    const std::uint64_t t0 = now_ns();
+    line->store(2 * i - 1, std::memory_order_release);
+    std::uint32_t n = 0;
+    while (line->load(std::memory_order_acquire) != 2 * i) relax(n);
+    rtt.push_back(static_cast<double>(now_ns() - t0) / 2000.0);
+  }
+  waitpid(child, nullptr, 0);
+  std::sort(rtt.begin(), rtt.end());
+  std::printf(
+      "{\"baseline\":\"pingpong\",\"iterations\":%u,\"lat_typical_us\":%.4f,\"lat_min_us\":%.4f}\n",
+      iters, rtt[rtt.size() / 2], rtt.front());
+  return 0;
+}
+
+int vm_writev(std::size_t size, std::uint32_t iters) {
+  auto* dst = static_cast<std::uint8_t*>(std::aligned_alloc(4096, size));
+  auto* src = static_cast<std::uint8_t*>(std::aligned_alloc(4096, size));
+  std::memset(src, 1, size);
+  int ready[2], done[2];
+  if (pipe(ready) || pipe(done)) return 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    std::memset(dst, 0, size);  // its own private pages
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    if (read(done[0], &c, 1) != 1) _exit(1);
+    _exit(dst[size - 1] == 1 ? 0 : 2);
+  }
+  char c;
+  if (read(ready[0], &c, 1) != 1) return 1;
+  iovec l{src, size}, r{dst, size};
+  const std::uint64_t t0 = now_ns();
+  for (std::uint32_t i = 0; i < iters; ++i)
+    if (process_vm_writev(child, &l, 1, &r, 1, 0) != static_cast<ssize_t>(size)) return 1;
+  const double secs = static_cast<double>(now_ns() - t0) * 1e-9;
+  if (write(done[1], &c, 1) != 1) return 1;
+  int st = 0;
+  waitpid(child, &st, 0);
+  std::printf("{\"baseline\":\"vm_writev\",\"bytes\":%zu,\"iterations\":%u,\"bw_avg_gbps\":%.4f}\n",
+              size, iters, static_cast<double>(size) * iters * 8 / secs * 1e-9);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "pingpong") == 0)
+    return pingpong(static_cast<std::uint32_t>(std::atoi(argv[2])));
+  if (argc == 4 && std::strcmp(argv[1], "vm_writev") == 0)
+    return vm_writev(std::strtoull(argv[2], nullptr, 10),
+                     static_cast<std::uint32_t>(std::atoi(argv[3])));
+  std::fprintf(stderr, "usage: io_baseline pingpong ITERS | vm_writev SIZE ITERS\n");
+  return 2;
+}

@@ -1,0 +1,363 @@
+// io/direct_node.cpp — rendezvous, handshake and QP helpers of direct mode (see direct_node.hpp).
+#include "src/io/direct_node.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "src/base/log.hpp"
+
+namespace weft::io {
+namespace {
+
+constexpr std::uint32_t kHelloMagic = 0x5746444E;  // "WFDN"
+constexpr std::uint32_t kHelloVersion = 1;
+constexpr std::uint32_t kWantZeroCopy = 1;
+constexpr std::uint32_t kCanReadPeer = 2;
+constexpr std::uint64_t kProbeValue = 0x57454654'50524F42ull;
+// The word a peer reads to learn whether cross-memory attach works between us.
+volatile std::uint64_t g_probe = kProbeValue;
+
+struct Hello {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::uint32_t flags;
+  std::uint16_t lid;
+  std::uint16_t reserved;
+  std::uint64_t ring_bytes;
+  std::uint64_t probe_addr;
+};
+
+std::shared_ptr<spdlog::logger> log() {
+  return base::get_logger("weft.io");
+}
+
+sockaddr_un address(const std::string& name, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string path = "weft/" + name;  // abstract: sun_path[0] = 0
+  const std::size_t n = std::min(path.size(), sizeof(a.sun_path) - 2);
+  std::memcpy(a.sun_path + 1, path.data(), n);
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+bool wait_readable(int fd, TimeNs timeout_ns) {
+  pollfd p{fd, POLLIN, 0};
+  const int ms =
+      timeout_ns == kNoDeadline ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
+  int r;
+  do r = poll(&p, 1, ms);
+  while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
+bool send_with_fds(int sock, const void* data, std::size_t len, const int* fds, std::size_t nfds) {
+  iovec iov{const_cast<void*>(data), len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)]{};
+  if (nfds) {
+    m.msg_control = ctl;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  return sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+// Receives one message of exactly `len` bytes and up to 4 fds; returns the number of fds or -1.
+int recv_with_fds(int sock, void* data, std::size_t len, int* fds, TimeNs timeout_ns) {
+  if (!wait_readable(sock, timeout_ns)) return -1;
+  iovec iov{data, len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)]{};
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  const ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  if (n != static_cast<ssize_t>(len)) return -1;
+  int got = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    std::memcpy(fds + got, CMSG_DATA(c), sizeof(int) * std::min(k, 4 - got));
+    got += k;
+  }
+  return got;
+}
+
+bool can_read(pid_t pid, std::uint64_t addr) {
+  std::uint64_t v = 0;
+  iovec l{&v, sizeof v};
+  iovec r{reinterpret_cast<void*>(addr), sizeof v};
+  return process_vm_readv(pid, &l, 1, &r, 1, 0) == sizeof v && v == kProbeValue;
+}
+
+bool zero_copy_wanted(const DirectOptions& o) {
+  const char* env = std::getenv("WEFT_SHM_ZERO_COPY");
+  if (env && std::strcmp(env, "0") == 0) return false;
+  return o.zero_copy;
+}
+
+}  // namespace
+
+std::string_view to_string(IoError e) {
+  switch (e) {
+    case IoError::kAddressInUse:
+      return "address in use";
+    case IoError::kTimeout:
+      return "timeout";
+    case IoError::kProtocol:
+      return "protocol error";
+    case IoError::kClosed:
+      return "peer closed";
+    case IoError::kSystem:
+      return "system error";
+  }
+  return "?";
+}
+
+DirectNode::~DirectNode() {
+  driver_.reset();
+  if (medium_) {
+    const auto& c = medium_->counters();
+    log()->info(
+        "shm stats: tx wire {} by-ref {} full {} | rx wire {} by-ref {} | cma calls {} bytes {} "
+        "errors {} | doorbells {} dropped {}",
+        c.tx_wire, c.tx_by_ref, c.tx_full, c.rx_wire, c.rx_by_ref, c.cma_calls, c.cma_bytes,
+        c.cma_errors, c.doorbells, c.dropped_dead);
+  }
+  if (sock_ >= 0) close(sock_);
+}
+
+Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, bool side_a,
+                                                                   const DirectOptions& opts) {
+  auto node = std::unique_ptr<DirectNode>(new DirectNode());
+  node->sock_ = sock;
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) return IoError::kSystem;
+  node->peer_pid_ = cred.pid;
+  // Let exactly this peer attach to our memory (Yama ptrace_scope 1); EINVAL without Yama.
+  prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
+  const bool want = zero_copy_wanted(opts);
+  node->lid_ = side_a ? 1 : 2;
+  node->peer_lid_ = side_a ? 2 : 1;
+
+  shm::ShmLinkConfig link;
+  // Until the medium owns them, the link's fds close with this guard (every error return).
+  struct FdGuard {
+    shm::ShmLinkConfig* l;
+    ~FdGuard() {
+      if (!l) return;
+      for (int fd : {l->memfd, l->rx_doorbell, l->tx_doorbell})
+        if (fd >= 0) close(fd);
+    }
+  } guard{&link};
+  link.side_a = side_a;
+  link.peer_pid = cred.pid;
+  Hello mine{kHelloMagic,
+             kHelloVersion,
+             want ? kWantZeroCopy : 0u,
+             node->lid_,
+             0,
+             opts.ring_bytes,
+             reinterpret_cast<std::uint64_t>(&g_probe)};
+  Hello theirs{};
+  bool peer_reads_me = false;
+  if (side_a) {
+    const int memfd = memfd_create("weft-shm", MFD_CLOEXEC);
+    const int efd_a = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    const int efd_b = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (memfd < 0 || efd_a < 0 || efd_b < 0 || !shm::ShmMedium::format(memfd, opts.ring_bytes)) {
+      for (int fd : {memfd, efd_a, efd_b})
+        if (fd >= 0) close(fd);
+      return IoError::kSystem;
+    }
+    const int fds[3] = {memfd, efd_a, efd_b};
+    const bool sent = send_with_fds(sock, &mine, sizeof mine, fds, 3);
+    link.memfd = memfd;
+    link.rx_doorbell = efd_a;  // B rings it when it fills our rx ring
+    link.tx_doorbell = efd_b;  // we ring B's
+    if (!sent) return IoError::kClosed;
+    // B answers with its Hello (flags: whether it can read us).
+    int none[4];
+    if (recv_with_fds(sock, &theirs, sizeof theirs, none, opts.timeout_ns) < 0)
+      return IoError::kTimeout;
+    if (theirs.magic != kHelloMagic || theirs.version != kHelloVersion) return IoError::kProtocol;
+    peer_reads_me = (theirs.flags & kCanReadPeer) != 0;
+    node->zero_copy_rx_ =
+        want && (theirs.flags & kWantZeroCopy) && can_read(cred.pid, theirs.probe_addr);
+    Hello verdict = mine;
+    verdict.flags |= node->zero_copy_rx_ ? kCanReadPeer : 0u;
+    if (!send_with_fds(sock, &verdict, sizeof verdict, nullptr, 0)) return IoError::kClosed;
+  } else {
+    int fds[4] = {-1, -1, -1, -1};
+    const int n = recv_with_fds(sock, &theirs, sizeof theirs, fds, opts.timeout_ns);
+    if (n != 3 || theirs.magic != kHelloMagic || theirs.version != kHelloVersion) {
+      for (int fd : fds)
+        if (fd >= 0) close(fd);
+      return n < 0 ? IoError::kTimeout : IoError::kProtocol;
+    }
+    link.memfd = fds[0];
+    link.tx_doorbell = fds[1];
+    link.rx_doorbell = fds[2];
+    link.ring_bytes = theirs.ring_bytes;
+    node->zero_copy_rx_ =
+        want && (theirs.flags & kWantZeroCopy) && can_read(cred.pid, theirs.probe_addr);
+    Hello reply = mine;
+    reply.flags |= node->zero_copy_rx_ ? kCanReadPeer : 0u;
+    if (!send_with_fds(sock, &reply, sizeof reply, nullptr, 0)) return IoError::kClosed;
+    Hello verdict{};
+    int none[4];
+    if (recv_with_fds(sock, &verdict, sizeof verdict, none, opts.timeout_ns) < 0)
+      return IoError::kTimeout;
+    peer_reads_me = (verdict.flags & kCanReadPeer) != 0;
+  }
+  if (side_a) link.ring_bytes = opts.ring_bytes;
+  link.zero_copy_tx = want && (theirs.flags & kWantZeroCopy) && peer_reads_me;
+  if (want && !node->zero_copy_rx_)
+    log()->warn("shm: cross-memory attach to pid {} not available{}; copying through the ring",
+                cred.pid, (theirs.flags & kWantZeroCopy) ? "" : " (peer copies)");
+
+  node->rng_.reseed(opts.seed);
+  DeviceConfig cfg;
+  cfg.name = side_a ? "weft-shm-a" : "weft-shm-b";
+  cfg.node_guid = 0x5746'0000'0000'0000ull | static_cast<std::uint64_t>(getpid());
+  cfg.ports[0].lid = node->lid_;
+  cfg.crc = CrcMode::kModel;  // shared memory does not corrupt; the ring carries no CRC work
+  node->device_ = Device::create(cfg, node->rng_);
+  node->medium_ = std::make_unique<shm::ShmMedium>(link);
+  guard.l = nullptr;
+  if (!node->medium_->ok()) return IoError::kSystem;
+  node->driver_ = std::make_unique<Driver>(opts.driver);
+  node->driver_->attach(*node->device_, *node->medium_);
+  return node;
+}
+
+Result<std::unique_ptr<DirectNode>, IoError> DirectNode::connect(const std::string& name,
+                                                                 const DirectOptions& opts) {
+  socklen_t len;
+  const sockaddr_un a = address(name, len);
+  const TimeNs end = monotonic_ns() + opts.timeout_ns;
+  for (;;) {
+    const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) return IoError::kSystem;
+    if (::connect(s, reinterpret_cast<const sockaddr*>(&a), len) == 0) {
+      return handshake(s, false, opts);  // the node owns s, also on failure
+    }
+    const int e = errno;
+    close(s);
+    if (e != ECONNREFUSED && e != ENOENT && e != EAGAIN) return IoError::kSystem;
+    if (monotonic_ns() >= end) return IoError::kTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+bool DirectNode::send_oob(std::span<const std::uint8_t> msg) {
+  if (msg.size() > kOobBytesMax) return false;
+  return send(sock_, msg.data(), msg.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(msg.size());
+}
+
+Result<std::vector<std::uint8_t>, IoError> DirectNode::recv_oob(TimeNs timeout_ns) {
+  if (!wait_readable(sock_, timeout_ns)) return IoError::kTimeout;
+  std::vector<std::uint8_t> buf(kOobBytesMax);
+  const ssize_t n = recv(sock_, buf.data(), buf.size(), MSG_DONTWAIT);
+  if (n == 0) return IoError::kClosed;
+  if (n < 0) return errno == EAGAIN ? IoError::kTimeout : IoError::kSystem;
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
+DirectListener::~DirectListener() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Result<std::unique_ptr<DirectListener>, IoError> DirectListener::bind(const std::string& name) {
+  socklen_t len;
+  const sockaddr_un a = address(name, len);
+  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return IoError::kSystem;
+  if (::bind(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    const int e = errno;
+    close(s);
+    return e == EADDRINUSE ? IoError::kAddressInUse : IoError::kSystem;
+  }
+  if (listen(s, 4) != 0) {
+    close(s);
+    return IoError::kSystem;
+  }
+  auto l = std::unique_ptr<DirectListener>(new DirectListener());
+  l->fd_ = s;
+  l->name_ = name;
+  return l;
+}
+
+Result<std::unique_ptr<DirectNode>, IoError> DirectListener::accept(const DirectOptions& opts) {
+  if (!wait_readable(fd_, opts.timeout_ns)) return IoError::kTimeout;
+  const int s = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (s < 0) return IoError::kSystem;
+  return DirectNode::handshake(s, true, opts);  // the node owns s, also on failure
+}
+
+Errc connect_rc(QueuePair* qp, const RcPeer& peer, std::uint32_t sq_psn, const RcOptions& o) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  if (Errc e = qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); e != Errc::kOk)
+    return e;
+  a.qp_state = QpState::kRtr;
+  a.av.dlid = peer.lid;
+  a.path_mtu = o.mtu;
+  a.dest_qpn = peer.qpn;
+  a.rq_psn = peer.psn;
+  a.max_dest_rd_atomic = o.rd_atomic;
+  a.min_rnr_timer = o.min_rnr_timer;
+  if (Errc e = qp->modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                 kQpMaxDestRdAtomic | kQpMinRnrTimer);
+      e != Errc::kOk)
+    return e;
+  a.qp_state = QpState::kRts;
+  a.sq_psn = sq_psn;
+  a.timeout = o.timeout;
+  a.retry_cnt = o.retry_cnt;
+  a.rnr_retry = o.rnr_retry;
+  a.max_rd_atomic = o.rd_atomic;
+  return qp->modify(a,
+                    kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic);
+}
+
+Errc connect_ud(QueuePair* qp, std::uint32_t qkey) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qkey = qkey;
+  if (Errc e = qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey); e != Errc::kOk) return e;
+  a.qp_state = QpState::kRtr;
+  if (Errc e = qp->modify(a, kQpState); e != Errc::kOk) return e;
+  a.qp_state = QpState::kRts;
+  a.sq_psn = 0;
+  return qp->modify(a, kQpState | kQpSqPsn);
+}
+
+}  // namespace weft::io

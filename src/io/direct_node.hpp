@@ -1,0 +1,122 @@
+// io/direct_node.hpp — direct mode: two processes connected point to point over the
+// shared-memory medium, with no switch between them (the default of weft perf).
+//
+// Rendezvous: the listener binds the abstract Unix socket "weft/<name>" (abstract: nothing in the
+// file system, gone when the process is). On accept it creates the segment (a memfd), formats it,
+// and sends it with both doorbell eventfds (SCM_RIGHTS) in a Hello; each side learns the other's
+// pid from SO_PEERCRED, names it as its ptracer (prctl PR_SET_PTRACER, so Yama's ptrace_scope=1
+// allows the peer's process_vm_readv) and probes whether it can read the peer's memory. Zero copy
+// is used in a direction only when the reader's probe succeeded and both sides want it; otherwise
+// the side says so once in the log and payloads are copied through the ring.
+// The socket stays open for out-of-band messages (QP numbers, keys, test control).
+//
+// A DirectNode owns a Device (LID 1 on the listener's side, 2 on the connector's), its ShmMedium
+// and a Driver. Thread-safety: as the Driver's threading model (driver.hpp).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/io/driver.hpp"
+#include "src/io/shm/shm_medium.hpp"
+
+namespace weft::io {
+
+enum class IoError : std::uint8_t {
+  kAddressInUse,  // another listener has the name
+  kTimeout,
+  kProtocol,  // the peer spoke something else (version, magic, missing fds)
+  kClosed,    // the peer closed the socket
+  kSystem,    // a system call failed (details in the log)
+};
+std::string_view to_string(IoError e);
+
+struct DirectOptions {
+  bool zero_copy = true;  // WEFT_SHM_ZERO_COPY=0 in the environment forces false
+  std::size_t ring_bytes = shm::kRingBytesDefault;
+  TimeNs timeout_ns = 10'000'000'000;  // accept / connect / handshake
+  DriverConfig driver{};
+  std::uint64_t seed = 1;  // the Device's Rng
+};
+
+class DirectNode {
+ public:
+  ~DirectNode();
+  // Connects to a listener of that name, retrying until opts.timeout_ns.
+  static Result<std::unique_ptr<DirectNode>, IoError> connect(const std::string& name,
+                                                              const DirectOptions& opts = {});
+
+  Device& device() { return *device_; }
+  Driver& driver() { return *driver_; }
+  shm::ShmMedium& medium() { return *medium_; }
+  std::uint16_t lid() const { return lid_; }
+  std::uint16_t peer_lid() const { return peer_lid_; }
+  pid_t peer_pid() const { return peer_pid_; }
+  bool zero_copy_tx() const { return medium_->zero_copy_tx(); }  // the peer pulls our payloads
+  bool zero_copy_rx() const { return zero_copy_rx_; }            // we pull the peer's
+
+  // Out-of-band messages on the rendezvous socket (at most kOobBytesMax each). recv_oob waits
+  // up to timeout_ns (0: just look); nothing drives the Device meanwhile.
+  static constexpr std::size_t kOobBytesMax = 65536;
+  bool send_oob(std::span<const std::uint8_t> msg);
+  Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns);
+
+ private:
+  friend class DirectListener;
+  DirectNode() = default;
+  // Runs the handshake on a connected socket (side_a: the listener's side).
+  static Result<std::unique_ptr<DirectNode>, IoError> handshake(int sock, bool side_a,
+                                                                const DirectOptions& opts);
+
+  SeededRng rng_{1};
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<shm::ShmMedium> medium_;
+  std::unique_ptr<Driver> driver_;  // declared last: stops before the rest goes
+  int sock_ = -1;
+  std::uint16_t lid_ = 0, peer_lid_ = 0;
+  pid_t peer_pid_ = 0;
+  bool zero_copy_rx_ = false;
+};
+
+class DirectListener {
+ public:
+  ~DirectListener();
+  static Result<std::unique_ptr<DirectListener>, IoError> bind(const std::string& name);
+  // Waits for one peer (up to opts.timeout_ns) and runs the handshake.
+  Result<std::unique_ptr<DirectNode>, IoError> accept(const DirectOptions& opts = {});
+  const std::string& name() const { return name_; }
+
+ private:
+  DirectListener() = default;
+  int fd_ = -1;
+  std::string name_;
+};
+
+// ---- connecting QPs across a DirectNode (values exchanged out of band) ----
+struct RcPeer {
+  std::uint16_t lid = 0;
+  std::uint32_t qpn = 0;
+  std::uint32_t psn = 0;  // the peer's first send PSN (our rq_psn)
+};
+struct RcOptions {
+  Mtu mtu = Mtu::k4096;
+  std::uint8_t timeout = 14;  // 67 ms per try: with retry_cnt 7 a dead peer is noticed in ~0.54 s
+  std::uint8_t retry_cnt = 7;
+  std::uint8_t rnr_retry = 7;
+  std::uint8_t min_rnr_timer = 1;
+  std::uint8_t rd_atomic = 16;
+};
+// RESET -> INIT -> RTR -> RTS with remote read/write/atomic access allowed.
+Errc connect_rc(QueuePair* qp, const RcPeer& peer, std::uint32_t sq_psn, const RcOptions& o = {});
+// RESET -> INIT -> RTR -> RTS for a UD QP.
+Errc connect_ud(QueuePair* qp, std::uint32_t qkey);
+
+}  // namespace weft::io

@@ -1,0 +1,248 @@
+// io/driver.cpp — the Driver's passes and its spin-then-block sleep (see driver.hpp).
+#include "src/io/driver.hpp"
+
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "src/base/assert.hpp"
+
+namespace weft::io {
+namespace {
+
+// epoll data tags: attachment index, or one of these.
+constexpr std::uint64_t kTagKick = ~0ull;
+constexpr std::uint64_t kTagTimer = ~0ull - 1;
+constexpr std::uint64_t kTagEventBit = 1ull << 32;  // | attachment index: its event fd
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+Driver::Driver(const DriverConfig& config) : config_(config) {
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  kickfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  WEFT_ASSERT(epfd_ >= 0 && kickfd_ >= 0 && timerfd_ >= 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kTagKick;
+  WEFT_ASSERT(epoll_ctl(epfd_, EPOLL_CTL_ADD, kickfd_, &ev) == 0);
+  ev.data.u64 = kTagTimer;
+  WEFT_ASSERT(epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) == 0);
+}
+
+Driver::~Driver() {
+  stop();
+  close(timerfd_);
+  close(kickfd_);
+  close(epfd_);
+}
+
+void Driver::attach(Device& dev, Medium& medium) {
+  for (const auto& a : att_) WEFT_ASSERT(a.dev != &dev);
+  att_.push_back({&dev, &medium});
+  // Re-register every fd: indices are the epoll tags.
+  const std::uint64_t i = att_.size() - 1;
+  epoll_event ev{};
+  if (medium.rx_wait_fd() >= 0) {
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    WEFT_ASSERT(epoll_ctl(epfd_, EPOLL_CTL_ADD, medium.rx_wait_fd(), &ev) == 0);
+  }
+  if (medium.event_fd() >= 0) {
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.u64 = kTagEventBit | i;
+    WEFT_ASSERT(epoll_ctl(epfd_, EPOLL_CTL_ADD, medium.event_fd(), &ev) == 0);
+  }
+}
+
+void Driver::detach(Device& dev) {
+  auto it =
+      std::find_if(att_.begin(), att_.end(), [&](const Attachment& a) { return a.dev == &dev; });
+  if (it == att_.end()) return;
+  // Drop every medium's registration and re-add the rest under their new indices.
+  for (const auto& a : att_) {
+    if (a.medium->rx_wait_fd() >= 0)
+      epoll_ctl(epfd_, EPOLL_CTL_DEL, a.medium->rx_wait_fd(), nullptr);
+    if (a.medium->event_fd() >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, a.medium->event_fd(), nullptr);
+  }
+  att_.erase(it);
+  auto rest = std::move(att_);
+  att_.clear();
+  for (const auto& a : rest) attach(*a.dev, *a.medium);
+}
+
+bool Driver::progress() {
+  // The clock costs ~100 ns here (kvm-clock through the vDSO), a third of an idle pass: while
+  // idle, read it every kClockEveryPasses passes only. Engines then see a time up to a few
+  // microseconds stale — far below the IBA timers' granularity (4.096 us x 2^timeout) — and the
+  // first pass after any work reads it afresh.
+  constexpr std::uint64_t kClockEveryPasses = 8;
+  if (last_worked_ || counters_.passes % kClockEveryPasses == 0) last_now_ = monotonic_ns();
+  const TimeNs now = last_now_;
+  ++counters_.passes;
+  bool worked = false;
+  for (const auto& a : att_) {
+    if (a.medium->rx_burst(*a.dev, now, config_.burst_max)) worked = true;
+    if (a.dev->next_deadline() <= now) {
+      a.dev->on_deadline(now);
+      worked = true;
+    }
+    if (a.medium->tx_burst(*a.dev, now, config_.burst_max)) worked = true;
+  }
+  if (now - last_event_poll_ >= config_.event_poll_ns) {
+    last_event_poll_ = now;
+    poll_events(0);
+  }
+  last_worked_ = worked;
+  return worked;
+}
+
+void Driver::idle_pause(std::uint32_t idle) {
+  // Two processes sharing one core would stall each other for a scheduler tick if we only
+  // paused: yield now and then (anchors: ~8 ms round trips when spinning on a shared vCPU).
+  if (config_.yield_every && idle % config_.yield_every == 0)
+    sched_yield();
+  else
+    for (int i = 0; i < 8; ++i) cpu_relax();
+}
+
+void Driver::poll_events(int timeout_ms) {
+  epoll_event evs[16];
+  const int n = epoll_wait(epfd_, evs, 16, timeout_ms);
+  // On the driver thread, block() calls this without the lock: take it to handle what fired.
+  std::unique_lock<std::mutex> g(mu_, std::defer_lock);
+  if (timeout_ms != 0 && in_thread_) g.lock();
+  for (int k = 0; k < n; ++k) {
+    const std::uint64_t tag = evs[k].data.u64;
+    if (tag == kTagKick) {
+      std::uint64_t v;
+      [[maybe_unused]] auto r = read(kickfd_, &v, sizeof v);
+      ++counters_.wakeups_kick;
+    } else if (tag == kTagTimer) {
+      std::uint64_t v;
+      [[maybe_unused]] auto r = read(timerfd_, &v, sizeof v);
+      ++counters_.wakeups_timer;
+    } else if (tag & kTagEventBit) {
+      const std::size_t i = tag & 0xFFFFFFFFu;
+      if (i < att_.size()) {
+        ++counters_.events;
+        att_[i].medium->on_event(monotonic_ns());
+      }
+    } else {
+      ++counters_.wakeups_rx;  // the medium drains its doorbell in finish_sleep
+    }
+  }
+}
+
+void Driver::block(TimeNs until) {
+  // Announce the sleep first, then look once more, so a kick or a packet that lands in between
+  // is never lost (the waker checks the flag after publishing its work).
+  sleeping_.store(1, std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> g(mu_, std::defer_lock);
+  if (in_thread_) g.lock();
+  std::size_t prepared = 0;
+  bool sleep = true;
+  for (; prepared < att_.size(); ++prepared) {
+    if (!att_[prepared].medium->prepare_sleep()) {
+      sleep = false;
+      break;
+    }
+  }
+  TimeNs deadline = until;
+  for (const auto& a : att_) deadline = std::min(deadline, a.dev->next_deadline());
+  const TimeNs now = monotonic_ns();
+  if (sleep && deadline <= now) sleep = false;
+  if (sleep) {
+    ++counters_.sleeps;
+    int timeout_ms = -1;
+    if (deadline != kNoDeadline) {
+      itimerspec its{};
+      its.it_value.tv_sec = static_cast<time_t>(deadline / 1'000'000'000u);
+      its.it_value.tv_nsec = static_cast<long>(deadline % 1'000'000'000u);
+      timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &its, nullptr);
+    }
+    // A kick between the flag and here is pending on kickfd_, so epoll returns at once.
+    if (g.owns_lock()) g.unlock();
+    poll_events(timeout_ms);
+    if (in_thread_) g.lock();
+    if (deadline != kNoDeadline) {
+      itimerspec off{};
+      timerfd_settime(timerfd_, 0, &off, nullptr);
+    }
+  }
+  for (std::size_t i = 0; i < prepared; ++i) att_[i].medium->finish_sleep();
+  sleeping_.store(0, std::memory_order_relaxed);
+}
+
+void Driver::kick() {
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = write(kickfd_, &one, sizeof one);
+  }
+}
+
+void Driver::start() {
+  if (thread_.joinable()) return;
+  stop_.store(false);
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+void Driver::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto r = write(kickfd_, &one, sizeof one);
+  thread_.join();
+}
+
+void Driver::thread_main() {
+  in_thread_ = true;
+  TimeNs last_work = monotonic_ns();
+  std::uint32_t idle = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool worked;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      worked = progress();
+    }
+    const TimeNs now = last_now_;
+    if (worked) {
+      last_work = now;
+      idle = 0;
+      continue;
+    }
+    if (now < last_work + config_.spin_ns) {
+      idle_pause(++idle);
+      continue;
+    }
+    // Block without the lock so application threads can post; the sleeping_ flag set inside
+    // block() before its last look makes their kick() wake us.
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      sleeping_.store(1, std::memory_order_seq_cst);
+      const bool more = progress();
+      g.unlock();
+      if (more || stop_.load()) {
+        sleeping_.store(0);
+        last_now_ = last_work = monotonic_ns();
+        continue;
+      }
+    }
+    block(kNoDeadline);
+    last_now_ = last_work = monotonic_ns();
+  }
+  in_thread_ = false;
+}
+
+}  // namespace weft::io

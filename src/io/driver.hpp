@@ -1,0 +1,129 @@
+// io/driver.hpp — the real-time driver: runs sans-IO Devices against the monotonic clock.
+//
+// One Driver drives any number of (Device, Medium) attachments from one thread: each pass moves a
+// burst in from every medium, fires due deadlines (Device::on_deadline) and moves a burst out.
+// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing and yielding every
+// yield_every idle passes so a peer on the same core is never starved), then blocks in epoll on
+// the media's doorbells, a timerfd armed for the earliest Device deadline, the media's event fds
+// (peer death) and its own kick eventfd. An idle process therefore costs almost no CPU.
+//
+// Threading model (see src/io/README.md):
+// - Inline: the thread that owns the Driver calls progress() / run_until() itself; no lock needed.
+//   This is what latency-sensitive code (weft perf) does: no thread hop at all.
+// - Threaded: start() runs the loop on a driver thread, which then owns every attached Device.
+//   Any other thread that touches a Device or one of its objects (post_send, post_recv, CQ poll,
+//   modify, create/destroy) does so while holding lock(), and calls kick() after posting work so a
+//   sleeping driver thread wakes up. The driver thread holds the same lock while it runs a pass.
+// attach/detach are called while the driver thread is stopped or under lock().
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/io/clock.hpp"
+#include "src/io/medium.hpp"
+
+namespace weft::io {
+
+struct DriverConfig {
+  TimeNs spin_ns = 50'000;           // busy-poll this long after the last work before blocking
+  std::uint32_t yield_every = 16;    // idle passes between sched_yield() while spinning
+  std::size_t burst_max = 512;       // packets per rx/tx burst per attachment
+  TimeNs event_poll_ns = 1'000'000;  // how often a busy Driver checks event fds (peer death)
+};
+
+struct DriverCounters {
+  std::uint64_t passes = 0, sleeps = 0, wakeups_kick = 0, wakeups_timer = 0, wakeups_rx = 0,
+                events = 0;
+};
+
+class Driver {
+ public:
+  explicit Driver(const DriverConfig& config = {});
+  ~Driver();  // stops the driver thread if running
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // Both must outlive the attachment. A Device may have one medium per Driver.
+  void attach(Device& dev, Medium& medium);
+  void detach(Device& dev);
+
+  // One pass over every attachment. Returns true when anything moved or fired.
+  bool progress();
+  // Inline mode: passes until done() returns true (checked after every pass) or timeout_ns passes;
+  // spins then blocks like the driver thread. Returns done()'s last value. done() must consume
+  // everything it is waiting on (drain the CQ): the Driver may block after it returns false, and
+  // it wakes only for packets, deadlines and events, not for completions already queued.
+  template <class Done>
+  bool run_until(Done done, TimeNs timeout_ns = kNoDeadline) {
+    const TimeNs start = monotonic_ns();
+    const TimeNs end = timeout_ns == kNoDeadline ? kNoDeadline : start + timeout_ns;
+    TimeNs last_work = start;
+    std::uint32_t idle = 0;
+    for (;;) {
+      const bool worked = progress();
+      if (done()) return true;
+      const TimeNs now = last_now_;
+      if (now >= end) return false;
+      if (worked) {
+        last_work = now;
+        idle = 0;
+        continue;
+      }
+      // now may be a few passes stale (progress()), so it can lag last_work.
+      if (now < last_work + config_.spin_ns) {
+        idle_pause(++idle);
+        continue;
+      }
+      // done() may have posted work: one more pass moves it before we sleep.
+      if (progress()) {
+        last_work = last_now_;
+        continue;
+      }
+      block(end);
+      last_now_ = last_work = monotonic_ns();
+    }
+  }
+
+  // Threaded mode.
+  void start();
+  void stop();
+  bool running() const { return thread_.joinable(); }
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  // Wakes the driver thread if it sleeps (cheap when it does not: one atomic load).
+  void kick();
+
+  const DriverCounters& counters() const { return counters_; }
+  const DriverConfig& config() const { return config_; }
+
+ private:
+  struct Attachment {
+    Device* dev;
+    Medium* medium;
+  };
+  void idle_pause(std::uint32_t idle);
+  // Sleeps until a doorbell, the earliest deadline, an event or `until`, whichever is first.
+  void block(TimeNs until);
+  void poll_events(int timeout_ms);
+  void thread_main();
+
+  DriverConfig config_;
+  std::vector<Attachment> att_;
+  int epfd_ = -1, kickfd_ = -1, timerfd_ = -1;
+  TimeNs last_now_ = 0, last_event_poll_ = 0;
+  bool last_worked_ = true;
+  std::mutex mu_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  bool in_thread_ = false;  // set on the driver thread while it runs thread_main
+  std::atomic<std::uint32_t> sleeping_{0};
+  DriverCounters counters_{};
+};
+
+}  // namespace weft::io

@@ -1,0 +1,42 @@
+// io/medium.hpp — what the real-time Driver needs from a medium: packets moved in bursts
+// between a Device and a wire, plus the file descriptors the Driver sleeps on.
+//
+// Burst-shaped like DPDK's rx_burst/tx_burst (and eRPC's transports), so a shared-memory ring, a
+// DPDK port or a UDP socket (recvmmsg/sendmmsg) fit the same interface: each call moves at most
+// `max` packets and returns how many it moved; a full wire is back-pressure (tx_burst stops and
+// the Device keeps the rest), never a drop. A medium may need the Driver to sleep on a file
+// descriptor (rx_wait_fd) and may watch another (event_fd: peer death, link state).
+//
+// Thread-safety: a Medium is owned by one Driver and called only from the thread that runs it.
+#pragma once
+
+#include <cstddef>
+
+#include <weft/device.hpp>
+
+namespace weft::io {
+
+class Medium {
+ public:
+  virtual ~Medium() = default;
+  // Hands packets that arrived to `dev`; returns how many. Any payload copies the medium deferred
+  // (RemotePayload) are complete when it returns.
+  virtual std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) = 0;
+  // Takes packets from dev.poll_transmit() and puts them on the wire; returns how many. Stops
+  // before polling a packet it has no room for.
+  virtual std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) = 0;
+
+  // Sleeping. rx_wait_fd() becomes readable when a packet may have arrived (-1: the medium cannot
+  // wake a sleeper and must be polled). prepare_sleep() announces that the Driver is about to
+  // block and returns false when work arrived meanwhile; finish_sleep() follows every successful
+  // prepare_sleep().
+  virtual int rx_wait_fd() const { return -1; }
+  virtual bool prepare_sleep() { return true; }
+  virtual void finish_sleep() {}
+
+  // Out-of-band events (peer death): a descriptor watched one-shot, and what to do when it fires.
+  virtual int event_fd() const { return -1; }
+  virtual void on_event(TimeNs now) { (void)now; }
+};
+
+}  // namespace weft::io

@@ -1,0 +1,510 @@
+// io/perf.cpp — weft perf's client and server loops (see perf.hpp).
+#include "src/io/perf.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace weft::io {
+namespace {
+
+constexpr std::uint32_t kParamsMagic = 0x57465046;  // "WFPF"
+constexpr std::uint32_t kRecvDepth = 512;
+constexpr std::uint32_t kCqDepth = 8192;
+constexpr std::uint32_t kAtomicBytes = 8;
+
+struct Params {
+  std::uint32_t magic;
+  std::uint8_t verb, mode;
+  std::uint16_t reserved;
+  std::uint32_t max_size;
+  std::uint32_t tx_depth;
+};
+struct Info {
+  std::uint32_t qpn, psn;
+  std::uint64_t addr;      // the receive half of the buffer
+  std::uint64_t src_addr;  // the send half (READ source)
+  std::uint32_t rkey, reserved;
+};
+enum class StepKind : std::uint32_t { kSize = 1, kDone = 2, kEnd = 3, kReady = 4, kFailed = 5 };
+struct Step {
+  StepKind kind;
+  std::uint32_t size, iters, reserved;
+};
+
+template <class T>
+bool send_pod(DirectNode& n, const T& v) {
+  return n.send_oob({reinterpret_cast<const std::uint8_t*>(&v), sizeof v});
+}
+template <class T>
+bool recv_pod(DirectNode& n, T& v, TimeNs timeout_ns) {
+  auto r = n.recv_oob(timeout_ns);
+  if (!r || r->size() != sizeof v) return false;
+  std::memcpy(&v, r->data(), sizeof v);
+  return true;
+}
+
+struct FreeDeleter {
+  void operator()(std::uint8_t* p) const { std::free(p); }
+};
+
+// One side's verbs objects: a buffer of two halves (send source | receive target).
+struct Endpoint {
+  DirectNode& node;
+  Device& dev;
+  ProtectionDomain* pd = nullptr;
+  CompletionQueue* scq = nullptr;
+  CompletionQueue* rcq = nullptr;
+  QueuePair* qp = nullptr;
+  MemoryRegion* mr = nullptr;
+  std::unique_ptr<std::uint8_t, FreeDeleter> buf;
+  std::size_t half = 0;
+  Info peer{};
+  std::string error;
+
+  explicit Endpoint(DirectNode& n) : node(n), dev(n.device()) {}
+  std::uint8_t* send_half() { return buf.get(); }
+  std::uint8_t* recv_half() { return buf.get() + half; }
+
+  bool setup(std::uint32_t max_size, std::uint32_t tx_depth) {
+    half = (std::max<std::size_t>(max_size, 64) + 4095) & ~std::size_t{4095};
+    buf.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, 2 * half)));
+    if (!buf) return fail("out of memory");
+    std::memset(buf.get(), 0, 2 * half);
+    pd = *dev.alloc_pd();
+    scq = *dev.create_cq(kCqDepth);
+    rcq = *dev.create_cq(kCqDepth);
+    auto m = dev.reg_mr(
+        pd, buf.get(), 2 * half,
+        kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
+    if (!m) return fail("reg_mr failed");
+    mr = *m;
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = scq;
+    qa.recv_cq = rcq;
+    qa.caps.max_send_wr = std::max<std::uint32_t>(tx_depth, 16);
+    qa.caps.max_recv_wr = kRecvDepth;
+    qa.caps.max_send_sge = 1;
+    qa.caps.max_recv_sge = 1;
+    auto q = dev.create_qp(qa);
+    if (!q) return fail("create_qp failed");
+    qp = *q;
+    return true;
+  }
+  Info info() const {
+    return Info{qp->qp_num(),
+                0x1000,
+                reinterpret_cast<std::uint64_t>(buf.get() + half),
+                reinterpret_cast<std::uint64_t>(buf.get()),
+                mr->rkey(),
+                0};
+  }
+  // Connects the QP; for SEND runs, posts the receives both sides keep replenished.
+  bool connect(PerfVerb verb) {
+    if (connect_rc(qp, RcPeer{node.peer_lid(), peer.qpn, peer.psn}, 0x1000) != Errc::kOk)
+      return fail("connect_rc failed");
+    if (verb == PerfVerb::kSend)
+      for (std::uint32_t k = 0; k < kRecvDepth / 2; ++k)
+        if (!post_recv(0)) return false;
+    return true;
+  }
+  bool fail(const char* what) {
+    if (error.empty()) error = what;
+    return false;
+  }
+  bool post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id) {
+    Sge sge{reinterpret_cast<std::uint64_t>(
+                op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicFetchAndAdd ? recv_half()
+                                                                                : send_half()),
+            op == WrOpcode::kAtomicFetchAndAdd ? kAtomicBytes : len, mr->lkey()};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, sge.length ? 1u : 0u};
+    wr.remote_addr = op == WrOpcode::kRdmaRead ? peer.src_addr : peer.addr;
+    wr.rkey = peer.rkey;
+    wr.compare_add = 1;
+    return qp->post_send(wr) == Errc::kOk || fail("post_send failed");
+  }
+  bool post_recv(std::uint32_t len) {
+    (void)len;  // every receive takes the whole receive half, so any size of the run fits
+    Sge sge{reinterpret_cast<std::uint64_t>(recv_half()), static_cast<std::uint32_t>(half),
+            mr->lkey()};
+    RecvWr wr{0, {&sge, 1}};
+    return qp->post_recv(wr) == Errc::kOk || fail("post_recv failed");
+  }
+  // Drains a CQ; returns completions seen, or -1 on an error completion.
+  std::array<WorkCompletion, 64> wc;  // not on the stack: polled in a spin loop
+  int poll(CompletionQueue* cq) {
+    int total = 0;
+    for (;;) {
+      const std::size_t n = cq->poll(wc);
+      for (std::size_t i = 0; i < n; ++i)
+        if (wc[i].status != WcStatus::kSuccess) {
+          error = std::string("completion error: ") + std::string(to_string(wc[i].status));
+          return -1;
+        }
+      total += static_cast<int>(n);
+      if (n < wc.size()) return total;
+    }
+  }
+};
+
+WrOpcode opcode_of(PerfVerb v) {
+  switch (v) {
+    case PerfVerb::kWrite:
+      return WrOpcode::kRdmaWrite;
+    case PerfVerb::kRead:
+      return WrOpcode::kRdmaRead;
+    case PerfVerb::kSend:
+      return WrOpcode::kSend;
+    case PerfVerb::kAtomic:
+      return WrOpcode::kAtomicFetchAndAdd;
+  }
+  return WrOpcode::kSend;
+}
+
+std::uint8_t tag_of(std::uint32_t i) {
+  return static_cast<std::uint8_t>(i % 255 + 1);
+}
+bool seen(const std::uint8_t* p, std::uint8_t tag) {
+  return *static_cast<const volatile std::uint8_t*>(p) == tag;
+}
+
+// Ping-pong step of WRITE latency: wait for the peer's tag in our receive half.
+bool wait_tag(Endpoint& ep, std::uint32_t size, std::uint8_t tag, TimeNs timeout_ns) {
+  const std::uint8_t* p = ep.recv_half() + size - 1;
+  bool bad = false;
+  const bool ok = ep.node.driver().run_until(
+      [&] {
+        if (ep.poll(ep.scq) < 0) bad = true;
+        return bad || seen(p, tag);
+      },
+      timeout_ns);
+  return ok && !bad ? true : ep.fail(bad ? ep.error.c_str() : "timeout");
+}
+
+bool wait_cq(Endpoint& ep, CompletionQueue* cq, int want, TimeNs timeout_ns) {
+  int got = 0;
+  bool bad = false;
+  const bool ok = ep.node.driver().run_until(
+      [&] {
+        const int n = ep.poll(cq);
+        if (n < 0)
+          bad = true;
+        else
+          got += n;
+        return bad || got >= want;
+      },
+      timeout_ns);
+  return ok && !bad ? true : ep.fail(bad ? "error completion" : "timeout");
+}
+
+void fill_latency(PerfResult& r, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  const std::size_t n = us.size();
+  double sum = 0, sq = 0;
+  for (double v : us) sum += v;
+  r.lat_avg_us = sum / static_cast<double>(n);
+  for (double v : us) sq += (v - r.lat_avg_us) * (v - r.lat_avg_us);
+  r.lat_stdev_us = std::sqrt(sq / static_cast<double>(n));
+  r.lat_min_us = us.front();
+  r.lat_max_us = us.back();
+  r.lat_typical_us = us[n / 2];
+  r.lat_p99_us = us[std::min(n - 1, n * 99 / 100)];
+  r.lat_p999_us = us[std::min(n - 1, n * 999 / 1000)];
+}
+
+// Client side of one size.
+bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::uint32_t iters,
+                 PerfResult& r) {
+  Driver& drv = ep.node.driver();
+  const WrOpcode op = opcode_of(o.verb);
+  if (o.mode == PerfMode::kLat) {
+    std::vector<double> us;
+    us.reserve(iters);
+    const bool pingpong = o.verb == PerfVerb::kWrite || o.verb == PerfVerb::kSend;
+    for (std::uint32_t i = 0; i < iters; ++i) {
+      const TimeNs t0 = monotonic_ns();
+      if (o.verb == PerfVerb::kWrite) {
+        const std::uint8_t tag = tag_of(i);
+        ep.send_half()[size - 1] = tag;
+        if (!ep.post(op, size, i) || !wait_tag(ep, size, tag, o.timeout_ns)) return false;
+      } else if (o.verb == PerfVerb::kSend) {
+        if (!ep.post(op, size, i) || !wait_cq(ep, ep.rcq, 1, o.timeout_ns) || !ep.post_recv(size))
+          return false;
+        ep.poll(ep.scq);
+      } else {
+        if (!ep.post(op, size, i) || !wait_cq(ep, ep.scq, 1, o.timeout_ns)) return false;
+      }
+      const TimeNs t1 = monotonic_ns();
+      us.push_back(static_cast<double>(t1 - t0) / (pingpong ? 2000.0 : 1000.0));
+    }
+    // Drain the last send completions so nothing is outstanding between sizes.
+    drv.run_until([&] { return ep.poll(ep.scq) == 0 && ep.scq->size() == 0; }, 1'000'000);
+    fill_latency(r, us);
+    return true;
+  }
+  // Bandwidth: keep tx_depth WRs in flight; take a timestamp at every 1/16 of the run for peak.
+  const std::uint32_t depth = std::min<std::uint32_t>(o.tx_depth, iters);
+  std::uint32_t posted = 0, done = 0;
+  const std::uint32_t chunk = std::max<std::uint32_t>(iters / 16, 1);
+  std::uint32_t next_mark = chunk;
+  TimeNs mark_t = 0, best_chunk_ns = kNoDeadline;
+  bool bad = false;
+  const TimeNs t0 = monotonic_ns();
+  mark_t = t0;
+  const bool ok = drv.run_until(
+      [&] {
+        while (posted < iters && posted - done < depth) {
+          if (!ep.post(op, size, posted)) {
+            bad = true;
+            return true;
+          }
+          ++posted;
+        }
+        const int n = ep.poll(ep.scq);
+        if (n < 0) {
+          bad = true;
+          return true;
+        }
+        done += static_cast<std::uint32_t>(n);
+        if (done >= next_mark) {
+          const TimeNs t = monotonic_ns();
+          const std::uint32_t k = (done - (next_mark - chunk));
+          best_chunk_ns = std::min(best_chunk_ns, (t - mark_t) * chunk / std::max(k, 1u));
+          mark_t = t;
+          next_mark = done + chunk;
+        }
+        return done >= iters;
+      },
+      o.timeout_ns);
+  if (!ok || bad) return ep.fail(bad ? "error completion" : "timeout");
+  const double secs = static_cast<double>(monotonic_ns() - t0) * 1e-9;
+  const double bytes = static_cast<double>(size) * iters;
+  r.bw_avg_gbps = bytes * 8 / secs * 1e-9;
+  r.msg_rate_mpps = iters / secs * 1e-6;
+  r.bw_peak_gbps = best_chunk_ns == kNoDeadline
+                       ? r.bw_avg_gbps
+                       : std::max(r.bw_avg_gbps, static_cast<double>(size) * chunk * 8 /
+                                                     static_cast<double>(best_chunk_ns));
+  return true;
+}
+
+// Server side of one size: a ping-pong partner for WRITE/SEND latency, else passive (reposting
+// receives for SEND) until the client says it is done.
+bool server_size(Endpoint& ep, PerfVerb verb, PerfMode mode, std::uint32_t size,
+                 std::uint32_t iters) {
+  constexpr TimeNs kTimeout = 60'000'000'000;
+  const WrOpcode op = opcode_of(verb);
+  if (mode == PerfMode::kLat && verb == PerfVerb::kWrite) {
+    for (std::uint32_t i = 0; i < iters; ++i) {
+      const std::uint8_t tag = tag_of(i);
+      if (!wait_tag(ep, size, tag, kTimeout)) return false;
+      ep.send_half()[size - 1] = tag;
+      if (!ep.post(op, size, i)) return false;
+    }
+  } else if (mode == PerfMode::kLat && verb == PerfVerb::kSend) {
+    for (std::uint32_t i = 0; i < iters; ++i) {
+      if (!wait_cq(ep, ep.rcq, 1, kTimeout) || !ep.post_recv(size) || !ep.post(op, size, i))
+        return false;
+      ep.poll(ep.scq);
+    }
+  }
+  // Passive part (and the tail of the ping-pong): progress until the client's kDone.
+  for (;;) {
+    std::uint32_t passes = 0;
+    bool bad = false;
+    ep.node.driver().run_until(
+        [&] {
+          if (ep.poll(ep.scq) < 0) bad = true;
+          const int n = ep.poll(ep.rcq);
+          if (n < 0) bad = true;
+          for (int k = 0; k < n && !bad; ++k) bad = !ep.post_recv(size);
+          return bad || ++passes % 256 == 0;
+        },
+        2'000'000);
+    if (bad) return false;
+    Step s{};
+    auto m = ep.node.recv_oob(0);
+    if (!m) {
+      if (m.error() == IoError::kTimeout) continue;
+      return ep.fail("control socket closed");
+    }
+    if (m->size() != sizeof s) return ep.fail("bad control message");
+    std::memcpy(&s, m->data(), sizeof s);
+    if (s.kind == StepKind::kDone) return true;
+    return ep.fail("unexpected control message");
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(PerfVerb v) {
+  switch (v) {
+    case PerfVerb::kWrite:
+      return "write";
+    case PerfVerb::kRead:
+      return "read";
+    case PerfVerb::kSend:
+      return "send";
+    case PerfVerb::kAtomic:
+      return "atomic";
+  }
+  return "?";
+}
+
+std::vector<std::uint32_t> perf_all_sizes() {
+  std::vector<std::uint32_t> v;
+  for (std::uint32_t s = 2; s <= kPerfSizeMax; s *= 2) v.push_back(s);
+  return v;
+}
+
+std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts) {
+  std::vector<PerfResult> out;
+  PerfOptions o = opts;
+  if (o.verb == PerfVerb::kAtomic) o.sizes = {kAtomicBytes};
+  const std::uint32_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+  Endpoint ep(node);
+  auto failed = [&](const std::string& why) {
+    PerfResult r;
+    r.ok = false;
+    r.error = why;
+    out.push_back(r);
+    return out;
+  };
+  const Params p{kParamsMagic,
+                 static_cast<std::uint8_t>(o.verb),
+                 static_cast<std::uint8_t>(o.mode),
+                 0,
+                 max_size,
+                 o.tx_depth};
+  if (!ep.setup(max_size, o.tx_depth)) return failed(ep.error);
+  if (!send_pod(node, p)) return failed("control socket closed");
+  if (!recv_pod(node, ep.peer, o.timeout_ns)) return failed("no answer from the server");
+  if (!send_pod(node, ep.info()) || !ep.connect(o.verb)) return failed(ep.error);
+  for (std::uint32_t size : o.sizes) {
+    if (size == 0 || size > kPerfSizeMax) return failed("size out of range");
+    std::uint32_t iters = o.iters;
+    if (iters == 0) {
+      iters = o.mode == PerfMode::kLat ? 1000 : 5000;
+      iters = static_cast<std::uint32_t>(
+          std::max<std::uint64_t>(8, std::min<std::uint64_t>(iters, kPerfBytesPerSizeMax / size)));
+    }
+    Step s{StepKind::kSize, size, iters, 0};
+    Step ready{};
+    if (!send_pod(node, s) || !recv_pod(node, ready, o.timeout_ns) ||
+        ready.kind != StepKind::kReady)
+      return failed("server not ready");
+    PerfResult r;
+    r.bytes = size;
+    r.iterations = iters;
+    if (!client_size(ep, o, size, iters, r)) return failed(ep.error);
+    Step done{StepKind::kDone, size, iters, 0};
+    Step ack{};
+    if (!send_pod(node, done) || !recv_pod(node, ack, o.timeout_ns) || ack.kind != StepKind::kDone)
+      return failed("server failed");
+    out.push_back(r);
+  }
+  const Step end{StepKind::kEnd, 0, 0, 0};
+  send_pod(node, end);
+  return out;
+}
+
+bool perf_server(DirectNode& node, std::string* error) {
+  Endpoint ep(node);
+  auto fail = [&](const std::string& why) {
+    if (error) *error = why;
+    return false;
+  };
+  Params p{};
+  if (!recv_pod(node, p, 60'000'000'000) || p.magic != kParamsMagic || p.verb > 3 || p.mode > 1 ||
+      p.max_size == 0 || p.max_size > kPerfSizeMax)
+    return fail("bad parameters from the client");
+  const auto verb = static_cast<PerfVerb>(p.verb);
+  const auto mode = static_cast<PerfMode>(p.mode);
+  if (!ep.setup(p.max_size, p.tx_depth)) return fail(ep.error);
+  if (!send_pod(node, ep.info()) || !recv_pod(node, ep.peer, 60'000'000'000) || !ep.connect(verb))
+    return fail("handshake with the client failed");
+  for (;;) {
+    Step s{};
+    if (!recv_pod(node, s, 600'000'000'000)) return fail("client went away");
+    if (s.kind == StepKind::kEnd) return true;
+    if (s.kind != StepKind::kSize || s.size == 0 || s.size > p.max_size)
+      return fail("bad step from the client");
+    const Step ready{StepKind::kReady, s.size, s.iters, 0};
+    if (!send_pod(node, ready)) return fail("client went away");
+    const bool ok = server_size(ep, verb, mode, s.size, s.iters);
+    const Step ack{ok ? StepKind::kDone : StepKind::kFailed, s.size, s.iters, 0};
+    send_pod(node, ack);
+    if (!ok) return fail(ep.error);
+  }
+}
+
+void perf_print_table(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
+                      bool zero_copy) {
+  const char* line =
+      "---------------------------------------------------------------------------------------\n";
+  std::fprintf(out, "%s", line);
+  std::fprintf(out, "                    RDMA_%s %s (weft, direct, shared memory%s)\n",
+               std::string(to_string(opts.verb)).c_str(),
+               opts.mode == PerfMode::kBw ? "BW" : "Latency", zero_copy ? ", zero copy" : ", copy");
+  std::fprintf(out, "%s", line);
+  if (opts.mode == PerfMode::kBw)
+    std::fprintf(out, " %-10s %-13s %-17s %-20s %-19s %s\n", "#bytes", "#iterations",
+                 "BW peak[Gb/sec]", "BW average[Gb/sec]", "BW average[MB/sec]", "MsgRate[Mpps]");
+  else
+    std::fprintf(out, " %-10s %-13s %-12s %-12s %-14s %-12s %-13s %-12s %s\n", "#bytes",
+                 "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]",
+                 "t_stdev[usec]", "99%[usec]", "99.9%[usec]");
+  for (const auto& x : r) {
+    if (!x.ok) {
+      std::fprintf(out, " error: %s\n", x.error.c_str());
+      continue;
+    }
+    if (opts.mode == PerfMode::kBw)
+      std::fprintf(out, " %-10u %-13u %-17.2f %-20.2f %-19.2f %.6f\n", x.bytes, x.iterations,
+                   x.bw_peak_gbps, x.bw_avg_gbps, x.bw_avg_gbps * 1e3 / 8, x.msg_rate_mpps);
+    else
+      std::fprintf(out, " %-10u %-13u %-12.2f %-12.2f %-14.2f %-12.2f %-13.2f %-12.2f %.2f\n",
+                   x.bytes, x.iterations, x.lat_min_us, x.lat_max_us, x.lat_typical_us,
+                   x.lat_avg_us, x.lat_stdev_us, x.lat_p99_us, x.lat_p999_us);
+  }
+  std::fprintf(out, "%s", line);
+}
+
+void perf_print_json(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
+                     bool zero_copy) {
+  const std::string verb(to_string(opts.verb));
+  for (const auto& x : r) {
+    if (!x.ok) {
+      std::fprintf(out, "{\"verb\":\"%s\",\"error\":\"%s\"}\n", verb.c_str(), x.error.c_str());
+      continue;
+    }
+    if (opts.mode == PerfMode::kBw)
+      std::fprintf(
+          out,
+          "{\"verb\":\"%s\",\"test\":\"bw\",\"zero_copy\":%s,\"bytes\":%u,\"iterations\":%u,"
+          "\"bw_peak_gbps\":%.4f,\"bw_avg_gbps\":%.4f,\"bw_avg_mbps\":%.2f,"
+          "\"msg_rate_mpps\":%.6f}\n",
+          verb.c_str(), zero_copy ? "true" : "false", x.bytes, x.iterations, x.bw_peak_gbps,
+          x.bw_avg_gbps, x.bw_avg_gbps * 1e3 / 8, x.msg_rate_mpps);
+    else
+      std::fprintf(
+          out,
+          "{\"verb\":\"%s\",\"test\":\"lat\",\"zero_copy\":%s,\"bytes\":%u,\"iterations\":%u,"
+          "\"lat_min_us\":%.4f,\"lat_max_us\":%.4f,\"lat_typical_us\":%.4f,"
+          "\"lat_avg_us\":%.4f,\"lat_stdev_us\":%.4f,\"lat_p99_us\":%.4f,"
+          "\"lat_p999_us\":%.4f}\n",
+          verb.c_str(), zero_copy ? "true" : "false", x.bytes, x.iterations, x.lat_min_us,
+          x.lat_max_us, x.lat_typical_us, x.lat_avg_us, x.lat_stdev_us, x.lat_p99_us,
+          x.lat_p999_us);
+  }
+}
+
+}  // namespace weft::io

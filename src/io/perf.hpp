@@ -1,0 +1,59 @@
+// io/perf.hpp — weft perf's runner: perftest's write/read/send/atomic bandwidth and latency tests
+// over a DirectNode. tools/weft/cmd_perf.cpp only parses arguments and prints.
+//
+// The client drives: it sends the parameters out of band, both sides register one buffer of the
+// largest size (ordinary private memory), exchange QP numbers and keys, and then run each size.
+// Latency of WRITE and SEND is half the round trip of a ping-pong (as perftest's *_lat); READ and
+// atomics report the whole round trip. Bandwidth keeps up to tx_depth WRs in flight.
+// Thread-safety: inline Driver mode; one thread per side.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "src/io/direct_node.hpp"
+
+namespace weft::io {
+
+enum class PerfVerb : std::uint8_t { kWrite, kRead, kSend, kAtomic };
+enum class PerfMode : std::uint8_t { kBw, kLat };
+std::string_view to_string(PerfVerb v);
+
+struct PerfOptions {
+  PerfVerb verb = PerfVerb::kWrite;
+  PerfMode mode = PerfMode::kBw;
+  std::vector<std::uint32_t> sizes{65536};
+  std::uint32_t iters = 0;  // 0: 1000 (lat) / 5000 (bw), capped at kPerfBytesPerSizeMax per size
+  std::uint32_t tx_depth = 128;
+  TimeNs timeout_ns = 60'000'000'000;  // per size
+};
+inline constexpr std::uint64_t kPerfBytesPerSizeMax = std::uint64_t{1} << 30;
+inline constexpr std::uint32_t kPerfSizeMax = 8u << 20;
+// -a: 2 B .. 8 MiB in powers of two.
+std::vector<std::uint32_t> perf_all_sizes();
+
+struct PerfResult {
+  std::uint32_t bytes = 0;
+  std::uint32_t iterations = 0;
+  // bandwidth
+  double bw_peak_gbps = 0, bw_avg_gbps = 0, msg_rate_mpps = 0;
+  // latency, microseconds
+  double lat_min_us = 0, lat_max_us = 0, lat_typical_us = 0, lat_avg_us = 0, lat_stdev_us = 0,
+         lat_p99_us = 0, lat_p999_us = 0;
+  bool ok = true;
+  std::string error;
+};
+
+// Runs the client side; results in size order. A failure fills the last result's error.
+std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts);
+// Serves one client until it finishes. Returns false on a protocol or transport failure.
+bool perf_server(DirectNode& node, std::string* error = nullptr);
+
+void perf_print_table(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
+                      bool zero_copy);
+void perf_print_json(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
+                     bool zero_copy);
+
+}  // namespace weft::io

@@ -1,0 +1,227 @@
+// io/shm/shm_medium.cpp — rings, records, zero copy and peer death (see shm_medium.hpp).
+#include "src/io/shm/shm_medium.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "src/base/log.hpp"
+
+namespace weft::io::shm {
+namespace {
+
+constexpr std::uint8_t kOpRcCmpSwap = 0x13;   // IBA Table 35: RC COMPARE SWAP
+constexpr std::uint8_t kOpRcFetchAdd = 0x14;  // RC FETCH ADD
+
+// BTH opcode of serialized headers: LRH.LNH 3 means a GRH sits between LRH and BTH (IBA 7.7.1).
+std::uint8_t bth_opcode(const std::uint8_t* headers) {
+  return headers[(headers[1] & 3) == 3 ? 48 : 8];
+}
+
+}  // namespace
+
+void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
+  if (len == 0) return;
+  if (!local_.empty()) {
+    iovec& l = local_.back();
+    iovec& r = remote_.back();
+    if (static_cast<std::uint8_t*>(l.iov_base) + l.iov_len == dst &&
+        static_cast<std::uint8_t*>(r.iov_base) + r.iov_len == src) {
+      l.iov_len += len;
+      r.iov_len += len;
+      pending_bytes_ += len;
+      return;
+    }
+    if (local_.size() == kIovMax) flush();
+  }
+  local_.push_back({dst, len});
+  remote_.push_back({const_cast<std::uint8_t*>(src), len});
+  pending_bytes_ += len;
+}
+
+bool CrossMemory::flush() {
+  if (local_.empty()) return true;
+  ++calls_;
+  const ssize_t n =
+      process_vm_readv(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
+  const bool ok = n >= 0 && static_cast<std::size_t>(n) == pending_bytes_;
+  if (n > 0) bytes_ += static_cast<std::uint64_t>(n);
+  errno_ = ok ? 0 : (n < 0 ? errno : EFAULT);
+  local_.clear();
+  remote_.clear();
+  pending_bytes_ = 0;
+  return ok;
+}
+
+bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
+  const std::size_t bytes = segment_bytes(ring_bytes);
+  if (ftruncate(memfd, static_cast<off_t>(bytes)) != 0) return false;
+  void* p = mmap(nullptr, kSegmentHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED) return false;
+  auto* h = static_cast<SegmentHeader*>(p);
+  h->magic = kSegmentMagic;
+  h->version = kSegmentVersion;
+  h->ring_bytes = ring_bytes;
+  auto* rings = reinterpret_cast<RingShared*>(static_cast<std::uint8_t*>(p) + 1024);
+  for (int i = 0; i < 2; ++i) {
+    new (&rings[i].tail) std::atomic<std::uint64_t>(0);
+    new (&rings[i].head) std::atomic<std::uint64_t>(0);
+    new (&rings[i].consumer_sleeping) std::atomic<std::uint32_t>(0);
+  }
+  munmap(p, kSegmentHeaderBytes);
+  return true;
+}
+
+ShmMedium::ShmMedium(const ShmLinkConfig& cfg) : cfg_(cfg), cma_(cfg.peer_pid) {
+  map_bytes_ = segment_bytes(cfg.ring_bytes);
+  void* p =
+      mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, cfg.memfd, 0);
+  if (p == MAP_FAILED) return;
+  const auto* h = static_cast<const SegmentHeader*>(p);
+  if (h->magic != kSegmentMagic || h->version != kSegmentVersion ||
+      h->ring_bytes != cfg.ring_bytes) {
+    munmap(p, map_bytes_);
+    return;
+  }
+  base_ = p;
+  auto* bytes = static_cast<std::uint8_t*>(p);
+  auto* rings = reinterpret_cast<RingShared*>(bytes + 1024);
+  std::uint8_t* data0 = bytes + kSegmentHeaderBytes;
+  std::uint8_t* data1 = data0 + cfg.ring_bytes;
+  if (cfg.side_a) {
+    tx_ = RingProducer(&rings[0], data0, cfg.ring_bytes);
+    rx_ = RingConsumer(&rings[1], data1, cfg.ring_bytes);
+  } else {
+    tx_ = RingProducer(&rings[1], data1, cfg.ring_bytes);
+    rx_ = RingConsumer(&rings[0], data0, cfg.ring_bytes);
+  }
+  pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, cfg.peer_pid, 0));
+}
+
+ShmMedium::~ShmMedium() {
+  if (base_) munmap(base_, map_bytes_);
+  for (int fd : {cfg_.memfd, cfg_.rx_doorbell, cfg_.tx_doorbell, pidfd_})
+    if (fd >= 0) close(fd);
+}
+
+void ShmMedium::ring_peer() {
+  ++counters_.doorbells;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto r = write(cfg_.tx_doorbell, &one, sizeof one);
+}
+
+std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
+  std::size_t n = 0;
+  const bool dead = peer_dead();
+  const std::size_t body_max = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
+  while (n < max) {
+    if (!dead && !tx_.can_reserve(body_max)) {
+      ++counters_.tx_full;
+      break;
+    }
+    TxPacket pkt;
+    if (!dev.poll_transmit(now, pkt)) break;
+    ++n;
+    if (dead) {
+      ++counters_.dropped_dead;
+      continue;
+    }
+    const std::uint8_t op = bth_opcode(pkt.headers.data());
+    const std::uint16_t flags =
+        (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
+    if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt)) {
+      const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
+      std::uint8_t* p = tx_.reserve(body);
+      const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes,
+                      pkt.pad_bytes, static_cast<std::uint8_t>(pkt.header_bytes), 0};
+      std::memcpy(p, &ref, sizeof ref);
+      std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
+      tx_.commit(body, RecordKind::kByRef, flags);
+      ++counters_.tx_by_ref;
+    } else {
+      const std::size_t body = pkt.wire_bytes();
+      std::uint8_t* p = tx_.reserve(body);
+      if (pkt.crcs_valid || pkt.corrupt) {
+        pkt.write_to({p, body});
+      } else {
+        // CrcMode::kModel: the same IBA layout with the ICRC/VCRC fields left zero (write_to
+        // would compute them; shared memory does not corrupt and the receiver does not check).
+        std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
+        if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
+        std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
+      }
+      tx_.commit(body, RecordKind::kWire, flags);
+      ++counters_.tx_wire;
+    }
+  }
+  if (tx_.publish()) ring_peer();
+  return n;
+}
+
+std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
+  std::size_t n = 0;
+  const bool dead = peer_dead();
+  while (n < max) {
+    const RecordHeader* h = rx_.peek();
+    if (!h) break;
+    const std::uint8_t* body = RingConsumer::body(h);
+    ++n;
+    if (dead) {
+      ++counters_.dropped_dead;
+    } else if (h->kind == RecordKind::kByRef) {
+      ByRef ref;
+      std::memcpy(&ref, body, sizeof ref);
+      TxPacket pkt;
+      pkt.header_bytes = ref.header_bytes;
+      std::memcpy(pkt.headers.data(), body + sizeof ref,
+                  std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
+      pkt.payload = reinterpret_cast<const std::uint8_t*>(ref.src);
+      pkt.payload_bytes = ref.payload_bytes;
+      pkt.pad_bytes = ref.pad_bytes;
+      dev.set_remote_payload(&cma_);
+      dev.on_packet(pkt, now);
+      dev.set_remote_payload(nullptr);
+      ++counters_.rx_by_ref;
+    } else if (h->kind == RecordKind::kWire) {
+      // Deferred cross-memory copies land before anything that writes memory after them.
+      if ((h->flags & kFlagTouchesMemory) && cma_.pending() && !cma_.flush())
+        ++counters_.cma_errors;
+      dev.on_packet({body, h->bytes}, now);
+      ++counters_.rx_wire;
+    }
+    rx_.pop();
+  }
+  if (cma_.pending() && !cma_.flush()) {
+    ++counters_.cma_errors;
+    if (counters_.cma_errors == 1)
+      base::get_logger("weft.io")->error("shm: process_vm_readv from pid {} failed: {}",
+                                         cfg_.peer_pid, std::strerror(cma_.last_errno()));
+  }
+  counters_.cma_calls = cma_.calls();
+  counters_.cma_bytes = cma_.bytes();
+  if (n) rx_.release();
+  return n;
+}
+
+void ShmMedium::finish_sleep() {
+  rx_.finish_sleep();
+  std::uint64_t v;
+  [[maybe_unused]] auto r = read(cfg_.rx_doorbell, &v, sizeof v);  // nonblocking eventfd
+}
+
+void ShmMedium::on_event(TimeNs now) {
+  (void)now;
+  if (peer_dead_.exchange(true)) return;
+  base::get_logger("weft.io")->warn(
+      "shm: peer pid {} exited; dropping its traffic (its QPs here will time out with "
+      "RETRY_EXC)",
+      cfg_.peer_pid);
+}
+
+}  // namespace weft::io::shm

@@ -1,0 +1,142 @@
+// io/shm/shm_medium.hpp — a point-to-point shared-memory link between two processes: the Medium
+// over a segment (a memfd, never a /dev/shm name) holding one SPSC ring per direction.
+//
+// The records on the rings are IBA packets as the emulator carries them (LRH .. VCRC, CRCs in
+// CrcMode::kModel). For zero copy, a packet whose payload is at least kZeroCopyBytesMin and stays
+// put until acknowledged (Device::payload_stable) travels by reference: its headers plus the
+// payload's address in the sender; the receiver pulls the bytes straight from the sender's buffer
+// into the destination with process_vm_readv (cross-memory attach), coalescing the packets of a
+// burst, so a large message costs about one system call. Everything else is copied through the
+// ring (copy in, copy out).
+//
+// Peer death: a pidfd of the peer is the event fd; when it fires the medium drops everything it
+// would send or receive, so the survivor's requesters exhaust their retries and its QPs move to
+// ERR with RETRY_EXC_ERR and flushed WRs (bounded by the QP's timeout x (retry_cnt + 1)).
+//
+// Thread-safety: owned by one Driver; all calls from its thread.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "src/io/medium.hpp"
+#include "src/io/shm/ring.hpp"
+
+namespace weft::io::shm {
+
+inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
+inline constexpr std::uint32_t kSegmentVersion = 1;
+inline constexpr std::size_t kSegmentHeaderBytes = 4096;
+inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
+inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
+inline constexpr std::size_t kRingBytesDefault = std::size_t{4} << 20;
+
+// The segment: this header, two RingShared blocks (A->B, B->A), then both rings' data.
+struct SegmentHeader {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::uint64_t ring_bytes;
+};
+
+inline std::size_t segment_bytes(std::size_t ring_bytes) {
+  return kSegmentHeaderBytes + 2 * ring_bytes;
+}
+
+// Body of a kByRef record: this, then the packet's headers.
+struct ByRef {
+  std::uint64_t src;  // payload address in the sender
+  std::uint32_t payload_bytes;
+  std::uint8_t pad_bytes;
+  std::uint8_t header_bytes;
+  std::uint16_t reserved;
+};
+static_assert(sizeof(ByRef) == 16);
+
+// Record flags.
+inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is an atomic request
+
+// The RemotePayload of the receiving side: gathers (dst, remote src) pairs, merging contiguous
+// ones, and moves them with process_vm_readv at flush().
+class CrossMemory final : public RemotePayload {
+ public:
+  explicit CrossMemory(pid_t pid) : pid_(pid) {
+    local_.reserve(kIovMax);
+    remote_.reserve(kIovMax);
+  }
+  void place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) override;
+  // Returns false when the kernel refused or fell short (errno kept in last_errno()).
+  bool flush();
+  bool pending() const { return !local_.empty(); }
+  int last_errno() const { return errno_; }
+  std::uint64_t calls() const { return calls_; }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  pid_t pid_;
+  std::vector<iovec> local_, remote_;
+  std::size_t pending_bytes_ = 0;
+  int errno_ = 0;
+  std::uint64_t calls_ = 0, bytes_ = 0;
+};
+
+struct ShmCounters {
+  std::uint64_t tx_wire = 0, tx_by_ref = 0, rx_wire = 0, rx_by_ref = 0;
+  std::uint64_t tx_full = 0;       // tx_burst stopped for lack of ring space
+  std::uint64_t doorbells = 0;     // eventfd writes to wake the peer
+  std::uint64_t dropped_dead = 0;  // packets dropped after the peer died
+  std::uint64_t cma_calls = 0, cma_bytes = 0, cma_errors = 0;
+};
+
+struct ShmLinkConfig {
+  int memfd = -1;  // the segment (owned by the medium from here on)
+  std::size_t ring_bytes = kRingBytesDefault;
+  bool side_a = true;    // A produces on ring 0 and consumes ring 1; B the other way round
+  int rx_doorbell = -1;  // eventfd the peer rings when it fills our rx ring (owned)
+  int tx_doorbell = -1;  // eventfd we ring (owned)
+  pid_t peer_pid = 0;
+  bool zero_copy_tx = false;  // the peer can read our memory and wants zero copy
+};
+
+class ShmMedium final : public Medium {
+ public:
+  // Maps the segment; takes ownership of every fd in cfg. ok() is false if mapping failed.
+  explicit ShmMedium(const ShmLinkConfig& cfg);
+  ~ShmMedium() override;
+  ShmMedium(const ShmMedium&) = delete;
+  ShmMedium& operator=(const ShmMedium&) = delete;
+  bool ok() const { return base_ != nullptr; }
+
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  int rx_wait_fd() const override { return cfg_.rx_doorbell; }
+  bool prepare_sleep() override { return rx_.prepare_sleep(); }
+  void finish_sleep() override;
+  int event_fd() const override { return pidfd_; }
+  void on_event(TimeNs now) override;
+
+  bool peer_dead() const { return peer_dead_.load(std::memory_order_relaxed); }
+  bool zero_copy_tx() const { return cfg_.zero_copy_tx; }
+  const ShmCounters& counters() const { return counters_; }
+
+  // Formats a fresh segment in a memfd of segment_bytes(ring_bytes) (the creating side).
+  static bool format(int memfd, std::size_t ring_bytes);
+
+ private:
+  void ring_peer();
+  ShmLinkConfig cfg_;
+  void* base_ = nullptr;
+  std::size_t map_bytes_ = 0;
+  int pidfd_ = -1;
+  RingProducer tx_;
+  RingConsumer rx_;
+  CrossMemory cma_;
+  std::atomic<bool> peer_dead_{false};
+  ShmCounters counters_{};
+};
+
+}  // namespace weft::io::shm

@@ -1,0 +1,207 @@
+// tests/io/driver_test.cpp — the real-time Driver (src/io/driver.hpp) over an in-process loop
+// medium: one Driver drives two Devices, the threaded mode (lock + kick), deadlines through the
+// timerfd, and an idle Driver that sleeps instead of spinning.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "src/io/driver.hpp"
+
+namespace weft::io {
+namespace {
+
+// Two queues between two Devices driven by the same Driver: no doorbell needed, since the one
+// thread that fills a queue also drains it. drop_next drops packets (to exercise timers).
+struct Loop {
+  std::deque<std::vector<std::uint8_t>> q[2];
+  int drop_next = 0;
+};
+
+class LoopMedium final : public Medium {
+ public:
+  LoopMedium(Loop& loop, int side) : loop_(loop), side_(side) {}
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override {
+    auto& q = loop_.q[side_];
+    std::size_t n = 0;
+    for (; n < max && !q.empty(); ++n) {
+      dev.on_packet(q.front(), now);
+      q.pop_front();
+    }
+    return n;
+  }
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override {
+    std::size_t n = 0;
+    TxPacket pkt;
+    for (; n < max && dev.poll_transmit(now, pkt); ++n) {
+      if (loop_.drop_next > 0) {
+        --loop_.drop_next;
+        continue;
+      }
+      std::vector<std::uint8_t> b(pkt.wire_bytes());
+      pkt.write_to(b);
+      loop_.q[1 - side_].push_back(std::move(b));
+    }
+    return n;
+  }
+  bool prepare_sleep() override { return loop_.q[side_].empty(); }
+
+ private:
+  Loop& loop_;
+  int side_;
+};
+
+struct Node {
+  std::unique_ptr<Device> dev;
+  ProtectionDomain* pd = nullptr;
+  CompletionQueue* cq = nullptr;
+  QueuePair* qp = nullptr;
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 16);
+  MemoryRegion* mr = nullptr;
+};
+
+struct Fixture {
+  SeededRng rng{7};
+  Loop loop;
+  Node n[2];
+  std::unique_ptr<LoopMedium> m[2];
+  Driver drv;
+  explicit Fixture(std::uint8_t timeout = 14) {
+    for (int i = 0; i < 2; ++i) {
+      DeviceConfig c;
+      c.ports[0].lid = static_cast<std::uint16_t>(i + 1);
+      c.crc = CrcMode::kModel;
+      n[i].dev = Device::create(c, rng);
+      n[i].pd = *n[i].dev->alloc_pd();
+      n[i].cq = *n[i].dev->create_cq(256);
+      n[i].mr = *n[i].dev->reg_mr(n[i].pd, n[i].buf.data(), n[i].buf.size(),
+                                  kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+      QpInitAttr qa;
+      qa.pd = n[i].pd;
+      qa.send_cq = qa.recv_cq = n[i].cq;
+      n[i].qp = *n[i].dev->create_qp(qa);
+    }
+    RcOptionsLike o{timeout};
+    for (int i = 0; i < 2; ++i)
+      connect(n[i].qp, static_cast<std::uint16_t>(2 - i), n[1 - i].qp->qp_num(), o);
+    for (int i = 0; i < 2; ++i) {
+      m[i] = std::make_unique<LoopMedium>(loop, i);
+      drv.attach(*n[i].dev, *m[i]);
+    }
+  }
+  struct RcOptionsLike {
+    std::uint8_t timeout;
+  };
+  static void connect(QueuePair* qp, std::uint16_t dlid, std::uint32_t dqpn, RcOptionsLike o) {
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.port_num = 1;
+    a.access_flags = kAccessRemoteWrite | kAccessRemoteRead;
+    ASSERT_EQ(qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), Errc::kOk);
+    a.qp_state = QpState::kRtr;
+    a.av.dlid = dlid;
+    a.path_mtu = Mtu::k1024;
+    a.dest_qpn = dqpn;
+    a.rq_psn = 0;
+    ASSERT_EQ(qp->modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                kQpMaxDestRdAtomic | kQpMinRnrTimer),
+              Errc::kOk);
+    a.qp_state = QpState::kRts;
+    a.sq_psn = 0;
+    a.timeout = o.timeout;
+    ASSERT_EQ(qp->modify(
+                  a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic),
+              Errc::kOk);
+  }
+  Errc write(std::size_t len, std::uint64_t wr_id) {
+    Sge sge{reinterpret_cast<std::uint64_t>(n[0].buf.data()), static_cast<std::uint32_t>(len),
+            n[0].mr->lkey()};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<std::uint64_t>(n[1].buf.data());
+    wr.rkey = n[1].mr->rkey();
+    return n[0].qp->post_send(wr);
+  }
+};
+
+std::uint64_t cpu_us() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<std::uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1'000'000u +
+         static_cast<std::uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+TEST(Driver, InlineModeMovesAWriteBetweenTwoDevicesOfOneDriver) {
+  Fixture f;
+  for (std::size_t i = 0; i < 5000; ++i) f.n[0].buf[i] = static_cast<std::uint8_t>(i * 7);
+  ASSERT_EQ(f.write(5000, 42), Errc::kOk);
+  WorkCompletion wc{};
+  ASSERT_TRUE(f.drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  EXPECT_EQ(wc.wr_id, 42u);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(f.n[0].buf.data(), f.n[1].buf.data(), 5000), 0);
+}
+
+TEST(Driver, ThreadedModeApplicationPostsUnderTheLockAndKicks) {
+  Fixture f;
+  f.drv.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let it fall asleep
+  const auto sleeps_before = f.drv.counters().sleeps;
+  EXPECT_GE(sleeps_before, 1u) << "an idle driver thread blocks";
+  for (int round = 0; round < 20; ++round) {
+    {
+      auto g = f.drv.lock();
+      f.n[0].buf[0] = static_cast<std::uint8_t>(round + 1);
+      ASSERT_EQ(f.write(64, static_cast<std::uint64_t>(round)), Errc::kOk);
+    }
+    f.drv.kick();
+    WorkCompletion wc{};
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      {
+        auto g = f.drv.lock();
+        if (f.n[0].cq->poll({&wc, 1}) == 1) break;
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), end) << "round " << round;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    EXPECT_EQ(wc.status, WcStatus::kSuccess);
+    auto g = f.drv.lock();
+    EXPECT_EQ(f.n[1].buf[0], round + 1);
+  }
+  f.drv.stop();
+  EXPECT_GE(f.drv.counters().wakeups_kick, 1u);
+}
+
+TEST(Driver, DeadlinesFireThroughTheTimerWhileAsleep) {
+  Fixture f(/*timeout=*/8);  // 4.096 us * 2^8 = 1 ms
+  f.loop.drop_next = 1;      // the WRITE is lost: only the retransmission timer recovers it
+  ASSERT_EQ(f.write(100, 1), Errc::kOk);
+  WorkCompletion wc{};
+  ASSERT_TRUE(f.drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(f.n[0].dev->counters().timeouts, 1u);
+  EXPECT_GE(f.drv.counters().sleeps, 1u) << "waiting 1 ms for a timer is done asleep";
+  EXPECT_GE(f.drv.counters().wakeups_timer, 1u);
+}
+
+TEST(Driver, AnIdleDriverThreadCostsAlmostNoCpu) {
+  Fixture f;
+  f.drv.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::uint64_t before = cpu_us();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::uint64_t used = cpu_us() - before;
+  f.drv.stop();
+  EXPECT_LT(used, 25'000u) << "CPU microseconds in 0.5 s of idling";
+}
+
+}  // namespace
+}  // namespace weft::io

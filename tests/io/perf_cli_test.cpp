@@ -1,0 +1,115 @@
+// tests/io/perf_cli_test.cpp — `weft perf` end to end: runs the binary with --local (both sides
+// forked from one command) and checks its --json output and its table, plus argument errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out;
+};
+
+CliRun weft(const std::string& args) {
+  CliRun r;
+  const std::string cmd = std::string(WEFT_PATH) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  const int st = pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& s) {
+  std::vector<nlohmann::json> v;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+TEST(PerfCli, EveryVerbBandwidthGivesOneJsonObjectPerSize) {
+  for (const char* verb : {"write", "read", "send", "atomic"}) {
+    SCOPED_TRACE(verb);
+    const CliRun r = weft(std::string("perf ") + verb + " --bw -s 4K -n 200 --local --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto v = json_lines(r.out);
+    ASSERT_EQ(v.size(), 1u) << r.out;
+    EXPECT_EQ(v[0]["verb"], verb);
+    EXPECT_EQ(v[0]["bytes"], std::string(verb) == "atomic" ? 8 : 4096);
+    EXPECT_EQ(v[0]["iterations"], 200);
+    EXPECT_GT(v[0]["bw_avg_gbps"].get<double>(), 0.0);
+    EXPECT_GE(v[0]["bw_peak_gbps"].get<double>(), v[0]["bw_avg_gbps"].get<double>());
+  }
+}
+
+TEST(PerfCli, LatencyOverSeveralSizesOnTheCopyPath) {
+  const CliRun r = weft("perf write --lat -s 2K -n 50 --local --copy --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto v = json_lines(r.out);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0]["zero_copy"], false);
+  EXPECT_EQ(v[0]["bytes"], 2048);
+  const double typ = v[0]["lat_typical_us"].get<double>();
+  EXPECT_GT(typ, 0.0);
+  EXPECT_LE(v[0]["lat_min_us"].get<double>(), typ);
+  EXPECT_LE(typ, v[0]["lat_max_us"].get<double>());
+  for (const char* verb : {"send", "read", "atomic"}) {
+    const CliRun s = weft(std::string("perf ") + verb + " --lat -s 64 -n 50 --local --json");
+    ASSERT_EQ(s.status, 0) << s.out;
+    v = json_lines(s.out);
+    ASSERT_EQ(v.size(), 1u) << s.out;
+    EXPECT_GT(v[0]["lat_typical_us"].get<double>(), 0.0);
+  }
+}
+
+TEST(PerfCli, AllSizesTableIsShapedLikePerftest) {
+  const CliRun r = weft("perf write --bw -a -n 20 --local");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("#bytes"), std::string::npos);
+  EXPECT_NE(r.out.find("BW peak[Gb/sec]"), std::string::npos);
+  EXPECT_NE(r.out.find("MsgRate[Mpps]"), std::string::npos);
+  int rows = 0;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned long bytes = 0, iters = 0;
+    if (std::sscanf(line.c_str(), " %lu %lu", &bytes, &iters) == 2) {
+      ++rows;
+      EXPECT_EQ(iters, 20u);
+    }
+  }
+  EXPECT_EQ(rows, 23) << "2 B .. 8 MiB\n" << r.out;
+}
+
+TEST(PerfCli, SeparateServerAndClient) {
+  const std::string name = "perf-cli-test-" + std::to_string(getpid());
+  FILE* server =
+      popen((std::string(WEFT_PATH) + " perf send --server --name " + name).c_str(), "r");
+  ASSERT_NE(server, nullptr);
+  const CliRun r = weft("perf send --bw -s 1M -n 50 --client " + name + " --json");
+  const int st = pclose(server);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const auto v = json_lines(r.out);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0]["bytes"], 1 << 20);
+}
+
+TEST(PerfCli, BadArgumentsFail) {
+  EXPECT_NE(weft("perf write --bw -s 1K").status, 0) << "no side given";
+  EXPECT_NE(weft("perf fly --local").status, 0);
+  EXPECT_NE(weft("perf write -s 9M --local").status, 0) << "above 8 MiB";
+}
+
+}  // namespace

@@ -1,0 +1,136 @@
+// tests/io/ring_test.cpp — the shared-memory SPSC record ring (src/io/shm/ring.hpp): records,
+// wrap-around with skip records, back-pressure, the sleep handshake, and a two-thread stress run.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <weft/types.hpp>
+
+#include "src/io/shm/ring.hpp"
+
+namespace weft::io::shm {
+namespace {
+
+struct Ring {
+  explicit Ring(std::size_t cap) : data(cap), cap_bytes(cap) {
+    shared.tail.store(0);
+    shared.head.store(0);
+    shared.consumer_sleeping.store(0);
+    prod = RingProducer(&shared, data.data(), cap);
+    cons = RingConsumer(&shared, data.data(), cap);
+  }
+  RingShared shared;
+  std::vector<std::uint8_t> data;
+  std::size_t cap_bytes;
+  RingProducer prod;
+  RingConsumer cons;
+};
+
+bool push(RingProducer& p, std::uint8_t fill, std::size_t n, RecordKind kind = RecordKind::kWire) {
+  std::uint8_t* b = p.reserve(n);
+  if (!b) return false;
+  std::memset(b, fill, n);
+  p.commit(n, kind, fill);
+  return true;
+}
+
+TEST(Ring, RecordsComeOutInOrderWithTheirBytesKindAndFlags) {
+  Ring r(4096);
+  ASSERT_TRUE(push(r.prod, 1, 10));
+  ASSERT_TRUE(push(r.prod, 2, 100, RecordKind::kByRef));
+  EXPECT_EQ(r.cons.peek(), nullptr) << "nothing is visible before publish";
+  EXPECT_FALSE(r.prod.publish());
+  for (std::uint8_t k : {1, 2}) {
+    const RecordHeader* h = r.cons.peek();
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->bytes, k == 1 ? 10u : 100u);
+    EXPECT_EQ(h->kind, k == 1 ? RecordKind::kWire : RecordKind::kByRef);
+    EXPECT_EQ(h->flags, k);
+    for (std::uint32_t i = 0; i < h->bytes; ++i) ASSERT_EQ(RingConsumer::body(h)[i], k);
+    r.cons.pop();
+  }
+  EXPECT_EQ(r.cons.peek(), nullptr);
+}
+
+TEST(Ring, FullRingRefusesUntilTheConsumerReleases) {
+  Ring r(4096);
+  int pushed = 0;
+  while (push(r.prod, 7, 1000)) ++pushed;
+  EXPECT_EQ(pushed, 4);  // 4 x (8 + 1000) fits in 4096, a fifth does not
+  r.prod.publish();
+  r.cons.peek();
+  r.cons.pop();
+  EXPECT_FALSE(push(r.prod, 7, 1000)) << "popped but not released: the bytes are not free yet";
+  r.cons.release();
+  EXPECT_TRUE(push(r.prod, 7, 1000));
+}
+
+TEST(Ring, RecordsNeverWrapASkipRecordFillsTheEnd) {
+  Ring r(4096);
+  for (int round = 0; round < 50; ++round) {
+    const std::size_t n = 300 + static_cast<std::size_t>(round) * 37 % 700;
+    ASSERT_TRUE(push(r.prod, static_cast<std::uint8_t>(round), n)) << round;
+    r.prod.publish();
+    const RecordHeader* h = r.cons.peek();
+    ASSERT_NE(h, nullptr);
+    ASSERT_EQ(h->bytes, n);
+    const auto* body = RingConsumer::body(h);
+    ASSERT_LE(body + n, r.data.data() + r.data.size()) << "a record ran past the end";
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(body[i], round);
+    r.cons.pop();
+    r.cons.release();
+  }
+}
+
+TEST(Ring, SleepHandshakeNeverLosesAWakeup) {
+  Ring r(4096);
+  ASSERT_TRUE(r.cons.prepare_sleep()) << "empty ring: the consumer may sleep";
+  ASSERT_TRUE(push(r.prod, 1, 8));
+  EXPECT_TRUE(r.prod.publish()) << "the consumer sleeps: the producer must ring it";
+  EXPECT_EQ(r.shared.consumer_sleeping.load(), 0u) << "one ring per sleep";
+  ASSERT_TRUE(push(r.prod, 1, 8));
+  EXPECT_FALSE(r.prod.publish()) << "nobody sleeps any more: no doorbell";
+  EXPECT_FALSE(r.cons.prepare_sleep()) << "records are waiting: do not sleep";
+}
+
+TEST(Ring, TwoThreadStressKeepsEveryByte) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("SEED=" + std::to_string(seed));
+    Ring r(1 << 16);
+    constexpr int kRecords = 30000;
+    std::thread producer([&] {
+      SeededRng rng(seed);
+      for (int i = 0; i < kRecords; ++i) {
+        const std::size_t n = 1 + rng.below(2000);
+        std::uint8_t* b;
+        while (!(b = r.prod.reserve(n))) {
+          r.prod.publish();
+          std::this_thread::yield();
+        }
+        for (std::size_t k = 0; k < n; ++k) b[k] = static_cast<std::uint8_t>(i + k);
+        r.prod.commit(n, RecordKind::kWire);
+        if (i % 7 == 0) r.prod.publish();
+      }
+      r.prod.publish();
+    });
+    SeededRng rng(seed);
+    for (int i = 0; i < kRecords; ++i) {
+      const std::size_t n = 1 + rng.below(2000);
+      const RecordHeader* h;
+      while (!(h = r.cons.peek())) std::this_thread::yield();
+      ASSERT_EQ(h->bytes, n) << "record " << i;
+      const auto* b = RingConsumer::body(h);
+      for (std::size_t k = 0; k < n; ++k)
+        ASSERT_EQ(b[k], static_cast<std::uint8_t>(i + k)) << "record " << i << " byte " << k;
+      r.cons.pop();
+      if (i % 5 == 0) r.cons.release();
+    }
+    r.cons.release();
+    producer.join();
+  }
+}
+
+}  // namespace
+}  // namespace weft::io::shm

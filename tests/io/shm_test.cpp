@@ -1,0 +1,376 @@
+// tests/io/shm_test.cpp — direct mode over the shared-memory medium between two processes: this
+// test forks and execs io_peer, drives every verb at it and has the peer check its memory byte for
+// byte, on the zero-copy path (cross-memory attach) and the copy path (through the ring). Also:
+// SIGKILL of the peer ends in RETRY_EXC_ERR + flushed WRs within a bound, and nothing is left
+// behind (no child process, nothing in /dev/shm).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/io/direct_node.hpp"
+#include "tests/io/peer_protocol.hpp"
+
+namespace weft::io {
+namespace {
+
+using test::PeerCmd;
+
+std::set<std::string> dev_shm_entries() {
+  std::set<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) out.insert(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+const std::set<std::string> g_dev_shm_at_start = dev_shm_entries();
+
+std::string children_of_self() {
+  std::string all;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/children");
+      std::string s;
+      std::getline(f, s);
+      all += s;
+    }
+    closedir(d);
+  }
+  return all;
+}
+
+// One io_peer child and our side of the connection (inline Driver mode).
+class Peer {
+ public:
+  Peer(std::size_t bytes, bool zero_copy, RcOptions rc = {}) : bytes_(bytes) {
+    static int counter = 0;
+    name_ = "io-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+    auto l = DirectListener::bind(name_);
+    EXPECT_TRUE(l.ok());
+    if (!l) return;
+    child_ = fork();
+    if (child_ == 0) {
+      if (!zero_copy) setenv("WEFT_SHM_ZERO_COPY", "0", 1);
+      const std::string b = std::to_string(bytes);
+      execl(IO_PEER_PATH, "io_peer", name_.c_str(), b.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    DirectOptions o;
+    o.zero_copy = zero_copy;
+    auto n = (*l)->accept(o);
+    EXPECT_TRUE(n.ok()) << (n ? "" : to_string(n.error()));
+    if (!n) return;
+    node_ = std::move(*n);
+    Device& dev = node_->device();
+    buf_.reset(
+        static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095})));
+    pd_ = *dev.alloc_pd();
+    cq_ = *dev.create_cq(1024);
+    mr_ = *dev.reg_mr(pd_, buf_.get(), bytes, kAccessLocalWrite);
+    QpInitAttr qa;
+    qa.pd = pd_;
+    qa.send_cq = qa.recv_cq = cq_;
+    rc_ = *dev.create_qp(qa);
+    qa.type = QpType::kUd;
+    ud_ = *dev.create_qp(qa);
+    auto m = node_->recv_oob(30'000'000'000);
+    EXPECT_TRUE(m.ok() && m->size() == sizeof info_);
+    if (!m) return;
+    std::memcpy(&info_, m->data(), sizeof info_);
+    const test::PeerInfo mine{rc_->qp_num(), ud_->qp_num(), 0, 0, 0, 0x999};
+    node_->send_oob({reinterpret_cast<const std::uint8_t*>(&mine), sizeof mine});
+    EXPECT_EQ(connect_rc(rc_, {node_->peer_lid(), info_.rc_qpn, info_.psn}, mine.psn, rc),
+              Errc::kOk);
+    EXPECT_EQ(connect_ud(ud_, test::kPeerQkey), Errc::kOk);
+    AddressVector av;
+    av.dlid = node_->peer_lid();
+    ah_ = *dev.create_ah(pd_, av);
+    ready_ = true;
+  }
+  ~Peer() {
+    if (child_ > 0 && !reaped_) {
+      if (ready_ && !killed_) {
+        test::PeerMsg m{PeerCmd::kExit, 0, 0, 0};
+        node_->send_oob({reinterpret_cast<const std::uint8_t*>(&m), sizeof m});
+      }
+      for (int i = 0; i < 500 && !reaped_; ++i) {
+        int st = 0;
+        if (waitpid(child_, &st, WNOHANG) == child_) {
+          reaped_ = true;
+          EXPECT_TRUE(killed_ || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
+              << "io_peer status " << st;
+        } else {
+          usleep(10000);
+        }
+      }
+      if (!reaped_) {
+        ADD_FAILURE() << "io_peer did not exit";
+        kill(child_, SIGKILL);
+        waitpid(child_, nullptr, 0);
+      }
+    }
+  }
+  bool ready() const { return ready_; }
+  DirectNode& node() { return *node_; }
+  std::uint8_t* buf() { return buf_.get(); }
+  QueuePair* rc() { return rc_; }
+
+  test::PeerReply cmd(PeerCmd c, std::uint64_t off, std::uint32_t len, std::uint64_t seed) {
+    test::PeerMsg m{c, len, off, seed};
+    test::PeerReply r{0, 0, 0};
+    if (!node_->send_oob({reinterpret_cast<const std::uint8_t*>(&m), sizeof m})) return r;
+    auto a = node_->recv_oob(120'000'000'000);
+    if (a && a->size() == sizeof r) std::memcpy(&r, a->data(), sizeof r);
+    return r;
+  }
+  Errc post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id, std::uint64_t remote_off = 0,
+            std::uint64_t cmp = 0, std::uint64_t swap = 0, std::uint32_t imm = 0) {
+    Sge sge{reinterpret_cast<std::uint64_t>(buf_.get()), len, mr_->lkey()};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, len ? 1u : 0u};
+    wr.remote_addr = info_.addr + remote_off;
+    wr.rkey = info_.rkey;
+    wr.compare_add = cmp;
+    wr.swap = swap;
+    wr.imm_data = imm;
+    return rc_->post_send(wr);
+  }
+  Errc post_ud(std::uint32_t len, std::uint64_t wr_id) {
+    Sge sge{reinterpret_cast<std::uint64_t>(buf_.get()), len, mr_->lkey()};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = WrOpcode::kSend;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.ah = ah_;
+    wr.remote_qpn = info_.ud_qpn;
+    wr.remote_qkey = test::kPeerQkey;
+    return ud_->post_send(wr);
+  }
+  // Drives our Driver until n completions arrived (or timeout); returns them.
+  std::vector<WorkCompletion> wait(std::size_t n, TimeNs timeout_ns = 60'000'000'000) {
+    std::vector<WorkCompletion> out;
+    node_->driver().run_until(
+        [&] {
+          WorkCompletion wc[16];
+          std::size_t k;
+          while ((k = cq_->poll(wc)) > 0) out.insert(out.end(), wc, wc + k);  // drain
+          return out.size() >= n;
+        },
+        timeout_ns);
+    return out;
+  }
+  void kill_child() {
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+    killed_ = reaped_ = true;
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+  std::size_t bytes_;
+  std::string name_;
+  pid_t child_ = -1;
+  bool ready_ = false, killed_ = false, reaped_ = false;
+  std::unique_ptr<DirectNode> node_;
+  std::unique_ptr<std::uint8_t, FreeDeleter> buf_;
+  ProtectionDomain* pd_ = nullptr;
+  CompletionQueue* cq_ = nullptr;
+  MemoryRegion* mr_ = nullptr;
+  QueuePair* rc_ = nullptr;
+  QueuePair* ud_ = nullptr;
+  AddressHandle* ah_ = nullptr;
+  test::PeerInfo info_{};
+};
+
+#define EXPECT_ONE_OK(peer)                                                     \
+  do {                                                                          \
+    auto wcs_ = (peer).wait(1);                                                 \
+    ASSERT_EQ(wcs_.size(), 1u);                                                 \
+    ASSERT_EQ(wcs_[0].status, WcStatus::kSuccess) << to_string(wcs_[0].status); \
+  } while (0)
+
+// WRITE, WRITE with immediate, READ and SEND of one size, every byte checked on the other side.
+void check_rc_verbs(Peer& p, std::uint32_t size, std::uint64_t seed) {
+  SCOPED_TRACE("size " + std::to_string(size) + " seed " + std::to_string(seed));
+  // WRITE: our pattern lands in the peer's region.
+  test::fill_pattern(p.buf(), size, seed);
+  ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, size, 1), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  auto r = p.cmd(PeerCmd::kCheck, 0, size, seed);
+  EXPECT_EQ(r.ok, 1u) << "WRITE: first bad byte " << r.value;
+  // WRITE with immediate: consumes a receive; the immediate and length arrive.
+  ASSERT_EQ(p.cmd(PeerCmd::kPostRecvRc, 0, 0, 5).ok, 1u);
+  test::fill_pattern(p.buf(), size, seed + 1);
+  ASSERT_EQ(p.post(WrOpcode::kRdmaWriteWithImm, size, 2, 0, 0, 0, 0xABCD), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  r = p.cmd(PeerCmd::kWaitRecvRc, 0, 0, 0);
+  EXPECT_EQ(r.ok, 1u);
+  EXPECT_EQ(r.status, static_cast<std::uint32_t>(WcStatus::kSuccess));
+  EXPECT_EQ(r.value, size);
+  r = p.cmd(PeerCmd::kCheck, 0, size, seed + 1);
+  EXPECT_EQ(r.ok, 1u) << "WRITE_WITH_IMM: first bad byte " << r.value;
+  // READ: the peer's pattern comes back into our buffer.
+  ASSERT_EQ(p.cmd(PeerCmd::kFill, 0, size, seed + 2).ok, 1u);
+  std::memset(p.buf(), 0, size);
+  ASSERT_EQ(p.post(WrOpcode::kRdmaRead, size, 3), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  EXPECT_EQ(test::check_pattern(p.buf(), size, seed + 2), size) << "READ";
+  // SEND into a posted receive.
+  ASSERT_EQ(p.cmd(PeerCmd::kPostRecvRc, 0, size, 6).ok, 1u);
+  test::fill_pattern(p.buf(), size, seed + 3);
+  ASSERT_EQ(p.post(WrOpcode::kSend, size, 4), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  r = p.cmd(PeerCmd::kWaitRecvRc, 0, 0, 0);
+  EXPECT_EQ(r.status, static_cast<std::uint32_t>(WcStatus::kSuccess));
+  EXPECT_EQ(r.value, size);
+  r = p.cmd(PeerCmd::kCheck, 0, size, seed + 3);
+  EXPECT_EQ(r.ok, 1u) << "SEND: first bad byte " << r.value;
+}
+
+void check_atomics(Peer& p) {
+  std::uint64_t v = 0x1122334455667788ull;
+  std::memcpy(p.buf(), &v, 8);
+  ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, 8, 1, 64), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  ASSERT_EQ(p.post(WrOpcode::kAtomicFetchAndAdd, 8, 2, 64, 5), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  std::memcpy(&v, p.buf(), 8);
+  EXPECT_EQ(v, 0x1122334455667788ull) << "FETCH_ADD returns the original";
+  ASSERT_EQ(p.post(WrOpcode::kAtomicCmpAndSwp, 8, 3, 64, 0x112233445566778Dull, 42), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  std::memcpy(&v, p.buf(), 8);
+  EXPECT_EQ(v, 0x112233445566778Dull) << "CMP_SWAP returns the added value";
+  ASSERT_EQ(p.post(WrOpcode::kRdmaRead, 8, 4, 64), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  std::memcpy(&v, p.buf(), 8);
+  EXPECT_EQ(v, 42u) << "the swap landed";
+}
+
+void check_ud(Peer& p, std::uint32_t size, std::uint64_t seed) {
+  SCOPED_TRACE("UD size " + std::to_string(size));
+  ASSERT_EQ(p.cmd(PeerCmd::kPostRecvUd, 4096, size + kUdGrhBytes, 9).ok, 1u);
+  test::fill_pattern(p.buf(), size, seed);
+  ASSERT_EQ(p.post_ud(size, 7), Errc::kOk);
+  EXPECT_ONE_OK(p);
+  auto r = p.cmd(PeerCmd::kWaitRecvUd, 0, 0, 0);
+  EXPECT_EQ(r.status, static_cast<std::uint32_t>(WcStatus::kSuccess));
+  EXPECT_EQ(r.value, size + kUdGrhBytes);
+  r = p.cmd(PeerCmd::kCheck, 4096 + kUdGrhBytes, size, seed);
+  EXPECT_EQ(r.ok, 1u) << "UD: first bad byte " << r.value;
+}
+
+class ShmPaths : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmPaths, EveryVerbByteExactFromOneByteToThreeMiB) {
+  const bool zc = GetParam();
+  Peer p(4 << 20, zc);
+  ASSERT_TRUE(p.ready());
+  EXPECT_EQ(p.node().zero_copy_tx(), zc);
+  EXPECT_EQ(p.node().zero_copy_rx(), zc);
+  std::uint64_t seed = 100;
+  for (std::uint32_t size :
+       {1u, 8u, 1000u, 1023u, 1024u, 1025u, 4096u, 4097u, 65539u, (1u << 20) + 5, 3u << 20}) {
+    check_rc_verbs(p, size, seed += 10);
+    if (HasFatalFailure()) return;
+  }
+  check_atomics(p);
+  for (std::uint32_t size : {1u, 1000u, 1024u, 4096u}) check_ud(p, size, seed += 10);
+  const auto& c = p.node().medium().counters();
+  if (zc) {
+    EXPECT_GT(c.tx_by_ref, 0u) << "large payloads travel by reference";
+    EXPECT_GT(c.cma_calls, 0u) << "READ responses are pulled across";
+    EXPECT_EQ(c.cma_errors, 0u);
+  } else {
+    EXPECT_EQ(c.tx_by_ref, 0u);
+    EXPECT_EQ(c.rx_by_ref, 0u);
+    EXPECT_EQ(c.cma_calls, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Io, ShmPaths, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "ZeroCopy" : "Copy"; });
+
+TEST(Shm, SixtyFourMiBMessagesOnBothPaths) {
+  constexpr std::uint32_t kSize = 64u << 20;
+  for (bool zc : {true, false}) {
+    SCOPED_TRACE(zc ? "zero copy" : "copy");
+    Peer p(kSize, zc);
+    ASSERT_TRUE(p.ready());
+    check_rc_verbs(p, kSize, zc ? 1 : 2);
+  }
+}
+
+TEST(Shm, SigkillOfThePeerEndsInRetryExceededAndFlushWithinABound) {
+  RcOptions rc;
+  rc.timeout = 12;  // 16.8 ms per try, 8 tries: the bound is ~134 ms
+  Peer p(1 << 20, true, rc);
+  ASSERT_TRUE(p.ready());
+  test::fill_pattern(p.buf(), 4096, 1);
+  ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, 4096, 1), Errc::kOk);
+  EXPECT_ONE_OK(p);  // alive and well
+  p.kill_child();
+  const TimeNs t0 = monotonic_ns();
+  for (std::uint64_t i = 0; i < 4; ++i)
+    ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, 4096, 10 + i), Errc::kOk);
+  auto wcs = p.wait(4, 10'000'000'000);
+  const TimeNs took = monotonic_ns() - t0;
+  ASSERT_EQ(wcs.size(), 4u);
+  EXPECT_EQ(wcs[0].wr_id, 10u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(wcs[i].status, WcStatus::kWrFlushErr) << i;
+  EXPECT_EQ(p.rc()->state(), QpState::kErr);
+  EXPECT_LT(took, 3'000'000'000u) << "bounded: timeout x (retry_cnt + 1) plus slack";
+  EXPECT_TRUE(p.node().medium().peer_dead()) << "the pidfd reported the death";
+  AsyncEvent e;
+  bool fatal = false;
+  while (p.node().device().poll_async_event(e)) fatal |= e.type == AsyncEventType::kQpFatal;
+  EXPECT_TRUE(fatal);
+}
+
+TEST(Shm, ConnectToANameNobodyListensOnTimesOut) {
+  DirectOptions o;
+  o.timeout_ns = 50'000'000;
+  auto r = DirectNode::connect("io-test-nobody-" + std::to_string(getpid()), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), IoError::kTimeout);
+}
+
+TEST(Shm, ANameIsTakenOnce) {
+  const std::string name = "io-test-once-" + std::to_string(getpid());
+  auto a = DirectListener::bind(name);
+  ASSERT_TRUE(a.ok());
+  auto b = DirectListener::bind(name);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error(), IoError::kAddressInUse);
+}
+
+// After every test of the binary: nothing of ours survives (no child, nothing in /dev/shm).
+class NoLeftovers : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    EXPECT_EQ(children_of_self(), "") << "child processes still running";
+    EXPECT_EQ(dev_shm_entries(), g_dev_shm_at_start) << "/dev/shm changed";
+  }
+};
+[[maybe_unused]] ::testing::Environment* const g_no_leftovers =
+    ::testing::AddGlobalTestEnvironment(new NoLeftovers);
+
+}  // namespace
+}  // namespace weft::io
