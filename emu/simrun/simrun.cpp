@@ -336,9 +336,11 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   sc.seed = o.seed;
   sc.events_max = o.events_max;
   sim::Simulator sim(sc);
-  fabric::Fabric fab(sim, *topo, o.fabric);
+  fabric::FabricConfig fc = o.fabric;
+  fc.sm_managed = true;  // the SM programs the fabric over the fabric itself
+  fabric::Fabric fab(sim, *topo, fc);
   faults::FaultLog log;
-  InterimSm sm(fab, log);
+  FabricSmControl sm(fab, log);
   r.sm = sm.bring_up();
   if (!r.sm.error.empty() && !r.sm.routes_valid) return r.sm.error;
   faults::FaultInjector inj(fab, log, &sm);
