@@ -390,7 +390,9 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   r.data_packets = fab.data_packets_delivered();
   r.counters = fab.totals();
   r.fault_log = log.entries();
+  sm.finish();
   r.sm.reroutes = sm.report().reroutes;
+  r.sm.traps = sm.report().traps;
   r.pcaps = tap.paths();
 
   const std::vector<topo::NodeId> hcas = fab.hcas();
@@ -519,7 +521,8 @@ std::string report_json(const SimReport& r) {
   j["workload"] = r.workload;
   j["sm"] = {{"wall_s", r.sm.wall_s},     {"virtual_s", r.sm.virtual_s},
              {"mads", r.sm.mads},         {"routes_valid", r.sm.routes_valid},
-             {"reroutes", r.sm.reroutes}, {"error", r.sm.error}};
+             {"reroutes", r.sm.reroutes}, {"traps", r.sm.traps},
+             {"error", r.sm.error}};
   j["run"] = {{"duration_ns", r.duration_ns},
               {"end_ns", r.end_ns},
               {"events", r.events},

@@ -34,12 +34,18 @@ SmReport FabricSmControl::bring_up() {
   if (sm_) {
     sm_node_ = sm_->node();
     heavy_seen_ = sm_->sm().heavy_sweeps();
+    traps_base_ = 0 - sm_->sm().traps_received();
   }
   if (!b.ok && report_.error.empty()) report_.error = "the subnet did not come up";
   return report_;
 }
 
+void FabricSmControl::finish() {
+  report_.traps = traps_base_ + (sm_ ? sm_->sm().traps_received() : 0);
+}
+
 void FabricSmControl::sm_down(TimeNs) {
+  if (sm_) traps_base_ += sm_->sm().traps_received();
   sm_.reset();  // clears the HCA's local-SM hook: traps and answers reach no SM
 }
 

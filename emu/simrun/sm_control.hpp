@@ -27,6 +27,7 @@ struct SmReport {
   bool routes_valid = false;
   std::string error;
   std::uint32_t reroutes = 0;  // heavy sweeps that settled during the run
+  std::uint64_t traps = 0;     // traps the SM received during the run (after the bring-up)
 };
 
 class FabricSmControl final : public faults::SmControl, public sim::Component {
@@ -36,6 +37,8 @@ class FabricSmControl final : public faults::SmControl, public sim::Component {
   // Brings the subnet up (SM on the first HCA unless options.sm_node) and keeps the SM.
   SmReport bring_up();
   const SmReport& report() const { return report_; }
+  // Brings report().traps up to date (call after the run).
+  void finish();
   // The running SM, or null while it is failed (or before bring_up).
   sm::FabricSm* fabric_sm() { return sm_.get(); }
 
@@ -53,6 +56,7 @@ class FabricSmControl final : public faults::SmControl, public sim::Component {
   std::unique_ptr<sm::FabricSm> sm_;
   sim::ComponentId comp_;
   topo::NodeId sm_node_ = topo::kNoNode;
+  std::uint64_t traps_base_ = 0;  // traps of earlier SM instances, minus the bring-up's
   std::uint32_t heavy_seen_ = 0;  // heavy sweeps of sm_ already logged
   bool watching_ = false;
   TimeNs watch_until_ = 0;
