@@ -1,4 +1,4 @@
-// emu/sa/managed_subnet.cpp — SM bring-up copied into an emu/fabric Fabric, and the QP1 agents
+// emu/sa/managed_subnet.cpp — SM bring-up over an emu/fabric Fabric, and the QP1 agents
 // (SA, CM, SA client) carried by it. See managed_subnet.hpp.
 // Thread-safety: the Simulator's thread.
 #include "emu/sa/managed_subnet.hpp"
@@ -23,10 +23,11 @@ ManagedSubnet::ManagedSubnet(fabric::Fabric& fabric, SubnetOptions opts)
 
 ManagedSubnet::~ManagedSubnet() {
   for (topo::NodeId n : fabric_.hcas()) fabric_.hca(n).set_gsi_agent({});
+  fsm_.reset();
 }
 
 std::uint16_t ManagedSubnet::sm_lid() const {
-  return sm_ ? sm_->sm_lid() : 0;
+  return fsm_ ? fsm_->sm().sm_lid() : 0;
 }
 
 std::uint16_t ManagedSubnet::lid(topo::NodeId hca, int port) const {
@@ -58,15 +59,15 @@ bool ManagedSubnet::bring_up() {
     error_ = "no HCA to run the SM on";
     return false;
   }
-  sm::DirectFabric direct(topo, opts_.direct);
-  sm_ = std::make_unique<sm::SubnetManager>(opts_.sm);
-  direct.attach(*sm_, sm_node_, opts_.sm.port);
-  if (!direct.run_until_up(opts_.bring_up_limit_ns) || !sm_->routes_valid()) {
-    error_ = std::string("subnet did not come up: phase ") +
-             std::string(sm::to_string(sm_->phase())) + " " + sm_->last_error();
+  sm::SmOptions so;
+  so.sm = opts_.sm;
+  so.sm_node = sm_node_;
+  so.limit_ns = opts_.bring_up_limit_ns;
+  report_ = sm::bring_up(fabric_, so, fsm_);
+  if (!report_.ok) {
+    error_ = "subnet did not come up: " + report_.error;
     return false;
   }
-  copy_configuration(direct);
   sa_.set_tables(build_tables(
       topo, [&](topo::NodeId n) -> const sma::NodeState& { return fabric_.node(n).state(); }));
   for (topo::NodeId n : fabric_.hcas()) {
@@ -80,7 +81,7 @@ bool ManagedSubnet::bring_up() {
     a.cm = std::make_unique<cm::CommManager>(c);
     cm::SaClientConfig s = opts_.sa_client;
     s.port = 1;
-    s.sm_lid = sm_->sm_lid();
+    s.sm_lid = fsm_->sm().sm_lid();
     s.tid_high = 0x53410000u | (static_cast<std::uint32_t>(n) & 0xFFFF);
     a.sa_client = std::make_unique<cm::SaClient>(s);
     fabric_.hca(n).set_gsi_agent(
@@ -89,43 +90,6 @@ bool ManagedSubnet::bring_up() {
         });
   }
   return true;
-}
-
-void ManagedSubnet::copy_configuration(const sm::DirectFabric& direct) {
-  const topo::Topology& topo = fabric_.topology();
-  for (topo::NodeId n = 0; n < topo.node_count(); ++n) {
-    const sma::NodeState& from = direct.nodes()[n];
-    sma::NodeState& to = fabric_.node(n).state();
-    WEFT_ASSERT(from.node_guid == to.node_guid && from.ports.size() == to.ports.size());
-    for (std::size_t p = 0; p < from.ports.size(); ++p) {
-      const sma::PortState& f = from.ports[p];
-      sma::PortState& t = to.ports[p];
-      t.lid = f.lid;
-      t.lmc = f.lmc;
-      t.master_sm_lid = f.master_sm_lid;
-      t.master_sm_sl = f.master_sm_sl;
-      t.state = f.state;
-      t.neighbor_mtu = f.neighbor_mtu;
-      t.operational_vls = f.operational_vls;
-      t.link_width_enabled = f.link_width_enabled;
-      t.link_speed_enabled = f.link_speed_enabled;
-      t.subnet_timeout = f.subnet_timeout;
-    }
-    if (from.is_switch()) {
-      std::vector<std::uint8_t> lft(
-          from.lft.begin(),
-          from.lft.begin() + std::min<std::size_t>(from.lft.size(), from.sw.linear_fdb_top + 1u));
-      fabric_.switch_node(n).set_lft(std::move(lft));
-    } else {
-      Device& d = fabric_.device(n);
-      for (std::size_t p = 1; p < from.ports.size(); ++p) {
-        d.set_port_lid(static_cast<std::uint8_t>(p), from.ports[p].lid);
-        if (from.ports[p].state == sma::LinkState::kActive) {
-          d.set_port_state(static_cast<std::uint8_t>(p), weft::PortState::kActive);
-        }
-      }
-    }
-  }
 }
 
 void ManagedSubnet::on_gsi(topo::NodeId n, std::uint8_t port, std::uint16_t slid,

@@ -3,10 +3,11 @@
 // HCA, and every HCA runs a CommManager and an SaClient, their MADs carried by the fabric as
 // real UD packets to QP1 (through HcaNode::set_gsi_agent) in virtual time.
 //
-// Bring-up: until the SM runs over emu/fabric itself, the emu/sm SubnetManager sweeps a
-// DirectFabric of the same topology (real SMPs through real SMAs), and what it programmed —
-// LIDs, LMC, SM LID, port states, NeighborMTU, LFTs — is copied into the fabric's node states
-// and Devices. The SA's tables are built from those node states (sa_tables.hpp).
+// Bring-up: the emu/sm SubnetManager runs over the fabric itself (sm::bring_up with a kept
+// FabricSm; the Fabric must be built with FabricConfig::sm_managed): real SMPs over VL15 program
+// LIDs, LMC, SM LID, port states, NeighborMTU and LFTs into the fabric's node states and
+// Devices, and the SM keeps running (traps, sweeps) as the Simulator runs. The SA's tables are
+// built from those node states after the bring-up (sa_tables.hpp).
 //
 // Usage (tests, `weft sim`): construct over a Fabric, bring_up(), then use cm(n) / sa_client(n)
 // of an HCA and call kick(n) after each call made from outside the simulator loop; run the
@@ -29,7 +30,7 @@
 #include "emu/fabric/fabric.hpp"
 #include "emu/sa/subnet_admin.hpp"
 #include "emu/sim/simulator.hpp"
-#include "emu/sm/direct_fabric.hpp"
+#include "emu/sm/fabric_sm.hpp"
 #include "emu/sm/subnet_manager.hpp"
 #include "src/cm/comm_manager.hpp"
 #include "src/cm/sa_client.hpp"
@@ -38,7 +39,6 @@ namespace weft::sa {
 
 struct SubnetOptions {
   sm::SmConfig sm{};
-  sm::DirectConfig direct{};
   TimeNs bring_up_limit_ns = 60'000'000'000;  // virtual
   topo::NodeId sm_node = topo::kNoNode;       // default: the first HCA
   SaConfig sa{};
@@ -58,14 +58,19 @@ class ManagedSubnet final : public sim::Component {
   ManagedSubnet(const ManagedSubnet&) = delete;
   ManagedSubnet& operator=(const ManagedSubnet&) = delete;
 
-  // False (and error()) when the SM did not reach SUBNET UP with valid routes.
+  // False (and error()) when the SM did not reach SUBNET UP with valid routes (or the Fabric
+  // is not sm_managed).
   bool bring_up();
+  // The bring-up's figures (virtual and wall time, SMPs, verify_nodes).
+  const sm::BringUpReport& bring_up_report() const { return report_; }
   const std::string& error() const { return error_; }
 
   topo::NodeId sm_node() const { return sm_node_; }
   std::uint16_t sm_lid() const;
   std::uint16_t lid(topo::NodeId hca, int port = 1) const;
-  const sm::SubnetManager& subnet_manager() const { return *sm_; }
+  const sm::SubnetManager& subnet_manager() const { return fsm_->sm(); }
+  // The SM running over the fabric (null before bring_up).
+  sm::FabricSm* fabric_sm() { return fsm_.get(); }
   SubnetAdmin& sa() { return sa_; }
   cm::CommManager& cm(topo::NodeId hca);
   cm::SaClient& sa_client(topo::NodeId hca);
@@ -85,7 +90,6 @@ class ManagedSubnet final : public sim::Component {
     TimeNs armed_ns = kNoDeadline;
     std::deque<cm::GsiMad> loopback;
   };
-  void copy_configuration(const sm::DirectFabric& direct);
   void on_gsi(topo::NodeId n, std::uint8_t port, std::uint16_t slid,
               std::span<const std::uint8_t> mad);
   void dispatch(topo::NodeId n, const cm::GsiMad& in);
@@ -97,7 +101,8 @@ class ManagedSubnet final : public sim::Component {
   SubnetOptions opts_;
   sim::ComponentId comp_ = sim::kNoComponent;
   topo::NodeId sm_node_ = topo::kNoNode;
-  std::unique_ptr<sm::SubnetManager> sm_;
+  std::unique_ptr<sm::FabricSm> fsm_;
+  sm::BringUpReport report_;
   SubnetAdmin sa_;
   std::vector<Agent> agents_;  // index = topology NodeId (empty for switches)
   std::string error_;

@@ -336,9 +336,11 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   sc.seed = o.seed;
   sc.events_max = o.events_max;
   sim::Simulator sim(sc);
-  fabric::Fabric fab(sim, *topo, o.fabric);
+  fabric::FabricConfig fc = o.fabric;
+  fc.sm_managed = true;  // the SM programs the fabric over the fabric itself
+  fabric::Fabric fab(sim, *topo, fc);
   faults::FaultLog log;
-  InterimSm sm(fab, log);
+  FabricSmControl sm(fab, log);
   r.sm = sm.bring_up();
   if (!r.sm.error.empty() && !r.sm.routes_valid) return r.sm.error;
   faults::FaultInjector inj(fab, log, &sm);
@@ -388,7 +390,9 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   r.data_packets = fab.data_packets_delivered();
   r.counters = fab.totals();
   r.fault_log = log.entries();
+  sm.finish();
   r.sm.reroutes = sm.report().reroutes;
+  r.sm.traps = sm.report().traps;
   r.pcaps = tap.paths();
 
   const std::vector<topo::NodeId> hcas = fab.hcas();
@@ -517,7 +521,8 @@ std::string report_json(const SimReport& r) {
   j["workload"] = r.workload;
   j["sm"] = {{"wall_s", r.sm.wall_s},     {"virtual_s", r.sm.virtual_s},
              {"mads", r.sm.mads},         {"routes_valid", r.sm.routes_valid},
-             {"reroutes", r.sm.reroutes}, {"error", r.sm.error}};
+             {"reroutes", r.sm.reroutes}, {"traps", r.sm.traps},
+             {"error", r.sm.error}};
   j["run"] = {{"duration_ns", r.duration_ns},
               {"end_ns", r.end_ns},
               {"events", r.events},

@@ -29,7 +29,7 @@
 #include "emu/fabric/fabric.hpp"
 #include "emu/faults/injector.hpp"
 #include "emu/faults/scenario.hpp"
-#include "emu/simrun/interim_sm.hpp"
+#include "emu/simrun/sm_control.hpp"
 
 namespace weft::simrun {
 

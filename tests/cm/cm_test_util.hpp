@@ -42,7 +42,9 @@ struct Subnet {
 
   explicit Subnet(topo::Topology t, sa::SubnetOptions o = {}, std::uint64_t seed = 1)
       : topo(std::move(t)), sim({.seed = seed}) {
-    fab = std::make_unique<fabric::Fabric>(sim, topo);
+    fabric::FabricConfig fc;
+    fc.sm_managed = true;  // ManagedSubnet's SM programs the fabric over the fabric
+    fab = std::make_unique<fabric::Fabric>(sim, topo, fc);
     net = std::make_unique<sa::ManagedSubnet>(*fab, std::move(o));
     const bool up = net->bring_up();
     EXPECT_TRUE(up) << net->error();

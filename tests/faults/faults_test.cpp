@@ -227,6 +227,39 @@ action = "sm-up"
   EXPECT_EQ(r->sm.reroutes, 1u);
 }
 
+// The SM runs over the fabric itself: a link on the flows' path fails under traffic, the
+// switches' SMAs send trap 128 to the SM, it sweeps and re-programs the LFTs over the fabric,
+// and every message completes (the default retry budget outlasts the re-route).
+TEST(Faults, LinkFailureIsReroutedByTheFabricSm) {
+  simrun::SimOptions o;
+  o.topology = "fat-tree:k=4";
+  o.workload = "pairs:flows=0:5+1:4,size=16K,mtu=1024";
+  o.seed = 3;
+  o.duration_ns = 200'000;
+  o.scenario.events.push_back(
+      *faults::parse_event_flag(k4(), "at=5us,action=link-down,link=p00leaf00/p3", 1));
+  auto r = simrun::run_sim(o);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(r->sm.routes_valid) << r->sm.error;
+  ASSERT_EQ(r->fault_log.size(), 2u);
+  EXPECT_EQ(r->fault_log[0].what.rfind("link down: p00leaf00/p3", 0), 0u) << r->fault_log[0].what;
+  EXPECT_EQ(r->fault_log[1].what.rfind("SM re-routed", 0), 0u) << r->fault_log[1].what;
+  EXPECT_NE(r->fault_log[1].what.find("routes valid"), std::string::npos) << r->fault_log[1].what;
+  EXPECT_GT(r->fault_log[1].at_ns, r->fault_log[0].at_ns);
+  EXPECT_EQ(r->sm.reroutes, 1u);
+  EXPECT_GE(r->sm.traps, 1u) << "the re-route starts from trap 128, not a timed sweep";
+  EXPECT_EQ(r->counters.link_downed_counter, 2u);
+  EXPECT_GT(r->counters.port_xmit_discards, 0u) << "the failed link was on the flows' path";
+  EXPECT_GT(r->posted, 0u);
+  EXPECT_EQ(r->completed, r->posted);
+  EXPECT_EQ(r->lost, 0u);
+  EXPECT_EQ(r->in_flight, 0u);
+  for (const simrun::FlowReport& f : r->flows) {
+    EXPECT_EQ(f.completed, f.posted) << f.src_name << " -> " << f.dst_name;
+    EXPECT_EQ(f.errors, 0u) << f.src_name << " -> " << f.dst_name << ": " << f.first_error;
+  }
+}
+
 TEST(Faults, ReplayIsDeterministic) {
   const std::string f = "link=p00leaf00/p1,drop=0.01,duplicate=0.02,reorder=0.05,reorder_max=3us";
   const std::string ev = "at=20us,action=link-down,link=p00agg00/p3";

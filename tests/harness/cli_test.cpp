@@ -171,8 +171,18 @@ TEST(CliTest, SubnetManagerBringsUpAndVerifies) {
   EXPECT_EQ(j["verify_unreachable"], 0);
   EXPECT_EQ(j["mads_retried"], 0);
   EXPECT_GT(j["phases"]["discovery"]["mads"].get<int>(), 0);
-  // Lost SMPs are retried and the subnet still comes up.
-  out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --loss 0.02 --seed 3 --json", code);
+  EXPECT_EQ(j["medium"], "fabric");  // the default: the SM over the emulated fabric
+  // The same over emu/sm's DirectFabric: the same subnet, the same JSON keys.
+  out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --engine ftree --medium direct --json", code);
+  ASSERT_EQ(code, 0) << out;
+  const auto d = nlohmann::json::parse(out);
+  EXPECT_EQ(d["ok"], true);
+  EXPECT_EQ(d["medium"], "direct");
+  EXPECT_EQ(d["verify_pairs"], 240);
+  for (const auto& [k, v] : j.items()) EXPECT_TRUE(d.contains(k)) << k;
+  // Lost SMPs are retried and the subnet still comes up (DirectFabric's loss model).
+  out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --medium direct --loss 0.02 --seed 3 --json",
+            code);
   ASSERT_EQ(code, 0) << out;
   j = nlohmann::json::parse(out);
   EXPECT_EQ(j["ok"], true);
@@ -180,4 +190,7 @@ TEST(CliTest, SubnetManagerBringsUpAndVerifies) {
   out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --loss 1.5", code);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("--loss must be in [0, 1)"), std::string::npos) << out;
+  out = run(std::string(WEFT_EXE) + " sm fat-tree:k=4 --loss 0.02", code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--loss needs --medium direct"), std::string::npos) << out;
 }
