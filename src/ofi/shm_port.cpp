@@ -55,6 +55,7 @@ constexpr std::uint32_t kMagic = 0x5746'4F53;  // "WFOS"
 constexpr std::uint16_t kLidFirst = 1, kLidCount = 0xBFFF;
 constexpr std::uint32_t kCanRead = 1;
 constexpr TimeNs kEventCheckNs = 20'000;  // ctrl_poll looks at the sockets at most this often
+constexpr std::size_t kDrainBurst = 256;
 constexpr std::uint64_t kProbeValue = 0x57454654'4F464950ull;
 volatile std::uint64_t g_probe = kProbeValue;
 
@@ -160,6 +161,7 @@ struct Link {
   NodeAddr peer{};
   pid_t pid = 0;
   bool dead = false;
+  bool dying = false;  // the peer is gone: rx_burst drains what it left in the ring, then dead
   bool dirty = false;  // tx since the last flush
   ~Link() {
     if (sock >= 0) close(sock);
@@ -200,16 +202,25 @@ class ShmPort final : public MediumPort {
 
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
     std::size_t n = 0;
-    for (auto& l : links_)
-      if (l->medium && !l->dead && n < max_packets)
-        n += l->medium->rx_burst(dev, now, max_packets - n);
+    for (auto& l : links_) {
+      if (!l->medium || l->dead) continue;
+      if (l->dying) {
+        // What the peer published before it exited (its last ACKs) still counts.
+        while (l->medium->rx_burst(dev, now, kDrainBurst) > 0) {
+        }
+        l->medium->on_event(now);
+        mark_dead(*l);
+        continue;
+      }
+      if (n < max_packets) n += l->medium->rx_burst(dev, now, max_packets - n);
+    }
     return n;
   }
 
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
     if (msg.size() > kCtrlBytesMax) return false;
     Link* l = route(dst.lid, dst.node_id);
-    if (!l) return false;
+    if (!l || l->dying) return false;
     if (dst.node_id && l->peer.node_id && l->peer.node_id != dst.node_id) return false;
     Msg m = header(Kind::kCtrl);
     m.len = static_cast<std::uint16_t>(msg.size());
@@ -238,10 +249,9 @@ class ShmPort final : public MediumPort {
       }
       for (auto& up : links_) {
         Link& l = *up;
-        if (l.dead) continue;
+        if (l.dead || l.dying) continue;
         if (l.medium && fd == l.medium->event_fd()) {
-          l.medium->on_event(now);
-          mark_dead(l);
+          dying(l);
         } else if (fd == l.sock) {
           got += read_link(l, fn, max_msgs - std::min(max_msgs, got));
         }
@@ -276,11 +286,24 @@ class ShmPort final : public MediumPort {
     if (fd >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
   }
 
+  // The peer exited or hung up: no more control traffic; rx_burst drains the ring, then kills.
+  void dying(Link& l) {
+    if (!l.medium) {
+      mark_dead(l);
+      return;
+    }
+    l.dying = true;
+    unwatch(l.sock);
+    unwatch(l.medium->event_fd());
+  }
+
   void mark_dead(Link& l) {
     if (l.dead) return;
     l.dead = true;
-    unwatch(l.sock);
-    if (l.medium) unwatch(l.medium->event_fd());
+    if (!l.dying) {
+      unwatch(l.sock);
+      if (l.medium) unwatch(l.medium->event_fd());
+    }
     for (auto it = routes_.begin(); it != routes_.end();)
       it = it->second == &l ? routes_.erase(it) : std::next(it);
     if (cache_ == &l) cache_ = nullptr;
@@ -373,15 +396,14 @@ class ShmPort final : public MediumPort {
 
   std::size_t read_link(Link& l, const CtrlFn& fn, std::size_t max_msgs) {
     std::size_t got = 0;
-    while (got < max_msgs && !l.dead) {
+    while (got < max_msgs && !l.dead && !l.dying) {
       Msg m;
       int fds[4];
       int nfds = 0;
       const int r = recv_msg(l.sock, m, fds, &nfds);
       if (r == 0) break;
       if (r < 0) {
-        if (l.medium) l.medium->on_event(now_ns());
-        mark_dead(l);
+        dying(l);
         break;
       }
       switch (m.kind) {
