@@ -164,6 +164,16 @@ struct Link {
   bool dying = false;  // the peer is gone: rx_burst drains what it left in the ring, then dead
   bool dirty = false;  // tx since the last flush
   ~Link() {
+    if (medium) {
+      const auto& c = medium->counters();
+      WEFT_INFO(FI_LOG_DOMAIN,
+                "shm link to lid %u (pid %d): tx wire %llu by-ref %llu full %llu | rx wire %llu "
+                "by-ref %llu | cma calls %llu errors %llu | dropped %llu",
+                peer.lid, (int)pid, (unsigned long long)c.tx_wire, (unsigned long long)c.tx_by_ref,
+                (unsigned long long)c.tx_full, (unsigned long long)c.rx_wire,
+                (unsigned long long)c.rx_by_ref, (unsigned long long)c.cma_calls,
+                (unsigned long long)c.cma_errors, (unsigned long long)c.dropped_dead);
+    }
     if (sock >= 0) close(sock);
   }
 };
