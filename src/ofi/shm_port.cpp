@@ -257,8 +257,10 @@ class ShmPort final : public MediumPort {
         accept_all();
         continue;
       }
-      for (auto& up : links_) {
-        Link& l = *up;
+      // By index: a control datagram's handler may send to a new peer, which appends a link
+      // (Links are heap objects, so `l` stays valid).
+      for (std::size_t j = 0; j < links_.size(); ++j) {
+        Link& l = *links_[j];
         if (l.dead || l.dying) continue;
         if (l.medium && fd == l.medium->event_fd()) {
           dying(l);
