@@ -52,10 +52,18 @@ class MediumPort {
   // A file descriptor that becomes readable when rx_burst or ctrl_poll has work (for blocking
   // waits), or -1 when the medium offers none. The reader drains it with read(2) of 8 bytes.
   virtual int wait_fd() const = 0;
+  // The Device this port carries (called once, after the Device exists): a medium that sends
+  // payloads by reference asks it whether a payload stays put (Device::payload_stable).
+  virtual void bind_device(const Device& dev) { (void)dev; }
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can
 // reach every other. Packets are materialised (write_to) into the destination's inbox.
 std::unique_ptr<MediumPort> open_loopback_port(std::string_view fabric_name);
+
+// The shared-memory medium between processes (shm_port.cpp): the port claims a LID by binding
+// the abstract socket "weft/ofi/<fabric>/<lid>" (its rendezvous); a peer is reached through the
+// socket named by its LID, one src/io ShmMedium link per pair of ports, set up lazily.
+std::unique_ptr<MediumPort> open_shm_port(std::string_view fabric_name);
 
 }  // namespace weft::ofi

@@ -47,6 +47,7 @@ struct Params {
   std::size_t rx_bounce = 256;      // receive bounce buffers per endpoint (shared RQ)
   std::size_t tx_depth = 256;       // send operations in flight per endpoint
   std::size_t mtu_bytes = 4096;     // path MTU of the RC QPs
+  bool loopback = false;            // FI_WEFT_MEDIUM=loopback: in-process; else shm
 };
 extern Params g_params;
 

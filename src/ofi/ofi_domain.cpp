@@ -196,15 +196,17 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
     return -FI_EINVAL;
   auto d = std::make_unique<Domain>();
   d->fabric = ofi_container<Fabric>(fabric);
-  d->port = open_loopback_port(d->fabric->name);
+  d->port =
+      g_params.loopback ? open_loopback_port(d->fabric->name) : open_shm_port(d->fabric->name);
   if (!d->port) return -FI_ENOMEM;
   DeviceConfig dc;
   dc.name = "weft-fi";
-  dc.node_guid = 0x0002c90400000000ull | d->port->local().node_id;
+  dc.node_guid = 0x0002c90400000000ull | (d->port->local().node_id & 0xFFFFFFFFFFull);
   dc.ports[0].lid = d->port->local().lid;
   dc.crc = CrcMode::kModel;  // the loopback neither corrupts nor needs real CRCs
   d->rng.reseed(d->port->local().node_id * 7919 + 1);
   d->dev = Device::create(dc, d->rng);
+  d->port->bind_device(*d->dev);
   d->pd = d->dev->alloc_pd().value();
   auto cq = d->dev->create_cq(kDeviceCqDepth);
   if (!cq) return -FI_ENOMEM;
@@ -217,7 +219,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   d->dom.fid.ops = &g_domain_fi_ops;
   d->dom.ops = &g_domain_ops;
   d->dom.mr = &g_mr_ops;
-  WEFT_INFO(FI_LOG_DOMAIN, "domain on loopback node %llu lid %u",
+  WEFT_INFO(FI_LOG_DOMAIN, "domain on %s node %llu lid %u", g_params.loopback ? "loopback" : "shm",
             (unsigned long long)d->port->local().node_id, d->port->local().lid);
   *out = &d.release()->dom;
   return 0;

@@ -463,7 +463,8 @@ void define_params() {
   fi_param_define(&g_prov, "mtu", FI_PARAM_SIZE_T,
                   "Path MTU of the RC queue pairs: 256..4096 (default: %zu)", g_params.mtu_bytes);
   fi_param_define(&g_prov, "medium", FI_PARAM_STRING,
-                  "Medium carrying the packets: loopback (in-process; default)");
+                  "Medium carrying the packets: shm (between processes; default) or loopback "
+                  "(in-process)");
   std::size_t v;
   if (fi_param_get_size_t(&g_prov, "eager_size", &v) == FI_SUCCESS && v >= 64 && v <= (1u << 20))
     g_params.eager_bytes = v;
@@ -475,6 +476,9 @@ void define_params() {
     g_params.tx_depth = v;
   if (fi_param_get_size_t(&g_prov, "mtu", &v) == FI_SUCCESS && v >= 256 && v <= 4096)
     g_params.mtu_bytes = v;
+  char* medium = nullptr;
+  if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium)
+    g_params.loopback = std::strcmp(medium, "loopback") == 0;
 }
 }  // namespace
 

@@ -164,6 +164,51 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
   return n;
 }
 
+bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
+  if (peer_dead()) {
+    ++counters_.dropped_dead;
+    return false;
+  }
+  const std::uint8_t op = bth_opcode(pkt.headers.data());
+  const std::uint16_t flags =
+      (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
+  if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt)) {
+    const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
+    if (!tx_.can_reserve(body)) {
+      ++counters_.tx_full;
+      return false;
+    }
+    std::uint8_t* p = tx_.reserve(body);
+    const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes, pkt.pad_bytes,
+                    static_cast<std::uint8_t>(pkt.header_bytes), 0};
+    std::memcpy(p, &ref, sizeof ref);
+    std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
+    tx_.commit(body, RecordKind::kByRef, flags);
+    ++counters_.tx_by_ref;
+    return true;
+  }
+  const std::size_t body = pkt.wire_bytes();
+  if (!tx_.can_reserve(body)) {
+    ++counters_.tx_full;
+    return false;
+  }
+  std::uint8_t* p = tx_.reserve(body);
+  if (pkt.crcs_valid || pkt.corrupt) {
+    pkt.write_to({p, body});
+  } else {
+    std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
+    if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
+    std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
+  }
+  tx_.commit(body, RecordKind::kWire, flags);
+  ++counters_.tx_wire;
+  return true;
+}
+
+void ShmMedium::tx_publish() {
+  if (tx_.publish()) ring_peer();
+}
+
 std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   std::size_t n = 0;
   const bool dead = peer_dead();

@@ -119,6 +119,14 @@ class ShmMedium final : public Medium {
   int event_fd() const override { return pidfd_; }
   void on_event(TimeNs now) override;
 
+  // Packet-at-a-time transmit for callers that poll the Device themselves and route each packet
+  // to one of several links (the libfabric provider's shm port): tx_packet writes one record
+  // (false: no room, or the peer is dead: the packet is dropped), tx_publish publishes the records
+  // and rings the peer if it sleeps. zero_copy_tx may be turned on once the peer's probe answered.
+  bool tx_packet(const Device& dev, const TxPacket& pkt);
+  void tx_publish();
+  void set_zero_copy_tx(bool on) { cfg_.zero_copy_tx = on; }
+
   bool peer_dead() const { return peer_dead_.load(std::memory_order_relaxed); }
   bool zero_copy_tx() const { return cfg_.zero_copy_tx; }
   const ShmCounters& counters() const { return counters_; }

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Runs Debian's real fi_pingpong (libfabric-bin) as server and client, two processes, over the
+# weft provider's shared-memory medium. Usage: fi_pingpong_test.sh FI_PINGPONG [fi_pingpong args]
+# e.g. `-e rdm -S all -I 5 -c`. FI_PROVIDER_PATH must name the directory of libweft-fi.so.
+# Passes when both processes exit 0 and the client printed its result table. Every process is
+# bounded by `timeout` and killed on the way out; nothing stays behind.
+set -u
+pp=$1
+shift
+export FI_WEFT_MEDIUM=shm
+dir=$(mktemp -d)
+server=
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  echo "--- server"; cat "$dir/server" 2>/dev/null
+  echo "--- client"; cat "$dir/client" 2>/dev/null
+  exit 1
+}
+
+for attempt in 1 2 3; do
+  port=$((20000 + (RANDOM * 7 + $$) % 40000))
+  timeout 60 "$pp" -p weft "$@" -B "$port" >"$dir/server" 2>&1 &
+  server=$!
+  # The client retries while the server's out-of-band port is not listening yet.
+  for _ in $(seq 1 100); do
+    timeout 60 "$pp" -p weft "$@" -P "$port" 127.0.0.1 >"$dir/client" 2>&1
+    crc=$?
+    grep -q "Connection refused" "$dir/client" || break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+  done
+  if grep -q "Address already in use" "$dir/server"; then
+    wait "$server"; server=; continue
+  fi
+  wait "$server"
+  src=$?
+  server=
+  [ "$crc" -eq 0 ] || fail "client exit $crc"
+  [ "$src" -eq 0 ] || fail "server exit $src"
+  grep -q "usec/xfer" "$dir/client" || fail "no result table from the client"
+  grep -q "usec/xfer" "$dir/server" || fail "no result table from the server"
+  cat "$dir/client"
+  echo "PASS: fi_pingpong -p weft $*"
+  exit 0
+done
+fail "no free port"

@@ -1,0 +1,185 @@
+// tests/ofi/multi_proc_test.cpp — N processes (default 4) on the weft provider's shm medium:
+// each opens an RDM endpoint, the parent hands every address to every child (pipes), each child
+// sends one tagged message to every other and receives one from each, checking tag and bytes.
+// Exit 0 when every child exited 0. Each child is bounded by alarm(); the parent kills the rest
+// when one fails.
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kAddrMax = 64;
+constexpr std::size_t kMsgBytes = 100000;  // rendezvous (RDMA READ), zero copy
+
+#define CHECK(x)                                                     \
+  do {                                                               \
+    long r_ = static_cast<long>(x);                                  \
+    if (r_ < 0) {                                                    \
+      std::fprintf(stderr, "rank %d: %s = %ld (%s)\n", rank, #x, r_, \
+                   fi_strerror(static_cast<int>(-r_)));              \
+      std::_Exit(2);                                                 \
+    }                                                                \
+  } while (0)
+
+bool full_write(int fd, const void* p, std::size_t n) {
+  return write(fd, p, n) == static_cast<ssize_t>(n);
+}
+bool full_read(int fd, void* p, std::size_t n) {
+  auto* b = static_cast<char*>(p);
+  while (n) {
+    const ssize_t r = read(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+std::uint8_t byte_of(int src, int dst, std::size_t i) {
+  return static_cast<std::uint8_t>(src * 31 + dst * 7 + i);
+}
+
+int child(int rank, int n, int to_parent, int from_parent) {
+  alarm(30);
+  fi_info* h = fi_allocinfo();
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_TAGGED;
+  h->fabric_attr->prov_name = strdup("weft");
+  h->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+  fi_info* info = nullptr;
+  CHECK(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info));
+  fid_fabric* fab;
+  fid_domain* dom;
+  fid_av* av;
+  fid_cq* cq;
+  fid_ep* ep;
+  CHECK(fi_fabric(info->fabric_attr, &fab, nullptr));
+  CHECK(fi_domain(fab, info, &dom, nullptr));
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  CHECK(fi_av_open(dom, &aa, &av, nullptr));
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_TAGGED;
+  ca.wait_obj = FI_WAIT_UNSPEC;
+  CHECK(fi_cq_open(dom, &ca, &cq, nullptr));
+  CHECK(fi_endpoint(dom, info, &ep, nullptr));
+  CHECK(fi_ep_bind(ep, &av->fid, 0));
+  CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+  CHECK(fi_enable(ep));
+  char addr[kAddrMax]{};
+  std::size_t alen = sizeof addr;
+  CHECK(fi_getname(&ep->fid, addr, &alen));
+  if (!full_write(to_parent, addr, kAddrMax)) return 3;
+  std::vector<char> all(kAddrMax * static_cast<std::size_t>(n));
+  if (!full_read(from_parent, all.data(), all.size())) return 3;
+  std::vector<fi_addr_t> fa(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) CHECK(fi_av_insert(av, &all[kAddrMax * i], 1, &fa[i], 0, nullptr));
+
+  std::vector<std::vector<std::uint8_t>> rx(static_cast<std::size_t>(n),
+                                            std::vector<std::uint8_t>(kMsgBytes));
+  std::vector<std::vector<std::uint8_t>> tx(static_cast<std::size_t>(n),
+                                            std::vector<std::uint8_t>(kMsgBytes));
+  int pending = 0;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    CHECK(fi_trecv(ep, rx[p].data(), kMsgBytes, nullptr, fa[p], static_cast<std::uint64_t>(p), 0,
+                   nullptr));
+    ++pending;
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    for (std::size_t i = 0; i < kMsgBytes; ++i) tx[p][i] = byte_of(rank, p, i);
+    ssize_t r;
+    while ((r = fi_tsend(ep, tx[p].data(), kMsgBytes, nullptr, fa[p],
+                         static_cast<std::uint64_t>(rank), nullptr)) == -FI_EAGAIN) {
+      fi_cq_tagged_entry e;
+      (void)fi_cq_read(cq, &e, 0);
+    }
+    CHECK(r);
+    ++pending;
+  }
+  while (pending > 0) {
+    fi_cq_tagged_entry e[8];
+    const ssize_t got = fi_cq_sread(cq, e, 8, nullptr, 100);
+    if (got == -FI_EAGAIN) continue;
+    CHECK(got);
+    pending -= static_cast<int>(got);
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    for (std::size_t i = 0; i < kMsgBytes; ++i)
+      if (rx[p][i] != byte_of(p, rank, i)) {
+        std::fprintf(stderr, "rank %d: byte %zu from %d wrong\n", rank, i, p);
+        return 4;
+      }
+  }
+  // Everyone must be done before anyone closes (a peer may still need our ACKs).
+  char done = 1;
+  if (!full_write(to_parent, &done, 1) || !full_read(from_parent, &done, 1)) return 3;
+  fi_close(&ep->fid);
+  fi_close(&cq->fid);
+  fi_close(&av->fid);
+  fi_close(&dom->fid);
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 4;
+  std::vector<pid_t> pids;
+  std::vector<int> up(n), down(n);
+  for (int r = 0; r < n; ++r) {
+    int a[2], b[2];
+    if (pipe(a) != 0 || pipe(b) != 0) return 1;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(a[0]);
+      close(b[1]);
+      std::_Exit(child(r, n, a[1], b[0]));
+    }
+    close(a[1]);
+    close(b[0]);
+    up[r] = a[0];
+    down[r] = b[1];
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  std::vector<char> all(kAddrMax * static_cast<std::size_t>(n));
+  for (int r = 0; r < n && rc == 0; ++r)
+    if (!full_read(up[r], &all[kAddrMax * r], kAddrMax)) rc = 1;
+  for (int r = 0; r < n && rc == 0; ++r)
+    if (!full_write(down[r], all.data(), all.size())) rc = 1;
+  char done;
+  for (int r = 0; r < n && rc == 0; ++r)
+    if (!full_read(up[r], &done, 1)) rc = 1;
+  for (int r = 0; r < n && rc == 0; ++r)
+    if (!full_write(down[r], &done, 1)) rc = 1;
+  if (rc)
+    for (pid_t p : pids) kill(p, SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      std::fprintf(stderr, "rank %d failed (status 0x%x)\n", r, st);
+      rc = 1;
+    }
+  }
+  std::printf("%s: %d processes, all-to-all tagged %zu B\n", rc ? "FAIL" : "PASS", n, kMsgBytes);
+  return rc;
+}
