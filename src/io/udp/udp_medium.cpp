@@ -204,8 +204,15 @@ int UdpMedium::rx_wait_fd() const {
   return ring_ ? ring_->ring_fd : fd_;
 }
 
+void UdpMedium::submit() {
+  ++counters_.syscalls;
+  io_uring_submit(ring_.get());
+  sq_dirty_ = false;
+}
+
 bool UdpMedium::prepare_sleep() {
   if (ring_) {
+    if (sq_dirty_) submit();
     reap();
     return rx_ready_head_ == rx_ready_.size();
   }
@@ -421,10 +428,9 @@ std::size_t UdpMedium::rx_uring(Device& dev, TimeNs now, std::size_t max) {
     }
     arm_recv(i);
   }
-  if (n || rx_ready_head_) {
-    ++counters_.syscalls;
-    io_uring_submit(ring_.get());
-  }
+  // The re-armed receives go in with tx_burst's submission (the Driver calls it next) or
+  // before sleeping: one io_uring_enter per pass.
+  if (n || rx_ready_head_) sq_dirty_ = true;
   return n;
 }
 
@@ -451,10 +457,7 @@ std::size_t UdpMedium::tx_uring(Device& dev, TimeNs now, std::size_t max) {
     io_uring_sqe_set_data64(sqe, kTagSend | i);
     ++queued;
   }
-  if (queued) {
-    ++counters_.syscalls;
-    io_uring_submit(ring_.get());
-  }
+  if (queued || sq_dirty_) submit();
   return n;
 }
 

@@ -107,6 +107,7 @@ class UdpMedium final : public Medium {
   void deliver(Device& dev, Slot& s, std::size_t datagram_bytes, TimeNs now);
   void arm_recv(std::size_t i);
   void reap();
+  void submit();
   std::size_t rx_uring(Device& dev, TimeNs now, std::size_t max);
   std::size_t tx_uring(Device& dev, TimeNs now, std::size_t max);
   std::size_t rx_mmsg(Device& dev, TimeNs now, std::size_t max);
@@ -126,6 +127,7 @@ class UdpMedium final : public Medium {
   std::size_t rx_ready_head_ = 0;
   std::size_t tx_sent_ = 0, tx_built_ = 0;  // mmsg: frames [tx_sent_, tx_built_) not yet sent
   std::unique_ptr<io_uring> ring_;
+  bool sq_dirty_ = false;  // SQEs prepared but not yet submitted
   wire::PcapWriter pcap_;
   UdpCounters counters_{};
 };
