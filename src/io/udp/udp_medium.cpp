@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "src/base/log.hpp"
+#include "src/io/clock.hpp"
 
 namespace weft::io::udp {
 namespace {
@@ -23,6 +24,7 @@ constexpr std::size_t kFrameHead = wire::kEthHeaderBytes + wire::kIpv4HeaderByte
 constexpr std::size_t kDatagramMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 4;
 constexpr std::size_t kMmsgBatch = 64;
 constexpr std::uint64_t kTagSend = std::uint64_t{1} << 32;
+constexpr std::uint64_t kTagCancel = 0xFFFFFFFF;
 
 std::atomic<bool> g_fallback_logged{false};
 
@@ -187,7 +189,27 @@ bool UdpMedium::setup_uring() {
 }
 
 UdpMedium::~UdpMedium() {
-  if (ring_) io_uring_queue_exit(ring_.get());  // cancels what is armed
+  if (ring_) {
+    // The kernel writes into our buffers until each request completes: wake the armed
+    // receives (shutdown ends them) and collect every completion before the buffers go.
+    shutdown(fd_, SHUT_RDWR);
+    if (io_uring_sqe* sqe = io_uring_get_sqe(ring_.get())) {
+      io_uring_prep_cancel_fd(sqe, fd_, IORING_ASYNC_CANCEL_ALL);
+      io_uring_sqe_set_data64(sqe, kTagSend | kTagCancel);
+      ++inflight_;
+    }
+    io_uring_submit(ring_.get());
+    const TimeNs t0 = monotonic_ns();
+    while (inflight_ > 0 && monotonic_ns() - t0 < 200'000'000) {
+      __kernel_timespec ts{0, 1'000'000};
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_wait_cqe_timeout(ring_.get(), &cqe, &ts) == 0 && cqe) {
+        io_uring_cqe_seen(ring_.get(), cqe);
+        --inflight_;
+      }
+    }
+    io_uring_queue_exit(ring_.get());
+  }
   if (fd_ >= 0) close(fd_);
 }
 
@@ -389,6 +411,7 @@ void UdpMedium::arm_recv(std::size_t i) {
   s.iov = {s.buf.data() + kFrameHead, kDatagramMax};
   s.msg.msg_namelen = sizeof s.addr;
   io_uring_prep_recvmsg(sqe, fd_, &s.msg, 0);
+  ++inflight_;
   io_uring_sqe_set_data64(sqe, i);
 }
 
@@ -412,6 +435,7 @@ void UdpMedium::reap() {
       }
     }
     io_uring_cq_advance(ring_.get(), k);
+    inflight_ -= k;
     if (k < 64) break;
   }
 }
@@ -454,6 +478,7 @@ std::size_t UdpMedium::tx_uring(Device& dev, TimeNs now, std::size_t max) {
       sqe = io_uring_get_sqe(ring_.get());
     }
     io_uring_prep_sendmsg(sqe, fd_, &tx_[i].msg, 0);
+    ++inflight_;
     io_uring_sqe_set_data64(sqe, kTagSend | i);
     ++queued;
   }

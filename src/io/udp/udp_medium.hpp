@@ -127,7 +127,9 @@ class UdpMedium final : public Medium {
   std::size_t rx_ready_head_ = 0;
   std::size_t tx_sent_ = 0, tx_built_ = 0;  // mmsg: frames [tx_sent_, tx_built_) not yet sent
   std::unique_ptr<io_uring> ring_;
-  bool sq_dirty_ = false;  // SQEs prepared but not yet submitted
+  bool sq_dirty_ = false;
+  std::size_t inflight_ =
+      0;  // requests the kernel has not completed  // SQEs prepared but not yet submitted
   wire::PcapWriter pcap_;
   UdpCounters counters_{};
 };
