@@ -1,0 +1,137 @@
+// io/udp/udp_medium.hpp — RoCEv2 over ordinary UDP sockets: the Medium that carries a Device's
+// packets as RoCEv2 (IBA Annex A17) datagrams — BTH, extension headers, payload, pad and the
+// RoCEv2 ICRC — to UDP port 4791 (configurable) of the peers' IPv4 addresses.
+//
+// Two back ends behind one Medium: io_uring (liburing; batched recvmsg/sendmsg submissions and
+// completions) and sendmmsg/recvmmsg. kAuto tries io_uring and falls back to mmsg when the kernel
+// refuses it (EPERM in containers that block it, ENOSYS on old kernels), logging that once per
+// process; UdpConfig::backend or WEFT_UDP_BACKEND=uring|mmsg forces either.
+//
+// Addressing (GRH semantics mapped to IP): a packet with a GRH goes to the IPv4 address of its
+// DGID when that is IPv4-mapped (::ffff:a.b.c.d); otherwise its DLID is looked up in the peer
+// table (add_peer). On receipt the medium rebuilds an LRH (DLID = the Device's LID, SLID = the
+// sender's LID from the table by source address) in front of the BTH, checks the RoCEv2 ICRC and
+// hands the packet to the Device. The ICRC covers the IPv4 header as the kernel sends it: DF set
+// and identification 0 (what Linux puts in DF datagrams of unconnected sockets), the real source
+// and destination ports; TOS, TTL and the checksums are masked (Annex A17), so a RoCE NIC or
+// Wireshark sees correct ICRCs.
+//
+// With pcap_path set, every datagram sent and received is written there as an Ethernet/IPv4/UDP
+// frame (LINKTYPE_ETHERNET), which Wireshark decodes as RoCE.
+//
+// Thread-safety: owned by one Driver; all calls from its thread.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/io/medium.hpp"
+#include "src/wire/pcap.hpp"
+#include "src/wire/roce.hpp"
+
+struct io_uring;
+
+namespace weft::io::udp {
+
+enum class UdpBackend : std::uint8_t { kAuto, kUring, kMmsg };
+std::string_view to_string(UdpBackend b);
+
+struct UdpConfig {
+  std::uint32_t local_ip = 0x7F000001;        // IPv4, host order; the address the ICRC names
+  std::uint16_t port = wire::kRoceV2UdpPort;  // 0: an ephemeral port (see local_port())
+  UdpBackend backend = UdpBackend::kAuto;     // kAuto reads WEFT_UDP_BACKEND first
+  std::string pcap_path;                      // empty: no capture
+  std::size_t rx_slots = 128;  // receive buffers (io_uring: recvmsg requests kept armed)
+  std::size_t tx_slots = 256;  // send buffers in flight
+  int socket_buffer_bytes = 8 << 20;
+};
+
+struct UdpCounters {
+  std::uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
+  std::uint64_t tx_no_route = 0;  // no peer for the DLID / DGID: dropped
+  std::uint64_t tx_errors = 0;    // the kernel refused a datagram
+  std::uint64_t tx_full = 0;      // tx_burst stopped for lack of a free send buffer
+  std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
+  std::uint64_t syscalls = 0;  // sendmmsg / recvmmsg / io_uring_enter
+};
+
+class UdpMedium final : public Medium {
+ public:
+  // Opens and binds the socket and sets up the back end; ok() false on failure, error() says why
+  // (a taken port names rdma_rxe and the way out).
+  explicit UdpMedium(const UdpConfig& cfg);
+  ~UdpMedium() override;
+  UdpMedium(const UdpMedium&) = delete;
+  UdpMedium& operator=(const UdpMedium&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+  UdpBackend backend() const { return backend_; }
+  std::uint16_t local_port() const { return local_port_; }
+
+  // Where packets for `lid` go (and which LID a datagram from ip:port comes from).
+  void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port);
+
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  int rx_wait_fd() const override;
+  bool prepare_sleep() override;
+
+  const UdpCounters& counters() const { return counters_; }
+
+  // The IPv4-mapped GID (::ffff:a.b.c.d) of an address, for AddressVector::grh.dgid.
+  static std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
+
+ private:
+  struct Peer {
+    std::uint16_t lid;
+    std::uint32_t ip;
+    std::uint16_t port;
+  };
+  struct Slot {
+    std::vector<std::uint8_t> buf;  // Ethernet/IPv4/UDP headers (for ICRC and pcap), datagram
+    sockaddr_in addr{};
+    iovec iov{};
+    msghdr msg{};
+    std::size_t frame_bytes = 0;
+  };
+  bool setup_uring();
+  const Peer* route(const TxPacket& pkt) const;
+  // Builds slot's frame from pkt; false when there is no route.
+  bool build(const TxPacket& pkt, Slot& s, TimeNs now);
+  void deliver(Device& dev, Slot& s, std::size_t datagram_bytes, TimeNs now);
+  void arm_recv(std::size_t i);
+  void reap();
+  void submit();
+  std::size_t rx_uring(Device& dev, TimeNs now, std::size_t max);
+  std::size_t tx_uring(Device& dev, TimeNs now, std::size_t max);
+  std::size_t rx_mmsg(Device& dev, TimeNs now, std::size_t max);
+  std::size_t tx_mmsg(Device& dev, TimeNs now, std::size_t max);
+
+  UdpConfig cfg_;
+  std::string error_;
+  int fd_ = -1;
+  std::uint16_t local_port_ = 0;
+  UdpBackend backend_ = UdpBackend::kMmsg;
+  std::vector<Peer> peers_;
+  std::vector<Slot> rx_, tx_;
+  std::vector<mmsghdr> mm_;
+  std::vector<std::uint32_t> tx_free_;   // io_uring: free send slots
+  std::vector<std::uint32_t> rx_ready_;  // io_uring: completed receives (slot << 0), in order
+  std::vector<std::int32_t> rx_res_;     // their results
+  std::size_t rx_ready_head_ = 0;
+  std::size_t tx_sent_ = 0, tx_built_ = 0;  // mmsg: frames [tx_sent_, tx_built_) not yet sent
+  std::unique_ptr<io_uring> ring_;
+  bool sq_dirty_ = false;
+  std::size_t inflight_ =
+      0;  // requests the kernel has not completed  // SQEs prepared but not yet submitted
+  wire::PcapWriter pcap_;
+  UdpCounters counters_{};
+};
+
+}  // namespace weft::io::udp
