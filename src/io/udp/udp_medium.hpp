@@ -3,9 +3,10 @@
 // RoCEv2 ICRC — to UDP port 4791 (configurable) of the peers' IPv4 addresses.
 //
 // Two back ends behind one Medium: io_uring (liburing; batched recvmsg/sendmsg submissions and
-// completions) and sendmmsg/recvmmsg. kAuto tries io_uring and falls back to mmsg when the kernel
-// refuses it (EPERM in containers that block it, ENOSYS on old kernels), logging that once per
-// process; UdpConfig::backend or WEFT_UDP_BACKEND=uring|mmsg forces either.
+// completions) and sendmmsg/recvmmsg. kAuto is mmsg (measured faster: see udp_medium.cpp);
+// kUring (UdpConfig::backend or WEFT_UDP_BACKEND=uring) tries io_uring and falls back to mmsg
+// when the kernel refuses it (EPERM in containers that block it, ENOSYS on old kernels), logging
+// that once per process.
 //
 // Addressing (GRH semantics mapped to IP): a packet with a GRH goes to the IPv4 address of its
 // DGID when that is IPv4-mapped (::ffff:a.b.c.d); otherwise its DLID is looked up in the peer
