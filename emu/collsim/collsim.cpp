@@ -2,6 +2,7 @@
 #include "emu/collsim/collsim.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -88,7 +89,7 @@ class Cluster {
         nic_in_(static_cast<std::size_t>(n_)),
         compute_free_(static_cast<std::size_t>(n_), 0.0),
         inboxes_(payload ? static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_) *
-                               static_cast<std::size_t>(lanes)
+                               static_cast<std::size_t>(lanes) * slots
                          : 0),
         scratch_(slot_bytes, 0) {
     for (int r = 0; r < n_; ++r)
@@ -116,7 +117,7 @@ class Cluster {
   void write(int from, int to, int lane, const void* src, std::uint32_t bytes, std::uint32_t slot,
              std::uint64_t wr_id) {
     ++messages_;
-    if (payload_ && bytes > 0) std::memcpy(box(to, from, lane) + slot * slot_bytes_, src, bytes);
+    if (payload_ && bytes > 0) std::memcpy(box(to, from, lane, slot, bytes), src, bytes);
     const double t0 = compute_free(from);
     Port* eg;
     Port* ig;
@@ -159,7 +160,8 @@ class Cluster {
 
   const std::uint8_t* inbox(int rank, int peer, int lane, std::uint32_t slot) {
     if (!payload_) return scratch_.data();
-    return box(rank, peer, lane) + slot * slot_bytes_;
+    const std::uint8_t* p = box(rank, peer, lane, slot, 0);
+    return p != nullptr ? p : scratch_.data();  // a zero-length chunk was never written
   }
 
   // Delivers every event of the earliest pending time into the transports' queues; returns the
@@ -180,12 +182,17 @@ class Cluster {
   }
 
  private:
-  std::uint8_t* box(int rank, int peer, int lane) {
-    auto& v = inboxes_[(static_cast<std::size_t>(rank) * static_cast<std::size_t>(n_) +
-                        static_cast<std::size_t>(peer)) *
-                           static_cast<std::size_t>(lanes_) +
-                       static_cast<std::size_t>(lane)];
-    if (v.empty()) v.resize(static_cast<std::size_t>(slots_) * slot_bytes_);
+  // One inbox slot, allocated on first use and grown to the largest chunk written into it (so
+  // memory follows the chunks that travel, not slots x slot_bytes per connection). Growing is
+  // safe: a slot is written only once the receiver applied (and stopped reading) its last chunk.
+  std::uint8_t* box(int rank, int peer, int lane, std::uint32_t slot, std::uint32_t bytes) {
+    auto& v = inboxes_[((static_cast<std::size_t>(rank) * static_cast<std::size_t>(n_) +
+                         static_cast<std::size_t>(peer)) *
+                            static_cast<std::size_t>(lanes_) +
+                        static_cast<std::size_t>(lane)) *
+                           slots_ +
+                       slot];
+    if (v.size() < bytes) v.assign(std::bit_ceil(std::size_t{bytes}), 0);
     return v.data();
   }
   void push(double t, int rank, const TransportEvent& e) { pq_.push({t, seq_++, rank, e}); }
