@@ -13,6 +13,7 @@
 
 #include "emu/simrun/simrun.hpp"
 #include "emu/topo/spec.hpp"
+#include "tools/weft/cmd_collsim.hpp"
 #include "tools/weft/commands.hpp"
 
 namespace weft::cli {
@@ -28,6 +29,7 @@ struct SimArgs {
   bool json = false;
   bool timing_only = false;
   std::string pcap;
+  CollSimArgs coll;  // --workload allreduce|... (tools/weft/cmd_collsim.hpp)
 };
 
 [[noreturn]] void bad_input(const std::string& what) {
@@ -37,6 +39,10 @@ struct SimArgs {
 
 void run(const SimArgs& a, bool seed_given, const std::vector<std::string>& extras) {
   if (!extras.empty()) bad_input("unexpected argument \"" + extras.front() + "\" (see --help)");
+  if (is_coll_workload(a.workload)) {
+    run_collsim(a.coll, a.topology, a.workload, a.json, a.timing_only);
+    return;
+  }
   std::uint64_t seed_value = 0;
   if (seed_given) {
     char* end = nullptr;
@@ -108,7 +114,8 @@ void add_sim(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--workload", a->workload,
                   "pairs:flows=0:5[+1:6],op=write|read|send,size=16K,mtu=1024,depth=8 | "
-                  "all-to-all | incast:N | permutation")
+                  "all-to-all | incast:N | permutation | allreduce | reducescatter | allgather | "
+                  "broadcast | reduce | alltoall")
       ->capture_default_str();
   cmd->add_option("--faults", a->faults_file, "TOML fault scenario (emu/faults/README.md)");
   cmd->add_option("--fault", a->fault_flags,
@@ -121,6 +128,7 @@ void add_sim(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print the report as one JSON object");
   cmd->add_flag("--timing-only", a->timing_only, "Carry headers only (no bytes, modelled CRCs)");
   cmd->add_option("--pcap", a->pcap, "Write captures of the flows' and faulted ports into DIR");
+  add_collsim_options(cmd, a->coll);
   cmd->allow_extras();  // reported by run() with exit status 2
   cmd->callback([a, seed, cmd] { run(*a, static_cast<bool>(*seed), cmd->remaining()); });
 }

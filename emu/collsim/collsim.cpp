@@ -1,0 +1,533 @@
+// emu/collsim/collsim.cpp — see collsim.hpp.
+#include "emu/collsim/collsim.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <queue>
+
+#include "src/coll/communicator.hpp"
+#include "src/coll/model.hpp"
+#include "src/coll/reduce.hpp"
+#include "src/coll/transport.hpp"
+
+namespace weft::collsim {
+
+using coll::Algo;
+using coll::CollKind;
+using coll::DataType;
+using coll::RedOp;
+using coll::TransportErrc;
+using coll::TransportEvent;
+
+namespace {
+
+struct Port {
+  double free = 0;  // virtual time (s) the port finishes what it was given
+};
+
+struct Pending {
+  double t;
+  std::uint64_t seq;
+  int rank;
+  TransportEvent ev;
+};
+struct Later {
+  bool operator()(const Pending& a, const Pending& b) const {
+    return a.t > b.t || (a.t == b.t && a.seq > b.seq);
+  }
+};
+
+class Cluster;
+
+class ClusterTransport final : public coll::Transport {
+ public:
+  ClusterTransport(Cluster& c, int rank) : c_(c), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override;
+  int lanes() const override;
+  std::uint32_t slots() const override;
+  std::uint32_t slot_bytes() const override;
+  TransportErrc register_memory(const void*, std::size_t) override { return TransportErrc::kOk; }
+  void unregister_memory(const void*) override {}
+  TransportErrc post_write(int peer, int lane, const void* src, std::uint32_t bytes,
+                           std::uint32_t slot, std::uint64_t wr_id) override;
+  TransportErrc post_grant(int peer, int lane, std::uint32_t credits) override;
+  std::size_t poll(std::span<TransportEvent> out) override {
+    std::size_t k = 0;
+    while (k < out.size() && !queue.empty()) {
+      out[k++] = queue.front();
+      queue.pop_front();
+    }
+    return k;
+  }
+  const std::uint8_t* inbox(int peer, int lane, std::uint32_t slot) const override;
+
+  std::deque<TransportEvent> queue;
+
+ private:
+  Cluster& c_;
+  int rank_;
+};
+
+class Cluster {
+ public:
+  Cluster(const ClusterConfig& cfg, int lanes, std::uint32_t slots, std::uint32_t slot_bytes,
+          bool payload)
+      : cfg_(cfg),
+        n_(cfg.nodes * cfg.gpus),
+        lanes_(lanes),
+        slots_(slots),
+        slot_bytes_(slot_bytes),
+        payload_(payload),
+        nvl_out_(static_cast<std::size_t>(n_)),
+        nvl_in_(static_cast<std::size_t>(n_)),
+        nic_out_(static_cast<std::size_t>(n_)),
+        nic_in_(static_cast<std::size_t>(n_)),
+        compute_free_(static_cast<std::size_t>(n_), 0.0),
+        inboxes_(payload ? static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_) *
+                               static_cast<std::size_t>(lanes) * slots
+                         : 0),
+        scratch_(slot_bytes, 0) {
+    for (int r = 0; r < n_; ++r)
+      transports_.push_back(std::make_unique<ClusterTransport>(*this, r));
+  }
+
+  int size() const { return n_; }
+  int lanes() const { return lanes_; }
+  std::uint32_t slots() const { return slots_; }
+  std::uint32_t slot_bytes() const { return slot_bytes_; }
+  ClusterTransport& transport(int r) { return *transports_[static_cast<std::size_t>(r)]; }
+  double now() const { return now_; }
+  std::uint64_t messages() const { return messages_; }
+
+  // The rank reduced `bytes` more at now(): its compute is busy that much longer.
+  void charge_reduce(int r, std::uint64_t bytes) {
+    if (bytes == 0 || cfg_.reduce_Bps <= 0) return;
+    double& f = compute_free_[static_cast<std::size_t>(r)];
+    f = std::max(f, now_) + static_cast<double>(bytes) / cfg_.reduce_Bps;
+  }
+  double compute_free(int r) const {
+    return std::max(now_, compute_free_[static_cast<std::size_t>(r)]);
+  }
+
+  void write(int from, int to, int lane, const void* src, std::uint32_t bytes, std::uint32_t slot,
+             std::uint64_t wr_id) {
+    ++messages_;
+    if (payload_ && bytes > 0) std::memcpy(box(to, from, lane, slot, bytes), src, bytes);
+    const double t0 = compute_free(from);
+    Port* eg;
+    Port* ig;
+    double rate, lat;
+    const int g = cfg_.gpus;
+    if (from / g == to / g) {
+      eg = &nvl_out_[static_cast<std::size_t>(from)];
+      ig = &nvl_in_[static_cast<std::size_t>(to)];
+      rate = cfg_.nvl_Bps;
+      lat = cfg_.nvl_latency_s;
+    } else {
+      const int gf = (from % g + lane) % g, gt = (to % g + lane) % g;
+      eg = &nic_out_[static_cast<std::size_t>(from / g * g + gf)];
+      ig = &nic_in_[static_cast<std::size_t>(to / g * g + gt)];
+      rate = cfg_.nic_Bps;
+      lat = cfg_.nic_latency_s + (gf != gt ? cfg_.spine_latency_s : 0.0);
+    }
+    const double ser = static_cast<double>(bytes) / rate;
+    const double start = std::max(t0, eg->free);
+    eg->free = start + ser;
+    const double done = std::max(start + lat + ser, ig->free + ser);
+    ig->free = done;
+    TransportEvent d{.kind = TransportEvent::Kind::kData, .peer = from, .lane = lane};
+    d.slot = slot;
+    d.bytes = bytes;
+    push(done, to, d);
+    TransportEvent w{.kind = TransportEvent::Kind::kWriteDone, .peer = to, .lane = lane};
+    w.wr_id = wr_id;
+    push(done + lat, from, w);
+  }
+
+  void grant(int from, int to, int lane, std::uint32_t credits) {
+    ++messages_;
+    const int g = cfg_.gpus;
+    const double lat = from / g == to / g ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
+    TransportEvent e{.kind = TransportEvent::Kind::kGrant, .peer = from, .lane = lane};
+    e.credits = credits;
+    push(now_ + lat, to, e);
+  }
+
+  const std::uint8_t* inbox(int rank, int peer, int lane, std::uint32_t slot) {
+    if (!payload_) return scratch_.data();
+    const std::uint8_t* p = box(rank, peer, lane, slot, 0);
+    return p != nullptr ? p : scratch_.data();  // a zero-length chunk was never written
+  }
+
+  // Delivers every event of the earliest pending time into the transports' queues; returns the
+  // ranks that got events (sorted, unique). Empty when nothing is pending.
+  std::vector<int> advance() {
+    std::vector<int> woken;
+    if (pq_.empty()) return woken;
+    now_ = pq_.top().t;
+    while (!pq_.empty() && pq_.top().t <= now_) {
+      const Pending& p = pq_.top();
+      transport(p.rank).queue.push_back(p.ev);
+      woken.push_back(p.rank);
+      pq_.pop();
+    }
+    std::sort(woken.begin(), woken.end());
+    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
+    return woken;
+  }
+
+ private:
+  // One inbox slot, allocated on first use and grown to the largest chunk written into it (so
+  // memory follows the chunks that travel, not slots x slot_bytes per connection). Growing is
+  // safe: a slot is written only once the receiver applied (and stopped reading) its last chunk.
+  std::uint8_t* box(int rank, int peer, int lane, std::uint32_t slot, std::uint32_t bytes) {
+    auto& v = inboxes_[((static_cast<std::size_t>(rank) * static_cast<std::size_t>(n_) +
+                         static_cast<std::size_t>(peer)) *
+                            static_cast<std::size_t>(lanes_) +
+                        static_cast<std::size_t>(lane)) *
+                           slots_ +
+                       slot];
+    if (v.size() < bytes) v.assign(std::bit_ceil(std::size_t{bytes}), 0);
+    return v.data();
+  }
+  void push(double t, int rank, const TransportEvent& e) { pq_.push({t, seq_++, rank, e}); }
+
+  ClusterConfig cfg_;
+  int n_, lanes_;
+  std::uint32_t slots_, slot_bytes_;
+  bool payload_;
+  std::vector<Port> nvl_out_, nvl_in_, nic_out_, nic_in_;
+  std::vector<double> compute_free_;
+  std::vector<std::vector<std::uint8_t>> inboxes_;
+  std::vector<std::uint8_t> scratch_;
+  std::vector<std::unique_ptr<ClusterTransport>> transports_;
+  std::priority_queue<Pending, std::vector<Pending>, Later> pq_;
+  std::uint64_t seq_ = 0, messages_ = 0;
+  double now_ = 0;
+};
+
+int ClusterTransport::size() const {
+  return c_.size();
+}
+int ClusterTransport::lanes() const {
+  return c_.lanes();
+}
+std::uint32_t ClusterTransport::slots() const {
+  return c_.slots();
+}
+std::uint32_t ClusterTransport::slot_bytes() const {
+  return c_.slot_bytes();
+}
+TransportErrc ClusterTransport::post_write(int peer, int lane, const void* src, std::uint32_t bytes,
+                                           std::uint32_t slot, std::uint64_t wr_id) {
+  c_.write(rank_, peer, lane, src, bytes, slot, wr_id);
+  return TransportErrc::kOk;
+}
+TransportErrc ClusterTransport::post_grant(int peer, int lane, std::uint32_t credits) {
+  c_.grant(rank_, peer, lane, credits);
+  return TransportErrc::kOk;
+}
+const std::uint8_t* ClusterTransport::inbox(int peer, int lane, std::uint32_t slot) const {
+  return c_.inbox(rank_, peer, lane, slot);
+}
+
+// Element i of rank r's send buffer: small integers, so every reduction order is exact.
+int pattern(RedOp op, int r, std::size_t i) {
+  const auto k = static_cast<std::uint64_t>(i);
+  const auto rr = static_cast<std::uint64_t>(r);
+  switch (op) {
+    case RedOp::kProd:
+      return (k + rr) % 13 == 0 ? 2 : 1;
+    case RedOp::kMin:
+    case RedOp::kMax:
+      return static_cast<int>((rr * 5 + k) % 7);
+    default:
+      return static_cast<int>((rr * 3 + k) % 4);
+  }
+}
+
+void put(DataType t, std::uint8_t* p, std::size_t i, int v) {
+  const auto f = static_cast<float>(v);
+  switch (t) {
+    case DataType::kF32:
+      std::memcpy(p + i * 4, &f, 4);
+      break;
+    case DataType::kF16: {
+      const std::uint16_t h = coll::float_to_f16(f);
+      std::memcpy(p + i * 2, &h, 2);
+      break;
+    }
+    case DataType::kBf16: {
+      const std::uint16_t h = coll::float_to_bf16(f);
+      std::memcpy(p + i * 2, &h, 2);
+      break;
+    }
+    case DataType::kF64: {
+      const double d = v;
+      std::memcpy(p + i * 8, &d, 8);
+      break;
+    }
+    case DataType::kI32: {
+      const std::int32_t x = v;
+      std::memcpy(p + i * 4, &x, 4);
+      break;
+    }
+    case DataType::kI64: {
+      const std::int64_t x = v;
+      std::memcpy(p + i * 8, &x, 8);
+      break;
+    }
+    case DataType::kU8:
+      p[i] = static_cast<std::uint8_t>(v);
+      break;
+  }
+}
+
+std::uint64_t count_wrong(const std::uint8_t* got, const std::uint8_t* want, std::size_t count,
+                          std::size_t es) {
+  std::uint64_t w = 0;
+  for (std::size_t i = 0; i < count; ++i) w += std::memcmp(got + i * es, want + i * es, es) != 0;
+  return w;
+}
+
+std::optional<double> model_busbw(const ClusterConfig& c, const RunConfig& run, Algo algo,
+                                  double bytes, int n) {
+  if (bytes <= 0 || n < 2) return std::nullopt;
+  coll::ModelParams p{.nodes = c.nodes,
+                      .gpus_per_node = c.gpus,
+                      .nvl_Bps = c.nvl_Bps,
+                      .nic_Bps = c.nic_Bps,
+                      .alpha_s = c.nic_latency_s,
+                      .channels = run.channels,
+                      .pipeline_pieces = 1,
+                      .reduce_Bps = c.reduce_Bps};
+  if (run.kind == CollKind::kAllReduce) {
+    if (algo != Algo::kRing && algo != Algo::kRing2 && algo != Algo::kRing2Pipe)
+      return std::nullopt;
+    const double piece =
+        static_cast<double>(c.gpus) * static_cast<double>(run.chunk_bytes) * run.channels;
+    p.pipeline_pieces = std::max(1, static_cast<int>(std::ceil(bytes / piece)));
+    return coll::allreduce_busbw(bytes, coll::model_allreduce_s(algo, bytes, p), n);
+  }
+  if ((run.kind == CollKind::kReduceScatter || run.kind == CollKind::kAllGather) &&
+      algo == Algo::kRing) {
+    const double b = c.nodes > 1 ? std::min(run.channels * c.nic_Bps, c.nvl_Bps) : c.nvl_Bps;
+    const double f = (n - 1.0) / n;
+    double t = f * bytes / b + (n - 1) * p.alpha_s;
+    if (run.kind == CollKind::kReduceScatter && c.reduce_Bps > 0) t += f * bytes / c.reduce_Bps;
+    return bytes / t * f;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double busbw_factor(CollKind kind, int n) {
+  const double nn = n;
+  switch (kind) {
+    case CollKind::kAllReduce:
+      return 2 * (nn - 1) / nn;
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather:
+    case CollKind::kAllToAll:
+      return (nn - 1) / nn;
+    default:
+      return 1;
+  }
+}
+
+RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, std::size_t bytes) {
+  RunOutcome out;
+  const int n = cluster.nodes * cluster.gpus;
+  if (n < 1) return {std::nullopt, "the cluster has no GPUs"};
+  const std::size_t es = coll::elem_bytes(run.dtype);
+  const auto un = static_cast<std::size_t>(n);
+  // Per-rank element counts of CollArgs and the sizes of the buffers.
+  std::size_t count = bytes / es, arg_count = count, send_elems = count, recv_elems = count;
+  switch (run.kind) {
+    case CollKind::kReduceScatter:
+      arg_count = count / un;
+      send_elems = arg_count * un;
+      recv_elems = arg_count;
+      count = send_elems;
+      break;
+    case CollKind::kAllGather:
+      arg_count = count / un;
+      send_elems = arg_count;
+      recv_elems = arg_count * un;
+      count = recv_elems;
+      break;
+    case CollKind::kAllToAll:
+      arg_count = count / un;
+      send_elems = recv_elems = count = arg_count * un;
+      break;
+    case CollKind::kSendRecv:
+      return {std::nullopt, "send/recv is not a cluster-wide collective"};
+    default:
+      break;
+  }
+  RunResult res;
+  res.bytes = count * es;
+  res.count = count;
+
+  const int lanes = 2 * std::max(1, run.channels);
+  const auto slot_bytes = static_cast<std::uint32_t>(
+      std::clamp<std::size_t>(run.chunk_bytes, 4096, std::size_t{16} << 20) / 8 * 8);
+  Cluster c(cluster, lanes, run.slots, slot_bytes, run.verify);
+
+  // Buffers: full payload gives every rank its own; timing-only shares one pair (contents are
+  // not looked at, and the simulation is single-threaded).
+  const std::size_t nbuf = run.verify ? un : 1;
+  std::vector<std::vector<std::uint8_t>> send(nbuf), recv(nbuf);
+  for (std::size_t b = 0; b < nbuf; ++b) {
+    send[b].assign(send_elems * es, 0);
+    recv[b].assign(recv_elems * es, 0);
+    if (run.verify)
+      for (std::size_t i = 0; i < send_elems; ++i)
+        put(run.dtype, send[b].data(), i, pattern(run.op, static_cast<int>(b), i));
+  }
+
+  const coll::Topology topo{.ranks_per_node = cluster.gpus};
+  std::vector<std::unique_ptr<coll::Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    comms.push_back(std::make_unique<coll::Communicator>(c.transport(r), topo));
+    const std::size_t b = run.verify ? static_cast<std::size_t>(r) : 0;
+    coll::CollArgs a{.kind = run.kind,
+                     .send = send[b].data(),
+                     .recv = recv[b].data(),
+                     .count = arg_count,
+                     .dtype = run.dtype,
+                     .op = run.op,
+                     .algo = run.algo,
+                     .channels = run.channels,
+                     .chunk_bytes = run.chunk_bytes};
+    const auto e = comms.back()->start(a);
+    if (e != coll::CollErrc::kOk) {
+      return {std::nullopt, std::string("algorithm ") + std::string(coll::to_string(run.algo)) +
+                                " cannot run " + std::string(coll::to_string(run.kind)) +
+                                " here: " + std::string(coll::to_string(e))};
+    }
+  }
+  res.algo = comms.front()->algo();
+
+  std::vector<std::uint64_t> reduced(un, 0);
+  std::vector<bool> done(un, false);
+  int left = n;
+  double finish = 0;
+  std::vector<int> active(un);
+  for (int r = 0; r < n; ++r) active[static_cast<std::size_t>(r)] = r;
+  for (;;) {
+    for (int r : active) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (done[ur]) continue;
+      auto& comm = *comms[ur];
+      for (;;) {
+        const auto st = comm.progress(static_cast<TimeNs>(c.now() * 1e9));
+        const std::uint64_t rb = comm.stats().reduce_bytes;
+        c.charge_reduce(r, rb - reduced[ur]);
+        reduced[ur] = rb;
+        if (st == coll::CollState::kDone) {
+          done[ur] = true;
+          --left;
+          finish = std::max(finish, c.compute_free(r));
+          break;
+        }
+        if (st == coll::CollState::kFailed) {
+          return {std::nullopt, "rank " + std::to_string(r) + " failed (peer " +
+                                    std::to_string(comm.failed_peer()) + ")"};
+        }
+        if (!comm.did_work()) break;
+      }
+    }
+    if (left == 0) break;
+    active = c.advance();
+    if (active.empty()) return {std::nullopt, "the collective stalled (no events pending)"};
+  }
+  res.time_s = finish;
+  res.messages = c.messages();
+  res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
+  res.busbw = res.algbw * busbw_factor(run.kind, n);
+  res.model_busbw = model_busbw(cluster, run, res.algo, static_cast<double>(res.bytes), n);
+
+  if (run.verify) {
+    // The reference: the ranks' send buffers folded in rank order with the same kernels.
+    std::uint64_t wrong = 0;
+    const bool reducing = run.kind == CollKind::kAllReduce ||
+                          run.kind == CollKind::kReduceScatter || run.kind == CollKind::kReduce;
+    std::vector<std::uint8_t> ref;
+    if (reducing) {
+      ref = send[0];
+      for (std::size_t r = 1; r < un; ++r)
+        coll::reduce(run.dtype, run.op, ref.data(), send[r].data(), send_elems);
+      if (run.op == RedOp::kAvg) coll::finish_avg(run.dtype, ref.data(), send_elems, n);
+    }
+    const std::size_t blk = arg_count * es;
+    for (std::size_t r = 0; r < un; ++r) {
+      const std::uint8_t* got = recv[r].data();
+      switch (run.kind) {
+        case CollKind::kAllReduce:
+          wrong += count_wrong(got, ref.data(), arg_count, es);
+          break;
+        case CollKind::kReduce:
+          if (r == 0) wrong += count_wrong(got, ref.data(), arg_count, es);
+          break;
+        case CollKind::kReduceScatter:
+          wrong += count_wrong(got, ref.data() + r * blk, arg_count, es);
+          break;
+        case CollKind::kAllGather:
+          for (std::size_t j = 0; j < un; ++j)
+            wrong += count_wrong(got + j * blk, send[j].data(), arg_count, es);
+          break;
+        case CollKind::kBroadcast:
+          wrong += count_wrong(got, send[0].data(), arg_count, es);
+          break;
+        case CollKind::kAllToAll:
+          for (std::size_t j = 0; j < un; ++j)
+            wrong += count_wrong(got + j * blk, send[j].data() + r * blk, arg_count, es);
+          break;
+        default:
+          break;
+      }
+    }
+    res.wrong = wrong;
+  }
+  out.result = res;
+  return out;
+}
+
+std::optional<CollKind> parse_kind(std::string_view s) {
+  if (s == "allreduce") return CollKind::kAllReduce;
+  if (s == "reducescatter") return CollKind::kReduceScatter;
+  if (s == "allgather") return CollKind::kAllGather;
+  if (s == "broadcast") return CollKind::kBroadcast;
+  if (s == "reduce") return CollKind::kReduce;
+  if (s == "alltoall") return CollKind::kAllToAll;
+  return std::nullopt;
+}
+
+std::optional<Algo> parse_algo(std::string_view s) {
+  for (Algo a : {Algo::kAuto, Algo::kRing, Algo::kRing2, Algo::kRing2Pipe, Algo::kTree, Algo::kRhd,
+                 Algo::kDirect})
+    if (coll::to_string(a) == s) return a;
+  return std::nullopt;
+}
+
+std::optional<DataType> parse_dtype(std::string_view s) {
+  static constexpr std::string_view kShort[] = {"f32", "f16", "bf16", "f64", "i32", "i64", "u8"};
+  for (std::size_t i = 0; i < std::size(coll::kAllTypes); ++i)
+    if (coll::to_string(coll::kAllTypes[i]) == s || kShort[i] == s) return coll::kAllTypes[i];
+  return std::nullopt;
+}
+
+std::optional<RedOp> parse_op(std::string_view s) {
+  for (RedOp o : coll::kAllOps)
+    if (coll::to_string(o) == s) return o;
+  return std::nullopt;
+}
+
+}  // namespace weft::collsim

@@ -1,0 +1,206 @@
+// tests/collsim/collsim_test.cpp — emu/collsim (every collective and algorithm gives the
+// reference result on a small cluster, the link model's bandwidths) and `weft sim --workload
+// allreduce ...` end to end (the table's JSON, nccl-tests' busbw, ring2 beating a flat ring on
+// rails, argument errors exiting 2).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "emu/collsim/collsim.hpp"
+#include "src/coll/plan.hpp"
+
+namespace weft::collsim {
+namespace {
+
+using coll::Algo;
+using coll::CollKind;
+using coll::DataType;
+using coll::RedOp;
+
+struct CliRun {
+  int status = -1;
+  std::string out;
+};
+
+CliRun weft(const std::string& args) {
+  CliRun r;
+  const std::string cmd = std::string(WEFT_PATH) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  const int st = pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+nlohmann::json sim_json(const std::string& args) {
+  const CliRun r = weft("sim " + args + " --json");
+  EXPECT_EQ(r.status, 0) << args << "\n" << r.out;
+  if (r.status != 0) return {};
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(CollSim, EveryCollectiveAndAlgorithmMatchesTheReference) {
+  // 3 nodes x 3 GPUs (odd, not a power of two), sizes not divisible by the rank count.
+  const ClusterConfig c{.nodes = 3, .gpus = 3};
+  for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
+                     CollKind::kBroadcast, CollKind::kReduce, CollKind::kAllToAll}) {
+    for (Algo a : {Algo::kAuto, Algo::kRing, Algo::kRing2, Algo::kRing2Pipe, Algo::kTree,
+                   Algo::kRhd, Algo::kDirect}) {
+      if (!coll::supports(k, a)) continue;
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{36}, std::size_t{20004}}) {
+        RunConfig run{.kind = k,
+                      .algo = a,
+                      .dtype = DataType::kBf16,
+                      .op = RedOp::kSum,
+                      .channels = 2,
+                      .chunk_bytes = 4096};
+        SCOPED_TRACE(std::string(coll::to_string(k)) + " " + std::string(coll::to_string(a)) + " " +
+                     std::to_string(bytes));
+        const auto o = run_collective(c, run, bytes);
+        ASSERT_TRUE(o.result) << o.error;
+        ASSERT_TRUE(o.result->wrong);
+        EXPECT_EQ(*o.result->wrong, 0u);
+        EXPECT_GE(o.result->time_s, 0.0);
+      }
+    }
+  }
+}
+
+TEST(CollSim, EveryTypeAndOpMatchesTheReference) {
+  const ClusterConfig c{.nodes = 2, .gpus = 3};
+  for (DataType t : coll::kAllTypes) {
+    for (RedOp op : coll::kAllOps) {
+      RunConfig run{.kind = CollKind::kAllReduce,
+                    .algo = Algo::kRing2Pipe,
+                    .dtype = t,
+                    .op = op,
+                    .chunk_bytes = 4096};
+      SCOPED_TRACE(std::string(coll::to_string(t)) + " " + std::string(coll::to_string(op)));
+      const auto o = run_collective(c, run, 40000);
+      ASSERT_TRUE(o.result) << o.error;
+      EXPECT_EQ(o.result->wrong.value_or(1), 0u);
+    }
+  }
+}
+
+TEST(CollSim, FlatRingRunsAtTheNicRateAndChannelsSpreadOverRails) {
+  // A large all-reduce on 2 x 4: one channel is bound by one NIC (50 GB/s), four channels by
+  // four NICs; ring2 sends 1/g of the buffer over each rail.
+  const ClusterConfig c{.nodes = 2, .gpus = 4, .nic_Bps = 50e9, .reduce_Bps = 0};
+  RunConfig run{
+      .kind = CollKind::kAllReduce, .algo = Algo::kRing, .dtype = DataType::kBf16, .verify = false};
+  const std::size_t s = 64u << 20;
+  const auto one = run_collective(c, run, s);
+  ASSERT_TRUE(one.result) << one.error;
+  EXPECT_NEAR(one.result->busbw / 50e9, 1.0, 0.05);
+  EXPECT_FALSE(one.result->wrong);  // timing only: nothing checked
+  run.channels = 4;
+  const auto four = run_collective(c, run, s);
+  ASSERT_TRUE(four.result) << four.error;
+  EXPECT_NEAR(four.result->busbw / 200e9, 1.0, 0.08);
+  // The model agrees with the link model at this size.
+  ASSERT_TRUE(four.result->model_busbw);
+  EXPECT_NEAR(four.result->busbw / *four.result->model_busbw, 1.0, 0.1);
+}
+
+TEST(CollSim, BusbwFactors) {
+  EXPECT_DOUBLE_EQ(busbw_factor(CollKind::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollKind::kReduceScatter, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollKind::kAllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(CollKind::kBroadcast, 8), 1.0);
+}
+
+TEST(CollSimCli, EveryAlgorithmIsCorrectAndBusbwFollowsNcclTests) {
+  for (const char* algo : {"ring", "ring2", "ring2-pipe", "tree", "rhd", "auto"}) {
+    SCOPED_TRACE(algo);
+    const auto j = sim_json(std::string("--workload allreduce --algo ") + algo +
+                            " --topology rail:nodes=2,gpus=4 -b 8 -e 256K -f 8 --dtype bf16 "
+                            "--op sum --channels 2 --chunk 16K");
+    ASSERT_TRUE(j.contains("rows"));
+    ASSERT_EQ(j["rows"].size(), 6u);  // 8 64 512 4K 32K 256K
+    EXPECT_EQ(j["ranks"], 8);
+    std::size_t size = 8;
+    for (const auto& row : j["rows"]) {
+      EXPECT_EQ(row["size"], size);
+      EXPECT_EQ(row["count"], size / 2);
+      EXPECT_EQ(row["type"], "bfloat16");
+      EXPECT_EQ(row["redop"], "sum");
+      EXPECT_EQ(row["wrong"], 0);
+      if (std::string(algo) != "auto") {
+        EXPECT_EQ(row["algo"], algo);
+      }
+      const double t = row["time_us"], algbw = row["algbw"], busbw = row["busbw"];
+      EXPECT_GT(t, 0.0);
+      EXPECT_NEAR(algbw, static_cast<double>(size) / (t * 1e-6) / 1e9, 1e-9 + algbw * 1e-9);
+      EXPECT_NEAR(busbw, algbw * 2 * 7 / 8, 1e-12 + busbw * 1e-9);
+      const bool modelled = std::string(algo).starts_with("ring");
+      EXPECT_EQ(row["model_busbw"].is_number(), modelled) << row.dump();
+      size *= 8;
+    }
+  }
+}
+
+TEST(CollSimCli, OtherCollectivesUseTheirBusbwFactor) {
+  const std::pair<const char*, double> cases[] = {{"reducescatter", 7.0 / 8},
+                                                  {"allgather", 7.0 / 8},
+                                                  {"alltoall", 7.0 / 8},
+                                                  {"broadcast", 1.0},
+                                                  {"reduce", 1.0}};
+  for (const auto& [w, f] : cases) {
+    SCOPED_TRACE(w);
+    const auto j = sim_json(std::string("--workload ") + w +
+                            " --topology rail:nodes=2,gpus=4 -b 1K -e 64K -f 64 --dtype f32");
+    ASSERT_EQ(j["rows"].size(), 2u);
+    for (const auto& row : j["rows"]) {
+      EXPECT_EQ(row["wrong"], 0);
+      const double algbw = row["algbw"], busbw = row["busbw"];
+      EXPECT_NEAR(busbw, algbw * f, 1e-12 + busbw * 1e-9);
+    }
+  }
+}
+
+TEST(CollSimCli, TwoStageRingBeatsTheFlatRingOnRails) {
+  const std::string common =
+      " --topology rail:nodes=2,gpus=4 -b 16M -e 16M --dtype bf16 --timing-only";
+  const auto flat = sim_json("--workload allreduce --algo ring --channels 1" + common);
+  const auto two = sim_json("--workload allreduce --algo ring2" + common);
+  ASSERT_EQ(flat["rows"].size(), 1u);
+  ASSERT_EQ(two["rows"].size(), 1u);
+  EXPECT_TRUE(flat["rows"][0]["wrong"].is_null());  // timing only
+  const double r = two["rows"][0]["busbw"].get<double>() / flat["rows"][0]["busbw"].get<double>();
+  EXPECT_GT(r, 2.0) << flat.dump() << "\n" << two.dump();
+}
+
+TEST(CollSimCli, TheTableHasNcclTestsColumns) {
+  const CliRun r = weft("sim --workload allreduce --topology rail:nodes=2,gpus=2 -b 1K -e 1K");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("size"), std::string::npos);
+  EXPECT_NE(r.out.find("busbw"), std::string::npos);
+  EXPECT_NE(r.out.find("#wrong"), std::string::npos);
+  EXPECT_NE(r.out.find("        1024          256     float    sum"), std::string::npos) << r.out;
+}
+
+TEST(CollSimCli, BadInputExits2WithOneSentence) {
+  const std::string t = " --topology rail:nodes=2,gpus=2";
+  for (const std::string& args :
+       {"--workload allreduce --algo fastest" + t, "--workload allreduce --dtype f8" + t,
+        "--workload allreduce --op xor" + t, "--workload allreduce -b 8Q" + t,
+        "--workload allreduce -b 1M -e 1K" + t, "--workload allreduce -f 1" + t,
+        "--workload allreduce --channels 0" + t, "--workload reducescatter --algo ring2" + t,
+        "--workload allreduce --chunk 1K" + t,
+        std::string("--workload allreduce --topology rail:nodes=two")}) {
+    SCOPED_TRACE(args);
+    const CliRun r = weft("sim " + args);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(r.out.rfind("weft sim: ", 0), 0u) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace weft::collsim

@@ -1,0 +1,222 @@
+// tools/weft/cmd_collsim.cpp — see cmd_collsim.hpp.
+#include "tools/weft/cmd_collsim.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "emu/collsim/collsim.hpp"
+#include "emu/topo/spec.hpp"
+
+namespace weft::cli {
+
+namespace {
+
+[[noreturn]] void bad_input(const std::string& what) {
+  std::fprintf(stderr, "weft sim: %s\n", what.c_str());
+  throw CLI::RuntimeError(2);
+}
+
+// "8", "64K", "8M", "8G" (binary multiples, as nccl-tests).
+std::optional<std::size_t> parse_bytes(const std::string& s) {
+  if (s.empty() || s[0] < '0' || s[0] > '9') return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  std::string rest(end);
+  std::size_t mul = 1;
+  if (rest == "K" || rest == "k") {
+    mul = std::size_t{1} << 10;
+  } else if (rest == "M" || rest == "m") {
+    mul = std::size_t{1} << 20;
+  } else if (rest == "G" || rest == "g") {
+    mul = std::size_t{1} << 30;
+  } else if (!rest.empty()) {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(v) * mul;
+}
+
+std::size_t need_bytes(const std::string& flag, const std::string& s) {
+  auto v = parse_bytes(s);
+  if (!v) bad_input(flag + " must be a size such as 8, 64K, 8M or 8G, not \"" + s + "\"");
+  return *v;
+}
+
+collsim::ClusterConfig cluster_of(std::string spec) {
+  // The spines do not matter to the collective model (rails and spines are non-blocking), so
+  // rail:nodes=N,gpus=G is accepted without them (emu/topo's parser requires spines=).
+  if (spec.starts_with("rail:") && spec.find("spines=") == std::string::npos) spec += ",spines=2";
+  auto t = topo::from_spec(spec);
+  if (!t) bad_input("--topology: " + t.error().message);
+  collsim::ClusterConfig c;
+  const auto& doms = t->nvlink_domains();
+  std::size_t hcas = 0;
+  for (const auto& n : t->nodes()) hcas += n.is_switch() ? 0 : 1;
+  if (doms.empty()) {
+    c.nodes = static_cast<int>(hcas);
+    c.gpus = 1;
+  } else {
+    c.nodes = static_cast<int>(doms.size());
+    c.gpus = static_cast<int>(doms.front().hcas.size());
+    for (const auto& d : doms)
+      if (d.hcas.size() != doms.front().hcas.size())
+        bad_input("--topology: NVLink domains of different sizes are not supported");
+  }
+  if (c.nodes * c.gpus < 1) bad_input("--topology has no HCAs");
+  for (const auto& l : t->links()) {
+    if (!t->node(l.a.node).is_switch() || !t->node(l.b.node).is_switch()) {
+      c.nic_Bps = static_cast<double>(l.rate_mbps()) * 1e6 / 8;
+      break;
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+bool is_coll_workload(const std::string& workload) {
+  return collsim::parse_kind(workload).has_value();
+}
+
+void add_collsim_options(CLI::App* cmd, CollSimArgs& a) {
+  auto* g = "Collectives (--workload allreduce|reducescatter|allgather|broadcast|reduce|alltoall)";
+  cmd->add_option("--algo", a.algo, "ring|ring2|ring2-pipe|tree|rhd|direct|auto")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--channels", a.channels, "Parallel rings (ring, ring2)")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("-b,--minbytes", a.minbytes, "Smallest size")->group(g)->capture_default_str();
+  cmd->add_option("-e,--maxbytes", a.maxbytes, "Largest size")->group(g)->capture_default_str();
+  cmd->add_option("-f,--stepfactor", a.stepfactor, "Size multiplication factor")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--dtype", a.dtype,
+                  "float|half|bfloat16|double|int32|int64|uint8 (or f32 bf16 ...)")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--op", a.op, "sum|prod|min|max|avg")->group(g)->capture_default_str();
+  cmd->add_option("--chunk", a.chunk, "Pipelining chunk and inbox slot size")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--nvl-bw", a.nvl_gbps, "NVLink GB/s per GPU each way")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--nvl-latency", a.nvl_latency_us, "NVLink latency, us")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--nic-latency", a.nic_latency_us, "NIC to NIC latency over a rail, us")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--reduce-rate", a.reduce_gbps, "Reduction GB/s per GPU (0 = free)")
+      ->group(g)
+      ->capture_default_str();
+  cmd->add_option("--verify-limit", a.verify_limit,
+                  "Carry and check payload while ranks x buffer bytes stay under this")
+      ->group(g)
+      ->capture_default_str();
+}
+
+void run_collsim(const CollSimArgs& a, const std::string& topology, const std::string& workload,
+                 bool json, bool timing_only) {
+  collsim::RunConfig run;
+  run.kind = *collsim::parse_kind(workload);
+  const auto algo = collsim::parse_algo(a.algo);
+  if (!algo)
+    bad_input("--algo must be ring, ring2, ring2-pipe, tree, rhd, direct or auto, not \"" + a.algo +
+              "\"");
+  run.algo = *algo;
+  const auto dt = collsim::parse_dtype(a.dtype);
+  if (!dt)
+    bad_input("--dtype must be a type such as float, half, bf16 or int32, not \"" + a.dtype + "\"");
+  run.dtype = *dt;
+  const auto op = collsim::parse_op(a.op);
+  if (!op) bad_input("--op must be sum, prod, min, max or avg, not \"" + a.op + "\"");
+  run.op = *op;
+  if (a.channels < 1 || a.channels > 64) bad_input("--channels must be in 1..64");
+  run.channels = a.channels;
+  run.chunk_bytes = need_bytes("--chunk", a.chunk);
+  if (run.chunk_bytes < 4096 || run.chunk_bytes > (std::size_t{16} << 20))
+    bad_input("--chunk must be between 4K and 16M");
+  const std::size_t lo = need_bytes("-b", a.minbytes), hi = need_bytes("-e", a.maxbytes);
+  if (hi < lo) bad_input("-e must not be smaller than -b");
+  char* end = nullptr;
+  const double factor = std::strtod(a.stepfactor.c_str(), &end);
+  if (a.stepfactor.empty() || *end != '\0' || !(factor > 1.0) || factor > 1e6)
+    bad_input("-f must be a number greater than 1, not \"" + a.stepfactor + "\"");
+  if (!(a.nvl_gbps > 0) || !(a.nvl_latency_us >= 0) || !(a.nic_latency_us >= 0) ||
+      !(a.reduce_gbps >= 0))
+    bad_input("--nvl-bw must be positive; latencies and --reduce-rate must not be negative");
+  const std::size_t verify_limit = need_bytes("--verify-limit", a.verify_limit);
+
+  collsim::ClusterConfig c = cluster_of(topology);
+  c.nvl_Bps = a.nvl_gbps * 1e9;
+  c.nvl_latency_s = a.nvl_latency_us * 1e-6;
+  c.nic_latency_s = a.nic_latency_us * 1e-6;
+  c.reduce_Bps = a.reduce_gbps * 1e9;
+  const int n = c.nodes * c.gpus;
+
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json) {
+    std::printf(
+        "# %s on %s: %d nodes x %d GPUs, NVLink %.0f GB/s, NIC %.1f GB/s, algo %s, "
+        "channels %d, chunk %zu\n",
+        workload.c_str(), topology.c_str(), c.nodes, c.gpus, c.nvl_Bps / 1e9, c.nic_Bps / 1e9,
+        a.algo.c_str(), run.channels, run.chunk_bytes);
+    std::printf("#%11s %12s %9s %6s %10s %9s %9s %7s  %10s %7s %-10s\n", "size", "count", "type",
+                "redop", "time", "algbw", "busbw", "#wrong", "model", "meas/", "algo");
+    std::printf("#%11s %12s %9s %6s %10s %9s %9s %7s  %10s %7s %-10s\n", "(B)", "(elements)", "",
+                "", "(us)", "(GB/s)", "(GB/s)", "", "busbw", "model", "");
+  }
+  for (double s = static_cast<double>(lo);; s *= factor) {
+    const auto bytes = static_cast<std::size_t>(s);
+    run.verify =
+        !timing_only && static_cast<double>(bytes) * 2.0 * n <= static_cast<double>(verify_limit);
+    const auto o = collsim::run_collective(c, run, bytes);
+    if (!o.result) bad_input(o.error);
+    const auto& r = *o.result;
+    const std::string type(coll::to_string(run.dtype)), redop(coll::to_string(run.op));
+    const std::string algo_name(coll::to_string(r.algo));
+    if (json) {
+      nlohmann::json row{{"size", r.bytes},        {"count", r.count},
+                         {"type", type},           {"redop", redop},
+                         {"algo", algo_name},      {"time_us", r.time_s * 1e6},
+                         {"algbw", r.algbw / 1e9}, {"busbw", r.busbw / 1e9}};
+      row["wrong"] = r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr);
+      row["model_busbw"] =
+          r.model_busbw ? nlohmann::json(*r.model_busbw / 1e9) : nlohmann::json(nullptr);
+      row["messages"] = r.messages;
+      rows.push_back(row);
+    } else {
+      const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+      char model[32] = "-", ratio[32] = "-";
+      if (r.model_busbw) {
+        std::snprintf(model, sizeof model, "%.2f", *r.model_busbw / 1e9);
+        std::snprintf(ratio, sizeof ratio, "%.2f", r.busbw / *r.model_busbw);
+      }
+      std::printf(" %11zu %12zu %9s %6s %10.2f %9.2f %9.2f %7s  %10s %7s %-10s\n", r.bytes, r.count,
+                  type.c_str(), redop.c_str(), r.time_s * 1e6, r.algbw / 1e9, r.busbw / 1e9,
+                  wrong.c_str(), model, ratio, algo_name.c_str());
+      std::fflush(stdout);
+    }
+    if (s * factor > static_cast<double>(hi) * (1 + 1e-9)) break;
+  }
+  if (json) {
+    nlohmann::json out{{"workload", workload},
+                       {"topology", topology},
+                       {"nodes", c.nodes},
+                       {"gpus_per_node", c.gpus},
+                       {"ranks", n},
+                       {"nvl_GBps", c.nvl_Bps / 1e9},
+                       {"nic_GBps", c.nic_Bps / 1e9},
+                       {"channels", run.channels},
+                       {"rows", rows}};
+    std::printf("%s\n", out.dump().c_str());
+  }
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,35 @@
+// tools/weft/cmd_collsim.hpp — the collective workloads of `weft sim` (emu/collsim):
+//   weft sim --workload allreduce|reducescatter|allgather|broadcast|reduce|alltoall
+//            --algo ring|ring2|ring2-pipe|tree|rhd|auto [--channels C] -b 8 -e 8G -f 2
+//            --dtype bf16 --op sum --topology rail:nodes=4,gpus=8 [--json] [--timing-only]
+// prints nccl-tests' table (plus the alpha-beta model's busbw and measured/model).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace weft::cli {
+
+struct CollSimArgs {
+  std::string algo = "auto";
+  int channels = 1;
+  std::string minbytes = "8", maxbytes = "8", stepfactor = "2";
+  std::string dtype = "float", op = "sum";
+  std::string chunk = "1M";
+  double nvl_gbps = 450;  // GB/s per GPU each way
+  double nvl_latency_us = 0.5;
+  double nic_latency_us = 2;
+  double reduce_gbps = 2000;        // GB/s per GPU; 0 = free
+  std::string verify_limit = "2G";  // full payload while ranks x buffers stay under this
+};
+
+// Registers --algo, --channels, -b, -e, -f, --dtype, --op, --chunk, --nvl-bw, --nvl-latency,
+// --nic-latency, --reduce-rate, --verify-limit on `weft sim`.
+void add_collsim_options(CLI::App* cmd, CollSimArgs& a);
+bool is_coll_workload(const std::string& workload);
+// Runs the sweep and prints it; bad input prints one sentence and throws CLI::RuntimeError(2).
+void run_collsim(const CollSimArgs& a, const std::string& topology, const std::string& workload,
+                 bool json, bool timing_only);
+
+}  // namespace weft::cli
