@@ -188,6 +188,10 @@ TEST(Fabricd, WriteReadSendThroughTwoSwitches) {
   EXPECT_EQ(x.a->device().lid(), x.a->lid());
   connect(x, y);
   write_read_send(x, y, 1);
+  // The relay loses nothing: no drop, no retransmission.
+  EXPECT_EQ(x.a->device().counters().retransmit_packets, 0u);
+  EXPECT_EQ(y.a->device().counters().retransmit_packets, 0u);
+  EXPECT_EQ(x.a->device().counters().rx_malformed + y.a->device().counters().rx_malformed, 0u);
   // The HCA is taken: a second attach to it is refused; any free one is given.
   io::FabricAttachOptions o;
   o.hca = 0;
