@@ -387,6 +387,8 @@ class HcaNode final : public Node {
   HcaNode(Fabric& fabric, topo::NodeId id, int num_ports, const DeviceConfig& dc,
           std::uint64_t rng_seed);
   Device& device() { return *device_; }
+  // Replaces the Device (before traffic; the fabric daemon puts a relay there). The old one goes.
+  void replace_device(std::unique_ptr<Device> d) { device_ = std::move(d); }
   // Call after posting work to the Device from outside the Simulator: pulls packets now.
   void kick();
   std::uint64_t data_packets_delivered() const { return data_delivered_; }

@@ -14,4 +14,7 @@ void add_route(CLI::App& app);  // tools/weft/cmd_topo.cpp
 void add_sm(CLI::App& app);     // tools/weft/cmd_sm.cpp
 void add_sim(CLI::App& app);    // tools/weft/cmd_sim.cpp
 void add_perf(CLI::App& app);   // tools/weft/cmd_perf.cpp
+// tools/weft/cmd_fabric.cpp, tools/weft/cmd_run.cpp
+void add_fabric(CLI::App& app);
+void add_run(CLI::App& app);
 }  // namespace weft::cli

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   weft::cli::add_sm(app);
   weft::cli::add_sim(app);
   weft::cli::add_perf(app);
+  weft::cli::add_fabric(app);
+  weft::cli::add_run(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

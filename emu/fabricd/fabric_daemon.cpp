@@ -1,0 +1,647 @@
+// emu/fabricd/fabric_daemon.cpp — the fabric daemon (see fabric_daemon.hpp).
+#include "emu/fabricd/fabric_daemon.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "src/base/log.hpp"
+#include "src/io/clock.hpp"
+#include "src/io/driver.hpp"
+#include "src/io/fabric_attach.hpp"
+#include "src/io/shm/shm_medium.hpp"
+#include "src/wire/packet.hpp"
+
+namespace weft::fabricd {
+namespace {
+
+namespace proto = io::fabric_proto;
+
+std::shared_ptr<spdlog::logger> log() {
+  return base::get_logger("weft.fabricd");
+}
+
+// A packet kept as its wire image, re-presented as a TxPacket (headers + payload reference).
+bool to_tx(const std::vector<std::uint8_t>& b, TxPacket& out) {
+  auto r = wire::parse_packet(b, wire::ParseOptions{false, false});
+  if (!r.ok()) return false;
+  const wire::ParsedPacket& p = r.value();
+  if (p.header_bytes > TxPacket::kHeaderBytesMax) return false;
+  out = TxPacket{};
+  std::memcpy(out.headers.data(), b.data(), p.header_bytes);
+  out.header_bytes = static_cast<std::uint16_t>(p.header_bytes);
+  out.payload = p.payload.data();
+  out.payload_bytes = static_cast<std::uint32_t>(p.payload.size());
+  out.pad_bytes = p.h.bth.pad_cnt;
+  out.icrc = p.icrc;
+  out.vcrc = p.vcrc;
+  out.crcs_valid = true;
+  out.port_num = 1;
+  out.dlid = p.h.lrh.dlid;
+  out.sl = p.h.lrh.sl;
+  return true;
+}
+
+// What travels between the two faces of one HCA's relay.
+struct Pipe {
+  std::deque<std::vector<std::uint8_t>> to_fabric, to_client;
+  std::uint16_t lid = 0;
+  bool attached = false;
+  std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
+};
+
+// A Device that owns no transport: the base of both relay faces and of the clock.
+class StubDevice : public Device {
+ public:
+  explicit StubDevice(DeviceConfig cfg) : cfg_(std::move(cfg)) {}
+  const DeviceConfig& config() const override { return cfg_; }
+  std::uint64_t node_guid() const override { return cfg_.node_guid; }
+  std::uint16_t lid(std::uint8_t) const override { return lid_; }
+  Errc set_port_lid(std::uint8_t, std::uint16_t lid) override {
+    lid_ = lid;
+    return Errc::kOk;
+  }
+  Errc set_port_state(std::uint8_t, PortState) override { return Errc::kOk; }
+  Result<ProtectionDomain*, Errc> alloc_pd() override { return Errc::kInvalidState; }
+  Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain*, void*, std::size_t,
+                                     std::uint32_t) override {
+    return Errc::kInvalidState;
+  }
+  Result<CompletionQueue*, Errc> create_cq(std::uint32_t) override { return Errc::kInvalidState; }
+  Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain*, std::uint32_t,
+                                               std::uint32_t) override {
+    return Errc::kInvalidState;
+  }
+  Result<QueuePair*, Errc> create_qp(const QpInitAttr&) override { return Errc::kInvalidState; }
+  Result<AddressHandle*, Errc> create_ah(ProtectionDomain*, const AddressVector&) override {
+    return Errc::kInvalidState;
+  }
+  Errc destroy_qp(QueuePair*) override { return Errc::kNotFound; }
+  Errc destroy_cq(CompletionQueue*) override { return Errc::kNotFound; }
+  Errc destroy_srq(SharedReceiveQueue*) override { return Errc::kNotFound; }
+  Errc dereg_mr(MemoryRegion*) override { return Errc::kNotFound; }
+  Errc destroy_ah(AddressHandle*) override { return Errc::kNotFound; }
+  Errc dealloc_pd(ProtectionDomain*) override { return Errc::kNotFound; }
+  void on_packet(const TxPacket& pkt, TimeNs now) override {
+    std::vector<std::uint8_t> b(pkt.wire_bytes());
+    pkt.write_to(b);
+    on_packet(std::span<const std::uint8_t>(b), now);
+  }
+  void on_packet(std::span<const std::uint8_t>, TimeNs) override {}
+  bool poll_transmit(TimeNs, TxPacket&) override { return false; }
+  TimeNs next_deadline() const override { return kNoDeadline; }
+  void on_deadline(TimeNs) override {}
+  bool poll_async_event(AsyncEvent&) override { return false; }
+  const DeviceCounters& counters() const override { return counters_; }
+  void set_remote_payload(RemotePayload*) override {}
+  bool payload_stable(const TxPacket&) const override { return true; }
+
+ protected:
+  DeviceConfig cfg_;
+  DeviceCounters counters_{};
+  std::uint16_t lid_ = 0;
+};
+
+// Inside the Fabric, in place of the HCA's Device.
+class FabricFace final : public StubDevice {
+ public:
+  FabricFace(DeviceConfig cfg, Pipe& pipe) : StubDevice(std::move(cfg)), pipe_(pipe) {}
+  using StubDevice::on_packet;
+  Errc set_port_lid(std::uint8_t, std::uint16_t lid) override {
+    lid_ = pipe_.lid = lid;
+    return Errc::kOk;
+  }
+  void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    counters_.rx_packets++;
+    if (!pipe_.attached) {
+      pipe_.dropped_unattached++;
+      return;
+    }
+    pipe_.to_client.emplace_back(wire.begin(), wire.end());
+    pipe_.to_client_packets++;
+  }
+  bool poll_transmit(TimeNs, TxPacket& out) override {
+    while (!pipe_.to_fabric.empty()) {
+      cur_ = std::move(pipe_.to_fabric.front());
+      pipe_.to_fabric.pop_front();
+      if (to_tx(cur_, out)) {
+        counters_.tx_packets++;
+        return true;
+      }
+      counters_.rx_malformed++;
+    }
+    return false;
+  }
+
+ private:
+  Pipe& pipe_;
+  std::vector<std::uint8_t> cur_;
+};
+
+// Facing the attached process, driven by the io::Driver over its ShmMedium.
+class ClientFace final : public StubDevice {
+ public:
+  ClientFace(DeviceConfig cfg, Pipe& pipe, std::function<void()> on_send)
+      : StubDevice(std::move(cfg)), pipe_(pipe), on_send_(std::move(on_send)) {}
+  using StubDevice::on_packet;
+  void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    pipe_.to_fabric.emplace_back(wire.begin(), wire.end());
+    pipe_.to_fabric_packets++;
+    on_send_();
+  }
+  bool poll_transmit(TimeNs, TxPacket& out) override {
+    while (!pipe_.to_client.empty()) {
+      cur_ = std::move(pipe_.to_client.front());
+      pipe_.to_client.pop_front();
+      if (to_tx(cur_, out)) return true;
+    }
+    return false;
+  }
+
+ private:
+  Pipe& pipe_;
+  std::function<void()> on_send_;
+  std::vector<std::uint8_t> cur_;
+};
+
+// The accept thread's queue to the driver thread: rings an eventfd the driver sleeps on.
+class ControlMedium final : public io::Medium {
+ public:
+  ControlMedium() : efd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~ControlMedium() override { close(efd_); }
+  std::size_t rx_burst(Device&, TimeNs, std::size_t) override { return 0; }
+  std::size_t tx_burst(Device&, TimeNs, std::size_t) override { return 0; }
+  int rx_wait_fd() const override { return efd_; }
+  bool prepare_sleep() override { return !pending.load(std::memory_order_seq_cst); }
+  void finish_sleep() override {
+    std::uint64_t v;
+    [[maybe_unused]] auto r = read(efd_, &v, sizeof v);
+  }
+  void ring() {
+    pending.store(true, std::memory_order_seq_cst);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = write(efd_, &one, sizeof one);
+  }
+  std::atomic<bool> pending{false};
+
+ private:
+  int efd_;
+};
+
+}  // namespace
+
+class FabricDaemon::Impl {
+ public:
+  // Runs the Simulator against the wall clock: the Driver calls on_deadline when the next
+  // simulator event is due (or at once when a client sent something).
+  class Clock final : public StubDevice {
+   public:
+    explicit Clock(Impl& d) : StubDevice(DeviceConfig{}), d_(d) {}
+    TimeNs next_deadline() const override {
+      if (due) return 0;
+      if (!d_.opt.pace && d_.fabric->pool().live() > 0) return 0;
+      const TimeNs nt = d_.sim.next_time();
+      if (nt == kNoDeadline) return kNoDeadline;
+      const std::int64_t wall = static_cast<std::int64_t>(nt) - d_.delta;
+      return wall < 0 ? 0 : static_cast<TimeNs>(wall);
+    }
+    void on_deadline(TimeNs now) override { d_.advance(now); }
+    bool due = false;
+
+   private:
+    Impl& d_;
+  };
+
+  struct Client {
+    int sock = -1;
+    pid_t pid = 0;
+    std::uint32_t hca = 0;
+    std::unique_ptr<ClientFace> face;
+    std::unique_ptr<io::shm::ShmMedium> medium;
+  };
+  struct Request {
+    enum Kind { kAttach, kHangup, kControl } kind;
+    int sock;
+    io::AttachRequest attach{};
+    std::string text;
+  };
+
+  DaemonOptions opt;
+  sim::Simulator sim;
+  std::unique_ptr<fabric::Fabric> fabric;
+  std::unique_ptr<sm::FabricSm> sm_;
+  sm::BringUpReport report;
+  std::vector<topo::NodeId> hcas;
+  std::vector<std::unique_ptr<Pipe>> pipes;  // per HCA index
+  std::map<int, Client> clients;             // by socket
+  std::int64_t delta = 0;                    // vt = wall + delta
+  io::Driver driver;
+  ControlMedium control;
+  std::unique_ptr<Clock> clock;
+  int listen_fd = -1, ctl_fd = -1, wake_fd = -1;
+  std::atomic<bool> stopping{false};
+  std::thread acceptor;
+  std::mutex mu;
+  std::deque<Request> queue;
+
+  ~Impl() {
+    stop();
+    if (acceptor.joinable()) acceptor.join();
+    for (auto& [s, c] : clients) {
+      driver.detach(*c.face);
+      close(s);
+    }
+    clients.clear();
+    driver.detach(*clock);
+    sm_.reset();
+    for (int fd : {listen_fd, ctl_fd, wake_fd})
+      if (fd >= 0) close(fd);
+  }
+
+  void stop() {
+    stopping.store(true);
+    const std::uint64_t one = 1;
+    if (wake_fd >= 0) {
+      [[maybe_unused]] auto r = write(wake_fd, &one, sizeof one);
+    }
+    control.ring();
+  }
+
+  void advance(TimeNs now) {
+    clock->due = false;
+    const std::int64_t target = static_cast<std::int64_t>(now) + delta;
+    const auto t = static_cast<TimeNs>(std::max<std::int64_t>(target, sim.now()));
+    sim.run_until(t);
+    if (!opt.pace) {
+      // Packets in flight run to completion now (bounded, and not past a far-away timer).
+      for (int i = 0; i < 1'000'000 && fabric->pool().live() > 0; ++i) {
+        const TimeNs nt = sim.next_time();
+        if (nt == kNoDeadline || nt > sim.now() + 1'000'000'000) break;
+        sim.step();
+      }
+      if (static_cast<std::int64_t>(sim.now()) > target)
+        delta += static_cast<std::int64_t>(sim.now()) - target;
+    }
+  }
+
+  void accept_main() {
+    std::vector<int> socks;  // attached clients, watched for hang-up
+    while (!stopping.load()) {
+      std::vector<pollfd> p{{wake_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}, {ctl_fd, POLLIN, 0}};
+      for (int s : socks) p.push_back({s, POLLIN, 0});
+      if (poll(p.data(), p.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (p[0].revents) break;
+      std::vector<Request> out;
+      if (p[1].revents & POLLIN) {
+        const int s = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        io::AttachRequest req;
+        int none[3];
+        if (s >= 0 && proto::recv_with_fds(s, &req, sizeof req, none, 1'000'000'000) == 0 &&
+            req.magic == io::kAttachMagic && req.version == io::kAttachVersion) {
+          out.push_back({Request::kAttach, s, req, {}});
+          socks.push_back(s);
+        } else if (s >= 0) {
+          close(s);
+        }
+      }
+      if (p[2].revents & POLLIN) {
+        const int s = accept4(ctl_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (s >= 0 && proto::wait_readable(s, 1'000'000'000)) {
+          char buf[1024];
+          const ssize_t n = recv(s, buf, sizeof buf, 0);
+          if (n > 0)
+            out.push_back({Request::kControl, s, {}, std::string(buf, static_cast<size_t>(n))});
+          else
+            close(s);
+        } else if (s >= 0) {
+          close(s);
+        }
+      }
+      for (std::size_t i = 3; i < p.size(); ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char b;
+        if (recv(p[i].fd, &b, 1, MSG_DONTWAIT) > 0) continue;  // no messages expected
+        out.push_back({Request::kHangup, p[i].fd, {}, {}});
+        std::erase(socks, p[i].fd);
+      }
+      if (!out.empty()) {
+        {
+          std::lock_guard g(mu);
+          for (auto& r : out) queue.push_back(std::move(r));
+        }
+        control.ring();
+      }
+    }
+  }
+
+  void do_attach(const Request& r) {
+    io::AttachReply rep;
+    rep.ring_bytes = opt.ring_bytes;
+    rep.sm_lid = sm_ ? fabric->lid(sm_->node(), sm_->port()) : 0;
+    std::uint32_t h = r.attach.hca;
+    if (h == io::kAnyHca) {
+      h = 0;
+      while (h < pipes.size() && pipes[h]->attached) ++h;
+      if (h == pipes.size()) rep.status = io::AttachStatus::kNoFreeHca;
+    } else if (h >= pipes.size()) {
+      rep.status = io::AttachStatus::kNoSuchHca;
+    } else if (pipes[h]->attached) {
+      rep.status = io::AttachStatus::kHcaBusy;
+    }
+    ucred cred{};
+    socklen_t cl = sizeof cred;
+    getsockopt(r.sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl);
+    int fds[3] = {-1, -1, -1};
+    if (rep.status == io::AttachStatus::kOk) {
+      fds[0] = memfd_create("weft-fabric", MFD_CLOEXEC);
+      fds[1] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      fds[2] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ||
+          !io::shm::ShmMedium::format(fds[0], opt.ring_bytes))
+        rep.status = io::AttachStatus::kSystem;
+    }
+    if (rep.status != io::AttachStatus::kOk) {
+      proto::send_with_fds(r.sock, &rep, sizeof rep, nullptr, 0);
+      for (int fd : fds)
+        if (fd >= 0) close(fd);
+      log()->warn("attach from pid {} refused (status {})", cred.pid,
+                  static_cast<unsigned>(rep.status));
+      clients[r.sock] = Client{r.sock, cred.pid, UINT32_MAX, nullptr, nullptr};
+      return;
+    }
+    rep.hca = h;
+    rep.lid = fabric->lid(hcas[h], 1);
+    rep.node_guid = fabric->topology().node(hcas[h]).guid;
+    const bool sent = proto::send_with_fds(r.sock, &rep, sizeof rep, fds, 3);
+    io::shm::ShmLinkConfig link;
+    link.memfd = fds[0];
+    link.rx_doorbell = fds[1];  // the client rings it when it fills our rx ring
+    link.tx_doorbell = fds[2];
+    link.ring_bytes = opt.ring_bytes;
+    link.side_a = true;
+    link.peer_pid = cred.pid;
+    link.zero_copy_tx = false;
+    Client c;
+    c.sock = r.sock;
+    c.pid = cred.pid;
+    c.hca = h;
+    c.medium = std::make_unique<io::shm::ShmMedium>(link);
+    if (!sent || !c.medium->ok()) {
+      clients[r.sock] = Client{r.sock, cred.pid, UINT32_MAX, nullptr, nullptr};
+      return;
+    }
+    Pipe& pipe = *pipes[h];
+    pipe.attached = true;
+    pipe.to_client.clear();
+    pipe.to_fabric.clear();
+    const topo::NodeId node = hcas[h];
+    DeviceConfig dc;
+    dc.name = "client-face";
+    c.face = std::make_unique<ClientFace>(dc, pipe, [this, node] {
+      fabric->kick(node);
+      clock->due = true;
+    });
+    driver.attach(*c.face, *c.medium);
+    log()->info("pid {} attached to HCA {} ({}), LID {}", cred.pid, h,
+                fabric->topology().node(node).description, rep.lid);
+    clients[r.sock] = std::move(c);
+  }
+
+  void do_hangup(int sock) {
+    auto it = clients.find(sock);
+    if (it == clients.end()) {
+      close(sock);
+      return;
+    }
+    Client& c = it->second;
+    if (c.face) {
+      driver.detach(*c.face);
+      Pipe& pipe = *pipes[c.hca];
+      pipe.attached = false;
+      pipe.to_client.clear();
+      pipe.to_fabric.clear();
+      log()->info("pid {} left HCA {}", c.pid, c.hca);
+    }
+    close(sock);
+    clients.erase(it);
+  }
+
+  // "NODE/PORT": a node's description or index.
+  bool parse_port(const std::string& s, topo::NodeId& n, int& port) {
+    const auto slash = s.rfind('/');
+    if (slash == std::string::npos) return false;
+    const std::string node = s.substr(0, slash);
+    port = std::atoi(s.c_str() + slash + 1);
+    const topo::Topology& t = fabric->topology();
+    n = topo::kNoNode;
+    for (topo::NodeId i = 0; i < t.node_count(); ++i)
+      if (t.node(i).description == node) n = i;
+    if (n == topo::kNoNode && !node.empty() &&
+        node.find_first_not_of("0123456789") == std::string::npos)
+      n = static_cast<topo::NodeId>(std::stoul(node));
+    return n < t.node_count() && port >= 1 && port <= fabric->node(n).num_ports() &&
+           fabric->node(n).port(port).connected;
+  }
+
+  std::string status() {
+    std::ostringstream o;
+    const topo::Topology& t = fabric->topology();
+    o << "fabric " << opt.name << " nodes " << t.node_count() << " hcas " << hcas.size()
+      << " attached "
+      << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
+      << " vtime_ns " << sim.now() << "\n";
+    for (topo::NodeId n = 0; n < t.node_count(); ++n) {
+      const auto& st = fabric->node(n).state();
+      const bool sw = t.node(n).is_switch();
+      o << "node " << n << " " << (sw ? "switch " : "hca ") << t.node(n).description << " lid "
+        << (sw ? st.ports[0].lid : fabric->lid(n, 1));
+      if (!sw) {
+        const auto it = std::find(hcas.begin(), hcas.end(), n);
+        const auto h = static_cast<std::size_t>(it - hcas.begin());
+        o << " hca_index " << h;
+        for (const auto& [s, c] : clients)
+          if (c.face && c.hca == h) o << " pid " << c.pid;
+      }
+      o << "\n";
+      for (int p = 1; p <= fabric->node(n).num_ports(); ++p) {
+        const fabric::PortEnd& pe = fabric->node(n).port(p);
+        if (!pe.connected) continue;
+        const auto& c = pe.counters;
+        o << "  port " << p << " state " << sma::to_string(st.ports[p].state) << " xmit_pkts "
+          << c.xmit_pkts << " rcv_pkts " << c.rcv_pkts << " fault_dropped " << c.fault_dropped
+          << " xmit_discards " << c.port_xmit_discards << "\n";
+      }
+    }
+    return o.str();
+  }
+
+  std::string do_control(const std::string& text) {
+    std::istringstream in(text);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "status") return status();
+    if (cmd == "down") {
+      stopping.store(true);
+      return "ok\n";
+    }
+    if (cmd == "inject") {
+      std::string where, what;
+      in >> where >> what;
+      topo::NodeId n;
+      int port;
+      if (!parse_port(where, n, port)) return "error: no linked port " + where + "\n";
+      const fabric::PortEnd& pe = fabric->node(n).port(port);
+      if (what == "drop") {
+        double p = -1;
+        in >> p;
+        if (!(p >= 0 && p <= 1)) return "error: drop wants a probability in [0, 1]\n";
+        fabric::PortFaults f;
+        f.drop = p;
+        // Both directions of the link: this port's receive side and its peer's.
+        topo::NodeId peer = topo::kNoNode;
+        for (topo::NodeId i = 0; i < fabric->topology().node_count(); ++i)
+          if (fabric->node(i).component() == pe.peer) peer = i;
+        fabric->set_port_faults(n, port, f);
+        if (peer != topo::kNoNode) fabric->set_port_faults(peer, pe.peer_port, f);
+        return "ok\n";
+      }
+      if (what == "down" || what == "up") {
+        fabric->set_link_state(pe.link, what == "up", sim.now());
+        clock->due = true;
+        return "ok\n";
+      }
+      return "error: inject wants drop P, down or up\n";
+    }
+    return "error: unknown request '" + cmd + "'\n";
+  }
+
+  void handle_queue() {
+    std::deque<Request> q;
+    {
+      std::lock_guard g(mu);
+      q.swap(queue);
+      control.pending.store(false, std::memory_order_seq_cst);
+    }
+    for (auto& r : q) {
+      switch (r.kind) {
+        case Request::kAttach:
+          do_attach(r);
+          break;
+        case Request::kHangup:
+          do_hangup(r.sock);
+          break;
+        case Request::kControl: {
+          const std::string ans = do_control(r.text);
+          send(r.sock, ans.data(), ans.size(), MSG_NOSIGNAL);
+          close(r.sock);
+          break;
+        }
+      }
+    }
+  }
+
+  void run() {
+    while (!stopping.load()) {
+      driver.run_until([this] { return control.pending.load(std::memory_order_seq_cst); },
+                       kNoDeadline);
+      handle_queue();
+    }
+  }
+};
+
+FabricDaemon::FabricDaemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FabricDaemon::~FabricDaemon() = default;
+void FabricDaemon::run() {
+  impl_->run();
+}
+void FabricDaemon::stop() {
+  impl_->stop();
+}
+std::size_t FabricDaemon::hca_count() const {
+  return impl_->hcas.size();
+}
+const sm::BringUpReport& FabricDaemon::bring_up_report() const {
+  return impl_->report;
+}
+
+Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
+    const topo::Topology& topo, const DaemonOptions& options) {
+  auto d = std::make_unique<Impl>();
+  d->opt = options;
+  fabric::FabricConfig fc = options.fabric;
+  fc.sm_managed = true;
+  fc.mode = fabric::DataMode::kVerified;
+  d->fabric = std::make_unique<fabric::Fabric>(d->sim, topo, fc);
+  d->hcas = d->fabric->hcas();
+  for (topo::NodeId n : d->hcas) {
+    d->pipes.push_back(std::make_unique<Pipe>());
+    DeviceConfig dc;
+    dc.name = "relay";
+    dc.node_guid = topo.node(n).guid;
+    d->fabric->hca(n).replace_device(std::make_unique<FabricFace>(dc, *d->pipes.back()));
+  }
+  d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
+  if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
+  const std::string path = "weft/fabric/" + options.name;
+  d->listen_fd = proto::listen_abstract(path);
+  if (d->listen_fd < 0)
+    return std::string(errno == EADDRINUSE ? "a fabric named '" + options.name + "' is running"
+                                           : "cannot bind " + path + ": " + std::strerror(errno));
+  d->ctl_fd = proto::listen_abstract(path + "/ctl");
+  if (d->ctl_fd < 0) return "cannot bind " + path + "/ctl: " + std::strerror(errno);
+  d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  d->delta =
+      static_cast<std::int64_t>(d->sim.now()) - static_cast<std::int64_t>(io::monotonic_ns());
+  d->clock = std::make_unique<Impl::Clock>(*d);
+  d->driver.attach(*d->clock, d->control);
+  Impl* raw = d.get();
+  d->acceptor = std::thread([raw] { raw->accept_main(); });
+  log()->info("fabric {}: {} nodes, {} HCAs, subnet up in {} virtual ns", options.name,
+              topo.node_count(), d->hcas.size(), d->report.virtual_ns);
+  return std::unique_ptr<FabricDaemon>(new FabricDaemon(std::move(d)));
+}
+
+bool control(const std::string& name, const std::string& request, std::string& answer,
+             TimeNs timeout_ns) {
+  const int s = proto::connect_abstract("weft/fabric/" + name + "/ctl");
+  if (s < 0) {
+    answer = "no fabric named '" + name + "' is running";
+    return false;
+  }
+  if (send(s, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    close(s);
+    answer = "cannot send the request";
+    return false;
+  }
+  if (!proto::wait_readable(s, timeout_ns)) {
+    close(s);
+    answer = "the daemon did not answer";
+    return false;
+  }
+  answer.assign(1 << 20, '\0');
+  const ssize_t n = recv(s, answer.data(), answer.size(), 0);
+  close(s);
+  if (n <= 0) {
+    answer = "the daemon closed the connection";
+    return false;
+  }
+  answer.resize(static_cast<std::size_t>(n));
+  return true;
+}
+
+}  // namespace weft::fabricd

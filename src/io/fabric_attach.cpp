@@ -1,0 +1,195 @@
+// io/fabric_attach.cpp — attaching a Device to an HCA of the fabric daemon (see fabric_attach.hpp).
+#include "src/io/fabric_attach.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "src/base/log.hpp"
+
+namespace weft::io {
+namespace fabric_proto {
+namespace {
+
+sockaddr_un address(const std::string& path, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;  // abstract: sun_path[0] = 0
+  const std::size_t n = std::min(path.size(), sizeof(a.sun_path) - 2);
+  std::memcpy(a.sun_path + 1, path.data(), n);
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  return a;
+}
+
+}  // namespace
+
+int connect_abstract(const std::string& path) {
+  socklen_t len;
+  const sockaddr_un a = address(path, len);
+  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  if (::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    const int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+  }
+  return s;
+}
+
+int listen_abstract(const std::string& path) {
+  socklen_t len;
+  const sockaddr_un a = address(path, len);
+  const int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  if (::bind(s, reinterpret_cast<const sockaddr*>(&a), len) != 0 || listen(s, 16) != 0) {
+    const int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+  }
+  return s;
+}
+
+bool wait_readable(int fd, TimeNs timeout_ns) {
+  pollfd p{fd, POLLIN, 0};
+  const int ms =
+      timeout_ns == kNoDeadline ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
+  int r;
+  do r = poll(&p, 1, ms);
+  while (r < 0 && errno == EINTR);
+  return r > 0;
+}
+
+bool send_with_fds(int sock, const void* data, std::size_t len, const int* fds, std::size_t nfds) {
+  iovec iov{const_cast<void*>(data), len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 3)]{};
+  if (nfds) {
+    m.msg_control = ctl;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  return sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+int recv_with_fds(int sock, void* data, std::size_t len, int* fds, TimeNs timeout_ns) {
+  if (!wait_readable(sock, timeout_ns)) return -1;
+  iovec iov{data, len};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 3)]{};
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  const ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  int got = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < k; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (got < 3)
+        fds[got++] = fd;
+      else
+        close(fd);
+    }
+  }
+  if (n != static_cast<ssize_t>(len)) {
+    for (int i = 0; i < got; ++i) close(fds[i]);
+    return -1;
+  }
+  return got;
+}
+
+}  // namespace fabric_proto
+
+FabricAttach::~FabricAttach() {
+  driver_.reset();
+  medium_.reset();
+  if (sock_ >= 0) close(sock_);
+}
+
+Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string name,
+                                                                     const FabricAttachOptions& o) {
+  auto log = base::get_logger("weft.io");
+  if (name.empty()) {
+    const char* env = std::getenv("WEFT_FABRIC");
+    if (!env || !*env) return IoError::kProtocol;
+    name = env;
+  }
+  AttachRequest req;
+  req.hca = o.hca;
+  if (req.hca == kAnyHca) {
+    const char* env = std::getenv("WEFT_HCA");
+    if (env && *env) req.hca = static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10));
+  }
+  const std::string path = "weft/fabric/" + name;
+  const TimeNs end = monotonic_ns() + o.timeout_ns;
+  int s = -1;
+  for (;;) {
+    s = fabric_proto::connect_abstract(path);
+    if (s >= 0) break;
+    const int e = errno;
+    if (e != ECONNREFUSED && e != ENOENT && e != EAGAIN) return IoError::kSystem;
+    if (monotonic_ns() >= end) return IoError::kTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto a = std::unique_ptr<FabricAttach>(new FabricAttach());
+  a->sock_ = s;
+  if (!fabric_proto::send_with_fds(s, &req, sizeof req, nullptr, 0)) return IoError::kClosed;
+  int fds[3] = {-1, -1, -1};
+  const TimeNs now = monotonic_ns();
+  const int n =
+      fabric_proto::recv_with_fds(s, &a->reply_, sizeof a->reply_, fds, end > now ? end - now : 0);
+  if (n < 0) return IoError::kTimeout;
+  const AttachReply& r = a->reply_;
+  if (r.magic != kAttachMagic || r.version != kAttachVersion || r.status != AttachStatus::kOk ||
+      n != 3) {
+    for (int i = 0; i < n; ++i) close(fds[i]);
+    log->warn("fabric {}: attach refused (status {})", name, static_cast<unsigned>(r.status));
+    return IoError::kProtocol;
+  }
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
+    for (int fd : fds) close(fd);
+    return IoError::kSystem;
+  }
+  shm::ShmLinkConfig link;
+  link.memfd = fds[0];
+  link.tx_doorbell = fds[1];
+  link.rx_doorbell = fds[2];
+  link.ring_bytes = r.ring_bytes;
+  link.side_a = false;
+  link.peer_pid = cred.pid;
+  link.zero_copy_tx = false;
+  a->medium_ = std::make_unique<shm::ShmMedium>(link);
+  if (!a->medium_->ok()) return IoError::kSystem;
+  a->rng_.reseed(o.seed);
+  DeviceConfig cfg;
+  cfg.name = "weft-fabric-hca" + std::to_string(r.hca);
+  cfg.node_guid = r.node_guid;
+  cfg.ports[0].lid = r.lid;
+  cfg.crc = CrcMode::kModel;  // the emulated links model CRC failures as drops
+  a->device_ = Device::create(cfg, a->rng_);
+  a->driver_ = std::make_unique<Driver>(o.driver);
+  a->driver_->attach(*a->device_, *a->medium_);
+  return a;
+}
+
+}  // namespace weft::io

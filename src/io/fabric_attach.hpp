@@ -1,0 +1,94 @@
+// io/fabric_attach.hpp — the client side of the fabric daemon (emu/fabricd, `weft fabric up`):
+// a process attaches its Device to one HCA of a running emulated fabric over the shared-memory
+// medium. Its packets enter the fabric at that HCA's port; packets leaving the fabric there come
+// back. The LID is the one the fabric's subnet manager gave the HCA port.
+//
+// Rendezvous: the abstract Unix socket "weft/fabric/<name>" (SOCK_SEQPACKET). The client sends an
+// AttachRequest (the HCA wanted, or any free one); the daemon answers with an AttachReply and,
+// on success, the segment memfd and both doorbell eventfds (SCM_RIGHTS). The daemon is side A of
+// the ShmMedium. Payloads are copied through the rings (no cross-memory attach: the daemon talks
+// to many processes). The socket stays open: the daemon frees the HCA when it closes.
+//
+// Thread-safety: as DirectNode (driver.hpp's threading model).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <weft/device.hpp>
+
+#include "src/io/direct_node.hpp"
+#include "src/io/driver.hpp"
+#include "src/io/shm/shm_medium.hpp"
+
+namespace weft::io {
+
+// ---- the attach protocol (shared with emu/fabricd) -----------------------------------------
+inline constexpr std::uint32_t kAttachMagic = 0x57464154;  // "WFAT"
+inline constexpr std::uint32_t kAttachVersion = 1;
+inline constexpr std::uint32_t kAnyHca = UINT32_MAX;
+
+struct AttachRequest {
+  std::uint32_t magic = kAttachMagic;
+  std::uint32_t version = kAttachVersion;
+  std::uint32_t hca = kAnyHca;  // index among the fabric's HCAs (node order), or kAnyHca
+  std::uint32_t reserved = 0;
+};
+
+enum class AttachStatus : std::uint32_t { kOk = 0, kNoFreeHca, kNoSuchHca, kHcaBusy, kSystem };
+
+struct AttachReply {
+  std::uint32_t magic = kAttachMagic;
+  std::uint32_t version = kAttachVersion;
+  AttachStatus status = AttachStatus::kOk;
+  std::uint32_t hca = 0;  // the HCA index taken
+  std::uint16_t lid = 0;  // the SM's LID of its port 1
+  std::uint16_t sm_lid = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t ring_bytes = 0;
+  std::uint64_t node_guid = 0;
+};
+
+// "weft/fabric/<name>" as an abstract socket address; the helpers of the handshake.
+namespace fabric_proto {
+int connect_abstract(const std::string& path);  // -1 on failure (errno kept)
+int listen_abstract(const std::string& path);   // -1 on failure (errno kept)
+bool send_with_fds(int sock, const void* data, std::size_t len, const int* fds, std::size_t nfds);
+// Receives one message of exactly `len` bytes and up to 3 fds; returns the fd count or -1.
+int recv_with_fds(int sock, void* data, std::size_t len, int* fds, TimeNs timeout_ns);
+bool wait_readable(int fd, TimeNs timeout_ns);
+}  // namespace fabric_proto
+
+struct FabricAttachOptions {
+  std::uint32_t hca = kAnyHca;  // WEFT_HCA in the environment overrides when kAnyHca
+  TimeNs timeout_ns = 10'000'000'000;
+  DriverConfig driver{};
+  std::uint64_t seed = 1;
+};
+
+class FabricAttach {
+ public:
+  ~FabricAttach();
+  // Attaches to fabric `name` (WEFT_FABRIC when empty), retrying until the timeout.
+  static Result<std::unique_ptr<FabricAttach>, IoError> connect(std::string name,
+                                                                const FabricAttachOptions& o = {});
+
+  Device& device() { return *device_; }
+  Driver& driver() { return *driver_; }
+  shm::ShmMedium& medium() { return *medium_; }
+  std::uint16_t lid() const { return reply_.lid; }
+  std::uint32_t hca() const { return reply_.hca; }
+  AttachStatus status() const { return reply_.status; }
+
+ private:
+  FabricAttach() = default;
+  SeededRng rng_{1};
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<shm::ShmMedium> medium_;
+  std::unique_ptr<Driver> driver_;  // declared last: stops before the rest goes
+  int sock_ = -1;
+  AttachReply reply_{};
+};
+
+}  // namespace weft::io

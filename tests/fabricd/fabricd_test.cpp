@@ -1,0 +1,249 @@
+// The fabric daemon (emu/fabricd) with clients attached through io::FabricAttach: RDMA WRITE,
+// READ and SEND byte-exact through two switches, injected drops, the status text.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "emu/fabricd/fabric_daemon.hpp"
+#include "emu/topo/generators.hpp"
+#include "src/io/fabric_attach.hpp"
+
+namespace weft {
+namespace {
+
+// Two 4-port switches, two HCAs on each, one inter-switch link (s1 port 3 - s2 port 3).
+topo::Topology two_switches() {
+  topo::Topology t;
+  const auto s1 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 0), 4, "s1");
+  const auto s2 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 1), 4, "s2");
+  for (int h = 0; h < 4; ++h) {
+    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
+    t.connect({h < 2 ? s1 : s2, h % 2 + 1}, {n, 1});
+  }
+  t.connect({s1, 3}, {s2, 3});
+  return t;
+}
+
+std::string unique_name(const char* what) {
+  return std::string(what) + "-" + std::to_string(getpid());
+}
+
+// The daemon on its own thread for the test's lifetime.
+struct Daemon {
+  explicit Daemon(const std::string& name) {
+    fabricd::DaemonOptions o;
+    o.name = name;
+    auto r = fabricd::FabricDaemon::create(two_switches(), o);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+    if (!r.ok()) return;
+    d = std::move(r).value();
+    th = std::thread([this] { d->run(); });
+  }
+  ~Daemon() {
+    if (d) d->stop();
+    if (th.joinable()) th.join();
+  }
+  std::unique_ptr<fabricd::FabricDaemon> d;
+  std::thread th;
+};
+
+constexpr std::size_t kBytes = 1 << 20;
+
+struct Endpoint {
+  explicit Endpoint(const std::string& fabric, std::uint32_t hca) {
+    io::FabricAttachOptions o;
+    o.hca = hca;
+    auto r = io::FabricAttach::connect(fabric, o);
+    EXPECT_TRUE(r.ok());
+    if (!r.ok()) return;
+    a = std::move(r).value();
+    Device& dev = a->device();
+    buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kBytes));
+    std::memset(buf, 0, kBytes);
+    pd = *dev.alloc_pd();
+    cq = *dev.create_cq(4096);
+    mr = *dev.reg_mr(pd, buf, kBytes, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = cq;
+    qa.recv_cq = cq;
+    qp = *dev.create_qp(qa);
+  }
+  ~Endpoint() { std::free(buf); }
+  std::unique_ptr<io::FabricAttach> a;
+  std::uint8_t* buf = nullptr;
+  ProtectionDomain* pd = nullptr;
+  CompletionQueue* cq = nullptr;
+  MemoryRegion* mr = nullptr;
+  QueuePair* qp = nullptr;
+};
+
+void connect(Endpoint& x, Endpoint& y) {
+  io::RcOptions o;
+  o.timeout = 14;  // 67 ms per try: a loaded machine may deschedule the daemon for a while
+  ASSERT_EQ(io::connect_rc(x.qp, {y.a->lid(), y.qp->qp_num(), 100}, 200, o), Errc::kOk);
+  ASSERT_EQ(io::connect_rc(y.qp, {x.a->lid(), x.qp->qp_num(), 200}, 100, o), Errc::kOk);
+}
+
+// Drives both clients until `cq` of `e` yields a completion (backs off when idle).
+WorkCompletion wait(Endpoint& e, Endpoint& other) {
+  WorkCompletion wc{};
+  const TimeNs end = io::monotonic_ns() + 20'000'000'000;
+  std::uint32_t idle = 0;
+  while (io::monotonic_ns() < end) {
+    const bool w1 = e.a->driver().progress();
+    const bool w2 = other.a->driver().progress();
+    if (e.cq->poll(std::span<WorkCompletion>(&wc, 1)) == 1) return wc;
+    if (w1 || w2)
+      idle = 0;
+    else if (++idle > 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  ADD_FAILURE() << "no completion";
+  wc.status = WcStatus::kGeneralErr;
+  return wc;
+}
+
+void fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>((i * 131 + seed) ^ (i >> 8));
+}
+
+void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
+  // WRITE x -> y, the first half of the buffer.
+  const std::size_t half = kBytes / 2;
+  fill(x.buf, half, seed);
+  Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(half), x.mr->lkey()};
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
+  w.rkey = y.mr->rkey();
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  x.a->driver().kick();
+  WorkCompletion wc = wait(x, y);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  ASSERT_EQ(std::memcmp(x.buf, y.buf, half), 0);
+  // READ y's second half into x's second half.
+  fill(y.buf + half, half, seed + 7);
+  Sge r{reinterpret_cast<std::uint64_t>(x.buf + half), static_cast<std::uint32_t>(half),
+        x.mr->lkey()};
+  w.wr_id = 2;
+  w.opcode = WrOpcode::kRdmaRead;
+  w.sg_list = {&r, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf + half);
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  wc = wait(x, y);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  ASSERT_EQ(std::memcmp(x.buf + half, y.buf + half, half), 0);
+  // SEND 64 KiB y -> x into a posted receive.
+  const std::size_t n = 64 * 1024;
+  fill(y.buf, n, seed + 13);
+  Sge rs{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(n), x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_recv(RecvWr{9, {&rs, 1}}), Errc::kOk);
+  Sge ss{reinterpret_cast<std::uint64_t>(y.buf), static_cast<std::uint32_t>(n), y.mr->lkey()};
+  SendWr sw;
+  sw.wr_id = 3;
+  sw.opcode = WrOpcode::kSend;
+  sw.send_flags = kSignaled;
+  sw.sg_list = {&ss, 1};
+  ASSERT_EQ(y.qp->post_send(sw), Errc::kOk);
+  wc = wait(y, x);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  wc = wait(x, y);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  ASSERT_EQ(wc.wr_id, 9u);
+  ASSERT_EQ(wc.byte_len, n);
+  ASSERT_EQ(std::memcmp(x.buf, y.buf, n), 0);
+}
+
+// "key value" pairs of one status line.
+std::uint64_t field(const std::string& line, const std::string& key) {
+  std::istringstream in(line);
+  std::string k;
+  while (in >> k)
+    if (k == key) {
+      std::uint64_t v = 0;
+      in >> v;
+      return v;
+    }
+  return UINT64_MAX;
+}
+
+TEST(Fabricd, WriteReadSendThroughTwoSwitches) {
+  const std::string name = unique_name("t1");
+  Daemon d(name);
+  ASSERT_TRUE(d.d);
+  EXPECT_EQ(d.d->hca_count(), 4u);
+  Endpoint x(name, 0), y(name, 3);  // h0 on s1, h3 on s2
+  ASSERT_TRUE(x.a && y.a);
+  EXPECT_NE(x.a->lid(), 0);
+  EXPECT_NE(y.a->lid(), 0);
+  EXPECT_NE(x.a->lid(), y.a->lid());
+  EXPECT_EQ(x.a->device().lid(), x.a->lid());
+  connect(x, y);
+  write_read_send(x, y, 1);
+  // The relay loses nothing: no drop, no retransmission.
+  EXPECT_EQ(x.a->device().counters().retransmit_packets, 0u);
+  EXPECT_EQ(y.a->device().counters().retransmit_packets, 0u);
+  EXPECT_EQ(x.a->device().counters().rx_malformed + y.a->device().counters().rx_malformed, 0u);
+  // The HCA is taken: a second attach to it is refused; any free one is given.
+  io::FabricAttachOptions o;
+  o.hca = 0;
+  o.timeout_ns = 1'000'000'000;
+  EXPECT_FALSE(io::FabricAttach::connect(name, o).ok());
+  o.hca = io::kAnyHca;
+  auto z = io::FabricAttach::connect(name, o);
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ((*z)->hca(), 1u);
+}
+
+TEST(Fabricd, StatusInjectDropAndDown) {
+  const std::string name = unique_name("t2");
+  Daemon d(name);
+  ASSERT_TRUE(d.d);
+  Endpoint x(name, 0), y(name, 2);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  std::string ans;
+  ASSERT_TRUE(fabricd::control(name, "inject s9/3 drop 0.05", ans)) << ans;
+  EXPECT_EQ(ans.rfind("error:", 0), 0u) << ans;
+  ASSERT_TRUE(fabricd::control(name, "inject s1/3 drop 0.05", ans)) << ans;
+  EXPECT_EQ(ans, "ok\n");
+  for (std::uint32_t seed = 1; seed <= 3; ++seed) write_read_send(x, y, seed);
+
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  std::istringstream in(st);
+  std::string line, node;
+  std::uint64_t dropped = 0, hcas_attached = 0;
+  std::set<std::uint64_t> lids;
+  while (std::getline(in, line)) {
+    if (line.rfind("fabric ", 0) == 0) hcas_attached = field(line, "attached");
+    if (line.rfind("node ", 0) == 0) {
+      node = line;
+      lids.insert(field(line, "lid"));
+    }
+    if (line.rfind("  port ", 0) == 0) {
+      EXPECT_NE(line.find("state Active"), std::string::npos) << line;
+      if (node.find(" s1 ") != std::string::npos || node.find(" s2 ") != std::string::npos)
+        if (field(line, "port") == 3) dropped += field(line, "fault_dropped");
+    }
+  }
+  EXPECT_EQ(hcas_attached, 2u);
+  EXPECT_EQ(lids.size(), 6u);  // 2 switches + 4 HCAs, all distinct
+  EXPECT_FALSE(lids.count(0));
+  EXPECT_GT(dropped, 0u) << st;
+
+  ASSERT_TRUE(fabricd::control(name, "down", ans)) << ans;
+  EXPECT_EQ(ans, "ok\n");
+  d.th.join();  // the run loop returned
+}
+
+}  // namespace
+}  // namespace weft

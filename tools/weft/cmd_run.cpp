@@ -1,0 +1,166 @@
+// tools/weft/cmd_run.cpp — `weft run -n N [--fabric F | --topology SPEC] -- prog args...`: starts
+// a fabric daemon when none is named, launches N ranks attached to it (WEFT_RANK, WEFT_SIZE,
+// WEFT_FABRIC, WEFT_HCA), forwards SIGINT/SIGTERM, names a rank that fails, and tears down.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu/fabricd/fabric_daemon.hpp"
+#include "tools/weft/commands.hpp"
+#include "tools/weft/topo_input.hpp"
+
+extern char** environ;
+
+namespace weft::cli {
+namespace {
+
+struct RunArgs {
+  int n = 2;
+  std::string fabric, topology;
+  bool pace = false;
+  std::vector<std::string> cmd;
+};
+
+int run(const RunArgs& a) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: all inherit it
+
+  std::string name = a.fabric;
+  std::unique_ptr<fabricd::FabricDaemon> daemon;
+  std::thread daemon_thread;
+  if (name.empty()) {
+    const int leaves = a.n > 1 ? 2 : 1;
+    const std::string spec =
+        !a.topology.empty() ? a.topology
+                            : "leaf-spine:leaves=" + std::to_string(leaves) +
+                                  ",spines=1,hosts=" + std::to_string((a.n + leaves - 1) / leaves);
+    const topo::Topology t = load_topology("run", spec);
+    fabricd::DaemonOptions o;
+    o.name = name = "run-" + std::to_string(getpid());
+    o.pace = a.pace;
+    auto r = fabricd::FabricDaemon::create(t, o);
+    if (!r.ok()) {
+      std::cerr << "weft run: " << r.error() << "\n";
+      return 1;
+    }
+    daemon = std::move(r).value();
+    if (daemon->hca_count() < static_cast<std::size_t>(a.n)) {
+      std::cerr << "weft run: the topology has " << daemon->hca_count() << " HCAs, fewer than "
+                << a.n << " ranks\n";
+      return 2;
+    }
+    daemon_thread = std::thread([&] { daemon->run(); });
+  }
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> argv;
+  for (const auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  std::vector<pid_t> pids(static_cast<std::size_t>(a.n), 0);
+  int live = 0, rc = 0;
+  for (int r = 0; r < a.n; ++r) {
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) {
+      const std::string v = *e;
+      if (v.rfind("WEFT_RANK=", 0) && v.rfind("WEFT_SIZE=", 0) && v.rfind("WEFT_FABRIC=", 0) &&
+          v.rfind("WEFT_HCA=", 0))
+        env_s.push_back(v);
+    }
+    env_s.push_back("WEFT_RANK=" + std::to_string(r));
+    env_s.push_back("WEFT_SIZE=" + std::to_string(a.n));
+    env_s.push_back("WEFT_FABRIC=" + name);
+    env_s.push_back("WEFT_HCA=" + std::to_string(r));
+    std::vector<char*> envp;
+    for (auto& s : env_s) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    pid_t pid;
+    const int e = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+    if (e != 0) {
+      std::cerr << "weft run: cannot start " << a.cmd[0] << ": " << std::strerror(e) << "\n";
+      rc = 127;
+      break;
+    }
+    pids[static_cast<std::size_t>(r)] = pid;
+    ++live;
+  }
+  posix_spawnattr_destroy(&attr);
+  auto kill_all = [&](int sig) {
+    for (pid_t p : pids)
+      if (p > 0) kill(p, sig);
+  };
+  if (rc) kill_all(SIGTERM);
+  while (live > 0) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGINT || sig == SIGTERM) {
+      kill_all(sig);
+      if (!rc) rc = 128 + sig;
+      continue;
+    }
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+      for (int r = 0; r < a.n; ++r) {
+        if (pids[static_cast<std::size_t>(r)] != p) continue;
+        pids[static_cast<std::size_t>(r)] = 0;
+        --live;
+        int code = 0;
+        if (WIFSIGNALED(st)) {
+          std::cerr << "weft run: rank " << r << " (pid " << p << ") killed by signal "
+                    << WTERMSIG(st) << " (" << strsignal(WTERMSIG(st)) << ")\n";
+          code = 128 + WTERMSIG(st);
+        } else if (WEXITSTATUS(st) != 0) {
+          std::cerr << "weft run: rank " << r << " (pid " << p << ") exited with status "
+                    << WEXITSTATUS(st) << "\n";
+          code = WEXITSTATUS(st);
+        }
+        if (code && !rc) {
+          rc = code;
+          kill_all(SIGTERM);  // the job failed: stop the other ranks
+        }
+      }
+    }
+  }
+  if (daemon) {
+    daemon->stop();
+    daemon_thread.join();
+  }
+  return rc;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* c = app.add_subcommand(
+      "run", "launch N processes attached to an emulated fabric (started here unless --fabric)");
+  c->add_option("-n", a->n, "number of ranks")->check(CLI::Range(1, 4096));
+  auto* f = c->add_option("--fabric", a->fabric, "attach to this running fabric");
+  c->add_option("--topology", a->topology,
+                "start a fabric of this topology (default: 2 leaves, 1 spine, N hosts)")
+      ->excludes(f);
+  c->add_flag("--pace", a->pace, "the started fabric emulates link timing in real time");
+  c->add_option("cmd", a->cmd, "program and arguments (after --)")->required();
+  c->callback([a] {
+    if (const int rc = run(*a)) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace weft::cli
