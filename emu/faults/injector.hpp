@@ -4,8 +4,8 @@
 //
 // The injector is a sim::Component named "faults": its events are part of the run's trace
 // hash, so a scenario replays exactly with its seed. The SM is reached through SmControl, so
-// the injector works with whichever SM drives the fabric (emu/simrun's FabricSmControl: the SM over the fabric).
-// Thread-safety: the Simulator's thread. Lifetime: must outlive the Simulator's runs.
+// the injector works with whichever SM drives the fabric (emu/simrun's FabricSmControl: the SM over
+// the fabric). Thread-safety: the Simulator's thread. Lifetime: must outlive the Simulator's runs.
 #pragma once
 
 #include <cstdio>

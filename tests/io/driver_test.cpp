@@ -184,7 +184,7 @@ TEST(Driver, DeadlinesFireThroughTheTimerWhileAsleep) {
   // 4.096 us * 2^12 = 16.8 ms: far beyond the 50 us spin even when a loaded machine preempts
   // the driver for a few ms (with 1 ms the deadline could pass while it was still spinning).
   Fixture f(/*timeout=*/12);
-  f.loop.drop_next = 1;      // the WRITE is lost: only the retransmission timer recovers it
+  f.loop.drop_next = 1;  // the WRITE is lost: only the retransmission timer recovers it
   ASSERT_EQ(f.write(100, 1), Errc::kOk);
   WorkCompletion wc{};
   ASSERT_TRUE(f.drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
