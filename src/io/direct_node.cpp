@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "src/base/log.hpp"
+#include "src/io/unix_socket.hpp"
 
 namespace weft::io {
 namespace {
@@ -53,55 +54,9 @@ sockaddr_un address(const std::string& name, socklen_t& len) {
   return a;
 }
 
-bool wait_readable(int fd, TimeNs timeout_ns) {
-  pollfd p{fd, POLLIN, 0};
-  const int ms =
-      timeout_ns == kNoDeadline ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
-  int r;
-  do r = poll(&p, 1, ms);
-  while (r < 0 && errno == EINTR);
-  return r > 0;
-}
-
-bool send_with_fds(int sock, const void* data, std::size_t len, const int* fds, std::size_t nfds) {
-  iovec iov{const_cast<void*>(data), len};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)]{};
-  if (nfds) {
-    m.msg_control = ctl;
-    m.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-  }
-  return sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
-}
-
-// Receives one message of exactly `len` bytes and up to 4 fds; returns the number of fds or -1.
-int recv_with_fds(int sock, void* data, std::size_t len, int* fds, TimeNs timeout_ns) {
-  if (!wait_readable(sock, timeout_ns)) return -1;
-  iovec iov{data, len};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 4)]{};
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  const ssize_t n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-  if (n != static_cast<ssize_t>(len)) return -1;
-  int got = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-    std::memcpy(fds + got, CMSG_DATA(c), sizeof(int) * std::min(k, 4 - got));
-    got += k;
-  }
-  return got;
-}
+using sock::recv_with_fds;  // src/io/unix_socket.hpp
+using sock::send_with_fds;
+using sock::wait_readable;
 
 bool can_read(pid_t pid, std::uint64_t addr) {
   std::uint64_t v = 0;

@@ -21,6 +21,7 @@
 #include "src/io/direct_node.hpp"
 #include "src/io/driver.hpp"
 #include "src/io/shm/shm_medium.hpp"
+#include "src/io/unix_socket.hpp"
 
 namespace weft::io {
 
@@ -54,10 +55,9 @@ struct AttachReply {
 namespace fabric_proto {
 int connect_abstract(const std::string& path);  // -1 on failure (errno kept)
 int listen_abstract(const std::string& path);   // -1 on failure (errno kept)
-bool send_with_fds(int sock, const void* data, std::size_t len, const int* fds, std::size_t nfds);
-// Receives one message of exactly `len` bytes and up to 3 fds; returns the fd count or -1.
-int recv_with_fds(int sock, void* data, std::size_t len, int* fds, TimeNs timeout_ns);
-bool wait_readable(int fd, TimeNs timeout_ns);
+using sock::recv_with_fds;                      // src/io/unix_socket.hpp
+using sock::send_with_fds;
+using sock::wait_readable;
 }  // namespace fabric_proto
 
 struct FabricAttachOptions {
