@@ -47,7 +47,11 @@ struct Params {
   std::size_t rx_bounce = 256;      // receive bounce buffers per endpoint (shared RQ)
   std::size_t tx_depth = 256;       // send operations in flight per endpoint
   std::size_t mtu_bytes = 4096;     // path MTU of the RC QPs
-  bool loopback = false;            // FI_WEFT_MEDIUM=loopback: in-process; else shm
+  // RC local ACK timeout, IBA exponent (4.096 us << n). The media lose a packet only when a ring
+  // or inbox is full, but a peer's "NIC" answers only when that process runs its progress: 16
+  // (268 ms, about 2 s with the 7 retries) lets a descheduled or busy peer catch up.
+  std::size_t ack_timeout = 16;
+  bool loopback = false;  // FI_WEFT_MEDIUM=loopback: in-process; else shm
 };
 extern Params g_params;
 
@@ -346,7 +350,10 @@ void cntr_inc(Cntr* c);
 void cntr_err(Cntr* c);
 
 // Logging through libfabric's FI_LOG (FI_LOG_LEVEL, FI_LOG_PROV=weft).
-#define WEFT_WARN(subsys, ...) FI_WARN(&::weft::ofi::g_prov, subsys, __VA_ARGS__)
-#define WEFT_INFO(subsys, ...) FI_INFO(&::weft::ofi::g_prov, subsys, __VA_ARGS__)
+// libfabric prints the format as given: the macros end each message with a newline.
+#define WEFT_WARN(subsys, fmt, ...) \
+  FI_WARN(&::weft::ofi::g_prov, subsys, fmt "\n" __VA_OPT__(, ) __VA_ARGS__)
+#define WEFT_INFO(subsys, fmt, ...) \
+  FI_INFO(&::weft::ofi::g_prov, subsys, fmt "\n" __VA_OPT__(, ) __VA_ARGS__)
 
 }  // namespace weft::ofi

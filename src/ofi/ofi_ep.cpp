@@ -56,7 +56,7 @@ Errc qp_to_rts(QueuePair& qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::u
   if (rc != Errc::kOk) return rc;
   a.qp_state = QpState::kRts;
   a.sq_psn = sq_psn;
-  a.timeout = 12;  // 16.8 ms: the loopback never loses a packet unless its inbox overflows
+  a.timeout = static_cast<std::uint8_t>(g_params.ack_timeout);  // FI_WEFT_ACK_TIMEOUT
   a.retry_cnt = 7;
   a.rnr_retry = 7;  // forever: a receiver out of bounce buffers only slows the sender
   a.max_rd_atomic = 16;

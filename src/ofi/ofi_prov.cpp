@@ -462,6 +462,10 @@ void define_params() {
                   "Send operations in flight per endpoint (default: %zu)", g_params.tx_depth);
   fi_param_define(&g_prov, "mtu", FI_PARAM_SIZE_T,
                   "Path MTU of the RC queue pairs: 256..4096 (default: %zu)", g_params.mtu_bytes);
+  fi_param_define(&g_prov, "ack_timeout", FI_PARAM_SIZE_T,
+                  "RC local ACK timeout exponent (4.096 us << n), 1..24; a peer that does not "
+                  "answer for 8 such periods is declared unreachable (default: %zu)",
+                  g_params.ack_timeout);
   fi_param_define(&g_prov, "medium", FI_PARAM_STRING,
                   "Medium carrying the packets: shm (between processes; default) or loopback "
                   "(in-process)");
@@ -476,6 +480,8 @@ void define_params() {
     g_params.tx_depth = v;
   if (fi_param_get_size_t(&g_prov, "mtu", &v) == FI_SUCCESS && v >= 256 && v <= 4096)
     g_params.mtu_bytes = v;
+  if (fi_param_get_size_t(&g_prov, "ack_timeout", &v) == FI_SUCCESS && v >= 1 && v <= 24)
+    g_params.ack_timeout = v;
   char* medium = nullptr;
   if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium)
     g_params.loopback = std::strcmp(medium, "loopback") == 0;
