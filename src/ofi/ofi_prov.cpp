@@ -83,6 +83,7 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
   std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
   fi_threading threading = FI_THREAD_SAFE;
   fi_av_type av_type = FI_AV_UNSPEC;
+  fi_progress progress = FI_PROGRESS_MANUAL;         // unless asked: AUTO costs a thread per domain
   std::uint64_t tag_format = 0xAAAAAAAAAAAAAAAAull;  // FI_TAG_GENERIC: bit 63 set
   (void)flags;
   if (hints) {
@@ -111,8 +112,9 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
     if (const fi_domain_attr* d = hints->domain_attr) {
       if (d->name && std::strcmp(d->name, kDomainName) != 0) WEFT_REJECT("domain %s", d->name);
       threading = d->threading == FI_THREAD_UNSPEC ? FI_THREAD_SAFE : d->threading;
+      // Either asked AUTO: both are (one progress thread drives control and data alike).
       if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
-        WEFT_REJECT("FI_PROGRESS_AUTO (progress is manual)");
+        progress = FI_PROGRESS_AUTO;
       if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP && d->av_type != FI_AV_TABLE)
         WEFT_REJECT("av_type %d", d->av_type);
       av_type = d->av_type;
@@ -216,8 +218,8 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
   fi_domain_attr* d = out->domain_attr;
   d->name = strdup(kDomainName);
   d->threading = threading;
-  d->control_progress = FI_PROGRESS_MANUAL;
-  d->data_progress = FI_PROGRESS_MANUAL;
+  d->control_progress = progress;
+  d->data_progress = progress;
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = av_type;
   d->mr_mode = reply_mr_mode(version, rma);

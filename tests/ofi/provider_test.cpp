@@ -11,6 +11,8 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -54,10 +56,15 @@ class Provider : public ::testing::Test {
   void SetUp() override { open(FI_AV_MAP, 0); }
   void TearDown() override { close_all(); }
 
-  void open(fi_av_type av_type, std::uint64_t cq_bind_flags) {
+  void open(fi_av_type av_type, std::uint64_t cq_bind_flags,
+            fi_progress progress = FI_PROGRESS_UNSPEC) {
     fi_info* h = weft_hints(kAllCaps, kRmaMr, av_type);
+    h->domain_attr->data_progress = progress;
     ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info_), 0);
     fi_freeinfo(h);
+    const fi_progress want = progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    ASSERT_EQ(info_->domain_attr->data_progress, want);
+    ASSERT_EQ(info_->domain_attr->control_progress, want);
     ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
     for (Node& n : nodes_) {
       ASSERT_EQ(fi_domain(fabric_, info_, &n.dom, nullptr), 0);
@@ -203,7 +210,6 @@ TEST(GetInfo, RefusesWhatItCannotHonour) {
   } cases[] = {
       {"msg endpoint", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
       {"atomics", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
-      {"auto progress", [](fi_info* h) { h->domain_attr->data_progress = FI_PROGRESS_AUTO; }},
       {"cq data 8 bytes", [](fi_info* h) { h->domain_attr->cq_data_size = 8; }},
       {"sockaddr", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IN; }},
       {"strict order", [](fi_info* h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }},
@@ -727,6 +733,36 @@ TEST_F(SelectiveProvider, OnlyFlaggedOperationsComplete) {
 }
 
 // ---- FI_EP_DGRAM over UD ----------------------------------------------------------------------
+// FI_PROGRESS_AUTO: every domain has a progress thread, so a rendezvous (connection handshake,
+// RTS, RDMA READ into the receive buffer, FIN) finishes while the application makes no libfabric
+// call at all; the test watches the receive buffer's last bytes, then reads the completions.
+class AutoProgressProvider : public Provider {
+ protected:
+  void SetUp() override { open(FI_AV_MAP, 0, FI_PROGRESS_AUTO); }
+};
+
+TEST_F(AutoProgressProvider, RendezvousCompletesWithoutApplicationCalls) {
+  const std::size_t n = 1 << 20;
+  auto msg = pattern(n, 31);
+  std::vector<std::uint8_t> buf(n, 0);
+  int rctx, sctx;
+  ASSERT_EQ(fi_trecv(b().ep, buf.data(), n, nullptr, FI_ADDR_UNSPEC, 7, 0, &rctx), 0);
+  ASSERT_EQ(fi_tsend(a().ep, msg.data(), n, nullptr, 1, 7, &sctx), 0);
+  std::uint64_t want, last = 0;
+  std::memcpy(&want, msg.data() + n - 8, 8);
+  for (int i = 0; i < 10000 && last != want; ++i) {  // at most about 10 s
+    usleep(1000);
+    last = __atomic_load_n(reinterpret_cast<std::uint64_t*>(buf.data() + n - 8), __ATOMIC_ACQUIRE);
+  }
+  ASSERT_EQ(last, want) << "the message did not arrive without application calls";
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, n);
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data(), n));
+  expect_tx(a(), &sctx);
+}
+
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
   fi_info* h = fi_allocinfo();
   h->fabric_attr->prov_name = strdup("weft");
