@@ -58,7 +58,7 @@ extern Params g_params;
 
 inline constexpr std::uint64_t kRdmCaps =
     FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-    FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr std::uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr std::uint64_t kRmaCaps =
@@ -277,6 +277,15 @@ struct RecvReq {
   std::uint64_t flags = 0;
   bool tagged = false;
   bool completion = true;
+  // FI_MULTI_RECV: the posted buffer (iov[0]) hands out consecutive pieces, one per message; each
+  // piece is a child RecvReq pointing at its parent. The parent leaves the posted queue once
+  // less than the endpoint's min_multi_recv remains (released); the completion of the last
+  // outstanding piece then carries FI_MULTI_RECV and the parent is freed.
+  bool multi = false;
+  bool released = false;
+  std::size_t offset = 0;
+  std::size_t outstanding = 0;
+  RecvReq* parent = nullptr;
 };
 
 // A message that arrived before its receive was posted.
@@ -327,6 +336,7 @@ struct Ep {
   std::vector<std::unique_ptr<Conn>> in_conns;
   std::unordered_map<std::uint32_t, Conn*> by_qpn;
   std::list<RecvReq*> posted_msg, posted_tag;
+  std::size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV
   std::list<Unexp*> unexp_msg, unexp_tag;
   std::uint64_t next_rndv_id = 1;
   std::unordered_map<std::uint64_t, Op*> rndv_sends;

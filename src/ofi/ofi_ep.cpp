@@ -252,6 +252,8 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
   const std::size_t cap = iov_bytes(r->iov, r->iov_count);
   std::uint64_t flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
   if (h.flags & kHdrData) flags |= FI_REMOTE_CQ_DATA;
+  RecvReq* parent = r->parent;  // a piece of a multi-receive buffer
+  if (parent && --parent->outstanding == 0 && parent->released) flags |= FI_MULTI_RECV;
   void* buf = r->iov_count ? r->iov[0].iov_base : nullptr;
   if (total > cap) {
     if (ep->rx_cq) {
@@ -281,6 +283,29 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
     cntr_inc(ep->cntr_recv);
   }
   delete r;
+  if (flags & FI_MULTI_RECV) delete parent;
+}
+
+// The next piece of a multi-receive buffer for a message of `len` bytes (truncated to what
+// remains); releases the buffer from `posted` when less than min_multi_recv is left after it.
+RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::iterator it,
+                    std::uint64_t len) {
+  RecvReq* m = *it;
+  auto* r = new RecvReq;
+  r->context = m->context;
+  r->completion = m->completion;
+  r->parent = m;
+  const std::size_t left = m->iov[0].iov_len - m->offset;
+  const std::size_t n = std::min<std::uint64_t>(len, left);
+  r->iov[0] = {static_cast<std::uint8_t*>(m->iov[0].iov_base) + m->offset, n};
+  r->iov_count = 1;
+  m->offset += n;
+  ++m->outstanding;
+  if (m->iov[0].iov_len - m->offset < ep->min_multi_recv) {
+    m->released = true;
+    posted.erase(it);
+  }
+  return r;
 }
 
 void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
@@ -399,6 +424,10 @@ void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     RecvReq* r = *it;
     if ((!tagged || tag_match(*r, h)) && src_match(ep, r->src, c->peer)) {
+      if (r->multi) {
+        deliver(ep, take_piece(ep, posted, it, h.len), c, h, bytes + sizeof h);
+        return;
+      }
       posted.erase(it);
       deliver(ep, r, c, h, bytes + sizeof h);
       return;
@@ -872,6 +901,32 @@ ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src,
   return 0;
 }
 
+// FI_MULTI_RECV (untagged, one buffer): first the unexpected messages that match, in arrival
+// order, then the buffer waits in the posted queue until it is released.
+ssize_t recv_multi(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, std::uint64_t flags,
+                   void* ctx) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (count != 1 || ep->dgram || !(ep->info->caps & FI_MULTI_RECV)) return -FI_EINVAL;
+  if (iov[0].iov_len < ep->min_multi_recv) return -FI_EINVAL;
+  if (!(ep->info->caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
+  const bool completion = !ep->rx_selective || (flags & FI_COMPLETION);
+  ep->dom->progress();
+  RecvReq* m = make_recv(iov, 1, src, 0, 0, ctx, false, completion);
+  m->multi = true;
+  ep->posted_msg.push_back(m);
+  auto it = std::prev(ep->posted_msg.end());
+  while (!m->released) {
+    Unexp* u = find_unexp(ep, false, src, 0, 0);
+    if (!u) break;
+    remove_unexp(ep, u);
+    deliver(ep, take_piece(ep, ep->posted_msg, it, u->hdr.len), u->conn, u->hdr, u->payload.data());
+    delete u;
+  }
+  ep->dom->progress();
+  return 0;
+}
+
 // Every RMA variant funnels here.
 ssize_t rma_generic(Ep* ep, bool write, const iovec* iov, std::size_t count, fi_addr_t peer,
                     std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
@@ -933,6 +988,8 @@ ssize_t rma_generic(Ep* ep, bool write, const iovec* iov, std::size_t count, fi_
 ssize_t msg_recv(fid_ep* e, void* buf, std::size_t len, void*, fi_addr_t src, void* ctx) {
   iovec v{buf, len};
   Ep* ep = as_ep(e);
+  if (ep->rx_op_flags & FI_MULTI_RECV)
+    return WEFT_EP_CALL(recv_multi(ep, &v, 1, src, ep->rx_op_flags, ctx));
   return WEFT_EP_CALL(recv_generic(ep, &v, 1, src, 0, 0, ep->rx_op_flags, ctx, false));
 }
 ssize_t msg_recvv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t src,
@@ -941,6 +998,8 @@ ssize_t msg_recvv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_add
   return WEFT_EP_CALL(recv_generic(ep, iov, count, src, 0, 0, ep->rx_op_flags, ctx, false));
 }
 ssize_t msg_recvmsg(fid_ep* e, const fi_msg* m, std::uint64_t flags) {
+  if (flags & FI_MULTI_RECV)
+    return WEFT_EP_CALL(recv_multi(as_ep(e), m->msg_iov, m->iov_count, m->addr, flags, m->context));
   return WEFT_EP_CALL(
       recv_generic(as_ep(e), m->msg_iov, m->iov_count, m->addr, 0, 0, flags, m->context, false));
 }
@@ -1099,28 +1158,42 @@ ssize_t ep_cancel(fid* f, void* ctx) {
         if (ep->rx_cq) {
           fi_cq_err_entry e{};
           e.op_context = ctx;
-          e.flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
+          e.flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG) | (r->multi ? FI_MULTI_RECV : 0);
           e.tag = r->tag;
           e.err = FI_ECANCELED;
           ep->rx_cq->push_error(e);
         }
-        delete r;
+        if (r->multi && r->outstanding > 0) {
+          r->released = true;  // the pieces still in flight free it (their last one says so)
+          r->context = nullptr;
+        } else {
+          delete r;
+        }
         return 0;
       }
     }
     return -FI_ENOENT;  // sends and matched receives are past the point of cancelling
   }());
 }
-int ep_getopt(fid*, int level, int, void* optval, std::size_t* optlen) {
+int ep_getopt(fid* f, int level, int optname, void* optval, std::size_t* optlen) {
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  (void)optval;
-  (void)optlen;
-  return -FI_ENOPROTOOPT;
+  if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (!optval || !optlen || *optlen < sizeof(std::size_t)) return -FI_ETOOSMALL;
+  Ep* ep = as_ep(f);
+  std::lock_guard lk(ep->dom->mu);
+  std::memcpy(optval, &ep->min_multi_recv, sizeof(std::size_t));
+  *optlen = sizeof(std::size_t);
+  return 0;
 }
-int ep_setopt(fid*, int level, int optname, const void*, std::size_t) {
+int ep_setopt(fid* f, int level, int optname, const void* optval, std::size_t optlen) {
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  (void)optname;
-  return -FI_ENOPROTOOPT;
+  if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (!optval || optlen != sizeof(std::size_t)) return -FI_EINVAL;
+  Ep* ep = as_ep(f);
+  std::lock_guard lk(ep->dom->mu);
+  std::memcpy(&ep->min_multi_recv, optval, sizeof(std::size_t));
+  if (ep->min_multi_recv == 0) ep->min_multi_recv = 1;
+  return 0;
 }
 int ep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;

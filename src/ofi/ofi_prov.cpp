@@ -33,7 +33,7 @@ constexpr const char* kFabricName = "weft";
 constexpr const char* kDomainName = "weft";
 constexpr std::uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                      FI_DELIVERY_COMPLETE | FI_INJECT | FI_MORE;
-constexpr std::uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE;
+constexpr std::uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
 constexpr std::uint64_t kMsgOrder = FI_ORDER_SAS;
 constexpr std::uint64_t kMrRmaBits = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -37,7 +38,7 @@ int getinfo(std::uint32_t version, fi_info* hints, fi_info** out, std::uint64_t 
   return fi_getinfo(version, nullptr, nullptr, flags, hints, out);
 }
 
-constexpr std::uint64_t kAllCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV;
+constexpr std::uint64_t kAllCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_MULTI_RECV;
 constexpr int kRmaMr = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_LOCAL;
 
 // One endpoint with its own domain, CQs, AV and counter.
@@ -733,6 +734,76 @@ TEST_F(SelectiveProvider, OnlyFlaggedOperationsComplete) {
 }
 
 // ---- FI_EP_DGRAM over UD ----------------------------------------------------------------------
+// FI_MULTI_RECV: one buffer takes consecutive messages (two that arrived before it was posted,
+// one of them a rendezvous, then two more); the piece that leaves less than min_multi_recv frees
+// it, and the completion reported last carries FI_MULTI_RECV. A later message goes to the next
+// receive, not into the released buffer.
+TEST_F(Provider, MultiRecvBufferTakesConsecutiveMessages) {
+  std::size_t min = 100, got = 0, len = sizeof(got);
+  ASSERT_EQ(fi_setopt(&b().ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+  ASSERT_EQ(fi_getopt(&b().ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &len), 0);
+  EXPECT_EQ(got, 100u);
+  const std::size_t sizes[] = {300, 5000, 2000, 800};  // 92 bytes left after the last
+  std::vector<std::vector<std::uint8_t>> msgs;
+  for (std::size_t i = 0; i < 4; ++i) msgs.push_back(pattern(sizes[i], 40 + i));
+  int sctx[5];
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(fi_send(a().ep, msgs[i].data(), sizes[i], nullptr, 1, &sctx[i]), 0);
+  // Let both arrive unexpected.
+  drive([] { return false; }, 2000);
+  std::vector<std::uint8_t> buf(8192, 0xEE);
+  int mctx, rctx;
+  iovec v{buf.data(), buf.size()};
+  fi_msg m{};
+  m.msg_iov = &v;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  m.context = &mctx;
+  ASSERT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), 0);
+  for (int i = 2; i < 4; ++i)
+    ASSERT_EQ(fi_send(a().ep, msgs[i].data(), sizes[i], nullptr, 1, &sctx[i]), 0);
+  std::size_t off[4] = {0, 300, 5300, 7300};
+  int multi_flags = 0;
+  for (int k = 0; k < 4; ++k) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(read_one(b().rxcq, &e), 1) << k;
+    EXPECT_EQ(e.op_context, &mctx);
+    EXPECT_EQ(e.flags & ~FI_MULTI_RECV, FI_RECV | FI_MSG);
+    if (e.flags & FI_MULTI_RECV) {
+      ++multi_flags;
+      EXPECT_EQ(k, 3) << "FI_MULTI_RECV before the last piece completed";
+    }
+    const std::size_t at = static_cast<std::uint8_t*>(e.buf) - buf.data();
+    int i = 0;
+    while (i < 4 && off[i] != at) ++i;
+    ASSERT_LT(i, 4) << "piece at offset " << at;
+    EXPECT_EQ(e.len, sizes[i]);
+    EXPECT_EQ(0, std::memcmp(buf.data() + at, msgs[i].data(), sizes[i])) << i;
+  }
+  EXPECT_EQ(multi_flags, 1);
+  EXPECT_EQ(buf[8100], 0xEE);  // the 92 bytes left are untouched
+  // The buffer is released: the next message goes to the next receive.
+  std::vector<std::uint8_t> small(64, 0);
+  ASSERT_EQ(fi_recv(b().ep, small.data(), small.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_send(a().ep, msgs[0].data(), 10, nullptr, 1, &sctx[4]), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, 10u);
+  EXPECT_EQ(0, std::memcmp(small.data(), msgs[0].data(), 10));
+  std::vector<void*> done;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(read_one(a().txcq, &e), 1);
+    done.push_back(e.op_context);
+  }
+  std::sort(done.begin(), done.end());
+  EXPECT_EQ(done, (std::vector<void*>{&sctx[0], &sctx[1], &sctx[2], &sctx[3], &sctx[4]}));
+  // A buffer smaller than min_multi_recv is refused.
+  iovec tiny{buf.data(), 50};
+  m.msg_iov = &tiny;
+  EXPECT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), -FI_EINVAL);
+}
+
 // FI_PROGRESS_AUTO: every domain has a progress thread, so a rendezvous (connection handshake,
 // RTS, RDMA READ into the receive buffer, FIN) finishes while the application makes no libfabric
 // call at all; the test watches the receive buffer's last bytes, then reads the completions.
