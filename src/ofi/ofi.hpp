@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
@@ -56,13 +57,15 @@ struct Params {
 };
 extern Params g_params;
 
-inline constexpr std::uint64_t kRdmCaps =
-    FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-    FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr std::uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND |
+                                          FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                                          FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE |
+                                          FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr std::uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// Capabilities that put provider keys and virtual addresses on the wire (see mr_mode).
 inline constexpr std::uint64_t kRmaCaps =
-    FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr std::uint64_t kMaxMsgBytes = 1ull << 30;
 inline constexpr std::size_t kCqDataBytes = 4;
 inline constexpr std::size_t kIovMax = 4;
@@ -132,6 +135,8 @@ struct Mr {
   Domain* dom = nullptr;
   MemoryRegion* dmr = nullptr;  // null for a zero-length region
   std::uint64_t access = 0;
+  std::uintptr_t base = 0;  // the registered range, for atomics executed at this target
+  std::size_t len = 0;
 };
 
 struct Av {
@@ -199,6 +204,7 @@ struct Domain {
   fi_threading threading = FI_THREAD_SAFE;
   std::uint32_t next_ep_id = 1;
   std::unordered_map<std::uint32_t, Ep*> eps;
+  std::unordered_map<std::uint64_t, Mr*> mr_by_key;  // registrations with remote access
   int refs = 0;
   bool in_progress = false;
   // Reused by progress(): WorkCompletion has member initialisers, and clearing 64 of them per
@@ -218,11 +224,24 @@ struct Domain {
   void kick();  // transmit whatever posts produced, without reading anything
 };
 
+// ---- FI_ATOMIC (ofi_atomic.cpp) ------------------------------------------------------------
+enum class AtomicKind : std::uint8_t { kWrite, kFetch, kCompare };
+std::size_t atomic_type_size(fi_datatype dt);  // 0: not offered
+bool atomic_valid(AtomicKind kind, fi_op op, fi_datatype dt);
+std::size_t atomic_max_count(AtomicKind kind, fi_datatype dt);
+// Executes at the target, under the process-wide atomic mutex; result (if not null) gets the old
+// values.
+void atomic_execute(fi_op op, fi_datatype dt, void* dst, const void* operand, const void* compare,
+                    void* result, std::size_t count);
+
 // ---- endpoint internals (ofi_ep.cpp) ---------------------------------------------------------
 
 // Wire header at the start of every provider SEND (little-endian host layout; both ends are
 // this provider).
-enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3 };
+// kAtomicReq: reserved = fi_op | fi_datatype << 8, len = count, addr/rkey = the target, msg_id =
+// the request id; payload = operand values, then compare values. kAtomicResp: msg_id, data = 0
+// or a positive FI_E* code, payload = the old values (fetch and compare forms).
+enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3, kAtomicReq = 4, kAtomicResp = 5 };
 struct MsgHdr {
   MsgOp op;
   std::uint8_t flags;  // kHdr*
@@ -236,12 +255,12 @@ struct MsgHdr {
   std::uint32_t rkey = 0;    // RTS
   std::uint32_t reserved3 = 0;
 };
-inline constexpr std::uint8_t kHdrTagged = 1, kHdrData = 2;
+inline constexpr std::uint8_t kHdrTagged = 1, kHdrData = 2, kHdrFetch = 4, kHdrCompare = 8;
 static_assert(sizeof(MsgHdr) == 56);
 
 struct Conn;
 
-enum class OpKind : std::uint8_t { kSend, kRts, kFin, kWrite, kRead, kRndvRead, kBounce };
+enum class OpKind : std::uint8_t { kSend, kRts, kFin, kWrite, kRead, kRndvRead, kBounce, kAtomic };
 
 // One provider operation that owns device work requests. wr_id points at it.
 struct Op {
@@ -266,6 +285,10 @@ struct Op {
   std::uint64_t rndv_id = 0;
   std::uint64_t rndv_len = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
+  // Atomic: where the old values go (fetch and compare forms); the op is freed once both its
+  // SEND completed and the response came (either may be first).
+  void* result = nullptr;
+  std::uint8_t pending = 0;
 };
 
 struct RecvReq {

@@ -189,8 +189,19 @@ int dom_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) {
 int dom_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;
 }
-int dom_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, std::uint64_t) {
-  return -FI_ENOSYS;
+int dom_query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr,
+                     std::uint64_t flags) {
+  const AtomicKind kind = (flags & FI_COMPARE_ATOMIC) ? AtomicKind::kCompare
+                          : (flags & FI_FETCH_ATOMIC) ? AtomicKind::kFetch
+                                                      : AtomicKind::kWrite;
+  if (flags & ~(FI_COMPARE_ATOMIC | FI_FETCH_ATOMIC | FI_TAGGED)) return -FI_EBADFLAGS;
+  if (flags & FI_TAGGED) return -FI_EOPNOTSUPP;
+  if (!atomic_valid(kind, op, dt)) return -FI_EOPNOTSUPP;
+  if (attr) {
+    attr->size = atomic_type_size(dt);
+    attr->count = atomic_max_count(kind, dt);
+  }
+  return 0;
 }
 int dom_query_coll(fid_domain*, fi_collective_op, fi_collective_attr*, std::uint64_t) {
   return -FI_ENOSYS;
@@ -274,6 +285,8 @@ int mr_close(fid* f) {
     {
       std::lock_guard lk(m->dom->mu);
       if (m->dmr && m->dom->dev->dereg_mr(m->dmr) != Errc::kOk) return -FI_EBUSY;
+      auto it = m->dom->mr_by_key.find(m->mr.key);
+      if (it != m->dom->mr_by_key.end() && it->second == m) m->dom->mr_by_key.erase(it);
       --m->dom->refs;
     }
     delete m;
@@ -308,6 +321,9 @@ int mr_reg_common(Domain* d, const void* buf, std::size_t len, std::uint64_t acc
   const bool prov_key = (d->mr_mode & FI_MR_PROV_KEY) || d->mr_mode == FI_MR_BASIC;
   m->mr.key = prov_key ? (m->dmr ? m->dmr->rkey() : 0) : requested_key;
   m->mr.mem_desc = m.get();
+  m->base = reinterpret_cast<std::uintptr_t>(buf);
+  m->len = len;
+  if (m->dmr && (access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) d->mr_by_key[m->mr.key] = m.get();
   m->mr.fid.fclass = FI_CLASS_MR;
   m->mr.fid.context = ctx;
   m->mr.fid.ops = &g_mr_fi_ops;

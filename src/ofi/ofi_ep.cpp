@@ -226,9 +226,10 @@ void tx_error(Ep* ep, Op* op, int err, WcStatus st) {
     e.prov_errno = static_cast<int>(st) + 1;
     ep->tx_cq->push_error(e);
   }
-  Cntr* c = op->kind == OpKind::kRead    ? ep->cntr_read
-            : op->kind == OpKind::kWrite ? ep->cntr_write
-                                         : ep->cntr_send;
+  Cntr* c = op->kind == OpKind::kRead     ? ep->cntr_read
+            : op->kind == OpKind::kWrite  ? ep->cntr_write
+            : op->kind == OpKind::kAtomic ? ((op->flags & FI_READ) ? ep->cntr_read : ep->cntr_write)
+                                          : ep->cntr_send;
   cntr_err(c);
 }
 
@@ -308,26 +309,27 @@ RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::it
   return r;
 }
 
-void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
+// A provider-internal message (FIN, atomic response) on connection c: no completion.
+void send_internal(Ep* ep, Conn* c, const MsgHdr& h, const void* payload, std::size_t n) {
   Op* op = new_op(ep, OpKind::kFin);
   op->conn = c;
   op->completion = false;
-  op->stage = ep->stage_free.empty() ? nullptr : ep->stage_free.back();
+  const std::size_t bytes = sizeof h + n;
+  op->stage =
+      (bytes <= ep->stage_bytes && !ep->stage_free.empty()) ? ep->stage_free.back() : nullptr;
   if (!op->stage) {
-    // The staging pool is sized for tx_depth plus internal messages; a FIN always fits.
-    op->linear.resize(sizeof(MsgHdr));
+    // The staging pool is sized for tx_depth plus internal messages; this is the rare overflow.
+    op->linear.resize(bytes);
   } else {
     ep->stage_free.pop_back();
   }
   std::uint8_t* buf = op->stage ? op->stage : op->linear.data();
-  MsgHdr h{};
-  h.op = MsgOp::kFin;
-  h.msg_id = msg_id;
   std::memcpy(buf, &h, sizeof h);
+  if (n) std::memcpy(buf + sizeof h, payload, n);
   if (!op->stage) {
-    op->tmp_mr = ep->dom->dev->reg_mr(ep->dom->pd, buf, sizeof h, kAccessLocalWrite).value();
+    op->tmp_mr = ep->dom->dev->reg_mr(ep->dom->pd, buf, bytes, kAccessLocalWrite).value();
   }
-  op->sge = {reinterpret_cast<std::uintptr_t>(buf), sizeof h,
+  op->sge = {reinterpret_cast<std::uintptr_t>(buf), static_cast<std::uint32_t>(bytes),
              op->stage ? ep->stage_mr->lkey() : op->tmp_mr->lkey()};
   op->wr = SendWr{};
   op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
@@ -335,6 +337,13 @@ void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
   op->wr.send_flags = kSignaled;
   op->wr.sg_list = {&op->sge, 1};
   post_now_or_backlog(c, op);
+}
+
+void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
+  MsgHdr h{};
+  h.op = MsgOp::kFin;
+  h.msg_id = msg_id;
+  send_internal(ep, c, h, nullptr, 0);
 }
 
 // Delivers a matched message (eager payload or RTS) into a posted receive.
@@ -408,6 +417,71 @@ void on_fin(Ep* ep, const MsgHdr& h) {
   delete_op(ep, op);
 }
 
+// ---- FI_ATOMIC on the wire ----
+// The target executes the request on its own memory (ofi_atomic.cpp) and answers with the old
+// values; the initiator completes the operation on that answer (delivery complete).
+void on_atomic_req(Ep* ep, Conn* c, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
+  const auto op = static_cast<fi_op>(h.reserved & 0xFF);
+  const auto dt = static_cast<fi_datatype>(h.reserved >> 8);
+  const bool fetch = (h.flags & (kHdrFetch | kHdrCompare)) != 0;
+  const bool cmp = (h.flags & kHdrCompare) != 0;
+  const std::size_t sz = atomic_type_size(dt);
+  const std::size_t bytes = sz * h.len;
+  MsgHdr r{};
+  r.op = MsgOp::kAtomicResp;
+  r.msg_id = h.msg_id;
+  std::vector<std::uint8_t> old;
+  const AtomicKind kind = cmp     ? AtomicKind::kCompare
+                          : fetch ? AtomicKind::kFetch
+                                  : AtomicKind::kWrite;
+  if (!sz || !atomic_valid(kind, op, dt) || n < bytes * (cmp ? 2 : 1)) {
+    r.data = FI_EINVAL;
+  } else {
+    auto it = ep->dom->mr_by_key.find(h.rkey);
+    const Mr* m = it == ep->dom->mr_by_key.end() ? nullptr : it->second;
+    const std::uint64_t need =
+        (op == FI_ATOMIC_READ ? 0 : FI_REMOTE_WRITE) | (fetch ? FI_REMOTE_READ : 0);
+    if (!m || h.addr < m->base || h.addr + bytes > m->base + m->len || h.addr + bytes < h.addr ||
+        (m->access & need) != need) {
+      r.data = FI_EACCES;
+    } else {
+      if (fetch) old.resize(bytes);
+      atomic_execute(op, dt, reinterpret_cast<void*>(h.addr), payload,
+                     cmp ? payload + bytes : nullptr, fetch ? old.data() : nullptr, h.len);
+      if (op != FI_ATOMIC_READ) cntr_inc(ep->cntr_rem_write);
+    }
+  }
+  send_internal(ep, c, r, old.data(), old.size());
+}
+
+void on_atomic_resp(Ep* ep, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
+  auto it = ep->rndv_sends.find(h.msg_id);
+  if (it == ep->rndv_sends.end() || it->second->kind != OpKind::kAtomic) return;
+  Op* op = it->second;
+  ep->rndv_sends.erase(it);
+  Cntr* cntr = (op->flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
+  if (h.data != 0) {
+    if (ep->tx_cq) {
+      fi_cq_err_entry e{};
+      e.op_context = op->context;
+      e.flags = op->flags;
+      e.err = static_cast<int>(h.data);
+      ep->tx_cq->push_error(e);
+    }
+    cntr_err(cntr);
+  } else {
+    if (op->result) std::memcpy(op->result, payload, std::min<std::size_t>(n, op->len));
+    if (op->completion && ep->tx_cq) {
+      fi_cq_tagged_entry e{};
+      e.op_context = op->context;
+      e.flags = op->flags;
+      ep->tx_cq->push(e, FI_ADDR_NOTAVAIL);
+    }
+    cntr_inc(cntr);
+  }
+  if (--op->pending == 0) delete_op(ep, op);
+}
+
 void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
   if (n < sizeof(MsgHdr)) {
     WEFT_WARN(FI_LOG_EP_DATA, "short message (%zu bytes) dropped", n);
@@ -417,6 +491,14 @@ void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
   std::memcpy(&h, bytes, sizeof h);
   if (h.op == MsgOp::kFin) {
     on_fin(ep, h);
+    return;
+  }
+  if (h.op == MsgOp::kAtomicReq) {
+    on_atomic_req(ep, c, h, bytes + sizeof h, n - sizeof h);
+    return;
+  }
+  if (h.op == MsgOp::kAtomicResp) {
+    on_atomic_resp(ep, h, bytes + sizeof h, n - sizeof h);
     return;
   }
   const bool tagged = (h.flags & kHdrTagged) != 0;
@@ -539,6 +621,15 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
       return;
     case OpKind::kFin:
       delete_op(ep, op);
+      return;
+    case OpKind::kAtomic:
+      free_stage(ep, op);
+      if (!ok && ep->rndv_sends.erase(op->rndv_id)) {
+        tx_error(ep, op, wc.status == WcStatus::kRemAccessErr ? FI_EACCES : FI_EIO, wc.status);
+        delete_op(ep, op);
+        return;
+      }
+      if (--op->pending == 0) delete_op(ep, op);
       return;
     case OpKind::kWrite:
     case OpKind::kRead:
@@ -1145,6 +1236,167 @@ fi_ops_rma g_rma_ops = {sizeof(fi_ops_rma), rma_read,      rma_readv,    rma_rea
                         rma_write,          rma_writev,    rma_writemsg, rma_inject,
                         rma_writedata,      rma_injectdata};
 
+// ---- fi_ops_atomic ---------------------------------------------------------------------------
+// Every atomic variant funnels here: one request message (operands inline, at most one eager
+// message), executed at the target, completed on its response. One ioc per call.
+ssize_t atomic_generic(Ep* ep, AtomicKind kind, fi_op aop, fi_datatype dt, const void* buf,
+                       std::size_t count, const void* compare, void* result, fi_addr_t dest,
+                       std::uint64_t addr, std::uint64_t key, std::uint64_t flags, void* ctx) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (!(ep->info->caps & FI_ATOMIC)) return -FI_ENOSYS;
+  if (!atomic_valid(kind, aop, dt)) return -FI_EOPNOTSUPP;
+  if (count == 0 || count > atomic_max_count(kind, dt)) return -FI_EINVAL;
+  if ((kind != AtomicKind::kWrite && !result) || (kind == AtomicKind::kCompare && !compare) ||
+      (aop != FI_ATOMIC_READ && !buf))
+    return -FI_EINVAL;
+  const std::size_t bytes = atomic_type_size(dt) * count;
+  if ((flags & FI_INJECT) && (kind != AtomicKind::kWrite || bytes > g_params.inject_bytes))
+    return -FI_EINVAL;
+  Conn* c = out_conn(ep, dest);
+  if (!c) return -FI_EINVAL;
+  std::uint8_t* slot = alloc_stage(ep);
+  if (!slot) return -FI_EAGAIN;
+  Op* op = new_op(ep, OpKind::kAtomic);
+  op->stage = slot;
+  op->conn = c;
+  op->context = ctx;
+  op->flags = FI_ATOMIC | (kind == AtomicKind::kWrite ? FI_WRITE : FI_READ);
+  op->completion = want_tx_completion(ep, flags);
+  op->len = bytes;
+  op->result = kind == AtomicKind::kWrite ? nullptr : result;
+  op->pending = 2;  // SEND completion and response
+  op->rndv_id = ep->next_rndv_id++;
+  ep->rndv_sends[op->rndv_id] = op;
+  MsgHdr h{};
+  h.op = MsgOp::kAtomicReq;
+  h.flags = kind == AtomicKind::kCompare ? kHdrCompare : kind == AtomicKind::kFetch ? kHdrFetch : 0;
+  h.reserved = static_cast<std::uint16_t>(aop | (dt << 8));
+  h.len = count;
+  h.msg_id = op->rndv_id;
+  h.addr = addr;
+  h.rkey = static_cast<std::uint32_t>(key);
+  std::memcpy(slot, &h, sizeof h);
+  std::uint8_t* p = slot + sizeof h;
+  if (buf)
+    std::memcpy(p, buf, bytes);
+  else
+    std::memset(p, 0, bytes);
+  std::uint32_t len = static_cast<std::uint32_t>(sizeof h + bytes);
+  if (kind == AtomicKind::kCompare) {
+    std::memcpy(p + bytes, compare, bytes);
+    len += static_cast<std::uint32_t>(bytes);
+  }
+  op->sge = {reinterpret_cast<std::uintptr_t>(slot), len, ep->stage_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = WrOpcode::kSend;
+  op->wr.send_flags = kSignaled;
+  op->wr.sg_list = {&op->sge, 1};
+  post_now_or_backlog(c, op);
+  ep->dom->progress();
+  return 0;
+}
+
+ssize_t at_write(fid_ep* e, const void* buf, std::size_t count, void*, fi_addr_t dest,
+                 std::uint64_t addr, std::uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kWrite, op, dt, buf, count, nullptr, nullptr,
+                                     dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_writev(fid_ep* e, const fi_ioc* iov, void**, std::size_t n, fi_addr_t dest,
+                  std::uint64_t addr, std::uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
+  if (n != 1) return -FI_EINVAL;
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kWrite, op, dt, iov[0].addr, iov[0].count,
+                                     nullptr, nullptr, dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_writemsg(fid_ep* e, const fi_msg_atomic* m, std::uint64_t flags) {
+  if (m->iov_count != 1 || m->rma_iov_count != 1 || m->msg_iov[0].count != m->rma_iov[0].count)
+    return -FI_EINVAL;
+  return WEFT_EP_CALL(atomic_generic(
+      as_ep(e), AtomicKind::kWrite, m->op, m->datatype, m->msg_iov[0].addr, m->msg_iov[0].count,
+      nullptr, nullptr, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context));
+}
+ssize_t at_inject(fid_ep* e, const void* buf, std::size_t count, fi_addr_t dest, std::uint64_t addr,
+                  std::uint64_t key, fi_datatype dt, fi_op op) {
+  return WEFT_EP_CALL(atomic_generic(as_ep(e), AtomicKind::kWrite, op, dt, buf, count, nullptr,
+                                     nullptr, dest, addr, key, FI_INJECT, nullptr));
+}
+ssize_t at_readwrite(fid_ep* e, const void* buf, std::size_t count, void*, void* result, void*,
+                     fi_addr_t dest, std::uint64_t addr, std::uint64_t key, fi_datatype dt,
+                     fi_op op, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kFetch, op, dt, buf, count, nullptr, result,
+                                     dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_readwritev(fid_ep* e, const fi_ioc* iov, void**, std::size_t n, fi_ioc* resultv, void**,
+                      std::size_t rn, fi_addr_t dest, std::uint64_t addr, std::uint64_t key,
+                      fi_datatype dt, fi_op op, void* ctx) {
+  if (n != 1 || rn != 1 || resultv[0].count != iov[0].count) return -FI_EINVAL;
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kFetch, op, dt, iov[0].addr, iov[0].count,
+                                     nullptr, resultv[0].addr, dest, addr, key, ep->tx_op_flags,
+                                     ctx));
+}
+ssize_t at_readwritemsg(fid_ep* e, const fi_msg_atomic* m, fi_ioc* resultv, void**, std::size_t rn,
+                        std::uint64_t flags) {
+  if (m->iov_count != 1 || m->rma_iov_count != 1 || rn != 1 ||
+      resultv[0].count != m->msg_iov[0].count)
+    return -FI_EINVAL;
+  return WEFT_EP_CALL(atomic_generic(
+      as_ep(e), AtomicKind::kFetch, m->op, m->datatype, m->msg_iov[0].addr, m->msg_iov[0].count,
+      nullptr, resultv[0].addr, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context));
+}
+ssize_t at_compwrite(fid_ep* e, const void* buf, std::size_t count, void*, const void* compare,
+                     void*, void* result, void*, fi_addr_t dest, std::uint64_t addr,
+                     std::uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kCompare, op, dt, buf, count, compare, result,
+                                     dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_compwritev(fid_ep* e, const fi_ioc* iov, void**, std::size_t n, const fi_ioc* comparev,
+                      void**, std::size_t cn, fi_ioc* resultv, void**, std::size_t rn,
+                      fi_addr_t dest, std::uint64_t addr, std::uint64_t key, fi_datatype dt,
+                      fi_op op, void* ctx) {
+  if (n != 1 || cn != 1 || rn != 1 || comparev[0].count != iov[0].count ||
+      resultv[0].count != iov[0].count)
+    return -FI_EINVAL;
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kCompare, op, dt, iov[0].addr, iov[0].count,
+                                     comparev[0].addr, resultv[0].addr, dest, addr, key,
+                                     ep->tx_op_flags, ctx));
+}
+ssize_t at_compwritemsg(fid_ep* e, const fi_msg_atomic* m, const fi_ioc* comparev, void**,
+                        std::size_t cn, fi_ioc* resultv, void**, std::size_t rn,
+                        std::uint64_t flags) {
+  if (m->iov_count != 1 || m->rma_iov_count != 1 || cn != 1 || rn != 1 ||
+      comparev[0].count != m->msg_iov[0].count || resultv[0].count != m->msg_iov[0].count)
+    return -FI_EINVAL;
+  return WEFT_EP_CALL(atomic_generic(as_ep(e), AtomicKind::kCompare, m->op, m->datatype,
+                                     m->msg_iov[0].addr, m->msg_iov[0].count, comparev[0].addr,
+                                     resultv[0].addr, m->addr, m->rma_iov[0].addr,
+                                     m->rma_iov[0].key, flags, m->context));
+}
+int at_valid(AtomicKind kind, fi_datatype dt, fi_op op, std::size_t* count) {
+  if (!atomic_valid(kind, op, dt)) return -FI_EOPNOTSUPP;
+  if (count) *count = atomic_max_count(kind, dt);
+  return 0;
+}
+int at_writevalid(fid_ep*, fi_datatype dt, fi_op op, std::size_t* count) {
+  return at_valid(AtomicKind::kWrite, dt, op, count);
+}
+int at_readwritevalid(fid_ep*, fi_datatype dt, fi_op op, std::size_t* count) {
+  return at_valid(AtomicKind::kFetch, dt, op, count);
+}
+int at_compwritevalid(fid_ep*, fi_datatype dt, fi_op op, std::size_t* count) {
+  return at_valid(AtomicKind::kCompare, dt, op, count);
+}
+fi_ops_atomic g_atomic_ops = {
+    sizeof(fi_ops_atomic), at_write,      at_writev,         at_writemsg,      at_inject,
+    at_readwrite,          at_readwritev, at_readwritemsg,   at_compwrite,     at_compwritev,
+    at_compwritemsg,       at_writevalid, at_readwritevalid, at_compwritevalid};
+
 // ---- fi_ops_ep ------------------------------------------------------------------------------
 ssize_t ep_cancel(fid* f, void* ctx) {
   return WEFT_EP_CALL([&]() -> ssize_t {
@@ -1512,7 +1764,7 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ep->ep.msg = &g_msg_ops;
   ep->ep.tagged = &g_tagged_ops;
   ep->ep.rma = &g_rma_ops;
-  ep->ep.atomic = nullptr;
+  ep->ep.atomic = &g_atomic_ops;
   d->eps[ep->id] = ep.get();
   ++d->refs;
   *out = &ep.release()->ep;

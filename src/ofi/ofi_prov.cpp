@@ -159,8 +159,9 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
       rx_op_flags = r->op_flags;
     }
     const bool rma_ok = mr_mode_allows_rma(version, hint_mr_mode);
-    if ((want & kRmaCaps) && hints->caps && (hints->caps & FI_RMA) && !rma_ok)
-      WEFT_REJECT("FI_RMA needs mr_mode FI_MR_PROV_KEY|FI_MR_VIRT_ADDR (got 0x%x)", hint_mr_mode);
+    if ((want & kRmaCaps) && hints->caps && (hints->caps & (FI_RMA | FI_ATOMIC)) && !rma_ok)
+      WEFT_REJECT("FI_RMA/FI_ATOMIC need mr_mode FI_MR_PROV_KEY|FI_MR_VIRT_ADDR (got 0x%x)",
+                  hint_mr_mode);
     caps = want;
     if (!rma_ok) caps &= ~kRmaCaps;
     // Secondary capabilities are offered even when not asked for.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -38,7 +39,8 @@ int getinfo(std::uint32_t version, fi_info* hints, fi_info** out, std::uint64_t 
   return fi_getinfo(version, nullptr, nullptr, flags, hints, out);
 }
 
-constexpr std::uint64_t kAllCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_MULTI_RECV;
+constexpr std::uint64_t kAllCaps =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_DIRECTED_RECV | FI_MULTI_RECV;
 constexpr int kRmaMr = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_LOCAL;
 
 // One endpoint with its own domain, CQs, AV and counter.
@@ -210,7 +212,12 @@ TEST(GetInfo, RefusesWhatItCannotHonour) {
     std::function<void(fi_info*)> edit;
   } cases[] = {
       {"msg endpoint", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
-      {"atomics", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
+      {"rma events", [](fi_info* h) { h->caps |= FI_RMA_EVENT; }},
+      {"atomics without prov keys",
+       [](fi_info* h) {
+         h->caps = FI_ATOMIC;
+         h->domain_attr->mr_mode = FI_MR_LOCAL;
+       }},
       {"cq data 8 bytes", [](fi_info* h) { h->domain_attr->cq_data_size = 8; }},
       {"sockaddr", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IN; }},
       {"strict order", [](fi_info* h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }},
@@ -734,6 +741,154 @@ TEST_F(SelectiveProvider, OnlyFlaggedOperationsComplete) {
 }
 
 // ---- FI_EP_DGRAM over UD ----------------------------------------------------------------------
+// FI_ATOMIC: executed at the target (write, fetch and compare forms; integer and floating-point
+// types), results and target memory checked; a bad key is an FI_EACCES error entry; two
+// initiators' fetch-adds on one word are atomic with respect to each other.
+TEST_F(Provider, AtomicsExecuteAtTheTarget) {
+  struct Target {
+    std::int32_t i32[4];
+    std::int64_t i64[2];
+    float f[2];
+    double d[2];
+    std::uint16_t u16[3];
+    std::uint64_t u64[2];
+    std::uint32_t u32;
+    std::uint64_t counter;
+  } t{};
+  t.i32[0] = 10, t.i32[1] = -20, t.i32[2] = 30, t.i32[3] = 0x7FFFFFFF;
+  t.i64[0] = 5, t.i64[1] = -5;
+  t.f[0] = 1.5f, t.f[1] = -2.25f;
+  t.d[0] = 3.0, t.d[1] = -7.5;
+  t.u16[0] = 0x00F0, t.u16[1] = 0x0FF0, t.u16[2] = 0xFFFF;
+  t.u64[0] = 111, t.u64[1] = 222;
+  t.u32 = 0xAAAAAAAA;
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(
+      fi_mr_reg(b().dom, &t, sizeof t, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+  const std::uint64_t key = fi_mr_key(mr);
+  auto at = [&](const void* field) { return reinterpret_cast<std::uintptr_t>(field); };
+  fi_cq_tagged_entry e;
+  int ctx;
+  auto done = [&](std::uint64_t flags) {
+    ASSERT_EQ(read_one(a().txcq, &e), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+    EXPECT_EQ(e.flags, FI_ATOMIC | flags);
+  };
+  // Write form: int32 sum of 4 (the last one wraps).
+  const std::int32_t add[4] = {1, 2, -3, 1};
+  ASSERT_EQ(fi_atomic(a().ep, add, 4, nullptr, 1, at(t.i32), key, FI_INT32, FI_SUM, &ctx), 0);
+  done(FI_WRITE);
+  EXPECT_EQ(t.i32[0], 11);
+  EXPECT_EQ(t.i32[1], -18);
+  EXPECT_EQ(t.i32[2], 27);
+  EXPECT_EQ(t.i32[3], INT32_MIN);
+  // Fetch forms: int64 min, float sum, double max, uint16 bor/band/bxor, atomic read.
+  const std::int64_t mins[2] = {7, -9};
+  std::int64_t old64[2] = {};
+  ASSERT_EQ(fi_fetch_atomic(a().ep, mins, 2, nullptr, old64, nullptr, 1, at(t.i64), key, FI_INT64,
+                            FI_MIN, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(old64[0], 5);
+  EXPECT_EQ(old64[1], -5);
+  EXPECT_EQ(t.i64[0], 5);
+  EXPECT_EQ(t.i64[1], -9);
+  const float fadd[2] = {0.25f, 2.25f};
+  float oldf[2] = {};
+  ASSERT_EQ(fi_fetch_atomic(a().ep, fadd, 2, nullptr, oldf, nullptr, 1, at(t.f), key, FI_FLOAT,
+                            FI_SUM, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(oldf[0], 1.5f);
+  EXPECT_EQ(t.f[0], 1.75f);
+  EXPECT_EQ(t.f[1], 0.0f);
+  const double dmax[2] = {2.0, -1.0};
+  ASSERT_EQ(fi_atomic(a().ep, dmax, 2, nullptr, 1, at(t.d), key, FI_DOUBLE, FI_MAX, &ctx), 0);
+  done(FI_WRITE);
+  EXPECT_EQ(t.d[0], 3.0);
+  EXPECT_EQ(t.d[1], -1.0);
+  std::uint16_t old16 = 0;
+  const std::uint16_t bits = 0x0F0F;
+  for (fi_op op : {FI_BOR, FI_BAND, FI_BXOR}) {
+    const std::size_t i = op == FI_BOR ? 0 : op == FI_BAND ? 1 : 2;
+    ASSERT_EQ(fi_fetch_atomic(a().ep, &bits, 1, nullptr, &old16, nullptr, 1, at(&t.u16[i]), key,
+                              FI_UINT16, op, &ctx),
+              0);
+    done(FI_READ);
+  }
+  EXPECT_EQ(old16, 0xFFFF);
+  EXPECT_EQ(t.u16[0], 0x0FFF);
+  EXPECT_EQ(t.u16[1], 0x0F00);
+  EXPECT_EQ(t.u16[2], 0xF0F0);
+  std::uint64_t read_back[2] = {};
+  ASSERT_EQ(fi_fetch_atomic(a().ep, nullptr, 2, nullptr, read_back, nullptr, 1, at(t.u64), key,
+                            FI_UINT64, FI_ATOMIC_READ, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(read_back[0], 111u);
+  EXPECT_EQ(read_back[1], 222u);
+  // Compare forms: cswap that hits and one that misses; mswap.
+  const std::uint64_t swap_in[2] = {1000, 2000}, expect[2] = {111, 999};
+  std::uint64_t old[2] = {};
+  ASSERT_EQ(fi_compare_atomic(a().ep, swap_in, 2, nullptr, expect, nullptr, old, nullptr, 1,
+                              at(t.u64), key, FI_UINT64, FI_CSWAP, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(old[0], 111u);
+  EXPECT_EQ(old[1], 222u);
+  EXPECT_EQ(t.u64[0], 1000u);  // compared equal: swapped
+  EXPECT_EQ(t.u64[1], 222u);   // did not: kept
+  const std::uint32_t mval = 0x12345678, mask = 0xFFFF0000;
+  std::uint32_t old32 = 0;
+  ASSERT_EQ(fi_compare_atomic(a().ep, &mval, 1, nullptr, &mask, nullptr, &old32, nullptr, 1,
+                              at(&t.u32), key, FI_UINT32, FI_MSWAP, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(old32, 0xAAAAAAAAu);
+  EXPECT_EQ(t.u32, 0x1234AAAAu);
+  // Validity: bitwise operations on floating point and complex types are not offered.
+  std::size_t count = 0;
+  EXPECT_EQ(fi_atomicvalid(a().ep, FI_DOUBLE, FI_BOR, &count), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_compare_atomicvalid(a().ep, FI_FLOAT, FI_MSWAP, &count), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_atomicvalid(a().ep, FI_DOUBLE_COMPLEX, FI_SUM, &count), -FI_EOPNOTSUPP);
+  ASSERT_EQ(fi_fetch_atomicvalid(a().ep, FI_UINT64, FI_SUM, &count), 0);
+  EXPECT_GE(count, 1u);
+  EXPECT_EQ(fi_atomic(a().ep, dmax, 2, nullptr, 1, at(t.d), key, FI_DOUBLE, FI_BXOR, &ctx),
+            -FI_EOPNOTSUPP);
+  fi_atomic_attr attr{};
+  ASSERT_EQ(fi_query_atomic(a().dom, FI_INT16, FI_CSWAP_GE, &attr, FI_COMPARE_ATOMIC), 0);
+  EXPECT_EQ(attr.size, 2u);
+  // A key the target does not know, and a range beyond the registration: FI_EACCES.
+  ASSERT_EQ(fi_atomic(a().ep, add, 1, nullptr, 1, at(t.i32), key + 12345, FI_INT32, FI_SUM, &ctx),
+            0);
+  fi_cq_err_entry err = read_err(a().txcq);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(err.op_context, &ctx);
+  ASSERT_EQ(fi_atomic(a().ep, add, 4, nullptr, 1, at(&t.counter), key, FI_INT32, FI_SUM, &ctx), 0);
+  err = read_err(a().txcq);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(t.counter, 0u);
+  // Two initiators, 100 fetch-adds each, on one word: every old value seen once, final 200.
+  const std::uint64_t one = 1;
+  std::vector<std::uint64_t> olds(200, ~0ull);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(fi_fetch_atomic(a().ep, &one, 1, nullptr, &olds[2 * i], nullptr, 1, at(&t.counter),
+                              key, FI_UINT64, FI_SUM, nullptr),
+              0);
+    ASSERT_EQ(fi_fetch_atomic(c().ep, &one, 1, nullptr, &olds[2 * i + 1], nullptr, 1,
+                              at(&t.counter), key, FI_UINT64, FI_SUM, nullptr),
+              0);
+  }
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(read_one(a().txcq, &e), 1);
+    ASSERT_EQ(read_one(c().txcq, &e), 1);
+  }
+  EXPECT_EQ(t.counter, 200u);
+  std::sort(olds.begin(), olds.end());
+  for (std::uint64_t i = 0; i < 200; ++i) ASSERT_EQ(olds[i], i);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
 // FI_MULTI_RECV: one buffer takes consecutive messages (two that arrived before it was posted,
 // one of them a rendezvous, then two more); the piece that leaves less than min_multi_recv frees
 // it, and the completion reported last carries FI_MULTI_RECV. A later message goes to the next
