@@ -370,6 +370,7 @@ struct Ep {
   bool dgram = false;
   QueuePair* ud_qp = nullptr;
   std::unordered_map<fi_addr_t, AddressHandle*> ahs;
+  std::uint64_t atomics_issued = 0, atomics_served = 0;  // logged at close (FI_LOG_LEVEL=info)
   std::uint64_t dgram_drops =
       0;  // datagrams that found no posted receive  // FI_PEEK|FI_CLAIM: context -> message
 

@@ -449,6 +449,8 @@ void on_atomic_req(Ep* ep, Conn* c, const MsgHdr& h, const std::uint8_t* payload
       atomic_execute(op, dt, reinterpret_cast<void*>(h.addr), payload,
                      cmp ? payload + bytes : nullptr, fetch ? old.data() : nullptr, h.len);
       if (op != FI_ATOMIC_READ) cntr_inc(ep->cntr_rem_write);
+      if (++ep->atomics_served == 1)
+        WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: first atomic executed as target", ep->id);
     }
   }
   send_internal(ep, c, r, old.data(), old.size());
@@ -1266,6 +1268,8 @@ ssize_t atomic_generic(Ep* ep, AtomicKind kind, fi_op aop, fi_datatype dt, const
   op->len = bytes;
   op->result = kind == AtomicKind::kWrite ? nullptr : result;
   op->pending = 2;  // SEND completion and response
+  if (++ep->atomics_issued == 1)
+    WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: first atomic (op %d, datatype %d)", ep->id, aop, dt);
   op->rndv_id = ep->next_rndv_id++;
   ep->rndv_sends[op->rndv_id] = op;
   MsgHdr h{};
@@ -1515,6 +1519,9 @@ int ep_close(fid* f) {
     Domain* d = ep->dom;
     std::lock_guard lk(d->mu);
     d->progress();
+    if (ep->atomics_issued || ep->atomics_served)
+      WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: %llu atomics issued, %llu executed as target", ep->id,
+                (unsigned long long)ep->atomics_issued, (unsigned long long)ep->atomics_served);
     for (auto& [addr, c] : ep->out_conns) d->dev->destroy_qp(c->qp);
     for (auto& c : ep->in_conns) d->dev->destroy_qp(c->qp);
     if (ep->ud_qp) d->dev->destroy_qp(ep->ud_qp);

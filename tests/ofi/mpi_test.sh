@@ -20,7 +20,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export TMPDIR=$dir FI_WEFT_MEDIUM=shm
 # pml cm + mtl ofi: a provider failure is loud, not a silent fall-back to ob1.
-# btl self only: the cm PML does not use the BTLs for point-to-point.
+# btl self only for point-to-point: the cm PML does not use the BTLs.
 timeout 300 "$mpirun" --allow-run-as-root --oversubscribe -np "$np" \
   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include weft \
   --mca btl self --mca oob_tcp_if_include lo --mca mtl_base_verbose 100 \
