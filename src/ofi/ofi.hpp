@@ -61,6 +61,10 @@ inline constexpr std::uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMI
                                           FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
                                           FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE |
                                           FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// FI_EP_MSG: one peer per endpoint after connect/accept; no tags, no source addresses.
+inline constexpr std::uint64_t kMsgCaps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV |
+                                          FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                                          FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr std::uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 // Capabilities that put provider keys and virtual addresses on the wire (see mr_mode).
@@ -113,9 +117,12 @@ TimeNs mono_ns();
 struct Domain;
 struct Ep;
 
+struct Eq;
 struct Fabric {
   fid_fabric fab{};
   std::string name;
+  std::mutex mu;
+  std::vector<Eq*> eqs;  // so that a closing domain leaves every EQ's progress list
 };
 
 struct Eq {
@@ -128,6 +135,30 @@ struct Eq {
     bool error;
   };
   std::deque<Event> events;
+  // Domains whose progress produces this EQ's connection events (a passive endpoint's, a MSG
+  // endpoint's): every EQ read progresses them first.
+  std::vector<Domain*> sources;
+  void push(std::uint32_t event, const void* buf, std::size_t len, bool error);
+  void add_source(Domain* d);
+};
+
+// A passive endpoint: its own hidden domain (a node on the medium) that receives connection
+// requests; FI_CONNREQ events carry a ConnReq as info->handle.
+struct Pep {
+  fid_pep pep{};
+  Fabric* fabric = nullptr;
+  fi_info* info = nullptr;
+  fid_domain* hidden = nullptr;
+  Domain* dom = nullptr;
+  Eq* eq = nullptr;
+  std::uint32_t id = 0;
+  EpAddr addr;
+  bool listening = false;
+};
+struct ConnReq {
+  struct fid fid {};
+  EpAddr client;
+  Pep* pep = nullptr;
 };
 
 struct Mr {
@@ -205,6 +236,7 @@ struct Domain {
   std::uint32_t next_ep_id = 1;
   std::unordered_map<std::uint32_t, Ep*> eps;
   std::unordered_map<std::uint64_t, Mr*> mr_by_key;  // registrations with remote access
+  Pep* pep = nullptr;  // a passive endpoint's hidden domain: connection requests go to it
   int refs = 0;
   bool in_progress = false;
   // Reused by progress(): WorkCompletion has member initialisers, and clearing 64 of them per
@@ -368,6 +400,13 @@ struct Ep {
   std::unordered_map<void*, Unexp*> claimed;
   // FI_EP_DGRAM: one UD QP; address handles made on first use per fi_addr.
   bool dgram = false;
+  // FI_EP_MSG: the one peer (set by accept on the server, by the FI_CONNECTED answer on the
+  // client), the EQ for connection events, and the server's connection request until accept.
+  bool msg = false;
+  bool connected = false;
+  EpAddr msg_peer;
+  Eq* eq = nullptr;
+  ConnReq* conn_req = nullptr;
   QueuePair* ud_qp = nullptr;
   std::unordered_map<fi_addr_t, AddressHandle*> ahs;
   std::uint64_t atomics_issued = 0, atomics_served = 0;  // logged at close (FI_LOG_LEVEL=info)
@@ -382,6 +421,9 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context);
+void pep_on_ctrl(Pep* pep, const NodeAddr& src, std::span<const std::uint8_t> msg);
+void eq_forget_domain(Domain* d);  // a closing domain leaves every EQ's progress list
 int rdm_getinfo(std::uint32_t version, const char* node, const char* service, std::uint64_t flags,
                 const fi_info* hints, fi_info** info);
 

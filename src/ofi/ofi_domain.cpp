@@ -131,6 +131,10 @@ void Domain::on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg) {
   if (msg.size() < 8) return;
   std::uint32_t dst_ep;
   std::memcpy(&dst_ep, msg.data() + 4, 4);
+  if (pep && dst_ep == pep->id) {
+    pep_on_ctrl(pep, src, msg);
+    return;
+  }
   auto it = eps.find(dst_ep);
   if (it == eps.end()) {
     WEFT_INFO(FI_LOG_EP_CTRL, "control datagram for unknown endpoint %u", dst_ep);
@@ -154,6 +158,7 @@ int domain_close(fid* f) {
       if (d->refs > 0) return -FI_EBUSY;
     }
     d->stop_auto_progress();
+    eq_forget_domain(d);
     delete d;
     return 0;
   });

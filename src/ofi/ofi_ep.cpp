@@ -12,7 +12,17 @@ namespace weft::ofi {
 namespace {
 
 // ---- connection setup (control datagrams over the medium) -------------------------------------
-enum class CtrlType : std::uint32_t { kConnReq = 1, kConnRep = 2, kConnRej = 3 };
+// kConn*: the RC connection of one direction (RDM and MSG data). kCm*: FI_EP_MSG connection
+// management (connect to a passive endpoint, accept, reject, shutdown).
+enum class CtrlType : std::uint32_t {
+  kConnReq = 1,
+  kConnRep = 2,
+  kConnRej = 3,
+  kCmReq = 4,
+  kCmRep = 5,
+  kCmRej = 6,
+  kCmShutdown = 7,
+};
 struct CtrlMsg {
   CtrlType type;
   std::uint32_t dst_ep;  // at offset 4: Domain::on_ctrl demultiplexes on it
@@ -174,8 +184,14 @@ void fail_conn(Ep* ep, Conn* c) {
 }
 
 Conn* out_conn(Ep* ep, fi_addr_t dest) {
-  if (!ep->av) return nullptr;
-  const EpAddr* peer = ep->av->get(dest);
+  const EpAddr* peer;
+  if (ep->msg) {
+    if (!ep->connected) return nullptr;
+    peer = &ep->msg_peer;  // a MSG endpoint ignores dest_addr
+  } else {
+    if (!ep->av) return nullptr;
+    peer = ep->av->get(dest);
+  }
   if (!peer) return nullptr;
   auto it = ep->out_conns.find(*peer);
   if (it != ep->out_conns.end()) return it->second.get();
@@ -681,6 +697,34 @@ void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::
   send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0});
 }
 
+// ---- FI_EP_MSG connection management ----
+void push_cm(Ep* ep, std::uint32_t event) {
+  if (!ep->eq) return;
+  fi_eq_cm_entry e{};
+  e.fid = &ep->ep.fid;
+  ep->eq->push(event, &e, sizeof e, false);
+}
+
+void on_cm(Ep* ep, CtrlType type, const EpAddr& peer) {
+  if (!ep->msg) return;
+  if (type == CtrlType::kCmRep) {
+    if (ep->connected) return;
+    ep->msg_peer = peer;
+    ep->connected = true;
+    push_cm(ep, FI_CONNECTED);
+  } else if (type == CtrlType::kCmRej) {
+    if (ep->eq) {
+      fi_eq_err_entry e{};
+      e.fid = &ep->ep.fid;
+      e.err = FI_ECONNREFUSED;
+      ep->eq->push(FI_CONNREQ, &e, sizeof e, true);
+    }
+  } else if (ep->connected && peer == ep->msg_peer) {
+    ep->connected = false;
+    push_cm(ep, FI_SHUTDOWN);
+  }
+}
+
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
   if (bytes.size() < sizeof(CtrlMsg)) return;
   CtrlMsg m;
@@ -689,6 +733,10 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
   peer.ep_id = m.src_ep;
   peer.node_id = src.node_id;
   peer.lid = src.lid;
+  if (m.type == CtrlType::kCmRep || m.type == CtrlType::kCmRej || m.type == CtrlType::kCmShutdown) {
+    on_cm(ep, m.type, peer);
+    return;
+  }
   if (m.type == CtrlType::kConnReq) {
     // The peer opened a connection for its sends to us: its QP m.qpn starts at PSN m.psn.
     auto qp = create_qp(ep);
@@ -1479,23 +1527,86 @@ int cm_getname(fid* f, void* addr, std::size_t* addrlen) {
   *addrlen = sizeof(EpAddr);
   return small ? -FI_ETOOSMALL : 0;
 }
-int cm_getpeer(fid_ep*, void*, std::size_t*) {
-  return -FI_ENOSYS;
+int cm_getpeer(fid_ep* e, void* addr, std::size_t* addrlen) {
+  Ep* ep = as_ep(e);
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->msg || !ep->connected) return -FI_ENOTCONN;
+  const bool small = *addrlen < sizeof(EpAddr);
+  if (addr) std::memcpy(addr, &ep->msg_peer, std::min(*addrlen, sizeof(EpAddr)));
+  *addrlen = sizeof(EpAddr);
+  return small ? -FI_ETOOSMALL : 0;
 }
-int cm_connect(fid_ep*, const void*, const void*, std::size_t) {
-  return -FI_ENOSYS;
+// Client: asks the passive endpoint at addr (or the info's dest_addr) for a connection; the
+// answer is an FI_CONNECTED event (or an FI_ECONNREFUSED error event) on the bound EQ.
+int cm_connect(fid_ep* e, const void* addr, const void* param, std::size_t paramlen) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(e);
+    std::lock_guard lk(ep->dom->mu);
+    if (!ep->msg) return -FI_ENOSYS;
+    if (param && paramlen) return -FI_EINVAL;  // no private data
+    if (!ep->enabled || !ep->eq || ep->connected) return -FI_EOPBADSTATE;
+    if (!addr) addr = ep->info->dest_addr;
+    if (!addr) return -FI_EINVAL;
+    EpAddr pep;
+    std::memcpy(&pep, addr, sizeof pep);
+    if (!pep.valid()) return -FI_EINVAL;
+    if (!send_ctrl(ep, pep.node(), CtrlMsg{CtrlType::kCmReq, pep.ep_id, ep->id, 0, 0}))
+      return -FI_ECONNREFUSED;
+    ep->dom->progress();
+    return 0;
+  });
 }
-int cm_listen(fid_pep*) {
-  return -FI_ENOSYS;
+int cm_listen(fid_pep* p) {
+  Pep* pep = ofi_container<Pep>(p);
+  if (!pep->eq) return -FI_ENOEQ;
+  pep->listening = true;
+  return 0;
 }
-int cm_accept(fid_ep*, const void*, std::size_t) {
-  return -FI_ENOSYS;
+// Server: the endpoint made from the FI_CONNREQ info accepts; both sides then see FI_CONNECTED.
+int cm_accept(fid_ep* e, const void* param, std::size_t paramlen) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(e);
+    std::lock_guard lk(ep->dom->mu);
+    if (!ep->msg || !ep->conn_req) return -FI_EOPBADSTATE;
+    if (param && paramlen) return -FI_EINVAL;
+    if (!ep->enabled || !ep->eq) return -FI_EOPBADSTATE;
+    ep->msg_peer = ep->conn_req->client;
+    delete ep->conn_req;
+    ep->conn_req = nullptr;
+    if (!send_ctrl(ep, ep->msg_peer.node(),
+                   CtrlMsg{CtrlType::kCmRep, ep->msg_peer.ep_id, ep->id, 0, 0}))
+      return -FI_ECONNABORTED;
+    ep->connected = true;
+    push_cm(ep, FI_CONNECTED);
+    ep->dom->progress();
+    return 0;
+  });
 }
-int cm_reject(fid_pep*, fid_t, const void*, std::size_t) {
-  return -FI_ENOSYS;
+int cm_reject(fid_pep* p, fid_t handle, const void*, std::size_t) {
+  return guard(-FI_ENOMEM, [&] {
+    Pep* pep = ofi_container<Pep>(p);
+    if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
+    ConnReq* cr = ofi_container<ConnReq>(handle);
+    std::lock_guard lk(pep->dom->mu);
+    send_ctrl(pep->dom, cr->client.node(),
+              CtrlMsg{CtrlType::kCmRej, cr->client.ep_id, pep->id, 0, 0});
+    delete cr;
+    pep->dom->progress();
+    return 0;
+  });
 }
-int cm_shutdown(fid_ep*, std::uint64_t) {
-  return -FI_ENOSYS;
+int cm_shutdown(fid_ep* e, std::uint64_t) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(e);
+    std::lock_guard lk(ep->dom->mu);
+    if (!ep->msg) return -FI_ENOSYS;
+    if (!ep->connected) return 0;
+    ep->connected = false;
+    send_ctrl(ep, ep->msg_peer.node(),
+              CtrlMsg{CtrlType::kCmShutdown, ep->msg_peer.ep_id, ep->id, 0, 0});
+    ep->dom->progress();
+    return 0;
+  });
 }
 int cm_join(fid_ep*, const void*, std::uint64_t, fid_mc**, void*) {
   return -FI_ENOSYS;
@@ -1519,6 +1630,11 @@ int ep_close(fid* f) {
     Domain* d = ep->dom;
     std::lock_guard lk(d->mu);
     d->progress();
+    if (ep->msg && ep->connected)
+      send_ctrl(ep, ep->msg_peer.node(),
+                CtrlMsg{CtrlType::kCmShutdown, ep->msg_peer.ep_id, ep->id, 0, 0});
+    delete ep->conn_req;  // a connection request never accepted
+    ep->conn_req = nullptr;
     if (ep->atomics_issued || ep->atomics_served)
       WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: %llu atomics issued, %llu executed as target", ep->id,
                 (unsigned long long)ep->atomics_issued, (unsigned long long)ep->atomics_served);
@@ -1616,8 +1732,13 @@ int ep_bind(fid* f, fid* bf, std::uint64_t flags) {
         if (flags & FI_REMOTE_WRITE) set(ep->cntr_rem_write);
         return 0;  // FI_REMOTE_READ: accepted; reads are not visible at the target
       }
-      case FI_CLASS_EQ:
-        return 0;  // no EQ events for RDM (AV inserts are synchronous)
+      case FI_CLASS_EQ: {
+        if (!ep->msg) return 0;  // no EQ events for RDM/DGRAM (AV inserts are synchronous)
+        Eq* q = ofi_container<Eq>(bf);
+        ep->eq = q;
+        q->add_source(ep->dom);
+        return 0;
+      }
       default:
         return -FI_EINVAL;
     }
@@ -1627,7 +1748,7 @@ int ep_bind(fid* f, fid* bf, std::uint64_t flags) {
 int ep_enable(Ep* ep) {
   std::lock_guard lk(ep->dom->mu);
   if (ep->enabled) return 0;
-  if (!ep->av) return -FI_ENOAV;
+  if (!ep->av && !ep->msg) return -FI_ENOAV;
   if (!ep->tx_cq && !ep->cntr_send) return -FI_ENOCQ;
   if (!ep->rx_cq && !ep->cntr_recv) return -FI_ENOCQ;
   Device& dev = *ep->dom->dev;
@@ -1715,8 +1836,10 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   Domain* d = ofi_container<Domain>(domain);
   if (!info || !info->ep_attr) return -FI_EINVAL;
   const fi_ep_type type = info->ep_attr->type;
-  if (type != FI_EP_RDM && type != FI_EP_DGRAM) return -FI_EINVAL;
-  const std::uint64_t all_caps = type == FI_EP_DGRAM ? kDgramCaps : kRdmCaps;
+  if (type != FI_EP_RDM && type != FI_EP_DGRAM && type != FI_EP_MSG) return -FI_EINVAL;
+  const std::uint64_t all_caps = type == FI_EP_DGRAM ? kDgramCaps
+                                 : type == FI_EP_MSG ? kMsgCaps
+                                                     : kRdmCaps;
   if (info->caps & ~all_caps) return -FI_EINVAL;
   auto ep = std::make_unique<Ep>();
   ep->dom = d;
@@ -1724,6 +1847,12 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   if (!ep->info) return -FI_ENOMEM;
   if (!ep->info->caps) ep->info->caps = all_caps;
   ep->dgram = type == FI_EP_DGRAM;
+  ep->msg = type == FI_EP_MSG;
+  if (ep->msg && info->handle) {
+    // Server side: the endpoint answers this connection request when it accepts.
+    if (info->handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
+    ep->conn_req = ofi_container<ConnReq>(info->handle);
+  }
   if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
   std::lock_guard lk(d->mu);
@@ -1776,6 +1905,155 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ++d->refs;
   *out = &ep.release()->ep;
   return 0;
+}
+
+// ---- passive endpoint (FI_EP_MSG listener) ---------------------------------------------------
+namespace {
+
+int pep_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Pep* pep = ofi_container<Pep>(f);
+    {
+      std::lock_guard lk(pep->dom->mu);
+      pep->dom->pep = nullptr;
+    }
+    fi_close(&pep->hidden->fid);
+    fi_freeinfo(pep->info);
+    delete pep;
+    return 0;
+  });
+}
+int pep_bind(fid* f, fid* bf, std::uint64_t) {
+  Pep* pep = ofi_container<Pep>(f);
+  if (bf->fclass != FI_CLASS_EQ) return -FI_EINVAL;
+  pep->eq = ofi_container<Eq>(bf);
+  pep->eq->add_source(pep->dom);
+  return 0;
+}
+int pep_control(fid*, int, void*) {
+  return -FI_ENOSYS;
+}
+int pep_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
+  return -FI_ENOSYS;
+}
+int pep_tostr(const fid*, char*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int pep_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
+  return -FI_ENOSYS;
+}
+fi_ops g_pep_fi_ops = {sizeof(fi_ops), pep_close, pep_bind,   pep_control,
+                       pep_ops_open,   pep_tostr, pep_ops_set};
+
+ssize_t pep_cancel(fid*, void*) {
+  return -FI_ENOENT;
+}
+int pep_getopt(fid*, int, int, void*, std::size_t*) {
+  return -FI_ENOPROTOOPT;
+}
+int pep_setopt(fid*, int, int, const void*, std::size_t) {
+  return -FI_ENOPROTOOPT;
+}
+int pep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+int pep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+ssize_t pep_size_left(fid_ep*) {
+  return -FI_ENOSYS;
+}
+fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), pep_cancel, pep_getopt,    pep_setopt,
+                          pep_tx_ctx,        pep_rx_ctx, pep_size_left, pep_size_left};
+
+int pep_getname(fid* f, void* addr, std::size_t* addrlen) {
+  Pep* pep = ofi_container<Pep>(f);
+  const bool small = *addrlen < sizeof(EpAddr);
+  if (addr) std::memcpy(addr, &pep->addr, std::min(*addrlen, sizeof(EpAddr)));
+  *addrlen = sizeof(EpAddr);
+  return small ? -FI_ETOOSMALL : 0;
+}
+int pep_no_connect(fid_ep*, const void*, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int pep_no_accept(fid_ep*, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int pep_no_shutdown(fid_ep*, std::uint64_t) {
+  return -FI_ENOSYS;
+}
+int pep_no_getpeer(fid_ep*, void*, std::size_t*) {
+  return -FI_ENOSYS;
+}
+fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), cm_setname, pep_getname,   pep_no_getpeer,
+                          pep_no_connect,    cm_listen,  pep_no_accept, cm_reject,
+                          pep_no_shutdown,   cm_join};
+
+}  // namespace
+
+int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) {
+  if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
+  auto pep = std::make_unique<Pep>();
+  pep->fabric = ofi_container<Fabric>(fabric);
+  pep->info = fi_dupinfo(info);
+  if (!pep->info) return -FI_ENOMEM;
+  const int rc = domain_open(fabric, info, &pep->hidden, nullptr);
+  if (rc != 0) {
+    fi_freeinfo(pep->info);
+    return rc;
+  }
+  pep->dom = ofi_container<Domain>(pep->hidden);
+  {
+    std::lock_guard lk(pep->dom->mu);
+    pep->id = pep->dom->next_ep_id++;
+    pep->dom->pep = pep.get();
+  }
+  pep->addr.ep_id = pep->id;
+  pep->addr.node_id = pep->dom->port->local().node_id;
+  pep->addr.lid = pep->dom->port->local().lid;
+  pep->pep.fid.fclass = FI_CLASS_PEP;
+  pep->pep.fid.context = context;
+  pep->pep.fid.ops = &g_pep_fi_ops;
+  pep->pep.ops = &g_pep_ep_ops;
+  pep->pep.cm = &g_pep_cm_ops;
+  *out = &pep.release()->pep;
+  return 0;
+}
+
+// A client's connection request (under the hidden domain's lock, from its progress): an
+// FI_CONNREQ event whose info names the client (dest_addr) and carries the request as handle.
+void pep_on_ctrl(Pep* pep, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
+  if (bytes.size() < sizeof(CtrlMsg)) return;
+  CtrlMsg m;
+  std::memcpy(&m, bytes.data(), sizeof m);
+  if (m.type != CtrlType::kCmReq) return;
+  EpAddr client;
+  client.ep_id = m.src_ep;
+  client.node_id = src.node_id;
+  client.lid = src.lid;
+  if (!pep->listening || !pep->eq) {
+    send_ctrl(pep->dom, src, CtrlMsg{CtrlType::kCmRej, m.src_ep, pep->id, 0, 0});
+    return;
+  }
+  fi_info* info = fi_dupinfo(pep->info);
+  if (!info) return;
+  auto* cr = new ConnReq;
+  cr->fid.fclass = FI_CLASS_CONNREQ;
+  cr->client = client;
+  cr->pep = pep;
+  info->handle = &cr->fid;
+  std::free(info->dest_addr);
+  info->dest_addr = std::malloc(sizeof(EpAddr));
+  if (info->dest_addr) {
+    std::memcpy(info->dest_addr, &client, sizeof client);
+    info->dest_addrlen = sizeof client;
+  } else {
+    info->dest_addrlen = 0;
+  }
+  fi_eq_cm_entry e{};
+  e.fid = &pep->pep.fid;
+  e.info = info;
+  pep->eq->push(FI_CONNREQ, &e, sizeof e, false);
 }
 
 }  // namespace weft::ofi

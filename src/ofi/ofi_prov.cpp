@@ -76,7 +76,8 @@ std::size_t inject_bytes(fi_ep_type type) {
 int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
                    const fi_info* hints, fi_info* out) {
   const bool dgram = type == FI_EP_DGRAM;
-  const std::uint64_t kCaps = dgram ? kDgramCaps : kRdmCaps;
+  const bool msg = type == FI_EP_MSG;
+  const std::uint64_t kCaps = dgram ? kDgramCaps : msg ? kMsgCaps : kRdmCaps;
   std::uint64_t caps = kCaps;
   int hint_mr_mode = static_cast<int>(kMrRmaBits | FI_MR_LOCAL | FI_MR_ALLOCATED);
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) hint_mr_mode = FI_MR_UNSPEC;
@@ -97,7 +98,8 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
     if (hints->src_addr && (hints->src_addrlen != sizeof(EpAddr) ||
                             !static_cast<const EpAddr*>(hints->src_addr)->valid()))
       WEFT_REJECT("src_addr is not a weft address");
-    if (hints->handle) WEFT_REJECT("handle: no connection-oriented endpoints");
+    if (hints->handle && (!msg || hints->handle->fclass != FI_CLASS_CONNREQ))
+      WEFT_REJECT("handle: not a weft connection request");
     if (const fi_ep_attr* e = hints->ep_attr) {
       if (e->type != FI_EP_UNSPEC && e->type != type) return -FI_ENODATA;
       if (e->protocol != FI_PROTO_UNSPEC) WEFT_REJECT("protocol %u", e->protocol);
@@ -214,7 +216,7 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
   e->max_msg_size = max_msg_bytes(type);
   e->msg_prefix_size = 0;
   e->max_order_raw_size = e->max_order_war_size = e->max_order_waw_size = 0;
-  e->mem_tag_format = dgram ? 0 : tag_format;
+  e->mem_tag_format = (dgram || msg) ? 0 : tag_format;
   e->tx_ctx_cnt = e->rx_ctx_cnt = 1;
   fi_domain_attr* d = out->domain_attr;
   d->name = strdup(kDomainName);
@@ -271,10 +273,10 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
     WEFT_INFO(FI_LOG_CORE, "ignoring node/service %s/%s", node ? node : "-",
               service ? service : "-");
   }
-  // RDM first, then DGRAM (UD); each checks the hints on its own.
+  // RDM first, then MSG, then DGRAM (UD); each checks the hints on its own.
   fi_info* head = nullptr;
   fi_info** tail = &head;
-  for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM}) {
+  for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
     fi_info* out = fi_allocinfo();
     if (!out) {
       fi_freeinfo(head);
@@ -327,8 +329,8 @@ fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, no_bind,   no_control,
 int fabric_domain(fid_fabric* f, fi_info* info, fid_domain** d, void* ctx) {
   return guard(-FI_ENOMEM, [&] { return domain_open(f, info, d, ctx); });
 }
-int fabric_pep(fid_fabric*, fi_info*, fid_pep**, void*) {
-  return -FI_ENOSYS;
+int fabric_pep(fid_fabric* f, fi_info* info, fid_pep** pep, void* ctx) {
+  return guard(-FI_ENOMEM, [&] { return pep_open(f, info, pep, ctx); });
 }
 int fabric_eq(fid_fabric* f, fi_eq_attr* a, fid_eq** eq, void* ctx) {
   return guard(-FI_ENOMEM, [&] { return eq_open(f, a, eq, ctx); });
@@ -366,8 +368,28 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
 namespace {
 
 int eq_close(fid* f) {
-  delete ofi_container<Eq>(f);
+  Eq* q = ofi_container<Eq>(f);
+  {
+    std::lock_guard lk(q->fabric->mu);
+    std::erase(q->fabric->eqs, q);
+  }
+  delete q;
   return 0;
+}
+
+// Connection events come from the progress of the domains bound to this EQ.
+void eq_progress(Eq* q) {
+  // Copied, then progressed without the fabric lock (binds take a domain lock, then it). A
+  // domain must not be closed while another thread reads an EQ it is bound to.
+  std::vector<Domain*> sources;
+  {
+    std::lock_guard lk(q->fabric->mu);
+    sources = q->sources;
+  }
+  for (Domain* d : sources) {
+    std::lock_guard dl(d->mu);
+    d->progress();
+  }
 }
 fi_ops g_eq_fi_ops = {sizeof(fi_ops), eq_close, no_bind,   no_control,
                       no_ops_open,    no_tostr, no_ops_set};
@@ -387,6 +409,7 @@ ssize_t eq_read_impl(Eq* q, std::uint32_t* event, void* buf, std::size_t len, st
 }
 ssize_t eq_read(fid_eq* eq, std::uint32_t* event, void* buf, std::size_t len, std::uint64_t flags) {
   return guard<ssize_t>(-FI_ENOMEM, [&] {
+    eq_progress(ofi_container<Eq>(eq));
     return eq_read_impl(ofi_container<Eq>(eq), event, buf, len, flags, false);
   });
 }
@@ -413,7 +436,7 @@ ssize_t eq_sread(fid_eq* eq, std::uint32_t* event, void* buf, std::size_t len, i
     const ssize_t n = eq_read(eq, event, buf, len, flags);
     if (n != -FI_EAGAIN) return n;
     if (mono_ns() >= end) return -FI_EAGAIN;
-    ::poll(nullptr, 0, 1);  // no event source to wait on: back off 1 ms
+    ::poll(nullptr, 0, 1);  // connection events come from progress (eq_read): back off 1 ms
   }
 }
 const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, std::size_t len) {
@@ -429,10 +452,32 @@ fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read, eq_readerr, eq_write, eq_sread
 
 }  // namespace
 
+void Eq::push(std::uint32_t event, const void* buf, std::size_t len, bool error) {
+  std::lock_guard lk(mu);
+  const auto* p = static_cast<const std::uint8_t*>(buf);
+  events.push_back({event, std::vector<std::uint8_t>(p, p + len), error});
+}
+
+void Eq::add_source(Domain* d) {
+  std::lock_guard lk(fabric->mu);
+  if (std::find(sources.begin(), sources.end(), d) == sources.end()) sources.push_back(d);
+}
+
+void eq_forget_domain(Domain* d) {
+  std::lock_guard lk(d->fabric->mu);
+  for (Eq* q : d->fabric->eqs) std::erase(q->sources, d);
+}
+
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) {
-  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
+  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+      attr->wait_obj != FI_WAIT_FD)
+    return -FI_ENOSYS;
   auto* q = new Eq;
   q->fabric = ofi_container<Fabric>(fabric);
+  {
+    std::lock_guard lk(q->fabric->mu);
+    q->fabric->eqs.push_back(q);
+  }
   q->eq.fid.fclass = FI_CLASS_EQ;
   q->eq.fid.context = context;
   q->eq.fid.ops = &g_eq_fi_ops;

@@ -211,7 +211,11 @@ TEST(GetInfo, RefusesWhatItCannotHonour) {
     const char* what;
     std::function<void(fi_info*)> edit;
   } cases[] = {
-      {"msg endpoint", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
+      {"tagged msg endpoint",
+       [](fi_info* h) {
+         h->ep_attr->type = FI_EP_MSG;
+         h->caps = FI_TAGGED;
+       }},
       {"rma events", [](fi_info* h) { h->caps |= FI_RMA_EVENT; }},
       {"atomics without prov keys",
        [](fi_info* h) {
