@@ -993,6 +993,137 @@ TEST_F(AutoProgressProvider, RendezvousCompletesWithoutApplicationCalls) {
   expect_tx(a(), &sctx);
 }
 
+// FI_EP_MSG through the connection manager: a passive endpoint listens; a client connects, the
+// server gets FI_CONNREQ (with the client's address), accepts, both see FI_CONNECTED, messages
+// flow both ways (byte-exact), the client shuts down and the server sees FI_SHUTDOWN. A second
+// client is rejected (FI_ECONNREFUSED error event).
+TEST(Msg, ConnectAcceptSendShutdownAndReject) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("weft");
+  h->ep_attr->type = FI_EP_MSG;
+  h->caps = FI_MSG;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fi_freeinfo(h);
+  ASSERT_EQ(info->ep_attr->type, FI_EP_MSG);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_eq* eq[2];
+  fi_eq_attr ea{};
+  for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
+  fid_pep* pep;
+  ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
+  ASSERT_EQ(fi_listen(pep), 0);
+  std::uint8_t pep_addr[64];
+  std::size_t alen = sizeof pep_addr;
+  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &alen), 0);
+  ASSERT_LE(alen, 64u);
+
+  struct Side {
+    fid_domain* dom = nullptr;
+    fid_cq* cq = nullptr;
+    fid_ep* ep = nullptr;
+  } cli, srv;
+  auto open_side = [&](Side& s, fi_info* i, fid_eq* q) {
+    ASSERT_EQ(fi_domain(fab, i, &s.dom, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(s.dom, i, &s.ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &q->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(s.ep), 0);
+  };
+  auto wait_event = [&](fid_eq* q, std::uint32_t* ev, fi_eq_cm_entry* e) {
+    return fi_eq_sread(q, ev, e, sizeof *e, 5000, 0);
+  };
+  open_side(cli, info, eq[1]);
+  ASSERT_EQ(fi_connect(cli.ep, pep_addr, nullptr, 0), 0);
+  std::uint32_t ev = 0;
+  fi_eq_cm_entry e{};
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  ASSERT_EQ(ev, FI_CONNREQ);
+  EXPECT_EQ(e.fid, &pep->fid);
+  ASSERT_NE(e.info, nullptr);
+  ASSERT_NE(e.info->handle, nullptr);
+  std::uint8_t cli_addr[64];
+  alen = sizeof cli_addr;
+  ASSERT_EQ(fi_getname(&cli.ep->fid, cli_addr, &alen), 0);
+  ASSERT_EQ(e.info->dest_addrlen, alen);
+  EXPECT_EQ(0, std::memcmp(e.info->dest_addr, cli_addr, alen));
+  open_side(srv, e.info, eq[0]);
+  fi_freeinfo(e.info);
+  ASSERT_EQ(fi_accept(srv.ep, nullptr, 0), 0);
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_CONNECTED);
+  EXPECT_EQ(e.fid, &srv.ep->fid);
+  ASSERT_EQ(wait_event(eq[1], &ev, &e), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_CONNECTED);
+  EXPECT_EQ(e.fid, &cli.ep->fid);
+
+  auto poll = [&](fid_cq* q, fi_cq_data_entry* d) {
+    for (int i = 0; i < 200000; ++i) {
+      const ssize_t rc = fi_cq_read(q, d, 1);
+      if (rc != -FI_EAGAIN) return rc;
+      fi_cq_read(cli.cq, nullptr, 0);
+      fi_cq_read(srv.cq, nullptr, 0);
+    }
+    return ssize_t{-FI_EAGAIN};
+  };
+  for (std::size_t n : {100ul, 100000ul}) {  // eager and rendezvous, both directions
+    for (int dir = 0; dir < 2; ++dir) {
+      Side& from = dir ? srv : cli;
+      Side& to = dir ? cli : srv;
+      auto msg = pattern(n, static_cast<std::uint32_t>(n + dir));
+      std::vector<std::uint8_t> buf(n, 0);
+      int rctx, sctx;
+      ASSERT_EQ(fi_recv(to.ep, buf.data(), n, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+      ASSERT_EQ(fi_send(from.ep, msg.data(), n, nullptr, FI_ADDR_UNSPEC, &sctx), 0);
+      fi_cq_data_entry d;
+      ASSERT_EQ(poll(to.cq, &d), 1);
+      EXPECT_EQ(d.op_context, &rctx);
+      EXPECT_EQ(d.len, n);
+      EXPECT_TRUE(buf == msg);
+      ASSERT_EQ(poll(from.cq, &d), 1);
+      EXPECT_EQ(d.op_context, &sctx);
+    }
+  }
+  std::uint8_t peer[64];
+  alen = sizeof peer;
+  ASSERT_EQ(fi_getpeer(srv.ep, peer, &alen), 0);
+  EXPECT_EQ(0, std::memcmp(peer, cli_addr, alen));
+
+  ASSERT_EQ(fi_shutdown(cli.ep, 0), 0);
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_SHUTDOWN);
+  EXPECT_EQ(e.fid, &srv.ep->fid);
+
+  // A second client: rejected.
+  Side cli2;
+  open_side(cli2, info, eq[1]);
+  ASSERT_EQ(fi_connect(cli2.ep, pep_addr, nullptr, 0), 0);
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  ASSERT_EQ(ev, FI_CONNREQ);
+  ASSERT_EQ(fi_reject(pep, e.info->handle, nullptr, 0), 0);
+  fi_freeinfo(e.info);
+  EXPECT_EQ(wait_event(eq[1], &ev, &e), -FI_EAVAIL);
+  fi_eq_err_entry err{};
+  ASSERT_EQ(fi_eq_readerr(eq[1], &err, 0), static_cast<ssize_t>(sizeof err));
+  EXPECT_EQ(err.err, FI_ECONNREFUSED);
+  EXPECT_EQ(err.fid, &cli2.ep->fid);
+
+  for (Side* s : {&cli, &srv, &cli2}) {
+    EXPECT_EQ(fi_close(&s->ep->fid), 0);
+    EXPECT_EQ(fi_close(&s->cq->fid), 0);
+    EXPECT_EQ(fi_close(&s->dom->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&pep->fid), 0);
+  for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
+}
+
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
   fi_info* h = fi_allocinfo();
   h->fabric_attr->prov_name = strdup("weft");
