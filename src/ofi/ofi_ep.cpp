@@ -1057,12 +1057,16 @@ ssize_t recv_multi(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, s
   m->multi = true;
   ep->posted_msg.push_back(m);
   auto it = std::prev(ep->posted_msg.end());
-  while (!m->released) {
+  for (;;) {
     Unexp* u = find_unexp(ep, false, src, 0, 0);
     if (!u) break;
     remove_unexp(ep, u);
-    deliver(ep, take_piece(ep, ep->posted_msg, it, u->hdr.len), u->conn, u->hdr, u->payload.data());
+    RecvReq* piece = take_piece(ep, ep->posted_msg, it, u->hdr.len);
+    // The piece that releases the buffer may complete at once and free it: decide before.
+    const bool last = m->released;
+    deliver(ep, piece, u->conn, u->hdr, u->payload.data());
     delete u;
+    if (last) break;
   }
   ep->dom->progress();
   return 0;

@@ -961,6 +961,21 @@ TEST_F(Provider, MultiRecvBufferTakesConsecutiveMessages) {
   iovec tiny{buf.data(), 50};
   m.msg_iov = &tiny;
   EXPECT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), -FI_EINVAL);
+  // A message already waiting that fills the buffer at post time releases it at once.
+  int uctx;
+  ASSERT_EQ(fi_send(a().ep, msgs[1].data(), 150, nullptr, 1, &uctx), 0);
+  drive([] { return false; }, 2000);
+  iovec two{buf.data(), 200};
+  m.msg_iov = &two;
+  ASSERT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &mctx);
+  EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
+  EXPECT_EQ(e.len, 150u);
+  EXPECT_EQ(e.buf, buf.data());
+  EXPECT_EQ(0, std::memcmp(buf.data(), msgs[1].data(), 150));
+  ASSERT_EQ(read_one(a().txcq, &e), 1);
+  EXPECT_EQ(e.op_context, &uctx);
 }
 
 // FI_PROGRESS_AUTO: every domain has a progress thread, so a rendezvous (connection handshake,
