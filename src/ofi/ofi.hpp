@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
@@ -28,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -47,17 +49,27 @@ struct Params {
   std::size_t rx_bounce = 256;      // receive bounce buffers per endpoint (shared RQ)
   std::size_t tx_depth = 256;       // send operations in flight per endpoint
   std::size_t mtu_bytes = 4096;     // path MTU of the RC QPs
-  bool loopback = false;            // FI_WEFT_MEDIUM=loopback: in-process; else shm
+  // RC local ACK timeout, IBA exponent (4.096 us << n). The media lose a packet only when a ring
+  // or inbox is full, but a peer's "NIC" answers only when that process runs its progress: 16
+  // (268 ms, about 2 s with the 7 retries) lets a descheduled or busy peer catch up.
+  std::size_t ack_timeout = 16;
+  bool loopback = false;  // FI_WEFT_MEDIUM=loopback: in-process; else shm
 };
 extern Params g_params;
 
-inline constexpr std::uint64_t kRdmCaps =
-    FI_MSG | FI_TAGGED | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-    FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+inline constexpr std::uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND |
+                                          FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                                          FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE |
+                                          FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// FI_EP_MSG: one peer per endpoint after connect/accept; no tags, no source addresses.
+inline constexpr std::uint64_t kMsgCaps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV |
+                                          FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                                          FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr std::uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// Capabilities that put provider keys and virtual addresses on the wire (see mr_mode).
 inline constexpr std::uint64_t kRmaCaps =
-    FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr std::uint64_t kMaxMsgBytes = 1ull << 30;
 inline constexpr std::size_t kCqDataBytes = 4;
 inline constexpr std::size_t kIovMax = 4;
@@ -105,9 +117,12 @@ TimeNs mono_ns();
 struct Domain;
 struct Ep;
 
+struct Eq;
 struct Fabric {
   fid_fabric fab{};
   std::string name;
+  std::mutex mu;
+  std::vector<Eq*> eqs;  // so that a closing domain leaves every EQ's progress list
 };
 
 struct Eq {
@@ -120,6 +135,30 @@ struct Eq {
     bool error;
   };
   std::deque<Event> events;
+  // Domains whose progress produces this EQ's connection events (a passive endpoint's, a MSG
+  // endpoint's): every EQ read progresses them first.
+  std::vector<Domain*> sources;
+  void push(std::uint32_t event, const void* buf, std::size_t len, bool error);
+  void add_source(Domain* d);
+};
+
+// A passive endpoint: its own hidden domain (a node on the medium) that receives connection
+// requests; FI_CONNREQ events carry a ConnReq as info->handle.
+struct Pep {
+  fid_pep pep{};
+  Fabric* fabric = nullptr;
+  fi_info* info = nullptr;
+  fid_domain* hidden = nullptr;
+  Domain* dom = nullptr;
+  Eq* eq = nullptr;
+  std::uint32_t id = 0;
+  EpAddr addr;
+  bool listening = false;
+};
+struct ConnReq {
+  struct fid fid {};
+  EpAddr client;
+  Pep* pep = nullptr;
 };
 
 struct Mr {
@@ -127,6 +166,8 @@ struct Mr {
   Domain* dom = nullptr;
   MemoryRegion* dmr = nullptr;  // null for a zero-length region
   std::uint64_t access = 0;
+  std::uintptr_t base = 0;  // the registered range, for atomics executed at this target
+  std::size_t len = 0;
 };
 
 struct Av {
@@ -194,23 +235,45 @@ struct Domain {
   fi_threading threading = FI_THREAD_SAFE;
   std::uint32_t next_ep_id = 1;
   std::unordered_map<std::uint32_t, Ep*> eps;
+  std::unordered_map<std::uint64_t, Mr*> mr_by_key;  // registrations with remote access
+  Pep* pep = nullptr;  // a passive endpoint's hidden domain: connection requests go to it
   int refs = 0;
   bool in_progress = false;
   // Reused by progress(): WorkCompletion has member initialisers, and clearing 64 of them per
   // progress round showed up as the top user-space cost of a ping-pong.
   std::array<WorkCompletion, 64> wc_batch;
 
-  void progress();
+  // FI_PROGRESS_AUTO: a thread that runs progress() under `mu` every 50 us while there is work,
+  // backing off to every 1 ms when idle (stop_efd wakes it for domain close).
+  std::thread progress_thread;
+  int stop_efd = -1;
+  void start_auto_progress();
+  void stop_auto_progress();
+
+  std::size_t progress();  // the work done (packets, control messages, completions)
   void dispatch(const WorkCompletion& wc);
   void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);
   void kick();  // transmit whatever posts produced, without reading anything
 };
 
+// ---- FI_ATOMIC (ofi_atomic.cpp) ------------------------------------------------------------
+enum class AtomicKind : std::uint8_t { kWrite, kFetch, kCompare };
+std::size_t atomic_type_size(fi_datatype dt);  // 0: not offered
+bool atomic_valid(AtomicKind kind, fi_op op, fi_datatype dt);
+std::size_t atomic_max_count(AtomicKind kind, fi_datatype dt);
+// Executes at the target, under the process-wide atomic mutex; result (if not null) gets the old
+// values.
+void atomic_execute(fi_op op, fi_datatype dt, void* dst, const void* operand, const void* compare,
+                    void* result, std::size_t count);
+
 // ---- endpoint internals (ofi_ep.cpp) ---------------------------------------------------------
 
 // Wire header at the start of every provider SEND (little-endian host layout; both ends are
 // this provider).
-enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3 };
+// kAtomicReq: reserved = fi_op | fi_datatype << 8, len = count, addr/rkey = the target, msg_id =
+// the request id; payload = operand values, then compare values. kAtomicResp: msg_id, data = 0
+// or a positive FI_E* code, payload = the old values (fetch and compare forms).
+enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3, kAtomicReq = 4, kAtomicResp = 5 };
 struct MsgHdr {
   MsgOp op;
   std::uint8_t flags;  // kHdr*
@@ -224,12 +287,12 @@ struct MsgHdr {
   std::uint32_t rkey = 0;    // RTS
   std::uint32_t reserved3 = 0;
 };
-inline constexpr std::uint8_t kHdrTagged = 1, kHdrData = 2;
+inline constexpr std::uint8_t kHdrTagged = 1, kHdrData = 2, kHdrFetch = 4, kHdrCompare = 8;
 static_assert(sizeof(MsgHdr) == 56);
 
 struct Conn;
 
-enum class OpKind : std::uint8_t { kSend, kRts, kFin, kWrite, kRead, kRndvRead, kBounce };
+enum class OpKind : std::uint8_t { kSend, kRts, kFin, kWrite, kRead, kRndvRead, kBounce, kAtomic };
 
 // One provider operation that owns device work requests. wr_id points at it.
 struct Op {
@@ -254,6 +317,10 @@ struct Op {
   std::uint64_t rndv_id = 0;
   std::uint64_t rndv_len = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
+  // Atomic: where the old values go (fetch and compare forms); the op is freed once both its
+  // SEND completed and the response came (either may be first).
+  void* result = nullptr;
+  std::uint8_t pending = 0;
 };
 
 struct RecvReq {
@@ -265,6 +332,15 @@ struct RecvReq {
   std::uint64_t flags = 0;
   bool tagged = false;
   bool completion = true;
+  // FI_MULTI_RECV: the posted buffer (iov[0]) hands out consecutive pieces, one per message; each
+  // piece is a child RecvReq pointing at its parent. The parent leaves the posted queue once
+  // less than the endpoint's min_multi_recv remains (released); the completion of the last
+  // outstanding piece then carries FI_MULTI_RECV and the parent is freed.
+  bool multi = false;
+  bool released = false;
+  std::size_t offset = 0;
+  std::size_t outstanding = 0;
+  RecvReq* parent = nullptr;
 };
 
 // A message that arrived before its receive was posted.
@@ -315,6 +391,7 @@ struct Ep {
   std::vector<std::unique_ptr<Conn>> in_conns;
   std::unordered_map<std::uint32_t, Conn*> by_qpn;
   std::list<RecvReq*> posted_msg, posted_tag;
+  std::size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV
   std::list<Unexp*> unexp_msg, unexp_tag;
   std::uint64_t next_rndv_id = 1;
   std::unordered_map<std::uint64_t, Op*> rndv_sends;
@@ -323,8 +400,16 @@ struct Ep {
   std::unordered_map<void*, Unexp*> claimed;
   // FI_EP_DGRAM: one UD QP; address handles made on first use per fi_addr.
   bool dgram = false;
+  // FI_EP_MSG: the one peer (set by accept on the server, by the FI_CONNECTED answer on the
+  // client), the EQ for connection events, and the server's connection request until accept.
+  bool msg = false;
+  bool connected = false;
+  EpAddr msg_peer;
+  Eq* eq = nullptr;
+  ConnReq* conn_req = nullptr;
   QueuePair* ud_qp = nullptr;
   std::unordered_map<fi_addr_t, AddressHandle*> ahs;
+  std::uint64_t atomics_issued = 0, atomics_served = 0;  // logged at close (FI_LOG_LEVEL=info)
   std::uint64_t dgram_drops =
       0;  // datagrams that found no posted receive  // FI_PEEK|FI_CLAIM: context -> message
 
@@ -336,6 +421,9 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context);
+void pep_on_ctrl(Pep* pep, const NodeAddr& src, std::span<const std::uint8_t> msg);
+void eq_forget_domain(Domain* d);  // a closing domain leaves every EQ's progress list
 int rdm_getinfo(std::uint32_t version, const char* node, const char* service, std::uint64_t flags,
                 const fi_info* hints, fi_info** info);
 
@@ -346,7 +434,10 @@ void cntr_inc(Cntr* c);
 void cntr_err(Cntr* c);
 
 // Logging through libfabric's FI_LOG (FI_LOG_LEVEL, FI_LOG_PROV=weft).
-#define WEFT_WARN(subsys, ...) FI_WARN(&::weft::ofi::g_prov, subsys, __VA_ARGS__)
-#define WEFT_INFO(subsys, ...) FI_INFO(&::weft::ofi::g_prov, subsys, __VA_ARGS__)
+// libfabric prints the format as given: the macros end each message with a newline.
+#define WEFT_WARN(subsys, fmt, ...) \
+  FI_WARN(&::weft::ofi::g_prov, subsys, fmt "\n" __VA_OPT__(, ) __VA_ARGS__)
+#define WEFT_INFO(subsys, fmt, ...) \
+  FI_INFO(&::weft::ofi::g_prov, subsys, fmt "\n" __VA_OPT__(, ) __VA_ARGS__)
 
 }  // namespace weft::ofi

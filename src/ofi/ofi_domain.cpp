@@ -51,9 +51,10 @@ void Domain::kick() {
 
 // One bounded pass of manual progress: packets in, control datagrams, timers, packets out, device
 // completions to the endpoints (which may post more), until nothing moves or the round limit.
-void Domain::progress() {
-  if (in_progress) return;  // a completion handler that posts must not recurse
+std::size_t Domain::progress() {
+  if (in_progress) return 0;  // a completion handler that posts must not recurse
   in_progress = true;
+  std::size_t total = 0;
   for (int round = 0; round < kProgressRoundsMax; ++round) {
     std::size_t work = 0;
     const TimeNs now = mono_ns();
@@ -80,9 +81,43 @@ void Domain::progress() {
       WEFT_WARN(FI_LOG_DOMAIN, "device event %.*s on qp 0x%x",
                 static_cast<int>(to_string(ev.type).size()), to_string(ev.type).data(), ev.qp_num);
     }
+    total += work;
     if (work == 0) break;
   }
   in_progress = false;
+  return total;
+}
+
+// The progress thread runs the same bounded progress pass as a post or a CQ read does, so the
+// peers' connection requests, READs and ACKs get answered while the application computes. It
+// sleeps on stop_efd between passes: 50 us after a pass that moved something, doubling to 1 ms
+// while idle (the media's doorbells are not armed, so it does not wait on them).
+void Domain::start_auto_progress() {
+  stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_efd < 0) throw std::bad_alloc();
+  progress_thread = std::thread([this] {
+    int nap_us = 50;
+    for (;;) {
+      std::size_t work;
+      {
+        std::lock_guard lk(mu);
+        work = progress();
+      }
+      nap_us = work ? 50 : std::min(nap_us * 2, 1000);
+      pollfd p{stop_efd, POLLIN, 0};
+      timespec ts{0, nap_us * 1000L};
+      if (ppoll(&p, 1, &ts, nullptr) > 0) return;
+    }
+  });
+}
+
+void Domain::stop_auto_progress() {
+  if (!progress_thread.joinable()) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t w = write(stop_efd, &one, sizeof(one));
+  progress_thread.join();
+  close(stop_efd);
+  stop_efd = -1;
 }
 
 void Domain::dispatch(const WorkCompletion& wc) {
@@ -96,6 +131,10 @@ void Domain::on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg) {
   if (msg.size() < 8) return;
   std::uint32_t dst_ep;
   std::memcpy(&dst_ep, msg.data() + 4, 4);
+  if (pep && dst_ep == pep->id) {
+    pep_on_ctrl(pep, src, msg);
+    return;
+  }
   auto it = eps.find(dst_ep);
   if (it == eps.end()) {
     WEFT_INFO(FI_LOG_EP_CTRL, "control datagram for unknown endpoint %u", dst_ep);
@@ -118,6 +157,8 @@ int domain_close(fid* f) {
       std::lock_guard lk(d->mu);
       if (d->refs > 0) return -FI_EBUSY;
     }
+    d->stop_auto_progress();
+    eq_forget_domain(d);
     delete d;
     return 0;
   });
@@ -153,8 +194,19 @@ int dom_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) {
 int dom_srx(fid_domain*, fi_rx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;
 }
-int dom_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, std::uint64_t) {
-  return -FI_ENOSYS;
+int dom_query_atomic(fid_domain*, fi_datatype dt, fi_op op, fi_atomic_attr* attr,
+                     std::uint64_t flags) {
+  const AtomicKind kind = (flags & FI_COMPARE_ATOMIC) ? AtomicKind::kCompare
+                          : (flags & FI_FETCH_ATOMIC) ? AtomicKind::kFetch
+                                                      : AtomicKind::kWrite;
+  if (flags & ~(FI_COMPARE_ATOMIC | FI_FETCH_ATOMIC | FI_TAGGED)) return -FI_EBADFLAGS;
+  if (flags & FI_TAGGED) return -FI_EOPNOTSUPP;
+  if (!atomic_valid(kind, op, dt)) return -FI_EOPNOTSUPP;
+  if (attr) {
+    attr->size = atomic_type_size(dt);
+    attr->count = atomic_max_count(kind, dt);
+  }
+  return 0;
 }
 int dom_query_coll(fid_domain*, fi_collective_op, fi_collective_attr*, std::uint64_t) {
   return -FI_ENOSYS;
@@ -219,8 +271,12 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   d->dom.fid.ops = &g_domain_fi_ops;
   d->dom.ops = &g_domain_ops;
   d->dom.mr = &g_mr_ops;
-  WEFT_INFO(FI_LOG_DOMAIN, "domain on %s node %llu lid %u", g_params.loopback ? "loopback" : "shm",
-            (unsigned long long)d->port->local().node_id, d->port->local().lid);
+  const bool auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
+                             info->domain_attr->control_progress == FI_PROGRESS_AUTO;
+  WEFT_INFO(FI_LOG_DOMAIN, "domain on %s node %llu lid %u, %s progress",
+            g_params.loopback ? "loopback" : "shm", (unsigned long long)d->port->local().node_id,
+            d->port->local().lid, auto_progress ? "auto" : "manual");
+  if (auto_progress) d->start_auto_progress();
   *out = &d.release()->dom;
   return 0;
 }
@@ -234,6 +290,8 @@ int mr_close(fid* f) {
     {
       std::lock_guard lk(m->dom->mu);
       if (m->dmr && m->dom->dev->dereg_mr(m->dmr) != Errc::kOk) return -FI_EBUSY;
+      auto it = m->dom->mr_by_key.find(m->mr.key);
+      if (it != m->dom->mr_by_key.end() && it->second == m) m->dom->mr_by_key.erase(it);
       --m->dom->refs;
     }
     delete m;
@@ -268,6 +326,9 @@ int mr_reg_common(Domain* d, const void* buf, std::size_t len, std::uint64_t acc
   const bool prov_key = (d->mr_mode & FI_MR_PROV_KEY) || d->mr_mode == FI_MR_BASIC;
   m->mr.key = prov_key ? (m->dmr ? m->dmr->rkey() : 0) : requested_key;
   m->mr.mem_desc = m.get();
+  m->base = reinterpret_cast<std::uintptr_t>(buf);
+  m->len = len;
+  if (m->dmr && (access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) d->mr_by_key[m->mr.key] = m.get();
   m->mr.fid.fclass = FI_CLASS_MR;
   m->mr.fid.context = ctx;
   m->mr.fid.ops = &g_mr_fi_ops;

@@ -12,7 +12,17 @@ namespace weft::ofi {
 namespace {
 
 // ---- connection setup (control datagrams over the medium) -------------------------------------
-enum class CtrlType : std::uint32_t { kConnReq = 1, kConnRep = 2, kConnRej = 3 };
+// kConn*: the RC connection of one direction (RDM and MSG data). kCm*: FI_EP_MSG connection
+// management (connect to a passive endpoint, accept, reject, shutdown).
+enum class CtrlType : std::uint32_t {
+  kConnReq = 1,
+  kConnRep = 2,
+  kConnRej = 3,
+  kCmReq = 4,
+  kCmRep = 5,
+  kCmRej = 6,
+  kCmShutdown = 7,
+};
 struct CtrlMsg {
   CtrlType type;
   std::uint32_t dst_ep;  // at offset 4: Domain::on_ctrl demultiplexes on it
@@ -56,7 +66,7 @@ Errc qp_to_rts(QueuePair& qp, std::uint16_t dlid, std::uint32_t dest_qpn, std::u
   if (rc != Errc::kOk) return rc;
   a.qp_state = QpState::kRts;
   a.sq_psn = sq_psn;
-  a.timeout = 12;  // 16.8 ms: the loopback never loses a packet unless its inbox overflows
+  a.timeout = static_cast<std::uint8_t>(g_params.ack_timeout);  // FI_WEFT_ACK_TIMEOUT
   a.retry_cnt = 7;
   a.rnr_retry = 7;  // forever: a receiver out of bounce buffers only slows the sender
   a.max_rd_atomic = 16;
@@ -174,8 +184,14 @@ void fail_conn(Ep* ep, Conn* c) {
 }
 
 Conn* out_conn(Ep* ep, fi_addr_t dest) {
-  if (!ep->av) return nullptr;
-  const EpAddr* peer = ep->av->get(dest);
+  const EpAddr* peer;
+  if (ep->msg) {
+    if (!ep->connected) return nullptr;
+    peer = &ep->msg_peer;  // a MSG endpoint ignores dest_addr
+  } else {
+    if (!ep->av) return nullptr;
+    peer = ep->av->get(dest);
+  }
   if (!peer) return nullptr;
   auto it = ep->out_conns.find(*peer);
   if (it != ep->out_conns.end()) return it->second.get();
@@ -226,9 +242,10 @@ void tx_error(Ep* ep, Op* op, int err, WcStatus st) {
     e.prov_errno = static_cast<int>(st) + 1;
     ep->tx_cq->push_error(e);
   }
-  Cntr* c = op->kind == OpKind::kRead    ? ep->cntr_read
-            : op->kind == OpKind::kWrite ? ep->cntr_write
-                                         : ep->cntr_send;
+  Cntr* c = op->kind == OpKind::kRead     ? ep->cntr_read
+            : op->kind == OpKind::kWrite  ? ep->cntr_write
+            : op->kind == OpKind::kAtomic ? ((op->flags & FI_READ) ? ep->cntr_read : ep->cntr_write)
+                                          : ep->cntr_send;
   cntr_err(c);
 }
 
@@ -252,6 +269,8 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
   const std::size_t cap = iov_bytes(r->iov, r->iov_count);
   std::uint64_t flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
   if (h.flags & kHdrData) flags |= FI_REMOTE_CQ_DATA;
+  RecvReq* parent = r->parent;  // a piece of a multi-receive buffer
+  if (parent && --parent->outstanding == 0 && parent->released) flags |= FI_MULTI_RECV;
   void* buf = r->iov_count ? r->iov[0].iov_base : nullptr;
   if (total > cap) {
     if (ep->rx_cq) {
@@ -281,28 +300,52 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
     cntr_inc(ep->cntr_recv);
   }
   delete r;
+  if (flags & FI_MULTI_RECV) delete parent;
 }
 
-void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
+// The next piece of a multi-receive buffer for a message of `len` bytes (truncated to what
+// remains); releases the buffer from `posted` when less than min_multi_recv is left after it.
+RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::iterator it,
+                    std::uint64_t len) {
+  RecvReq* m = *it;
+  auto* r = new RecvReq;
+  r->context = m->context;
+  r->completion = m->completion;
+  r->parent = m;
+  const std::size_t left = m->iov[0].iov_len - m->offset;
+  const std::size_t n = std::min<std::uint64_t>(len, left);
+  r->iov[0] = {static_cast<std::uint8_t*>(m->iov[0].iov_base) + m->offset, n};
+  r->iov_count = 1;
+  m->offset += n;
+  ++m->outstanding;
+  if (m->iov[0].iov_len - m->offset < ep->min_multi_recv) {
+    m->released = true;
+    posted.erase(it);
+  }
+  return r;
+}
+
+// A provider-internal message (FIN, atomic response) on connection c: no completion.
+void send_internal(Ep* ep, Conn* c, const MsgHdr& h, const void* payload, std::size_t n) {
   Op* op = new_op(ep, OpKind::kFin);
   op->conn = c;
   op->completion = false;
-  op->stage = ep->stage_free.empty() ? nullptr : ep->stage_free.back();
+  const std::size_t bytes = sizeof h + n;
+  op->stage =
+      (bytes <= ep->stage_bytes && !ep->stage_free.empty()) ? ep->stage_free.back() : nullptr;
   if (!op->stage) {
-    // The staging pool is sized for tx_depth plus internal messages; a FIN always fits.
-    op->linear.resize(sizeof(MsgHdr));
+    // The staging pool is sized for tx_depth plus internal messages; this is the rare overflow.
+    op->linear.resize(bytes);
   } else {
     ep->stage_free.pop_back();
   }
   std::uint8_t* buf = op->stage ? op->stage : op->linear.data();
-  MsgHdr h{};
-  h.op = MsgOp::kFin;
-  h.msg_id = msg_id;
   std::memcpy(buf, &h, sizeof h);
+  if (n) std::memcpy(buf + sizeof h, payload, n);
   if (!op->stage) {
-    op->tmp_mr = ep->dom->dev->reg_mr(ep->dom->pd, buf, sizeof h, kAccessLocalWrite).value();
+    op->tmp_mr = ep->dom->dev->reg_mr(ep->dom->pd, buf, bytes, kAccessLocalWrite).value();
   }
-  op->sge = {reinterpret_cast<std::uintptr_t>(buf), sizeof h,
+  op->sge = {reinterpret_cast<std::uintptr_t>(buf), static_cast<std::uint32_t>(bytes),
              op->stage ? ep->stage_mr->lkey() : op->tmp_mr->lkey()};
   op->wr = SendWr{};
   op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
@@ -310,6 +353,13 @@ void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
   op->wr.send_flags = kSignaled;
   op->wr.sg_list = {&op->sge, 1};
   post_now_or_backlog(c, op);
+}
+
+void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
+  MsgHdr h{};
+  h.op = MsgOp::kFin;
+  h.msg_id = msg_id;
+  send_internal(ep, c, h, nullptr, 0);
 }
 
 // Delivers a matched message (eager payload or RTS) into a posted receive.
@@ -383,6 +433,73 @@ void on_fin(Ep* ep, const MsgHdr& h) {
   delete_op(ep, op);
 }
 
+// ---- FI_ATOMIC on the wire ----
+// The target executes the request on its own memory (ofi_atomic.cpp) and answers with the old
+// values; the initiator completes the operation on that answer (delivery complete).
+void on_atomic_req(Ep* ep, Conn* c, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
+  const auto op = static_cast<fi_op>(h.reserved & 0xFF);
+  const auto dt = static_cast<fi_datatype>(h.reserved >> 8);
+  const bool fetch = (h.flags & (kHdrFetch | kHdrCompare)) != 0;
+  const bool cmp = (h.flags & kHdrCompare) != 0;
+  const std::size_t sz = atomic_type_size(dt);
+  const std::size_t bytes = sz * h.len;
+  MsgHdr r{};
+  r.op = MsgOp::kAtomicResp;
+  r.msg_id = h.msg_id;
+  std::vector<std::uint8_t> old;
+  const AtomicKind kind = cmp     ? AtomicKind::kCompare
+                          : fetch ? AtomicKind::kFetch
+                                  : AtomicKind::kWrite;
+  if (!sz || !atomic_valid(kind, op, dt) || n < bytes * (cmp ? 2 : 1)) {
+    r.data = FI_EINVAL;
+  } else {
+    auto it = ep->dom->mr_by_key.find(h.rkey);
+    const Mr* m = it == ep->dom->mr_by_key.end() ? nullptr : it->second;
+    const std::uint64_t need =
+        (op == FI_ATOMIC_READ ? 0 : FI_REMOTE_WRITE) | (fetch ? FI_REMOTE_READ : 0);
+    if (!m || h.addr < m->base || h.addr + bytes > m->base + m->len || h.addr + bytes < h.addr ||
+        (m->access & need) != need) {
+      r.data = FI_EACCES;
+    } else {
+      if (fetch) old.resize(bytes);
+      atomic_execute(op, dt, reinterpret_cast<void*>(h.addr), payload,
+                     cmp ? payload + bytes : nullptr, fetch ? old.data() : nullptr, h.len);
+      if (op != FI_ATOMIC_READ) cntr_inc(ep->cntr_rem_write);
+      if (++ep->atomics_served == 1)
+        WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: first atomic executed as target", ep->id);
+    }
+  }
+  send_internal(ep, c, r, old.data(), old.size());
+}
+
+void on_atomic_resp(Ep* ep, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
+  auto it = ep->rndv_sends.find(h.msg_id);
+  if (it == ep->rndv_sends.end() || it->second->kind != OpKind::kAtomic) return;
+  Op* op = it->second;
+  ep->rndv_sends.erase(it);
+  Cntr* cntr = (op->flags & FI_READ) ? ep->cntr_read : ep->cntr_write;
+  if (h.data != 0) {
+    if (ep->tx_cq) {
+      fi_cq_err_entry e{};
+      e.op_context = op->context;
+      e.flags = op->flags;
+      e.err = static_cast<int>(h.data);
+      ep->tx_cq->push_error(e);
+    }
+    cntr_err(cntr);
+  } else {
+    if (op->result) std::memcpy(op->result, payload, std::min<std::size_t>(n, op->len));
+    if (op->completion && ep->tx_cq) {
+      fi_cq_tagged_entry e{};
+      e.op_context = op->context;
+      e.flags = op->flags;
+      ep->tx_cq->push(e, FI_ADDR_NOTAVAIL);
+    }
+    cntr_inc(cntr);
+  }
+  if (--op->pending == 0) delete_op(ep, op);
+}
+
 void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
   if (n < sizeof(MsgHdr)) {
     WEFT_WARN(FI_LOG_EP_DATA, "short message (%zu bytes) dropped", n);
@@ -394,11 +511,23 @@ void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
     on_fin(ep, h);
     return;
   }
+  if (h.op == MsgOp::kAtomicReq) {
+    on_atomic_req(ep, c, h, bytes + sizeof h, n - sizeof h);
+    return;
+  }
+  if (h.op == MsgOp::kAtomicResp) {
+    on_atomic_resp(ep, h, bytes + sizeof h, n - sizeof h);
+    return;
+  }
   const bool tagged = (h.flags & kHdrTagged) != 0;
   auto& posted = tagged ? ep->posted_tag : ep->posted_msg;
   for (auto it = posted.begin(); it != posted.end(); ++it) {
     RecvReq* r = *it;
     if ((!tagged || tag_match(*r, h)) && src_match(ep, r->src, c->peer)) {
+      if (r->multi) {
+        deliver(ep, take_piece(ep, posted, it, h.len), c, h, bytes + sizeof h);
+        return;
+      }
       posted.erase(it);
       deliver(ep, r, c, h, bytes + sizeof h);
       return;
@@ -511,6 +640,15 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
     case OpKind::kFin:
       delete_op(ep, op);
       return;
+    case OpKind::kAtomic:
+      free_stage(ep, op);
+      if (!ok && ep->rndv_sends.erase(op->rndv_id)) {
+        tx_error(ep, op, wc.status == WcStatus::kRemAccessErr ? FI_EACCES : FI_EIO, wc.status);
+        delete_op(ep, op);
+        return;
+      }
+      if (--op->pending == 0) delete_op(ep, op);
+      return;
     case OpKind::kWrite:
     case OpKind::kRead:
       if (ok)
@@ -559,6 +697,34 @@ void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::
   send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0});
 }
 
+// ---- FI_EP_MSG connection management ----
+void push_cm(Ep* ep, std::uint32_t event) {
+  if (!ep->eq) return;
+  fi_eq_cm_entry e{};
+  e.fid = &ep->ep.fid;
+  ep->eq->push(event, &e, sizeof e, false);
+}
+
+void on_cm(Ep* ep, CtrlType type, const EpAddr& peer) {
+  if (!ep->msg) return;
+  if (type == CtrlType::kCmRep) {
+    if (ep->connected) return;
+    ep->msg_peer = peer;
+    ep->connected = true;
+    push_cm(ep, FI_CONNECTED);
+  } else if (type == CtrlType::kCmRej) {
+    if (ep->eq) {
+      fi_eq_err_entry e{};
+      e.fid = &ep->ep.fid;
+      e.err = FI_ECONNREFUSED;
+      ep->eq->push(FI_CONNREQ, &e, sizeof e, true);
+    }
+  } else if (ep->connected && peer == ep->msg_peer) {
+    ep->connected = false;
+    push_cm(ep, FI_SHUTDOWN);
+  }
+}
+
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
   if (bytes.size() < sizeof(CtrlMsg)) return;
   CtrlMsg m;
@@ -567,6 +733,10 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
   peer.ep_id = m.src_ep;
   peer.node_id = src.node_id;
   peer.lid = src.lid;
+  if (m.type == CtrlType::kCmRep || m.type == CtrlType::kCmRej || m.type == CtrlType::kCmShutdown) {
+    on_cm(ep, m.type, peer);
+    return;
+  }
   if (m.type == CtrlType::kConnReq) {
     // The peer opened a connection for its sends to us: its QP m.qpn starts at PSN m.psn.
     auto qp = create_qp(ep);
@@ -872,6 +1042,36 @@ ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src,
   return 0;
 }
 
+// FI_MULTI_RECV (untagged, one buffer): first the unexpected messages that match, in arrival
+// order, then the buffer waits in the posted queue until it is released.
+ssize_t recv_multi(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, std::uint64_t flags,
+                   void* ctx) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (count != 1 || ep->dgram || !(ep->info->caps & FI_MULTI_RECV)) return -FI_EINVAL;
+  if (iov[0].iov_len < ep->min_multi_recv) return -FI_EINVAL;
+  if (!(ep->info->caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
+  const bool completion = !ep->rx_selective || (flags & FI_COMPLETION);
+  ep->dom->progress();
+  RecvReq* m = make_recv(iov, 1, src, 0, 0, ctx, false, completion);
+  m->multi = true;
+  ep->posted_msg.push_back(m);
+  auto it = std::prev(ep->posted_msg.end());
+  for (;;) {
+    Unexp* u = find_unexp(ep, false, src, 0, 0);
+    if (!u) break;
+    remove_unexp(ep, u);
+    RecvReq* piece = take_piece(ep, ep->posted_msg, it, u->hdr.len);
+    // The piece that releases the buffer may complete at once and free it: decide before.
+    const bool last = m->released;
+    deliver(ep, piece, u->conn, u->hdr, u->payload.data());
+    delete u;
+    if (last) break;
+  }
+  ep->dom->progress();
+  return 0;
+}
+
 // Every RMA variant funnels here.
 ssize_t rma_generic(Ep* ep, bool write, const iovec* iov, std::size_t count, fi_addr_t peer,
                     std::uint64_t addr, std::uint64_t key, std::uint64_t data, std::uint64_t flags,
@@ -933,6 +1133,8 @@ ssize_t rma_generic(Ep* ep, bool write, const iovec* iov, std::size_t count, fi_
 ssize_t msg_recv(fid_ep* e, void* buf, std::size_t len, void*, fi_addr_t src, void* ctx) {
   iovec v{buf, len};
   Ep* ep = as_ep(e);
+  if (ep->rx_op_flags & FI_MULTI_RECV)
+    return WEFT_EP_CALL(recv_multi(ep, &v, 1, src, ep->rx_op_flags, ctx));
   return WEFT_EP_CALL(recv_generic(ep, &v, 1, src, 0, 0, ep->rx_op_flags, ctx, false));
 }
 ssize_t msg_recvv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_addr_t src,
@@ -941,6 +1143,8 @@ ssize_t msg_recvv(fid_ep* e, const iovec* iov, void**, std::size_t count, fi_add
   return WEFT_EP_CALL(recv_generic(ep, iov, count, src, 0, 0, ep->rx_op_flags, ctx, false));
 }
 ssize_t msg_recvmsg(fid_ep* e, const fi_msg* m, std::uint64_t flags) {
+  if (flags & FI_MULTI_RECV)
+    return WEFT_EP_CALL(recv_multi(as_ep(e), m->msg_iov, m->iov_count, m->addr, flags, m->context));
   return WEFT_EP_CALL(
       recv_generic(as_ep(e), m->msg_iov, m->iov_count, m->addr, 0, 0, flags, m->context, false));
 }
@@ -1086,6 +1290,169 @@ fi_ops_rma g_rma_ops = {sizeof(fi_ops_rma), rma_read,      rma_readv,    rma_rea
                         rma_write,          rma_writev,    rma_writemsg, rma_inject,
                         rma_writedata,      rma_injectdata};
 
+// ---- fi_ops_atomic ---------------------------------------------------------------------------
+// Every atomic variant funnels here: one request message (operands inline, at most one eager
+// message), executed at the target, completed on its response. One ioc per call.
+ssize_t atomic_generic(Ep* ep, AtomicKind kind, fi_op aop, fi_datatype dt, const void* buf,
+                       std::size_t count, const void* compare, void* result, fi_addr_t dest,
+                       std::uint64_t addr, std::uint64_t key, std::uint64_t flags, void* ctx) {
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->enabled) return -FI_EOPBADSTATE;
+  if (!(ep->info->caps & FI_ATOMIC)) return -FI_ENOSYS;
+  if (!atomic_valid(kind, aop, dt)) return -FI_EOPNOTSUPP;
+  if (count == 0 || count > atomic_max_count(kind, dt)) return -FI_EINVAL;
+  if ((kind != AtomicKind::kWrite && !result) || (kind == AtomicKind::kCompare && !compare) ||
+      (aop != FI_ATOMIC_READ && !buf))
+    return -FI_EINVAL;
+  const std::size_t bytes = atomic_type_size(dt) * count;
+  if ((flags & FI_INJECT) && (kind != AtomicKind::kWrite || bytes > g_params.inject_bytes))
+    return -FI_EINVAL;
+  Conn* c = out_conn(ep, dest);
+  if (!c) return -FI_EINVAL;
+  std::uint8_t* slot = alloc_stage(ep);
+  if (!slot) return -FI_EAGAIN;
+  Op* op = new_op(ep, OpKind::kAtomic);
+  op->stage = slot;
+  op->conn = c;
+  op->context = ctx;
+  op->flags = FI_ATOMIC | (kind == AtomicKind::kWrite ? FI_WRITE : FI_READ);
+  op->completion = want_tx_completion(ep, flags);
+  op->len = bytes;
+  op->result = kind == AtomicKind::kWrite ? nullptr : result;
+  op->pending = 2;  // SEND completion and response
+  if (++ep->atomics_issued == 1)
+    WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: first atomic (op %d, datatype %d)", ep->id, aop, dt);
+  op->rndv_id = ep->next_rndv_id++;
+  ep->rndv_sends[op->rndv_id] = op;
+  MsgHdr h{};
+  h.op = MsgOp::kAtomicReq;
+  h.flags = kind == AtomicKind::kCompare ? kHdrCompare : kind == AtomicKind::kFetch ? kHdrFetch : 0;
+  h.reserved = static_cast<std::uint16_t>(aop | (dt << 8));
+  h.len = count;
+  h.msg_id = op->rndv_id;
+  h.addr = addr;
+  h.rkey = static_cast<std::uint32_t>(key);
+  std::memcpy(slot, &h, sizeof h);
+  std::uint8_t* p = slot + sizeof h;
+  if (buf)
+    std::memcpy(p, buf, bytes);
+  else
+    std::memset(p, 0, bytes);
+  std::uint32_t len = static_cast<std::uint32_t>(sizeof h + bytes);
+  if (kind == AtomicKind::kCompare) {
+    std::memcpy(p + bytes, compare, bytes);
+    len += static_cast<std::uint32_t>(bytes);
+  }
+  op->sge = {reinterpret_cast<std::uintptr_t>(slot), len, ep->stage_mr->lkey()};
+  op->wr = SendWr{};
+  op->wr.wr_id = reinterpret_cast<std::uintptr_t>(op);
+  op->wr.opcode = WrOpcode::kSend;
+  op->wr.send_flags = kSignaled;
+  op->wr.sg_list = {&op->sge, 1};
+  post_now_or_backlog(c, op);
+  ep->dom->progress();
+  return 0;
+}
+
+ssize_t at_write(fid_ep* e, const void* buf, std::size_t count, void*, fi_addr_t dest,
+                 std::uint64_t addr, std::uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kWrite, op, dt, buf, count, nullptr, nullptr,
+                                     dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_writev(fid_ep* e, const fi_ioc* iov, void**, std::size_t n, fi_addr_t dest,
+                  std::uint64_t addr, std::uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
+  if (n != 1) return -FI_EINVAL;
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kWrite, op, dt, iov[0].addr, iov[0].count,
+                                     nullptr, nullptr, dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_writemsg(fid_ep* e, const fi_msg_atomic* m, std::uint64_t flags) {
+  if (m->iov_count != 1 || m->rma_iov_count != 1 || m->msg_iov[0].count != m->rma_iov[0].count)
+    return -FI_EINVAL;
+  return WEFT_EP_CALL(atomic_generic(
+      as_ep(e), AtomicKind::kWrite, m->op, m->datatype, m->msg_iov[0].addr, m->msg_iov[0].count,
+      nullptr, nullptr, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context));
+}
+ssize_t at_inject(fid_ep* e, const void* buf, std::size_t count, fi_addr_t dest, std::uint64_t addr,
+                  std::uint64_t key, fi_datatype dt, fi_op op) {
+  return WEFT_EP_CALL(atomic_generic(as_ep(e), AtomicKind::kWrite, op, dt, buf, count, nullptr,
+                                     nullptr, dest, addr, key, FI_INJECT, nullptr));
+}
+ssize_t at_readwrite(fid_ep* e, const void* buf, std::size_t count, void*, void* result, void*,
+                     fi_addr_t dest, std::uint64_t addr, std::uint64_t key, fi_datatype dt,
+                     fi_op op, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kFetch, op, dt, buf, count, nullptr, result,
+                                     dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_readwritev(fid_ep* e, const fi_ioc* iov, void**, std::size_t n, fi_ioc* resultv, void**,
+                      std::size_t rn, fi_addr_t dest, std::uint64_t addr, std::uint64_t key,
+                      fi_datatype dt, fi_op op, void* ctx) {
+  if (n != 1 || rn != 1 || resultv[0].count != iov[0].count) return -FI_EINVAL;
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kFetch, op, dt, iov[0].addr, iov[0].count,
+                                     nullptr, resultv[0].addr, dest, addr, key, ep->tx_op_flags,
+                                     ctx));
+}
+ssize_t at_readwritemsg(fid_ep* e, const fi_msg_atomic* m, fi_ioc* resultv, void**, std::size_t rn,
+                        std::uint64_t flags) {
+  if (m->iov_count != 1 || m->rma_iov_count != 1 || rn != 1 ||
+      resultv[0].count != m->msg_iov[0].count)
+    return -FI_EINVAL;
+  return WEFT_EP_CALL(atomic_generic(
+      as_ep(e), AtomicKind::kFetch, m->op, m->datatype, m->msg_iov[0].addr, m->msg_iov[0].count,
+      nullptr, resultv[0].addr, m->addr, m->rma_iov[0].addr, m->rma_iov[0].key, flags, m->context));
+}
+ssize_t at_compwrite(fid_ep* e, const void* buf, std::size_t count, void*, const void* compare,
+                     void*, void* result, void*, fi_addr_t dest, std::uint64_t addr,
+                     std::uint64_t key, fi_datatype dt, fi_op op, void* ctx) {
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kCompare, op, dt, buf, count, compare, result,
+                                     dest, addr, key, ep->tx_op_flags, ctx));
+}
+ssize_t at_compwritev(fid_ep* e, const fi_ioc* iov, void**, std::size_t n, const fi_ioc* comparev,
+                      void**, std::size_t cn, fi_ioc* resultv, void**, std::size_t rn,
+                      fi_addr_t dest, std::uint64_t addr, std::uint64_t key, fi_datatype dt,
+                      fi_op op, void* ctx) {
+  if (n != 1 || cn != 1 || rn != 1 || comparev[0].count != iov[0].count ||
+      resultv[0].count != iov[0].count)
+    return -FI_EINVAL;
+  Ep* ep = as_ep(e);
+  return WEFT_EP_CALL(atomic_generic(ep, AtomicKind::kCompare, op, dt, iov[0].addr, iov[0].count,
+                                     comparev[0].addr, resultv[0].addr, dest, addr, key,
+                                     ep->tx_op_flags, ctx));
+}
+ssize_t at_compwritemsg(fid_ep* e, const fi_msg_atomic* m, const fi_ioc* comparev, void**,
+                        std::size_t cn, fi_ioc* resultv, void**, std::size_t rn,
+                        std::uint64_t flags) {
+  if (m->iov_count != 1 || m->rma_iov_count != 1 || cn != 1 || rn != 1 ||
+      comparev[0].count != m->msg_iov[0].count || resultv[0].count != m->msg_iov[0].count)
+    return -FI_EINVAL;
+  return WEFT_EP_CALL(atomic_generic(as_ep(e), AtomicKind::kCompare, m->op, m->datatype,
+                                     m->msg_iov[0].addr, m->msg_iov[0].count, comparev[0].addr,
+                                     resultv[0].addr, m->addr, m->rma_iov[0].addr,
+                                     m->rma_iov[0].key, flags, m->context));
+}
+int at_valid(AtomicKind kind, fi_datatype dt, fi_op op, std::size_t* count) {
+  if (!atomic_valid(kind, op, dt)) return -FI_EOPNOTSUPP;
+  if (count) *count = atomic_max_count(kind, dt);
+  return 0;
+}
+int at_writevalid(fid_ep*, fi_datatype dt, fi_op op, std::size_t* count) {
+  return at_valid(AtomicKind::kWrite, dt, op, count);
+}
+int at_readwritevalid(fid_ep*, fi_datatype dt, fi_op op, std::size_t* count) {
+  return at_valid(AtomicKind::kFetch, dt, op, count);
+}
+int at_compwritevalid(fid_ep*, fi_datatype dt, fi_op op, std::size_t* count) {
+  return at_valid(AtomicKind::kCompare, dt, op, count);
+}
+fi_ops_atomic g_atomic_ops = {
+    sizeof(fi_ops_atomic), at_write,      at_writev,         at_writemsg,      at_inject,
+    at_readwrite,          at_readwritev, at_readwritemsg,   at_compwrite,     at_compwritev,
+    at_compwritemsg,       at_writevalid, at_readwritevalid, at_compwritevalid};
+
 // ---- fi_ops_ep ------------------------------------------------------------------------------
 ssize_t ep_cancel(fid* f, void* ctx) {
   return WEFT_EP_CALL([&]() -> ssize_t {
@@ -1099,28 +1466,42 @@ ssize_t ep_cancel(fid* f, void* ctx) {
         if (ep->rx_cq) {
           fi_cq_err_entry e{};
           e.op_context = ctx;
-          e.flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG);
+          e.flags = FI_RECV | (r->tagged ? FI_TAGGED : FI_MSG) | (r->multi ? FI_MULTI_RECV : 0);
           e.tag = r->tag;
           e.err = FI_ECANCELED;
           ep->rx_cq->push_error(e);
         }
-        delete r;
+        if (r->multi && r->outstanding > 0) {
+          r->released = true;  // the pieces still in flight free it (their last one says so)
+          r->context = nullptr;
+        } else {
+          delete r;
+        }
         return 0;
       }
     }
     return -FI_ENOENT;  // sends and matched receives are past the point of cancelling
   }());
 }
-int ep_getopt(fid*, int level, int, void* optval, std::size_t* optlen) {
+int ep_getopt(fid* f, int level, int optname, void* optval, std::size_t* optlen) {
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  (void)optval;
-  (void)optlen;
-  return -FI_ENOPROTOOPT;
+  if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (!optval || !optlen || *optlen < sizeof(std::size_t)) return -FI_ETOOSMALL;
+  Ep* ep = as_ep(f);
+  std::lock_guard lk(ep->dom->mu);
+  std::memcpy(optval, &ep->min_multi_recv, sizeof(std::size_t));
+  *optlen = sizeof(std::size_t);
+  return 0;
 }
-int ep_setopt(fid*, int level, int optname, const void*, std::size_t) {
+int ep_setopt(fid* f, int level, int optname, const void* optval, std::size_t optlen) {
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  (void)optname;
-  return -FI_ENOPROTOOPT;
+  if (optname != FI_OPT_MIN_MULTI_RECV) return -FI_ENOPROTOOPT;
+  if (!optval || optlen != sizeof(std::size_t)) return -FI_EINVAL;
+  Ep* ep = as_ep(f);
+  std::lock_guard lk(ep->dom->mu);
+  std::memcpy(&ep->min_multi_recv, optval, sizeof(std::size_t));
+  if (ep->min_multi_recv == 0) ep->min_multi_recv = 1;
+  return 0;
 }
 int ep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;
@@ -1150,23 +1531,86 @@ int cm_getname(fid* f, void* addr, std::size_t* addrlen) {
   *addrlen = sizeof(EpAddr);
   return small ? -FI_ETOOSMALL : 0;
 }
-int cm_getpeer(fid_ep*, void*, std::size_t*) {
-  return -FI_ENOSYS;
+int cm_getpeer(fid_ep* e, void* addr, std::size_t* addrlen) {
+  Ep* ep = as_ep(e);
+  std::lock_guard lk(ep->dom->mu);
+  if (!ep->msg || !ep->connected) return -FI_ENOTCONN;
+  const bool small = *addrlen < sizeof(EpAddr);
+  if (addr) std::memcpy(addr, &ep->msg_peer, std::min(*addrlen, sizeof(EpAddr)));
+  *addrlen = sizeof(EpAddr);
+  return small ? -FI_ETOOSMALL : 0;
 }
-int cm_connect(fid_ep*, const void*, const void*, std::size_t) {
-  return -FI_ENOSYS;
+// Client: asks the passive endpoint at addr (or the info's dest_addr) for a connection; the
+// answer is an FI_CONNECTED event (or an FI_ECONNREFUSED error event) on the bound EQ.
+int cm_connect(fid_ep* e, const void* addr, const void* param, std::size_t paramlen) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(e);
+    std::lock_guard lk(ep->dom->mu);
+    if (!ep->msg) return -FI_ENOSYS;
+    if (param && paramlen) return -FI_EINVAL;  // no private data
+    if (!ep->enabled || !ep->eq || ep->connected) return -FI_EOPBADSTATE;
+    if (!addr) addr = ep->info->dest_addr;
+    if (!addr) return -FI_EINVAL;
+    EpAddr pep;
+    std::memcpy(&pep, addr, sizeof pep);
+    if (!pep.valid()) return -FI_EINVAL;
+    if (!send_ctrl(ep, pep.node(), CtrlMsg{CtrlType::kCmReq, pep.ep_id, ep->id, 0, 0}))
+      return -FI_ECONNREFUSED;
+    ep->dom->progress();
+    return 0;
+  });
 }
-int cm_listen(fid_pep*) {
-  return -FI_ENOSYS;
+int cm_listen(fid_pep* p) {
+  Pep* pep = ofi_container<Pep>(p);
+  if (!pep->eq) return -FI_ENOEQ;
+  pep->listening = true;
+  return 0;
 }
-int cm_accept(fid_ep*, const void*, std::size_t) {
-  return -FI_ENOSYS;
+// Server: the endpoint made from the FI_CONNREQ info accepts; both sides then see FI_CONNECTED.
+int cm_accept(fid_ep* e, const void* param, std::size_t paramlen) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(e);
+    std::lock_guard lk(ep->dom->mu);
+    if (!ep->msg || !ep->conn_req) return -FI_EOPBADSTATE;
+    if (param && paramlen) return -FI_EINVAL;
+    if (!ep->enabled || !ep->eq) return -FI_EOPBADSTATE;
+    ep->msg_peer = ep->conn_req->client;
+    delete ep->conn_req;
+    ep->conn_req = nullptr;
+    if (!send_ctrl(ep, ep->msg_peer.node(),
+                   CtrlMsg{CtrlType::kCmRep, ep->msg_peer.ep_id, ep->id, 0, 0}))
+      return -FI_ECONNABORTED;
+    ep->connected = true;
+    push_cm(ep, FI_CONNECTED);
+    ep->dom->progress();
+    return 0;
+  });
 }
-int cm_reject(fid_pep*, fid_t, const void*, std::size_t) {
-  return -FI_ENOSYS;
+int cm_reject(fid_pep* p, fid_t handle, const void*, std::size_t) {
+  return guard(-FI_ENOMEM, [&] {
+    Pep* pep = ofi_container<Pep>(p);
+    if (!handle || handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
+    ConnReq* cr = ofi_container<ConnReq>(handle);
+    std::lock_guard lk(pep->dom->mu);
+    send_ctrl(pep->dom, cr->client.node(),
+              CtrlMsg{CtrlType::kCmRej, cr->client.ep_id, pep->id, 0, 0});
+    delete cr;
+    pep->dom->progress();
+    return 0;
+  });
 }
-int cm_shutdown(fid_ep*, std::uint64_t) {
-  return -FI_ENOSYS;
+int cm_shutdown(fid_ep* e, std::uint64_t) {
+  return guard(-FI_ENOMEM, [&] {
+    Ep* ep = as_ep(e);
+    std::lock_guard lk(ep->dom->mu);
+    if (!ep->msg) return -FI_ENOSYS;
+    if (!ep->connected) return 0;
+    ep->connected = false;
+    send_ctrl(ep, ep->msg_peer.node(),
+              CtrlMsg{CtrlType::kCmShutdown, ep->msg_peer.ep_id, ep->id, 0, 0});
+    ep->dom->progress();
+    return 0;
+  });
 }
 int cm_join(fid_ep*, const void*, std::uint64_t, fid_mc**, void*) {
   return -FI_ENOSYS;
@@ -1190,6 +1634,14 @@ int ep_close(fid* f) {
     Domain* d = ep->dom;
     std::lock_guard lk(d->mu);
     d->progress();
+    if (ep->msg && ep->connected)
+      send_ctrl(ep, ep->msg_peer.node(),
+                CtrlMsg{CtrlType::kCmShutdown, ep->msg_peer.ep_id, ep->id, 0, 0});
+    delete ep->conn_req;  // a connection request never accepted
+    ep->conn_req = nullptr;
+    if (ep->atomics_issued || ep->atomics_served)
+      WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: %llu atomics issued, %llu executed as target", ep->id,
+                (unsigned long long)ep->atomics_issued, (unsigned long long)ep->atomics_served);
     for (auto& [addr, c] : ep->out_conns) d->dev->destroy_qp(c->qp);
     for (auto& c : ep->in_conns) d->dev->destroy_qp(c->qp);
     if (ep->ud_qp) d->dev->destroy_qp(ep->ud_qp);
@@ -1284,8 +1736,13 @@ int ep_bind(fid* f, fid* bf, std::uint64_t flags) {
         if (flags & FI_REMOTE_WRITE) set(ep->cntr_rem_write);
         return 0;  // FI_REMOTE_READ: accepted; reads are not visible at the target
       }
-      case FI_CLASS_EQ:
-        return 0;  // no EQ events for RDM (AV inserts are synchronous)
+      case FI_CLASS_EQ: {
+        if (!ep->msg) return 0;  // no EQ events for RDM/DGRAM (AV inserts are synchronous)
+        Eq* q = ofi_container<Eq>(bf);
+        ep->eq = q;
+        q->add_source(ep->dom);
+        return 0;
+      }
       default:
         return -FI_EINVAL;
     }
@@ -1295,7 +1752,7 @@ int ep_bind(fid* f, fid* bf, std::uint64_t flags) {
 int ep_enable(Ep* ep) {
   std::lock_guard lk(ep->dom->mu);
   if (ep->enabled) return 0;
-  if (!ep->av) return -FI_ENOAV;
+  if (!ep->av && !ep->msg) return -FI_ENOAV;
   if (!ep->tx_cq && !ep->cntr_send) return -FI_ENOCQ;
   if (!ep->rx_cq && !ep->cntr_recv) return -FI_ENOCQ;
   Device& dev = *ep->dom->dev;
@@ -1383,8 +1840,10 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   Domain* d = ofi_container<Domain>(domain);
   if (!info || !info->ep_attr) return -FI_EINVAL;
   const fi_ep_type type = info->ep_attr->type;
-  if (type != FI_EP_RDM && type != FI_EP_DGRAM) return -FI_EINVAL;
-  const std::uint64_t all_caps = type == FI_EP_DGRAM ? kDgramCaps : kRdmCaps;
+  if (type != FI_EP_RDM && type != FI_EP_DGRAM && type != FI_EP_MSG) return -FI_EINVAL;
+  const std::uint64_t all_caps = type == FI_EP_DGRAM ? kDgramCaps
+                                 : type == FI_EP_MSG ? kMsgCaps
+                                                     : kRdmCaps;
   if (info->caps & ~all_caps) return -FI_EINVAL;
   auto ep = std::make_unique<Ep>();
   ep->dom = d;
@@ -1392,6 +1851,12 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   if (!ep->info) return -FI_ENOMEM;
   if (!ep->info->caps) ep->info->caps = all_caps;
   ep->dgram = type == FI_EP_DGRAM;
+  ep->msg = type == FI_EP_MSG;
+  if (ep->msg && info->handle) {
+    // Server side: the endpoint answers this connection request when it accepts.
+    if (info->handle->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
+    ep->conn_req = ofi_container<ConnReq>(info->handle);
+  }
   if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
   std::lock_guard lk(d->mu);
@@ -1439,11 +1904,160 @@ int ep_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   ep->ep.msg = &g_msg_ops;
   ep->ep.tagged = &g_tagged_ops;
   ep->ep.rma = &g_rma_ops;
-  ep->ep.atomic = nullptr;
+  ep->ep.atomic = &g_atomic_ops;
   d->eps[ep->id] = ep.get();
   ++d->refs;
   *out = &ep.release()->ep;
   return 0;
+}
+
+// ---- passive endpoint (FI_EP_MSG listener) ---------------------------------------------------
+namespace {
+
+int pep_close(fid* f) {
+  return guard(-FI_ENOMEM, [&] {
+    Pep* pep = ofi_container<Pep>(f);
+    {
+      std::lock_guard lk(pep->dom->mu);
+      pep->dom->pep = nullptr;
+    }
+    fi_close(&pep->hidden->fid);
+    fi_freeinfo(pep->info);
+    delete pep;
+    return 0;
+  });
+}
+int pep_bind(fid* f, fid* bf, std::uint64_t) {
+  Pep* pep = ofi_container<Pep>(f);
+  if (bf->fclass != FI_CLASS_EQ) return -FI_EINVAL;
+  pep->eq = ofi_container<Eq>(bf);
+  pep->eq->add_source(pep->dom);
+  return 0;
+}
+int pep_control(fid*, int, void*) {
+  return -FI_ENOSYS;
+}
+int pep_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
+  return -FI_ENOSYS;
+}
+int pep_tostr(const fid*, char*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int pep_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
+  return -FI_ENOSYS;
+}
+fi_ops g_pep_fi_ops = {sizeof(fi_ops), pep_close, pep_bind,   pep_control,
+                       pep_ops_open,   pep_tostr, pep_ops_set};
+
+ssize_t pep_cancel(fid*, void*) {
+  return -FI_ENOENT;
+}
+int pep_getopt(fid*, int, int, void*, std::size_t*) {
+  return -FI_ENOPROTOOPT;
+}
+int pep_setopt(fid*, int, int, const void*, std::size_t) {
+  return -FI_ENOPROTOOPT;
+}
+int pep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+int pep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+ssize_t pep_size_left(fid_ep*) {
+  return -FI_ENOSYS;
+}
+fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), pep_cancel, pep_getopt,    pep_setopt,
+                          pep_tx_ctx,        pep_rx_ctx, pep_size_left, pep_size_left};
+
+int pep_getname(fid* f, void* addr, std::size_t* addrlen) {
+  Pep* pep = ofi_container<Pep>(f);
+  const bool small = *addrlen < sizeof(EpAddr);
+  if (addr) std::memcpy(addr, &pep->addr, std::min(*addrlen, sizeof(EpAddr)));
+  *addrlen = sizeof(EpAddr);
+  return small ? -FI_ETOOSMALL : 0;
+}
+int pep_no_connect(fid_ep*, const void*, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int pep_no_accept(fid_ep*, const void*, std::size_t) {
+  return -FI_ENOSYS;
+}
+int pep_no_shutdown(fid_ep*, std::uint64_t) {
+  return -FI_ENOSYS;
+}
+int pep_no_getpeer(fid_ep*, void*, std::size_t*) {
+  return -FI_ENOSYS;
+}
+fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), cm_setname, pep_getname,   pep_no_getpeer,
+                          pep_no_connect,    cm_listen,  pep_no_accept, cm_reject,
+                          pep_no_shutdown,   cm_join};
+
+}  // namespace
+
+int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** out, void* context) {
+  if (!info || !info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
+  auto pep = std::make_unique<Pep>();
+  pep->fabric = ofi_container<Fabric>(fabric);
+  pep->info = fi_dupinfo(info);
+  if (!pep->info) return -FI_ENOMEM;
+  const int rc = domain_open(fabric, info, &pep->hidden, nullptr);
+  if (rc != 0) {
+    fi_freeinfo(pep->info);
+    return rc;
+  }
+  pep->dom = ofi_container<Domain>(pep->hidden);
+  {
+    std::lock_guard lk(pep->dom->mu);
+    pep->id = pep->dom->next_ep_id++;
+    pep->dom->pep = pep.get();
+  }
+  pep->addr.ep_id = pep->id;
+  pep->addr.node_id = pep->dom->port->local().node_id;
+  pep->addr.lid = pep->dom->port->local().lid;
+  pep->pep.fid.fclass = FI_CLASS_PEP;
+  pep->pep.fid.context = context;
+  pep->pep.fid.ops = &g_pep_fi_ops;
+  pep->pep.ops = &g_pep_ep_ops;
+  pep->pep.cm = &g_pep_cm_ops;
+  *out = &pep.release()->pep;
+  return 0;
+}
+
+// A client's connection request (under the hidden domain's lock, from its progress): an
+// FI_CONNREQ event whose info names the client (dest_addr) and carries the request as handle.
+void pep_on_ctrl(Pep* pep, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
+  if (bytes.size() < sizeof(CtrlMsg)) return;
+  CtrlMsg m;
+  std::memcpy(&m, bytes.data(), sizeof m);
+  if (m.type != CtrlType::kCmReq) return;
+  EpAddr client;
+  client.ep_id = m.src_ep;
+  client.node_id = src.node_id;
+  client.lid = src.lid;
+  if (!pep->listening || !pep->eq) {
+    send_ctrl(pep->dom, src, CtrlMsg{CtrlType::kCmRej, m.src_ep, pep->id, 0, 0});
+    return;
+  }
+  fi_info* info = fi_dupinfo(pep->info);
+  if (!info) return;
+  auto* cr = new ConnReq;
+  cr->fid.fclass = FI_CLASS_CONNREQ;
+  cr->client = client;
+  cr->pep = pep;
+  info->handle = &cr->fid;
+  std::free(info->dest_addr);
+  info->dest_addr = std::malloc(sizeof(EpAddr));
+  if (info->dest_addr) {
+    std::memcpy(info->dest_addr, &client, sizeof client);
+    info->dest_addrlen = sizeof client;
+  } else {
+    info->dest_addrlen = 0;
+  }
+  fi_eq_cm_entry e{};
+  e.fid = &pep->pep.fid;
+  e.info = info;
+  pep->eq->push(FI_CONNREQ, &e, sizeof e, false);
 }
 
 }  // namespace weft::ofi

@@ -33,7 +33,7 @@ constexpr const char* kFabricName = "weft";
 constexpr const char* kDomainName = "weft";
 constexpr std::uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                      FI_DELIVERY_COMPLETE | FI_INJECT | FI_MORE;
-constexpr std::uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE;
+constexpr std::uint64_t kRxOpFlags = FI_COMPLETION | FI_MORE | FI_MULTI_RECV;
 constexpr std::uint64_t kMsgOrder = FI_ORDER_SAS;
 constexpr std::uint64_t kMrRmaBits = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
 
@@ -76,13 +76,15 @@ std::size_t inject_bytes(fi_ep_type type) {
 int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
                    const fi_info* hints, fi_info* out) {
   const bool dgram = type == FI_EP_DGRAM;
-  const std::uint64_t kCaps = dgram ? kDgramCaps : kRdmCaps;
+  const bool msg = type == FI_EP_MSG;
+  const std::uint64_t kCaps = dgram ? kDgramCaps : msg ? kMsgCaps : kRdmCaps;
   std::uint64_t caps = kCaps;
   int hint_mr_mode = static_cast<int>(kMrRmaBits | FI_MR_LOCAL | FI_MR_ALLOCATED);
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) hint_mr_mode = FI_MR_UNSPEC;
   std::uint64_t tx_op_flags = 0, rx_op_flags = 0;
   fi_threading threading = FI_THREAD_SAFE;
   fi_av_type av_type = FI_AV_UNSPEC;
+  fi_progress progress = FI_PROGRESS_MANUAL;         // unless asked: AUTO costs a thread per domain
   std::uint64_t tag_format = 0xAAAAAAAAAAAAAAAAull;  // FI_TAG_GENERIC: bit 63 set
   (void)flags;
   if (hints) {
@@ -96,7 +98,8 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
     if (hints->src_addr && (hints->src_addrlen != sizeof(EpAddr) ||
                             !static_cast<const EpAddr*>(hints->src_addr)->valid()))
       WEFT_REJECT("src_addr is not a weft address");
-    if (hints->handle) WEFT_REJECT("handle: no connection-oriented endpoints");
+    if (hints->handle && (!msg || hints->handle->fclass != FI_CLASS_CONNREQ))
+      WEFT_REJECT("handle: not a weft connection request");
     if (const fi_ep_attr* e = hints->ep_attr) {
       if (e->type != FI_EP_UNSPEC && e->type != type) return -FI_ENODATA;
       if (e->protocol != FI_PROTO_UNSPEC) WEFT_REJECT("protocol %u", e->protocol);
@@ -111,8 +114,9 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
     if (const fi_domain_attr* d = hints->domain_attr) {
       if (d->name && std::strcmp(d->name, kDomainName) != 0) WEFT_REJECT("domain %s", d->name);
       threading = d->threading == FI_THREAD_UNSPEC ? FI_THREAD_SAFE : d->threading;
+      // Either asked AUTO: both are (one progress thread drives control and data alike).
       if (d->control_progress == FI_PROGRESS_AUTO || d->data_progress == FI_PROGRESS_AUTO)
-        WEFT_REJECT("FI_PROGRESS_AUTO (progress is manual)");
+        progress = FI_PROGRESS_AUTO;
       if (d->av_type != FI_AV_UNSPEC && d->av_type != FI_AV_MAP && d->av_type != FI_AV_TABLE)
         WEFT_REJECT("av_type %d", d->av_type);
       av_type = d->av_type;
@@ -157,8 +161,9 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
       rx_op_flags = r->op_flags;
     }
     const bool rma_ok = mr_mode_allows_rma(version, hint_mr_mode);
-    if ((want & kRmaCaps) && hints->caps && (hints->caps & FI_RMA) && !rma_ok)
-      WEFT_REJECT("FI_RMA needs mr_mode FI_MR_PROV_KEY|FI_MR_VIRT_ADDR (got 0x%x)", hint_mr_mode);
+    if ((want & kRmaCaps) && hints->caps && (hints->caps & (FI_RMA | FI_ATOMIC)) && !rma_ok)
+      WEFT_REJECT("FI_RMA/FI_ATOMIC need mr_mode FI_MR_PROV_KEY|FI_MR_VIRT_ADDR (got 0x%x)",
+                  hint_mr_mode);
     caps = want;
     if (!rma_ok) caps &= ~kRmaCaps;
     // Secondary capabilities are offered even when not asked for.
@@ -211,13 +216,13 @@ int check_and_fill(fi_ep_type type, std::uint32_t version, std::uint64_t flags,
   e->max_msg_size = max_msg_bytes(type);
   e->msg_prefix_size = 0;
   e->max_order_raw_size = e->max_order_war_size = e->max_order_waw_size = 0;
-  e->mem_tag_format = dgram ? 0 : tag_format;
+  e->mem_tag_format = (dgram || msg) ? 0 : tag_format;
   e->tx_ctx_cnt = e->rx_ctx_cnt = 1;
   fi_domain_attr* d = out->domain_attr;
   d->name = strdup(kDomainName);
   d->threading = threading;
-  d->control_progress = FI_PROGRESS_MANUAL;
-  d->data_progress = FI_PROGRESS_MANUAL;
+  d->control_progress = progress;
+  d->data_progress = progress;
   d->resource_mgmt = FI_RM_ENABLED;
   d->av_type = av_type;
   d->mr_mode = reply_mr_mode(version, rma);
@@ -268,10 +273,10 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
     WEFT_INFO(FI_LOG_CORE, "ignoring node/service %s/%s", node ? node : "-",
               service ? service : "-");
   }
-  // RDM first, then DGRAM (UD); each checks the hints on its own.
+  // RDM first, then MSG, then DGRAM (UD); each checks the hints on its own.
   fi_info* head = nullptr;
   fi_info** tail = &head;
-  for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM}) {
+  for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
     fi_info* out = fi_allocinfo();
     if (!out) {
       fi_freeinfo(head);
@@ -324,8 +329,8 @@ fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, no_bind,   no_control,
 int fabric_domain(fid_fabric* f, fi_info* info, fid_domain** d, void* ctx) {
   return guard(-FI_ENOMEM, [&] { return domain_open(f, info, d, ctx); });
 }
-int fabric_pep(fid_fabric*, fi_info*, fid_pep**, void*) {
-  return -FI_ENOSYS;
+int fabric_pep(fid_fabric* f, fi_info* info, fid_pep** pep, void* ctx) {
+  return guard(-FI_ENOMEM, [&] { return pep_open(f, info, pep, ctx); });
 }
 int fabric_eq(fid_fabric* f, fi_eq_attr* a, fid_eq** eq, void* ctx) {
   return guard(-FI_ENOMEM, [&] { return eq_open(f, a, eq, ctx); });
@@ -363,8 +368,28 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
 namespace {
 
 int eq_close(fid* f) {
-  delete ofi_container<Eq>(f);
+  Eq* q = ofi_container<Eq>(f);
+  {
+    std::lock_guard lk(q->fabric->mu);
+    std::erase(q->fabric->eqs, q);
+  }
+  delete q;
   return 0;
+}
+
+// Connection events come from the progress of the domains bound to this EQ.
+void eq_progress(Eq* q) {
+  // Copied, then progressed without the fabric lock (binds take a domain lock, then it). A
+  // domain must not be closed while another thread reads an EQ it is bound to.
+  std::vector<Domain*> sources;
+  {
+    std::lock_guard lk(q->fabric->mu);
+    sources = q->sources;
+  }
+  for (Domain* d : sources) {
+    std::lock_guard dl(d->mu);
+    d->progress();
+  }
 }
 fi_ops g_eq_fi_ops = {sizeof(fi_ops), eq_close, no_bind,   no_control,
                       no_ops_open,    no_tostr, no_ops_set};
@@ -384,6 +409,7 @@ ssize_t eq_read_impl(Eq* q, std::uint32_t* event, void* buf, std::size_t len, st
 }
 ssize_t eq_read(fid_eq* eq, std::uint32_t* event, void* buf, std::size_t len, std::uint64_t flags) {
   return guard<ssize_t>(-FI_ENOMEM, [&] {
+    eq_progress(ofi_container<Eq>(eq));
     return eq_read_impl(ofi_container<Eq>(eq), event, buf, len, flags, false);
   });
 }
@@ -410,7 +436,7 @@ ssize_t eq_sread(fid_eq* eq, std::uint32_t* event, void* buf, std::size_t len, i
     const ssize_t n = eq_read(eq, event, buf, len, flags);
     if (n != -FI_EAGAIN) return n;
     if (mono_ns() >= end) return -FI_EAGAIN;
-    ::poll(nullptr, 0, 1);  // no event source to wait on: back off 1 ms
+    ::poll(nullptr, 0, 1);  // connection events come from progress (eq_read): back off 1 ms
   }
 }
 const char* eq_strerror(fid_eq*, int prov_errno, const void*, char* buf, std::size_t len) {
@@ -426,10 +452,32 @@ fi_ops_eq g_eq_ops = {sizeof(fi_ops_eq), eq_read, eq_readerr, eq_write, eq_sread
 
 }  // namespace
 
+void Eq::push(std::uint32_t event, const void* buf, std::size_t len, bool error) {
+  std::lock_guard lk(mu);
+  const auto* p = static_cast<const std::uint8_t*>(buf);
+  events.push_back({event, std::vector<std::uint8_t>(p, p + len), error});
+}
+
+void Eq::add_source(Domain* d) {
+  std::lock_guard lk(fabric->mu);
+  if (std::find(sources.begin(), sources.end(), d) == sources.end()) sources.push_back(d);
+}
+
+void eq_forget_domain(Domain* d) {
+  std::lock_guard lk(d->fabric->mu);
+  for (Eq* q : d->fabric->eqs) std::erase(q->sources, d);
+}
+
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context) {
-  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
+  if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+      attr->wait_obj != FI_WAIT_FD)
+    return -FI_ENOSYS;
   auto* q = new Eq;
   q->fabric = ofi_container<Fabric>(fabric);
+  {
+    std::lock_guard lk(q->fabric->mu);
+    q->fabric->eqs.push_back(q);
+  }
   q->eq.fid.fclass = FI_CLASS_EQ;
   q->eq.fid.context = context;
   q->eq.fid.ops = &g_eq_fi_ops;
@@ -462,6 +510,10 @@ void define_params() {
                   "Send operations in flight per endpoint (default: %zu)", g_params.tx_depth);
   fi_param_define(&g_prov, "mtu", FI_PARAM_SIZE_T,
                   "Path MTU of the RC queue pairs: 256..4096 (default: %zu)", g_params.mtu_bytes);
+  fi_param_define(&g_prov, "ack_timeout", FI_PARAM_SIZE_T,
+                  "RC local ACK timeout exponent (4.096 us << n), 1..24; a peer that does not "
+                  "answer for 8 such periods is declared unreachable (default: %zu)",
+                  g_params.ack_timeout);
   fi_param_define(&g_prov, "medium", FI_PARAM_STRING,
                   "Medium carrying the packets: shm (between processes; default) or loopback "
                   "(in-process)");
@@ -476,6 +528,8 @@ void define_params() {
     g_params.tx_depth = v;
   if (fi_param_get_size_t(&g_prov, "mtu", &v) == FI_SUCCESS && v >= 256 && v <= 4096)
     g_params.mtu_bytes = v;
+  if (fi_param_get_size_t(&g_prov, "ack_timeout", &v) == FI_SUCCESS && v >= 1 && v <= 24)
+    g_params.ack_timeout = v;
   char* medium = nullptr;
   if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium)
     g_params.loopback = std::strcmp(medium, "loopback") == 0;

@@ -1,6 +1,6 @@
 #!/bin/sh
-# fi_info (libfabric-bin) finds the provider through FI_PROVIDER_PATH, lists its RDM endpoint and
-# its FI_WEFT_* parameters. Usage: fi_info_test.sh /path/to/fi_info
+# fi_info (libfabric-bin) finds the provider through FI_PROVIDER_PATH, lists its RDM, MSG and DGRAM
+# endpoints and its FI_WEFT_* parameters. Usage: fi_info_test.sh /path/to/fi_info
 set -eu
 FI_INFO=$1
 out=$("$FI_INFO" -p weft)
@@ -12,12 +12,13 @@ verbose=$("$FI_INFO" -p weft -v)
 echo "$verbose" | grep -q 'mem_tag_format: 0xa' || { echo "FAIL: mem_tag_format bit 63"; exit 1; }
 echo "$verbose" | grep -q 'cq_data_size: 4' || { echo "FAIL: cq_data_size"; exit 1; }
 params=$("$FI_INFO" -p weft -e | tr -d '\000')
-for p in FI_WEFT_EAGER_SIZE FI_WEFT_INJECT_SIZE FI_WEFT_RX_SIZE FI_WEFT_TX_SIZE FI_WEFT_MTU \
+for p in FI_WEFT_EAGER_SIZE FI_WEFT_INJECT_SIZE FI_WEFT_RX_SIZE FI_WEFT_TX_SIZE FI_WEFT_MTU FI_WEFT_ACK_TIMEOUT \
          FI_WEFT_MEDIUM; do
   echo "$params" | grep -q "$p" || { echo "FAIL: parameter $p not listed"; exit 1; }
 done
-# A hint we cannot honour (FI_EP_MSG) lists nothing.
-if "$FI_INFO" -p weft -t FI_EP_MSG >/dev/null 2>&1; then
-  echo "FAIL: FI_EP_MSG offered"; exit 1
+echo "$out" | grep -q 'type: FI_EP_MSG' || { echo "FAIL: no FI_EP_MSG"; exit 1; }
+# A hint we cannot honour (tagged MSG endpoints) lists nothing.
+if "$FI_INFO" -p weft -t FI_EP_MSG -c FI_TAGGED >/dev/null 2>&1; then
+  echo "FAIL: tagged FI_EP_MSG offered"; exit 1
 fi
 echo "fi_info: ok"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -11,6 +12,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -35,7 +39,8 @@ int getinfo(std::uint32_t version, fi_info* hints, fi_info** out, std::uint64_t 
   return fi_getinfo(version, nullptr, nullptr, flags, hints, out);
 }
 
-constexpr std::uint64_t kAllCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV;
+constexpr std::uint64_t kAllCaps =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_DIRECTED_RECV | FI_MULTI_RECV;
 constexpr int kRmaMr = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_LOCAL;
 
 // One endpoint with its own domain, CQs, AV and counter.
@@ -54,10 +59,15 @@ class Provider : public ::testing::Test {
   void SetUp() override { open(FI_AV_MAP, 0); }
   void TearDown() override { close_all(); }
 
-  void open(fi_av_type av_type, std::uint64_t cq_bind_flags) {
+  void open(fi_av_type av_type, std::uint64_t cq_bind_flags,
+            fi_progress progress = FI_PROGRESS_UNSPEC) {
     fi_info* h = weft_hints(kAllCaps, kRmaMr, av_type);
+    h->domain_attr->data_progress = progress;
     ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info_), 0);
     fi_freeinfo(h);
+    const fi_progress want = progress == FI_PROGRESS_AUTO ? FI_PROGRESS_AUTO : FI_PROGRESS_MANUAL;
+    ASSERT_EQ(info_->domain_attr->data_progress, want);
+    ASSERT_EQ(info_->domain_attr->control_progress, want);
     ASSERT_EQ(fi_fabric(info_->fabric_attr, &fabric_, nullptr), 0);
     for (Node& n : nodes_) {
       ASSERT_EQ(fi_domain(fabric_, info_, &n.dom, nullptr), 0);
@@ -201,9 +211,17 @@ TEST(GetInfo, RefusesWhatItCannotHonour) {
     const char* what;
     std::function<void(fi_info*)> edit;
   } cases[] = {
-      {"msg endpoint", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }},
-      {"atomics", [](fi_info* h) { h->caps |= FI_ATOMIC; }},
-      {"auto progress", [](fi_info* h) { h->domain_attr->data_progress = FI_PROGRESS_AUTO; }},
+      {"tagged msg endpoint",
+       [](fi_info* h) {
+         h->ep_attr->type = FI_EP_MSG;
+         h->caps = FI_TAGGED;
+       }},
+      {"rma events", [](fi_info* h) { h->caps |= FI_RMA_EVENT; }},
+      {"atomics without prov keys",
+       [](fi_info* h) {
+         h->caps = FI_ATOMIC;
+         h->domain_attr->mr_mode = FI_MR_LOCAL;
+       }},
       {"cq data 8 bytes", [](fi_info* h) { h->domain_attr->cq_data_size = 8; }},
       {"sockaddr", [](fi_info* h) { h->addr_format = FI_SOCKADDR_IN; }},
       {"strict order", [](fi_info* h) { h->tx_attr->msg_order = FI_ORDER_STRICT; }},
@@ -727,6 +745,400 @@ TEST_F(SelectiveProvider, OnlyFlaggedOperationsComplete) {
 }
 
 // ---- FI_EP_DGRAM over UD ----------------------------------------------------------------------
+// FI_ATOMIC: executed at the target (write, fetch and compare forms; integer and floating-point
+// types), results and target memory checked; a bad key is an FI_EACCES error entry; two
+// initiators' fetch-adds on one word are atomic with respect to each other.
+TEST_F(Provider, AtomicsExecuteAtTheTarget) {
+  struct Target {
+    std::int32_t i32[4];
+    std::int64_t i64[2];
+    float f[2];
+    double d[2];
+    std::uint16_t u16[3];
+    std::uint64_t u64[2];
+    std::uint32_t u32;
+    std::uint64_t counter;
+  } t{};
+  t.i32[0] = 10, t.i32[1] = -20, t.i32[2] = 30, t.i32[3] = 0x7FFFFFFF;
+  t.i64[0] = 5, t.i64[1] = -5;
+  t.f[0] = 1.5f, t.f[1] = -2.25f;
+  t.d[0] = 3.0, t.d[1] = -7.5;
+  t.u16[0] = 0x00F0, t.u16[1] = 0x0FF0, t.u16[2] = 0xFFFF;
+  t.u64[0] = 111, t.u64[1] = 222;
+  t.u32 = 0xAAAAAAAA;
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(
+      fi_mr_reg(b().dom, &t, sizeof t, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr), 0);
+  const std::uint64_t key = fi_mr_key(mr);
+  auto at = [&](const void* field) { return reinterpret_cast<std::uintptr_t>(field); };
+  fi_cq_tagged_entry e;
+  int ctx;
+  auto done = [&](std::uint64_t flags) {
+    ASSERT_EQ(read_one(a().txcq, &e), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+    EXPECT_EQ(e.flags, FI_ATOMIC | flags);
+  };
+  // Write form: int32 sum of 4 (the last one wraps).
+  const std::int32_t add[4] = {1, 2, -3, 1};
+  ASSERT_EQ(fi_atomic(a().ep, add, 4, nullptr, 1, at(t.i32), key, FI_INT32, FI_SUM, &ctx), 0);
+  done(FI_WRITE);
+  EXPECT_EQ(t.i32[0], 11);
+  EXPECT_EQ(t.i32[1], -18);
+  EXPECT_EQ(t.i32[2], 27);
+  EXPECT_EQ(t.i32[3], INT32_MIN);
+  // Fetch forms: int64 min, float sum, double max, uint16 bor/band/bxor, atomic read.
+  const std::int64_t mins[2] = {7, -9};
+  std::int64_t old64[2] = {};
+  ASSERT_EQ(fi_fetch_atomic(a().ep, mins, 2, nullptr, old64, nullptr, 1, at(t.i64), key, FI_INT64,
+                            FI_MIN, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(old64[0], 5);
+  EXPECT_EQ(old64[1], -5);
+  EXPECT_EQ(t.i64[0], 5);
+  EXPECT_EQ(t.i64[1], -9);
+  const float fadd[2] = {0.25f, 2.25f};
+  float oldf[2] = {};
+  ASSERT_EQ(fi_fetch_atomic(a().ep, fadd, 2, nullptr, oldf, nullptr, 1, at(t.f), key, FI_FLOAT,
+                            FI_SUM, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(oldf[0], 1.5f);
+  EXPECT_EQ(t.f[0], 1.75f);
+  EXPECT_EQ(t.f[1], 0.0f);
+  const double dmax[2] = {2.0, -1.0};
+  ASSERT_EQ(fi_atomic(a().ep, dmax, 2, nullptr, 1, at(t.d), key, FI_DOUBLE, FI_MAX, &ctx), 0);
+  done(FI_WRITE);
+  EXPECT_EQ(t.d[0], 3.0);
+  EXPECT_EQ(t.d[1], -1.0);
+  std::uint16_t old16 = 0;
+  const std::uint16_t bits = 0x0F0F;
+  for (fi_op op : {FI_BOR, FI_BAND, FI_BXOR}) {
+    const std::size_t i = op == FI_BOR ? 0 : op == FI_BAND ? 1 : 2;
+    ASSERT_EQ(fi_fetch_atomic(a().ep, &bits, 1, nullptr, &old16, nullptr, 1, at(&t.u16[i]), key,
+                              FI_UINT16, op, &ctx),
+              0);
+    done(FI_READ);
+  }
+  EXPECT_EQ(old16, 0xFFFF);
+  EXPECT_EQ(t.u16[0], 0x0FFF);
+  EXPECT_EQ(t.u16[1], 0x0F00);
+  EXPECT_EQ(t.u16[2], 0xF0F0);
+  std::uint64_t read_back[2] = {};
+  ASSERT_EQ(fi_fetch_atomic(a().ep, nullptr, 2, nullptr, read_back, nullptr, 1, at(t.u64), key,
+                            FI_UINT64, FI_ATOMIC_READ, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(read_back[0], 111u);
+  EXPECT_EQ(read_back[1], 222u);
+  // Compare forms: cswap that hits and one that misses; mswap.
+  const std::uint64_t swap_in[2] = {1000, 2000}, expect[2] = {111, 999};
+  std::uint64_t old[2] = {};
+  ASSERT_EQ(fi_compare_atomic(a().ep, swap_in, 2, nullptr, expect, nullptr, old, nullptr, 1,
+                              at(t.u64), key, FI_UINT64, FI_CSWAP, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(old[0], 111u);
+  EXPECT_EQ(old[1], 222u);
+  EXPECT_EQ(t.u64[0], 1000u);  // compared equal: swapped
+  EXPECT_EQ(t.u64[1], 222u);   // did not: kept
+  const std::uint32_t mval = 0x12345678, mask = 0xFFFF0000;
+  std::uint32_t old32 = 0;
+  ASSERT_EQ(fi_compare_atomic(a().ep, &mval, 1, nullptr, &mask, nullptr, &old32, nullptr, 1,
+                              at(&t.u32), key, FI_UINT32, FI_MSWAP, &ctx),
+            0);
+  done(FI_READ);
+  EXPECT_EQ(old32, 0xAAAAAAAAu);
+  EXPECT_EQ(t.u32, 0x1234AAAAu);
+  // Validity: bitwise operations on floating point and complex types are not offered.
+  std::size_t count = 0;
+  EXPECT_EQ(fi_atomicvalid(a().ep, FI_DOUBLE, FI_BOR, &count), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_compare_atomicvalid(a().ep, FI_FLOAT, FI_MSWAP, &count), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_atomicvalid(a().ep, FI_DOUBLE_COMPLEX, FI_SUM, &count), -FI_EOPNOTSUPP);
+  ASSERT_EQ(fi_fetch_atomicvalid(a().ep, FI_UINT64, FI_SUM, &count), 0);
+  EXPECT_GE(count, 1u);
+  EXPECT_EQ(fi_atomic(a().ep, dmax, 2, nullptr, 1, at(t.d), key, FI_DOUBLE, FI_BXOR, &ctx),
+            -FI_EOPNOTSUPP);
+  fi_atomic_attr attr{};
+  ASSERT_EQ(fi_query_atomic(a().dom, FI_INT16, FI_CSWAP_GE, &attr, FI_COMPARE_ATOMIC), 0);
+  EXPECT_EQ(attr.size, 2u);
+  // A key the target does not know, and a range beyond the registration: FI_EACCES.
+  ASSERT_EQ(fi_atomic(a().ep, add, 1, nullptr, 1, at(t.i32), key + 12345, FI_INT32, FI_SUM, &ctx),
+            0);
+  fi_cq_err_entry err = read_err(a().txcq);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(err.op_context, &ctx);
+  ASSERT_EQ(fi_atomic(a().ep, add, 4, nullptr, 1, at(&t.counter), key, FI_INT32, FI_SUM, &ctx), 0);
+  err = read_err(a().txcq);
+  EXPECT_EQ(err.err, FI_EACCES);
+  EXPECT_EQ(t.counter, 0u);
+  // Two initiators, 100 fetch-adds each, on one word: every old value seen once, final 200.
+  const std::uint64_t one = 1;
+  std::vector<std::uint64_t> olds(200, ~0ull);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(fi_fetch_atomic(a().ep, &one, 1, nullptr, &olds[2 * i], nullptr, 1, at(&t.counter),
+                              key, FI_UINT64, FI_SUM, nullptr),
+              0);
+    ASSERT_EQ(fi_fetch_atomic(c().ep, &one, 1, nullptr, &olds[2 * i + 1], nullptr, 1,
+                              at(&t.counter), key, FI_UINT64, FI_SUM, nullptr),
+              0);
+  }
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(read_one(a().txcq, &e), 1);
+    ASSERT_EQ(read_one(c().txcq, &e), 1);
+  }
+  EXPECT_EQ(t.counter, 200u);
+  std::sort(olds.begin(), olds.end());
+  for (std::uint64_t i = 0; i < 200; ++i) ASSERT_EQ(olds[i], i);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
+// FI_MULTI_RECV: one buffer takes consecutive messages (two that arrived before it was posted,
+// one of them a rendezvous, then two more); the piece that leaves less than min_multi_recv frees
+// it, and the completion reported last carries FI_MULTI_RECV. A later message goes to the next
+// receive, not into the released buffer.
+TEST_F(Provider, MultiRecvBufferTakesConsecutiveMessages) {
+  std::size_t min = 100, got = 0, len = sizeof(got);
+  ASSERT_EQ(fi_setopt(&b().ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+  ASSERT_EQ(fi_getopt(&b().ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &len), 0);
+  EXPECT_EQ(got, 100u);
+  const std::size_t sizes[] = {300, 5000, 2000, 800};  // 92 bytes left after the last
+  std::vector<std::vector<std::uint8_t>> msgs;
+  for (std::size_t i = 0; i < 4; ++i) msgs.push_back(pattern(sizes[i], 40 + i));
+  int sctx[5];
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(fi_send(a().ep, msgs[i].data(), sizes[i], nullptr, 1, &sctx[i]), 0);
+  // Let both arrive unexpected.
+  drive([] { return false; }, 2000);
+  std::vector<std::uint8_t> buf(8192, 0xEE);
+  int mctx, rctx;
+  iovec v{buf.data(), buf.size()};
+  fi_msg m{};
+  m.msg_iov = &v;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  m.context = &mctx;
+  ASSERT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), 0);
+  for (int i = 2; i < 4; ++i)
+    ASSERT_EQ(fi_send(a().ep, msgs[i].data(), sizes[i], nullptr, 1, &sctx[i]), 0);
+  std::size_t off[4] = {0, 300, 5300, 7300};
+  int multi_flags = 0;
+  for (int k = 0; k < 4; ++k) {
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(read_one(b().rxcq, &e), 1) << k;
+    EXPECT_EQ(e.op_context, &mctx);
+    EXPECT_EQ(e.flags & ~FI_MULTI_RECV, FI_RECV | FI_MSG);
+    if (e.flags & FI_MULTI_RECV) {
+      ++multi_flags;
+      EXPECT_EQ(k, 3) << "FI_MULTI_RECV before the last piece completed";
+    }
+    const std::size_t at = static_cast<std::uint8_t*>(e.buf) - buf.data();
+    int i = 0;
+    while (i < 4 && off[i] != at) ++i;
+    ASSERT_LT(i, 4) << "piece at offset " << at;
+    EXPECT_EQ(e.len, sizes[i]);
+    EXPECT_EQ(0, std::memcmp(buf.data() + at, msgs[i].data(), sizes[i])) << i;
+  }
+  EXPECT_EQ(multi_flags, 1);
+  EXPECT_EQ(buf[8100], 0xEE);  // the 92 bytes left are untouched
+  // The buffer is released: the next message goes to the next receive.
+  std::vector<std::uint8_t> small(64, 0);
+  ASSERT_EQ(fi_recv(b().ep, small.data(), small.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+  ASSERT_EQ(fi_send(a().ep, msgs[0].data(), 10, nullptr, 1, &sctx[4]), 0);
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, 10u);
+  EXPECT_EQ(0, std::memcmp(small.data(), msgs[0].data(), 10));
+  std::vector<void*> done;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(read_one(a().txcq, &e), 1);
+    done.push_back(e.op_context);
+  }
+  std::sort(done.begin(), done.end());
+  EXPECT_EQ(done, (std::vector<void*>{&sctx[0], &sctx[1], &sctx[2], &sctx[3], &sctx[4]}));
+  // A buffer smaller than min_multi_recv is refused.
+  iovec tiny{buf.data(), 50};
+  m.msg_iov = &tiny;
+  EXPECT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), -FI_EINVAL);
+  // A message already waiting that fills the buffer at post time releases it at once.
+  int uctx;
+  ASSERT_EQ(fi_send(a().ep, msgs[1].data(), 150, nullptr, 1, &uctx), 0);
+  drive([] { return false; }, 2000);
+  iovec two{buf.data(), 200};
+  m.msg_iov = &two;
+  ASSERT_EQ(fi_recvmsg(b().ep, &m, FI_MULTI_RECV), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &mctx);
+  EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
+  EXPECT_EQ(e.len, 150u);
+  EXPECT_EQ(e.buf, buf.data());
+  EXPECT_EQ(0, std::memcmp(buf.data(), msgs[1].data(), 150));
+  ASSERT_EQ(read_one(a().txcq, &e), 1);
+  EXPECT_EQ(e.op_context, &uctx);
+}
+
+// FI_PROGRESS_AUTO: every domain has a progress thread, so a rendezvous (connection handshake,
+// RTS, RDMA READ into the receive buffer, FIN) finishes while the application makes no libfabric
+// call at all; the test watches the receive buffer's last bytes, then reads the completions.
+class AutoProgressProvider : public Provider {
+ protected:
+  void SetUp() override { open(FI_AV_MAP, 0, FI_PROGRESS_AUTO); }
+};
+
+TEST_F(AutoProgressProvider, RendezvousCompletesWithoutApplicationCalls) {
+  const std::size_t n = 1 << 20;
+  auto msg = pattern(n, 31);
+  std::vector<std::uint8_t> buf(n, 0);
+  int rctx, sctx;
+  ASSERT_EQ(fi_trecv(b().ep, buf.data(), n, nullptr, FI_ADDR_UNSPEC, 7, 0, &rctx), 0);
+  ASSERT_EQ(fi_tsend(a().ep, msg.data(), n, nullptr, 1, 7, &sctx), 0);
+  std::uint64_t want, last = 0;
+  std::memcpy(&want, msg.data() + n - 8, 8);
+  for (int i = 0; i < 10000 && last != want; ++i) {  // at most about 10 s
+    usleep(1000);
+    last = __atomic_load_n(reinterpret_cast<std::uint64_t*>(buf.data() + n - 8), __ATOMIC_ACQUIRE);
+  }
+  ASSERT_EQ(last, want) << "the message did not arrive without application calls";
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, n);
+  EXPECT_EQ(0, std::memcmp(buf.data(), msg.data(), n));
+  expect_tx(a(), &sctx);
+}
+
+// FI_EP_MSG through the connection manager: a passive endpoint listens; a client connects, the
+// server gets FI_CONNREQ (with the client's address), accepts, both see FI_CONNECTED, messages
+// flow both ways (byte-exact), the client shuts down and the server sees FI_SHUTDOWN. A second
+// client is rejected (FI_ECONNREFUSED error event).
+TEST(Msg, ConnectAcceptSendShutdownAndReject) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("weft");
+  h->ep_attr->type = FI_EP_MSG;
+  h->caps = FI_MSG;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fi_freeinfo(h);
+  ASSERT_EQ(info->ep_attr->type, FI_EP_MSG);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_eq* eq[2];
+  fi_eq_attr ea{};
+  for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
+  fid_pep* pep;
+  ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
+  ASSERT_EQ(fi_listen(pep), 0);
+  std::uint8_t pep_addr[64];
+  std::size_t alen = sizeof pep_addr;
+  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &alen), 0);
+  ASSERT_LE(alen, 64u);
+
+  struct Side {
+    fid_domain* dom = nullptr;
+    fid_cq* cq = nullptr;
+    fid_ep* ep = nullptr;
+  } cli, srv;
+  auto open_side = [&](Side& s, fi_info* i, fid_eq* q) {
+    ASSERT_EQ(fi_domain(fab, i, &s.dom, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(s.dom, &ca, &s.cq, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(s.dom, i, &s.ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &q->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(s.ep), 0);
+  };
+  auto wait_event = [&](fid_eq* q, std::uint32_t* ev, fi_eq_cm_entry* e) {
+    return fi_eq_sread(q, ev, e, sizeof *e, 5000, 0);
+  };
+  open_side(cli, info, eq[1]);
+  ASSERT_EQ(fi_connect(cli.ep, pep_addr, nullptr, 0), 0);
+  std::uint32_t ev = 0;
+  fi_eq_cm_entry e{};
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  ASSERT_EQ(ev, FI_CONNREQ);
+  EXPECT_EQ(e.fid, &pep->fid);
+  ASSERT_NE(e.info, nullptr);
+  ASSERT_NE(e.info->handle, nullptr);
+  std::uint8_t cli_addr[64];
+  alen = sizeof cli_addr;
+  ASSERT_EQ(fi_getname(&cli.ep->fid, cli_addr, &alen), 0);
+  ASSERT_EQ(e.info->dest_addrlen, alen);
+  EXPECT_EQ(0, std::memcmp(e.info->dest_addr, cli_addr, alen));
+  open_side(srv, e.info, eq[0]);
+  fi_freeinfo(e.info);
+  ASSERT_EQ(fi_accept(srv.ep, nullptr, 0), 0);
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_CONNECTED);
+  EXPECT_EQ(e.fid, &srv.ep->fid);
+  ASSERT_EQ(wait_event(eq[1], &ev, &e), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_CONNECTED);
+  EXPECT_EQ(e.fid, &cli.ep->fid);
+
+  auto poll = [&](fid_cq* q, fi_cq_data_entry* d) {
+    for (int i = 0; i < 200000; ++i) {
+      const ssize_t rc = fi_cq_read(q, d, 1);
+      if (rc != -FI_EAGAIN) return rc;
+      fi_cq_read(cli.cq, nullptr, 0);
+      fi_cq_read(srv.cq, nullptr, 0);
+    }
+    return ssize_t{-FI_EAGAIN};
+  };
+  for (std::size_t n : {100ul, 100000ul}) {  // eager and rendezvous, both directions
+    for (int dir = 0; dir < 2; ++dir) {
+      Side& from = dir ? srv : cli;
+      Side& to = dir ? cli : srv;
+      auto msg = pattern(n, static_cast<std::uint32_t>(n + dir));
+      std::vector<std::uint8_t> buf(n, 0);
+      int rctx, sctx;
+      ASSERT_EQ(fi_recv(to.ep, buf.data(), n, nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+      ASSERT_EQ(fi_send(from.ep, msg.data(), n, nullptr, FI_ADDR_UNSPEC, &sctx), 0);
+      fi_cq_data_entry d;
+      ASSERT_EQ(poll(to.cq, &d), 1);
+      EXPECT_EQ(d.op_context, &rctx);
+      EXPECT_EQ(d.len, n);
+      EXPECT_TRUE(buf == msg);
+      ASSERT_EQ(poll(from.cq, &d), 1);
+      EXPECT_EQ(d.op_context, &sctx);
+    }
+  }
+  std::uint8_t peer[64];
+  alen = sizeof peer;
+  ASSERT_EQ(fi_getpeer(srv.ep, peer, &alen), 0);
+  EXPECT_EQ(0, std::memcmp(peer, cli_addr, alen));
+
+  ASSERT_EQ(fi_shutdown(cli.ep, 0), 0);
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_SHUTDOWN);
+  EXPECT_EQ(e.fid, &srv.ep->fid);
+
+  // A second client: rejected.
+  Side cli2;
+  open_side(cli2, info, eq[1]);
+  ASSERT_EQ(fi_connect(cli2.ep, pep_addr, nullptr, 0), 0);
+  ASSERT_EQ(wait_event(eq[0], &ev, &e), static_cast<ssize_t>(sizeof e));
+  ASSERT_EQ(ev, FI_CONNREQ);
+  ASSERT_EQ(fi_reject(pep, e.info->handle, nullptr, 0), 0);
+  fi_freeinfo(e.info);
+  EXPECT_EQ(wait_event(eq[1], &ev, &e), -FI_EAVAIL);
+  fi_eq_err_entry err{};
+  ASSERT_EQ(fi_eq_readerr(eq[1], &err, 0), static_cast<ssize_t>(sizeof err));
+  EXPECT_EQ(err.err, FI_ECONNREFUSED);
+  EXPECT_EQ(err.fid, &cli2.ep->fid);
+
+  for (Side* s : {&cli, &srv, &cli2}) {
+    EXPECT_EQ(fi_close(&s->ep->fid), 0);
+    EXPECT_EQ(fi_close(&s->cq->fid), 0);
+    EXPECT_EQ(fi_close(&s->dom->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&pep->fid), 0);
+  for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
+}
+
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
   fi_info* h = fi_allocinfo();
   h->fabric_attr->prov_name = strdup("weft");
