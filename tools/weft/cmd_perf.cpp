@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sched.h>
 #include <signal.h>
 
 #include <cerrno>
@@ -27,7 +28,7 @@ struct PerfArgs {
   std::string verb = "write";
   bool bw = false, lat = false, all = false, server = false, local = false, copy = false,
        json = false, direct = false;
-  std::string fabric;
+  std::string fabric, cpus;
   std::string size = "65536";
   std::uint32_t iters = 0, tx_depth = 128;
   std::string client, name = "weft-perf";
@@ -97,6 +98,25 @@ int serve_fabric(int listen_fd, const std::string& fabric, const io::FabricAttac
   return 0;
 }
 
+// --cpus A,B of --local: the server side on CPU A, the client on CPU B (as io_baseline's
+// ping-pong, so a benchmark compares like with like). Returns the CPU for this side, or -1.
+int local_cpu(const PerfArgs& a, bool server) {
+  if (a.cpus.empty()) return -1;
+  int x = -1, y = -1;
+  if (std::sscanf(a.cpus.c_str(), "%d,%d", &x, &y) != 2 || x < 0 || y < 0)
+    throw CLI::ValidationError("perf", "--cpus wants A,B");
+  return server ? x : y;
+}
+
+void pin_to(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    std::fprintf(stderr, "weft perf: cannot pin to CPU %d: %s\n", cpu, std::strerror(errno));
+}
+
 // weft perf through the fabric daemon `fabric`.
 void run_fabric(const PerfArgs& a, const io::PerfOptions& o, const std::string& fabric) {
   io::FabricAttachOptions fo;
@@ -123,7 +143,11 @@ void run_fabric(const PerfArgs& a, const io::PerfOptions& o, const std::string& 
     std::fflush(nullptr);
     child = fork();
     if (child < 0) throw CLI::RuntimeError(1);
-    if (child == 0) _exit(serve_fabric(fd, fabric, fo));
+    if (child == 0) {
+      pin_to(local_cpu(a, true));
+      _exit(serve_fabric(fd, fabric, fo));
+    }
+    pin_to(local_cpu(a, false));
     close(fd);
   }
   std::vector<io::PerfResult> r;
@@ -218,7 +242,11 @@ void run(const PerfArgs& a) {
     std::fflush(nullptr);
     child = fork();
     if (child < 0) throw CLI::RuntimeError(1);
-    if (child == 0) _exit(serve(*listener, d));
+    if (child == 0) {
+      pin_to(local_cpu(a, true));
+      _exit(serve(*listener, d));
+    }
+    pin_to(local_cpu(a, false));
     listener.reset();
   }
   std::vector<io::PerfResult> r;
@@ -267,6 +295,7 @@ void add_perf(CLI::App& app) {
   cmd->add_option("--client", a->client, "Connect to the server of that rendezvous name");
   cmd->add_flag("--local", a->local, "Run both sides: fork a server, connect to it");
   cmd->add_flag("--copy", a->copy, "No zero copy: payloads go through the ring");
+  cmd->add_option("--cpus", a->cpus, "With --local: pin the server to CPU A, the client to B");
   cmd->add_flag("--json", a->json, "One JSON object per size instead of the table");
   auto* fab = cmd->add_option("--fabric", a->fabric,
                               "Through the fabric daemon F (default: WEFT_FABRIC if set)");
