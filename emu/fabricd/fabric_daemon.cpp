@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,6 +64,8 @@ struct Pipe {
   // nothing waits before it in to_client (one copy fewer); its driver pass publishes it.
   io::shm::ShmMedium* ring = nullptr;
   std::uint64_t to_client_direct = 0;
+  std::uint64_t to_fabric_by_ref = 0;  // payloads pulled from the process (zero copy)
+  std::uint64_t cma_dropped = 0;       // packets dropped because a pull failed
   std::uint16_t lid = 0;
   bool attached = false;
   std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
@@ -83,6 +86,17 @@ struct LidTable {
   bool any_stalled = false;
   std::function<void()> release;  // kicks the stalled sources (set by the daemon)
 };
+
+// Whether process_vm_readv reads the probe word at `addr` in `pid` (errno kept when not).
+bool can_read(pid_t pid, std::uint64_t addr) {
+  std::uint64_t v = 0;
+  iovec l{&v, sizeof v};
+  iovec r{reinterpret_cast<void*>(addr), sizeof v};
+  if (process_vm_readv(pid, &l, 1, &r, 1, 0) != static_cast<ssize_t>(sizeof v)) return false;
+  if (v == io::kAttachProbeValue) return true;
+  errno = EFAULT;
+  return false;
+}
 
 // A Device that owns no transport: the base of both relay faces and of the clock.
 class StubDevice : public Device {
@@ -210,15 +224,37 @@ class ClientFace final : public StubDevice {
  public:
   ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send)
       : StubDevice(std::move(cfg)), pipe_(pipe), lids_(lids), on_send_(std::move(on_send)) {}
-  using StubDevice::on_packet;
+  void set_remote_payload(RemotePayload* rp) override { remote_ = rp; }
+  // A packet whose payload is still in the process (a by-reference record): the headers here,
+  // the payload pulled by the medium straight into the packet (RemotePayload::place; done before
+  // rx_burst returns, so before the fabric reads the packet). ICRC and VCRC stay zero as on the
+  // ring (CrcMode::kModel).
+  void on_packet(const TxPacket& pkt, TimeNs now) override {
+    if (!remote_ || pkt.payload_bytes == 0) {
+      StubDevice::on_packet(pkt, now);
+      return;
+    }
+    std::vector<std::uint8_t>& v = take();
+    v.assign(pkt.wire_bytes(), 0);
+    std::memcpy(v.data(), pkt.headers.data(), pkt.header_bytes);
+    remote_->place(v.data() + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
+    pipe_.to_fabric_by_ref++;
+    sent();
+  }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    take().assign(wire.begin(), wire.end());
+    sent();
+  }
+  std::vector<std::uint8_t>& take() {
     if (pipe_.spare.empty()) {
-      pipe_.to_fabric.emplace_back(wire.begin(), wire.end());
+      pipe_.to_fabric.emplace_back();
     } else {
       pipe_.to_fabric.push_back(std::move(pipe_.spare.back()));
       pipe_.spare.pop_back();
-      pipe_.to_fabric.back().assign(wire.begin(), wire.end());
     }
+    return pipe_.to_fabric.back();
+  }
+  void sent() {
     pipe_.to_fabric_packets++;
     pipe_.to_fabric_peak = std::max(pipe_.to_fabric_peak, pipe_.to_fabric.size());
     on_send_();
@@ -237,6 +273,7 @@ class ClientFace final : public StubDevice {
  private:
   Pipe& pipe_;
   LidTable& lids_;
+  RemotePayload* remote_ = nullptr;
   std::function<void()> on_send_;
   std::vector<std::uint8_t> cur_;
 };
@@ -258,7 +295,16 @@ class BoundedMedium final : public io::Medium {
       ++backpressured;
       return 0;
     }
-    return m_->rx_burst(dev, now, std::min(max, room));
+    const std::size_t before = pipe_.to_fabric.size();
+    const std::uint64_t errors = m_->counters().cma_errors;
+    const std::size_t n = m_->rx_burst(dev, now, std::min(max, room));
+    if (m_->counters().cma_errors != errors) {
+      // A pull failed: some packet of this burst lacks its payload. Drop the burst (nothing has
+      // read it yet); the transport's retries resend it.
+      pipe_.cma_dropped += pipe_.to_fabric.size() - before;
+      pipe_.to_fabric.resize(before);
+    }
+    return n;
   }
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override {
     return m_->tx_burst(dev, now, max);
@@ -356,6 +402,7 @@ class FabricDaemon::Impl {
     std::uint32_t hca = 0;
     std::unique_ptr<ClientFace> face;
     std::unique_ptr<BoundedMedium> medium;
+    bool zero_copy = false;  // its payloads are pulled (by reference)
   };
   struct Request {
     enum Kind { kAttach, kHangup, kControl } kind;
@@ -386,6 +433,7 @@ class FabricDaemon::Impl {
   std::unique_ptr<Clock> clock;
   int listen_fd = -1, ctl_fd = -1, wake_fd = -1;
   std::atomic<bool> stopping{false};
+  bool zero_copy_refused_logged = false;
   std::thread acceptor;
   std::mutex mu;
   std::deque<Request> queue;
@@ -555,6 +603,19 @@ class FabricDaemon::Impl {
       return;
     }
     rep.hca = h;
+    if (r.attach.flags & io::kAttachWantZeroCopy) {
+      if (!opt.zero_copy) {
+        // copies by request
+      } else if (can_read(cred.pid, r.attach.probe_addr)) {
+        rep.flags |= io::kAttachZeroCopyTx;
+      } else if (!zero_copy_refused_logged) {
+        zero_copy_refused_logged = true;
+        log()->warn(
+            "cannot read pid {}'s memory ({}): its payloads are copied through the ring (said "
+            "once)",
+            cred.pid, std::strerror(errno));
+      }
+    }
     rep.lid = fabric->lid(hcas[h], 1);
     rep.node_guid = fabric->topology().node(hcas[h]).guid;
     const bool sent = proto::send_with_fds(r.sock, &rep, sizeof rep, fds, 3);
@@ -570,6 +631,7 @@ class FabricDaemon::Impl {
     c.sock = r.sock;
     c.pid = cred.pid;
     c.hca = h;
+    c.zero_copy = (rep.flags & io::kAttachZeroCopyTx) != 0;
     auto shm = std::make_unique<io::shm::ShmMedium>(link);
     if (!sent || !shm->ok()) {
       clients[r.sock] = Client{r.sock, cred.pid, UINT32_MAX, nullptr, nullptr};
@@ -649,11 +711,12 @@ class FabricDaemon::Impl {
         const auto h = static_cast<std::size_t>(it - hcas.begin());
         o << " hca_index " << h;
         for (const auto& [s, c] : clients)
-          if (c.face && c.hca == h) o << " pid " << c.pid;
+          if (c.face && c.hca == h) o << " pid " << c.pid << " zero_copy " << int{c.zero_copy};
         if (h < pipes.size()) {
           const Pipe& pp = *pipes[h];
           o << " to_fabric " << pp.to_fabric_packets << " to_client " << pp.to_client_packets
-            << " to_client_direct " << pp.to_client_direct << " to_client_dropped "
+            << " to_client_direct " << pp.to_client_direct << " to_fabric_by_ref "
+            << pp.to_fabric_by_ref << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
             << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
             << pp.to_client_peak << " stalls " << pp.stalls;
         }

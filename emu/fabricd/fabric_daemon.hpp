@@ -47,6 +47,9 @@ struct DaemonOptions {
   // the process a full queue drops the packet and counts it (`to_client_dropped` in the status),
   // as a full receive buffer would: the transport's retries recover it.
   std::size_t to_fabric_packets_max = 1024;
+  // Pull the payloads of attached processes that allow it straight from their buffers
+  // (cross-memory attach; see io/fabric_attach.hpp). false: always copy through the rings.
+  bool zero_copy = true;
   std::size_t to_client_packets_max = 4096;
 };
 

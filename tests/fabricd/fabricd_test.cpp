@@ -54,10 +54,12 @@ struct Daemon {
 constexpr std::size_t kBytes = 1 << 20;
 
 struct Endpoint {
-  explicit Endpoint(const std::string& fabric, std::uint32_t hca, std::size_t bytes = kBytes)
+  explicit Endpoint(const std::string& fabric, std::uint32_t hca, std::size_t bytes = kBytes,
+                    bool zero_copy = true)
       : bytes(bytes) {
     io::FabricAttachOptions o;
     o.hca = hca;
+    o.zero_copy = zero_copy;
     auto r = io::FabricAttach::connect(fabric, o);
     EXPECT_TRUE(r.ok());
     if (!r.ok()) return;
@@ -249,6 +251,15 @@ TEST(Fabricd, StatusInjectDropAndDown) {
   d.th.join();  // the run loop returned
 }
 
+// The status lines of the HCA with index `h`.
+std::string hca_line(const std::string& status, std::uint32_t h) {
+  std::istringstream in(status);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("node ", 0) == 0 && field(line, "hca_index") == h) return line;
+  return {};
+}
+
 // One WR of `op` with `n` bytes from x (WRITE, READ: x's buffer is the local side) or a SEND
 // x -> y into a posted receive; the destination is cleared first, the bytes compared after.
 void byte_exact(Endpoint& x, Endpoint& y, WrOpcode op, std::size_t n, std::uint32_t seed) {
@@ -281,13 +292,21 @@ void byte_exact(Endpoint& x, Endpoint& y, WrOpcode op, std::size_t n, std::uint3
   ASSERT_EQ(std::memcmp(src, dst, n), 0);
 }
 
-TEST(Fabricd, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
-  const std::string name = unique_name("t3");
+// Both paths into the daemon: payloads pulled from the sender's buffer (zero copy) or copied
+// through the ring.
+class FabricdPaths : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FabricdPaths, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
+  const bool zero_copy = GetParam();
+  const std::string name = unique_name(zero_copy ? "t3z" : "t3c");
   Daemon d(name);
   ASSERT_TRUE(d.d);
   constexpr std::size_t kBig = std::size_t{64} << 20;
-  Endpoint x(name, 1, kBig), y(name, 2, kBig);  // h1 on s1, h2 on s2
+  // h1 on s1, h2 on s2.
+  Endpoint x(name, 1, kBig, zero_copy), y(name, 2, kBig, zero_copy);
   ASSERT_TRUE(x.a && y.a);
+  EXPECT_EQ(x.a->zero_copy_tx(), zero_copy);
+  EXPECT_EQ(y.a->zero_copy_tx(), zero_copy);
   connect(x, y);
   std::uint32_t seed = 1;
   for (std::size_t n :
@@ -316,16 +335,20 @@ TEST(Fabricd, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
   std::memcpy(&now, y.buf, 8);
   EXPECT_EQ(old, v);
   EXPECT_EQ(now, v + 5);
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  const std::string line = hca_line(st, 1);
+  EXPECT_NE(line.find(zero_copy ? " zero_copy 1" : " zero_copy 0"), std::string::npos) << line;
+  if (zero_copy)
+    EXPECT_GT(field(line, "to_fabric_by_ref"), 16000u) << line;  // 64 MiB in 4 KiB packets
+  else
+    EXPECT_EQ(field(line, "to_fabric_by_ref"), 0u) << line;
+  EXPECT_EQ(field(line, "cma_dropped"), 0u) << line;
+  EXPECT_EQ(x.a->medium().counters().tx_by_ref > 0, zero_copy);
 }
 
-// The status lines of the HCA with index `h`.
-std::string hca_line(const std::string& status, std::uint32_t h) {
-  std::istringstream in(status);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("node ", 0) == 0 && field(line, "hca_index") == h) return line;
-  return {};
-}
+INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdPaths, ::testing::Values(true, false),
+                         [](const auto& i) { return i.param ? "ZeroCopy" : "Copy"; });
 
 // A process that stops draining its ring: its queue in the daemon stays within its bound, the
 // HCA sending to it stops injecting (back-pressure, as behind a link out of credits) and its own
