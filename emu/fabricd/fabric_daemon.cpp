@@ -358,13 +358,21 @@ class FabricDaemon::Impl {
     TimeNs next_deadline() const override {
       if (due) return 0;
       if (!d_.opt.pace && d_.fabric->pool().live() > 0) return 0;
+      // A backstop while packets wait for a process's ring: nothing wakes the driver when a
+      // process frees ring space (only when it sends), so it looks again at least every 1 ms.
+      TimeNs backstop = kNoDeadline;
+      for (const auto& p : d_.pipes)
+        if (p->attached && !p->to_client.empty()) {
+          backstop = io::monotonic_ns() + 1'000'000;
+          break;
+        }
       const TimeNs ev = d_.next_fault < d_.fault_steps.size()
                             ? d_.fault_steps[d_.next_fault].wall_ns
                             : kNoDeadline;
       const TimeNs nt = d_.sim.next_time();
-      if (nt == kNoDeadline) return ev;
+      if (nt == kNoDeadline) return std::min(ev, backstop);
       const std::int64_t wall = static_cast<std::int64_t>(nt) - d_.delta;
-      return std::min(ev, wall < 0 ? TimeNs{0} : static_cast<TimeNs>(wall));
+      return std::min({ev, backstop, wall < 0 ? TimeNs{0} : static_cast<TimeNs>(wall)});
     }
     void on_deadline(TimeNs now) override { d_.advance(now); }
     bool due = false;
