@@ -235,8 +235,10 @@ class ClientFace final : public StubDevice {
       return;
     }
     std::vector<std::uint8_t>& v = take();
-    v.assign(pkt.wire_bytes(), 0);
+    const std::size_t tail_at = std::size_t{pkt.header_bytes} + pkt.payload_bytes;
+    v.resize(pkt.wire_bytes());  // a reused buffer keeps its bytes: only the tail is cleared
     std::memcpy(v.data(), pkt.headers.data(), pkt.header_bytes);
+    std::memset(v.data() + tail_at, 0, v.size() - tail_at);
     remote_->place(v.data() + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
     pipe_.to_fabric_by_ref++;
     sent();
