@@ -9,12 +9,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
-#include <span>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <vector>
 
