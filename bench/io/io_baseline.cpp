@@ -2,7 +2,12 @@
 // the same script on the same machine:
 //   io_baseline pingpong ITERS      one cache line between two processes, busy-polled (pausing,
 //                                   yielding now and then like weft's Driver); prints the
-//                                   one-way time in us (median of round trips / 2)
+//                                   one-way time in us (median of round trips / 2). The two
+//                                   processes are pinned to CPUs 0 and 1 (PINGPONG_CPUS=a,b
+//                                   overrides; "none" leaves them to the scheduler): unpinned,
+//                                   Linux often keeps a fork()ed pair on one CPU, and then every
+//                                   step is a yield to the other process (~5.7 us here, not the
+//                                   ~0.2-0.3 us of a cache line moving between two cores).
 //   io_baseline vm_writev SIZE ITERS process_vm_writev of SIZE bytes into another process's
 //                                   private buffer; prints Gb/s
 // Output: one JSON object on stdout.
@@ -36,12 +41,30 @@ void relax(std::uint32_t& n) {
     __builtin_ia32_pause();
 }
 
+// Pins the calling process to `cpu`; false when that CPU is not available.
+bool pin(int cpu) {
+  if (cpu < 0) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
 int pingpong(std::uint32_t iters) {
+  int cpu_a = 0, cpu_b = 1;
+  if (const char* e = std::getenv("PINGPONG_CPUS")) {
+    if (std::strcmp(e, "none") == 0)
+      cpu_a = cpu_b = -1;
+    else if (std::sscanf(e, "%d,%d", &cpu_a, &cpu_b) != 2)
+      return 2;
+  }
+  bool pinned = pin(cpu_a);
   auto* line = static_cast<std::atomic<std::uint64_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   line->store(0);
   const pid_t child = fork();
   if (child == 0) {
+    if (cpu_b >= 0 && !pin(cpu_b)) _exit(3);
     for (std::uint64_t i = 1; i <= iters; ++i) {
       std::uint32_t n = 0;
       while (line->load(std::memory_order_acquire) != 2 * i - 1) relax(n);
@@ -58,11 +81,14 @@ int pingpong(std::uint32_t iters) {
     while (line->load(std::memory_order_acquire) != 2 * i) relax(n);
     rtt.push_back(static_cast<double>(now_ns() - t0) / 2000.0);
   }
-  waitpid(child, nullptr, 0);
+  int st = 0;
+  waitpid(child, &st, 0);
+  pinned = pinned && WIFEXITED(st) && WEXITSTATUS(st) == 0;
   std::sort(rtt.begin(), rtt.end());
   std::printf(
-      "{\"baseline\":\"pingpong\",\"iterations\":%u,\"lat_typical_us\":%.4f,\"lat_min_us\":%.4f}\n",
-      iters, rtt[rtt.size() / 2], rtt.front());
+      "{\"baseline\":\"pingpong\",\"iterations\":%u,\"pinned\":%s,\"lat_typical_us\":%.4f,"
+      "\"lat_min_us\":%.4f}\n",
+      iters, pinned ? "true" : "false", rtt[rtt.size() / 2], rtt.front());
   return 0;
 }
 

@@ -6,16 +6,21 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <vector>
 
+#include "emu/faults/injector.hpp"
 #include "src/base/log.hpp"
 #include "src/io/clock.hpp"
 #include "src/io/driver.hpp"
@@ -33,7 +38,7 @@ std::shared_ptr<spdlog::logger> log() {
 }
 
 // A packet kept as its wire image, re-presented as a TxPacket (headers + payload reference).
-bool to_tx(const std::vector<std::uint8_t>& b, TxPacket& out) {
+bool to_tx(std::span<const std::uint8_t> b, TxPacket& out) {
   auto r = wire::parse_packet(b, wire::ParseOptions{false, false});
   if (!r.ok()) return false;
   const wire::ParsedPacket& p = r.value();
@@ -56,10 +61,44 @@ bool to_tx(const std::vector<std::uint8_t>& b, TxPacket& out) {
 // What travels between the two faces of one HCA's relay.
 struct Pipe {
   std::deque<std::vector<std::uint8_t>> to_fabric, to_client;
+  std::vector<std::vector<std::uint8_t>> spare;  // buffers of to_fabric, reused
+  // The attached process's medium: a packet leaving the fabric goes straight onto its ring when
+  // nothing waits before it in to_client (one copy fewer); its driver pass publishes it.
+  io::shm::ShmMedium* ring = nullptr;
+  std::uint64_t to_client_direct = 0;
+  std::uint64_t to_fabric_by_ref = 0;  // payloads pulled from the process (zero copy)
+  std::uint64_t cma_dropped = 0;       // packets dropped because a pull failed
   std::uint16_t lid = 0;
   bool attached = false;
   std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
+  std::uint64_t to_client_dropped = 0;  // the queue toward the process was full
+  std::size_t to_client_max = SIZE_MAX, to_fabric_max = SIZE_MAX;
+  std::size_t to_fabric_peak = 0, to_client_peak = 0;
+  bool to_fabric_full() const { return to_fabric.size() >= to_fabric_max; }
+  // Congestion toward the process: above half the bound, the HCAs sending to it stop injecting
+  // (their packets wait, as behind a link without credits) until it is below a quarter.
+  bool congested() const { return to_client.size() >= to_client_max / 2; }
+  bool stalled = false;      // this HCA's head packet waits for a congested destination
+  std::uint64_t stalls = 0;  // times it began waiting
 };
+
+// Unicast LID -> the HCA's Pipe: what the sources look up before injecting toward a process.
+struct LidTable {
+  std::vector<Pipe*> by_lid = std::vector<Pipe*>(0xC000, nullptr);
+  bool any_stalled = false;
+  std::function<void()> release;  // kicks the stalled sources (set by the daemon)
+};
+
+// Whether process_vm_readv reads the probe word at `addr` in `pid` (errno kept when not).
+bool can_read(pid_t pid, std::uint64_t addr) {
+  std::uint64_t v = 0;
+  iovec l{&v, sizeof v};
+  iovec r{reinterpret_cast<void*>(addr), sizeof v};
+  if (process_vm_readv(pid, &l, 1, &r, 1, 0) != static_cast<ssize_t>(sizeof v)) return false;
+  if (v == io::kAttachProbeValue) return true;
+  errno = EFAULT;
+  return false;
+}
 
 // A Device that owns no transport: the base of both relay faces and of the clock.
 class StubDevice : public Device {
@@ -116,10 +155,14 @@ class StubDevice : public Device {
 // Inside the Fabric, in place of the HCA's Device.
 class FabricFace final : public StubDevice {
  public:
-  FabricFace(DeviceConfig cfg, Pipe& pipe) : StubDevice(std::move(cfg)), pipe_(pipe) {}
+  FabricFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids)
+      : StubDevice(std::move(cfg)), pipe_(pipe), lids_(lids) {}
   using StubDevice::on_packet;
   Errc set_port_lid(std::uint8_t, std::uint16_t lid) override {
+    if (pipe_.lid && pipe_.lid < lids_.by_lid.size() && lids_.by_lid[pipe_.lid] == &pipe_)
+      lids_.by_lid[pipe_.lid] = nullptr;
     lid_ = pipe_.lid = lid;
+    if (lid && lid < lids_.by_lid.size()) lids_.by_lid[lid] = &pipe_;
     return Errc::kOk;
   }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
@@ -128,11 +171,39 @@ class FabricFace final : public StubDevice {
       pipe_.dropped_unattached++;
       return;
     }
+    if (pipe_.to_client.empty() && pipe_.ring) {
+      TxPacket pkt;
+      if (!to_tx(wire, pkt)) {
+        counters_.rx_malformed++;
+        return;
+      }
+      if (pipe_.ring->tx_packet(*this, pkt)) {
+        pipe_.to_client_packets++;
+        pipe_.to_client_direct++;
+        return;
+      }
+    }
+    if (pipe_.to_client.size() >= pipe_.to_client_max) {
+      pipe_.to_client_dropped++;
+      return;
+    }
     pipe_.to_client.emplace_back(wire.begin(), wire.end());
     pipe_.to_client_packets++;
+    pipe_.to_client_peak = std::max(pipe_.to_client_peak, pipe_.to_client.size());
   }
   bool poll_transmit(TimeNs, TxPacket& out) override {
     while (!pipe_.to_fabric.empty()) {
+      const std::vector<std::uint8_t>& head = pipe_.to_fabric.front();
+      if (head.size() >= 4) {
+        const auto dlid = static_cast<std::uint16_t>(head[2] << 8 | head[3]);  // LRH.DLID
+        const Pipe* dst = dlid < lids_.by_lid.size() ? lids_.by_lid[dlid] : nullptr;
+        if (dst && dst->attached && dst->congested()) {
+          if (!pipe_.stalled) ++pipe_.stalls;
+          pipe_.stalled = lids_.any_stalled = true;
+          return false;
+        }
+      }
+      if (cur_.capacity() && pipe_.spare.size() < 256) pipe_.spare.push_back(std::move(cur_));
       cur_ = std::move(pipe_.to_fabric.front());
       pipe_.to_fabric.pop_front();
       if (to_tx(cur_, out)) {
@@ -146,24 +217,58 @@ class FabricFace final : public StubDevice {
 
  private:
   Pipe& pipe_;
+  LidTable& lids_;
   std::vector<std::uint8_t> cur_;
 };
 
 // Facing the attached process, driven by the io::Driver over its ShmMedium.
 class ClientFace final : public StubDevice {
  public:
-  ClientFace(DeviceConfig cfg, Pipe& pipe, std::function<void()> on_send)
-      : StubDevice(std::move(cfg)), pipe_(pipe), on_send_(std::move(on_send)) {}
-  using StubDevice::on_packet;
+  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send)
+      : StubDevice(std::move(cfg)), pipe_(pipe), lids_(lids), on_send_(std::move(on_send)) {}
+  void set_remote_payload(RemotePayload* rp) override { remote_ = rp; }
+  // A packet whose payload is still in the process (a by-reference record): the headers here,
+  // the payload pulled by the medium straight into the packet (RemotePayload::place; done before
+  // rx_burst returns, so before the fabric reads the packet). ICRC and VCRC stay zero as on the
+  // ring (CrcMode::kModel).
+  void on_packet(const TxPacket& pkt, TimeNs now) override {
+    if (!remote_ || pkt.payload_bytes == 0) {
+      StubDevice::on_packet(pkt, now);
+      return;
+    }
+    std::vector<std::uint8_t>& v = take();
+    const std::size_t tail_at = std::size_t{pkt.header_bytes} + pkt.payload_bytes;
+    v.resize(pkt.wire_bytes());  // a reused buffer keeps its bytes: only the tail is cleared
+    std::memcpy(v.data(), pkt.headers.data(), pkt.header_bytes);
+    std::memset(v.data() + tail_at, 0, v.size() - tail_at);
+    remote_->place(v.data() + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
+    pipe_.to_fabric_by_ref++;
+    sent();
+  }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
-    pipe_.to_fabric.emplace_back(wire.begin(), wire.end());
+    take().assign(wire.begin(), wire.end());
+    sent();
+  }
+  std::vector<std::uint8_t>& take() {
+    if (pipe_.spare.empty()) {
+      pipe_.to_fabric.emplace_back();
+    } else {
+      pipe_.to_fabric.push_back(std::move(pipe_.spare.back()));
+      pipe_.spare.pop_back();
+    }
+    return pipe_.to_fabric.back();
+  }
+  void sent() {
     pipe_.to_fabric_packets++;
+    pipe_.to_fabric_peak = std::max(pipe_.to_fabric_peak, pipe_.to_fabric.size());
     on_send_();
   }
   bool poll_transmit(TimeNs, TxPacket& out) override {
     while (!pipe_.to_client.empty()) {
       cur_ = std::move(pipe_.to_client.front());
       pipe_.to_client.pop_front();
+      if (lids_.any_stalled && pipe_.to_client.size() < pipe_.to_client_max / 4 && lids_.release)
+        lids_.release();
       if (to_tx(cur_, out)) return true;
     }
     return false;
@@ -171,8 +276,54 @@ class ClientFace final : public StubDevice {
 
  private:
   Pipe& pipe_;
+  LidTable& lids_;
+  RemotePayload* remote_ = nullptr;
   std::function<void()> on_send_;
   std::vector<std::uint8_t> cur_;
+};
+
+// An attached process's ShmMedium, with back-pressure toward the fabric: it takes no more
+// packets from the process's ring than the HCA's queue has room for. Packets left on the ring
+// fill it and then stay in the process's Device (the medium's tx_burst stops on a full ring).
+// While the queue is full the driver does not wait on the ring's doorbell: the fabric draining
+// the queue (the clock's deadline) wakes it, and the next pass takes more.
+class BoundedMedium final : public io::Medium {
+ public:
+  BoundedMedium(std::unique_ptr<io::shm::ShmMedium> m, Pipe& pipe)
+      : m_(std::move(m)), pipe_(pipe) {}
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override {
+    const std::size_t room = pipe_.to_fabric.size() >= pipe_.to_fabric_max
+                                 ? 0
+                                 : pipe_.to_fabric_max - pipe_.to_fabric.size();
+    if (room == 0) {
+      ++backpressured;
+      return 0;
+    }
+    const std::size_t before = pipe_.to_fabric.size();
+    const std::uint64_t errors = m_->counters().cma_errors;
+    const std::size_t n = m_->rx_burst(dev, now, std::min(max, room));
+    if (m_->counters().cma_errors != errors) {
+      // A pull failed: some packet of this burst lacks its payload. Drop the burst (nothing has
+      // read it yet); the transport's retries resend it.
+      pipe_.cma_dropped += pipe_.to_fabric.size() - before;
+      pipe_.to_fabric.resize(before);
+    }
+    return n;
+  }
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override {
+    return m_->tx_burst(dev, now, max);
+  }
+  int rx_wait_fd() const override { return m_->rx_wait_fd(); }
+  bool prepare_sleep() override { return pipe_.to_fabric_full() || m_->prepare_sleep(); }
+  void finish_sleep() override { m_->finish_sleep(); }
+  int event_fd() const override { return m_->event_fd(); }
+  void on_event(TimeNs now) override { m_->on_event(now); }
+  io::shm::ShmMedium& shm() { return *m_; }
+  std::uint64_t backpressured = 0;  // passes that took nothing because the queue was full
+
+ private:
+  std::unique_ptr<io::shm::ShmMedium> m_;
+  Pipe& pipe_;
 };
 
 // The accept thread's queue to the driver thread: rings an eventfd the driver sleeps on.
@@ -211,10 +362,21 @@ class FabricDaemon::Impl {
     TimeNs next_deadline() const override {
       if (due) return 0;
       if (!d_.opt.pace && d_.fabric->pool().live() > 0) return 0;
+      // A backstop while packets wait for a process's ring: nothing wakes the driver when a
+      // process frees ring space (only when it sends), so it looks again at least every 1 ms.
+      TimeNs backstop = kNoDeadline;
+      for (const auto& p : d_.pipes)
+        if (p->attached && !p->to_client.empty()) {
+          backstop = io::monotonic_ns() + 1'000'000;
+          break;
+        }
+      const TimeNs ev = d_.next_fault < d_.fault_steps.size()
+                            ? d_.fault_steps[d_.next_fault].wall_ns
+                            : kNoDeadline;
       const TimeNs nt = d_.sim.next_time();
-      if (nt == kNoDeadline) return kNoDeadline;
+      if (nt == kNoDeadline) return std::min(ev, backstop);
       const std::int64_t wall = static_cast<std::int64_t>(nt) - d_.delta;
-      return wall < 0 ? 0 : static_cast<TimeNs>(wall);
+      return std::min({ev, backstop, wall < 0 ? TimeNs{0} : static_cast<TimeNs>(wall)});
     }
     void on_deadline(TimeNs now) override { d_.advance(now); }
     bool due = false;
@@ -223,12 +385,36 @@ class FabricDaemon::Impl {
     Impl& d_;
   };
 
+  // faults::SmControl over the daemon's FabricSm: a failed SM is destroyed (traps reach no SM),
+  // a recovered one is a new FabricSm on the same port whose heavy sweep finds the subnet as it is.
+  class SmCtl final : public faults::SmControl {
+   public:
+    explicit SmCtl(Impl& d) : d_(d) {}
+    void sm_down(TimeNs) override { d_.sm_.reset(); }
+    void sm_up(TimeNs) override {
+      if (d_.sm_ || d_.sm_node == topo::kNoNode) return;
+      d_.sm_ = std::make_unique<sm::FabricSm>(*d_.fabric, d_.sm_node, d_.opt.sm.sm);
+      d_.sm_->start();
+    }
+    void link_changed(topo::LinkId, bool, TimeNs) override {}  // the SMAs send trap 128
+
+   private:
+    Impl& d_;
+  };
+
+  // One scheduled fault event, due at a wall-clock time (flaps expanded).
+  struct FaultStep {
+    TimeNs wall_ns;
+    faults::EventSpec event;  // at_ns 0: applied at once when due
+  };
+
   struct Client {
     int sock = -1;
     pid_t pid = 0;
     std::uint32_t hca = 0;
     std::unique_ptr<ClientFace> face;
-    std::unique_ptr<io::shm::ShmMedium> medium;
+    std::unique_ptr<BoundedMedium> medium;
+    bool zero_copy = false;  // its payloads are pulled (by reference)
   };
   struct Request {
     enum Kind { kAttach, kHangup, kControl } kind;
@@ -238,19 +424,28 @@ class FabricDaemon::Impl {
   };
 
   DaemonOptions opt;
+  faults::FaultLog fault_log;
+  std::unique_ptr<SmCtl> sm_ctl;
+  std::unique_ptr<faults::FaultInjector> injector;
+  std::vector<FaultStep> fault_steps;  // by wall time
+  std::size_t next_fault = 0;
+  TimeNs start_wall = 0;
+  topo::NodeId sm_node = topo::kNoNode;
   sim::Simulator sim;
   std::unique_ptr<fabric::Fabric> fabric;
   std::unique_ptr<sm::FabricSm> sm_;
   sm::BringUpReport report;
   std::vector<topo::NodeId> hcas;
   std::vector<std::unique_ptr<Pipe>> pipes;  // per HCA index
-  std::map<int, Client> clients;             // by socket
-  std::int64_t delta = 0;                    // vt = wall + delta
+  LidTable lids;
+  std::map<int, Client> clients;  // by socket
+  std::int64_t delta = 0;         // vt = wall + delta
   io::Driver driver;
   ControlMedium control;
   std::unique_ptr<Clock> clock;
   int listen_fd = -1, ctl_fd = -1, wake_fd = -1;
   std::atomic<bool> stopping{false};
+  bool zero_copy_refused_logged = false;
   std::thread acceptor;
   std::mutex mu;
   std::deque<Request> queue;
@@ -259,12 +454,13 @@ class FabricDaemon::Impl {
     stop();
     if (acceptor.joinable()) acceptor.join();
     for (auto& [s, c] : clients) {
-      driver.detach(*c.face);
+      if (c.face) driver.detach(*c.face);
       close(s);
     }
     clients.clear();
     driver.detach(*clock);
     sm_.reset();
+    injector.reset();
     for (int fd : {listen_fd, ctl_fd, wake_fd})
       if (fd >= 0) close(fd);
   }
@@ -278,8 +474,43 @@ class FabricDaemon::Impl {
     control.ring();
   }
 
+  void apply_due_faults(TimeNs now) {
+    while (next_fault < fault_steps.size() && fault_steps[next_fault].wall_ns <= now) {
+      faults::Scenario one;
+      one.events.push_back(fault_steps[next_fault++].event);
+      injector->apply(one);  // posted at the simulator's now: runs below
+    }
+  }
+
+  void schedule_faults(const faults::Scenario& sc) {
+    injector = std::make_unique<faults::FaultInjector>(*fabric, fault_log, sm_ctl.get());
+    faults::Scenario ports = sc;
+    ports.events.clear();
+    injector->apply(ports);
+    for (const faults::EventSpec& e : sc.events) {
+      auto at0 = [&](TimeNs at, faults::Action a) {
+        faults::EventSpec x = e;
+        x.at_ns = 0;
+        x.action = a;
+        fault_steps.push_back({start_wall + at, x});
+      };
+      if (e.action == faults::Action::kFlap) {
+        for (std::uint32_t i = 0; i < e.count; ++i) {
+          const TimeNs t0 = e.at_ns + static_cast<TimeNs>(i) * e.period_ns;
+          at0(t0, faults::Action::kLinkDown);
+          at0(t0 + e.period_ns / 2, faults::Action::kLinkUp);
+        }
+      } else {
+        at0(e.at_ns, e.action);
+      }
+    }
+    std::stable_sort(fault_steps.begin(), fault_steps.end(),
+                     [](const FaultStep& a, const FaultStep& b) { return a.wall_ns < b.wall_ns; });
+  }
+
   void advance(TimeNs now) {
     clock->due = false;
+    apply_due_faults(now);
     const std::int64_t target = static_cast<std::int64_t>(now) + delta;
     const auto t = static_cast<TimeNs>(std::max<std::int64_t>(target, sim.now()));
     sim.run_until(t);
@@ -384,6 +615,19 @@ class FabricDaemon::Impl {
       return;
     }
     rep.hca = h;
+    if (r.attach.flags & io::kAttachWantZeroCopy) {
+      if (!opt.zero_copy) {
+        // copies by request
+      } else if (can_read(cred.pid, r.attach.probe_addr)) {
+        rep.flags |= io::kAttachZeroCopyTx;
+      } else if (!zero_copy_refused_logged) {
+        zero_copy_refused_logged = true;
+        log()->warn(
+            "cannot read pid {}'s memory ({}): its payloads are copied through the ring (said "
+            "once)",
+            cred.pid, std::strerror(errno));
+      }
+    }
     rep.lid = fabric->lid(hcas[h], 1);
     rep.node_guid = fabric->topology().node(hcas[h]).guid;
     const bool sent = proto::send_with_fds(r.sock, &rep, sizeof rep, fds, 3);
@@ -399,19 +643,22 @@ class FabricDaemon::Impl {
     c.sock = r.sock;
     c.pid = cred.pid;
     c.hca = h;
-    c.medium = std::make_unique<io::shm::ShmMedium>(link);
-    if (!sent || !c.medium->ok()) {
+    c.zero_copy = (rep.flags & io::kAttachZeroCopyTx) != 0;
+    auto shm = std::make_unique<io::shm::ShmMedium>(link);
+    if (!sent || !shm->ok()) {
       clients[r.sock] = Client{r.sock, cred.pid, UINT32_MAX, nullptr, nullptr};
       return;
     }
     Pipe& pipe = *pipes[h];
+    c.medium = std::make_unique<BoundedMedium>(std::move(shm), pipe);
+    pipe.ring = &c.medium->shm();
     pipe.attached = true;
     pipe.to_client.clear();
     pipe.to_fabric.clear();
     const topo::NodeId node = hcas[h];
     DeviceConfig dc;
     dc.name = "client-face";
-    c.face = std::make_unique<ClientFace>(dc, pipe, [this, node] {
+    c.face = std::make_unique<ClientFace>(dc, pipe, lids, [this, node] {
       fabric->kick(node);
       clock->due = true;
     });
@@ -432,8 +679,10 @@ class FabricDaemon::Impl {
       driver.detach(*c.face);
       Pipe& pipe = *pipes[c.hca];
       pipe.attached = false;
+      pipe.ring = nullptr;
       pipe.to_client.clear();
       pipe.to_fabric.clear();
+      if (lids.any_stalled) lids.release();
       log()->info("pid {} left HCA {}", c.pid, c.hca);
     }
     close(sock);
@@ -474,7 +723,15 @@ class FabricDaemon::Impl {
         const auto h = static_cast<std::size_t>(it - hcas.begin());
         o << " hca_index " << h;
         for (const auto& [s, c] : clients)
-          if (c.face && c.hca == h) o << " pid " << c.pid;
+          if (c.face && c.hca == h) o << " pid " << c.pid << " zero_copy " << int{c.zero_copy};
+        if (h < pipes.size()) {
+          const Pipe& pp = *pipes[h];
+          o << " to_fabric " << pp.to_fabric_packets << " to_client " << pp.to_client_packets
+            << " to_client_direct " << pp.to_client_direct << " to_fabric_by_ref "
+            << pp.to_fabric_by_ref << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
+            << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
+            << pp.to_client_peak << " stalls " << pp.stalls;
+        }
       }
       o << "\n";
       for (int p = 1; p <= fabric->node(n).num_ports(); ++p) {
@@ -486,6 +743,8 @@ class FabricDaemon::Impl {
           << " xmit_discards " << c.port_xmit_discards << "\n";
       }
     }
+    for (const faults::LogEntry& e : fault_log.entries())
+      o << "fault vtime_ns " << e.at_ns << " " << e.what << "\n";
     return o.str();
   }
 
@@ -521,6 +780,8 @@ class FabricDaemon::Impl {
       }
       if (what == "down" || what == "up") {
         fabric->set_link_state(pe.link, what == "up", sim.now());
+        fault_log.add(sim.now(), "link " + what + ": " +
+                                     faults::link_name(fabric->topology(), pe.link) + " (inject)");
         clock->due = true;
         return "ok\n";
       }
@@ -589,13 +850,27 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   d->hcas = d->fabric->hcas();
   for (topo::NodeId n : d->hcas) {
     d->pipes.push_back(std::make_unique<Pipe>());
+    d->pipes.back()->to_fabric_max = std::max<std::size_t>(options.to_fabric_packets_max, 1);
+    d->pipes.back()->to_client_max = std::max<std::size_t>(options.to_client_packets_max, 1);
     DeviceConfig dc;
     dc.name = "relay";
     dc.node_guid = topo.node(n).guid;
-    d->fabric->hca(n).replace_device(std::make_unique<FabricFace>(dc, *d->pipes.back()));
+    d->fabric->hca(n).replace_device(std::make_unique<FabricFace>(dc, *d->pipes.back(), d->lids));
   }
   d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
   if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
+  if (d->sm_) d->sm_node = d->sm_->node();
+  Impl* self = d.get();
+  d->lids.release = [self] {
+    self->lids.any_stalled = false;
+    for (std::size_t i = 0; i < self->pipes.size(); ++i)
+      if (self->pipes[i]->stalled) {
+        self->pipes[i]->stalled = false;
+        self->fabric->kick(self->hcas[i]);
+        self->clock->due = true;
+      }
+  };
+  d->sm_ctl = std::make_unique<Impl::SmCtl>(*d);
   const std::string path = "weft/fabric/" + options.name;
   d->listen_fd = proto::listen_abstract(path);
   if (d->listen_fd < 0)
@@ -607,6 +882,8 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   d->delta =
       static_cast<std::int64_t>(d->sim.now()) - static_cast<std::int64_t>(io::monotonic_ns());
   d->clock = std::make_unique<Impl::Clock>(*d);
+  d->start_wall = io::monotonic_ns();
+  d->schedule_faults(options.faults);
   d->driver.attach(*d->clock, d->control);
   Impl* raw = d.get();
   d->acceptor = std::thread([raw] { raw->accept_main(); });

@@ -26,6 +26,7 @@
 #include <weft/types.hpp>
 
 #include "emu/fabric/fabric.hpp"
+#include "emu/faults/scenario.hpp"
 #include "emu/sm/fabric_sm.hpp"
 #include "emu/topo/topology.hpp"
 
@@ -37,6 +38,19 @@ struct DaemonOptions {
   std::size_t ring_bytes = std::size_t{2} << 20;
   sm::SmOptions sm{};
   fabric::FabricConfig fabric{};  // sm_managed and kVerified are forced
+  // Applied live (`--faults FILE`): port faults from the start; each event at its time after
+  // the start on the wall clock (flaps expanded into link-down/link-up steps), whatever the
+  // simulator's virtual time does meanwhile. The SM keeps running: trap 128 makes it re-route.
+  faults::Scenario faults{};
+  // Bounds of each HCA's relay queues, in packets. Toward the fabric the queue back-pressures
+  // the attached process (its packets wait in its shared-memory ring, then in its Device); toward
+  // the process a full queue drops the packet and counts it (`to_client_dropped` in the status),
+  // as a full receive buffer would: the transport's retries recover it.
+  std::size_t to_fabric_packets_max = 1024;
+  // Pull the payloads of attached processes that allow it straight from their buffers
+  // (cross-memory attach; see io/fabric_attach.hpp). false: always copy through the rings.
+  bool zero_copy = true;
+  std::size_t to_client_packets_max = 4096;
 };
 
 class FabricDaemon {

@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,6 +17,11 @@
 #include "src/base/log.hpp"
 
 namespace weft::io {
+namespace {
+// The word the daemon reads to learn whether it may pull our payloads (cross-memory attach).
+volatile std::uint64_t g_attach_probe = kAttachProbeValue;
+}  // namespace
+
 namespace fabric_proto {
 namespace {
 
@@ -93,6 +99,16 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
   }
   auto a = std::unique_ptr<FabricAttach>(new FabricAttach());
   a->sock_ = s;
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) return IoError::kSystem;
+  const char* zc = std::getenv("WEFT_SHM_ZERO_COPY");
+  if (o.zero_copy && !(zc && std::strcmp(zc, "0") == 0)) {
+    // Let exactly the daemon read our memory (Yama ptrace_scope 1); EINVAL without Yama.
+    prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
+    req.flags |= kAttachWantZeroCopy;
+    req.probe_addr = reinterpret_cast<std::uint64_t>(&g_attach_probe);
+  }
   if (!fabric_proto::send_with_fds(s, &req, sizeof req, nullptr, 0)) return IoError::kClosed;
   int fds[3] = {-1, -1, -1};
   const TimeNs now = monotonic_ns();
@@ -106,12 +122,6 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
     log->warn("fabric {}: attach refused (status {})", name, static_cast<unsigned>(r.status));
     return IoError::kProtocol;
   }
-  ucred cred{};
-  socklen_t cl = sizeof cred;
-  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
-    for (int fd : fds) close(fd);
-    return IoError::kSystem;
-  }
   shm::ShmLinkConfig link;
   link.memfd = fds[0];
   link.tx_doorbell = fds[1];
@@ -119,7 +129,7 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
   link.ring_bytes = r.ring_bytes;
   link.side_a = false;
   link.peer_pid = cred.pid;
-  link.zero_copy_tx = false;
+  link.zero_copy_tx = (r.flags & kAttachZeroCopyTx) != 0;
   a->medium_ = std::make_unique<shm::ShmMedium>(link);
   if (!a->medium_->ok()) return IoError::kSystem;
   a->rng_.reseed(o.seed);

@@ -6,8 +6,14 @@
 // Rendezvous: the abstract Unix socket "weft/fabric/<name>" (SOCK_SEQPACKET). The client sends an
 // AttachRequest (the HCA wanted, or any free one); the daemon answers with an AttachReply and,
 // on success, the segment memfd and both doorbell eventfds (SCM_RIGHTS). The daemon is side A of
-// the ShmMedium. Payloads are copied through the rings (no cross-memory attach: the daemon talks
-// to many processes). The socket stays open: the daemon frees the HCA when it closes.
+// the ShmMedium. The socket stays open: the daemon frees the HCA when it closes.
+// Zero copy toward the daemon: the client names the daemon its ptracer (PR_SET_PTRACER, so Yama's
+// ptrace_scope=1 allows it) and sends the address of a probe word; when the daemon can read it
+// (process_vm_readv), the reply says kAttachZeroCopyTx and the client sends payloads of at least
+// shm::kZeroCopyBytesMin by reference: the daemon pulls them straight from the client's buffer
+// into the packet it puts on the fabric. Otherwise (denied, or WEFT_SHM_ZERO_COPY=0) they are
+// copied through the ring, and the daemon says why once in its log. Toward the client payloads
+// are always copied through the ring.
 //
 // Thread-safety: as DirectNode (driver.hpp's threading model).
 #pragma once
@@ -27,14 +33,18 @@ namespace weft::io {
 
 // ---- the attach protocol (shared with emu/fabricd) -----------------------------------------
 inline constexpr std::uint32_t kAttachMagic = 0x57464154;  // "WFAT"
-inline constexpr std::uint32_t kAttachVersion = 1;
+inline constexpr std::uint32_t kAttachVersion = 2;
 inline constexpr std::uint32_t kAnyHca = UINT32_MAX;
+inline constexpr std::uint32_t kAttachWantZeroCopy = 1;  // AttachRequest::flags
+inline constexpr std::uint32_t kAttachZeroCopyTx = 1;    // AttachReply::flags
+inline constexpr std::uint64_t kAttachProbeValue = 0x57464154'50524F42ull;
 
 struct AttachRequest {
   std::uint32_t magic = kAttachMagic;
   std::uint32_t version = kAttachVersion;
   std::uint32_t hca = kAnyHca;  // index among the fabric's HCAs (node order), or kAnyHca
-  std::uint32_t reserved = 0;
+  std::uint32_t flags = 0;
+  std::uint64_t probe_addr = 0;  // a word holding kAttachProbeValue in the client
 };
 
 enum class AttachStatus : std::uint32_t { kOk = 0, kNoFreeHca, kNoSuchHca, kHcaBusy, kSystem };
@@ -46,7 +56,7 @@ struct AttachReply {
   std::uint32_t hca = 0;  // the HCA index taken
   std::uint16_t lid = 0;  // the SM's LID of its port 1
   std::uint16_t sm_lid = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t flags = 0;
   std::uint64_t ring_bytes = 0;
   std::uint64_t node_guid = 0;
 };
@@ -65,6 +75,7 @@ struct FabricAttachOptions {
   TimeNs timeout_ns = 10'000'000'000;
   DriverConfig driver{};
   std::uint64_t seed = 1;
+  bool zero_copy = true;  // WEFT_SHM_ZERO_COPY=0 in the environment forces false
 };
 
 class FabricAttach {
@@ -80,6 +91,7 @@ class FabricAttach {
   std::uint16_t lid() const { return reply_.lid; }
   std::uint32_t hca() const { return reply_.hca; }
   AttachStatus status() const { return reply_.status; }
+  bool zero_copy_tx() const { return medium_->zero_copy_tx(); }
 
  private:
   FabricAttach() = default;

@@ -1,6 +1,9 @@
 // io/perf.cpp — weft perf's client and server loops (see perf.hpp).
 #include "src/io/perf.hpp"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -36,11 +39,11 @@ struct Step {
 };
 
 template <class T>
-bool send_pod(DirectNode& n, const T& v) {
+bool send_pod(PerfLink& n, const T& v) {
   return n.send_oob({reinterpret_cast<const std::uint8_t*>(&v), sizeof v});
 }
 template <class T>
-bool recv_pod(DirectNode& n, T& v, TimeNs timeout_ns) {
+bool recv_pod(PerfLink& n, T& v, TimeNs timeout_ns) {
   auto r = n.recv_oob(timeout_ns);
   if (!r || r->size() != sizeof v) return false;
   std::memcpy(&v, r->data(), sizeof v);
@@ -53,7 +56,7 @@ struct FreeDeleter {
 
 // One side's verbs objects: a buffer of two halves (send source | receive target).
 struct Endpoint {
-  DirectNode& node;
+  PerfLink& node;
   Device& dev;
   ProtectionDomain* pd = nullptr;
   CompletionQueue* scq = nullptr;
@@ -65,7 +68,7 @@ struct Endpoint {
   Info peer{};
   std::string error;
 
-  explicit Endpoint(DirectNode& n) : node(n), dev(n.device()) {}
+  explicit Endpoint(PerfLink& n) : node(n), dev(n.device()) {}
   std::uint8_t* send_half() { return buf.get(); }
   std::uint8_t* recv_half() { return buf.get() + half; }
 
@@ -359,13 +362,107 @@ std::string_view to_string(PerfVerb v) {
   return "?";
 }
 
+namespace {
+
+// A DirectNode seen as a PerfLink.
+class DirectLink final : public PerfLink {
+ public:
+  explicit DirectLink(DirectNode& n) : n_(n) {}
+  Device& device() override { return n_.device(); }
+  Driver& driver() override { return n_.driver(); }
+  std::uint16_t peer_lid() const override { return n_.peer_lid(); }
+  bool send_oob(std::span<const std::uint8_t> msg) override { return n_.send_oob(msg); }
+  Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns) override {
+    return n_.recv_oob(timeout_ns);
+  }
+
+ private:
+  DirectNode& n_;
+};
+
+}  // namespace
+
+std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts) {
+  DirectLink l(node);
+  return perf_client(static_cast<PerfLink&>(l), opts);
+}
+
+bool perf_server(DirectNode& node, std::string* error) {
+  DirectLink l(node);
+  return perf_server(static_cast<PerfLink&>(l), error);
+}
+
+FabricPerfLink::~FabricPerfLink() {
+  attach_.reset();
+  if (sock_ >= 0) close(sock_);
+}
+
+int FabricPerfLink::listen(const std::string& name) {
+  return fabric_proto::listen_abstract("weft/perf/" + name);
+}
+
+bool FabricPerfLink::exchange_lids(TimeNs timeout_ns) {
+  const std::uint16_t lid = attach_->lid();
+  if (!send_oob({reinterpret_cast<const std::uint8_t*>(&lid), sizeof lid})) return false;
+  auto m = recv_oob(timeout_ns);
+  if (!m || m->size() != sizeof peer_lid_) return false;
+  std::memcpy(&peer_lid_, m->data(), sizeof peer_lid_);
+  return peer_lid_ != 0;
+}
+
+Result<std::unique_ptr<FabricPerfLink>, IoError> FabricPerfLink::accept(
+    int listen_fd, const std::string& fabric, const FabricAttachOptions& o) {
+  auto l = std::unique_ptr<FabricPerfLink>(new FabricPerfLink());
+  auto a = FabricAttach::connect(fabric, o);
+  if (!a) return a.error();
+  l->attach_ = std::move(*a);
+  if (!sock::wait_readable(listen_fd, o.timeout_ns)) return IoError::kTimeout;
+  l->sock_ = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (l->sock_ < 0) return IoError::kSystem;
+  if (!l->exchange_lids(o.timeout_ns)) return IoError::kProtocol;
+  return l;
+}
+
+Result<std::unique_ptr<FabricPerfLink>, IoError> FabricPerfLink::connect(
+    const std::string& name, const std::string& fabric, const FabricAttachOptions& o) {
+  auto l = std::unique_ptr<FabricPerfLink>(new FabricPerfLink());
+  auto a = FabricAttach::connect(fabric, o);
+  if (!a) return a.error();
+  l->attach_ = std::move(*a);
+  const TimeNs end = monotonic_ns() + o.timeout_ns;
+  for (;;) {
+    l->sock_ = fabric_proto::connect_abstract("weft/perf/" + name);
+    if (l->sock_ >= 0) break;
+    if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN) return IoError::kSystem;
+    if (monotonic_ns() >= end) return IoError::kTimeout;
+    usleep(5000);
+  }
+  if (!l->exchange_lids(o.timeout_ns)) return IoError::kProtocol;
+  return l;
+}
+
+bool FabricPerfLink::send_oob(std::span<const std::uint8_t> msg) {
+  if (msg.size() > DirectNode::kOobBytesMax) return false;
+  return send(sock_, msg.data(), msg.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(msg.size());
+}
+
+Result<std::vector<std::uint8_t>, IoError> FabricPerfLink::recv_oob(TimeNs timeout_ns) {
+  if (!sock::wait_readable(sock_, timeout_ns)) return IoError::kTimeout;
+  std::vector<std::uint8_t> buf(DirectNode::kOobBytesMax);
+  const ssize_t n = recv(sock_, buf.data(), buf.size(), MSG_DONTWAIT);
+  if (n == 0) return IoError::kClosed;
+  if (n < 0) return errno == EAGAIN ? IoError::kTimeout : IoError::kSystem;
+  buf.resize(static_cast<std::size_t>(n));
+  return buf;
+}
+
 std::vector<std::uint32_t> perf_all_sizes() {
   std::vector<std::uint32_t> v;
   for (std::uint32_t s = 2; s <= kPerfSizeMax; s *= 2) v.push_back(s);
   return v;
 }
 
-std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts) {
+std::vector<PerfResult> perf_client(PerfLink& node, const PerfOptions& opts) {
   std::vector<PerfResult> out;
   PerfOptions o = opts;
   if (o.verb == PerfVerb::kAtomic) o.sizes = {kAtomicBytes};
@@ -416,7 +513,7 @@ std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts) {
   return out;
 }
 
-bool perf_server(DirectNode& node, std::string* error) {
+bool perf_server(PerfLink& node, std::string* error) {
   Endpoint ep(node);
   auto fail = [&](const std::string& why) {
     if (error) *error = why;
@@ -447,13 +544,14 @@ bool perf_server(DirectNode& node, std::string* error) {
 }
 
 void perf_print_table(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
-                      bool zero_copy) {
+                      bool zero_copy, const std::string& via) {
   const char* line =
       "---------------------------------------------------------------------------------------\n";
   std::fprintf(out, "%s", line);
-  std::fprintf(out, "                    RDMA_%s %s (weft, direct, shared memory%s)\n",
+  std::fprintf(out, "                    RDMA_%s %s (weft, %s%s)\n",
                std::string(to_string(opts.verb)).c_str(),
-               opts.mode == PerfMode::kBw ? "BW" : "Latency", zero_copy ? ", zero copy" : ", copy");
+               opts.mode == PerfMode::kBw ? "BW" : "Latency", via.c_str(),
+               zero_copy ? ", zero copy" : ", copy");
   std::fprintf(out, "%s", line);
   if (opts.mode == PerfMode::kBw)
     std::fprintf(out, " %-10s %-13s %-17s %-20s %-19s %s\n", "#bytes", "#iterations",

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/io/direct_node.hpp"
+#include "src/io/fabric_attach.hpp"
 
 namespace weft::io {
 
@@ -46,13 +47,59 @@ struct PerfResult {
   std::string error;
 };
 
+// What the runner needs from a side: a Device with its Driver (inline mode), the peer's LID and
+// an out-of-band message channel to the peer (QP numbers, keys, test control).
+class PerfLink {
+ public:
+  virtual ~PerfLink() = default;
+  virtual Device& device() = 0;
+  virtual Driver& driver() = 0;
+  virtual std::uint16_t peer_lid() const = 0;
+  virtual bool send_oob(std::span<const std::uint8_t> msg) = 0;
+  virtual Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns) = 0;
+};
+
+// weft perf through a fabric daemon: each side attaches to a HCA of the fabric (FabricAttach)
+// and the two meet on the abstract socket "weft/perf/<name>" (SOCK_SEQPACKET) for the
+// out-of-band messages; the first message each way is the side's LID.
+class FabricPerfLink final : public PerfLink {
+ public:
+  ~FabricPerfLink() override;
+  // The server's socket, bound before the client may look for it (-1: errno says why).
+  static int listen(const std::string& name);
+  // Attaches to `fabric` and waits on `listen_fd` (owned by the caller) for one client.
+  static Result<std::unique_ptr<FabricPerfLink>, IoError> accept(int listen_fd,
+                                                                 const std::string& fabric,
+                                                                 const FabricAttachOptions& o);
+  // Attaches to `fabric` and connects to the server named `name` (retrying until o.timeout_ns).
+  static Result<std::unique_ptr<FabricPerfLink>, IoError> connect(const std::string& name,
+                                                                  const std::string& fabric,
+                                                                  const FabricAttachOptions& o);
+  Device& device() override { return attach_->device(); }
+  Driver& driver() override { return attach_->driver(); }
+  std::uint16_t peer_lid() const override { return peer_lid_; }
+  bool send_oob(std::span<const std::uint8_t> msg) override;
+  Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns) override;
+  FabricAttach& attach() { return *attach_; }
+
+ private:
+  FabricPerfLink() = default;
+  bool exchange_lids(TimeNs timeout_ns);
+  std::unique_ptr<FabricAttach> attach_;
+  int sock_ = -1;
+  std::uint16_t peer_lid_ = 0;
+};
+
 // Runs the client side; results in size order. A failure fills the last result's error.
+std::vector<PerfResult> perf_client(PerfLink& link, const PerfOptions& opts);
 std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts);
 // Serves one client until it finishes. Returns false on a protocol or transport failure.
+bool perf_server(PerfLink& link, std::string* error = nullptr);
 bool perf_server(DirectNode& node, std::string* error = nullptr);
 
+// `via`: what the header names as the path ("direct, shared memory" by default).
 void perf_print_table(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
-                      bool zero_copy);
+                      bool zero_copy, const std::string& via = "direct, shared memory");
 void perf_print_json(std::FILE* out, const PerfOptions& opts, const std::vector<PerfResult>& r,
                      bool zero_copy);
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "emu/fabricd/fabric_daemon.hpp"
+#include "emu/faults/scenario.hpp"
 #include "emu/topo/generators.hpp"
 #include "src/io/fabric_attach.hpp"
 
@@ -34,8 +35,7 @@ std::string unique_name(const char* what) {
 
 // The daemon on its own thread for the test's lifetime.
 struct Daemon {
-  explicit Daemon(const std::string& name) {
-    fabricd::DaemonOptions o;
+  explicit Daemon(const std::string& name, fabricd::DaemonOptions o = {}) {
     o.name = name;
     auto r = fabricd::FabricDaemon::create(two_switches(), o);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
@@ -54,19 +54,24 @@ struct Daemon {
 constexpr std::size_t kBytes = 1 << 20;
 
 struct Endpoint {
-  explicit Endpoint(const std::string& fabric, std::uint32_t hca) {
+  explicit Endpoint(const std::string& fabric, std::uint32_t hca, std::size_t bytes = kBytes,
+                    bool zero_copy = true)
+      : bytes(bytes) {
     io::FabricAttachOptions o;
     o.hca = hca;
+    o.zero_copy = zero_copy;
     auto r = io::FabricAttach::connect(fabric, o);
     EXPECT_TRUE(r.ok());
     if (!r.ok()) return;
     a = std::move(r).value();
     Device& dev = a->device();
-    buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, kBytes));
-    std::memset(buf, 0, kBytes);
+    buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, bytes));
+    std::memset(buf, 0, bytes);
     pd = *dev.alloc_pd();
     cq = *dev.create_cq(4096);
-    mr = *dev.reg_mr(pd, buf, kBytes, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+    mr = *dev.reg_mr(
+        pd, buf, bytes,
+        kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
     QpInitAttr qa;
     qa.pd = pd;
     qa.send_cq = cq;
@@ -74,6 +79,7 @@ struct Endpoint {
     qp = *dev.create_qp(qa);
   }
   ~Endpoint() { std::free(buf); }
+  std::size_t bytes;
   std::unique_ptr<io::FabricAttach> a;
   std::uint8_t* buf = nullptr;
   ProtectionDomain* pd = nullptr;
@@ -243,6 +249,226 @@ TEST(Fabricd, StatusInjectDropAndDown) {
   ASSERT_TRUE(fabricd::control(name, "down", ans)) << ans;
   EXPECT_EQ(ans, "ok\n");
   d.th.join();  // the run loop returned
+}
+
+// The status lines of the HCA with index `h`.
+std::string hca_line(const std::string& status, std::uint32_t h) {
+  std::istringstream in(status);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("node ", 0) == 0 && field(line, "hca_index") == h) return line;
+  return {};
+}
+
+// One WR of `op` with `n` bytes from x (WRITE, READ: x's buffer is the local side) or a SEND
+// x -> y into a posted receive; the destination is cleared first, the bytes compared after.
+void byte_exact(Endpoint& x, Endpoint& y, WrOpcode op, std::size_t n, std::uint32_t seed) {
+  SCOPED_TRACE(std::to_string(n) + " bytes, opcode " + std::to_string(static_cast<int>(op)));
+  std::uint8_t* src = op == WrOpcode::kRdmaRead ? y.buf : x.buf;
+  std::uint8_t* dst = op == WrOpcode::kRdmaRead ? x.buf : y.buf;
+  fill(src, n, seed);
+  std::memset(dst, 0, n);
+  Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(n), x.mr->lkey()};
+  if (op == WrOpcode::kSend) {
+    Sge r{reinterpret_cast<std::uint64_t>(y.buf), static_cast<std::uint32_t>(n), y.mr->lkey()};
+    ASSERT_EQ(y.qp->post_recv(RecvWr{77, {&r, 1}}), Errc::kOk);
+  }
+  SendWr w;
+  w.wr_id = 5;
+  w.opcode = op;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(op == WrOpcode::kRdmaRead ? y.buf : y.buf);
+  w.rkey = y.mr->rkey();
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  WorkCompletion wc = wait(x, y);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  if (op == WrOpcode::kSend) {
+    wc = wait(y, x);
+    ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    ASSERT_EQ(wc.wr_id, 77u);
+    ASSERT_EQ(wc.byte_len, n);
+  }
+  ASSERT_EQ(std::memcmp(src, dst, n), 0);
+}
+
+// Both paths into the daemon: payloads pulled from the sender's buffer (zero copy) or copied
+// through the ring.
+class FabricdPaths : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FabricdPaths, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
+  const bool zero_copy = GetParam();
+  const std::string name = unique_name(zero_copy ? "t3z" : "t3c");
+  Daemon d(name);
+  ASSERT_TRUE(d.d);
+  constexpr std::size_t kBig = std::size_t{64} << 20;
+  // h1 on s1, h2 on s2.
+  Endpoint x(name, 1, kBig, zero_copy), y(name, 2, kBig, zero_copy);
+  ASSERT_TRUE(x.a && y.a);
+  EXPECT_EQ(x.a->zero_copy_tx(), zero_copy);
+  EXPECT_EQ(y.a->zero_copy_tx(), zero_copy);
+  connect(x, y);
+  std::uint32_t seed = 1;
+  for (std::size_t n :
+       {std::size_t{1}, std::size_t{2}, std::size_t{63}, std::size_t{4095}, std::size_t{4096},
+        std::size_t{4097}, std::size_t{65539}, std::size_t{1} << 20, std::size_t{3} << 20, kBig})
+    for (WrOpcode op : {WrOpcode::kRdmaWrite, WrOpcode::kRdmaRead, WrOpcode::kSend}) {
+      byte_exact(x, y, op, n, ++seed);
+      if (HasFatalFailure()) return;
+    }
+  // An atomic: FETCH_AND_ADD returns the old value and adds.
+  std::uint64_t v = 0x0102030405060708ull;
+  std::memcpy(y.buf, &v, 8);
+  Sge s{reinterpret_cast<std::uint64_t>(x.buf), 8, x.mr->lkey()};
+  SendWr w;
+  w.wr_id = 6;
+  w.opcode = WrOpcode::kAtomicFetchAndAdd;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
+  w.rkey = y.mr->rkey();
+  w.compare_add = 5;
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  ASSERT_EQ(wait(x, y).status, WcStatus::kSuccess);
+  std::uint64_t old = 0, now = 0;
+  std::memcpy(&old, x.buf, 8);
+  std::memcpy(&now, y.buf, 8);
+  EXPECT_EQ(old, v);
+  EXPECT_EQ(now, v + 5);
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  const std::string line = hca_line(st, 1);
+  EXPECT_NE(line.find(zero_copy ? " zero_copy 1" : " zero_copy 0"), std::string::npos) << line;
+  if (zero_copy)
+    EXPECT_GT(field(line, "to_fabric_by_ref"), 16000u) << line;  // 64 MiB in 4 KiB packets
+  else
+    EXPECT_EQ(field(line, "to_fabric_by_ref"), 0u) << line;
+  EXPECT_EQ(field(line, "cma_dropped"), 0u) << line;
+  EXPECT_EQ(x.a->medium().counters().tx_by_ref > 0, zero_copy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdPaths, ::testing::Values(true, false),
+                         [](const auto& i) { return i.param ? "ZeroCopy" : "Copy"; });
+
+// A process that stops draining its ring: its queue in the daemon stays within its bound, the
+// HCA sending to it stops injecting (back-pressure, as behind a link out of credits) and its own
+// queue stays bounded too; once the slow process drains again every byte arrives.
+TEST(Fabricd, ASlowProcessBackPressuresItsSenderWithinBounds) {
+  const std::string name = unique_name("t4");
+  fabricd::DaemonOptions o;
+  o.ring_bytes = 64 << 10;  // a small ring fills fast
+  o.to_client_packets_max = 32;
+  o.to_fabric_packets_max = 16;
+  Daemon d(name, o);
+  ASSERT_TRUE(d.d);
+  Endpoint x(name, 0, 4 << 20), y(name, 3, 4 << 20);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  fill(x.buf, 2 << 20, 3);
+  Sge s{reinterpret_cast<std::uint64_t>(x.buf), 2 << 20, x.mr->lkey()};
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
+  w.rkey = y.mr->rkey();
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  // Only x runs for a while: y's ring (64 KiB) and then its queue (32 packets) fill up.
+  const TimeNs until = io::monotonic_ns() + 300'000'000;
+  while (io::monotonic_ns() < until) {
+    if (!x.a->driver().progress()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  const std::string line = hca_line(st, 3);
+  ASSERT_FALSE(line.empty()) << st;
+  EXPECT_LE(field(line, "to_client_peak"), 32u) << line;
+  EXPECT_GE(field(line, "to_client_peak"), 16u) << line;  // it did fill up
+  EXPECT_EQ(field(line, "to_client_dropped"), 0u) << line;
+  EXPECT_GT(field(hca_line(st, 0), "stalls"), 0u) << st;
+  EXPECT_LE(field(hca_line(st, 0), "to_fabric_peak"), 16u) << st;
+  // y drains again: the write completes and every byte is there.
+  const WorkCompletion wc = wait(x, y);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(x.buf, y.buf, 2 << 20), 0);
+}
+
+// Waits for one completion of `e` while driving both; kGeneralErr after `limit_ns` (a hang).
+WorkCompletion wait_bounded(Endpoint& e, Endpoint& other, TimeNs limit_ns) {
+  WorkCompletion wc{};
+  const TimeNs end = io::monotonic_ns() + limit_ns;
+  std::uint32_t idle = 0;
+  while (io::monotonic_ns() < end) {
+    const bool w1 = e.a->driver().progress();
+    const bool w2 = other.a->driver().progress();
+    if (e.cq->poll(std::span<WorkCompletion>(&wc, 1)) == 1) return wc;
+    if (w1 || w2)
+      idle = 0;
+    else if (++idle > 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  wc.status = WcStatus::kGeneralErr;
+  return wc;
+}
+
+// A scenario file applied live (`--faults`): 2 % drop on the inter-switch link from the start,
+// and that link down at 150 ms and up at 350 ms on the wall clock while WRITEs stream across
+// it. Every WRITE completes (the retries outlast the outage and the SM re-routes on trap 128);
+// none hangs; every byte arrives; the status shows the faults and when they happened.
+TEST(Fabricd, ScenarioDropsAndALinkDownAndUpUnderTraffic) {
+  const std::string name = unique_name("t5");
+  const topo::Topology t = two_switches();
+  auto sc = faults::parse_scenario(t, R"(
+[[fault]]
+link = "s1/p3"
+drop = 0.02
+[[event]]
+at = "150ms"
+action = "link-down"
+link = "s1/p3"
+[[event]]
+at = "350ms"
+action = "link-up"
+link = "s1/p3"
+)",
+                                   "test.toml");
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  fabricd::DaemonOptions o;
+  o.faults = *sc;
+  Daemon d(name, o);
+  ASSERT_TRUE(d.d);
+  Endpoint x(name, 0), y(name, 3);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  const TimeNs start = io::monotonic_ns();
+  std::uint32_t writes = 0, after_up = 0;
+  while (io::monotonic_ns() < start + 700'000'000 || after_up < 3) {
+    const std::size_t n = 256 << 10;
+    fill(x.buf, n, ++writes);
+    std::memset(y.buf, 0, n);
+    Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(n), x.mr->lkey()};
+    SendWr w;
+    w.wr_id = writes;
+    w.opcode = WrOpcode::kRdmaWrite;
+    w.send_flags = kSignaled;
+    w.sg_list = {&s, 1};
+    w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
+    w.rkey = y.mr->rkey();
+    ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+    const WorkCompletion wc = wait_bounded(x, y, 10'000'000'000);
+    ASSERT_NE(wc.status, WcStatus::kGeneralErr) << "write " << writes << " hung";
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << "write " << writes;
+    ASSERT_EQ(std::memcmp(x.buf, y.buf, n), 0) << "write " << writes;
+    if (io::monotonic_ns() > start + 350'000'000) ++after_up;
+    ASSERT_LT(io::monotonic_ns(), start + 20'000'000'000);
+  }
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  EXPECT_NE(st.find("link down: s1/p3 - s2/p3"), std::string::npos) << st;
+  EXPECT_NE(st.find("link up: s1/p3 - s2/p3"), std::string::npos) << st;
+  EXPECT_NE(st.find("faults on s1/p3 (receive)"), std::string::npos) << st;
+  EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);
 }
 
 }  // namespace

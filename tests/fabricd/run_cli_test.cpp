@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -54,6 +56,68 @@ TEST(WeftRun, FabricCommands) {
   EXPECT_EQ(pclose(up), 0);
   out.clear();
   EXPECT_EQ(run(weft + " fabric status " + name, out), 1) << out;
+}
+
+// `weft fabric up --faults FILE` and `weft perf` through the fabric (--fabric and WEFT_FABRIC).
+TEST(WeftRun, FabricFaultsFileAndPerfThroughTheFabric) {
+  const std::string name = "cliperf-" + std::to_string(getpid());
+  const std::string weft = WEFT_PATH;
+  char path[] = "/tmp/weft-faults-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string toml =
+      "[[fault]]\nlink = \"leaf000/p3\"\ndrop = 0.01\n"
+      "[[event]]\nat = \"1ms\"\naction = \"flap\"\nlink = \"leaf001/p3\"\nperiod = \"2ms\"\n";
+  ASSERT_EQ(write(fd, toml.data(), toml.size()), static_cast<ssize_t>(toml.size()));
+  close(fd);
+  std::string out;
+  // A scenario naming a port that does not exist is refused with its line.
+  char bad[] = "/tmp/weft-faults-XXXXXX";
+  const int bfd = mkstemp(bad);
+  ASSERT_GE(bfd, 0);
+  const std::string btoml = "[[fault]]\nlink = \"nosuch/p1\"\ndrop = 0.1\n";
+  ASSERT_EQ(write(bfd, btoml.data(), btoml.size()), static_cast<ssize_t>(btoml.size()));
+  close(bfd);
+  EXPECT_EQ(run(weft + " fabric up --name " + name +
+                    " --topology leaf-spine:leaves=2,spines=1,hosts=2 --faults " + bad,
+                out),
+            2)
+      << out;
+  EXPECT_NE(out.find(std::string(bad) + ":"), std::string::npos) << out;
+  unlink(bad);
+  FILE* up = popen((weft + " fabric up --name " + name +
+                    " --topology leaf-spine:leaves=2,spines=1,hosts=2 --faults " + path + " 2>&1")
+                       .c_str(),
+                   "r");
+  ASSERT_TRUE(up);
+  char line[256];
+  ASSERT_TRUE(fgets(line, sizeof line, up));
+  EXPECT_EQ(std::string(line), "fabric " + name + " up: 4 HCAs\n");
+  out.clear();
+  EXPECT_EQ(run(weft + " perf write --bw -s 64K -n 300 --local --fabric " + name + " --json", out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"bw_avg_gbps\":"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run("WEFT_FABRIC=" + name + " " + weft + " perf send --lat -s 8 -n 200 --local", out),
+            0)
+      << out;
+  EXPECT_NE(out.find("RDMA_send Latency (weft, fabric " + name), std::string::npos) << out;
+  // Both perf sides left (the daemon notices their sockets closing soon after).
+  for (int i = 0; i < 200; ++i) {
+    out.clear();
+    EXPECT_EQ(run(weft + " fabric status " + name, out), 0) << out;
+    if (out.find("attached 0") != std::string::npos) break;
+    usleep(10000);
+  }
+  EXPECT_NE(out.find("faults on leaf000/p3 (receive): "), std::string::npos) << out;
+  EXPECT_NE(out.find("link down: leaf001/p3"), std::string::npos) << out;
+  EXPECT_NE(out.find("link up: leaf001/p3"), std::string::npos) << out;
+  EXPECT_NE(out.find("attached 0"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run(weft + " fabric down " + name, out), 0) << out;
+  EXPECT_EQ(pclose(up), 0);
+  unlink(path);
 }
 
 }  // namespace

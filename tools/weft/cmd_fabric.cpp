@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "emu/fabricd/fabric_daemon.hpp"
+#include "emu/faults/scenario.hpp"
 #include "tools/weft/commands.hpp"
 #include "tools/weft/topo_input.hpp"
 
@@ -16,7 +17,7 @@ namespace weft::cli {
 namespace {
 
 struct UpArgs {
-  std::string name, topology;
+  std::string name, topology, faults;
   bool pace = false;
 };
 
@@ -50,6 +51,9 @@ void add_fabric(CLI::App& app) {
   u->add_option("--name", up->name, "fabric name (socket weft/fabric/NAME)")->required();
   u->add_option("--topology", up->topology, "topology spec or net file")->required();
   u->add_flag("--pace", up->pace, "emulate link rates and latencies against the wall clock");
+  u->add_option("--faults", up->faults,
+                "fault scenario (TOML, as weft sim's): port faults at once, events at their "
+                "times after the start on the wall clock");
   u->callback([up] {
     const topo::Topology t = load_topology("fabric up", up->topology);
     // Signals go to a waiting thread (the daemon's threads inherit the mask).
@@ -61,6 +65,14 @@ void add_fabric(CLI::App& app) {
     fabricd::DaemonOptions o;
     o.name = up->name;
     o.pace = up->pace;
+    if (!up->faults.empty()) {
+      auto sc = faults::load_scenario(t, up->faults);
+      if (!sc.ok()) {
+        std::cerr << "weft fabric up: " << sc.error().message << "\n";
+        throw CLI::RuntimeError(2);
+      }
+      o.faults = std::move(sc).value();
+    }
     auto r = fabricd::FabricDaemon::create(t, o);
     if (!r.ok()) {
       std::cerr << "weft fabric up: " << r.error() << "\n";

@@ -1,11 +1,20 @@
 // tools/weft/cmd_perf.cpp — `weft perf`: perftest's tools in one command, over direct mode.
 //   weft perf write|read|send|atomic [--bw|--lat] [-s SIZE | -a] [-n ITERS] [-t DEPTH]
 //             [--server [--name N] | --client N | --local] [--copy] [--json]
+//             [--fabric F | --direct]
+// Direct mode by default; through the fabric daemon F with --fabric F (or WEFT_FABRIC in the
+// environment, unless --direct): each side attaches to a free HCA (WEFT_HCA picks one).
 // The runner lives in src/io/perf.{hpp,cpp}; this file parses and prints.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sched.h>
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -18,7 +27,8 @@ namespace {
 struct PerfArgs {
   std::string verb = "write";
   bool bw = false, lat = false, all = false, server = false, local = false, copy = false,
-       json = false;
+       json = false, direct = false;
+  std::string fabric, cpus;
   std::string size = "65536";
   std::uint32_t iters = 0, tx_depth = 128;
   std::string client, name = "weft-perf";
@@ -73,6 +83,107 @@ int serve(io::DirectListener& l, const io::DirectOptions& d) {
   return 0;
 }
 
+int serve_fabric(int listen_fd, const std::string& fabric, const io::FabricAttachOptions& fo) {
+  auto link = io::FabricPerfLink::accept(listen_fd, fabric, fo);
+  if (!link) {
+    std::fprintf(stderr, "weft perf: fabric %s: %s\n", fabric.c_str(),
+                 std::string(io::to_string(link.error())).c_str());
+    return 1;
+  }
+  std::string err;
+  if (!io::perf_server(**link, &err)) {
+    std::fprintf(stderr, "weft perf server: %s\n", err.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// --cpus A,B of --local: the server side on CPU A, the client on CPU B (as io_baseline's
+// ping-pong, so a benchmark compares like with like). Returns the CPU for this side, or -1.
+int local_cpu(const PerfArgs& a, bool server) {
+  if (a.cpus.empty()) return -1;
+  int x = -1, y = -1;
+  if (std::sscanf(a.cpus.c_str(), "%d,%d", &x, &y) != 2 || x < 0 || y < 0)
+    throw CLI::ValidationError("perf", "--cpus wants A,B");
+  return server ? x : y;
+}
+
+void pin_to(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    std::fprintf(stderr, "weft perf: cannot pin to CPU %d: %s\n", cpu, std::strerror(errno));
+}
+
+// weft perf through the fabric daemon `fabric`.
+void run_fabric(const PerfArgs& a, const io::PerfOptions& o, const std::string& fabric) {
+  io::FabricAttachOptions fo;
+  if (a.server) {
+    const int fd = io::FabricPerfLink::listen(a.name);
+    if (fd < 0) {
+      std::fprintf(stderr, "weft perf: bind weft/perf/%s: %s\n", a.name.c_str(),
+                   std::strerror(errno));
+      throw CLI::RuntimeError(1);
+    }
+    fo.timeout_ns = 3'600'000'000'000;
+    const int rc = serve_fabric(fd, fabric, fo);
+    close(fd);
+    if (rc != 0) throw CLI::RuntimeError(1);
+    return;
+  }
+  std::string name = a.client;
+  pid_t child = -1;
+  if (a.local) {
+    unsetenv("WEFT_HCA");  // both sides take a free HCA
+    name = "perf-" + std::to_string(getpid());
+    const int fd = io::FabricPerfLink::listen(name);
+    if (fd < 0) throw CLI::RuntimeError(1);
+    std::fflush(nullptr);
+    child = fork();
+    if (child < 0) throw CLI::RuntimeError(1);
+    if (child == 0) {
+      pin_to(local_cpu(a, true));
+      _exit(serve_fabric(fd, fabric, fo));
+    }
+    pin_to(local_cpu(a, false));
+    close(fd);
+  }
+  std::vector<io::PerfResult> r;
+  {
+    auto link = io::FabricPerfLink::connect(name, fabric, fo);
+    if (!link) {
+      std::fprintf(stderr, "weft perf: fabric %s, server %s: %s\n", fabric.c_str(), name.c_str(),
+                   std::string(io::to_string(link.error())).c_str());
+      if (child > 0) {
+        kill(child, SIGTERM);
+        waitpid(child, nullptr, 0);
+      }
+      throw CLI::RuntimeError(1);
+    }
+    r = io::perf_client(**link, o);
+  }
+  if (child > 0) {
+    int st = 0;
+    waitpid(child, &st, 0);
+    if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && (r.empty() || r.back().ok)) {
+      io::PerfResult f;
+      f.ok = false;
+      f.error = "the server side failed";
+      r.push_back(f);
+    }
+  }
+  if (a.json)
+    io::perf_print_json(stdout, o, r, false);
+  else
+    io::perf_print_table(stdout, o, r, false, "fabric " + fabric + ", shared memory");
+  if (!r.empty() && !r.back().ok) {
+    std::fprintf(stderr, "weft perf: %s\n", r.back().error.c_str());
+    throw CLI::RuntimeError(1);
+  }
+}
+
 void run(const PerfArgs& a) {
   io::PerfOptions o;
   if (a.verb == "write")
@@ -100,6 +211,14 @@ void run(const PerfArgs& a) {
   const int modes = int{a.server} + int{!a.client.empty()} + int{a.local};
   if (modes != 1)
     throw CLI::ValidationError("perf", "give one of --server, --client NAME, --local");
+  std::string fabric = a.fabric;
+  if (fabric.empty() && !a.direct)
+    if (const char* env = std::getenv("WEFT_FABRIC")) fabric = env;
+  if (!fabric.empty()) {
+    if (a.copy) throw CLI::ValidationError("perf", "--copy is for direct mode (a fabric copies)");
+    run_fabric(a, o, fabric);
+    return;
+  }
 
   if (a.server) {
     auto l = io::DirectListener::bind(a.name);
@@ -123,7 +242,11 @@ void run(const PerfArgs& a) {
     std::fflush(nullptr);
     child = fork();
     if (child < 0) throw CLI::RuntimeError(1);
-    if (child == 0) _exit(serve(*listener, d));
+    if (child == 0) {
+      pin_to(local_cpu(a, true));
+      _exit(serve(*listener, d));
+    }
+    pin_to(local_cpu(a, false));
     listener.reset();
   }
   std::vector<io::PerfResult> r;
@@ -172,7 +295,11 @@ void add_perf(CLI::App& app) {
   cmd->add_option("--client", a->client, "Connect to the server of that rendezvous name");
   cmd->add_flag("--local", a->local, "Run both sides: fork a server, connect to it");
   cmd->add_flag("--copy", a->copy, "No zero copy: payloads go through the ring");
+  cmd->add_option("--cpus", a->cpus, "With --local: pin the server to CPU A, the client to B");
   cmd->add_flag("--json", a->json, "One JSON object per size instead of the table");
+  auto* fab = cmd->add_option("--fabric", a->fabric,
+                              "Through the fabric daemon F (default: WEFT_FABRIC if set)");
+  cmd->add_flag("--direct", a->direct, "Direct mode even when WEFT_FABRIC is set")->excludes(fab);
   cmd->callback([a] { run(*a); });
 }
 

@@ -87,6 +87,12 @@ class RingProducer {
     *h = RecordHeader{static_cast<std::uint32_t>(body), kind, flags};
     tail_ += record_span(body);
   }
+  // The producer's index (after the last committed record) and the consumer's, refreshed.
+  std::uint64_t tail() const { return tail_; }
+  std::uint64_t consumed() {
+    head_cached_ = s_->head.load(std::memory_order_acquire);
+    return head_cached_;
+  }
   // Makes committed records visible. Returns true when the consumer sleeps and must be woken.
   bool publish() {
     if (s_->tail.load(std::memory_order_relaxed) == tail_) return false;

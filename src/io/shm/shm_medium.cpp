@@ -53,6 +53,8 @@ bool CrossMemory::flush() {
   const bool ok = n >= 0 && static_cast<std::size_t>(n) == pending_bytes_;
   if (n > 0) bytes_ += static_cast<std::uint64_t>(n);
   errno_ = ok ? 0 : (n < 0 ? errno : EFAULT);
+  if (!ok) ++failures_;
+
   local_.clear();
   remote_.clear();
   pending_bytes_ = 0;
@@ -125,6 +127,10 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       ++counters_.tx_full;
       break;
     }
+    if (!dead && !by_ref_room()) {
+      ++counters_.tx_full;
+      break;
+    }
     TxPacket pkt;
     if (!dev.poll_transmit(now, pkt)) break;
     ++n;
@@ -143,6 +149,7 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       std::memcpy(p, &ref, sizeof ref);
       std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
       tx_.commit(body, RecordKind::kByRef, flags);
+      note_by_ref(pkt.payload_bytes);
       ++counters_.tx_by_ref;
     } else {
       const std::size_t body = pkt.wire_bytes();
@@ -172,7 +179,8 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
   const std::uint8_t op = bth_opcode(pkt.headers.data());
   const std::uint16_t flags =
       (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-  if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt)) {
+  if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt) &&
+      by_ref_room()) {
     const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
     if (!tx_.can_reserve(body)) {
       ++counters_.tx_full;
@@ -184,6 +192,7 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
     std::memcpy(p, &ref, sizeof ref);
     std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
     tx_.commit(body, RecordKind::kByRef, flags);
+    note_by_ref(pkt.payload_bytes);
     ++counters_.tx_by_ref;
     return true;
   }
@@ -203,6 +212,21 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
   tx_.commit(body, RecordKind::kWire, flags);
   ++counters_.tx_wire;
   return true;
+}
+
+bool ShmMedium::by_ref_room() {
+  if (by_ref_bytes_ < cfg_.ring_bytes) return true;
+  const std::uint64_t head = tx_.consumed();
+  while (!by_ref_.empty() && by_ref_.front().first <= head) {
+    by_ref_bytes_ -= by_ref_.front().second;
+    by_ref_.pop_front();
+  }
+  return by_ref_bytes_ < cfg_.ring_bytes;
+}
+
+void ShmMedium::note_by_ref(std::uint32_t payload_bytes) {
+  by_ref_.emplace_back(tx_.tail(), payload_bytes);
+  by_ref_bytes_ += payload_bytes;
 }
 
 void ShmMedium::tx_publish() {
@@ -235,18 +259,19 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
       ++counters_.rx_by_ref;
     } else if (h->kind == RecordKind::kWire) {
       // Deferred cross-memory copies land before anything that writes memory after them.
-      if ((h->flags & kFlagTouchesMemory) && cma_.pending() && !cma_.flush())
-        ++counters_.cma_errors;
+      if (h->flags & kFlagTouchesMemory) cma_.flush();
       dev.on_packet({body, h->bytes}, now);
       ++counters_.rx_wire;
     }
     rx_.pop();
   }
-  if (cma_.pending() && !cma_.flush()) {
-    ++counters_.cma_errors;
-    if (counters_.cma_errors == 1)
+  cma_.flush();
+  // Every refused or short flush counts (also those place() makes when its iovecs run out).
+  if (cma_.failures() != counters_.cma_errors) {
+    if (counters_.cma_errors == 0)
       base::get_logger("weft.io")->error("shm: process_vm_readv from pid {} failed: {}",
                                          cfg_.peer_pid, std::strerror(cma_.last_errno()));
+    counters_.cma_errors = cma_.failures();
   }
   counters_.cma_calls = cma_.calls();
   counters_.cma_bytes = cma_.bytes();

@@ -9,6 +9,11 @@
 // burst, so a large message costs about one system call. Everything else is copied through the
 // ring (copy in, copy out).
 //
+// Payload bytes in flight by reference count against the ring's size as if they had been copied:
+// a sender stops when the records the peer has not consumed yet refer to ring_bytes of payload,
+// so zero copy never queues more data ahead of the receiver than the copy path (a deep queue
+// would outlast the transport's retransmission timer).
+//
 // Peer death: a pidfd of the peer is the event fd; when it fires the medium drops everything it
 // would send or receive, so the survivor's requesters exhaust their retries and its QPs move to
 // ERR with RETRY_EXC_ERR and flushed WRs (bounded by the QP's timeout x (retry_cnt + 1)).
@@ -22,6 +27,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <utility>
 #include <vector>
 
 #include "src/io/medium.hpp"
@@ -74,6 +81,7 @@ class CrossMemory final : public RemotePayload {
   bool pending() const { return !local_.empty(); }
   int last_errno() const { return errno_; }
   std::uint64_t calls() const { return calls_; }
+  std::uint64_t failures() const { return failures_; }  // flushes refused or short
   std::uint64_t bytes() const { return bytes_; }
 
  private:
@@ -81,7 +89,7 @@ class CrossMemory final : public RemotePayload {
   std::vector<iovec> local_, remote_;
   std::size_t pending_bytes_ = 0;
   int errno_ = 0;
-  std::uint64_t calls_ = 0, bytes_ = 0;
+  std::uint64_t calls_ = 0, bytes_ = 0, failures_ = 0;
 };
 
 struct ShmCounters {
@@ -136,7 +144,11 @@ class ShmMedium final : public Medium {
 
  private:
   void ring_peer();
+  bool by_ref_room();  // payload referred to by unconsumed records < ring_bytes
+  void note_by_ref(std::uint32_t payload_bytes);
   ShmLinkConfig cfg_;
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;  // (tail after record, bytes)
+  std::uint64_t by_ref_bytes_ = 0;
   void* base_ = nullptr;
   std::size_t map_bytes_ = 0;
   int pidfd_ = -1;
