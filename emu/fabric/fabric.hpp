@@ -431,6 +431,7 @@ class HcaNode final : public Node {
   std::unique_ptr<Device> device_;
   std::vector<std::array<Fifo<std::uint32_t>, 16>> out_;  // per port, per VL, in ready order
   std::vector<TimeNs> wake_ns_;  // per port: a kEvHcaTxWake posted for then, or kNoDeadline
+  TimeNs rate_gap_ns_ = 0;       // HcaModel::message_rate_mpps_max as a gap per packet
   std::uint32_t inflight_ = 0;   // pulled, not yet on the wire
   TimeNs tx_rate_free_ns_ = 0, pcie_tx_free_ps_ = 0, last_ready_ns_ = 0;
   TimeNs rx_rate_free_ns_ = 0, pcie_rx_free_ps_ = 0;

@@ -46,7 +46,8 @@ HcaNode::HcaNode(Fabric& fabric, topo::NodeId id, int num_ports, const DeviceCon
       rng_(rng_seed),
       device_(Device::create(dc, rng_)),
       out_(num_ports + 1),
-      wake_ns_(num_ports + 1, kNoDeadline) {
+      wake_ns_(num_ports + 1, kNoDeadline),
+      rate_gap_ns_(rate_gap_ns(fabric.config().hca.message_rate_mpps_max)) {
   ports_.resize(num_ports + 1);
 }
 
@@ -83,7 +84,7 @@ std::uint32_t HcaNode::materialize(const TxPacket& tx) {
 void HcaNode::pump() {
   const TimeNs t = now();
   const HcaModel& m = fabric_.config().hca;
-  const TimeNs gap = rate_gap_ns(m.message_rate_mpps_max);
+  const TimeNs gap = rate_gap_ns_;
   TxPacket tx;
   while (inflight_ < m.tx_pipeline_packets_max && device_->poll_transmit(t, tx)) {
     const std::uint32_t pk = materialize(tx);
@@ -169,7 +170,7 @@ void HcaNode::accept(int /*port*/, std::uint32_t pk) {
   const Packet& p = fabric_.pool()[pk];
   const HcaModel& m = fabric_.config().hca;
   const TimeNs t0 = std::max(now(), rx_rate_free_ns_);
-  rx_rate_free_ns_ = t0 + rate_gap_ns(m.message_rate_mpps_max);
+  rx_rate_free_ns_ = t0 + rate_gap_ns_;
   TimeNs at = t0 + m.rx_proc_ns;
   if (p.payload_bytes > 0) {
     const std::uint64_t start_ps = std::max(at * 1000, pcie_rx_free_ps_);
