@@ -310,7 +310,7 @@ class Node : public sim::Component {
   // A copy of `pkt` accepted on `port` without a credit of its own (PortFaults::duplicate).
   void accept_duplicate(int port, std::uint32_t pkt);
   void end_wait(int port, TimeNs t);
-  TimeNs now() const;
+  TimeNs now() const { return sim_.now(); }
   sma::PortCounters& pma(int port) { return state_.ports[port].counters; }
   // A MAD that reached this node's SMA (QP0) or PMA (QP1) on `port`: answered from state_, the
   // reply sent as a VL15 (SMP) or data-VL (PMA) packet. Verified mode only (needs the bytes).
@@ -335,6 +335,7 @@ class Node : public sim::Component {
   void rebuild_arbiter(int port);
 
   Fabric& fabric_;
+  sim::Simulator& sim_;  // fabric_.sim()
   topo::NodeId id_;
   sim::ComponentId comp_ = sim::kNoComponent;
   std::vector<PortEnd> ports_;  // index = port number; 0 unused for links

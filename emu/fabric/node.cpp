@@ -30,15 +30,11 @@ constexpr std::uint64_t pack_fc(int port, std::uint16_t gen, const link::FcPacke
 
 }  // namespace
 
-Node::Node(Fabric& fabric, topo::NodeId id) : fabric_(fabric), id_(id) {
+Node::Node(Fabric& fabric, topo::NodeId id) : fabric_(fabric), sim_(fabric.sim()), id_(id) {
   const LinkModel& lm = fabric.config().link;
   fc_batch_bytes_ = lm.data_vl_buffer_bytes / std::max<std::uint32_t>(1, lm.fc_batch_divisor);
   fc_flush_when_empty_ =
       static_cast<std::uint64_t>(fc_batch_bytes_) + kPacketWireBytesMax > lm.data_vl_buffer_bytes;
-}
-
-TimeNs Node::now() const {
-  return fabric_.sim().now();
 }
 
 void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {

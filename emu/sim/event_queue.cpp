@@ -140,11 +140,6 @@ void EventQueue::release_key(std::uint32_t slot) {
   }
 }
 
-void EventQueue::post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data) {
-  ++pending_;
-  heap_push(Key{time_ns, next_tag(kNoSlot), data, component, kind});
-}
-
 EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
                          std::uint64_t data) {
   std::uint64_t seq = next_seq();  // may rebuild: take it before touching the slab
@@ -198,6 +193,12 @@ void EventQueue::settle_top() {
 bool EventQueue::pop(Event& out) {
   settle_top();
   if (heap_size_ == 0) return false;
+  pop_peeked(out);
+  return true;
+}
+
+void EventQueue::pop_peeked(Event& out) {
+  WEFT_ASSERT(heap_size_ > 0);
   const Key top = heap_.get()[0];
   heap_pop_top();
   if (heap_size_ > 0) {
@@ -213,14 +214,13 @@ bool EventQueue::pop(Event& out) {
   std::uint32_t slot = slot_of(top);
   if (slot == kNoSlot) {
     out.id = EventId{};
-    return true;
+    return;
   }
   Slot& s = slots_[slot];
   out.id = EventId{slot, s.gen};
   s.state = SlotState::kDone;
   ++s.gen;
   release_key(slot);
-  return true;
 }
 
 TimeNs EventQueue::peek_time() {
