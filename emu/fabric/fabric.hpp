@@ -61,6 +61,8 @@ inline constexpr std::uint8_t kNoPort = 0xFF;
 inline constexpr std::uint32_t kNoPacket = UINT32_MAX;
 // An SMP on the wire: LRH 8 + BTH 12 + DETH 8 + MAD 256 + ICRC 4 + VCRC 2.
 inline constexpr std::uint32_t kSmpWireBytes = 290;
+// No packet is longer on the wire: a 4 KiB payload plus every header, ICRC and VCRC (< 128).
+inline constexpr std::uint32_t kPacketWireBytesMax = 4096 + 128;
 
 struct LinkModel {
   double ber = 0.0;  // per bit, each direction
@@ -70,10 +72,10 @@ struct LinkModel {
   // credit round trip of a 400 Gb/s link with a few hundred ns of switch latency.
   std::uint32_t data_vl_buffer_bytes = 64 * 1024;
   std::uint32_t vl15_buffer_bytes = 2 * 1024;  // a few SMPs
-  // An FC packet goes back when this fraction of the buffer has been freed since the last one,
-  // or when the buffer is empty (1 = only then or when all of it was freed; large = every
-  // packet). 8 keeps credits flowing well ahead of a 400 Gb/s sender and saves an event per
-  // packet per hop.
+  // An FC packet goes back when this fraction of the buffer has been freed since the last one
+  // (large = every packet); when the rest of the buffer could not hold the largest packet (a
+  // divisor of 1), also whenever the buffer empties. 8 keeps credits flowing well ahead of a
+  // 400 Gb/s sender and saves an event per packet per hop.
   std::uint32_t fc_batch_divisor = 8;
 };
 
@@ -184,6 +186,7 @@ struct Packet {
   bool smp = false;            // management path: `bytes` is the 256-byte MAD, see send_smp_from
   std::uint16_t slid = 0;      // management path: the LRH SLID
   TimeNs tail_ns = 0;          // when its last byte reaches the current node
+  TimeNs ready_ns = 0;         // an HCA's packet: not on the wire before (host/NIC timing model)
   std::uint32_t next_free = kNoPacket;
 };
 
@@ -209,7 +212,7 @@ enum EventKindFabric : sim::EventKind {
   kEvTxDone,        // data = port << 32 | packet
   kEvFc,            // data = gen << 48 | port << 40 | FC fields
   kEvLinkState,     // data = up << 8 | port
-  kEvHcaTxReady,    // data = packet
+  kEvHcaTxWake,     // data = port: the head packet of an idle HCA port is ready
   kEvHcaRxDeliver,  // data = packet
   kEvHcaDeadline,
   kEvHcaPull,
@@ -292,6 +295,8 @@ class Node : public sim::Component {
   virtual void on_link_down(int port) = 0;
   virtual void on_node_event(const sim::Event& ev) = 0;
   virtual bool has_pending(int port) = 0;
+  // try_send found nothing it could send on an idle port (no packet, no credit, or not ready).
+  virtual void idle(int /*port*/) {}
 
   void try_send(int port);
   void drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint16_t gen);
@@ -305,7 +310,7 @@ class Node : public sim::Component {
   // A copy of `pkt` accepted on `port` without a credit of its own (PortFaults::duplicate).
   void accept_duplicate(int port, std::uint32_t pkt);
   void end_wait(int port, TimeNs t);
-  TimeNs now() const;
+  TimeNs now() const { return sim_.now(); }
   sma::PortCounters& pma(int port) { return state_.ports[port].counters; }
   // A MAD that reached this node's SMA (QP0) or PMA (QP1) on `port`: answered from state_, the
   // reply sent as a VL15 (SMP) or data-VL (PMA) packet. Verified mode only (needs the bytes).
@@ -330,6 +335,7 @@ class Node : public sim::Component {
   void rebuild_arbiter(int port);
 
   Fabric& fabric_;
+  sim::Simulator& sim_;  // fabric_.sim()
   topo::NodeId id_;
   sim::ComponentId comp_ = sim::kNoComponent;
   std::vector<PortEnd> ports_;  // index = port number; 0 unused for links
@@ -342,6 +348,8 @@ class Node : public sim::Component {
   Fifo<TimeNs> held_;       // management path: when each SMP queued at the SMA is done
   std::uint64_t smps_handled_ = 0;
   std::uint64_t trap_tid_ = 1;
+  std::uint32_t fc_batch_bytes_ = 0;  // drained bytes per FC packet (LinkModel::fc_batch_divisor)
+  bool fc_flush_when_empty_ = false;  // batch + largest packet > buffer: flush an emptied buffer
 };
 
 class SwitchNode final : public Node {
@@ -409,6 +417,7 @@ class HcaNode final : public Node {
   void on_link_down(int port) override;
   void on_node_event(const sim::Event& ev) override;
   bool has_pending(int port) override;
+  void idle(int port) override;
 
  private:
   friend class Fabric;
@@ -421,8 +430,10 @@ class HcaNode final : public Node {
 
   SeededRng rng_;
   std::unique_ptr<Device> device_;
-  std::vector<std::array<Fifo<std::uint32_t>, 16>> out_;
-  std::uint32_t inflight_ = 0;  // pulled, not yet on the wire
+  std::vector<std::array<Fifo<std::uint32_t>, 16>> out_;  // per port, per VL, in ready order
+  std::vector<TimeNs> wake_ns_;  // per port: a kEvHcaTxWake posted for then, or kNoDeadline
+  TimeNs rate_gap_ns_ = 0;       // HcaModel::message_rate_mpps_max as a gap per packet
+  std::uint32_t inflight_ = 0;   // pulled, not yet on the wire
   TimeNs tx_rate_free_ns_ = 0, pcie_tx_free_ps_ = 0, last_ready_ns_ = 0;
   TimeNs rx_rate_free_ns_ = 0, pcie_rx_free_ps_ = 0;
   sim::EventId deadline_{};

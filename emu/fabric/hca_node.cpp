@@ -42,7 +42,12 @@ std::uint32_t dest_qp(const std::uint8_t* h) {
 
 HcaNode::HcaNode(Fabric& fabric, topo::NodeId id, int num_ports, const DeviceConfig& dc,
                  std::uint64_t rng_seed)
-    : Node(fabric, id), rng_(rng_seed), device_(Device::create(dc, rng_)), out_(num_ports + 1) {
+    : Node(fabric, id),
+      rng_(rng_seed),
+      device_(Device::create(dc, rng_)),
+      out_(num_ports + 1),
+      wake_ns_(num_ports + 1, kNoDeadline),
+      rate_gap_ns_(rate_gap_ns(fabric.config().hca.message_rate_mpps_max)) {
   ports_.resize(num_ports + 1);
 }
 
@@ -66,6 +71,7 @@ std::uint32_t HcaNode::materialize(const TxPacket& tx) {
   p.corrupt = false;
   p.data = tx.payload_bytes > 0;
   p.tail_ns = 0;
+  p.ready_ns = 0;
   if (fabric_.config().mode == DataMode::kVerified) {
     p.bytes.resize(p.wire_bytes);
     tx.write_to(p.bytes);
@@ -78,7 +84,7 @@ std::uint32_t HcaNode::materialize(const TxPacket& tx) {
 void HcaNode::pump() {
   const TimeNs t = now();
   const HcaModel& m = fabric_.config().hca;
-  const TimeNs gap = rate_gap_ns(m.message_rate_mpps_max);
+  const TimeNs gap = rate_gap_ns_;
   TxPacket tx;
   while (inflight_ < m.tx_pipeline_packets_max && device_->poll_transmit(t, tx)) {
     const std::uint32_t pk = materialize(tx);
@@ -92,10 +98,35 @@ void HcaNode::pump() {
     }
     ready = std::max(ready, last_ready_ns_);
     last_ready_ns_ = ready;
+    // Queued at once, stamped with its ready time: the port takes it when it is free and the
+    // packet is ready (HcaNode::idle wakes an idle port then), so no event per packet.
+    Packet& p = fabric_.pool()[pk];
+    p.ready_ns = ready;
+    const int port = p.out_port;
+    if (port < 1 || port > num_ports() || !ports_[port].up ||
+        (fabric_.config().sm_managed && !port_active(port))) {
+      if (port >= 1 && port <= num_ports()) ports_[port].counters.port_xmit_discards++;
+      fabric_.pool().free(pk);
+      continue;
+    }
     inflight_++;
-    fabric_.sim().post_at(ready, comp_, kEvHcaTxReady, pk);
+    out_[port][data_vl(port, 0, p.sl)].push_back(pk);
+    try_send(port);
   }
   arm_deadline();
+}
+
+void HcaNode::idle(int port) {
+  const TimeNs t = now();
+  TimeNs first = kNoDeadline;
+  for (const auto& q : out_[port]) {
+    if (q.empty()) continue;
+    const TimeNs r = fabric_.pool()[q.front()].ready_ns;
+    if (r > t) first = std::min(first, r);  // (a ready head waits for credits: an FC wakes it)
+  }
+  if (first >= wake_ns_[port]) return;  // nothing to wait for, or already woken in time
+  wake_ns_[port] = first;
+  fabric_.sim().post_at(first, comp_, kEvHcaTxWake, static_cast<std::uint64_t>(port));
 }
 
 void HcaNode::arm_deadline() {
@@ -114,7 +145,9 @@ void HcaNode::arm_deadline() {
 
 std::uint32_t HcaNode::head_packet(int port, std::uint8_t vl) {
   const auto& q = out_[port][vl];
-  return q.empty() ? kNoPacket : q.front();
+  if (q.empty()) return kNoPacket;
+  const std::uint32_t pk = q.front();
+  return fabric_.pool()[pk].ready_ns <= now() ? pk : kNoPacket;
 }
 
 void HcaNode::take_head(int port, std::uint8_t vl) {
@@ -137,7 +170,7 @@ void HcaNode::accept(int /*port*/, std::uint32_t pk) {
   const Packet& p = fabric_.pool()[pk];
   const HcaModel& m = fabric_.config().hca;
   const TimeNs t0 = std::max(now(), rx_rate_free_ns_);
-  rx_rate_free_ns_ = t0 + rate_gap_ns(m.message_rate_mpps_max);
+  rx_rate_free_ns_ = t0 + rate_gap_ns_;
   TimeNs at = t0 + m.rx_proc_ns;
   if (p.payload_bytes > 0) {
     const std::uint64_t start_ps = std::max(at * 1000, pcie_rx_free_ps_);
@@ -193,19 +226,9 @@ void HcaNode::deliver(std::uint32_t pk) {
 
 void HcaNode::on_node_event(const sim::Event& ev) {
   switch (ev.kind) {
-    case kEvHcaTxReady: {
-      const auto pk = static_cast<std::uint32_t>(ev.data);
-      Packet& p = fabric_.pool()[pk];
-      const int port = p.out_port;
-      if (port < 1 || port > num_ports() || !ports_[port].up ||
-          (fabric_.config().sm_managed && !port_active(port))) {
-        if (port >= 1 && port <= num_ports()) ports_[port].counters.port_xmit_discards++;
-        inflight_--;
-        fabric_.pool().free(pk);
-        pump();
-        return;
-      }
-      out_[port][data_vl(port, 0, p.sl)].push_back(pk);
+    case kEvHcaTxWake: {
+      const auto port = static_cast<int>(ev.data);
+      if (wake_ns_[port] == ev.time_ns) wake_ns_[port] = kNoDeadline;
       try_send(port);
       return;
     }
@@ -255,6 +278,7 @@ void HcaNode::send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, st
   const std::uint32_t pk = build_mad_packet(mad, state_.ports[port].lid, dlid, vl15);
   Packet& p = fabric_.pool()[pk];
   p.out_port = static_cast<std::uint8_t>(port);
+  p.ready_ns = 0;
   if (!vl15) inflight_++;  // take_head counts data-VL packets out of the pipeline
   out_[port][p.vl].push_back(pk);
   try_send(port);

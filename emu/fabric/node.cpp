@@ -30,10 +30,11 @@ constexpr std::uint64_t pack_fc(int port, std::uint16_t gen, const link::FcPacke
 
 }  // namespace
 
-Node::Node(Fabric& fabric, topo::NodeId id) : fabric_(fabric), id_(id) {}
-
-TimeNs Node::now() const {
-  return fabric_.sim().now();
+Node::Node(Fabric& fabric, topo::NodeId id) : fabric_(fabric), sim_(fabric.sim()), id_(id) {
+  const LinkModel& lm = fabric.config().link;
+  fc_batch_bytes_ = lm.data_vl_buffer_bytes / std::max<std::uint32_t>(1, lm.fc_batch_divisor);
+  fc_flush_when_empty_ =
+      static_cast<std::uint64_t>(fc_batch_bytes_) + kPacketWireBytesMax > lm.data_vl_buffer_bytes;
 }
 
 void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
@@ -94,6 +95,7 @@ void Node::try_send(int port) {
   const TimeNs t = now();
   const int vl = any ? pe.arb->next(std::span<const std::uint32_t, 16>(head)) : link::kNoVl;
   if (vl == link::kNoVl) {
+    idle(port);
     if (any && !pe.waiting) {
       pe.waiting = true;
       pe.wait_start_ns = t;
@@ -268,12 +270,14 @@ void Node::drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint1
   if (!pe.up || gen != pe.gen) return;  // the buffer went with the link
   pe.credit->on_packet_drained(vl, wire_bytes);
   if (vl == link::kVl15) return;
-  // Credits go back in batches (LinkModel::fc_batch_divisor of the buffer), or at once when the
-  // buffer has emptied: a sender waiting on credits is never left waiting on a drained buffer.
+  // Credits go back in batches (LinkModel::fc_batch_divisor of the buffer). A sender is never
+  // left waiting on a drained buffer: once the buffer and the wire are empty the sender counts
+  // as used only what was freed and not yet advertised, less than a batch, so it still has
+  // buffer - batch, room for the largest packet. Only when that room is smaller than a packet
+  // (a batch close to the whole buffer) does an emptied buffer send its credits at once.
   pe.fc_freed_bytes[vl] += wire_bytes;
-  const std::uint32_t batch = fabric_.config().link.data_vl_buffer_bytes /
-                              std::max<std::uint32_t>(1, fabric_.config().link.fc_batch_divisor);
-  if (pe.fc_freed_bytes[vl] >= batch || pe.credit->receiver().used_blocks(vl) == 0) {
+  if (pe.fc_freed_bytes[vl] >= fc_batch_bytes_ ||
+      (fc_flush_when_empty_ && pe.credit->receiver().used_blocks(vl) == 0)) {
     pe.fc_freed_bytes[vl] = 0;
     flush_fc(port);
   }

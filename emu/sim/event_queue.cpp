@@ -12,6 +12,8 @@ namespace weft::sim {
 // 4 children of 32 bytes: two cache lines per level. Measured against 2 and 8 (1M pending,
 // same binary): 2 was 1.8x slower, 8 about 10-30% slower at 1k pending and no better at 1M.
 static constexpr std::size_t kArity = 4;
+// Below this many keys (256 KiB) pops do not prefetch grandchildren.
+static constexpr std::size_t kPrefetchKeysMin = 8192;
 
 EventQueue::EventQueue(const EventQueueConfig& config)
     : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
@@ -94,14 +96,18 @@ void EventQueue::heap_pop_top() {
   if (n == 0) return;
   const Key last = h[n];
   std::size_t i = 0;
+  // A heap this small sits in L1/L2: prefetching would only cost instructions.
+  const bool prefetch = n > kPrefetchKeysMin;
   for (;;) {
     std::size_t c = kArity * i + 1;
     if (c + kArity <= n) {
       // The next level's address depends on this level's comparisons, so its cache misses
       // would be serial; fetch all grandchildren now, while the comparisons run.
-      std::size_t g = kArity * c + 1;
-      std::size_t g_end = std::min(g + kArity * kArity, n);
-      for (; g < g_end; g += 2) __builtin_prefetch(&h[g]);  // 2 keys per cache line
+      if (prefetch) {
+        std::size_t g = kArity * c + 1;
+        std::size_t g_end = std::min(g + kArity * kArity, n);
+        for (; g < g_end; g += 2) __builtin_prefetch(&h[g]);  // 2 keys per cache line
+      }
       std::size_t best = min_of_four(h, c, less);
       h[i] = h[best];
       i = best;
@@ -132,11 +138,6 @@ void EventQueue::release_key(std::uint32_t slot) {
     s.state = SlotState::kFree;
     free_.push_back(slot);
   }
-}
-
-void EventQueue::post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data) {
-  ++pending_;
-  heap_push(Key{time_ns, next_tag(kNoSlot), data, component, kind});
 }
 
 EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
@@ -192,6 +193,12 @@ void EventQueue::settle_top() {
 bool EventQueue::pop(Event& out) {
   settle_top();
   if (heap_size_ == 0) return false;
+  pop_peeked(out);
+  return true;
+}
+
+void EventQueue::pop_peeked(Event& out) {
+  WEFT_ASSERT(heap_size_ > 0);
   const Key top = heap_.get()[0];
   heap_pop_top();
   if (heap_size_ > 0) {
@@ -207,14 +214,13 @@ bool EventQueue::pop(Event& out) {
   std::uint32_t slot = slot_of(top);
   if (slot == kNoSlot) {
     out.id = EventId{};
-    return true;
+    return;
   }
   Slot& s = slots_[slot];
   out.id = EventId{slot, s.gen};
   s.state = SlotState::kDone;
   ++s.gen;
   release_key(slot);
-  return true;
 }
 
 TimeNs EventQueue::peek_time() {

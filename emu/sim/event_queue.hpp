@@ -86,10 +86,16 @@ class EventQueue {
   // Schedules an event that can be cancelled or re-armed; returns its handle.
   EventId push(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0);
   // Schedules an event that cannot be cancelled (no slab record): the fast path.
-  void post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0);
+  void post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0) {
+    ++pending_;
+    heap_push(Key{time_ns, next_tag(kNoSlot), data, component, kind});
+  }
 
   // Removes the earliest pending event into `out`; false when nothing is pending.
   bool pop(Event& out);
+  // pop() right after peek_time() returned a time (not kNoDeadline): the top is settled, so
+  // this skips looking at it again.
+  void pop_peeked(Event& out);
 
   // Time of the earliest pending event, kNoDeadline when none. Not const: it discards stale
   // keys that have surfaced at the top.

@@ -49,12 +49,6 @@ EventId Simulator::schedule_at(TimeNs time_ns, ComponentId target, EventKind kin
   return queue_.push(time_ns, target, kind, data);
 }
 
-void Simulator::post_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data) {
-  WEFT_ASSERT_MSG(time_ns >= now_, "event posted in the past");
-  WEFT_ASSERT(target < components_.size());
-  queue_.post(time_ns, target, kind, data);
-}
-
 bool Simulator::reschedule(EventId id, TimeNs time_ns) {
   WEFT_ASSERT_MSG(time_ns >= now_, "event rescheduled into the past");
   return queue_.reschedule(id, time_ns);
@@ -88,7 +82,7 @@ StopReason Simulator::run_bounded(TimeNs until_ns, std::uint64_t max_events) {
       now_ = config_.time_ns_max;
       return StopReason::kTimeMax;
     }
-    queue_.pop(ev);
+    queue_.pop_peeked(ev);
     now_ = ev.time_ns;
     ++dispatched_;
     ++done;

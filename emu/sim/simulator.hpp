@@ -28,6 +28,7 @@
 
 #include "emu/sim/event_queue.hpp"
 #include "emu/sim/rng_stream.hpp"
+#include "src/base/assert.hpp"
 
 namespace weft::sim {
 
@@ -101,7 +102,11 @@ class Simulator {
   // post_*: an event that cannot be cancelled (a packet arrival, a transmit completion): the
   // fast path, with no slab record. schedule_*: an event with a handle, for timers that get
   // cancelled or re-armed.
-  void post_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data = 0);
+  void post_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data = 0) {
+    WEFT_ASSERT_MSG(time_ns >= now_, "event posted in the past");
+    WEFT_ASSERT(target < components_.size());
+    queue_.post(time_ns, target, kind, data);
+  }
   void post_in(TimeNs delay_ns, ComponentId target, EventKind kind, std::uint64_t data = 0) {
     post_at(now_ + delay_ns, target, kind, data);
   }

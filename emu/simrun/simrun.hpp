@@ -86,6 +86,7 @@ struct SimReport {
   TimeNs duration_ns = 0, end_ns = 0;
   std::uint64_t events = 0, trace_hash = 0;
   double wall_s = 0;
+  double cpu_s = 0;  // CPU time of this process over the run (the simulation's own cost)
   std::uint64_t posted = 0, completed = 0, lost = 0, in_flight = 0;
   std::uint64_t data_packets = 0;
   std::vector<FlowReport> flows;  // all of them (printing keeps the first few)
