@@ -52,6 +52,10 @@
 #include "src/link/phy_channel.hpp"
 #include "src/link/vl_arbiter.hpp"
 
+namespace weft::sma {
+struct TrapMad;
+}
+
 namespace weft::fabric {
 
 enum class DataMode : std::uint8_t { kVerified, kTimingOnly };
@@ -213,9 +217,10 @@ enum EventKindFabric : sim::EventKind {
   kEvHcaRxDeliver,  // data = packet
   kEvHcaDeadline,
   kEvHcaPull,
-  kEvSmaDone,   // data = packet
-  kEvSmp,       // management path: an SMP reaches the node, data = packet
-  kEvSmpLocal,  // management path: an SMP from the node's own SM to its own SMA, data = packet
+  kEvSmaDone,     // data = packet
+  kEvSmp,         // management path: an SMP reaches the node, data = packet
+  kEvSmpLocal,    // management path: an SMP from the node's own SM to its own SMA, data = packet
+  kEvTrapRepeat,  // a switch's pending trap is due again (sma::repeat_trap), data = its TID
 };
 
 // One external port of a node: both directions of its link end.
@@ -322,8 +327,12 @@ class Node : public sim::Component {
   void smp_arrive(std::uint32_t pk, bool local);
   void smp_route_lid(std::uint32_t pk, TimeNs ready);
   void smp_release_held(TimeNs t);
+  // PortFaults::drop and bit errors on an SMP that reached `port` (true: discarded).
+  bool smp_lost_on_wire(int port, const Packet& p);
   void after_set(std::span<const std::uint8_t> mad);
   void send_trap_128();
+  // Puts a trap on the management path and schedules its repeat (IBA 13.4.9).
+  void send_trap(const sma::TrapMad& trap, std::uint64_t tid);
   // The data VL of `sl` leaving `out` having come in on `in` (sm_managed: the port's SL2VL).
   std::uint8_t data_vl(int out, int in, std::uint8_t sl) const;
   bool port_active(int port) const { return state_.ports[port].state == sma::LinkState::kActive; }

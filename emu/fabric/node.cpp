@@ -71,6 +71,11 @@ void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
     case kEvSmpLocal:
       smp_arrive(static_cast<std::uint32_t>(ev.data), /*local=*/true);
       return;
+    case kEvTrapRepeat:  // until the SM's TrapRepress clears it (or a newer trap replaces it)
+      if (state_.trap.active && state_.trap.tid == ev.data) {
+        if (auto trap = sma::repeat_trap(state_)) send_trap(*trap, ev.data);
+      }
+      return;
     default:
       on_node_event(ev);
   }
@@ -468,6 +473,32 @@ void Node::smp_route_lid(std::uint32_t pk, TimeNs ready) {
   smp_transmit(out, pk, ready);
 }
 
+// VL15 crosses the same wire as the data VLs: PortFaults::drop and bit errors (after FEC)
+// discard an SMP the way they discard a data packet (IBA 7.8.2: a failed VCRC is dropped); the SM
+// retries, a trap is repeated. Delay, jitter, reordering and duplicates apply to data VLs only.
+bool Node::smp_lost_on_wire(int port, const Packet& p) {
+  PortEnd& pe = ports_[port];
+  Rng& rng = fabric_.sim().rng(comp_);
+  if (pe.faults && pe.faults->drop > 0.0 && rng.chance(pe.faults->drop)) {
+    pe.counters.fault_dropped++;
+    return true;
+  }
+  const double ber =
+      pe.faults && pe.faults->ber >= 0.0 ? pe.faults->ber : fabric_.config().link.ber;
+  if (ber <= 0.0 || !pe.phy) return false;
+  const link::PhyOutcome o = pe.phy->carry_modelled(p.wire_bytes, rng);
+  const link::PortErrorCounters& ec = pe.phy->counters();
+  sma::PortCounters& pc = pma(port);
+  sma::PortCounters::sat_add(pc.symbol_error_counter,
+                             ec.symbol_error_counter - pe.counters.symbol_error_counter);
+  sma::PortCounters::sat_add(pc.port_rcv_errors, ec.port_rcv_errors - pe.counters.port_rcv_errors);
+  pe.counters.symbol_error_counter = ec.symbol_error_counter;
+  pe.counters.port_rcv_errors = ec.port_rcv_errors;
+  pe.counters.fec_corrected_blocks = ec.fec_corrected_blocks;
+  pe.counters.fec_uncorrectable = ec.fec_uncorrectable_codewords;
+  return o.dropped;
+}
+
 void Node::smp_release_held(TimeNs t) {
   while (!held_.empty() && held_.front() <= t) held_.pop_front();
 }
@@ -480,6 +511,10 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   if (!local) {
     PortEnd& pe = ports_[port];
     if (!pe.up || p.link_gen != pe.gen) {  // lost with the link
+      pool.free(pk);
+      return;
+    }
+    if ((pe.faults || fabric_.config().link.ber > 0.0) && smp_lost_on_wire(port, p)) {
       pool.free(pk);
       return;
     }
@@ -575,8 +610,15 @@ void Node::after_set(std::span<const std::uint8_t> mad) {
 
 void Node::send_trap_128() {
   if (!state_.is_switch()) return;
-  auto trap = sma::make_trap_128(state_, trap_tid_++);
+  const std::uint64_t tid = trap_tid_++;
+  auto trap = sma::make_trap_128(state_, tid);
   if (!trap) return;  // no SM yet
+  send_trap(*trap, tid);
+}
+
+void Node::send_trap(const sma::TrapMad& trap_mad, std::uint64_t tid) {
+  const sma::TrapMad* trap = &trap_mad;
+  fabric_.sim().post_at(now() + sma::trap_repeat_ns(state_), comp_, kEvTrapRepeat, tid);
   PacketPool& pool = fabric_.pool();
   const std::uint32_t pk = pool.alloc();
   Packet& p = pool[pk];

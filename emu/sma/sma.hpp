@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <weft/types.hpp>
+
 #include "emu/sma/node_state.hpp"
 #include "src/wire/mad.hpp"
 #include "src/wire/mad_attrs.hpp"
@@ -79,5 +81,15 @@ struct TrapMad {
   std::uint8_t sl = 0;     // MasterSMSL
 };
 std::optional<TrapMad> make_trap_128(NodeState& node, std::uint64_t tid);
+
+// Trap repetition (IBA 13.4.9): make_trap_128 records the trap in NodeState::trap; a
+// LID-routed TrapRepress (method 0x07, attribute Notice) whose TID matches clears it (counted in
+// stats.traps_repressed; any other TrapRepress is absorbed and changes nothing). While it is
+// pending, repeat_trap() builds the same trap again, same TID, to the current MasterSMLID
+// (nullopt when nothing is pending or the node has no SM LID). The fabric calls it every
+// trap_repeat_ns(): 4.096 us x 2^SubnetTimeOut of the node's LID port (PortInfo, set by the SM),
+// the subnet's maximum expected propagation delay.
+std::optional<TrapMad> repeat_trap(NodeState& node);
+TimeNs trap_repeat_ns(const NodeState& node);
 
 }  // namespace weft::sma

@@ -12,6 +12,7 @@
 
 #include "emu/fabric/workload.hpp"
 #include "emu/sm/fabric_sm.hpp"
+#include "emu/sma/sma.hpp"
 #include "emu/topo/generators.hpp"
 #include "emu/topo/spec.hpp"
 
@@ -247,6 +248,94 @@ TEST(FabricSm, Vl15DropsAreRetried) {
   EXPECT_GT(r.sweep.total.mads_retried, 0u);
   EXPECT_EQ(r.sweep.total.mads_lost, 0u);
   EXPECT_EQ(f.totals().vl15_dropped, r.vl15_dropped);
+}
+
+// VL15 crosses the same wires as data: PortFaults drops and bit errors that FEC cannot repair
+// discard SMPs on the management path too; the SM's retries carry the bring-up through.
+TEST(FabricSm, SmpsLostToFaultsAndBitErrorsAreRetried) {
+  const topo::Topology t = spec("fat-tree:k=4");
+  sim::Simulator sim({.seed = 3});
+  Fabric f(sim, t, managed());
+  std::size_t lossy = 0, noisy = 0;
+  for (topo::LinkId l = 0; l < t.link_count(); ++l) {
+    const topo::Link& k = t.link(l);
+    if (!t.node(k.a.node).is_switch() || !t.node(k.b.node).is_switch()) continue;
+    fabric::PortFaults pf;
+    if (l % 2 == 0) {
+      pf.drop = 0.2;
+      ++lossy;
+    } else {
+      pf.ber = 2e-4;  // ~0.46 bit errors per 290-byte SMP: some beyond what FEC repairs
+      ++noisy;
+    }
+    ASSERT_TRUE(f.set_port_faults(k.a.node, k.a.port, pf));
+    ASSERT_TRUE(f.set_port_faults(k.b.node, k.b.port, pf));
+  }
+  ASSERT_GT(lossy, 0u);
+  ASSERT_GT(noisy, 0u);
+  SmOptions o = options(routing::Engine::kFtree);
+  o.sm.timeout_ns = 200'000;
+  o.sm.retries_max = 30;
+  const BringUpReport r = bring_up(f, o);
+  expect_ok(r, "lossy");
+  const fabric::PortCounters c = f.totals();
+  EXPECT_GT(c.fault_dropped, 0u);
+  EXPECT_GT(c.port_rcv_errors, 0u);
+  EXPECT_GT(c.fec_corrected_blocks, 0u);
+  EXPECT_EQ(r.sweep.total.mads_lost, 0u);
+  // Every SMP the fabric discarded was sent again: the SM's retries cover the losses.
+  EXPECT_GE(r.sweep.total.mads_retried + (r.mads - r.sweep.total.mads_sent), c.fault_dropped / 2);
+  std::printf("dropped %llu, bad CRC %llu, FEC-corrected %llu, SMPs %llu, retried %llu\n",
+              (unsigned long long)c.fault_dropped, (unsigned long long)c.port_rcv_errors,
+              (unsigned long long)c.fec_corrected_blocks, (unsigned long long)r.mads,
+              (unsigned long long)r.sweep.total.mads_retried);
+}
+
+// IBA 13.4.9: a trap the SM never saw is sent again (same TID) every 4.096 us x 2^SubnetTimeOut
+// until the SM's TrapRepress comes back; then the SM re-sweeps as for any trap 128.
+TEST(FabricSm, LostTrapIsRepeatedUntilRepressed) {
+  const topo::Topology t = two_switches();  // 0 s1, 1 s2, 2..5 h0..h3; the SM on h0 (node 2)
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  SmOptions o = options(routing::Engine::kMinHop);
+  o.sm.subnet_timeout = 10;  // 4,194,304 ns between repeats
+  std::unique_ptr<FabricSm> sm;
+  expect_ok(bring_up(f, o, sm), "two switches");
+  sma::NodeState& s2 = f.node(1).state();
+  EXPECT_EQ(s2.ports[0].subnet_timeout, 10);
+  EXPECT_EQ(sma::trap_repeat_ns(s2), 4'194'304u);
+  EXPECT_FALSE(s2.trap.active);
+  // Everything reaching the SM's port is lost for 2 ms; h3's link (s2 port 2) fails now.
+  fabric::PortFaults blackout;
+  blackout.drop = 1.0;
+  ASSERT_TRUE(f.set_port_faults(2, 1, blackout));
+  const TimeNs t0 = sim.now();
+  f.set_link_state(t.node(1).ports[2].link, false, t0);
+  sim.run_until(t0 + 2'000'000);
+  EXPECT_TRUE(s2.trap.active);
+  EXPECT_EQ(s2.trap.sends, 1u);
+  const std::uint64_t tid = s2.trap.tid;
+  EXPECT_EQ(sm->sm().traps_received(), 0u);
+  EXPECT_EQ(f.counters(2, 1).fault_dropped, 1u);  // the trap
+  ASSERT_TRUE(f.set_port_faults(2, 1, fabric::PortFaults{}));
+  // The repeat at t0 + 4.19 ms reaches the SM, which represses it and sweeps.
+  sim.run_until(t0 + 4'194'304 - 1);
+  EXPECT_EQ(sm->sm().traps_received(), 0u);
+  sim.run_until(t0 + 6'000'000);
+  EXPECT_EQ(sm->sm().traps_received(), 1u);
+  EXPECT_FALSE(s2.trap.active);
+  EXPECT_EQ(s2.trap.tid, tid);
+  EXPECT_EQ(s2.trap.sends, 2u);
+  EXPECT_EQ(s2.stats.traps_repeated, 1u);
+  EXPECT_EQ(s2.stats.traps_repressed, 1u);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.route(f.lid(5)), sma::kLftUnreachable) << "h3's LID no longer routed";
+  // Repressed: no more repeats.
+  sim.run_until(sim.now() + 20'000'000);
+  EXPECT_EQ(s2.trap.sends, 2u);
+  EXPECT_EQ(sm->sm().traps_received(), 1u);
 }
 
 // The LID-routed path of `src` to `dst`'s LID: the first switch-to-switch link it takes.

@@ -682,6 +682,48 @@ TEST(SmaTrap, Trap128Layout) {
   EXPECT_TRUE(n.is_generic);
 }
 
+// IBA 13.4.9: the trap stays pending until a TrapRepress with its TID; repeats are the same
+// MAD (same TID, same Notice); a TrapRepress with another TID changes nothing.
+TEST(SmaTrap, RepeatedUntilTrapRepress) {
+  NodeState sw = test_switch();
+  EXPECT_FALSE(repeat_trap(sw).has_value());  // nothing pending
+  sw.ports[0].lid = 0x0007;
+  sw.ports[0].master_sm_lid = 0x0001;
+  sw.ports[0].subnet_timeout = 10;
+  EXPECT_EQ(trap_repeat_ns(sw), 4'194'304u);  // 4.096 us * 2^10
+  const auto first = make_trap_128(sw, 0x42);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(sw.trap.active);
+  EXPECT_EQ(sw.trap.tid, 0x42u);
+  EXPECT_EQ(sw.trap.sends, 1u);
+  const auto again = repeat_trap(sw);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->mad, first->mad);  // byte for byte: TID 0x42, Notice of trap 128
+  EXPECT_EQ(again->dlid, 1);
+  EXPECT_EQ(sw.trap.sends, 2u);
+  EXPECT_EQ(sw.stats.traps_repeated, 1u);
+  // The SM moved: the repeat follows the new MasterSMLID.
+  sw.ports[0].master_sm_lid = 0x0003;
+  EXPECT_EQ(repeat_trap(sw)->dlid, 3);
+  // TrapRepress of another TID: absorbed, still pending.
+  Mad rep = lid_smp(0x07, attr(SmpAttrExt::kNotice), 0);  // TID 0x1234
+  EXPECT_EQ(handle_smp(sw, 1, rep).action, SmpAction::kAbsorbed);
+  EXPECT_TRUE(sw.trap.active);
+  EXPECT_EQ(sw.stats.traps_repressed, 0u);
+  // The SM's TrapRepress: the trap's own bytes with method 0x07.
+  rep = first->mad;
+  rep[3] = 0x07;
+  EXPECT_EQ(handle_smp(sw, 3, rep).action, SmpAction::kAbsorbed);
+  EXPECT_FALSE(sw.trap.active);
+  EXPECT_EQ(sw.stats.traps_repressed, 1u);
+  EXPECT_FALSE(repeat_trap(sw).has_value());
+  // A newer trap replaces the pending one.
+  ASSERT_TRUE(make_trap_128(sw, 0x43).has_value());
+  ASSERT_TRUE(make_trap_128(sw, 0x44).has_value());
+  EXPECT_EQ(sw.trap.tid, 0x44u);
+  EXPECT_EQ(sw.trap.sends, 1u);
+}
+
 TEST(SmaLink, UpAndDown) {
   NodeState sw = test_switch();
   EXPECT_TRUE(link_up(sw, 2));
