@@ -74,6 +74,9 @@ struct LinkModel {
   // credit round trip of a 400 Gb/s link with a few hundred ns of switch latency.
   std::uint32_t data_vl_buffer_bytes = 64 * 1024;
   std::uint32_t vl15_buffer_bytes = 2 * 1024;  // a few SMPs
+  // A link a PortInfo Set took down (PortState Down, PortPhysicalState Polling) trains again
+  // after this (sm_managed management path; Disabled stays down).
+  TimeNs retrain_ns = 50'000;
   // An FC packet goes back when this fraction of the buffer has been freed since the last one,
   // or when the buffer is empty (1 = only then or when all of it was freed; large = every
   // packet). 8 keeps credits flowing well ahead of a 400 Gb/s sender and saves an event per
@@ -327,6 +330,8 @@ class Node : public sim::Component {
   void smp_arrive(std::uint32_t pk, bool local);
   void smp_route_lid(std::uint32_t pk, TimeNs ready);
   void smp_release_held(TimeNs t);
+  void after_port_sets(std::span<const std::uint8_t> ports,
+                       const std::array<sma::PhysState, 256>& phys_before, TimeNs answered);
   // PortFaults::drop and bit errors on an SMP that reached `port` (true: discarded).
   bool smp_lost_on_wire(int port, const Packet& p);
   void after_set(std::span<const std::uint8_t> mad);

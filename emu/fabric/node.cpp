@@ -551,6 +551,15 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   sma::SmpContext ctx;
   ctx.lrh_slid = p.slid;
   const auto in = static_cast<std::uint8_t>(port);
+  // A PortInfo Set may move a link (see after_port_sets): keep the physical states before it.
+  std::array<sma::PhysState, 256> phys_before;
+  const bool port_info_set =
+      p.bytes.size() >= 18 && p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet) &&
+      (p.bytes[16] << 8 | p.bytes[17]) == static_cast<int>(wire::SmpAttr::kPortInfo);
+  if (port_info_set) {
+    for (std::size_t q = 0; q < state_.ports.size() && q < phys_before.size(); ++q)
+      phys_before[q] = state_.ports[q].phys_state;
+  }
   const sma::MadReply r = sma::handle_smp(state_, in, p.bytes, ctx);
   if (r.is_response && r.status == 0 &&
       p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet)) {
@@ -575,6 +584,8 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   sma_free_ns_ = done;
   if (!local) held_.push_back(done);
   smps_handled_++;
+  if (port_info_set && !r.state_changed_ports.empty())
+    after_port_sets(r.state_changed_ports, phys_before, done);
   std::copy(r.mad.begin(), r.mad.end(), p.bytes.begin());
   if (r.action == sma::SmpAction::kSendOut) {
     p.directed = true;
@@ -605,6 +616,37 @@ void Node::after_set(std::span<const std::uint8_t> mad) {
     for (int q = 1; q <= num_ports(); ++q) {
       if (ports_[q].connected) rebuild_arbiter(q);
     }
+  }
+}
+
+// PortInfo Sets that moved a port's link (IBA 7.2, 14.2.5.6): PortState Down or
+// PortPhysicalState Polling on a trained link takes it down at both ends once the SMA's answer
+// is on its way (so the answer is not lost with the link), then it trains again to Init after
+// LinkModel::retrain_ns; PortPhysicalState Disabled keeps it down until a Set of Polling; a
+// Polling Set on a Disabled port trains it (unless the other end is Disabled too).
+void Node::after_port_sets(std::span<const std::uint8_t> ports,
+                           const std::array<sma::PhysState, 256>& phys_before, TimeNs answered) {
+  const FabricConfig& c = fabric_.config();
+  for (const std::uint8_t q : ports) {
+    if (q == 0 || q > num_ports() || !ports_[q].connected) continue;
+    const PortEnd& pe = ports_[q];
+    const topo::PortRef me{id_, q};
+    const topo::LinkId link = fabric_.topology().node(id_).ports[q].link;
+    const auto peer = fabric_.topology().peer(me);
+    const sma::PhysState now_phys = state_.ports[q].phys_state;
+    // After the answer's serialization, wire and the next switch: it has left the port.
+    const TimeNs down_at = answered + pe.smp_serial_ns + pe.prop_ns + c.sw.latency_ns + 1;
+    bool train = false;
+    if (pe.up && now_phys != sma::PhysState::kLinkUp) {
+      fabric_.set_link_state(link, false, down_at);
+      train = now_phys == sma::PhysState::kPolling;
+    } else if (!pe.up && now_phys == sma::PhysState::kPolling &&
+               phys_before[q] == sma::PhysState::kDisabled) {
+      train = true;
+    }
+    if (train && peer &&
+        fabric_.node(peer->node).state().ports[peer->port].phys_state != sma::PhysState::kDisabled)
+      fabric_.set_link_state(link, true, down_at + c.link.retrain_ns);
   }
 }
 

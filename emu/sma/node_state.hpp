@@ -312,7 +312,8 @@ NodeState make_switch(const NodeParams& p);
 // A CA: ports 1..N Down/Polling, port GUID = node GUID + port number.
 NodeState make_ca(const NodeParams& p);
 // The fabric calls these when a link trains / fails. link_up moves a Down port to Init with
-// PhysState LinkUp; link_down moves it to Down/Polling and counts LinkDowned if it was up.
+// PhysState LinkUp; link_down moves it to Down/Polling (a port the SM Disabled stays Disabled)
+// and counts LinkDowned if it was up (LinkUp: not when a PortInfo Set took it down).
 // Both return true when the logical state changed (the caller then sends trap 128 if the node
 // is a switch, see sma.hpp make_trap_128) and set SwitchInfo.PortStateChange on a switch.
 bool link_up(NodeState& n, std::uint8_t port);

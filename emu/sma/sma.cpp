@@ -260,13 +260,21 @@ void apply_port_info(NodeState& n, PortState& p, const wire::PortInfo& v, bool a
   p.overrun_errors = v.overrun_errors;
 
   const LinkState before = p.state;
+  const PhysState phys_before = p.phys_state;
   const bool is_port0 = n.is_switch() && p.port_num == 0;
   if (v.port_phys_state != 0 && !is_port0) {
     p.phys_state = static_cast<PhysState>(v.port_phys_state);
     p.state = LinkState::kDown;  // Polling/Disabled take the link down (5.6)
   }
   if (v.port_state != LinkState::kNoChange) p.state = v.port_state;
-  if (p.state != before) {
+  // PortState Down on a trained link: the link leaves LinkUp and trains again (7.2); the
+  // fabric takes it down and up (MadReply::state_changed_ports).
+  if (!is_port0 && p.state == LinkState::kDown && before != LinkState::kDown &&
+      p.phys_state == PhysState::kLinkUp)
+    p.phys_state = PhysState::kPolling;
+  if (phys_before == PhysState::kLinkUp && p.phys_state != PhysState::kLinkUp)
+    p.counters.count_link_downed();  // the link leaves LinkUp, as when it fails
+  if (p.state != before || p.phys_state != phys_before) {
     changed.push_back(p.port_num);
     if (n.is_switch() && p.state == LinkState::kDown) n.sw.port_state_change = true;
   }

@@ -55,8 +55,10 @@ struct MadReply {
   std::uint8_t out_port = 0;  // kSendOut: the port; kRouteByLid: the port the request came in
   std::uint16_t dlid = 0;     // kRouteByLid: the destination LID
   std::array<std::uint8_t, wire::kMadBytes> mad{};
-  // Ports whose logical state this MAD changed (PortInfo Set). The fabric reacts: a port Set
-  // to Down drops its link (then retrains it to Init); Armed/Active change what it forwards.
+  // Ports whose logical or physical state this MAD changed (PortInfo Set). The fabric reacts:
+  // a port Set to Down (its PhysState then Polling) or to PortPhysicalState Polling drops its
+  // link, which trains again to Init; Disabled keeps it down until a Set of Polling (7.2, 5.6);
+  // Armed/Active change what it forwards.
   std::vector<std::uint8_t> state_changed_ports;
 };
 

@@ -338,6 +338,94 @@ TEST(FabricSm, LostTrapIsRepeatedUntilRepressed) {
   EXPECT_EQ(sm->sm().traps_received(), 1u);
 }
 
+// A LID-routed PortInfo Set of `port` of node `target`, sent by the SM's HCA (node 2): the
+// port's current PortInfo with `state` / `phys` written (read-modify-write as an SM does it).
+void set_port(Fabric& f, topo::NodeId target, std::uint8_t port, wire::PortState state,
+              std::uint8_t phys, std::uint64_t tid) {
+  const sma::PortState& ps = f.node(target).state().ports[port];
+  wire::PortInfo v;
+  v.neighbor_mtu = ps.neighbor_mtu;
+  v.hoq_life = ps.hoq_life;
+  v.vl_stall_count = ps.vl_stall_count;
+  v.port_state = state;
+  v.port_phys_state = phys;
+  wire::SmpLid s;
+  s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
+  s.hdr.method = static_cast<std::uint8_t>(wire::MadMethod::kSet);
+  s.hdr.tid = tid;
+  s.hdr.attr_id = static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo);
+  s.hdr.attr_mod = port;
+  wire::encode(v, s.data);
+  std::array<std::uint8_t, wire::kMadBytes> mad{};
+  wire::encode_smp(s, mad);
+  ASSERT_TRUE(f.send_smp_from(2, 1, mad, f.lid(target), f.lid(2)));
+}
+
+// IBA 7.2 / 14.2.5.6: PortInfo Set PortState Down takes the link down at both ends; it trains
+// again to Init (LinkModel::retrain_ns), the switch's trap 128 brings the SM, which activates it.
+// PortPhysicalState Disabled keeps the link down until a Set of Polling.
+TEST(FabricSm, PortInfoSetDownAndDisableMoveTheLink) {
+  const topo::Topology t = two_switches();  // s2 (node 1) port 2 <-> h3 (node 5)
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  std::unique_ptr<FabricSm> sm;
+  expect_ok(bring_up(f, options(routing::Engine::kMinHop), sm), "two switches");
+  const sma::NodeState& s2 = f.node(1).state();
+  const sma::NodeState& h3 = f.node(5).state();
+  const std::uint64_t ignored0 = sm->sm().ignored_mads();
+  ASSERT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+
+  // Down: gone at both ends once the answer is out, back in Init 50 us later, then Active.
+  TimeNs t0 = sim.now();
+  set_port(f, 1, 2, wire::PortState::kDown, 0, 0x5E70001);
+  sim.run_until(t0 + 10'000);
+  EXPECT_EQ(sm->sm().ignored_mads(), ignored0 + 1) << "the Set's GetResp reached the SM's port";
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kDown);
+  EXPECT_EQ(h3.ports[1].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(s2.ports[2].counters.link_downed_counter, 1);
+  EXPECT_EQ(f.counters(1, 2).link_downed_counter, 1u);
+  EXPECT_EQ(f.counters(5, 1).link_downed_counter, 1u);
+  EXPECT_FALSE(f.send_smp(5, f.lid(2))) << "h3's port is down";
+  sim.run_until(t0 + 10'000 + f.config().link.retrain_ns);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kLinkUp);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kInit);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_GE(sm->sm().traps_received(), 1u);
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kActive);
+  EXPECT_TRUE(verify_nodes(f, sm->sm().sm_lid()).ok());
+  write_byte_exact(f, 2, 5, 4096);
+
+  // Disabled: stays down (no training), until PortPhysicalState Polling.
+  t0 = sim.now();
+  set_port(f, 1, 2, wire::PortState::kNoChange, 3, 0x5E70002);
+  sim.run_until(t0 + 5'000'000);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kDisabled);
+  EXPECT_EQ(h3.ports[1].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(s2.ports[2].counters.link_downed_counter, 2);
+  EXPECT_EQ(f.counters(1, 2).link_downed_counter, 2u);
+  // A Set of Down on the disabled port changes nothing physical.
+  set_port(f, 1, 2, wire::PortState::kDown, 0, 0x5E70003);
+  sim.run_until(sim.now() + 1'000'000);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kDisabled);
+  t0 = sim.now();
+  set_port(f, 1, 2, wire::PortState::kNoChange, 2, 0x5E70004);
+  sim.run_until(t0 + 10'000 + f.config().link.retrain_ns);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kLinkUp);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kInit);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kActive);
+  EXPECT_EQ(f.counters(1, 2).link_downed_counter, 2u);
+  EXPECT_EQ(sm->sm().ignored_mads(), ignored0 + 4) << "four Sets, four GetResps";
+  EXPECT_TRUE(verify_nodes(f, sm->sm().sm_lid()).ok());
+  write_byte_exact(f, 2, 5, 4096);
+}
+
 // The LID-routed path of `src` to `dst`'s LID: the first switch-to-switch link it takes.
 topo::LinkId first_uplink(Fabric& f, topo::NodeId src, topo::NodeId dst) {
   const topo::Topology& t = f.topology();

@@ -380,6 +380,44 @@ TEST(SmaSet, PortStateTransitions) {
   }
 }
 
+// PortState Down on a trained port sends its PhysState to Polling (the link retrains);
+// PortPhysicalState Disabled / Polling are written as asked; both list the port for the fabric
+// and count LinkDownedCounter once when the link leaves LinkUp.
+TEST(SmaSet, PortStateDownAndPhysicalStates) {
+  NodeState sw = test_switch();
+  ASSERT_TRUE(link_up(sw, 4));
+  sw.ports[4].state = LinkState::kActive;
+  auto set = [&](wire::PortState state, std::uint8_t phys) {
+    wire::PortInfo v = wire::decode_port_info(port_info_data(sw.ports[4]));
+    v.port_state = state;
+    v.port_phys_state = phys;
+    Data d{};
+    wire::encode(v, d);
+    return dr_request(sw, 1, kSet, attr(SmpAttr::kPortInfo), 4, d);
+  };
+  MadReply r = set(wire::PortState::kDown, 0);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.state_changed_ports, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(sw.ports[4].state, LinkState::kDown);
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kPolling);
+  EXPECT_EQ(wire::decode_port_info(smp_data(r.mad)).port_phys_state, 2);
+  EXPECT_EQ(sw.ports[4].counters.link_downed_counter, 1);
+  EXPECT_FALSE(link_down(sw, 4)) << "the fabric's link_down then changes nothing";
+  EXPECT_EQ(sw.ports[4].counters.link_downed_counter, 1);
+  r = set(wire::PortState::kNoChange, 3);  // Disabled
+  EXPECT_EQ(r.state_changed_ports, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kDisabled);
+  EXPECT_FALSE(link_down(sw, 4));
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kDisabled) << "link_down keeps Disabled";
+  r = set(wire::PortState::kNoChange, 2);  // Polling
+  EXPECT_EQ(r.state_changed_ports, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kPolling);
+  EXPECT_EQ(sw.ports[4].counters.link_downed_counter, 1);
+  r = set(wire::PortState::kNoChange, 5);  // LinkUp is not writable
+  EXPECT_EQ(r.status, status(MadStatus::kInvalidField));
+  EXPECT_TRUE(r.state_changed_ports.empty());
+}
+
 TEST(SmaSet, LftBlocksAndLinearFdbTop) {
   NodeState sw = test_switch();
   Data d{};
