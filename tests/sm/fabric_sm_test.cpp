@@ -612,6 +612,135 @@ TEST(FabricSm, MulticastThroughTheMft) {
   }
 }
 
+// The MFT entry of `mlid` every switch should hold, derived from the nodes' own LFTs: the union
+// of the paths from each member's switch to the first member's switch.
+std::map<topo::NodeId, std::uint16_t> expected_mft(Fabric& f, const std::vector<topo::NodeId>& m) {
+  const topo::Topology& t = f.topology();
+  std::map<topo::NodeId, std::uint16_t> want;
+  const topo::NodeId root = t.peer({m[0], 1})->node;
+  const std::uint16_t root_lid = f.lid(root);
+  for (topo::NodeId x : m) {
+    topo::PortRef at = *t.peer({x, 1});
+    want[at.node] |= static_cast<std::uint16_t>(1u << at.port);
+    for (int hop = 0; hop < 8 && at.node != root; ++hop) {
+      const std::uint8_t out = f.node(at.node).state().route(root_lid);
+      want[at.node] |= static_cast<std::uint16_t>(1u << out);
+      at = *t.peer({at.node, out});
+      want[at.node] |= static_cast<std::uint16_t>(1u << at.port);
+    }
+  }
+  return want;
+}
+
+// A PMA Get to `mlid` from `from`: how many MADs each HCA received (the members' PMAs answer
+// by LID, so the sender counts one GetResp per other member).
+std::map<topo::NodeId, std::uint64_t> multicast_once(Fabric& f, topo::NodeId from,
+                                                     std::uint16_t mlid) {
+  const auto h = hcas(f.topology());
+  std::map<topo::NodeId, std::uint64_t> before, got;
+  for (topo::NodeId n : h) before[n] = f.node(n).mads_received();
+  std::array<std::uint8_t, wire::kMadBytes> mad{};
+  mad[0] = 1;
+  mad[1] = static_cast<std::uint8_t>(wire::MgmtClass::kPerfMgt);
+  mad[2] = 1;
+  mad[3] = static_cast<std::uint8_t>(wire::MadMethod::kGet);
+  EXPECT_TRUE(f.send_mad(from, mlid, mad, /*smp=*/false));
+  f.sim().run_until(f.sim().now() + 100'000);
+  for (topo::NodeId n : h) got[n] = f.node(n).mads_received() - before[n];
+  return got;
+}
+
+// The SM builds the multicast tree and programs it with MulticastForwardingTable Sets (one per
+// switch on the tree: block 0, position 0 holds MLID 0xC001's ports 0-15), in a light sweep;
+// members change, the differing blocks are re-sent; a heavy sweep re-sends nothing.
+TEST(FabricSm, SmProgramsMulticastForwardingTables) {
+  const topo::Topology t = spec("fat-tree:k=4");
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  std::unique_ptr<FabricSm> sm;
+  expect_ok(bring_up(f, options(routing::Engine::kFtree), sm), "k=4");
+  const auto h = hcas(t);
+  constexpr std::uint16_t kMlid = 0xC001;
+  auto guids = [&](const std::vector<topo::NodeId>& v) {
+    std::vector<std::uint64_t> g;
+    for (topo::NodeId n : v) g.push_back(f.node(n).state().ports[1].port_guid);
+    return g;
+  };
+  auto check_tables = [&](const std::vector<topo::NodeId>& members, const char* what) {
+    const auto want =
+        members.empty() ? std::map<topo::NodeId, std::uint16_t>{} : expected_mft(f, members);
+    for (topo::NodeId s = 0; s < t.node_count(); ++s) {
+      if (!t.node(s).is_switch()) continue;
+      const sma::NodeState& ns = f.node(s).state();
+      const auto it = want.find(s);
+      EXPECT_EQ(ns.mft[1][0], it == want.end() ? 0 : it->second) << what << " switch " << s;
+      EXPECT_EQ(ns.mft[0][0], 0) << what;
+      EXPECT_EQ(ns.mft[2][0], 0) << what;
+    }
+    return want.size();
+  };
+  std::size_t switches = 0;
+  for (topo::NodeId s = 0; s < t.node_count(); ++s) switches += t.node(s).is_switch();
+
+  const std::vector<topo::NodeId> members = {h[0], h[5], h[9], h[15]};
+  sm->set_multicast_group(kMlid, guids(members));
+  EXPECT_FALSE(sm->sm().settled()) << "the MFT Sets are still to go";
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().light_sweeps(), 1u);
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 1u);
+  const std::size_t on_tree = check_tables(members, "four members");
+  const SweepReport& ls = sm->sm().last_light();
+  EXPECT_EQ(ls.mft_blocks_sent, on_tree);
+  EXPECT_EQ(ls.total.mads_sent, switches + on_tree);  // SwitchInfo Gets + MFT Sets
+  EXPECT_EQ(ls.total.error_status, 0u);
+  std::printf("multicast: %zu of %zu switches on the tree, %llu SMPs in the light sweep\n", on_tree,
+              switches, (unsigned long long)ls.total.mads_sent);
+  // From any member: every other member once, nobody else, never the sender.
+  for (topo::NodeId from : {h[0], h[9]}) {
+    const auto got = multicast_once(f, from, kMlid);
+    for (topo::NodeId n : h) {
+      const bool member = std::find(members.begin(), members.end(), n) != members.end();
+      const std::uint64_t want = n == from ? 3 : member ? 1 : 0;
+      EXPECT_EQ(got.at(n), want) << "from " << from << " to " << t.node(n).description;
+    }
+  }
+
+  // Two members leave: the switches whose entry changed get a new block, the others none.
+  const std::vector<topo::NodeId> fewer = {h[0], h[5]};
+  sm->set_multicast_group(kMlid, guids(fewer));
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  check_tables(fewer, "two members");
+  std::size_t changed = 0;
+  {
+    const auto a = expected_mft(f, members), b = expected_mft(f, fewer);
+    for (const auto& [s, m] : a) changed += !b.count(s) || b.at(s) != m;
+    for (const auto& [s, m] : b) changed += !a.count(s);
+  }
+  EXPECT_EQ(sm->sm().last_light().mft_blocks_sent, changed);
+  EXPECT_GT(changed, 0u);
+  const auto got = multicast_once(f, h[0], kMlid);
+  EXPECT_EQ(got.at(h[5]), 1u);
+  EXPECT_EQ(got.at(h[9]), 0u);
+  EXPECT_EQ(got.at(h[0]), 1u);
+
+  // A heavy sweep re-derives the same trees: no MFT Set.
+  topo::NodeId sw = 0;
+  while (!t.node(sw).is_switch()) ++sw;
+  f.node(sw).state().sw.port_state_change = true;
+  sim.run_until(sim.now() + 10'000'000'000);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(sm->sm().last_heavy().mft_blocks_sent, 0u);
+  check_tables(fewer, "after a heavy sweep");
+
+  // The group goes: every entry cleared.
+  sm->remove_multicast_group(kMlid);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  check_tables({}, "removed");
+  EXPECT_EQ(multicast_once(f, h[0], kMlid).at(h[5]), 0u);
+  EXPECT_TRUE(sm->sm().multicast_groups().empty());
+}
+
 TEST(FabricSmSlow, TwoLevel648) {
   sim::Simulator sim({.seed = 1});
   Fabric f(sim, must(topo::fat_tree_2({})), managed(fabric::DataMode::kTimingOnly));
