@@ -319,6 +319,41 @@ SaAnswer port_infos(const SaTables& t, std::uint64_t m, const wire::PortInfoReco
   return a;
 }
 
+// P_KeyTableRecord (15.2.5.11): one per (end port, block of 32); a switch's ports 0..N all
+// under its port-0 LID (as OpenSM answers). LID, BlockNum and PortNum filter.
+SaAnswer pkey_tables(const SaTables& t, std::uint64_t m, const wire::PKeyTableRecord& q) {
+  namespace kc = wire::pkey_comp;
+  SaAnswer a;
+  a.attr_offset = wire::attr_offset_for(wire::kPKeyTableRecordBytes);
+  if ((m & ~(kc::kLid | kc::kBlockNum | kc::kPortNum)) != 0) {
+    a.status = wire::SaStatus::kReqInvalid;
+    return a;
+  }
+  for (std::size_t id = 0; id < t.nodes.size(); ++id) {
+    const SaNode& n = t.nodes[id];
+    for (int p = n.is_switch() ? 0 : 1; p <= n.info.num_ports; ++p) {
+      const auto pi = static_cast<std::size_t>(p);
+      const std::uint16_t lid = n.ports[n.is_switch() ? 0 : pi].lid;
+      if (lid == 0 || pi >= n.pkeys.size()) continue;
+      if ((m & kc::kLid) && q.lid != lid) continue;
+      if ((m & kc::kPortNum) && q.port_num != p) continue;
+      const std::vector<std::uint16_t>& keys = n.pkeys[pi];
+      for (std::size_t b = 0; b * 32 < keys.size(); ++b) {
+        if ((m & kc::kBlockNum) && q.block_num != b) continue;
+        wire::PKeyTableRecord r;
+        r.lid = lid;
+        r.block_num = static_cast<std::uint16_t>(b);
+        r.port_num = static_cast<std::uint8_t>(p);
+        for (std::size_t k = 0; k < 32 && b * 32 + k < keys.size(); ++k)
+          r.pkeys[k] = keys[b * 32 + k];
+        append<wire::kPKeyTableRecordBytes>(a, r);
+      }
+    }
+  }
+  trim(a, wire::kPKeyTableRecordBytes);
+  return a;
+}
+
 }  // namespace
 
 SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
@@ -333,6 +368,9 @@ SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
     case wire::SaAttr::kPortInfoRecord:
       return port_infos(t, comp_mask,
                         wire::decode_port_info_record(tmpl.first<wire::kPortInfoRecordBytes>()));
+    case wire::SaAttr::kPKeyTableRecord:
+      return pkey_tables(t, comp_mask,
+                         wire::decode_pkey_table_record(tmpl.first<wire::kPKeyTableRecordBytes>()));
     default: {
       SaAnswer a;
       a.mad_status = static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr);

@@ -49,6 +49,26 @@ std::vector<wire::PortInfoRecord> port_info_records(const SaResult& r) {
   return v;
 }
 
+std::vector<wire::PKeyTableRecord> pkey_table_records(const SaResult& r) {
+  std::vector<wire::PKeyTableRecord> v;
+  if (r.attr != wire::SaAttr::kPKeyTableRecord) return v;
+  for (std::size_t i = 0; i < r.record_count(wire::kPKeyTableRecordBytes); ++i) {
+    v.push_back(wire::decode_pkey_table_record(
+        r.record(i, wire::kPKeyTableRecordBytes).first<wire::kPKeyTableRecordBytes>()));
+  }
+  return v;
+}
+
+SaQuery pkey_table_query(const wire::PKeyTableRecord& tmpl, std::uint64_t comp_mask, bool table) {
+  SaQuery q;
+  q.attr = wire::SaAttr::kPKeyTableRecord;
+  q.table = table;
+  q.comp_mask = comp_mask;
+  q.record.resize(wire::kPKeyTableRecordBytes);
+  wire::encode(tmpl, std::span<std::uint8_t, wire::kPKeyTableRecordBytes>(q.record));
+  return q;
+}
+
 SaQuery path_query(std::uint16_t slid, std::uint16_t dlid, bool table) {
   wire::PathRecord pr;
   pr.slid = slid;

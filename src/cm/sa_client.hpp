@@ -62,12 +62,15 @@ struct SaResult {
 std::vector<wire::PathRecord> path_records(const SaResult& r);
 std::vector<wire::NodeRecord> node_records(const SaResult& r);
 std::vector<wire::PortInfoRecord> port_info_records(const SaResult& r);
+std::vector<wire::PKeyTableRecord> pkey_table_records(const SaResult& r);
 
 // Queries built from records.
 SaQuery path_query(std::uint16_t slid, std::uint16_t dlid, bool table = true);
 SaQuery node_query(const wire::NodeRecord& tmpl, std::uint64_t comp_mask, bool table = true);
 SaQuery port_info_query(const wire::PortInfoRecord& tmpl, std::uint64_t comp_mask,
                         bool table = true);
+SaQuery pkey_table_query(const wire::PKeyTableRecord& tmpl, std::uint64_t comp_mask,
+                         bool table = true);
 
 struct SaClientStats {
   std::uint64_t queries = 0, resends = 0, timeouts = 0, answers = 0, ignored_mads = 0;

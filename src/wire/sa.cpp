@@ -143,6 +143,25 @@ PortInfoRecord decode_port_info_record(std::span<const std::uint8_t, kPortInfoRe
   return r;
 }
 
+void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out) {
+  const std::span<std::uint8_t> o(out);
+  std::fill(o.begin(), o.end(), 0);
+  put16(o, 0, r.lid);
+  put16(o, 2, r.block_num);
+  put8(o, 4, r.port_num);
+  for (std::size_t i = 0; i < r.pkeys.size(); ++i) put16(o, 8 + 2 * i, r.pkeys[i]);
+}
+
+PKeyTableRecord decode_pkey_table_record(std::span<const std::uint8_t, kPKeyTableRecordBytes> in) {
+  PKeyTableRecord r;
+  const std::span<const std::uint8_t> b(in);
+  r.lid = get16(b, 0);
+  r.block_num = get16(b, 2);
+  r.port_num = get8(b, 4);
+  for (std::size_t i = 0; i < r.pkeys.size(); ++i) r.pkeys[i] = get16(b, 8 + 2 * i);
+  return r;
+}
+
 std::uint8_t rate_code_of_gbps(double gbps) {
   std::uint8_t best = 0;
   for (std::size_t c = 2; c < std::size(kRateGbps); ++c) {

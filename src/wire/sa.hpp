@@ -32,6 +32,7 @@ enum class SaAttr : std::uint16_t {  // IBA 15.2.5 Table 195
   kClassPortInfo = 0x0001,
   kNodeRecord = 0x0011,
   kPortInfoRecord = 0x0012,
+  kPKeyTableRecord = 0x0033,
   kPathRecord = 0x0035,
 };
 
@@ -141,6 +142,21 @@ inline constexpr std::uint64_t kEndportLid = 1ull << 0, kPortNum = 1ull << 1, kO
 }  // namespace portinfo_comp
 void encode(const PortInfoRecord& r, std::span<std::uint8_t, kPortInfoRecordBytes> out);
 PortInfoRecord decode_port_info_record(std::span<const std::uint8_t, kPortInfoRecordBytes> in);
+
+// ---- P_KeyTableRecord (15.2.5.11): LID, BlockNum, PortNum, reserved (3), P_KeyTable (64) --
+inline constexpr std::size_t kPKeyTableRecordBytes = 72;
+struct PKeyTableRecord {
+  std::uint16_t lid = 0;        // the end port's LID (switch: its port-0 LID)
+  std::uint16_t block_num = 0;  // block of 32 P_Keys
+  std::uint8_t port_num = 0;    // switch: any port 0..N; CA: the port
+  std::array<std::uint16_t, 32> pkeys{};
+  bool operator==(const PKeyTableRecord&) const = default;
+};
+namespace pkey_comp {
+inline constexpr std::uint64_t kLid = 1ull << 0, kBlockNum = 1ull << 1, kPortNum = 1ull << 2;
+}  // namespace pkey_comp
+void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out);
+PKeyTableRecord decode_pkey_table_record(std::span<const std::uint8_t, kPKeyTableRecordBytes> in);
 
 // AttributeOffset (in 8-byte words) of a record of `bytes` bytes: records are 8-byte aligned.
 constexpr std::uint16_t attr_offset_for(std::size_t bytes) {

@@ -121,6 +121,55 @@ TEST(Sa, PortInfoRecordsByLid) {
   EXPECT_EQ(p4[0].port_info.port_state, wire::PortState::kActive);
 }
 
+// P_KeyTableRecord (15.2.5.11): the tables as the SMAs hold them (default: 0xFFFF at index 0).
+TEST(Sa, PKeyTableRecords) {
+  Subnet s(test::two_switches());
+  namespace kc = wire::pkey_comp;
+  wire::PKeyTableRecord q;
+  q.lid = s.net->lid(s.hcas[3]);
+  const auto hca = cm::pkey_table_records(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid)));
+  ASSERT_EQ(hca.size(), 1u);  // PartitionCap 32: one block
+  wire::PKeyTableRecord want;
+  want.lid = q.lid;
+  want.block_num = 0;
+  want.port_num = 1;
+  want.pkeys[0] = 0xFFFF;
+  EXPECT_EQ(hca[0], want);
+  // The SMA's own table, changed: the SA reports what the node holds (rebuilt tables).
+  s.fab->node(s.hcas[3]).state().ports[1].pkeys[1] = 0x8123;
+  s.net->sa().set_tables(sa::build_tables(
+      s.topo, [&](topo::NodeId n) -> const sma::NodeState& { return s.fab->node(n).state(); }));
+  const auto again =
+      cm::pkey_table_records(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid, /*table=*/false)));
+  ASSERT_EQ(again.size(), 1u);
+  want.pkeys[1] = 0x8123;
+  EXPECT_EQ(again[0], want);
+  // A switch: ports 0..4 under its LID; PortNum and BlockNum narrow it to one record.
+  const sma::NodeState& sw = s.fab->node(0).state();
+  q.lid = sw.ports[0].lid;
+  std::size_t blocks = 0;
+  for (int p = 0; p <= sw.num_ports; ++p) blocks += (sw.ports[p].pkeys.size() + 31) / 32;
+  EXPECT_EQ(cm::pkey_table_records(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid))).size(),
+            blocks);
+  q.port_num = 3;
+  q.block_num = 0;
+  const auto p3 = cm::pkey_table_records(
+      ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid | kc::kPortNum | kc::kBlockNum)));
+  ASSERT_EQ(p3.size(), 1u);
+  EXPECT_EQ(p3[0].port_num, 3);
+  EXPECT_EQ(p3[0].pkeys[0], sw.ports[3].pkeys[0]);
+  // Get of the whole switch: too many; an unknown component: invalid; no such block: none.
+  EXPECT_EQ(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid, false)).status,
+            wire::SaStatus::kTooManyRecords);
+  EXPECT_EQ(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid | (1ull << 3))).status,
+            wire::SaStatus::kReqInvalid);
+  q.block_num = 7;
+  EXPECT_EQ(
+      ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid | kc::kPortNum | kc::kBlockNum, false))
+          .status,
+      wire::SaStatus::kNoRecords);
+}
+
 TEST(Sa, ErrorStatuses) {
   Subnet s(test::two_switches());
   const topo::NodeId from = s.hcas[1];

@@ -301,6 +301,33 @@ TEST(Sa, RecordsRoundTripAtIbaOffsets) {
   EXPECT_EQ(attr_offset_for(kPortInfoRecordBytes), 9);
 }
 
+TEST(Sa, PKeyTableRecordAtIbaOffsets) {
+  PKeyTableRecord r;
+  r.lid = 0x0102;
+  r.block_num = 0x0304;
+  r.port_num = 5;
+  r.pkeys[0] = 0xFFFF;
+  r.pkeys[31] = 0x8001;
+  std::array<std::uint8_t, kPKeyTableRecordBytes> b{};
+  b.fill(0xEE);
+  encode(r, b);
+  EXPECT_EQ(b[0], 0x01);
+  EXPECT_EQ(b[1], 0x02);
+  EXPECT_EQ(b[2], 0x03);
+  EXPECT_EQ(b[3], 0x04);
+  EXPECT_EQ(b[4], 5);
+  EXPECT_EQ(b[5], 0);  // reserved
+  EXPECT_EQ(b[7], 0);
+  EXPECT_EQ(b[8], 0xFF);
+  EXPECT_EQ(b[9], 0xFF);
+  EXPECT_EQ(b[10], 0);
+  EXPECT_EQ(b[70], 0x80);
+  EXPECT_EQ(b[71], 0x01);
+  EXPECT_EQ(decode_pkey_table_record(b), r);
+  EXPECT_EQ(attr_offset_for(kPKeyTableRecordBytes), 9);
+  EXPECT_EQ(static_cast<std::uint16_t>(SaAttr::kPKeyTableRecord), 0x0033);
+}
+
 TEST(Sa, MadRoundTripAndErrors) {
   SaMad m;
   m.hdr.class_version = kSaClassVersion;
