@@ -440,6 +440,11 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
     stats_.answers++;
     return;
   }
+  const bool svc = req.hdr.attr_id == static_cast<std::uint16_t>(wire::SaAttr::kServiceRecord);
+  if (svc && (method == wire::GmpMethod::kSet || method == wire::GmpMethod::kDelete)) {
+    service_update(in, req, now);
+    return;
+  }
   if (method != wire::GmpMethod::kGet && method != wire::GmpMethod::kGetTable) {
     answer_error(in, req, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethod));
     return;
@@ -447,7 +452,13 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
   if (method == wire::GmpMethod::kGetTable && senders_.count({in.lid, req.hdr.tid})) {
     return;  // a resent request while we answer it: the RMPP sender resends on its own
   }
-  const SaAnswer a = evaluate(tables_, cfg_, req.hdr.attr_id, req.comp_mask, req.data, in.lid);
+  const SaAnswer a =
+      svc ? service_query(
+                req.comp_mask,
+                wire::decode_service_record(
+                    std::span<const std::uint8_t>(req.data).first<wire::kServiceRecordBytes>()),
+                now)
+          : evaluate(tables_, cfg_, req.hdr.attr_id, req.comp_mask, req.data, in.lid);
   if (a.mad_status != 0) {
     answer_error(in, req, a.mad_status);
     return;
@@ -493,6 +504,87 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
   std::array<std::uint8_t, wire::kMadBytes> t{};
   wire::encode_sa(tmpl, t);
   senders_[{in.lid, req.hdr.tid}] = std::make_unique<cm::RmppSender>(t, a.records, cfg_.rmpp, now);
+  stats_.answers++;
+}
+
+void SubnetAdmin::expire(TimeNs now) {
+  std::erase_if(services_, [&](const Service& s) { return s.expires <= now; });
+}
+
+std::size_t SubnetAdmin::services(TimeNs now) {
+  expire(now);
+  return services_.size();
+}
+
+SaAnswer SubnetAdmin::service_query(std::uint64_t m, const wire::ServiceRecord& q, TimeNs now,
+                                    std::vector<std::size_t>* matched) {
+  namespace sc = wire::service_comp;
+  expire(now);
+  SaAnswer a;
+  a.attr_offset = wire::attr_offset_for(wire::kServiceRecordBytes);
+  if ((m & ~(sc::kId | sc::kGid | sc::kPkey | sc::kKey | sc::kName)) != 0) {
+    a.status = wire::SaStatus::kReqInvalid;
+    return a;
+  }
+  for (std::size_t i = 0; i < services_.size(); ++i) {
+    const wire::ServiceRecord& r = services_[i].rec;
+    if ((m & sc::kId) && q.service_id != r.service_id) continue;
+    if ((m & sc::kGid) && q.gid != r.gid) continue;
+    if ((m & sc::kPkey) && q.pkey != r.pkey) continue;
+    if ((m & sc::kKey) && q.key != r.key) continue;
+    if ((m & sc::kName) && q.name != r.name) continue;
+    if (matched) matched->push_back(i);
+    append<wire::kServiceRecordBytes>(a, r);
+  }
+  trim(a, wire::kServiceRecordBytes);
+  return a;
+}
+
+void SubnetAdmin::service_update(const cm::GsiMad& in, const wire::SaMad& req, TimeNs now) {
+  namespace sc = wire::service_comp;
+  const wire::ServiceRecord q = wire::decode_service_record(
+      std::span<const std::uint8_t>(req.data).first<wire::kServiceRecordBytes>());
+  wire::SaMad r;
+  r.hdr = req.hdr;
+  r.attr_offset = wire::attr_offset_for(wire::kServiceRecordBytes);
+  r.comp_mask = req.comp_mask;
+  if (req.hdr.method == static_cast<std::uint8_t>(wire::GmpMethod::kSet)) {
+    if ((req.comp_mask & (sc::kId | sc::kGid)) != (sc::kId | sc::kGid)) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kInsufficientComponents));
+      return;
+    }
+    if (!by_gid(tables_, q.gid)) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kInvalidGid));
+      return;
+    }
+    expire(now);
+    std::erase_if(services_, [&](const Service& s) {
+      return s.rec.service_id == q.service_id && s.rec.gid == q.gid && s.rec.pkey == q.pkey;
+    });
+    const TimeNs expires = q.lease == wire::kServiceLeaseInfinite
+                               ? kNoDeadline
+                               : now + TimeNs{q.lease} * 1'000'000'000;
+    services_.push_back(Service{q, expires});
+    r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kGetResp);
+    wire::encode(q, std::span<std::uint8_t>(r.data).first<wire::kServiceRecordBytes>());
+  } else {  // Delete
+    std::vector<std::size_t> matched;
+    const SaAnswer a = service_query(req.comp_mask, q, now, &matched);
+    if (a.status != wire::SaStatus::kOk || matched.empty()) {
+      answer_error(in, req,
+                   wire::mad_status(a.status != wire::SaStatus::kOk ? a.status
+                                                                    : wire::SaStatus::kNoRecords));
+      return;
+    }
+    const wire::ServiceRecord first = services_[matched.front()].rec;
+    for (auto it = matched.rbegin(); it != matched.rend(); ++it)
+      services_.erase(services_.begin() + static_cast<std::ptrdiff_t>(*it));
+    r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kDeleteResp);
+    wire::encode(first, std::span<std::uint8_t>(r.data).first<wire::kServiceRecordBytes>());
+  }
+  cm::GsiMad g{in.lid, cfg_.port, {}};
+  wire::encode_sa(r, g.mad);
+  out_.push_back(g);
   stats_.answers++;
 }
 

@@ -69,11 +69,26 @@ class SubnetAdmin {
   TimeNs next_deadline() const;
   void on_deadline(TimeNs now);
   std::size_t transfers() const { return senders_.size(); }
+  // ServiceRecords registered (SubnAdmSet) and not yet deleted or past their lease, at `now`.
+  std::size_t services(TimeNs now);
   const SaStats& stats() const { return stats_; }
 
  private:
   void answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status);
   void reap();
+  // ServiceRecord (15.2.5.14): Set registers (ServiceID and ServiceGID required, the GID a
+  // port of the subnet; one record per ServiceID, GID and P_Key, replaced on a new Set), Delete
+  // removes what the mask matches, Get/GetTable filter on ID, GID, P_Key, Key and Name. A lease
+  // (seconds; 0xFFFFFFFF = none) ends the record.
+  struct Service {
+    wire::ServiceRecord rec;
+    TimeNs expires = kNoDeadline;
+  };
+  void expire(TimeNs now);
+  SaAnswer service_query(std::uint64_t mask, const wire::ServiceRecord& q, TimeNs now,
+                         std::vector<std::size_t>* matched = nullptr);
+  void service_update(const cm::GsiMad& in, const wire::SaMad& req, TimeNs now);
+  std::vector<Service> services_;
   SaConfig cfg_;
   SaTables tables_;
   std::map<std::pair<std::uint16_t, std::uint64_t>, std::unique_ptr<cm::RmppSender>> senders_;

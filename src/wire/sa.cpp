@@ -143,6 +143,37 @@ PortInfoRecord decode_port_info_record(std::span<const std::uint8_t, kPortInfoRe
   return r;
 }
 
+void encode(const ServiceRecord& r, std::span<std::uint8_t, kServiceRecordBytes> out) {
+  const std::span<std::uint8_t> o(out);
+  std::fill(o.begin(), o.end(), 0);
+  put64(o, 0, r.service_id);
+  std::copy(r.gid.begin(), r.gid.end(), o.begin() + 8);
+  put16(o, 24, r.pkey);
+  put32(o, 28, r.lease);
+  std::copy(r.key.begin(), r.key.end(), o.begin() + 32);
+  for (std::size_t i = 0; i < r.name.size(); ++i) o[48 + i] = static_cast<std::uint8_t>(r.name[i]);
+  std::copy(r.data8.begin(), r.data8.end(), o.begin() + 112);
+  for (std::size_t i = 0; i < 8; ++i) put16(o, 128 + 2 * i, r.data16[i]);
+  for (std::size_t i = 0; i < 4; ++i) put32(o, 144 + 4 * i, r.data32[i]);
+  for (std::size_t i = 0; i < 2; ++i) put64(o, 160 + 8 * i, r.data64[i]);
+}
+
+ServiceRecord decode_service_record(std::span<const std::uint8_t, kServiceRecordBytes> in) {
+  ServiceRecord r;
+  const std::span<const std::uint8_t> b(in);
+  r.service_id = get64(b, 0);
+  std::copy_n(b.begin() + 8, 16, r.gid.begin());
+  r.pkey = get16(b, 24);
+  r.lease = get32(b, 28);
+  std::copy_n(b.begin() + 32, 16, r.key.begin());
+  for (std::size_t i = 0; i < r.name.size(); ++i) r.name[i] = static_cast<char>(b[48 + i]);
+  std::copy_n(b.begin() + 112, 16, r.data8.begin());
+  for (std::size_t i = 0; i < 8; ++i) r.data16[i] = get16(b, 128 + 2 * i);
+  for (std::size_t i = 0; i < 4; ++i) r.data32[i] = get32(b, 144 + 4 * i);
+  for (std::size_t i = 0; i < 2; ++i) r.data64[i] = get64(b, 160 + 8 * i);
+  return r;
+}
+
 void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out) {
   const std::span<std::uint8_t> o(out);
   std::fill(o.begin(), o.end(), 0);

@@ -32,6 +32,7 @@ enum class SaAttr : std::uint16_t {  // IBA 15.2.5 Table 195
   kClassPortInfo = 0x0001,
   kNodeRecord = 0x0011,
   kPortInfoRecord = 0x0012,
+  kServiceRecord = 0x0031,
   kPKeyTableRecord = 0x0033,
   kPathRecord = 0x0035,
 };
@@ -157,6 +158,29 @@ inline constexpr std::uint64_t kLid = 1ull << 0, kBlockNum = 1ull << 1, kPortNum
 }  // namespace pkey_comp
 void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out);
 PKeyTableRecord decode_pkey_table_record(std::span<const std::uint8_t, kPKeyTableRecordBytes> in);
+
+// ---- ServiceRecord (15.2.5.14), 176 bytes ------------------------------------------------
+inline constexpr std::size_t kServiceRecordBytes = 176;
+inline constexpr std::uint32_t kServiceLeaseInfinite = 0xFFFFFFFF;
+struct ServiceRecord {
+  std::uint64_t service_id = 0;           // 0-7
+  std::array<std::uint8_t, 16> gid{};     // 8-23: the port providing the service
+  std::uint16_t pkey = 0;                 // 24-25
+  std::uint32_t lease = 0;                // 28-31: seconds; 0xFFFFFFFF = forever
+  std::array<std::uint8_t, 16> key{};     // 32-47
+  std::array<char, 64> name{};            // 48-111, UTF-8, NUL padded
+  std::array<std::uint8_t, 16> data8{};   // 112-127
+  std::array<std::uint16_t, 8> data16{};  // 128-143
+  std::array<std::uint32_t, 4> data32{};  // 144-159
+  std::array<std::uint64_t, 2> data64{};  // 160-175
+  bool operator==(const ServiceRecord&) const = default;
+};
+namespace service_comp {  // 15.2.5.14 (OpenSM's IB_SR_COMPMASK_*); data bits 7..36
+inline constexpr std::uint64_t kId = 1ull << 0, kGid = 1ull << 1, kPkey = 1ull << 2,
+                               kLease = 1ull << 4, kKey = 1ull << 5, kName = 1ull << 6;
+}  // namespace service_comp
+void encode(const ServiceRecord& r, std::span<std::uint8_t, kServiceRecordBytes> out);
+ServiceRecord decode_service_record(std::span<const std::uint8_t, kServiceRecordBytes> in);
 
 // AttributeOffset (in 8-byte words) of a record of `bytes` bytes: records are 8-byte aligned.
 constexpr std::uint16_t attr_offset_for(std::size_t bytes) {

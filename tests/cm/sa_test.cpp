@@ -170,6 +170,81 @@ TEST(Sa, PKeyTableRecords) {
       wire::SaStatus::kNoRecords);
 }
 
+// ServiceRecord (15.2.5.14): registered with SubnAdmSet, found by ID / name, a lease ends one,
+// SubnAdmDelete removes one; refusals for missing components and unknown GIDs.
+TEST(Sa, ServiceRecordsRegisterQueryLeaseDelete) {
+  Subnet s(test::two_switches());
+  namespace sc = wire::service_comp;
+  constexpr auto kSet = static_cast<std::uint8_t>(wire::GmpMethod::kSet);
+  constexpr auto kDelete = static_cast<std::uint8_t>(wire::GmpMethod::kDelete);
+  auto gid = [&](topo::NodeId n) {
+    std::array<std::uint8_t, 16> g{0xFE, 0x80};
+    const std::uint64_t guid = s.fab->node(n).state().ports[1].port_guid;
+    for (int i = 0; i < 8; ++i) g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+    return g;
+  };
+  wire::ServiceRecord echo;
+  echo.service_id = 0x1000000000000ABCull;
+  echo.gid = gid(s.hcas[1]);
+  echo.pkey = 0xFFFF;
+  echo.lease = wire::kServiceLeaseInfinite;
+  std::copy_n("weft-echo", 9, echo.name.begin());
+  echo.data8[0] = 7;
+  echo.data64[1] = 0x0102030405060708ull;
+  const cm::SaResult reg =
+      ask(s, s.hcas[1], cm::service_query(echo, sc::kId | sc::kGid | sc::kPkey, false, kSet));
+  ASSERT_TRUE(reg.ok()) << reg.mad_status;
+  ASSERT_EQ(cm::service_records(reg).size(), 1u);
+  EXPECT_EQ(cm::service_records(reg)[0], echo);
+  // Another HCA finds it by ServiceID (GetTable) and by name (Get).
+  const auto by_id = cm::service_records(ask(s, s.hcas[2], cm::service_query(echo, sc::kId)));
+  ASSERT_EQ(by_id.size(), 1u);
+  EXPECT_EQ(by_id[0], echo);
+  wire::ServiceRecord q;
+  q.name = echo.name;
+  const auto by_name =
+      cm::service_records(ask(s, s.hcas[3], cm::service_query(q, sc::kName, false)));
+  ASSERT_EQ(by_name.size(), 1u);
+  EXPECT_EQ(by_name[0].gid, echo.gid);
+  q.name[0] = 'x';
+  EXPECT_EQ(ask(s, s.hcas[3], cm::service_query(q, sc::kName, false)).status,
+            wire::SaStatus::kNoRecords);
+  // A second provider with a 1 s lease: two records, then one once the lease has run out.
+  wire::ServiceRecord second = echo;
+  second.gid = gid(s.hcas[3]);
+  second.lease = 1;
+  ASSERT_TRUE(ask(s, s.hcas[3], cm::service_query(second, sc::kId | sc::kGid, false, kSet)).ok());
+  EXPECT_EQ(cm::service_records(ask(s, s.hcas[2], cm::service_query(echo, sc::kId))).size(), 2u);
+  // Registering again replaces (same ID, GID, P_Key): still two.
+  ASSERT_TRUE(ask(s, s.hcas[3], cm::service_query(second, sc::kId | sc::kGid, false, kSet)).ok());
+  EXPECT_EQ(s.net->sa().services(s.sim.now()), 2u);
+  s.sim.run_until(s.sim.now() + 1'100'000'000);
+  const auto left = cm::service_records(ask(s, s.hcas[2], cm::service_query(echo, sc::kId)));
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].gid, echo.gid);
+  // Delete by ID and GID: DeleteResp with the record, then nothing left.
+  const cm::SaResult del =
+      ask(s, s.hcas[1], cm::service_query(echo, sc::kId | sc::kGid, false, kDelete));
+  ASSERT_TRUE(del.ok()) << del.mad_status;
+  ASSERT_EQ(cm::service_records(del).size(), 1u);
+  EXPECT_EQ(cm::service_records(del)[0], echo);
+  const cm::SaResult none = ask(s, s.hcas[2], cm::service_query(echo, sc::kId));
+  EXPECT_TRUE(none.ok());
+  EXPECT_EQ(cm::service_records(none).size(), 0u);
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(echo, sc::kId | sc::kGid, false, kDelete)).status,
+            wire::SaStatus::kNoRecords);
+  // Refusals.
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(echo, sc::kId, false, kSet)).status,
+            wire::SaStatus::kInsufficientComponents);
+  wire::ServiceRecord stranger = echo;
+  stranger.gid[15] ^= 0x5A;
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(stranger, sc::kId | sc::kGid, false, kSet)).status,
+            wire::SaStatus::kInvalidGid);
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(echo, sc::kId | (1ull << 7))).status,
+            wire::SaStatus::kReqInvalid);
+  EXPECT_EQ(s.net->sa().services(s.sim.now()), 0u);
+}
+
 TEST(Sa, ErrorStatuses) {
   Subnet s(test::two_switches());
   const topo::NodeId from = s.hcas[1];
@@ -198,8 +273,8 @@ TEST(Sa, ErrorStatuses) {
   // An unknown destination LID: no record.
   q = cm::path_query(s.net->lid(from), 0x7777, false);
   EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kNoRecords);
-  // An attribute this SA does not serve (ServiceRecord 0x31): method/attribute unsupported.
-  q.attr = static_cast<wire::SaAttr>(0x0031);
+  // An attribute this SA does not serve (MCMemberRecord 0x38): method/attribute unsupported.
+  q.attr = static_cast<wire::SaAttr>(0x0038);
   const cm::SaResult r = ask(s, from, q);
   EXPECT_EQ(r.mad_status, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr));
 }

@@ -328,6 +328,42 @@ TEST(Sa, PKeyTableRecordAtIbaOffsets) {
   EXPECT_EQ(static_cast<std::uint16_t>(SaAttr::kPKeyTableRecord), 0x0033);
 }
 
+TEST(Sa, ServiceRecordAtIbaOffsets) {
+  ServiceRecord r;
+  r.service_id = 0x1122334455667788ull;
+  r.gid[0] = 0xFE;
+  r.gid[15] = 0x01;
+  r.pkey = 0x8001;
+  r.lease = 0x0A0B0C0D;
+  r.key[0] = 0x99;
+  r.name[0] = 'w';
+  r.data8[15] = 0x42;
+  r.data16[7] = 0xBEEF;
+  r.data32[3] = 0xCAFEF00D;
+  r.data64[1] = 0x0102030405060708ull;
+  std::array<std::uint8_t, kServiceRecordBytes> b{};
+  encode(r, b);
+  EXPECT_EQ(b[0], 0x11);
+  EXPECT_EQ(b[7], 0x88);
+  EXPECT_EQ(b[8], 0xFE);
+  EXPECT_EQ(b[23], 0x01);
+  EXPECT_EQ(b[24], 0x80);
+  EXPECT_EQ(b[25], 0x01);
+  EXPECT_EQ(b[28], 0x0A);
+  EXPECT_EQ(b[31], 0x0D);
+  EXPECT_EQ(b[32], 0x99);
+  EXPECT_EQ(b[48], 'w');
+  EXPECT_EQ(b[127], 0x42);
+  EXPECT_EQ(b[142], 0xBE);
+  EXPECT_EQ(b[143], 0xEF);
+  EXPECT_EQ(b[156], 0xCA);
+  EXPECT_EQ(b[159], 0x0D);
+  EXPECT_EQ(b[168], 0x01);
+  EXPECT_EQ(b[175], 0x08);
+  EXPECT_EQ(decode_service_record(b), r);
+  EXPECT_EQ(attr_offset_for(kServiceRecordBytes), 22);
+}
+
 TEST(Sa, MadRoundTripAndErrors) {
   SaMad m;
   m.hdr.class_version = kSaClassVersion;
