@@ -157,6 +157,49 @@ TEST(Cm, ReqBytesAtIbaOffsets) {
   EXPECT_EQ(at(140), 7);            // Private data
 }
 
+TEST(Cm, SidrBytesAtIbaOffsets) {
+  CmSidrReq q;
+  q.request_id = 0x01020304;
+  q.pkey = 0xFFFF;
+  q.service_id = 0x1122334455667788ull;
+  q.private_data[215] = 0x77;
+  std::array<std::uint8_t, kMadBytes> m{};
+  encode_sidr(0xABCD, q, m);
+  EXPECT_EQ(m[1], kMgmtClassCm);
+  EXPECT_EQ(m[2], kCmClassVersion);
+  EXPECT_EQ(m[3], 0x03);  // Send
+  EXPECT_EQ(m[17], 0x17);
+  EXPECT_EQ(m[24], 0x01);  // CM data from byte 24
+  EXPECT_EQ(m[27], 0x04);
+  EXPECT_EQ(m[28], 0xFF);
+  EXPECT_EQ(m[32], 0x11);
+  EXPECT_EQ(m[255], 0x77);
+  EXPECT_EQ(decode_sidr_req(m).value(), q);
+  EXPECT_EQ(decode_sidr_rep(m).error(), GmpError::kBadAttribute);
+  EXPECT_EQ(decode_cm(m).error(), GmpError::kBadAttribute);  // not a CmMessage
+  CmSidrRep r;
+  r.request_id = 0x01020304;
+  r.status = SidrStatus::kNoQp;
+  r.qpn = 0xABCDEF;
+  r.service_id = 0x1122334455667788ull;
+  r.qkey = 0x80010000;
+  r.info[0] = 0x42;
+  r.private_data[135] = 0x99;
+  encode_sidr(0xABCD, r, m);
+  EXPECT_EQ(m[17], 0x18);
+  EXPECT_EQ(m[28], 3);
+  EXPECT_EQ(m[32], 0xAB);
+  EXPECT_EQ(m[34], 0xEF);
+  EXPECT_EQ(m[35], 0);
+  EXPECT_EQ(m[36], 0x11);
+  EXPECT_EQ(m[44], 0x80);
+  EXPECT_EQ(m[48], 0x42);
+  EXPECT_EQ(m[255], 0x99);
+  EXPECT_EQ(decode_sidr_rep(m).value(), r);
+  m[28] = 6;  // a reserved status
+  EXPECT_EQ(decode_sidr_rep(m).error(), GmpError::kBadField);
+}
+
 TEST(Cm, DecodeErrors) {
   Mad mad{};
   encode_cm(1, full_req(), mad);
