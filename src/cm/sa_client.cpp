@@ -81,6 +81,28 @@ SaQuery service_query(const wire::ServiceRecord& tmpl, std::uint64_t comp_mask, 
   return q;
 }
 
+std::vector<wire::McMemberRecord> mcmember_records(const SaResult& r) {
+  std::vector<wire::McMemberRecord> v;
+  if (r.attr != wire::SaAttr::kMcMemberRecord) return v;
+  for (std::size_t i = 0; i < r.record_count(wire::kMcMemberRecordBytes); ++i) {
+    v.push_back(wire::decode_mcmember_record(
+        r.record(i, wire::kMcMemberRecordBytes).first<wire::kMcMemberRecordBytes>()));
+  }
+  return v;
+}
+
+SaQuery mcmember_query(const wire::McMemberRecord& tmpl, std::uint64_t comp_mask, bool table,
+                       std::uint8_t method) {
+  SaQuery q;
+  q.attr = wire::SaAttr::kMcMemberRecord;
+  q.table = table;
+  q.comp_mask = comp_mask;
+  q.method = method;
+  q.record.resize(wire::kMcMemberRecordBytes);
+  wire::encode(tmpl, std::span<std::uint8_t, wire::kMcMemberRecordBytes>(q.record));
+  return q;
+}
+
 SaQuery pkey_table_query(const wire::PKeyTableRecord& tmpl, std::uint64_t comp_mask, bool table) {
   SaQuery q;
   q.attr = wire::SaAttr::kPKeyTableRecord;

@@ -67,6 +67,10 @@ std::vector<wire::NodeRecord> node_records(const SaResult& r);
 std::vector<wire::PortInfoRecord> port_info_records(const SaResult& r);
 std::vector<wire::PKeyTableRecord> pkey_table_records(const SaResult& r);
 std::vector<wire::ServiceRecord> service_records(const SaResult& r);
+std::vector<wire::McMemberRecord> mcmember_records(const SaResult& r);
+// Get/GetTable (method 0), or SubnAdmSet (join) / SubnAdmDelete (leave) of an MCMemberRecord.
+SaQuery mcmember_query(const wire::McMemberRecord& tmpl, std::uint64_t comp_mask, bool table = true,
+                       std::uint8_t method = 0);
 
 // Queries built from records.
 SaQuery path_query(std::uint16_t slid, std::uint16_t dlid, bool table = true);

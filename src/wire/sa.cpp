@@ -174,6 +174,49 @@ ServiceRecord decode_service_record(std::span<const std::uint8_t, kServiceRecord
   return r;
 }
 
+void encode(const McMemberRecord& r, std::span<std::uint8_t, kMcMemberRecordBytes> out) {
+  const std::span<std::uint8_t> o(out);
+  std::fill(o.begin(), o.end(), 0);
+  std::copy(r.mgid.begin(), r.mgid.end(), o.begin());
+  std::copy(r.port_gid.begin(), r.port_gid.end(), o.begin() + 16);
+  put32(o, 32, r.qkey);
+  put16(o, 36, r.mlid);
+  put8(o, 38, static_cast<unsigned>(r.mtu_selector) << 6 | (r.mtu & 0x3F));
+  put8(o, 39, r.tclass);
+  put16(o, 40, r.pkey);
+  put8(o, 42, static_cast<unsigned>(r.rate_selector) << 6 | (r.rate & 0x3F));
+  put8(o, 43,
+       static_cast<unsigned>(r.packet_life_time_selector) << 6 | (r.packet_life_time & 0x3F));
+  put32(o, 44, std::uint32_t{r.sl & 0xFu} << 28 | (r.flow_label & 0xFFFFF) << 8 | r.hop_limit);
+  put8(o, 48, (r.scope & 0xFu) << 4 | (r.join_state & 0xFu));
+  put8(o, 49, r.proxy_join ? 0x80 : 0);
+}
+
+McMemberRecord decode_mcmember_record(std::span<const std::uint8_t, kMcMemberRecordBytes> in) {
+  McMemberRecord r;
+  const std::span<const std::uint8_t> b(in);
+  std::copy_n(b.begin(), 16, r.mgid.begin());
+  std::copy_n(b.begin() + 16, 16, r.port_gid.begin());
+  r.qkey = get32(b, 32);
+  r.mlid = get16(b, 36);
+  r.mtu_selector = static_cast<Selector>(b[38] >> 6);
+  r.mtu = b[38] & 0x3F;
+  r.tclass = b[39];
+  r.pkey = get16(b, 40);
+  r.rate_selector = static_cast<Selector>(b[42] >> 6);
+  r.rate = b[42] & 0x3F;
+  r.packet_life_time_selector = static_cast<Selector>(b[43] >> 6);
+  r.packet_life_time = b[43] & 0x3F;
+  const std::uint32_t w = get32(b, 44);
+  r.sl = static_cast<std::uint8_t>(w >> 28);
+  r.flow_label = (w >> 8) & 0xFFFFF;
+  r.hop_limit = static_cast<std::uint8_t>(w);
+  r.scope = b[48] >> 4;
+  r.join_state = b[48] & 0xF;
+  r.proxy_join = (b[49] & 0x80) != 0;
+  return r;
+}
+
 void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out) {
   const std::span<std::uint8_t> o(out);
   std::fill(o.begin(), o.end(), 0);

@@ -34,6 +34,7 @@ enum class SaAttr : std::uint16_t {  // IBA 15.2.5 Table 195
   kPortInfoRecord = 0x0012,
   kServiceRecord = 0x0031,
   kPKeyTableRecord = 0x0033,
+  kMcMemberRecord = 0x0038,
   kPathRecord = 0x0035,
 };
 
@@ -181,6 +182,41 @@ inline constexpr std::uint64_t kId = 1ull << 0, kGid = 1ull << 1, kPkey = 1ull <
 }  // namespace service_comp
 void encode(const ServiceRecord& r, std::span<std::uint8_t, kServiceRecordBytes> out);
 ServiceRecord decode_service_record(std::span<const std::uint8_t, kServiceRecordBytes> in);
+
+// ---- MCMemberRecord (15.2.5.17), 52 bytes ------------------------------------------------
+inline constexpr std::size_t kMcMemberRecordBytes = 52;
+struct McMemberRecord {
+  std::array<std::uint8_t, 16> mgid{};      // 0-15
+  std::array<std::uint8_t, 16> port_gid{};  // 16-31
+  std::uint32_t qkey = 0;                   // 32-35
+  std::uint16_t mlid = 0;                   // 36-37
+  Selector mtu_selector = Selector::kGreater;
+  std::uint8_t mtu = 0;  // 38: selector 7:6, MTU 5:0
+  std::uint8_t tclass = 0;
+  std::uint16_t pkey = 0;  // 40-41
+  Selector rate_selector = Selector::kGreater;
+  std::uint8_t rate = 0;  // 42
+  Selector packet_life_time_selector = Selector::kGreater;
+  std::uint8_t packet_life_time = 0;  // 43
+  std::uint8_t sl = 0;                // 44 7:4
+  std::uint32_t flow_label = 0;       // 20 bits, 44 3:0 .. 46
+  std::uint8_t hop_limit = 0;         // 47
+  std::uint8_t scope = 0;             // 48 7:4
+  std::uint8_t join_state = 0;        // 48 3:0: bit 0 full, 1 non-member, 2 send-only
+  bool proxy_join = false;            // 49 bit 7
+  bool operator==(const McMemberRecord&) const = default;
+};
+namespace mcmember_comp {
+inline constexpr std::uint64_t kMgid = 1ull << 0, kPortGid = 1ull << 1, kQkey = 1ull << 2,
+                               kMlid = 1ull << 3, kMtuSelector = 1ull << 4, kMtu = 1ull << 5,
+                               kTclass = 1ull << 6, kPkey = 1ull << 7, kRateSelector = 1ull << 8,
+                               kRate = 1ull << 9, kPacketLifeTimeSelector = 1ull << 10,
+                               kPacketLifeTime = 1ull << 11, kSl = 1ull << 12,
+                               kFlowLabel = 1ull << 13, kHopLimit = 1ull << 14, kScope = 1ull << 15,
+                               kJoinState = 1ull << 16, kProxyJoin = 1ull << 17;
+}  // namespace mcmember_comp
+void encode(const McMemberRecord& r, std::span<std::uint8_t, kMcMemberRecordBytes> out);
+McMemberRecord decode_mcmember_record(std::span<const std::uint8_t, kMcMemberRecordBytes> in);
 
 // AttributeOffset (in 8-byte words) of a record of `bytes` bytes: records are 8-byte aligned.
 constexpr std::uint16_t attr_offset_for(std::size_t bytes) {

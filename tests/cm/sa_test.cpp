@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "emu/sa/subnet_admin.hpp"
+#include "emu/sm/fabric_sm.hpp"
 #include "src/cm/rmpp.hpp"
 #include "src/cm/sa_client.hpp"
 #include "tests/cm/cm_test_util.hpp"
@@ -245,6 +247,113 @@ TEST(Sa, ServiceRecordsRegisterQueryLeaseDelete) {
   EXPECT_EQ(s.net->sa().services(s.sim.now()), 0u);
 }
 
+// MCMemberRecord (15.2.5.17): joins create the group and add members, the SM programs the
+// MFTs, a multicast reaches exactly the members; a leave takes one out.
+TEST(Sa, McMemberJoinProgramsTheSwitchesAndLeaveUndoesIt) {
+  Subnet s(test::two_switches());
+  namespace mc = wire::mcmember_comp;
+  constexpr auto kSet = static_cast<std::uint8_t>(wire::GmpMethod::kSet);
+  constexpr auto kDelete = static_cast<std::uint8_t>(wire::GmpMethod::kDelete);
+  auto gid = [&](topo::NodeId n) {
+    std::array<std::uint8_t, 16> g{0xFE, 0x80};
+    const std::uint64_t guid = s.fab->node(n).state().ports[1].port_guid;
+    for (int i = 0; i < 8; ++i) g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+    return g;
+  };
+  wire::McMemberRecord j;
+  j.port_gid = gid(s.hcas[1]);
+  j.qkey = 0x0001E240;
+  j.pkey = 0xFFFF;
+  j.join_state = 1;  // full member
+  const cm::SaResult created =
+      ask(s, s.hcas[1],
+          cm::mcmember_query(j, mc::kMgid | mc::kPortGid | mc::kQkey | mc::kPkey | mc::kJoinState,
+                             false, kSet));
+  ASSERT_TRUE(created.ok()) << created.mad_status;
+  const auto c = cm::mcmember_records(created);
+  ASSERT_EQ(c.size(), 1u);
+  const std::array<std::uint8_t, 16> mgid{0xFF, 0x12, 0xA0, 0x1B, 0, 0, 0,    0,
+                                          0,    0,    0,    0,    0, 0, 0xC0, 0x00};
+  EXPECT_EQ(c[0].mgid, mgid);
+  EXPECT_EQ(c[0].mlid, 0xC000);
+  EXPECT_EQ(c[0].qkey, 0x0001E240u);
+  EXPECT_EQ(c[0].pkey, 0xFFFF);
+  EXPECT_EQ(c[0].mtu, 5);
+  EXPECT_EQ(c[0].rate, 7);
+  EXPECT_EQ(c[0].port_gid, j.port_gid);
+  EXPECT_EQ(c[0].join_state, 1);
+  for (topo::NodeId n : {s.hcas[2], s.hcas[3]}) {
+    wire::McMemberRecord k;
+    k.mgid = mgid;
+    k.port_gid = gid(n);
+    k.join_state = 1;
+    const cm::SaResult r =
+        ask(s, n, cm::mcmember_query(k, mc::kMgid | mc::kPortGid | mc::kJoinState, false, kSet));
+    ASSERT_TRUE(r.ok()) << r.mad_status;
+    EXPECT_EQ(cm::mcmember_records(r)[0].mlid, 0xC000);
+  }
+  EXPECT_EQ(s.net->sa().multicast_groups(), 1u);
+  sm::FabricSm& fsm = *s.net->fabric_sm();
+  ASSERT_TRUE(fsm.run_until_settled(1'000'000'000));
+  ASSERT_EQ(fsm.sm().multicast_groups().count(0xC000), 1u);
+  EXPECT_EQ(fsm.sm().multicast_groups().at(0xC000).size(), 3u);
+  wire::McMemberRecord all;
+  all.mgid = mgid;
+  const auto members = cm::mcmember_records(ask(s, s.hcas[0], cm::mcmember_query(all, mc::kMgid)));
+  ASSERT_EQ(members.size(), 3u);
+  // A PMA Get to the MLID from h1: h2 and h3 answer, h0 never sees it.
+  auto multicast = [&](topo::NodeId from) {
+    std::map<topo::NodeId, std::uint64_t> before, got;
+    for (topo::NodeId n : s.hcas) before[n] = s.fab->node(n).mads_received();
+    std::array<std::uint8_t, wire::kMadBytes> mad{};
+    mad[0] = 1;
+    mad[1] = static_cast<std::uint8_t>(wire::MgmtClass::kPerfMgt);
+    mad[2] = 1;
+    mad[3] = static_cast<std::uint8_t>(wire::MadMethod::kGet);
+    EXPECT_TRUE(s.fab->send_mad(from, 0xC000, mad, /*smp=*/false));
+    s.sim.run_until(s.sim.now() + 100'000);
+    for (topo::NodeId n : s.hcas) got[n] = s.fab->node(n).mads_received() - before[n];
+    return got;
+  };
+  auto got = multicast(s.hcas[1]);
+  EXPECT_EQ(got[s.hcas[0]], 0u);
+  EXPECT_EQ(got[s.hcas[1]], 2u);  // two GetResps
+  EXPECT_EQ(got[s.hcas[2]], 1u);
+  EXPECT_EQ(got[s.hcas[3]], 1u);
+  // h3 leaves.
+  wire::McMemberRecord l;
+  l.mgid = mgid;
+  l.port_gid = gid(s.hcas[3]);
+  l.join_state = 1;
+  const cm::SaResult left =
+      ask(s, s.hcas[3],
+          cm::mcmember_query(l, mc::kMgid | mc::kPortGid | mc::kJoinState, false, kDelete));
+  ASSERT_TRUE(left.ok()) << left.mad_status;
+  EXPECT_EQ(cm::mcmember_records(left)[0].join_state, 0);
+  ASSERT_TRUE(fsm.run_until_settled(1'000'000'000));
+  EXPECT_EQ(fsm.sm().multicast_groups().at(0xC000).size(), 2u);
+  got = multicast(s.hcas[1]);
+  EXPECT_EQ(got[s.hcas[2]], 1u);
+  EXPECT_EQ(got[s.hcas[3]], 0u);
+  EXPECT_EQ(got[s.hcas[1]], 1u);
+  // Refusals: an unknown port, a group created without its Q_Key, a leave of a non-member.
+  wire::McMemberRecord bad = j;
+  bad.port_gid[15] ^= 0x5A;
+  EXPECT_EQ(ask(s, s.hcas[1],
+                cm::mcmember_query(bad, mc::kPortGid | mc::kQkey | mc::kPkey | mc::kJoinState,
+                                   false, kSet))
+                .status,
+            wire::SaStatus::kInvalidGid);
+  EXPECT_EQ(ask(s, s.hcas[1],
+                cm::mcmember_query(j, mc::kPortGid | mc::kPkey | mc::kJoinState, false, kSet))
+                .status,
+            wire::SaStatus::kInsufficientComponents);
+  EXPECT_EQ(ask(s, s.hcas[3],
+                cm::mcmember_query(l, mc::kMgid | mc::kPortGid | mc::kJoinState, false, kDelete))
+                .status,
+            wire::SaStatus::kNoRecords);
+}
+
 TEST(Sa, ErrorStatuses) {
   Subnet s(test::two_switches());
   const topo::NodeId from = s.hcas[1];
@@ -273,8 +382,8 @@ TEST(Sa, ErrorStatuses) {
   // An unknown destination LID: no record.
   q = cm::path_query(s.net->lid(from), 0x7777, false);
   EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kNoRecords);
-  // An attribute this SA does not serve (MCMemberRecord 0x38): method/attribute unsupported.
-  q.attr = static_cast<wire::SaAttr>(0x0038);
+  // An attribute this SA does not serve (LinkRecord 0x20): method/attribute unsupported.
+  q.attr = static_cast<wire::SaAttr>(0x0020);
   const cm::SaResult r = ask(s, from, q);
   EXPECT_EQ(r.mad_status, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr));
 }

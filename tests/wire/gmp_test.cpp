@@ -407,6 +407,47 @@ TEST(Sa, ServiceRecordAtIbaOffsets) {
   EXPECT_EQ(attr_offset_for(kServiceRecordBytes), 22);
 }
 
+TEST(Sa, McMemberRecordAtIbaOffsets) {
+  McMemberRecord r;
+  r.mgid[0] = 0xFF;
+  r.port_gid[15] = 0x07;
+  r.qkey = 0x80010000;
+  r.mlid = 0xC001;
+  r.mtu_selector = Selector::kExactly;
+  r.mtu = 4;
+  r.tclass = 0x11;
+  r.pkey = 0xFFFF;
+  r.rate_selector = Selector::kExactly;
+  r.rate = 7;
+  r.packet_life_time_selector = Selector::kLess;
+  r.packet_life_time = 8;
+  r.sl = 3;
+  r.flow_label = 0xABCDE;
+  r.hop_limit = 0x40;
+  r.scope = 2;
+  r.join_state = 1;
+  r.proxy_join = true;
+  std::array<std::uint8_t, kMcMemberRecordBytes> b{};
+  encode(r, b);
+  EXPECT_EQ(b[0], 0xFF);
+  EXPECT_EQ(b[31], 0x07);
+  EXPECT_EQ(b[32], 0x80);
+  EXPECT_EQ(b[36], 0xC0);
+  EXPECT_EQ(b[37], 0x01);
+  EXPECT_EQ(b[38], 0x84);  // selector 2 << 6 | MTU 4
+  EXPECT_EQ(b[39], 0x11);
+  EXPECT_EQ(b[42], 0x87);
+  EXPECT_EQ(b[43], 0x48);
+  EXPECT_EQ(b[44], 0x3A);  // SL 3, FlowLabel 0xA....
+  EXPECT_EQ(b[45], 0xBC);
+  EXPECT_EQ(b[46], 0xDE);
+  EXPECT_EQ(b[47], 0x40);
+  EXPECT_EQ(b[48], 0x21);
+  EXPECT_EQ(b[49], 0x80);
+  EXPECT_EQ(decode_mcmember_record(b), r);
+  EXPECT_EQ(attr_offset_for(kMcMemberRecordBytes), 7);
+}
+
 TEST(Sa, MadRoundTripAndErrors) {
   SaMad m;
   m.hdr.class_version = kSaClassVersion;
