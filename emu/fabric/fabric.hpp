@@ -330,8 +330,9 @@ class Node : public sim::Component {
   void smp_arrive(std::uint32_t pk, bool local);
   void smp_route_lid(std::uint32_t pk, TimeNs ready);
   void smp_release_held(TimeNs t);
-  void after_port_sets(std::span<const std::uint8_t> ports,
-                       const std::array<sma::PhysState, 256>& phys_before, TimeNs answered);
+  // After a PortInfo Set (phys_before: the PhysState of the port it addressed, before it).
+  void after_port_sets(std::span<const std::uint8_t> ports, sma::PhysState phys_before,
+                       TimeNs answered);
   // PortFaults::drop and bit errors on an SMP that reached `port` (true: discarded).
   bool smp_lost_on_wire(int port, const Packet& p);
   void after_set(std::span<const std::uint8_t> mad);

@@ -551,14 +551,17 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   sma::SmpContext ctx;
   ctx.lrh_slid = p.slid;
   const auto in = static_cast<std::uint8_t>(port);
-  // A PortInfo Set may move a link (see after_port_sets): keep the physical states before it.
-  std::array<sma::PhysState, 256> phys_before;
+  // A PortInfo Set may move a link (see after_port_sets): keep the port's physical state.
   const bool port_info_set =
-      p.bytes.size() >= 18 && p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet) &&
+      p.bytes.size() >= 24 && p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet) &&
       (p.bytes[16] << 8 | p.bytes[17]) == static_cast<int>(wire::SmpAttr::kPortInfo);
+  sma::PhysState phys_before = sma::PhysState::kNoStateChange;
   if (port_info_set) {
-    for (std::size_t q = 0; q < state_.ports.size() && q < phys_before.size(); ++q)
-      phys_before[q] = state_.ports[q].phys_state;
+    const std::uint32_t mod = static_cast<std::uint32_t>(p.bytes[20]) << 24 |
+                              static_cast<std::uint32_t>(p.bytes[21]) << 16 |
+                              static_cast<std::uint32_t>(p.bytes[22]) << 8 | p.bytes[23];
+    const std::uint32_t target = state_.is_switch() || mod != 0 ? mod : in;
+    if (target < state_.ports.size()) phys_before = state_.ports[target].phys_state;
   }
   const sma::MadReply r = sma::handle_smp(state_, in, p.bytes, ctx);
   if (r.is_response && r.status == 0 &&
@@ -624,8 +627,8 @@ void Node::after_set(std::span<const std::uint8_t> mad) {
 // is on its way (so the answer is not lost with the link), then it trains again to Init after
 // LinkModel::retrain_ns; PortPhysicalState Disabled keeps it down until a Set of Polling; a
 // Polling Set on a Disabled port trains it (unless the other end is Disabled too).
-void Node::after_port_sets(std::span<const std::uint8_t> ports,
-                           const std::array<sma::PhysState, 256>& phys_before, TimeNs answered) {
+void Node::after_port_sets(std::span<const std::uint8_t> ports, sma::PhysState phys_before,
+                           TimeNs answered) {
   const FabricConfig& c = fabric_.config();
   for (const std::uint8_t q : ports) {
     if (q == 0 || q > num_ports() || !ports_[q].connected) continue;
@@ -641,7 +644,7 @@ void Node::after_port_sets(std::span<const std::uint8_t> ports,
       fabric_.set_link_state(link, false, down_at);
       train = now_phys == sma::PhysState::kPolling;
     } else if (!pe.up && now_phys == sma::PhysState::kPolling &&
-               phys_before[q] == sma::PhysState::kDisabled) {
+               phys_before == sma::PhysState::kDisabled) {
       train = true;
     }
     if (train && peer &&
