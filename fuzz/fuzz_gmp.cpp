@@ -1,6 +1,7 @@
 // fuzz/fuzz_gmp.cpp — libFuzzer target for the GMP decoders: RMPP header, SA MADs and the
-// PathRecord / NodeRecord / PortInfoRecord layouts, CM messages and Weft's CM private-data
-// header. Whatever decodes must re-encode and decode to the same value (reserved bits aside).
+// PathRecord / NodeRecord / PortInfoRecord / P_KeyTableRecord / ServiceRecord / MCMemberRecord
+// layouts, CM messages, SIDR_REQ / SIDR_REP and Weft's CM private-data header. Whatever decodes
+// must re-encode and decode to the same value (reserved bits aside).
 #include <array>
 
 #include "src/base/assert.hpp"
@@ -30,6 +31,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::array<std::uint8_t, kPortInfoRecordBytes> rb{};
     encode(r, rb);
     WEFT_ASSERT(decode_port_info_record(rb).port_info.lid == r.port_info.lid);
+    const PKeyTableRecord k = decode_pkey_table_record(d.first<kPKeyTableRecordBytes>());
+    std::array<std::uint8_t, kPKeyTableRecordBytes> kb{};
+    encode(k, kb);
+    WEFT_ASSERT(decode_pkey_table_record(kb) == k);
+    const ServiceRecord sr = decode_service_record(d.first<kServiceRecordBytes>());
+    std::array<std::uint8_t, kServiceRecordBytes> sb{};
+    encode(sr, sb);
+    WEFT_ASSERT(decode_service_record(sb) == sr);
+    const McMemberRecord mc = decode_mcmember_record(d.first<kMcMemberRecordBytes>());
+    std::array<std::uint8_t, kMcMemberRecordBytes> mb{};
+    encode(mc, mb);
+    WEFT_ASSERT(decode_mcmember_record(mb) == mc);
     encode_sa(m, out);
     auto again = decode_sa(out);
     WEFT_ASSERT(again.ok() && again.value().comp_mask == m.comp_mask &&
@@ -39,6 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     encode_cm(c.value().hdr.tid, c.value().msg, out);
     auto again = decode_cm(out);
     WEFT_ASSERT(again.ok() && again.value().msg == c.value().msg);
+  }
+  if (auto q = decode_sidr_req(in); q.ok()) {
+    encode_sidr(1, q.value(), out);
+    WEFT_ASSERT(decode_sidr_req(out).value() == q.value());
+  }
+  if (auto r = decode_sidr_rep(in); r.ok()) {
+    encode_sidr(1, r.value(), out);
+    WEFT_ASSERT(decode_sidr_rep(out).value() == r.value());
   }
   return 0;
 }

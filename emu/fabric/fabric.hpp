@@ -52,6 +52,10 @@
 #include "src/link/phy_channel.hpp"
 #include "src/link/vl_arbiter.hpp"
 
+namespace weft::sma {
+struct TrapMad;
+}
+
 namespace weft::fabric {
 
 enum class DataMode : std::uint8_t { kVerified, kTimingOnly };
@@ -72,6 +76,9 @@ struct LinkModel {
   // credit round trip of a 400 Gb/s link with a few hundred ns of switch latency.
   std::uint32_t data_vl_buffer_bytes = 64 * 1024;
   std::uint32_t vl15_buffer_bytes = 2 * 1024;  // a few SMPs
+  // A link a PortInfo Set took down (PortState Down, PortPhysicalState Polling) trains again
+  // after this (sm_managed management path; Disabled stays down).
+  TimeNs retrain_ns = 50'000;
   // An FC packet goes back when this fraction of the buffer has been freed since the last one
   // (large = every packet); when the rest of the buffer could not hold the largest packet (a
   // divisor of 1), also whenever the buffer empties. 8 keeps credits flowing well ahead of a
@@ -216,9 +223,10 @@ enum EventKindFabric : sim::EventKind {
   kEvHcaRxDeliver,  // data = packet
   kEvHcaDeadline,
   kEvHcaPull,
-  kEvSmaDone,   // data = packet
-  kEvSmp,       // management path: an SMP reaches the node, data = packet
-  kEvSmpLocal,  // management path: an SMP from the node's own SM to its own SMA, data = packet
+  kEvSmaDone,     // data = packet
+  kEvSmp,         // management path: an SMP reaches the node, data = packet
+  kEvSmpLocal,    // management path: an SMP from the node's own SM to its own SMA, data = packet
+  kEvTrapRepeat,  // a switch's pending trap is due again (sma::repeat_trap), data = its TID
 };
 
 // One external port of a node: both directions of its link end.
@@ -327,8 +335,15 @@ class Node : public sim::Component {
   void smp_arrive(std::uint32_t pk, bool local);
   void smp_route_lid(std::uint32_t pk, TimeNs ready);
   void smp_release_held(TimeNs t);
+  // After a PortInfo Set (phys_before: the PhysState of the port it addressed, before it).
+  void after_port_sets(std::span<const std::uint8_t> ports, sma::PhysState phys_before,
+                       TimeNs answered);
+  // PortFaults::drop and bit errors on an SMP that reached `port` (true: discarded).
+  bool smp_lost_on_wire(int port, const Packet& p);
   void after_set(std::span<const std::uint8_t> mad);
   void send_trap_128();
+  // Puts a trap on the management path and schedules its repeat (IBA 13.4.9).
+  void send_trap(const sma::TrapMad& trap, std::uint64_t tid);
   // The data VL of `sl` leaving `out` having come in on `in` (sm_managed: the port's SL2VL).
   std::uint8_t data_vl(int out, int in, std::uint8_t sl) const;
   bool port_active(int port) const { return state_.ports[port].state == sma::LinkState::kActive; }

@@ -72,6 +72,11 @@ void Node::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
     case kEvSmpLocal:
       smp_arrive(static_cast<std::uint32_t>(ev.data), /*local=*/true);
       return;
+    case kEvTrapRepeat:  // until the SM's TrapRepress clears it (or a newer trap replaces it)
+      if (state_.trap.active && state_.trap.tid == ev.data) {
+        if (auto trap = sma::repeat_trap(state_)) send_trap(*trap, ev.data);
+      }
+      return;
     default:
       on_node_event(ev);
   }
@@ -472,6 +477,32 @@ void Node::smp_route_lid(std::uint32_t pk, TimeNs ready) {
   smp_transmit(out, pk, ready);
 }
 
+// VL15 crosses the same wire as the data VLs: PortFaults::drop and bit errors (after FEC)
+// discard an SMP the way they discard a data packet (IBA 7.8.2: a failed VCRC is dropped); the SM
+// retries, a trap is repeated. Delay, jitter, reordering and duplicates apply to data VLs only.
+bool Node::smp_lost_on_wire(int port, const Packet& p) {
+  PortEnd& pe = ports_[port];
+  Rng& rng = fabric_.sim().rng(comp_);
+  if (pe.faults && pe.faults->drop > 0.0 && rng.chance(pe.faults->drop)) {
+    pe.counters.fault_dropped++;
+    return true;
+  }
+  const double ber =
+      pe.faults && pe.faults->ber >= 0.0 ? pe.faults->ber : fabric_.config().link.ber;
+  if (ber <= 0.0 || !pe.phy) return false;
+  const link::PhyOutcome o = pe.phy->carry_modelled(p.wire_bytes, rng);
+  const link::PortErrorCounters& ec = pe.phy->counters();
+  sma::PortCounters& pc = pma(port);
+  sma::PortCounters::sat_add(pc.symbol_error_counter,
+                             ec.symbol_error_counter - pe.counters.symbol_error_counter);
+  sma::PortCounters::sat_add(pc.port_rcv_errors, ec.port_rcv_errors - pe.counters.port_rcv_errors);
+  pe.counters.symbol_error_counter = ec.symbol_error_counter;
+  pe.counters.port_rcv_errors = ec.port_rcv_errors;
+  pe.counters.fec_corrected_blocks = ec.fec_corrected_blocks;
+  pe.counters.fec_uncorrectable = ec.fec_uncorrectable_codewords;
+  return o.dropped;
+}
+
 void Node::smp_release_held(TimeNs t) {
   while (!held_.empty() && held_.front() <= t) held_.pop_front();
 }
@@ -484,6 +515,10 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   if (!local) {
     PortEnd& pe = ports_[port];
     if (!pe.up || p.link_gen != pe.gen) {  // lost with the link
+      pool.free(pk);
+      return;
+    }
+    if ((pe.faults || fabric_.config().link.ber > 0.0) && smp_lost_on_wire(port, p)) {
       pool.free(pk);
       return;
     }
@@ -520,6 +555,18 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   sma::SmpContext ctx;
   ctx.lrh_slid = p.slid;
   const auto in = static_cast<std::uint8_t>(port);
+  // A PortInfo Set may move a link (see after_port_sets): keep the port's physical state.
+  const bool port_info_set =
+      p.bytes.size() >= 24 && p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet) &&
+      (p.bytes[16] << 8 | p.bytes[17]) == static_cast<int>(wire::SmpAttr::kPortInfo);
+  sma::PhysState phys_before = sma::PhysState::kNoStateChange;
+  if (port_info_set) {
+    const std::uint32_t mod = static_cast<std::uint32_t>(p.bytes[20]) << 24 |
+                              static_cast<std::uint32_t>(p.bytes[21]) << 16 |
+                              static_cast<std::uint32_t>(p.bytes[22]) << 8 | p.bytes[23];
+    const std::uint32_t target = state_.is_switch() || mod != 0 ? mod : in;
+    if (target < state_.ports.size()) phys_before = state_.ports[target].phys_state;
+  }
   const sma::MadReply r = sma::handle_smp(state_, in, p.bytes, ctx);
   if (r.is_response && r.status == 0 &&
       p.bytes[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet)) {
@@ -544,6 +591,8 @@ void Node::smp_arrive(std::uint32_t pk, bool local) {
   sma_free_ns_ = done;
   if (!local) held_.push_back(done);
   smps_handled_++;
+  if (port_info_set && !r.state_changed_ports.empty())
+    after_port_sets(r.state_changed_ports, phys_before, done);
   std::copy(r.mad.begin(), r.mad.end(), p.bytes.begin());
   if (r.action == sma::SmpAction::kSendOut) {
     p.directed = true;
@@ -577,10 +626,48 @@ void Node::after_set(std::span<const std::uint8_t> mad) {
   }
 }
 
+// PortInfo Sets that moved a port's link (IBA 7.2, 14.2.5.6): PortState Down or
+// PortPhysicalState Polling on a trained link takes it down at both ends once the SMA's answer
+// is on its way (so the answer is not lost with the link), then it trains again to Init after
+// LinkModel::retrain_ns; PortPhysicalState Disabled keeps it down until a Set of Polling; a
+// Polling Set on a Disabled port trains it (unless the other end is Disabled too).
+void Node::after_port_sets(std::span<const std::uint8_t> ports, sma::PhysState phys_before,
+                           TimeNs answered) {
+  const FabricConfig& c = fabric_.config();
+  for (const std::uint8_t q : ports) {
+    if (q == 0 || q > num_ports() || !ports_[q].connected) continue;
+    const PortEnd& pe = ports_[q];
+    const topo::PortRef me{id_, q};
+    const topo::LinkId link = fabric_.topology().node(id_).ports[q].link;
+    const auto peer = fabric_.topology().peer(me);
+    const sma::PhysState now_phys = state_.ports[q].phys_state;
+    // After the answer's serialization, wire and the next switch: it has left the port.
+    const TimeNs down_at = answered + pe.smp_serial_ns + pe.prop_ns + c.sw.latency_ns + 1;
+    bool train = false;
+    if (pe.up && now_phys != sma::PhysState::kLinkUp) {
+      fabric_.set_link_state(link, false, down_at);
+      train = now_phys == sma::PhysState::kPolling;
+    } else if (!pe.up && now_phys == sma::PhysState::kPolling &&
+               phys_before == sma::PhysState::kDisabled) {
+      train = true;
+    }
+    if (train && peer &&
+        fabric_.node(peer->node).state().ports[peer->port].phys_state != sma::PhysState::kDisabled)
+      fabric_.set_link_state(link, true, down_at + c.link.retrain_ns);
+  }
+}
+
 void Node::send_trap_128() {
   if (!state_.is_switch()) return;
-  auto trap = sma::make_trap_128(state_, trap_tid_++);
+  const std::uint64_t tid = trap_tid_++;
+  auto trap = sma::make_trap_128(state_, tid);
   if (!trap) return;  // no SM yet
+  send_trap(*trap, tid);
+}
+
+void Node::send_trap(const sma::TrapMad& trap_mad, std::uint64_t tid) {
+  const sma::TrapMad* trap = &trap_mad;
+  fabric_.sim().post_at(now() + sma::trap_repeat_ns(state_), comp_, kEvTrapRepeat, tid);
   PacketPool& pool = fabric_.pool();
   const std::uint32_t pk = pool.alloc();
   Packet& p = pool[pk];

@@ -70,6 +70,10 @@ bool ManagedSubnet::bring_up() {
   }
   sa_.set_tables(build_tables(
       topo, [&](topo::NodeId n) -> const sma::NodeState& { return fabric_.node(n).state(); }));
+  // MCMemberRecord joins and leaves become the SM's multicast groups (it programs the MFTs).
+  sa_.on_group_change = [this](std::uint16_t mlid, std::vector<std::uint64_t> guids) {
+    if (fsm_) fsm_->set_multicast_group(mlid, std::move(guids));
+  };
   for (topo::NodeId n : fabric_.hcas()) {
     Agent& a = agents_[n];
     cm::CmConfig c = opts_.cm;

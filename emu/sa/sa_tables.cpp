@@ -92,9 +92,11 @@ SaTables build_tables(const topo::Topology& topo,
     n.ports.resize(nports);
     n.port_guids.resize(nports);
     n.peers.resize(nports);
+    n.pkeys.resize(nports);
     for (std::size_t p = 0; p < nports; ++p) {
       n.ports[p] = port_info_of(ns, static_cast<int>(p));
       n.port_guids[p] = ns.ports[p].port_guid;
+      n.pkeys[p] = ns.ports[p].pkeys;
       if (p >= 1) {
         if (auto peer = topo.peer({id, static_cast<int>(p)})) {
           n.peers[p] = SaPortEnd{peer->node, peer->port};

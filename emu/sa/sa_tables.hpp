@@ -35,6 +35,7 @@ struct SaNode {
   std::vector<std::uint64_t> port_guids;  // index = port number
   std::vector<SaPortEnd> peers;           // index = port number; node kNoNode = not cabled
   std::vector<std::uint8_t> lft;          // switches: DLID -> output port
+  std::vector<std::vector<std::uint16_t>> pkeys;  // index = port number: its P_KeyTable
   bool is_switch() const { return info.node_type == wire::NodeType::kSwitch; }
 };
 

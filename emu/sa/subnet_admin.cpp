@@ -4,6 +4,7 @@
 #include "emu/sa/subnet_admin.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "src/wire/gmp.hpp"
@@ -319,6 +320,41 @@ SaAnswer port_infos(const SaTables& t, std::uint64_t m, const wire::PortInfoReco
   return a;
 }
 
+// P_KeyTableRecord (15.2.5.11): one per (end port, block of 32); a switch's ports 0..N all
+// under its port-0 LID (as OpenSM answers). LID, BlockNum and PortNum filter.
+SaAnswer pkey_tables(const SaTables& t, std::uint64_t m, const wire::PKeyTableRecord& q) {
+  namespace kc = wire::pkey_comp;
+  SaAnswer a;
+  a.attr_offset = wire::attr_offset_for(wire::kPKeyTableRecordBytes);
+  if ((m & ~(kc::kLid | kc::kBlockNum | kc::kPortNum)) != 0) {
+    a.status = wire::SaStatus::kReqInvalid;
+    return a;
+  }
+  for (std::size_t id = 0; id < t.nodes.size(); ++id) {
+    const SaNode& n = t.nodes[id];
+    for (int p = n.is_switch() ? 0 : 1; p <= n.info.num_ports; ++p) {
+      const auto pi = static_cast<std::size_t>(p);
+      const std::uint16_t lid = n.ports[n.is_switch() ? 0 : pi].lid;
+      if (lid == 0 || pi >= n.pkeys.size()) continue;
+      if ((m & kc::kLid) && q.lid != lid) continue;
+      if ((m & kc::kPortNum) && q.port_num != p) continue;
+      const std::vector<std::uint16_t>& keys = n.pkeys[pi];
+      for (std::size_t b = 0; b * 32 < keys.size(); ++b) {
+        if ((m & kc::kBlockNum) && q.block_num != b) continue;
+        wire::PKeyTableRecord r;
+        r.lid = lid;
+        r.block_num = static_cast<std::uint16_t>(b);
+        r.port_num = static_cast<std::uint8_t>(p);
+        for (std::size_t k = 0; k < 32 && b * 32 + k < keys.size(); ++k)
+          r.pkeys[k] = keys[b * 32 + k];
+        append<wire::kPKeyTableRecordBytes>(a, r);
+      }
+    }
+  }
+  trim(a, wire::kPKeyTableRecordBytes);
+  return a;
+}
+
 }  // namespace
 
 SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
@@ -333,6 +369,9 @@ SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
     case wire::SaAttr::kPortInfoRecord:
       return port_infos(t, comp_mask,
                         wire::decode_port_info_record(tmpl.first<wire::kPortInfoRecordBytes>()));
+    case wire::SaAttr::kPKeyTableRecord:
+      return pkey_tables(t, comp_mask,
+                         wire::decode_pkey_table_record(tmpl.first<wire::kPKeyTableRecordBytes>()));
     default: {
       SaAnswer a;
       a.mad_status = static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr);
@@ -402,6 +441,16 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
     stats_.answers++;
     return;
   }
+  const bool mc = req.hdr.attr_id == static_cast<std::uint16_t>(wire::SaAttr::kMcMemberRecord);
+  if (mc && (method == wire::GmpMethod::kSet || method == wire::GmpMethod::kDelete)) {
+    mc_update(in, req);
+    return;
+  }
+  const bool svc = req.hdr.attr_id == static_cast<std::uint16_t>(wire::SaAttr::kServiceRecord);
+  if (svc && (method == wire::GmpMethod::kSet || method == wire::GmpMethod::kDelete)) {
+    service_update(in, req, now);
+    return;
+  }
   if (method != wire::GmpMethod::kGet && method != wire::GmpMethod::kGetTable) {
     answer_error(in, req, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethod));
     return;
@@ -409,7 +458,17 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
   if (method == wire::GmpMethod::kGetTable && senders_.count({in.lid, req.hdr.tid})) {
     return;  // a resent request while we answer it: the RMPP sender resends on its own
   }
-  const SaAnswer a = evaluate(tables_, cfg_, req.hdr.attr_id, req.comp_mask, req.data, in.lid);
+  const SaAnswer a =
+      mc ? mc_query(
+               req.comp_mask,
+               wire::decode_mcmember_record(
+                   std::span<const std::uint8_t>(req.data).first<wire::kMcMemberRecordBytes>()))
+      : svc ? service_query(
+                  req.comp_mask,
+                  wire::decode_service_record(
+                      std::span<const std::uint8_t>(req.data).first<wire::kServiceRecordBytes>()),
+                  now)
+            : evaluate(tables_, cfg_, req.hdr.attr_id, req.comp_mask, req.data, in.lid);
   if (a.mad_status != 0) {
     answer_error(in, req, a.mad_status);
     return;
@@ -455,6 +514,211 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
   std::array<std::uint8_t, wire::kMadBytes> t{};
   wire::encode_sa(tmpl, t);
   senders_[{in.lid, req.hdr.tid}] = std::make_unique<cm::RmppSender>(t, a.records, cfg_.rmpp, now);
+  stats_.answers++;
+}
+
+SaAnswer SubnetAdmin::mc_query(std::uint64_t m, const wire::McMemberRecord& q) const {
+  namespace mc = wire::mcmember_comp;
+  SaAnswer a;
+  a.attr_offset = wire::attr_offset_for(wire::kMcMemberRecordBytes);
+  if ((m & ~(mc::kMgid | mc::kMlid | mc::kPortGid | mc::kJoinState)) != 0) {
+    a.status = wire::SaStatus::kReqInvalid;
+    return a;
+  }
+  for (const auto& [mgid, g] : mc_) {
+    if ((m & mc::kMgid) && q.mgid != mgid) continue;
+    if ((m & mc::kMlid) && q.mlid != g.rec.mlid) continue;
+    for (const auto& [guid, js] : g.join_state) {
+      wire::McMemberRecord r = g.rec;
+      r.port_gid = r.mgid;  // overwritten below: prefix and GUID of the member port
+      const auto e = tables_.by_port_guid.find(guid);
+      if (e == tables_.by_port_guid.end()) continue;
+      r.port_gid = gid_of(tables_, e->second);
+      r.join_state = js;
+      if ((m & mc::kPortGid) && q.port_gid != r.port_gid) continue;
+      if ((m & mc::kJoinState) && (js & q.join_state) != q.join_state) continue;
+      append<wire::kMcMemberRecordBytes>(a, r);
+    }
+  }
+  trim(a, wire::kMcMemberRecordBytes);
+  return a;
+}
+
+void SubnetAdmin::mc_changed(const McGroup& g) {
+  if (!on_group_change) return;
+  std::vector<std::uint64_t> guids;
+  for (const auto& [guid, js] : g.join_state) guids.push_back(guid);
+  on_group_change(g.rec.mlid, std::move(guids));
+}
+
+void SubnetAdmin::mc_update(const cm::GsiMad& in, const wire::SaMad& req) {
+  namespace mc = wire::mcmember_comp;
+  wire::McMemberRecord q = wire::decode_mcmember_record(
+      std::span<const std::uint8_t>(req.data).first<wire::kMcMemberRecordBytes>());
+  const std::uint64_t m = req.comp_mask;
+  const bool join = req.hdr.method == static_cast<std::uint8_t>(wire::GmpMethod::kSet);
+  const auto fail = [&](wire::SaStatus s) { answer_error(in, req, wire::mad_status(s)); };
+  if ((m & (mc::kPortGid | mc::kJoinState)) != (mc::kPortGid | mc::kJoinState) ||
+      (!join && !(m & mc::kMgid)))
+    return fail(wire::SaStatus::kInsufficientComponents);
+  if ((q.join_state & 0x7) == 0 || (q.join_state & ~0x7) != 0)
+    return fail(wire::SaStatus::kReqInvalid);
+  const auto port = by_gid(tables_, q.port_gid);
+  if (!port) return fail(wire::SaStatus::kInvalidGid);
+  const std::uint64_t guid = tables_.nodes[port->node].port_guids[static_cast<std::size_t>(
+      tables_.nodes[port->node].is_switch() ? 0 : port->port)];
+  static const std::array<std::uint8_t, 16> kZeroGid{};
+  auto it = (m & mc::kMgid) && q.mgid != kZeroGid ? mc_.find(q.mgid) : mc_.end();
+  wire::SaMad r;
+  r.hdr = req.hdr;
+  r.attr_offset = wire::attr_offset_for(wire::kMcMemberRecordBytes);
+  r.comp_mask = m;
+  if (join) {
+    if (it == mc_.end()) {  // create: Q_Key and P_Key are the group's, required
+      if ((m & (mc::kQkey | mc::kPkey)) != (mc::kQkey | mc::kPkey))
+        return fail(wire::SaStatus::kInsufficientComponents);
+      std::uint16_t mlid = 0xC000;
+      for (const auto& [g, grp] : mc_) {
+        (void)g;
+        if (grp.rec.mlid >= mlid) mlid = static_cast<std::uint16_t>(grp.rec.mlid + 1);
+      }
+      if (mlid == 0xFFFF) return fail(wire::SaStatus::kNoResources);
+      McGroup g;
+      g.rec = q;
+      g.rec.mlid = mlid;
+      if (!(m & mc::kMgid) || q.mgid == kZeroGid) {  // the SA's MGID: FF12:A01B::<MLID>
+        g.rec.mgid = {0xFF, 0x12, 0xA0, 0x1B};
+        g.rec.mgid[14] = static_cast<std::uint8_t>(mlid >> 8);
+        g.rec.mgid[15] = static_cast<std::uint8_t>(mlid);
+      }
+      g.rec.port_gid = {};
+      g.rec.join_state = 0;
+      g.rec.mtu_selector = wire::Selector::kExactly;
+      g.rec.rate_selector = wire::Selector::kExactly;
+      g.rec.packet_life_time_selector = wire::Selector::kExactly;
+      // MTU and rate every member port can take: the smallest of the HCA ports of the subnet.
+      std::uint8_t mtu = 5;
+      double gbps = std::numeric_limits<double>::infinity();
+      for (const SaNode& n : tables_.nodes) {
+        if (n.is_switch()) continue;
+        for (std::size_t p = 1; p < n.ports.size(); ++p) {
+          if (n.ports[p].lid == 0) continue;
+          mtu = std::min(mtu, n.ports[p].neighbor_mtu);
+          gbps = std::min(gbps, link_gbps(n.ports[p]));
+        }
+      }
+      g.rec.mtu = mtu;
+      g.rec.rate = std::isinf(gbps) ? 0 : wire::rate_code_of_gbps(gbps);
+      g.rec.packet_life_time = cfg_.packet_life_time;
+      it = mc_.emplace(g.rec.mgid, g).first;
+    }
+    McGroup& g = it->second;
+    g.join_state[guid] |= q.join_state;
+    wire::McMemberRecord out = g.rec;
+    out.port_gid = q.port_gid;
+    out.join_state = g.join_state[guid];
+    r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kGetResp);
+    wire::encode(out, std::span<std::uint8_t>(r.data).first<wire::kMcMemberRecordBytes>());
+    mc_changed(g);
+  } else {
+    if (it == mc_.end()) return fail(wire::SaStatus::kNoRecords);
+    McGroup& g = it->second;
+    const auto mem = g.join_state.find(guid);
+    if (mem == g.join_state.end()) return fail(wire::SaStatus::kNoRecords);
+    wire::McMemberRecord out = g.rec;
+    out.port_gid = q.port_gid;
+    mem->second &= static_cast<std::uint8_t>(~q.join_state);
+    out.join_state = mem->second;
+    if (mem->second == 0) g.join_state.erase(mem);
+    r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kDeleteResp);
+    wire::encode(out, std::span<std::uint8_t>(r.data).first<wire::kMcMemberRecordBytes>());
+    mc_changed(g);
+    if (g.join_state.empty()) mc_.erase(it);
+  }
+  cm::GsiMad gm{in.lid, cfg_.port, {}};
+  wire::encode_sa(r, gm.mad);
+  out_.push_back(gm);
+  stats_.answers++;
+}
+
+void SubnetAdmin::expire(TimeNs now) {
+  std::erase_if(services_, [&](const Service& s) { return s.expires <= now; });
+}
+
+std::size_t SubnetAdmin::services(TimeNs now) {
+  expire(now);
+  return services_.size();
+}
+
+SaAnswer SubnetAdmin::service_query(std::uint64_t m, const wire::ServiceRecord& q, TimeNs now,
+                                    std::vector<std::size_t>* matched) {
+  namespace sc = wire::service_comp;
+  expire(now);
+  SaAnswer a;
+  a.attr_offset = wire::attr_offset_for(wire::kServiceRecordBytes);
+  if ((m & ~(sc::kId | sc::kGid | sc::kPkey | sc::kKey | sc::kName)) != 0) {
+    a.status = wire::SaStatus::kReqInvalid;
+    return a;
+  }
+  for (std::size_t i = 0; i < services_.size(); ++i) {
+    const wire::ServiceRecord& r = services_[i].rec;
+    if ((m & sc::kId) && q.service_id != r.service_id) continue;
+    if ((m & sc::kGid) && q.gid != r.gid) continue;
+    if ((m & sc::kPkey) && q.pkey != r.pkey) continue;
+    if ((m & sc::kKey) && q.key != r.key) continue;
+    if ((m & sc::kName) && q.name != r.name) continue;
+    if (matched) matched->push_back(i);
+    append<wire::kServiceRecordBytes>(a, r);
+  }
+  trim(a, wire::kServiceRecordBytes);
+  return a;
+}
+
+void SubnetAdmin::service_update(const cm::GsiMad& in, const wire::SaMad& req, TimeNs now) {
+  namespace sc = wire::service_comp;
+  const wire::ServiceRecord q = wire::decode_service_record(
+      std::span<const std::uint8_t>(req.data).first<wire::kServiceRecordBytes>());
+  wire::SaMad r;
+  r.hdr = req.hdr;
+  r.attr_offset = wire::attr_offset_for(wire::kServiceRecordBytes);
+  r.comp_mask = req.comp_mask;
+  if (req.hdr.method == static_cast<std::uint8_t>(wire::GmpMethod::kSet)) {
+    if ((req.comp_mask & (sc::kId | sc::kGid)) != (sc::kId | sc::kGid)) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kInsufficientComponents));
+      return;
+    }
+    if (!by_gid(tables_, q.gid)) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kInvalidGid));
+      return;
+    }
+    expire(now);
+    std::erase_if(services_, [&](const Service& s) {
+      return s.rec.service_id == q.service_id && s.rec.gid == q.gid && s.rec.pkey == q.pkey;
+    });
+    const TimeNs expires = q.lease == wire::kServiceLeaseInfinite
+                               ? kNoDeadline
+                               : now + TimeNs{q.lease} * 1'000'000'000;
+    services_.push_back(Service{q, expires});
+    r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kGetResp);
+    wire::encode(q, std::span<std::uint8_t>(r.data).first<wire::kServiceRecordBytes>());
+  } else {  // Delete
+    std::vector<std::size_t> matched;
+    const SaAnswer a = service_query(req.comp_mask, q, now, &matched);
+    if (a.status != wire::SaStatus::kOk || matched.empty()) {
+      answer_error(in, req,
+                   wire::mad_status(a.status != wire::SaStatus::kOk ? a.status
+                                                                    : wire::SaStatus::kNoRecords));
+      return;
+    }
+    const wire::ServiceRecord first = services_[matched.front()].rec;
+    for (auto it = matched.rbegin(); it != matched.rend(); ++it)
+      services_.erase(services_.begin() + static_cast<std::ptrdiff_t>(*it));
+    r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kDeleteResp);
+    wire::encode(first, std::span<std::uint8_t>(r.data).first<wire::kServiceRecordBytes>());
+  }
+  cm::GsiMad g{in.lid, cfg_.port, {}};
+  wire::encode_sa(r, g.mad);
+  out_.push_back(g);
   stats_.answers++;
 }
 

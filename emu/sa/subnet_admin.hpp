@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -69,11 +70,43 @@ class SubnetAdmin {
   TimeNs next_deadline() const;
   void on_deadline(TimeNs now);
   std::size_t transfers() const { return senders_.size(); }
+  // Multicast groups (MCMemberRecord, 15.2.5.17): SubnAdmSet joins (creates the group, with an
+  // MLID from 0xC000 up and, for an all-zero MGID, an MGID of the SA's; Q_Key and P_Key are
+  // required to create), SubnAdmDelete leaves (JoinState bits; the last member ends the group),
+  // Get/GetTable list one record per member (filters: MGID, MLID, PortGID, JoinState). Every
+  // change of a group's members is handed to on_group_change (empty list: the group is gone);
+  // ManagedSubnet passes it to the SM, which programs the switches' MFTs.
+  std::function<void(std::uint16_t mlid, std::vector<std::uint64_t> port_guids)> on_group_change;
+  std::size_t multicast_groups() const { return mc_.size(); }
+
+  // ServiceRecords registered (SubnAdmSet) and not yet deleted or past their lease, at `now`.
+  std::size_t services(TimeNs now);
   const SaStats& stats() const { return stats_; }
 
  private:
   void answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status);
   void reap();
+  // ServiceRecord (15.2.5.14): Set registers (ServiceID and ServiceGID required, the GID a
+  // port of the subnet; one record per ServiceID, GID and P_Key, replaced on a new Set), Delete
+  // removes what the mask matches, Get/GetTable filter on ID, GID, P_Key, Key and Name. A lease
+  // (seconds; 0xFFFFFFFF = none) ends the record.
+  struct Service {
+    wire::ServiceRecord rec;
+    TimeNs expires = kNoDeadline;
+  };
+  void expire(TimeNs now);
+  SaAnswer service_query(std::uint64_t mask, const wire::ServiceRecord& q, TimeNs now,
+                         std::vector<std::size_t>* matched = nullptr);
+  void service_update(const cm::GsiMad& in, const wire::SaMad& req, TimeNs now);
+  std::vector<Service> services_;
+  struct McGroup {
+    wire::McMemberRecord rec;                          // the group's fields, PortGID 0
+    std::map<std::uint64_t, std::uint8_t> join_state;  // member port GUID -> JoinState
+  };
+  SaAnswer mc_query(std::uint64_t mask, const wire::McMemberRecord& q) const;
+  void mc_update(const cm::GsiMad& in, const wire::SaMad& req);
+  void mc_changed(const McGroup& g);
+  std::map<std::array<std::uint8_t, 16>, McGroup> mc_;  // by MGID
   SaConfig cfg_;
   SaTables tables_;
   std::map<std::pair<std::uint16_t, std::uint64_t>, std::unique_ptr<cm::RmppSender>> senders_;

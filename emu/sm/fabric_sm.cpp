@@ -68,6 +68,16 @@ void FabricSm::on_mad(std::span<const std::uint8_t> mad) {
   pump();
 }
 
+void FabricSm::set_multicast_group(std::uint16_t mlid, std::vector<std::uint64_t> port_guids) {
+  sm_.set_multicast_group(mlid, std::move(port_guids), fabric_.sim().now());
+  pump();
+}
+
+void FabricSm::remove_multicast_group(std::uint16_t mlid) {
+  sm_.remove_multicast_group(mlid, fabric_.sim().now());
+  pump();
+}
+
 void FabricSm::on_timer() {
   armed_ns_ = kNoDeadline;
   sm_.on_deadline(fabric_.sim().now());

@@ -48,6 +48,11 @@ class FabricSm {
   // virtual time passes now + limit_ns. True when settled.
   bool run_until_settled(TimeNs limit_ns);
 
+  // SubnetManager::set_multicast_group / remove_multicast_group at the Simulator's now; the MFT
+  // Sets go out as the Simulator runs.
+  void set_multicast_group(std::uint16_t mlid, std::vector<std::uint64_t> port_guids);
+  void remove_multicast_group(std::uint16_t mlid);
+
   SubnetManager& sm() { return sm_; }
   const SubnetManager& sm() const { return sm_; }
   topo::NodeId node() const { return node_; }

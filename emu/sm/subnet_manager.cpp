@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <set>
 
 #include "src/base/assert.hpp"
 
@@ -28,7 +29,12 @@ enum class Purpose : std::uint8_t {
   kSetSl2Vl,  // extra = in << 8 | out
   kSetVlArb,  // port = the switch port
   kLightSwitchInfo,
+  kSetMft,  // mod = position << 28 | block
 };
+
+constexpr std::size_t kMftBlock = 32;     // MLIDs per MFT block (14.2.5.12)
+constexpr std::size_t kMftPosPorts = 16;  // ports per PortMask position
+constexpr std::size_t kMftPosMax = 4;     // positions the SM programs: ports 0..63
 
 std::uint8_t top_bit(std::uint8_t v) {
   return v == 0 ? 0 : static_cast<std::uint8_t>(1u << (7 - std::countl_zero(v)));
@@ -111,6 +117,10 @@ struct Programmed {
   std::vector<std::uint8_t> lft;      // as acknowledged; 0xFE = unknown
   std::vector<routing::Sl2Vl> sl2vl;  // (in * np + out); all 0 = the SMA default
   std::vector<bool> vlarb;            // per port: VLArb written
+  // MFT entries written (MLID index -> PortMask per position), and blocks whose content is
+  // unknown because a Set was lost (sent again whatever they should hold).
+  std::map<std::uint16_t, std::array<std::uint16_t, kMftPosMax>> mft;
+  std::set<std::uint32_t> mft_unknown;  // position << 16 | block
 };
 
 struct SubnetManager::Impl {
@@ -127,6 +137,8 @@ struct SubnetManager::Impl {
   routing::Routes routes;
   routing::LidAssigner assigner;
   std::unordered_map<std::uint64_t, Programmed> programmed;
+  std::map<std::uint16_t, std::vector<std::uint64_t>> groups;  // MLID -> member port GUIDs
+  bool mcast_dirty = false;  // groups changed since the last MFT programming
 
   // Requests.
   std::vector<Request> reqs;
@@ -297,6 +309,7 @@ struct SubnetManager::Impl {
                 static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
         reqs[slot].dlid = live_lid(i, 0);
       }
+    if (sm.routes_valid_) program_mft(/*live=*/true);  // group changes since the last sweep
   }
 
   void finish_sweep(TimeNs now, Phase next) {
@@ -641,6 +654,108 @@ struct SubnetManager::Impl {
       }
       if (routes.vls > 1 && !routes.sl2vl.empty()) program_vls(s, i, pr);
     }
+    program_mft(/*live=*/false);
+  }
+
+  // ---- multicast ------------------------------------------------------------------------
+  // One tree per group: the union of the LFT paths from each member's switch to a root switch
+  // (the first member's), so every switch has one way toward the root and the union has no
+  // cycle; each switch's PortMask holds its tree ports and its member HCA ports. A packet to
+  // the MLID leaves every tree port but the one it came in on: each member gets one copy.
+  using MftRows = std::map<std::uint16_t, std::array<std::uint16_t, kMftPosMax>>;
+  std::unordered_map<std::uint32_t, MftRows> multicast_trees() const {
+    std::unordered_map<std::uint32_t, MftRows> want;
+    if (routes.lid_top == 0) return want;
+    std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint8_t>> edge;
+    for (const DNode& n : nodes) {
+      if (n.is_switch) continue;
+      for (std::uint8_t p = 1; p <= n.num_ports; ++p) {
+        const DPort& d = n.ports[p];
+        if (d.peer != kNone && nodes[d.peer].is_switch) edge[d.guid] = {d.peer, d.peer_port};
+      }
+    }
+    auto mark = [&](std::uint32_t sw, std::uint16_t idx, std::uint8_t port) {
+      if (port / kMftPosPorts >= kMftPosMax) return;
+      want[sw][idx][port / kMftPosPorts] |= static_cast<std::uint16_t>(1u << (port % kMftPosPorts));
+    };
+    for (const auto& [mlid, members] : groups) {
+      const auto idx = static_cast<std::uint16_t>(mlid - 0xC000);
+      std::uint32_t root = kNone;
+      routing::Lid root_lid = routing::kNoLid;
+      for (const std::uint64_t g : members) {
+        const auto it = edge.find(g);
+        if (it == edge.end()) continue;  // not (or no longer) in the subnet
+        auto [cur, in] = it->second;
+        if (root == kNone) {
+          root = cur;
+          root_lid = lids.lid_of(root, 0);
+        }
+        mark(cur, idx, in);
+        for (int hop = 0; hop < 64 && cur != root; ++hop) {
+          const std::uint32_t si = routes.switch_index[cur];
+          const std::uint8_t out = routes.out_port(si, root_lid);
+          const DNode& n = nodes[cur];
+          if (out == 0 || out > n.num_ports || n.ports[out].peer == kNone) break;
+          mark(cur, idx, out);
+          const std::uint32_t next = n.ports[out].peer;
+          if (!nodes[next].is_switch) break;
+          mark(next, idx, n.ports[out].peer_port);
+          cur = next;
+        }
+      }
+    }
+    return want;
+  }
+
+  // MFT Sets for what differs from what this SM wrote (or is unknown), one per (block,
+  // position); LID-routed when `live` (the LFTs route the switch LIDs), else directed.
+  void program_mft(bool live) {
+    mcast_dirty = false;
+    const auto want = multicast_trees();
+    static const std::array<std::uint16_t, kMftPosMax> kZero{};
+    for (const std::uint32_t i : routes.switches) {
+      if (i >= nodes.size()) continue;
+      const DNode& n = nodes[i];
+      Programmed& pr = programmed[n.guid];
+      const auto wit = want.find(i);
+      const MftRows empty;
+      const MftRows& w = wit == want.end() ? empty : wit->second;
+      std::set<std::uint32_t> blocks;
+      for (const auto& [idx, m] : w) blocks.insert(idx / kMftBlock);
+      for (const auto& [idx, m] : pr.mft) blocks.insert(idx / kMftBlock);
+      for (const std::uint32_t u : pr.mft_unknown) blocks.insert(u & 0xFFFF);
+      const std::size_t positions =
+          std::min(kMftPosMax, std::size_t{n.num_ports} / kMftPosPorts + 1);
+      for (const std::uint32_t b : blocks) {
+        for (std::size_t pos = 0; pos < positions; ++pos) {
+          const std::uint32_t key = static_cast<std::uint32_t>(pos) << 16 | b;
+          bool differs = pr.mft_unknown.erase(key) > 0;
+          wire::MulticastForwardingTable t;
+          for (std::size_t k = 0; k < kMftBlock; ++k) {
+            const auto idx = static_cast<std::uint16_t>(b * kMftBlock + k);
+            const auto wi = w.find(idx);
+            const auto pi = pr.mft.find(idx);
+            t.port_mask[k] = (wi == w.end() ? kZero : wi->second)[pos];
+            if (t.port_mask[k] != (pi == pr.mft.end() ? kZero : pi->second)[pos]) differs = true;
+          }
+          if (!differs) continue;
+          std::array<std::uint8_t, wire::kSmpDataBytes> data{};
+          wire::encode(t, data);
+          const std::uint32_t slot =
+              add(Purpose::kSetMft, true,
+                  static_cast<std::uint16_t>(wire::SmpAttrExt::kMulticastForwardingTable),
+                  static_cast<std::uint32_t>(pos) << 28 | b, i, 0, add_data(data));
+          if (live) reqs[slot].dlid = live_lid(i, 0);
+          ++cur.mft_blocks_sent;
+          for (std::size_t k = 0; k < kMftBlock; ++k) {  // optimistic, as for SL2VL
+            const auto idx = static_cast<std::uint16_t>(b * kMftBlock + k);
+            auto& row = pr.mft[idx];
+            row[pos] = t.port_mask[k];
+            if (row == kZero) pr.mft.erase(idx);
+          }
+        }
+      }
+    }
   }
 
   void program_vls(std::uint32_t s, std::uint32_t i, Programmed& pr) {
@@ -752,6 +867,7 @@ struct SubnetManager::Impl {
         }
         case Purpose::kSetSl2Vl:
         case Purpose::kSetVlArb:
+        case Purpose::kSetMft:
           break;
         case Purpose::kLightSwitchInfo:
           if (wire::decode_switch_info(data).port_state_change) heavy_wanted = true;
@@ -776,6 +892,8 @@ struct SubnetManager::Impl {
                     0xFE);
     } else if (r.purpose == Purpose::kSetSl2Vl || r.purpose == Purpose::kSetVlArb) {
       programmed[nodes[r.node].guid] = Programmed{};
+    } else if (r.purpose == Purpose::kSetMft) {
+      programmed[nodes[r.node].guid].mft_unknown.insert((r.mod >> 28) << 16 | (r.mod & 0x1FF));
     }
     advance(now);
   }
@@ -922,8 +1040,8 @@ void SubnetManager::on_deadline(TimeNs now) {
 }
 
 bool SubnetManager::settled() const {
-  return phase_ == Phase::kSubnetUp && !impl_->heavy_wanted && impl_->inflight == 0 &&
-         impl_->urgent.empty();
+  return phase_ == Phase::kSubnetUp && !impl_->heavy_wanted && !impl_->mcast_dirty &&
+         impl_->inflight == 0 && impl_->urgent.empty();
 }
 
 const routing::Fabric& SubnetManager::fabric() const {
@@ -956,6 +1074,41 @@ std::size_t SubnetManager::memory_bytes() const {
   }
   b += m.reqs.capacity() * sizeof(Request) + m.datas.capacity() * wire::kSmpDataBytes;
   return b;
+}
+
+void SubnetManager::set_multicast_group(std::uint16_t mlid, std::vector<std::uint64_t> port_guids,
+                                        TimeNs now) {
+  WEFT_ASSERT(mlid >= 0xC000 && mlid != 0xFFFF);
+  std::sort(port_guids.begin(), port_guids.end());
+  port_guids.erase(std::unique(port_guids.begin(), port_guids.end()), port_guids.end());
+  if (port_guids.empty()) {
+    remove_multicast_group(mlid, now);
+    return;
+  }
+  auto& g = impl_->groups[mlid];
+  if (g == port_guids) return;
+  g = std::move(port_guids);
+  multicast_changed(now);
+}
+
+void SubnetManager::remove_multicast_group(std::uint16_t mlid, TimeNs now) {
+  if (impl_->groups.erase(mlid) > 0) multicast_changed(now);
+}
+
+const std::map<std::uint16_t, std::vector<std::uint64_t>>& SubnetManager::multicast_groups() const {
+  return impl_->groups;
+}
+
+// Up: a light sweep now carries the MFT Sets; in a sweep: one more heavy sweep after it.
+void SubnetManager::multicast_changed(TimeNs now) {
+  Impl& m = *impl_;
+  m.mcast_dirty = true;
+  if (phase_ == Phase::kSubnetUp) {
+    m.next_light_ns = std::min(m.next_light_ns, now);
+  } else if (phase_ != Phase::kIdle) {
+    m.heavy_wanted = true;
+    if (phase_ == Phase::kFailed) m.next_light_ns = std::min(m.next_light_ns, now);
+  }
 }
 
 }  // namespace weft::sm

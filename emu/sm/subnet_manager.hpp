@@ -137,7 +137,8 @@ struct SweepReport {
   std::size_t switches = 0, hcas = 0, links = 0;
   std::size_t lft_blocks_sent = 0, lft_blocks_unchanged = 0;
   std::size_t ports_set = 0, ports_activated = 0;
-  bool complete = false;  // no SMP lost for good
+  std::size_t mft_blocks_sent = 0;  // MulticastForwardingTable Sets (block, position)
+  bool complete = false;            // no SMP lost for good
   bool routes_valid = false;
   routing::CheckReport check;  // heavy sweeps
   std::string error;
@@ -181,6 +182,17 @@ class SubnetManager {
   std::uint64_t routing_wall_ns() const { return routing_wall_ns_; }
   std::uint64_t check_wall_ns() const { return check_wall_ns_; }
 
+  // Multicast groups (IBA 14.2.5.12; the SA's MCMemberRecord joins make them): an MLID
+  // (0xC000..0xFFFE) and its members' HCA port GUIDs. The SM builds one tree per group over the
+  // switches (the LFT paths from each member's switch to the first member's) and Sets the
+  // MulticastForwardingTable blocks (32 MLIDs x 16 ports) that differ from what it wrote: at
+  // once in a light sweep when the subnet is up, else at the end of the current sweep; every
+  // heavy sweep re-derives the trees from what it discovered. An empty list removes the group
+  // (its entries are cleared). Ports 0..63 are programmed (positions 0-3).
+  void set_multicast_group(std::uint16_t mlid, std::vector<std::uint64_t> port_guids, TimeNs now);
+  void remove_multicast_group(std::uint16_t mlid, TimeNs now);
+  const std::map<std::uint16_t, std::vector<std::uint64_t>>& multicast_groups() const;
+
   // What the SM believes (after a heavy sweep): the discovered fabric, its LIDs and routes.
   const routing::Fabric& fabric() const;
   const routing::LidMap& lids() const;
@@ -189,6 +201,7 @@ class SubnetManager {
   std::size_t memory_bytes() const;
 
  private:
+  void multicast_changed(TimeNs now);
   struct Impl;  // subnet_manager.cpp: the model, the request slab, the phase steps
   std::unique_ptr<Impl> impl_;
   SmConfig cfg_;

@@ -120,7 +120,7 @@ bool link_down(NodeState& n, std::uint8_t port) {
   WEFT_ASSERT(port >= 1 && port <= n.num_ports);
   PortState& p = n.ports[port];
   const bool was_up = p.phys_state == PhysState::kLinkUp;
-  p.phys_state = PhysState::kPolling;
+  if (p.phys_state != PhysState::kDisabled) p.phys_state = PhysState::kPolling;  // SM's choice
   if (was_up) p.counters.count_link_downed();
   if (p.state == LinkState::kDown) return false;
   p.state = LinkState::kDown;

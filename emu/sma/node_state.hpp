@@ -247,6 +247,16 @@ struct SmaStats {
   std::uint64_t dropped_not_request = 0;  // a response or trap arrived at the SMA
   std::uint64_t pma_handled = 0;
   std::uint64_t pma_dropped = 0;
+  std::uint64_t traps_repressed = 0;  // TrapRepress that matched the pending trap's TID
+  std::uint64_t traps_repeated = 0;   // trap sends after the first (repeat_trap)
+};
+
+// The last trap this node sent that its SM has not repressed yet (IBA 13.4.9: a trap is sent
+// again until a TrapRepress with its TID arrives). A newer trap replaces it.
+struct PendingTrap {
+  bool active = false;
+  std::uint64_t tid = 0;
+  std::uint32_t sends = 0;  // the first send and every repeat
 };
 
 struct NodeState {
@@ -268,6 +278,7 @@ struct NodeState {
   std::vector<std::array<std::uint16_t, kMftPositions>> mft;
 
   SmaStats stats;
+  PendingTrap trap;  // see make_trap_128 / repeat_trap (sma.hpp)
 
   bool is_switch() const { return type == NodeType::kSwitch; }
   // The port whose PortInfo holds this node's LID for a request that arrived on in_port.
@@ -301,7 +312,8 @@ NodeState make_switch(const NodeParams& p);
 // A CA: ports 1..N Down/Polling, port GUID = node GUID + port number.
 NodeState make_ca(const NodeParams& p);
 // The fabric calls these when a link trains / fails. link_up moves a Down port to Init with
-// PhysState LinkUp; link_down moves it to Down/Polling and counts LinkDowned if it was up.
+// PhysState LinkUp; link_down moves it to Down/Polling (a port the SM Disabled stays Disabled)
+// and counts LinkDowned if it was up (LinkUp: not when a PortInfo Set took it down).
 // Both return true when the logical state changed (the caller then sends trap 128 if the node
 // is a switch, see sma.hpp make_trap_128) and set SwitchInfo.PortStateChange on a switch.
 bool link_up(NodeState& n, std::uint8_t port);

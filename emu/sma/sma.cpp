@@ -260,13 +260,21 @@ void apply_port_info(NodeState& n, PortState& p, const wire::PortInfo& v, bool a
   p.overrun_errors = v.overrun_errors;
 
   const LinkState before = p.state;
+  const PhysState phys_before = p.phys_state;
   const bool is_port0 = n.is_switch() && p.port_num == 0;
   if (v.port_phys_state != 0 && !is_port0) {
     p.phys_state = static_cast<PhysState>(v.port_phys_state);
     p.state = LinkState::kDown;  // Polling/Disabled take the link down (5.6)
   }
   if (v.port_state != LinkState::kNoChange) p.state = v.port_state;
-  if (p.state != before) {
+  // PortState Down on a trained link: the link leaves LinkUp and trains again (7.2); the
+  // fabric takes it down and up (MadReply::state_changed_ports).
+  if (!is_port0 && p.state == LinkState::kDown && before != LinkState::kDown &&
+      p.phys_state == PhysState::kLinkUp)
+    p.phys_state = PhysState::kPolling;
+  if (phys_before == PhysState::kLinkUp && p.phys_state != PhysState::kLinkUp)
+    p.counters.count_link_downed();  // the link leaves LinkUp, as when it fails
+  if (p.state != before || p.phys_state != phys_before) {
     changed.push_back(p.port_num);
     if (n.is_switch() && p.state == LinkState::kDown) n.sw.port_state_change = true;
   }
@@ -527,6 +535,11 @@ MadReply handle_lid_routed(NodeState& n, std::uint8_t in_port, std::span<const s
     case Disposition::kToSm:
       return pass_through(mad, SmpAction::kToLocalSm);
     case Disposition::kAbsorb:
+      // TrapRepress: ends the repetition of the pending trap with this TID (13.4.9).
+      if (n.trap.active && s->hdr.tid == n.trap.tid && s->hdr.attr_id == id(SmpAttrExt::kNotice)) {
+        n.trap.active = false;
+        ++n.stats.traps_repressed;
+      }
       return MadReply{SmpAction::kAbsorbed};
     case Disposition::kAnswer:
       break;
@@ -682,7 +695,8 @@ MadReply handle_smp(NodeState& node, std::uint8_t in_port, std::span<const std::
   return drop(node, DropReason::kBadClass);
 }
 
-std::optional<TrapMad> make_trap_128(NodeState& node, std::uint64_t tid) {
+namespace {
+std::optional<TrapMad> build_trap_128(NodeState& node, std::uint64_t tid) {
   if (!node.is_switch()) return std::nullopt;
   const PortState& p0 = node.ports[0];
   if (p0.master_sm_lid == 0) return std::nullopt;
@@ -709,6 +723,28 @@ std::optional<TrapMad> make_trap_128(NodeState& node, std::uint64_t tid) {
   t.slid = p0.lid;
   t.sl = p0.master_sm_sl;
   return t;
+}
+}  // namespace
+
+std::optional<TrapMad> make_trap_128(NodeState& node, std::uint64_t tid) {
+  auto t = build_trap_128(node, tid);
+  if (t) node.trap = PendingTrap{true, tid, 1};
+  return t;
+}
+
+std::optional<TrapMad> repeat_trap(NodeState& node) {
+  if (!node.trap.active) return std::nullopt;
+  auto t = build_trap_128(node, node.trap.tid);
+  if (t) {
+    ++node.trap.sends;
+    ++node.stats.traps_repeated;
+  }
+  return t;
+}
+
+TimeNs trap_repeat_ns(const NodeState& node) {
+  const std::uint8_t st = node.lid_port(node.is_switch() ? 0 : 1).subnet_timeout & 0x1F;
+  return TimeNs{4096} << st;
 }
 
 }  // namespace weft::sma

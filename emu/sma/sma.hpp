@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <weft/types.hpp>
+
 #include "emu/sma/node_state.hpp"
 #include "src/wire/mad.hpp"
 #include "src/wire/mad_attrs.hpp"
@@ -53,8 +55,10 @@ struct MadReply {
   std::uint8_t out_port = 0;  // kSendOut: the port; kRouteByLid: the port the request came in
   std::uint16_t dlid = 0;     // kRouteByLid: the destination LID
   std::array<std::uint8_t, wire::kMadBytes> mad{};
-  // Ports whose logical state this MAD changed (PortInfo Set). The fabric reacts: a port Set
-  // to Down drops its link (then retrains it to Init); Armed/Active change what it forwards.
+  // Ports whose logical or physical state this MAD changed (PortInfo Set). The fabric reacts:
+  // a port Set to Down (its PhysState then Polling) or to PortPhysicalState Polling drops its
+  // link, which trains again to Init; Disabled keeps it down until a Set of Polling (7.2, 5.6);
+  // Armed/Active change what it forwards.
   std::vector<std::uint8_t> state_changed_ports;
 };
 
@@ -79,5 +83,15 @@ struct TrapMad {
   std::uint8_t sl = 0;     // MasterSMSL
 };
 std::optional<TrapMad> make_trap_128(NodeState& node, std::uint64_t tid);
+
+// Trap repetition (IBA 13.4.9): make_trap_128 records the trap in NodeState::trap; a
+// LID-routed TrapRepress (method 0x07, attribute Notice) whose TID matches clears it (counted in
+// stats.traps_repressed; any other TrapRepress is absorbed and changes nothing). While it is
+// pending, repeat_trap() builds the same trap again, same TID, to the current MasterSMLID
+// (nullopt when nothing is pending or the node has no SM LID). The fabric calls it every
+// trap_repeat_ns(): 4.096 us x 2^SubnetTimeOut of the node's LID port (PortInfo, set by the SM),
+// the subnet's maximum expected propagation delay.
+std::optional<TrapMad> repeat_trap(NodeState& node);
+TimeNs trap_repeat_ns(const NodeState& node);
 
 }  // namespace weft::sma

@@ -76,6 +76,8 @@ std::string_view to_string(CmEventType t) {
       return "TIMEOUT";
     case CmEventType::kDisconnected:
       return "DISCONNECTED";
+    case CmEventType::kSidrReply:
+      return "SIDR_REPLY";
   }
   return "?";
 }
@@ -109,7 +111,8 @@ Errc CommManager::listen(std::uint64_t service_id, RecoveryMode recovery) {
 }
 
 Errc CommManager::stop_listening(std::uint64_t service_id) {
-  return listeners_.erase(service_id) ? Errc::kOk : Errc::kNotFound;
+  return listeners_.erase(service_id) || ud_listeners_.erase(service_id) ? Errc::kOk
+                                                                         : Errc::kNotFound;
 }
 
 void CommManager::send(Conn& c, const wire::CmMessage& m) {
@@ -352,7 +355,119 @@ Errc CommManager::disconnect(ConnId id, TimeNs now) {
   return Errc::kOk;
 }
 
+Errc CommManager::listen_ud(std::uint64_t service_id, std::uint32_t qpn, std::uint32_t qkey) {
+  if (listeners_.count(service_id) || ud_listeners_.count(service_id) || qpn > 0xFFFFFF)
+    return Errc::kInvalidArgument;
+  ud_listeners_[service_id] = UdService{qpn, qkey};
+  return Errc::kOk;
+}
+
+Result<std::uint32_t, Errc> CommManager::sidr_request(std::uint64_t service_id, std::uint16_t dlid,
+                                                      std::uint16_t pkey,
+                                                      std::span<const std::uint8_t> private_data,
+                                                      TimeNs now) {
+  if (dlid == 0 || private_data.size() > wire::kSidrReqPrivateBytes) return Errc::kInvalidArgument;
+  if (cfg_.lid == 0) return Errc::kInvalidState;
+  if (sidr_.size() >= cfg_.connections_max) return Errc::kNoResources;
+  const std::uint32_t id = next_sidr_id_++;
+  wire::CmSidrReq m;
+  m.request_id = id;
+  m.pkey = pkey;
+  m.service_id = service_id;
+  std::copy(private_data.begin(), private_data.end(), m.private_data.begin());
+  Sidr s;
+  s.service_id = service_id;
+  s.dlid = dlid;
+  // TID: "SIDR" in the upper half tells SIDR transactions apart from connections.
+  wire::encode_sidr(std::uint64_t{0x53494452} << 32 | id, m, s.mad);
+  s.deadline = now + timeout_code_ns(cfg_.cm_response_timeout);
+  out_.push_back(GsiMad{dlid, cfg_.port, s.mad});
+  stats_.mads_sent++;
+  sidr_.emplace(id, s);
+  return id;
+}
+
+void CommManager::on_sidr(const GsiMad& in, TimeNs now) {
+  (void)now;
+  if (auto q = wire::decode_sidr_req(in.mad)) {
+    stats_.mads_received++;
+    const wire::CmSidrReq& r = q.value();
+    wire::CmSidrRep rep;
+    rep.request_id = r.request_id;
+    rep.service_id = r.service_id;
+    const auto it = ud_listeners_.find(r.service_id);
+    if (it == ud_listeners_.end()) {
+      rep.status = wire::SidrStatus::kServiceIdNotSupported;
+    } else {
+      rep.qpn = it->second.qpn;
+      rep.qkey = it->second.qkey;
+    }
+    const std::uint64_t tid = wire::decode_gmp_header(in.mad, wire::kMgmtClassCm).value().tid;
+    GsiMad g{in.lid, cfg_.port, {}};
+    wire::encode_sidr(tid, rep, g.mad);  // stateless: a repeated SIDR_REQ is answered again
+    out_.push_back(g);
+    stats_.mads_sent++;
+    return;
+  }
+  auto p = wire::decode_sidr_rep(in.mad);
+  if (!p) {
+    stats_.ignored_mads++;
+    return;
+  }
+  const auto it = sidr_.find(p.value().request_id);
+  if (it == sidr_.end()) {  // a late duplicate of an answer already taken
+    stats_.ignored_mads++;
+    return;
+  }
+  stats_.mads_received++;
+  const wire::CmSidrRep& r = p.value();
+  CmEvent e;
+  e.type = CmEventType::kSidrReply;
+  e.conn = r.request_id;
+  e.service_id = r.service_id;
+  e.sidr_status = r.status;
+  e.remote_qpn = r.qpn;
+  e.qkey = r.qkey;
+  e.remote_lid = in.lid;
+  e.private_data.assign(r.private_data.begin(), r.private_data.end());
+  events_.push_back(std::move(e));
+  sidr_.erase(it);
+}
+
+void CommManager::sidr_deadlines(TimeNs now) {
+  for (auto it = sidr_.begin(); it != sidr_.end();) {
+    Sidr& s = it->second;
+    if (s.deadline > now) {
+      ++it;
+      continue;
+    }
+    if (s.retries < cfg_.max_cm_retries) {
+      s.retries++;
+      stats_.resends++;
+      s.deadline = now + timeout_code_ns(cfg_.cm_response_timeout);
+      out_.push_back(GsiMad{s.dlid, cfg_.port, s.mad});
+      ++it;
+      continue;
+    }
+    stats_.timeouts++;
+    CmEvent e;
+    e.type = CmEventType::kTimeout;
+    e.conn = it->first;
+    e.service_id = s.service_id;
+    e.remote_lid = s.dlid;
+    events_.push_back(std::move(e));
+    it = sidr_.erase(it);
+  }
+}
+
 void CommManager::on_mad(const GsiMad& in, TimeNs now) {
+  if (in.mad.size() >= 18) {
+    const auto attr = static_cast<wire::CmAttr>(in.mad[16] << 8 | in.mad[17]);
+    if (attr == wire::CmAttr::kSidrReq || attr == wire::CmAttr::kSidrRep) {
+      on_sidr(in, now);
+      return;
+    }
+  }
   auto m = wire::decode_cm(in.mad);
   if (!m) {
     stats_.ignored_mads++;
@@ -617,10 +732,12 @@ bool CommManager::poll_mad(TimeNs /*now*/, GsiMad& out) {
 TimeNs CommManager::next_deadline() const {
   TimeNs t = kNoDeadline;
   for (const auto& [id, c] : conns_) t = std::min(t, c.deadline);
+  for (const auto& [id, s] : sidr_) t = std::min(t, s.deadline);
   return t;
 }
 
 void CommManager::on_deadline(TimeNs now) {
+  sidr_deadlines(now);
   std::vector<ConnId> expired;
   for (auto& [id, c] : conns_) {
     if (c.deadline > now) continue;

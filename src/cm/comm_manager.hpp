@@ -24,7 +24,7 @@
 // kRecoveryModeMismatch; the active side reports both in its kRejected event. A REQ without
 // the header (a foreign CM) means go-back-N, the IBA's only mode.
 //
-// Not done (see README.md): LAP/APR (path migration), SIDR, MRA for REP/LAP, RD/UC, P_Key checks,
+// Not done (see README.md): LAP/APR (path migration), MRA for REP/LAP, RD/UC, P_Key checks,
 // ClassPortInfo redirection, alternate paths (encoded, not used).
 // Thread-safety: none; one owner calls every method. The QueuePairs passed in must outlive their
 // connection (until kDisconnected, kRejected or kTimeout).
@@ -86,6 +86,7 @@ enum class CmEventType : std::uint8_t {
   kRejected,      // active: the peer sent REJ (rej_reason, weft_reject); passive: REJ after REP
   kTimeout,       // the peer did not answer after max_cm_retries resends
   kDisconnected,  // DREQ received, or DREP received for our DREQ (or DREQ retries exhausted)
+  kSidrReply,     // SIDR (conn = the request ID): sidr_status, remote_qpn, qkey; or kTimeout
 };
 std::string_view to_string(CmEventType t);
 
@@ -98,7 +99,9 @@ struct CmEvent {
   RecoveryMode recovery = RecoveryMode::kGoBackN;  // the peer's (REQ/REP/REJ header)
   std::uint32_t remote_qpn = 0;
   std::uint16_t remote_lid = 0;
-  std::vector<std::uint8_t> private_data;  // the peer's, after Weft's header
+  std::vector<std::uint8_t> private_data;  // the peer's, after Weft's header (SIDR: all of it)
+  wire::SidrStatus sidr_status = wire::SidrStatus::kValid;  // kSidrReply
+  std::uint32_t qkey = 0;                                   // kSidrReply
 };
 
 // Private data the application may add after Weft's 8-byte header.
@@ -151,6 +154,17 @@ class CommManager {
   Errc accept(ConnId conn, const AcceptParams& p, TimeNs now);
   Errc reject(ConnId conn, std::span<const std::uint8_t> private_data, TimeNs now);
   Errc disconnect(ConnId conn, TimeNs now);
+
+  // SIDR (IBA 12.11): ServiceID -> UD QPN and Q_Key. listen_ud() says what this port answers
+  // (kInvalidArgument for a service ID already listened to, RC or UD); a SIDR_REQ for another
+  // ServiceID is answered with status 1 (not supported). sidr_request() asks the port at
+  // `dlid`; the SIDR_REP comes as a kSidrReply event (conn = the returned request ID), or
+  // kTimeout after max_cm_retries resends (each after 4.096 us x 2^cm_response_timeout).
+  Errc listen_ud(std::uint64_t service_id, std::uint32_t qpn, std::uint32_t qkey);
+  Result<std::uint32_t, Errc> sidr_request(std::uint64_t service_id, std::uint16_t dlid,
+                                           std::uint16_t pkey,
+                                           std::span<const std::uint8_t> private_data, TimeNs now);
+  std::size_t sidr_pending() const { return sidr_.size(); }
 
   void on_mad(const GsiMad& in, TimeNs now);  // a CM-class MAD from QP1
   bool poll_mad(TimeNs now, GsiMad& out);
@@ -207,7 +221,23 @@ class CommManager {
   void on_dreq(const GsiMad& in, std::uint64_t tid, const wire::CmDreq& m, TimeNs now);
   void on_drep(const wire::CmDrep& m, TimeNs now);
 
+  struct Sidr {
+    std::uint64_t service_id = 0;
+    std::uint16_t dlid = 0;
+    std::array<std::uint8_t, wire::kMadBytes> mad{};
+    int retries = 0;
+    TimeNs deadline = kNoDeadline;
+  };
+  struct UdService {
+    std::uint32_t qpn = 0, qkey = 0;
+  };
+  void on_sidr(const GsiMad& in, TimeNs now);
+  void sidr_deadlines(TimeNs now);
+
   CmConfig cfg_;
+  std::map<std::uint32_t, Sidr> sidr_;               // by request ID
+  std::map<std::uint64_t, UdService> ud_listeners_;  // by ServiceID
+  std::uint32_t next_sidr_id_ = 1;
   std::uint32_t next_comm_id_;
   std::uint32_t psn_state_;
   std::map<std::uint64_t, RecoveryMode> listeners_;

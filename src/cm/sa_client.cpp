@@ -49,6 +49,70 @@ std::vector<wire::PortInfoRecord> port_info_records(const SaResult& r) {
   return v;
 }
 
+std::vector<wire::PKeyTableRecord> pkey_table_records(const SaResult& r) {
+  std::vector<wire::PKeyTableRecord> v;
+  if (r.attr != wire::SaAttr::kPKeyTableRecord) return v;
+  for (std::size_t i = 0; i < r.record_count(wire::kPKeyTableRecordBytes); ++i) {
+    v.push_back(wire::decode_pkey_table_record(
+        r.record(i, wire::kPKeyTableRecordBytes).first<wire::kPKeyTableRecordBytes>()));
+  }
+  return v;
+}
+
+std::vector<wire::ServiceRecord> service_records(const SaResult& r) {
+  std::vector<wire::ServiceRecord> v;
+  if (r.attr != wire::SaAttr::kServiceRecord) return v;
+  for (std::size_t i = 0; i < r.record_count(wire::kServiceRecordBytes); ++i) {
+    v.push_back(wire::decode_service_record(
+        r.record(i, wire::kServiceRecordBytes).first<wire::kServiceRecordBytes>()));
+  }
+  return v;
+}
+
+SaQuery service_query(const wire::ServiceRecord& tmpl, std::uint64_t comp_mask, bool table,
+                      std::uint8_t method) {
+  SaQuery q;
+  q.attr = wire::SaAttr::kServiceRecord;
+  q.table = table;
+  q.comp_mask = comp_mask;
+  q.method = method;
+  q.record.resize(wire::kServiceRecordBytes);
+  wire::encode(tmpl, std::span<std::uint8_t, wire::kServiceRecordBytes>(q.record));
+  return q;
+}
+
+std::vector<wire::McMemberRecord> mcmember_records(const SaResult& r) {
+  std::vector<wire::McMemberRecord> v;
+  if (r.attr != wire::SaAttr::kMcMemberRecord) return v;
+  for (std::size_t i = 0; i < r.record_count(wire::kMcMemberRecordBytes); ++i) {
+    v.push_back(wire::decode_mcmember_record(
+        r.record(i, wire::kMcMemberRecordBytes).first<wire::kMcMemberRecordBytes>()));
+  }
+  return v;
+}
+
+SaQuery mcmember_query(const wire::McMemberRecord& tmpl, std::uint64_t comp_mask, bool table,
+                       std::uint8_t method) {
+  SaQuery q;
+  q.attr = wire::SaAttr::kMcMemberRecord;
+  q.table = table;
+  q.comp_mask = comp_mask;
+  q.method = method;
+  q.record.resize(wire::kMcMemberRecordBytes);
+  wire::encode(tmpl, std::span<std::uint8_t, wire::kMcMemberRecordBytes>(q.record));
+  return q;
+}
+
+SaQuery pkey_table_query(const wire::PKeyTableRecord& tmpl, std::uint64_t comp_mask, bool table) {
+  SaQuery q;
+  q.attr = wire::SaAttr::kPKeyTableRecord;
+  q.table = table;
+  q.comp_mask = comp_mask;
+  q.record.resize(wire::kPKeyTableRecordBytes);
+  wire::encode(tmpl, std::span<std::uint8_t, wire::kPKeyTableRecordBytes>(q.record));
+  return q;
+}
+
 SaQuery path_query(std::uint16_t slid, std::uint16_t dlid, bool table) {
   wire::PathRecord pr;
   pr.slid = slid;
@@ -94,8 +158,9 @@ Result<std::uint64_t, Errc> SaClient::query(const SaQuery& q, TimeNs now) {
   p.query = q;
   wire::SaMad m;
   m.hdr.class_version = wire::kSaClassVersion;
-  m.hdr.method =
-      static_cast<std::uint8_t>(q.table ? wire::GmpMethod::kGetTable : wire::GmpMethod::kGet);
+  m.hdr.method = q.method != 0 ? q.method
+                               : static_cast<std::uint8_t>(q.table ? wire::GmpMethod::kGetTable
+                                                                   : wire::GmpMethod::kGet);
   m.hdr.tid = tid;
   m.hdr.attr_id = static_cast<std::uint16_t>(q.attr);
   m.sm_key = cfg_.sm_key;

@@ -41,6 +41,9 @@ struct SaQuery {
   bool table = true;  // GetTable (RMPP answer, any number of records) or Get (one record)
   std::uint64_t comp_mask = 0;
   std::vector<std::uint8_t> record;  // the template record, encoded (<= 200 bytes)
+  // 0: Get or GetTable by `table`; else this method (SubnAdmSet 0x02, SubnAdmDelete 0x15),
+  // answered by one GetResp / DeleteResp record.
+  std::uint8_t method = 0;
 };
 
 struct SaResult {
@@ -62,12 +65,23 @@ struct SaResult {
 std::vector<wire::PathRecord> path_records(const SaResult& r);
 std::vector<wire::NodeRecord> node_records(const SaResult& r);
 std::vector<wire::PortInfoRecord> port_info_records(const SaResult& r);
+std::vector<wire::PKeyTableRecord> pkey_table_records(const SaResult& r);
+std::vector<wire::ServiceRecord> service_records(const SaResult& r);
+std::vector<wire::McMemberRecord> mcmember_records(const SaResult& r);
+// Get/GetTable (method 0), or SubnAdmSet (join) / SubnAdmDelete (leave) of an MCMemberRecord.
+SaQuery mcmember_query(const wire::McMemberRecord& tmpl, std::uint64_t comp_mask, bool table = true,
+                       std::uint8_t method = 0);
 
 // Queries built from records.
 SaQuery path_query(std::uint16_t slid, std::uint16_t dlid, bool table = true);
 SaQuery node_query(const wire::NodeRecord& tmpl, std::uint64_t comp_mask, bool table = true);
 SaQuery port_info_query(const wire::PortInfoRecord& tmpl, std::uint64_t comp_mask,
                         bool table = true);
+// Get/GetTable (method 0), or SubnAdmSet (register) / SubnAdmDelete of a ServiceRecord.
+SaQuery service_query(const wire::ServiceRecord& tmpl, std::uint64_t comp_mask, bool table = true,
+                      std::uint8_t method = 0);
+SaQuery pkey_table_query(const wire::PKeyTableRecord& tmpl, std::uint64_t comp_mask,
+                         bool table = true);
 
 struct SaClientStats {
   std::uint64_t queries = 0, resends = 0, timeouts = 0, answers = 0, ignored_mads = 0;

@@ -390,6 +390,83 @@ Result<CmMad, GmpError> decode_cm(std::span<const std::uint8_t> mad) {
   return CmMad{h.value(), std::move(m).value()};
 }
 
+namespace {
+void sidr_header(std::uint64_t tid, CmAttr attr, std::span<std::uint8_t, kMadBytes> out) {
+  std::fill(out.begin(), out.end(), 0);
+  MadHeader h;
+  h.mgmt_class = kMgmtClassCm;
+  h.class_version = kCmClassVersion;
+  h.method = static_cast<std::uint8_t>(GmpMethod::kSend);
+  h.tid = tid;
+  h.attr_id = static_cast<std::uint16_t>(attr);
+  encode_mad_header(h, out.subspan<0, kMadHeaderBytes>());
+}
+
+Result<CData, GmpError> sidr_data(std::span<const std::uint8_t> mad, CmAttr attr) {
+  auto h = decode_gmp_header(mad, kMgmtClassCm);
+  if (!h) return h.error();
+  if (h.value().class_version != kCmClassVersion) return GmpError::kBadClassVersion;
+  if (h.value().attr_id != static_cast<std::uint16_t>(attr)) return GmpError::kBadAttribute;
+  return mad.subspan(kCmDataOffset, kCmDataBytes);
+}
+}  // namespace
+
+static_assert(16 + kSidrReqPrivateBytes == kCmDataBytes);
+static_assert(24 + kSidrRepInfoBytes + kSidrRepPrivateBytes == kCmDataBytes);
+
+void encode_sidr(std::uint64_t tid, const CmSidrReq& m, std::span<std::uint8_t, kMadBytes> out) {
+  sidr_header(tid, CmAttr::kSidrReq, out);
+  const Data d = std::span<std::uint8_t>(out).subspan(kCmDataOffset);
+  put32(d, 0, m.request_id);
+  put16(d, 4, m.pkey);
+  put64(d, 8, m.service_id);
+  put_bytes(d, 16, m.private_data);
+}
+
+void encode_sidr(std::uint64_t tid, const CmSidrRep& m, std::span<std::uint8_t, kMadBytes> out) {
+  sidr_header(tid, CmAttr::kSidrRep, out);
+  const Data d = std::span<std::uint8_t>(out).subspan(kCmDataOffset);
+  put32(d, 0, m.request_id);
+  put8(d, 4, static_cast<unsigned>(m.status));
+  put8(d, 5, m.info_length);
+  put24(d, 8, m.qpn);
+  put64(d, 12, m.service_id);
+  put32(d, 20, m.qkey);
+  put_bytes(d, 24, m.info);
+  put_bytes(d, 96, m.private_data);
+}
+
+Result<CmSidrReq, GmpError> decode_sidr_req(std::span<const std::uint8_t> mad) {
+  auto d = sidr_data(mad, CmAttr::kSidrReq);
+  if (!d) return d.error();
+  const CData b = d.value();
+  CmSidrReq m;
+  m.request_id = get32(b, 0);
+  m.pkey = get16(b, 4);
+  m.service_id = get64(b, 8);
+  get_bytes(b, 16, m.private_data);
+  return m;
+}
+
+Result<CmSidrRep, GmpError> decode_sidr_rep(std::span<const std::uint8_t> mad) {
+  auto d = sidr_data(mad, CmAttr::kSidrRep);
+  if (!d) return d.error();
+  const CData b = d.value();
+  CmSidrRep m;
+  m.request_id = get32(b, 0);
+  if (b[4] > static_cast<std::uint8_t>(SidrStatus::kVersionNotSupported) ||
+      b[5] > kSidrRepInfoBytes)
+    return GmpError::kBadField;
+  m.status = static_cast<SidrStatus>(b[4]);
+  m.info_length = b[5];
+  m.qpn = get24(b, 8);
+  m.service_id = get64(b, 12);
+  m.qkey = get32(b, 20);
+  get_bytes(b, 24, m.info);
+  get_bytes(b, 96, m.private_data);
+  return m;
+}
+
 void encode(const WeftCmHeader& h, std::span<std::uint8_t> pd) {
   WEFT_ASSERT(pd.size() >= kWeftCmHeaderBytes);
   put8(pd, 0, kWeftMagic0);

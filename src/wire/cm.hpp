@@ -2,7 +2,8 @@
 // (class 0x07, class version 2, method Send), and Weft's 8-byte header at the start of the CM
 // private data, which carries what the IBA has no field for: the transport's recovery mode.
 // Message data starts at MAD byte 24; the offsets in cm.cpp are those of IBA 12.6.5-12.6.11.
-// LAP, APR, SIDR_REQ and SIDR_REP are recognised by attribute ID but not decoded (kBadAttribute).
+// LAP and APR are recognised by attribute ID but not decoded (kBadAttribute); SIDR_REQ/SIDR_REP
+// have their own codec (encode_sidr / decode_sidr_*), outside CmMessage.
 // Decoding is bounds-checked and returns GmpError; encoding into a too-small span is a bug.
 // Thread-safety: pure functions.
 #pragma once
@@ -179,6 +180,46 @@ void encode_cm(std::uint64_t tid, const CmMessage& m, std::span<std::uint8_t, kM
 // kBadClass / kBadClassVersion / kBadAttribute (ClassPortInfo, LAP, APR, SIDR: not decoded) /
 // kBadField (a REJ ARI length above 72, a reserved transport type or message kind).
 Result<CmMad, GmpError> decode_cm(std::span<const std::uint8_t> mad);
+
+// ---- SIDR (IBA 12.11): ServiceID resolution for UD, outside the CmMessage variant ------------
+// SIDR_REQ: RequestID 0-3, P_Key 4-5, ServiceID 8-15, PrivateData 16-231.
+// SIDR_REP: RequestID 0-3, Status 4, AddInfoLength 5, QPN 8-10, ServiceID 12-19, Q_Key 20-23,
+// ClassPortInfo / additional info 24-95, PrivateData 96-231.
+inline constexpr std::size_t kSidrReqPrivateBytes = 216, kSidrRepPrivateBytes = 136,
+                             kSidrRepInfoBytes = 72;
+enum class SidrStatus : std::uint8_t {  // 12.11.2 Table 114
+  kValid = 0,                           // QPN and Q_Key are valid
+  kServiceIdNotSupported = 1,
+  kRejected = 2,  // by the service provider
+  kNoQp = 3,
+  kRedirect = 4,
+  kVersionNotSupported = 5,
+};
+struct CmSidrReq {
+  std::uint32_t request_id = 0;
+  std::uint16_t pkey = 0;
+  std::uint64_t service_id = 0;
+  std::array<std::uint8_t, kSidrReqPrivateBytes> private_data{};
+  bool operator==(const CmSidrReq&) const = default;
+};
+struct CmSidrRep {
+  std::uint32_t request_id = 0;
+  SidrStatus status = SidrStatus::kValid;
+  std::uint8_t info_length = 0;
+  std::uint32_t qpn = 0;  // 24 bits
+  std::uint64_t service_id = 0;
+  std::uint32_t qkey = 0;
+  std::array<std::uint8_t, kSidrRepInfoBytes> info{};
+  std::array<std::uint8_t, kSidrRepPrivateBytes> private_data{};
+  bool operator==(const CmSidrRep&) const = default;
+};
+// Class 0x07, ClassVersion 2, method Send, AttributeID 0x0017 / 0x0018.
+void encode_sidr(std::uint64_t tid, const CmSidrReq& m, std::span<std::uint8_t, kMadBytes> out);
+void encode_sidr(std::uint64_t tid, const CmSidrRep& m, std::span<std::uint8_t, kMadBytes> out);
+// kBadClass / kBadClassVersion as decode_cm; kBadAttribute for another attribute; kBadField for
+// a SIDR_REP status above 5 or an AddInfoLength above 72.
+Result<CmSidrReq, GmpError> decode_sidr_req(std::span<const std::uint8_t> mad);
+Result<CmSidrRep, GmpError> decode_sidr_rep(std::span<const std::uint8_t> mad);
 
 // ---- Weft's private-data header (first 8 bytes of REQ/REP/REJ private data) ---------------
 // 0-1 magic "WF", 2 version (1), 3 recovery mode (0 go-back-N, 1 selective repeat), 4 Weft

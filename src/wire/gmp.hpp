@@ -30,6 +30,8 @@ enum class GmpMethod : std::uint8_t {
   kGetResp = 0x81,
   kGetTable = 0x12,
   kGetTableResp = 0x92,
+  kDelete = 0x15,      // SubnAdmDelete (15.2.2)
+  kDeleteResp = 0x95,  // SubnAdmDeleteResp
 };
 
 enum class GmpError : std::uint8_t {

@@ -143,6 +143,99 @@ PortInfoRecord decode_port_info_record(std::span<const std::uint8_t, kPortInfoRe
   return r;
 }
 
+void encode(const ServiceRecord& r, std::span<std::uint8_t, kServiceRecordBytes> out) {
+  const std::span<std::uint8_t> o(out);
+  std::fill(o.begin(), o.end(), 0);
+  put64(o, 0, r.service_id);
+  std::copy(r.gid.begin(), r.gid.end(), o.begin() + 8);
+  put16(o, 24, r.pkey);
+  put32(o, 28, r.lease);
+  std::copy(r.key.begin(), r.key.end(), o.begin() + 32);
+  for (std::size_t i = 0; i < r.name.size(); ++i) o[48 + i] = static_cast<std::uint8_t>(r.name[i]);
+  std::copy(r.data8.begin(), r.data8.end(), o.begin() + 112);
+  for (std::size_t i = 0; i < 8; ++i) put16(o, 128 + 2 * i, r.data16[i]);
+  for (std::size_t i = 0; i < 4; ++i) put32(o, 144 + 4 * i, r.data32[i]);
+  for (std::size_t i = 0; i < 2; ++i) put64(o, 160 + 8 * i, r.data64[i]);
+}
+
+ServiceRecord decode_service_record(std::span<const std::uint8_t, kServiceRecordBytes> in) {
+  ServiceRecord r;
+  const std::span<const std::uint8_t> b(in);
+  r.service_id = get64(b, 0);
+  std::copy_n(b.begin() + 8, 16, r.gid.begin());
+  r.pkey = get16(b, 24);
+  r.lease = get32(b, 28);
+  std::copy_n(b.begin() + 32, 16, r.key.begin());
+  for (std::size_t i = 0; i < r.name.size(); ++i) r.name[i] = static_cast<char>(b[48 + i]);
+  std::copy_n(b.begin() + 112, 16, r.data8.begin());
+  for (std::size_t i = 0; i < 8; ++i) r.data16[i] = get16(b, 128 + 2 * i);
+  for (std::size_t i = 0; i < 4; ++i) r.data32[i] = get32(b, 144 + 4 * i);
+  for (std::size_t i = 0; i < 2; ++i) r.data64[i] = get64(b, 160 + 8 * i);
+  return r;
+}
+
+void encode(const McMemberRecord& r, std::span<std::uint8_t, kMcMemberRecordBytes> out) {
+  const std::span<std::uint8_t> o(out);
+  std::fill(o.begin(), o.end(), 0);
+  std::copy(r.mgid.begin(), r.mgid.end(), o.begin());
+  std::copy(r.port_gid.begin(), r.port_gid.end(), o.begin() + 16);
+  put32(o, 32, r.qkey);
+  put16(o, 36, r.mlid);
+  put8(o, 38, static_cast<unsigned>(r.mtu_selector) << 6 | (r.mtu & 0x3F));
+  put8(o, 39, r.tclass);
+  put16(o, 40, r.pkey);
+  put8(o, 42, static_cast<unsigned>(r.rate_selector) << 6 | (r.rate & 0x3F));
+  put8(o, 43,
+       static_cast<unsigned>(r.packet_life_time_selector) << 6 | (r.packet_life_time & 0x3F));
+  put32(o, 44, std::uint32_t{r.sl & 0xFu} << 28 | (r.flow_label & 0xFFFFF) << 8 | r.hop_limit);
+  put8(o, 48, (r.scope & 0xFu) << 4 | (r.join_state & 0xFu));
+  put8(o, 49, r.proxy_join ? 0x80 : 0);
+}
+
+McMemberRecord decode_mcmember_record(std::span<const std::uint8_t, kMcMemberRecordBytes> in) {
+  McMemberRecord r;
+  const std::span<const std::uint8_t> b(in);
+  std::copy_n(b.begin(), 16, r.mgid.begin());
+  std::copy_n(b.begin() + 16, 16, r.port_gid.begin());
+  r.qkey = get32(b, 32);
+  r.mlid = get16(b, 36);
+  r.mtu_selector = static_cast<Selector>(b[38] >> 6);
+  r.mtu = b[38] & 0x3F;
+  r.tclass = b[39];
+  r.pkey = get16(b, 40);
+  r.rate_selector = static_cast<Selector>(b[42] >> 6);
+  r.rate = b[42] & 0x3F;
+  r.packet_life_time_selector = static_cast<Selector>(b[43] >> 6);
+  r.packet_life_time = b[43] & 0x3F;
+  const std::uint32_t w = get32(b, 44);
+  r.sl = static_cast<std::uint8_t>(w >> 28);
+  r.flow_label = (w >> 8) & 0xFFFFF;
+  r.hop_limit = static_cast<std::uint8_t>(w);
+  r.scope = b[48] >> 4;
+  r.join_state = b[48] & 0xF;
+  r.proxy_join = (b[49] & 0x80) != 0;
+  return r;
+}
+
+void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out) {
+  const std::span<std::uint8_t> o(out);
+  std::fill(o.begin(), o.end(), 0);
+  put16(o, 0, r.lid);
+  put16(o, 2, r.block_num);
+  put8(o, 4, r.port_num);
+  for (std::size_t i = 0; i < r.pkeys.size(); ++i) put16(o, 8 + 2 * i, r.pkeys[i]);
+}
+
+PKeyTableRecord decode_pkey_table_record(std::span<const std::uint8_t, kPKeyTableRecordBytes> in) {
+  PKeyTableRecord r;
+  const std::span<const std::uint8_t> b(in);
+  r.lid = get16(b, 0);
+  r.block_num = get16(b, 2);
+  r.port_num = get8(b, 4);
+  for (std::size_t i = 0; i < r.pkeys.size(); ++i) r.pkeys[i] = get16(b, 8 + 2 * i);
+  return r;
+}
+
 std::uint8_t rate_code_of_gbps(double gbps) {
   std::uint8_t best = 0;
   for (std::size_t c = 2; c < std::size(kRateGbps); ++c) {

@@ -32,6 +32,9 @@ enum class SaAttr : std::uint16_t {  // IBA 15.2.5 Table 195
   kClassPortInfo = 0x0001,
   kNodeRecord = 0x0011,
   kPortInfoRecord = 0x0012,
+  kServiceRecord = 0x0031,
+  kPKeyTableRecord = 0x0033,
+  kMcMemberRecord = 0x0038,
   kPathRecord = 0x0035,
 };
 
@@ -141,6 +144,79 @@ inline constexpr std::uint64_t kEndportLid = 1ull << 0, kPortNum = 1ull << 1, kO
 }  // namespace portinfo_comp
 void encode(const PortInfoRecord& r, std::span<std::uint8_t, kPortInfoRecordBytes> out);
 PortInfoRecord decode_port_info_record(std::span<const std::uint8_t, kPortInfoRecordBytes> in);
+
+// ---- P_KeyTableRecord (15.2.5.11): LID, BlockNum, PortNum, reserved (3), P_KeyTable (64) --
+inline constexpr std::size_t kPKeyTableRecordBytes = 72;
+struct PKeyTableRecord {
+  std::uint16_t lid = 0;        // the end port's LID (switch: its port-0 LID)
+  std::uint16_t block_num = 0;  // block of 32 P_Keys
+  std::uint8_t port_num = 0;    // switch: any port 0..N; CA: the port
+  std::array<std::uint16_t, 32> pkeys{};
+  bool operator==(const PKeyTableRecord&) const = default;
+};
+namespace pkey_comp {
+inline constexpr std::uint64_t kLid = 1ull << 0, kBlockNum = 1ull << 1, kPortNum = 1ull << 2;
+}  // namespace pkey_comp
+void encode(const PKeyTableRecord& r, std::span<std::uint8_t, kPKeyTableRecordBytes> out);
+PKeyTableRecord decode_pkey_table_record(std::span<const std::uint8_t, kPKeyTableRecordBytes> in);
+
+// ---- ServiceRecord (15.2.5.14), 176 bytes ------------------------------------------------
+inline constexpr std::size_t kServiceRecordBytes = 176;
+inline constexpr std::uint32_t kServiceLeaseInfinite = 0xFFFFFFFF;
+struct ServiceRecord {
+  std::uint64_t service_id = 0;           // 0-7
+  std::array<std::uint8_t, 16> gid{};     // 8-23: the port providing the service
+  std::uint16_t pkey = 0;                 // 24-25
+  std::uint32_t lease = 0;                // 28-31: seconds; 0xFFFFFFFF = forever
+  std::array<std::uint8_t, 16> key{};     // 32-47
+  std::array<char, 64> name{};            // 48-111, UTF-8, NUL padded
+  std::array<std::uint8_t, 16> data8{};   // 112-127
+  std::array<std::uint16_t, 8> data16{};  // 128-143
+  std::array<std::uint32_t, 4> data32{};  // 144-159
+  std::array<std::uint64_t, 2> data64{};  // 160-175
+  bool operator==(const ServiceRecord&) const = default;
+};
+namespace service_comp {  // 15.2.5.14 (OpenSM's IB_SR_COMPMASK_*); data bits 7..36
+inline constexpr std::uint64_t kId = 1ull << 0, kGid = 1ull << 1, kPkey = 1ull << 2,
+                               kLease = 1ull << 4, kKey = 1ull << 5, kName = 1ull << 6;
+}  // namespace service_comp
+void encode(const ServiceRecord& r, std::span<std::uint8_t, kServiceRecordBytes> out);
+ServiceRecord decode_service_record(std::span<const std::uint8_t, kServiceRecordBytes> in);
+
+// ---- MCMemberRecord (15.2.5.17), 52 bytes ------------------------------------------------
+inline constexpr std::size_t kMcMemberRecordBytes = 52;
+struct McMemberRecord {
+  std::array<std::uint8_t, 16> mgid{};      // 0-15
+  std::array<std::uint8_t, 16> port_gid{};  // 16-31
+  std::uint32_t qkey = 0;                   // 32-35
+  std::uint16_t mlid = 0;                   // 36-37
+  Selector mtu_selector = Selector::kGreater;
+  std::uint8_t mtu = 0;  // 38: selector 7:6, MTU 5:0
+  std::uint8_t tclass = 0;
+  std::uint16_t pkey = 0;  // 40-41
+  Selector rate_selector = Selector::kGreater;
+  std::uint8_t rate = 0;  // 42
+  Selector packet_life_time_selector = Selector::kGreater;
+  std::uint8_t packet_life_time = 0;  // 43
+  std::uint8_t sl = 0;                // 44 7:4
+  std::uint32_t flow_label = 0;       // 20 bits, 44 3:0 .. 46
+  std::uint8_t hop_limit = 0;         // 47
+  std::uint8_t scope = 0;             // 48 7:4
+  std::uint8_t join_state = 0;        // 48 3:0: bit 0 full, 1 non-member, 2 send-only
+  bool proxy_join = false;            // 49 bit 7
+  bool operator==(const McMemberRecord&) const = default;
+};
+namespace mcmember_comp {
+inline constexpr std::uint64_t kMgid = 1ull << 0, kPortGid = 1ull << 1, kQkey = 1ull << 2,
+                               kMlid = 1ull << 3, kMtuSelector = 1ull << 4, kMtu = 1ull << 5,
+                               kTclass = 1ull << 6, kPkey = 1ull << 7, kRateSelector = 1ull << 8,
+                               kRate = 1ull << 9, kPacketLifeTimeSelector = 1ull << 10,
+                               kPacketLifeTime = 1ull << 11, kSl = 1ull << 12,
+                               kFlowLabel = 1ull << 13, kHopLimit = 1ull << 14, kScope = 1ull << 15,
+                               kJoinState = 1ull << 16, kProxyJoin = 1ull << 17;
+}  // namespace mcmember_comp
+void encode(const McMemberRecord& r, std::span<std::uint8_t, kMcMemberRecordBytes> out);
+McMemberRecord decode_mcmember_record(std::span<const std::uint8_t, kMcMemberRecordBytes> in);
 
 // AttributeOffset (in 8-byte words) of a record of `bytes` bytes: records are 8-byte aligned.
 constexpr std::uint16_t attr_offset_for(std::size_t bytes) {

@@ -295,6 +295,72 @@ TEST(Cm, SilentPeerTimesOutAfterMaxRetries) {
   EXPECT_EQ(p.s.net->cm(p.a.node).connections(), 0u);
 }
 
+// SIDR (IBA 12.11): a UD service's QPN and Q_Key, resolved over QP1 across the fabric; an
+// unknown ServiceID gets status 1; a lost SIDR_REQ is resent; a silent peer times out.
+TEST(Cm, SidrResolvesAUdServiceAndRetries) {
+  Pair p;
+  CommManager& a = p.s.net->cm(p.a.node);
+  CommManager& b = p.s.net->cm(p.b.node);
+  constexpr std::uint64_t kUdService = 0x0106000000005000ull;
+  ASSERT_EQ(b.listen_ud(kUdService, 0x00ABCD, 0x11223344), Errc::kOk);
+  EXPECT_EQ(b.listen_ud(kUdService, 1, 1), Errc::kInvalidArgument);
+  int dropped = 0;
+  p.s.net->drop_filter = [&](topo::NodeId, std::span<const std::uint8_t> mad) {
+    const bool hit = mad[1] == wire::kMgmtClassCm &&
+                     (mad[16] << 8 | mad[17]) == static_cast<int>(wire::CmAttr::kSidrReq) &&
+                     dropped == 0;
+    dropped += hit;
+    return hit;
+  };
+  const std::uint8_t pd[] = {0x5D, 0x12};
+  auto id = a.sidr_request(kUdService, p.s.net->lid(p.b.node), 0xFFFF, pd, p.s.sim.now());
+  ASSERT_TRUE(id.ok());
+  p.s.net->kick(p.a.node);
+  EXPECT_EQ(a.sidr_pending(), 1u);
+  ASSERT_TRUE(p.run_until([&] { return find(p.a, CmEventType::kSidrReply) != nullptr; }));
+  const CmEvent* e = find(p.a, CmEventType::kSidrReply);
+  EXPECT_EQ(e->conn, id.value());
+  EXPECT_EQ(e->sidr_status, wire::SidrStatus::kValid);
+  EXPECT_EQ(e->remote_qpn, 0x00ABCDu);
+  EXPECT_EQ(e->qkey, 0x11223344u);
+  EXPECT_EQ(e->service_id, kUdService);
+  EXPECT_EQ(e->remote_lid, p.s.net->lid(p.b.node));
+  EXPECT_EQ(e->private_data.size(), wire::kSidrRepPrivateBytes);
+  EXPECT_EQ(dropped, 1);
+  EXPECT_EQ(a.stats().resends, 1u);
+  EXPECT_EQ(a.sidr_pending(), 0u);
+  EXPECT_TRUE(p.b.events.empty()) << "the passive side answers on its own";
+  // An RC-only or unknown ServiceID: status 1.
+  p.a.events.clear();
+  ASSERT_EQ(b.listen(kService, RecoveryMode::kGoBackN), Errc::kOk);
+  ASSERT_TRUE(a.sidr_request(kService, p.s.net->lid(p.b.node), 0xFFFF, {}, p.s.sim.now()).ok());
+  p.s.net->kick(p.a.node);
+  ASSERT_TRUE(p.run_until([&] { return find(p.a, CmEventType::kSidrReply) != nullptr; }));
+  EXPECT_EQ(find(p.a, CmEventType::kSidrReply)->sidr_status,
+            wire::SidrStatus::kServiceIdNotSupported);
+  EXPECT_EQ(find(p.a, CmEventType::kSidrReply)->remote_qpn, 0u);
+  // A silent peer: max_cm_retries resends, then kTimeout with the request ID.
+  p.a.events.clear();
+  p.s.net->drop_filter = [&](topo::NodeId from, std::span<const std::uint8_t> mad) {
+    return from == p.a.node && mad[1] == wire::kMgmtClassCm;
+  };
+  const std::uint64_t resends0 = a.stats().resends;
+  auto lost = a.sidr_request(kUdService, p.s.net->lid(p.b.node), 0xFFFF, {}, p.s.sim.now());
+  ASSERT_TRUE(lost.ok());
+  p.s.net->kick(p.a.node);
+  ASSERT_TRUE(p.run_until([&] { return find(p.a, CmEventType::kTimeout) != nullptr; }));
+  EXPECT_EQ(find(p.a, CmEventType::kTimeout)->conn, lost.value());
+  EXPECT_EQ(a.stats().resends - resends0, CmConfig{}.max_cm_retries);
+  EXPECT_EQ(a.sidr_pending(), 0u);
+  // API errors.
+  EXPECT_EQ(a.sidr_request(kUdService, 0, 0xFFFF, {}, p.s.sim.now()).error(),
+            Errc::kInvalidArgument);
+  const std::vector<std::uint8_t> big(wire::kSidrReqPrivateBytes + 1, 0);
+  EXPECT_EQ(a.sidr_request(kUdService, 5, 0xFFFF, big, p.s.sim.now()).error(),
+            Errc::kInvalidArgument);
+  EXPECT_EQ(b.stop_listening(kUdService), Errc::kOk);
+}
+
 TEST(Cm, MraReceivedExtendsTheWait) {
   Pair p;
   p.s.net->drop_filter = [&](topo::NodeId from, std::span<const std::uint8_t> mad) {

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "emu/sa/subnet_admin.hpp"
+#include "emu/sm/fabric_sm.hpp"
 #include "src/cm/rmpp.hpp"
 #include "src/cm/sa_client.hpp"
 #include "tests/cm/cm_test_util.hpp"
@@ -121,6 +123,237 @@ TEST(Sa, PortInfoRecordsByLid) {
   EXPECT_EQ(p4[0].port_info.port_state, wire::PortState::kActive);
 }
 
+// P_KeyTableRecord (15.2.5.11): the tables as the SMAs hold them (default: 0xFFFF at index 0).
+TEST(Sa, PKeyTableRecords) {
+  Subnet s(test::two_switches());
+  namespace kc = wire::pkey_comp;
+  wire::PKeyTableRecord q;
+  q.lid = s.net->lid(s.hcas[3]);
+  const auto hca = cm::pkey_table_records(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid)));
+  ASSERT_EQ(hca.size(), 1u);  // PartitionCap 32: one block
+  wire::PKeyTableRecord want;
+  want.lid = q.lid;
+  want.block_num = 0;
+  want.port_num = 1;
+  want.pkeys[0] = 0xFFFF;
+  EXPECT_EQ(hca[0], want);
+  // The SMA's own table, changed: the SA reports what the node holds (rebuilt tables).
+  s.fab->node(s.hcas[3]).state().ports[1].pkeys[1] = 0x8123;
+  s.net->sa().set_tables(sa::build_tables(
+      s.topo, [&](topo::NodeId n) -> const sma::NodeState& { return s.fab->node(n).state(); }));
+  const auto again =
+      cm::pkey_table_records(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid, /*table=*/false)));
+  ASSERT_EQ(again.size(), 1u);
+  want.pkeys[1] = 0x8123;
+  EXPECT_EQ(again[0], want);
+  // A switch: ports 0..4 under its LID; PortNum and BlockNum narrow it to one record.
+  const sma::NodeState& sw = s.fab->node(0).state();
+  q.lid = sw.ports[0].lid;
+  std::size_t blocks = 0;
+  for (int p = 0; p <= sw.num_ports; ++p) blocks += (sw.ports[p].pkeys.size() + 31) / 32;
+  EXPECT_EQ(cm::pkey_table_records(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid))).size(),
+            blocks);
+  q.port_num = 3;
+  q.block_num = 0;
+  const auto p3 = cm::pkey_table_records(
+      ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid | kc::kPortNum | kc::kBlockNum)));
+  ASSERT_EQ(p3.size(), 1u);
+  EXPECT_EQ(p3[0].port_num, 3);
+  EXPECT_EQ(p3[0].pkeys[0], sw.ports[3].pkeys[0]);
+  // Get of the whole switch: too many; an unknown component: invalid; no such block: none.
+  EXPECT_EQ(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid, false)).status,
+            wire::SaStatus::kTooManyRecords);
+  EXPECT_EQ(ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid | (1ull << 3))).status,
+            wire::SaStatus::kReqInvalid);
+  q.block_num = 7;
+  EXPECT_EQ(
+      ask(s, s.hcas[0], cm::pkey_table_query(q, kc::kLid | kc::kPortNum | kc::kBlockNum, false))
+          .status,
+      wire::SaStatus::kNoRecords);
+}
+
+// ServiceRecord (15.2.5.14): registered with SubnAdmSet, found by ID / name, a lease ends one,
+// SubnAdmDelete removes one; refusals for missing components and unknown GIDs.
+TEST(Sa, ServiceRecordsRegisterQueryLeaseDelete) {
+  Subnet s(test::two_switches());
+  namespace sc = wire::service_comp;
+  constexpr auto kSet = static_cast<std::uint8_t>(wire::GmpMethod::kSet);
+  constexpr auto kDelete = static_cast<std::uint8_t>(wire::GmpMethod::kDelete);
+  auto gid = [&](topo::NodeId n) {
+    std::array<std::uint8_t, 16> g{0xFE, 0x80};
+    const std::uint64_t guid = s.fab->node(n).state().ports[1].port_guid;
+    for (int i = 0; i < 8; ++i) g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+    return g;
+  };
+  wire::ServiceRecord echo;
+  echo.service_id = 0x1000000000000ABCull;
+  echo.gid = gid(s.hcas[1]);
+  echo.pkey = 0xFFFF;
+  echo.lease = wire::kServiceLeaseInfinite;
+  std::copy_n("weft-echo", 9, echo.name.begin());
+  echo.data8[0] = 7;
+  echo.data64[1] = 0x0102030405060708ull;
+  const cm::SaResult reg =
+      ask(s, s.hcas[1], cm::service_query(echo, sc::kId | sc::kGid | sc::kPkey, false, kSet));
+  ASSERT_TRUE(reg.ok()) << reg.mad_status;
+  ASSERT_EQ(cm::service_records(reg).size(), 1u);
+  EXPECT_EQ(cm::service_records(reg)[0], echo);
+  // Another HCA finds it by ServiceID (GetTable) and by name (Get).
+  const auto by_id = cm::service_records(ask(s, s.hcas[2], cm::service_query(echo, sc::kId)));
+  ASSERT_EQ(by_id.size(), 1u);
+  EXPECT_EQ(by_id[0], echo);
+  wire::ServiceRecord q;
+  q.name = echo.name;
+  const auto by_name =
+      cm::service_records(ask(s, s.hcas[3], cm::service_query(q, sc::kName, false)));
+  ASSERT_EQ(by_name.size(), 1u);
+  EXPECT_EQ(by_name[0].gid, echo.gid);
+  q.name[0] = 'x';
+  EXPECT_EQ(ask(s, s.hcas[3], cm::service_query(q, sc::kName, false)).status,
+            wire::SaStatus::kNoRecords);
+  // A second provider with a 1 s lease: two records, then one once the lease has run out.
+  wire::ServiceRecord second = echo;
+  second.gid = gid(s.hcas[3]);
+  second.lease = 1;
+  ASSERT_TRUE(ask(s, s.hcas[3], cm::service_query(second, sc::kId | sc::kGid, false, kSet)).ok());
+  EXPECT_EQ(cm::service_records(ask(s, s.hcas[2], cm::service_query(echo, sc::kId))).size(), 2u);
+  // Registering again replaces (same ID, GID, P_Key): still two.
+  ASSERT_TRUE(ask(s, s.hcas[3], cm::service_query(second, sc::kId | sc::kGid, false, kSet)).ok());
+  EXPECT_EQ(s.net->sa().services(s.sim.now()), 2u);
+  s.sim.run_until(s.sim.now() + 1'100'000'000);
+  const auto left = cm::service_records(ask(s, s.hcas[2], cm::service_query(echo, sc::kId)));
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].gid, echo.gid);
+  // Delete by ID and GID: DeleteResp with the record, then nothing left.
+  const cm::SaResult del =
+      ask(s, s.hcas[1], cm::service_query(echo, sc::kId | sc::kGid, false, kDelete));
+  ASSERT_TRUE(del.ok()) << del.mad_status;
+  ASSERT_EQ(cm::service_records(del).size(), 1u);
+  EXPECT_EQ(cm::service_records(del)[0], echo);
+  const cm::SaResult none = ask(s, s.hcas[2], cm::service_query(echo, sc::kId));
+  EXPECT_TRUE(none.ok());
+  EXPECT_EQ(cm::service_records(none).size(), 0u);
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(echo, sc::kId | sc::kGid, false, kDelete)).status,
+            wire::SaStatus::kNoRecords);
+  // Refusals.
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(echo, sc::kId, false, kSet)).status,
+            wire::SaStatus::kInsufficientComponents);
+  wire::ServiceRecord stranger = echo;
+  stranger.gid[15] ^= 0x5A;
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(stranger, sc::kId | sc::kGid, false, kSet)).status,
+            wire::SaStatus::kInvalidGid);
+  EXPECT_EQ(ask(s, s.hcas[1], cm::service_query(echo, sc::kId | (1ull << 7))).status,
+            wire::SaStatus::kReqInvalid);
+  EXPECT_EQ(s.net->sa().services(s.sim.now()), 0u);
+}
+
+// MCMemberRecord (15.2.5.17): joins create the group and add members, the SM programs the
+// MFTs, a multicast reaches exactly the members; a leave takes one out.
+TEST(Sa, McMemberJoinProgramsTheSwitchesAndLeaveUndoesIt) {
+  Subnet s(test::two_switches());
+  namespace mc = wire::mcmember_comp;
+  constexpr auto kSet = static_cast<std::uint8_t>(wire::GmpMethod::kSet);
+  constexpr auto kDelete = static_cast<std::uint8_t>(wire::GmpMethod::kDelete);
+  auto gid = [&](topo::NodeId n) {
+    std::array<std::uint8_t, 16> g{0xFE, 0x80};
+    const std::uint64_t guid = s.fab->node(n).state().ports[1].port_guid;
+    for (int i = 0; i < 8; ++i) g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+    return g;
+  };
+  wire::McMemberRecord j;
+  j.port_gid = gid(s.hcas[1]);
+  j.qkey = 0x0001E240;
+  j.pkey = 0xFFFF;
+  j.join_state = 1;  // full member
+  const cm::SaResult created =
+      ask(s, s.hcas[1],
+          cm::mcmember_query(j, mc::kMgid | mc::kPortGid | mc::kQkey | mc::kPkey | mc::kJoinState,
+                             false, kSet));
+  ASSERT_TRUE(created.ok()) << created.mad_status;
+  const auto c = cm::mcmember_records(created);
+  ASSERT_EQ(c.size(), 1u);
+  const std::array<std::uint8_t, 16> mgid{0xFF, 0x12, 0xA0, 0x1B, 0, 0, 0,    0,
+                                          0,    0,    0,    0,    0, 0, 0xC0, 0x00};
+  EXPECT_EQ(c[0].mgid, mgid);
+  EXPECT_EQ(c[0].mlid, 0xC000);
+  EXPECT_EQ(c[0].qkey, 0x0001E240u);
+  EXPECT_EQ(c[0].pkey, 0xFFFF);
+  EXPECT_EQ(c[0].mtu, 5);
+  EXPECT_EQ(c[0].rate, 7);
+  EXPECT_EQ(c[0].port_gid, j.port_gid);
+  EXPECT_EQ(c[0].join_state, 1);
+  for (topo::NodeId n : {s.hcas[2], s.hcas[3]}) {
+    wire::McMemberRecord k;
+    k.mgid = mgid;
+    k.port_gid = gid(n);
+    k.join_state = 1;
+    const cm::SaResult r =
+        ask(s, n, cm::mcmember_query(k, mc::kMgid | mc::kPortGid | mc::kJoinState, false, kSet));
+    ASSERT_TRUE(r.ok()) << r.mad_status;
+    EXPECT_EQ(cm::mcmember_records(r)[0].mlid, 0xC000);
+  }
+  EXPECT_EQ(s.net->sa().multicast_groups(), 1u);
+  sm::FabricSm& fsm = *s.net->fabric_sm();
+  ASSERT_TRUE(fsm.run_until_settled(1'000'000'000));
+  ASSERT_EQ(fsm.sm().multicast_groups().count(0xC000), 1u);
+  EXPECT_EQ(fsm.sm().multicast_groups().at(0xC000).size(), 3u);
+  wire::McMemberRecord all;
+  all.mgid = mgid;
+  const auto members = cm::mcmember_records(ask(s, s.hcas[0], cm::mcmember_query(all, mc::kMgid)));
+  ASSERT_EQ(members.size(), 3u);
+  // A PMA Get to the MLID from h1: h2 and h3 answer, h0 never sees it.
+  auto multicast = [&](topo::NodeId from) {
+    std::map<topo::NodeId, std::uint64_t> before, got;
+    for (topo::NodeId n : s.hcas) before[n] = s.fab->node(n).mads_received();
+    std::array<std::uint8_t, wire::kMadBytes> mad{};
+    mad[0] = 1;
+    mad[1] = static_cast<std::uint8_t>(wire::MgmtClass::kPerfMgt);
+    mad[2] = 1;
+    mad[3] = static_cast<std::uint8_t>(wire::MadMethod::kGet);
+    EXPECT_TRUE(s.fab->send_mad(from, 0xC000, mad, /*smp=*/false));
+    s.sim.run_until(s.sim.now() + 100'000);
+    for (topo::NodeId n : s.hcas) got[n] = s.fab->node(n).mads_received() - before[n];
+    return got;
+  };
+  auto got = multicast(s.hcas[1]);
+  EXPECT_EQ(got[s.hcas[0]], 0u);
+  EXPECT_EQ(got[s.hcas[1]], 2u);  // two GetResps
+  EXPECT_EQ(got[s.hcas[2]], 1u);
+  EXPECT_EQ(got[s.hcas[3]], 1u);
+  // h3 leaves.
+  wire::McMemberRecord l;
+  l.mgid = mgid;
+  l.port_gid = gid(s.hcas[3]);
+  l.join_state = 1;
+  const cm::SaResult left =
+      ask(s, s.hcas[3],
+          cm::mcmember_query(l, mc::kMgid | mc::kPortGid | mc::kJoinState, false, kDelete));
+  ASSERT_TRUE(left.ok()) << left.mad_status;
+  EXPECT_EQ(cm::mcmember_records(left)[0].join_state, 0);
+  ASSERT_TRUE(fsm.run_until_settled(1'000'000'000));
+  EXPECT_EQ(fsm.sm().multicast_groups().at(0xC000).size(), 2u);
+  got = multicast(s.hcas[1]);
+  EXPECT_EQ(got[s.hcas[2]], 1u);
+  EXPECT_EQ(got[s.hcas[3]], 0u);
+  EXPECT_EQ(got[s.hcas[1]], 1u);
+  // Refusals: an unknown port, a group created without its Q_Key, a leave of a non-member.
+  wire::McMemberRecord bad = j;
+  bad.port_gid[15] ^= 0x5A;
+  EXPECT_EQ(ask(s, s.hcas[1],
+                cm::mcmember_query(bad, mc::kPortGid | mc::kQkey | mc::kPkey | mc::kJoinState,
+                                   false, kSet))
+                .status,
+            wire::SaStatus::kInvalidGid);
+  EXPECT_EQ(ask(s, s.hcas[1],
+                cm::mcmember_query(j, mc::kPortGid | mc::kPkey | mc::kJoinState, false, kSet))
+                .status,
+            wire::SaStatus::kInsufficientComponents);
+  EXPECT_EQ(ask(s, s.hcas[3],
+                cm::mcmember_query(l, mc::kMgid | mc::kPortGid | mc::kJoinState, false, kDelete))
+                .status,
+            wire::SaStatus::kNoRecords);
+}
+
 TEST(Sa, ErrorStatuses) {
   Subnet s(test::two_switches());
   const topo::NodeId from = s.hcas[1];
@@ -149,8 +382,8 @@ TEST(Sa, ErrorStatuses) {
   // An unknown destination LID: no record.
   q = cm::path_query(s.net->lid(from), 0x7777, false);
   EXPECT_EQ(ask(s, from, q).status, wire::SaStatus::kNoRecords);
-  // An attribute this SA does not serve (ServiceRecord 0x31): method/attribute unsupported.
-  q.attr = static_cast<wire::SaAttr>(0x0031);
+  // An attribute this SA does not serve (LinkRecord 0x20): method/attribute unsupported.
+  q.attr = static_cast<wire::SaAttr>(0x0020);
   const cm::SaResult r = ask(s, from, q);
   EXPECT_EQ(r.mad_status, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr));
 }

@@ -12,6 +12,7 @@
 
 #include "emu/fabric/workload.hpp"
 #include "emu/sm/fabric_sm.hpp"
+#include "emu/sma/sma.hpp"
 #include "emu/topo/generators.hpp"
 #include "emu/topo/spec.hpp"
 
@@ -249,6 +250,182 @@ TEST(FabricSm, Vl15DropsAreRetried) {
   EXPECT_EQ(f.totals().vl15_dropped, r.vl15_dropped);
 }
 
+// VL15 crosses the same wires as data: PortFaults drops and bit errors that FEC cannot repair
+// discard SMPs on the management path too; the SM's retries carry the bring-up through.
+TEST(FabricSm, SmpsLostToFaultsAndBitErrorsAreRetried) {
+  const topo::Topology t = spec("fat-tree:k=4");
+  sim::Simulator sim({.seed = 3});
+  Fabric f(sim, t, managed());
+  std::size_t lossy = 0, noisy = 0;
+  for (topo::LinkId l = 0; l < t.link_count(); ++l) {
+    const topo::Link& k = t.link(l);
+    if (!t.node(k.a.node).is_switch() || !t.node(k.b.node).is_switch()) continue;
+    fabric::PortFaults pf;
+    if (l % 2 == 0) {
+      pf.drop = 0.2;
+      ++lossy;
+    } else {
+      pf.ber = 2e-4;  // ~0.46 bit errors per 290-byte SMP: some beyond what FEC repairs
+      ++noisy;
+    }
+    ASSERT_TRUE(f.set_port_faults(k.a.node, k.a.port, pf));
+    ASSERT_TRUE(f.set_port_faults(k.b.node, k.b.port, pf));
+  }
+  ASSERT_GT(lossy, 0u);
+  ASSERT_GT(noisy, 0u);
+  SmOptions o = options(routing::Engine::kFtree);
+  o.sm.timeout_ns = 200'000;
+  o.sm.retries_max = 30;
+  const BringUpReport r = bring_up(f, o);
+  expect_ok(r, "lossy");
+  const fabric::PortCounters c = f.totals();
+  EXPECT_GT(c.fault_dropped, 0u);
+  EXPECT_GT(c.port_rcv_errors, 0u);
+  EXPECT_GT(c.fec_corrected_blocks, 0u);
+  EXPECT_EQ(r.sweep.total.mads_lost, 0u);
+  // Every SMP the fabric discarded was sent again: the SM's retries cover the losses.
+  EXPECT_GE(r.sweep.total.mads_retried + (r.mads - r.sweep.total.mads_sent), c.fault_dropped / 2);
+  std::printf("dropped %llu, bad CRC %llu, FEC-corrected %llu, SMPs %llu, retried %llu\n",
+              (unsigned long long)c.fault_dropped, (unsigned long long)c.port_rcv_errors,
+              (unsigned long long)c.fec_corrected_blocks, (unsigned long long)r.mads,
+              (unsigned long long)r.sweep.total.mads_retried);
+}
+
+// IBA 13.4.9: a trap the SM never saw is sent again (same TID) every 4.096 us x 2^SubnetTimeOut
+// until the SM's TrapRepress comes back; then the SM re-sweeps as for any trap 128.
+TEST(FabricSm, LostTrapIsRepeatedUntilRepressed) {
+  const topo::Topology t = two_switches();  // 0 s1, 1 s2, 2..5 h0..h3; the SM on h0 (node 2)
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  SmOptions o = options(routing::Engine::kMinHop);
+  o.sm.subnet_timeout = 10;  // 4,194,304 ns between repeats
+  std::unique_ptr<FabricSm> sm;
+  expect_ok(bring_up(f, o, sm), "two switches");
+  sma::NodeState& s2 = f.node(1).state();
+  EXPECT_EQ(s2.ports[0].subnet_timeout, 10);
+  EXPECT_EQ(sma::trap_repeat_ns(s2), 4'194'304u);
+  EXPECT_FALSE(s2.trap.active);
+  // Everything reaching the SM's port is lost for 2 ms; h3's link (s2 port 2) fails now.
+  fabric::PortFaults blackout;
+  blackout.drop = 1.0;
+  ASSERT_TRUE(f.set_port_faults(2, 1, blackout));
+  const TimeNs t0 = sim.now();
+  f.set_link_state(t.node(1).ports[2].link, false, t0);
+  sim.run_until(t0 + 2'000'000);
+  EXPECT_TRUE(s2.trap.active);
+  EXPECT_EQ(s2.trap.sends, 1u);
+  const std::uint64_t tid = s2.trap.tid;
+  EXPECT_EQ(sm->sm().traps_received(), 0u);
+  EXPECT_EQ(f.counters(2, 1).fault_dropped, 1u);  // the trap
+  ASSERT_TRUE(f.set_port_faults(2, 1, fabric::PortFaults{}));
+  // The repeat at t0 + 4.19 ms reaches the SM, which represses it and sweeps.
+  sim.run_until(t0 + 4'194'304 - 1);
+  EXPECT_EQ(sm->sm().traps_received(), 0u);
+  sim.run_until(t0 + 6'000'000);
+  EXPECT_EQ(sm->sm().traps_received(), 1u);
+  EXPECT_FALSE(s2.trap.active);
+  EXPECT_EQ(s2.trap.tid, tid);
+  EXPECT_EQ(s2.trap.sends, 2u);
+  EXPECT_EQ(s2.stats.traps_repeated, 1u);
+  EXPECT_EQ(s2.stats.traps_repressed, 1u);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.route(f.lid(5)), sma::kLftUnreachable) << "h3's LID no longer routed";
+  // Repressed: no more repeats.
+  sim.run_until(sim.now() + 20'000'000);
+  EXPECT_EQ(s2.trap.sends, 2u);
+  EXPECT_EQ(sm->sm().traps_received(), 1u);
+}
+
+// A LID-routed PortInfo Set of `port` of node `target`, sent by the SM's HCA (node 2): the
+// port's current PortInfo with `state` / `phys` written (read-modify-write as an SM does it).
+void set_port(Fabric& f, topo::NodeId target, std::uint8_t port, wire::PortState state,
+              std::uint8_t phys, std::uint64_t tid) {
+  const sma::PortState& ps = f.node(target).state().ports[port];
+  wire::PortInfo v;
+  v.neighbor_mtu = ps.neighbor_mtu;
+  v.hoq_life = ps.hoq_life;
+  v.vl_stall_count = ps.vl_stall_count;
+  v.port_state = state;
+  v.port_phys_state = phys;
+  wire::SmpLid s;
+  s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
+  s.hdr.method = static_cast<std::uint8_t>(wire::MadMethod::kSet);
+  s.hdr.tid = tid;
+  s.hdr.attr_id = static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo);
+  s.hdr.attr_mod = port;
+  wire::encode(v, s.data);
+  std::array<std::uint8_t, wire::kMadBytes> mad{};
+  wire::encode_smp(s, mad);
+  ASSERT_TRUE(f.send_smp_from(2, 1, mad, f.lid(target), f.lid(2)));
+}
+
+// IBA 7.2 / 14.2.5.6: PortInfo Set PortState Down takes the link down at both ends; it trains
+// again to Init (LinkModel::retrain_ns), the switch's trap 128 brings the SM, which activates it.
+// PortPhysicalState Disabled keeps the link down until a Set of Polling.
+TEST(FabricSm, PortInfoSetDownAndDisableMoveTheLink) {
+  const topo::Topology t = two_switches();  // s2 (node 1) port 2 <-> h3 (node 5)
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  std::unique_ptr<FabricSm> sm;
+  expect_ok(bring_up(f, options(routing::Engine::kMinHop), sm), "two switches");
+  const sma::NodeState& s2 = f.node(1).state();
+  const sma::NodeState& h3 = f.node(5).state();
+  const std::uint64_t ignored0 = sm->sm().ignored_mads();
+  ASSERT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+
+  // Down: gone at both ends once the answer is out, back in Init 50 us later, then Active.
+  TimeNs t0 = sim.now();
+  set_port(f, 1, 2, wire::PortState::kDown, 0, 0x5E70001);
+  sim.run_until(t0 + 10'000);
+  EXPECT_EQ(sm->sm().ignored_mads(), ignored0 + 1) << "the Set's GetResp reached the SM's port";
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kDown);
+  EXPECT_EQ(h3.ports[1].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(s2.ports[2].counters.link_downed_counter, 1);
+  EXPECT_EQ(f.counters(1, 2).link_downed_counter, 1u);
+  EXPECT_EQ(f.counters(5, 1).link_downed_counter, 1u);
+  EXPECT_FALSE(f.send_smp(5, f.lid(2))) << "h3's port is down";
+  sim.run_until(t0 + 10'000 + f.config().link.retrain_ns);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kLinkUp);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kInit);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_GE(sm->sm().traps_received(), 1u);
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kActive);
+  EXPECT_TRUE(verify_nodes(f, sm->sm().sm_lid()).ok());
+  write_byte_exact(f, 2, 5, 4096);
+
+  // Disabled: stays down (no training), until PortPhysicalState Polling.
+  t0 = sim.now();
+  set_port(f, 1, 2, wire::PortState::kNoChange, 3, 0x5E70002);
+  sim.run_until(t0 + 5'000'000);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kDisabled);
+  EXPECT_EQ(h3.ports[1].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(s2.ports[2].counters.link_downed_counter, 2);
+  EXPECT_EQ(f.counters(1, 2).link_downed_counter, 2u);
+  // A Set of Down on the disabled port changes nothing physical.
+  set_port(f, 1, 2, wire::PortState::kDown, 0, 0x5E70003);
+  sim.run_until(sim.now() + 1'000'000);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kDisabled);
+  t0 = sim.now();
+  set_port(f, 1, 2, wire::PortState::kNoChange, 2, 0x5E70004);
+  sim.run_until(t0 + 10'000 + f.config().link.retrain_ns);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kLinkUp);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kInit);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kActive);
+  EXPECT_EQ(f.counters(1, 2).link_downed_counter, 2u);
+  EXPECT_EQ(sm->sm().ignored_mads(), ignored0 + 4) << "four Sets, four GetResps";
+  EXPECT_TRUE(verify_nodes(f, sm->sm().sm_lid()).ok());
+  write_byte_exact(f, 2, 5, 4096);
+}
+
 // The LID-routed path of `src` to `dst`'s LID: the first switch-to-switch link it takes.
 topo::LinkId first_uplink(Fabric& f, topo::NodeId src, topo::NodeId dst) {
   const topo::Topology& t = f.topology();
@@ -433,6 +610,135 @@ TEST(FabricSm, MulticastThroughTheMft) {
     const std::uint64_t want = n == members[0] ? 3 : member ? 1 : 0;
     EXPECT_EQ(f.node(n).mads_received() - before[n], want) << t.node(n).description;
   }
+}
+
+// The MFT entry of `mlid` every switch should hold, derived from the nodes' own LFTs: the union
+// of the paths from each member's switch to the first member's switch.
+std::map<topo::NodeId, std::uint16_t> expected_mft(Fabric& f, const std::vector<topo::NodeId>& m) {
+  const topo::Topology& t = f.topology();
+  std::map<topo::NodeId, std::uint16_t> want;
+  const topo::NodeId root = t.peer({m[0], 1})->node;
+  const std::uint16_t root_lid = f.lid(root);
+  for (topo::NodeId x : m) {
+    topo::PortRef at = *t.peer({x, 1});
+    want[at.node] |= static_cast<std::uint16_t>(1u << at.port);
+    for (int hop = 0; hop < 8 && at.node != root; ++hop) {
+      const std::uint8_t out = f.node(at.node).state().route(root_lid);
+      want[at.node] |= static_cast<std::uint16_t>(1u << out);
+      at = *t.peer({at.node, out});
+      want[at.node] |= static_cast<std::uint16_t>(1u << at.port);
+    }
+  }
+  return want;
+}
+
+// A PMA Get to `mlid` from `from`: how many MADs each HCA received (the members' PMAs answer
+// by LID, so the sender counts one GetResp per other member).
+std::map<topo::NodeId, std::uint64_t> multicast_once(Fabric& f, topo::NodeId from,
+                                                     std::uint16_t mlid) {
+  const auto h = hcas(f.topology());
+  std::map<topo::NodeId, std::uint64_t> before, got;
+  for (topo::NodeId n : h) before[n] = f.node(n).mads_received();
+  std::array<std::uint8_t, wire::kMadBytes> mad{};
+  mad[0] = 1;
+  mad[1] = static_cast<std::uint8_t>(wire::MgmtClass::kPerfMgt);
+  mad[2] = 1;
+  mad[3] = static_cast<std::uint8_t>(wire::MadMethod::kGet);
+  EXPECT_TRUE(f.send_mad(from, mlid, mad, /*smp=*/false));
+  f.sim().run_until(f.sim().now() + 100'000);
+  for (topo::NodeId n : h) got[n] = f.node(n).mads_received() - before[n];
+  return got;
+}
+
+// The SM builds the multicast tree and programs it with MulticastForwardingTable Sets (one per
+// switch on the tree: block 0, position 0 holds MLID 0xC001's ports 0-15), in a light sweep;
+// members change, the differing blocks are re-sent; a heavy sweep re-sends nothing.
+TEST(FabricSm, SmProgramsMulticastForwardingTables) {
+  const topo::Topology t = spec("fat-tree:k=4");
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  std::unique_ptr<FabricSm> sm;
+  expect_ok(bring_up(f, options(routing::Engine::kFtree), sm), "k=4");
+  const auto h = hcas(t);
+  constexpr std::uint16_t kMlid = 0xC001;
+  auto guids = [&](const std::vector<topo::NodeId>& v) {
+    std::vector<std::uint64_t> g;
+    for (topo::NodeId n : v) g.push_back(f.node(n).state().ports[1].port_guid);
+    return g;
+  };
+  auto check_tables = [&](const std::vector<topo::NodeId>& members, const char* what) {
+    const auto want =
+        members.empty() ? std::map<topo::NodeId, std::uint16_t>{} : expected_mft(f, members);
+    for (topo::NodeId s = 0; s < t.node_count(); ++s) {
+      if (!t.node(s).is_switch()) continue;
+      const sma::NodeState& ns = f.node(s).state();
+      const auto it = want.find(s);
+      EXPECT_EQ(ns.mft[1][0], it == want.end() ? 0 : it->second) << what << " switch " << s;
+      EXPECT_EQ(ns.mft[0][0], 0) << what;
+      EXPECT_EQ(ns.mft[2][0], 0) << what;
+    }
+    return want.size();
+  };
+  std::size_t switches = 0;
+  for (topo::NodeId s = 0; s < t.node_count(); ++s) switches += t.node(s).is_switch();
+
+  const std::vector<topo::NodeId> members = {h[0], h[5], h[9], h[15]};
+  sm->set_multicast_group(kMlid, guids(members));
+  EXPECT_FALSE(sm->sm().settled()) << "the MFT Sets are still to go";
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().light_sweeps(), 1u);
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 1u);
+  const std::size_t on_tree = check_tables(members, "four members");
+  const SweepReport& ls = sm->sm().last_light();
+  EXPECT_EQ(ls.mft_blocks_sent, on_tree);
+  EXPECT_EQ(ls.total.mads_sent, switches + on_tree);  // SwitchInfo Gets + MFT Sets
+  EXPECT_EQ(ls.total.error_status, 0u);
+  std::printf("multicast: %zu of %zu switches on the tree, %llu SMPs in the light sweep\n", on_tree,
+              switches, (unsigned long long)ls.total.mads_sent);
+  // From any member: every other member once, nobody else, never the sender.
+  for (topo::NodeId from : {h[0], h[9]}) {
+    const auto got = multicast_once(f, from, kMlid);
+    for (topo::NodeId n : h) {
+      const bool member = std::find(members.begin(), members.end(), n) != members.end();
+      const std::uint64_t want = n == from ? 3 : member ? 1 : 0;
+      EXPECT_EQ(got.at(n), want) << "from " << from << " to " << t.node(n).description;
+    }
+  }
+
+  // Two members leave: the switches whose entry changed get a new block, the others none.
+  const std::vector<topo::NodeId> fewer = {h[0], h[5]};
+  sm->set_multicast_group(kMlid, guids(fewer));
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  check_tables(fewer, "two members");
+  std::size_t changed = 0;
+  {
+    const auto a = expected_mft(f, members), b = expected_mft(f, fewer);
+    for (const auto& [s, m] : a) changed += !b.count(s) || b.at(s) != m;
+    for (const auto& [s, m] : b) changed += !a.count(s);
+  }
+  EXPECT_EQ(sm->sm().last_light().mft_blocks_sent, changed);
+  EXPECT_GT(changed, 0u);
+  const auto got = multicast_once(f, h[0], kMlid);
+  EXPECT_EQ(got.at(h[5]), 1u);
+  EXPECT_EQ(got.at(h[9]), 0u);
+  EXPECT_EQ(got.at(h[0]), 1u);
+
+  // A heavy sweep re-derives the same trees: no MFT Set.
+  topo::NodeId sw = 0;
+  while (!t.node(sw).is_switch()) ++sw;
+  f.node(sw).state().sw.port_state_change = true;
+  sim.run_until(sim.now() + 10'000'000'000);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(sm->sm().last_heavy().mft_blocks_sent, 0u);
+  check_tables(fewer, "after a heavy sweep");
+
+  // The group goes: every entry cleared.
+  sm->remove_multicast_group(kMlid);
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  check_tables({}, "removed");
+  EXPECT_EQ(multicast_once(f, h[0], kMlid).at(h[5]), 0u);
+  EXPECT_TRUE(sm->sm().multicast_groups().empty());
 }
 
 TEST(FabricSmSlow, TwoLevel648) {

@@ -380,6 +380,44 @@ TEST(SmaSet, PortStateTransitions) {
   }
 }
 
+// PortState Down on a trained port sends its PhysState to Polling (the link retrains);
+// PortPhysicalState Disabled / Polling are written as asked; both list the port for the fabric
+// and count LinkDownedCounter once when the link leaves LinkUp.
+TEST(SmaSet, PortStateDownAndPhysicalStates) {
+  NodeState sw = test_switch();
+  ASSERT_TRUE(link_up(sw, 4));
+  sw.ports[4].state = LinkState::kActive;
+  auto set = [&](wire::PortState state, std::uint8_t phys) {
+    wire::PortInfo v = wire::decode_port_info(port_info_data(sw.ports[4]));
+    v.port_state = state;
+    v.port_phys_state = phys;
+    Data d{};
+    wire::encode(v, d);
+    return dr_request(sw, 1, kSet, attr(SmpAttr::kPortInfo), 4, d);
+  };
+  MadReply r = set(wire::PortState::kDown, 0);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.state_changed_ports, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(sw.ports[4].state, LinkState::kDown);
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kPolling);
+  EXPECT_EQ(wire::decode_port_info(smp_data(r.mad)).port_phys_state, 2);
+  EXPECT_EQ(sw.ports[4].counters.link_downed_counter, 1);
+  EXPECT_FALSE(link_down(sw, 4)) << "the fabric's link_down then changes nothing";
+  EXPECT_EQ(sw.ports[4].counters.link_downed_counter, 1);
+  r = set(wire::PortState::kNoChange, 3);  // Disabled
+  EXPECT_EQ(r.state_changed_ports, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kDisabled);
+  EXPECT_FALSE(link_down(sw, 4));
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kDisabled) << "link_down keeps Disabled";
+  r = set(wire::PortState::kNoChange, 2);  // Polling
+  EXPECT_EQ(r.state_changed_ports, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(sw.ports[4].phys_state, PhysState::kPolling);
+  EXPECT_EQ(sw.ports[4].counters.link_downed_counter, 1);
+  r = set(wire::PortState::kNoChange, 5);  // LinkUp is not writable
+  EXPECT_EQ(r.status, status(MadStatus::kInvalidField));
+  EXPECT_TRUE(r.state_changed_ports.empty());
+}
+
 TEST(SmaSet, LftBlocksAndLinearFdbTop) {
   NodeState sw = test_switch();
   Data d{};
@@ -680,6 +718,48 @@ TEST(SmaTrap, Trap128Layout) {
   const wire::Notice n = wire::decode_notice(smp_data(m));
   EXPECT_EQ(n.trap_number, 128);
   EXPECT_TRUE(n.is_generic);
+}
+
+// IBA 13.4.9: the trap stays pending until a TrapRepress with its TID; repeats are the same
+// MAD (same TID, same Notice); a TrapRepress with another TID changes nothing.
+TEST(SmaTrap, RepeatedUntilTrapRepress) {
+  NodeState sw = test_switch();
+  EXPECT_FALSE(repeat_trap(sw).has_value());  // nothing pending
+  sw.ports[0].lid = 0x0007;
+  sw.ports[0].master_sm_lid = 0x0001;
+  sw.ports[0].subnet_timeout = 10;
+  EXPECT_EQ(trap_repeat_ns(sw), 4'194'304u);  // 4.096 us * 2^10
+  const auto first = make_trap_128(sw, 0x42);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(sw.trap.active);
+  EXPECT_EQ(sw.trap.tid, 0x42u);
+  EXPECT_EQ(sw.trap.sends, 1u);
+  const auto again = repeat_trap(sw);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->mad, first->mad);  // byte for byte: TID 0x42, Notice of trap 128
+  EXPECT_EQ(again->dlid, 1);
+  EXPECT_EQ(sw.trap.sends, 2u);
+  EXPECT_EQ(sw.stats.traps_repeated, 1u);
+  // The SM moved: the repeat follows the new MasterSMLID.
+  sw.ports[0].master_sm_lid = 0x0003;
+  EXPECT_EQ(repeat_trap(sw)->dlid, 3);
+  // TrapRepress of another TID: absorbed, still pending.
+  Mad rep = lid_smp(0x07, attr(SmpAttrExt::kNotice), 0);  // TID 0x1234
+  EXPECT_EQ(handle_smp(sw, 1, rep).action, SmpAction::kAbsorbed);
+  EXPECT_TRUE(sw.trap.active);
+  EXPECT_EQ(sw.stats.traps_repressed, 0u);
+  // The SM's TrapRepress: the trap's own bytes with method 0x07.
+  rep = first->mad;
+  rep[3] = 0x07;
+  EXPECT_EQ(handle_smp(sw, 3, rep).action, SmpAction::kAbsorbed);
+  EXPECT_FALSE(sw.trap.active);
+  EXPECT_EQ(sw.stats.traps_repressed, 1u);
+  EXPECT_FALSE(repeat_trap(sw).has_value());
+  // A newer trap replaces the pending one.
+  ASSERT_TRUE(make_trap_128(sw, 0x43).has_value());
+  ASSERT_TRUE(make_trap_128(sw, 0x44).has_value());
+  EXPECT_EQ(sw.trap.tid, 0x44u);
+  EXPECT_EQ(sw.trap.sends, 1u);
 }
 
 TEST(SmaLink, UpAndDown) {

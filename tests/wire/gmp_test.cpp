@@ -157,6 +157,49 @@ TEST(Cm, ReqBytesAtIbaOffsets) {
   EXPECT_EQ(at(140), 7);            // Private data
 }
 
+TEST(Cm, SidrBytesAtIbaOffsets) {
+  CmSidrReq q;
+  q.request_id = 0x01020304;
+  q.pkey = 0xFFFF;
+  q.service_id = 0x1122334455667788ull;
+  q.private_data[215] = 0x77;
+  std::array<std::uint8_t, kMadBytes> m{};
+  encode_sidr(0xABCD, q, m);
+  EXPECT_EQ(m[1], kMgmtClassCm);
+  EXPECT_EQ(m[2], kCmClassVersion);
+  EXPECT_EQ(m[3], 0x03);  // Send
+  EXPECT_EQ(m[17], 0x17);
+  EXPECT_EQ(m[24], 0x01);  // CM data from byte 24
+  EXPECT_EQ(m[27], 0x04);
+  EXPECT_EQ(m[28], 0xFF);
+  EXPECT_EQ(m[32], 0x11);
+  EXPECT_EQ(m[255], 0x77);
+  EXPECT_EQ(decode_sidr_req(m).value(), q);
+  EXPECT_EQ(decode_sidr_rep(m).error(), GmpError::kBadAttribute);
+  EXPECT_EQ(decode_cm(m).error(), GmpError::kBadAttribute);  // not a CmMessage
+  CmSidrRep r;
+  r.request_id = 0x01020304;
+  r.status = SidrStatus::kNoQp;
+  r.qpn = 0xABCDEF;
+  r.service_id = 0x1122334455667788ull;
+  r.qkey = 0x80010000;
+  r.info[0] = 0x42;
+  r.private_data[135] = 0x99;
+  encode_sidr(0xABCD, r, m);
+  EXPECT_EQ(m[17], 0x18);
+  EXPECT_EQ(m[28], 3);
+  EXPECT_EQ(m[32], 0xAB);
+  EXPECT_EQ(m[34], 0xEF);
+  EXPECT_EQ(m[35], 0);
+  EXPECT_EQ(m[36], 0x11);
+  EXPECT_EQ(m[44], 0x80);
+  EXPECT_EQ(m[48], 0x42);
+  EXPECT_EQ(m[255], 0x99);
+  EXPECT_EQ(decode_sidr_rep(m).value(), r);
+  m[28] = 6;  // a reserved status
+  EXPECT_EQ(decode_sidr_rep(m).error(), GmpError::kBadField);
+}
+
 TEST(Cm, DecodeErrors) {
   Mad mad{};
   encode_cm(1, full_req(), mad);
@@ -299,6 +342,110 @@ TEST(Sa, RecordsRoundTripAtIbaOffsets) {
   EXPECT_EQ(attr_offset_for(kPathRecordBytes), 8);
   EXPECT_EQ(attr_offset_for(kNodeRecordBytes), 14);
   EXPECT_EQ(attr_offset_for(kPortInfoRecordBytes), 9);
+}
+
+TEST(Sa, PKeyTableRecordAtIbaOffsets) {
+  PKeyTableRecord r;
+  r.lid = 0x0102;
+  r.block_num = 0x0304;
+  r.port_num = 5;
+  r.pkeys[0] = 0xFFFF;
+  r.pkeys[31] = 0x8001;
+  std::array<std::uint8_t, kPKeyTableRecordBytes> b{};
+  b.fill(0xEE);
+  encode(r, b);
+  EXPECT_EQ(b[0], 0x01);
+  EXPECT_EQ(b[1], 0x02);
+  EXPECT_EQ(b[2], 0x03);
+  EXPECT_EQ(b[3], 0x04);
+  EXPECT_EQ(b[4], 5);
+  EXPECT_EQ(b[5], 0);  // reserved
+  EXPECT_EQ(b[7], 0);
+  EXPECT_EQ(b[8], 0xFF);
+  EXPECT_EQ(b[9], 0xFF);
+  EXPECT_EQ(b[10], 0);
+  EXPECT_EQ(b[70], 0x80);
+  EXPECT_EQ(b[71], 0x01);
+  EXPECT_EQ(decode_pkey_table_record(b), r);
+  EXPECT_EQ(attr_offset_for(kPKeyTableRecordBytes), 9);
+  EXPECT_EQ(static_cast<std::uint16_t>(SaAttr::kPKeyTableRecord), 0x0033);
+}
+
+TEST(Sa, ServiceRecordAtIbaOffsets) {
+  ServiceRecord r;
+  r.service_id = 0x1122334455667788ull;
+  r.gid[0] = 0xFE;
+  r.gid[15] = 0x01;
+  r.pkey = 0x8001;
+  r.lease = 0x0A0B0C0D;
+  r.key[0] = 0x99;
+  r.name[0] = 'w';
+  r.data8[15] = 0x42;
+  r.data16[7] = 0xBEEF;
+  r.data32[3] = 0xCAFEF00D;
+  r.data64[1] = 0x0102030405060708ull;
+  std::array<std::uint8_t, kServiceRecordBytes> b{};
+  encode(r, b);
+  EXPECT_EQ(b[0], 0x11);
+  EXPECT_EQ(b[7], 0x88);
+  EXPECT_EQ(b[8], 0xFE);
+  EXPECT_EQ(b[23], 0x01);
+  EXPECT_EQ(b[24], 0x80);
+  EXPECT_EQ(b[25], 0x01);
+  EXPECT_EQ(b[28], 0x0A);
+  EXPECT_EQ(b[31], 0x0D);
+  EXPECT_EQ(b[32], 0x99);
+  EXPECT_EQ(b[48], 'w');
+  EXPECT_EQ(b[127], 0x42);
+  EXPECT_EQ(b[142], 0xBE);
+  EXPECT_EQ(b[143], 0xEF);
+  EXPECT_EQ(b[156], 0xCA);
+  EXPECT_EQ(b[159], 0x0D);
+  EXPECT_EQ(b[168], 0x01);
+  EXPECT_EQ(b[175], 0x08);
+  EXPECT_EQ(decode_service_record(b), r);
+  EXPECT_EQ(attr_offset_for(kServiceRecordBytes), 22);
+}
+
+TEST(Sa, McMemberRecordAtIbaOffsets) {
+  McMemberRecord r;
+  r.mgid[0] = 0xFF;
+  r.port_gid[15] = 0x07;
+  r.qkey = 0x80010000;
+  r.mlid = 0xC001;
+  r.mtu_selector = Selector::kExactly;
+  r.mtu = 4;
+  r.tclass = 0x11;
+  r.pkey = 0xFFFF;
+  r.rate_selector = Selector::kExactly;
+  r.rate = 7;
+  r.packet_life_time_selector = Selector::kLess;
+  r.packet_life_time = 8;
+  r.sl = 3;
+  r.flow_label = 0xABCDE;
+  r.hop_limit = 0x40;
+  r.scope = 2;
+  r.join_state = 1;
+  r.proxy_join = true;
+  std::array<std::uint8_t, kMcMemberRecordBytes> b{};
+  encode(r, b);
+  EXPECT_EQ(b[0], 0xFF);
+  EXPECT_EQ(b[31], 0x07);
+  EXPECT_EQ(b[32], 0x80);
+  EXPECT_EQ(b[36], 0xC0);
+  EXPECT_EQ(b[37], 0x01);
+  EXPECT_EQ(b[38], 0x84);  // selector 2 << 6 | MTU 4
+  EXPECT_EQ(b[39], 0x11);
+  EXPECT_EQ(b[42], 0x87);
+  EXPECT_EQ(b[43], 0x48);
+  EXPECT_EQ(b[44], 0x3A);  // SL 3, FlowLabel 0xA....
+  EXPECT_EQ(b[45], 0xBC);
+  EXPECT_EQ(b[46], 0xDE);
+  EXPECT_EQ(b[47], 0x40);
+  EXPECT_EQ(b[48], 0x21);
+  EXPECT_EQ(b[49], 0x80);
+  EXPECT_EQ(decode_mcmember_record(b), r);
+  EXPECT_EQ(attr_offset_for(kMcMemberRecordBytes), 7);
 }
 
 TEST(Sa, MadRoundTripAndErrors) {
