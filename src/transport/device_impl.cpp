@@ -344,8 +344,8 @@ void DeviceImpl::compute_crcs(TxPacket& out) const {
 
 // ---- receive ----------------------------------------------------------------------------------
 
-bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
-                              std::span<const std::uint8_t> payload) {
+inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
+                                     std::span<const std::uint8_t> payload) {
   constexpr std::size_t kHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
   const std::uint8_t* bth = b + wire::kLrhBytes;
   // The checks of wire::parse_headers_to: LVer 0 (7.7.3), LNH local, TVer 0 (9.2.4), PadCnt as
@@ -429,7 +429,7 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
   dispatch(p->h, p->payload, grh, now);
 }
 
-bool DeviceImpl::fast_receive(const TxPacket& pkt) {
+inline bool DeviceImpl::fast_receive(const TxPacket& pkt) {
   if (pkt.header_bytes != wire::kLrhBytes + wire::kBthBytes || pkt.corrupt ||
       (pkt.payload_bytes && !pkt.payload))
     return false;
@@ -482,18 +482,7 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
   dispatch(h, pl, grh, now);
 }
 
-// IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least one
-// of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
-inline bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
-  if ((pkt_pkey & 0x7FFF) == 0) return false;
-  const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
-  if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
-  return (mine & 0x8000) || (pkt_pkey & 0x8000);
-}
-
-// IBA 7.11.1 / 9.6.1.1: the DLID must name one of our active ports (under its LMC), or be the
-// permissive LID.
-bool DeviceImpl::dlid_ok(std::uint16_t dlid) const {
+bool DeviceImpl::dlid_ok_slow(std::uint16_t dlid) const {
   if (dlid == 0xFFFF) return true;
   for (const PortConfig& port : config_.ports) {
     const auto lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));

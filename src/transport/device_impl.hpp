@@ -162,15 +162,31 @@ class DeviceImpl final : public Device {
   void clean_timer_top() const;
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
-  bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
-  bool dlid_ok(std::uint16_t dlid) const;
+  // IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least
+  // one of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
+  bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
+    if ((pkt_pkey & 0x7FFF) == 0) return false;
+    const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
+    if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
+    return (mine & 0x8000) || (pkt_pkey & 0x8000);
+  }
+  // IBA 7.11.1 / 9.6.1.1: the DLID must name one of our active ports (under its LMC), or be the
+  // permissive LID. Port 1 inline (the common case), the rest out of line.
+  bool dlid_ok(std::uint16_t dlid) const {
+    const PortConfig& p = config_.ports[0];
+    const auto lmc_mask = static_cast<std::uint16_t>(~((1u << p.lmc) - 1));
+    if (p.state == PortState::kActive && (dlid & lmc_mask) == (p.lid & lmc_mask)) return true;
+    return dlid_ok_slow(dlid);
+  }
+  bool dlid_ok_slow(std::uint16_t dlid) const;
   // The lean receive path for packets of LRH + BTH only (SEND ONLY, WRITE MIDDLE/LAST) whose
   // CRCs are checked or not to be checked: the checks of parse_headers_to + dispatch, then
   // resp_fast_request. False (nothing counted, nothing changed) sends the packet down the
   // general path. The first form takes the 20 header bytes, the pad and the payload.
-  bool fast_receive(const std::uint8_t* headers, std::uint8_t pad_bytes,
-                    std::span<const std::uint8_t> payload);
-  bool fast_receive(const TxPacket& pkt);
+  [[gnu::always_inline]] inline bool fast_receive(const std::uint8_t* headers,
+                                                  std::uint8_t pad_bytes,
+                                                  std::span<const std::uint8_t> payload);
+  [[gnu::always_inline]] inline bool fast_receive(const TxPacket& pkt);
 
   std::vector<std::unique_ptr<PdImpl>> pds_;
   std::vector<std::unique_ptr<MrImpl>> mrs_;  // index = key >> 8

@@ -133,7 +133,8 @@ class QpImpl final : public QueuePair {
   void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                      std::uint32_t imm, std::uint32_t wc_flags, std::uint32_t src_qp = 0,
                      std::uint16_t slid = 0, std::uint8_t sl = 0);
-  RecvQueue& recv_queue();
+  RecvQueue& recv_queue() { return init_.srq ? srq_rq() : rq_; }
+  RecvQueue& srq_rq();
   bool uses_srq() const { return init_.srq != nullptr; }
   SendWqe& sq_at(std::uint64_t i) { return sq_[i & sq_mask_]; }
   const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i & sq_mask_) * max_send_sge_]; }

@@ -502,15 +502,19 @@ bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std:
   if (op == Opcode::kRcSendOnly) {
     if (qp.resp_state_ != RespState::kIdle) return false;  // 9.7.5.1.3 opcode sequence
     RecvQueue& rq = qp.recv_queue();
-    if (rq.empty() || rq.front().total_bytes < len) return false;  // RNR NAK or LOC_LEN_ERR
+    if (rq.empty()) return false;  // RNR NAK
+    const RecvWqe& r = rq.front();
+    if (r.total_bytes < len) return false;  // LOC_LEN_ERR
     qp.seq_nak_sent_ = false;
-    take_recv(qp);
-    copy_to_sges(qp.cur_sges_.data(), qp.cur_recv_.num_sge, 0, payload.data(), len,
-                 qp.dev_->remote_payload_);
+    // The receive is taken and completed by this packet: its SGEs are used where they are (the
+    // general path stages them in cur_sges_ for messages that span packets).
+    copy_to_sges(rq.front_sges(), r.num_sge, 0, payload.data(), len, qp.dev_->remote_payload_);
+    const std::uint64_t wr_id = r.wr_id;
+    rq.pop();
     qp.msg_bytes_ = len;
     qp.have_recv_ = false;
     qp.msn_ = psn_add(qp.msn_, 1);
-    qp.complete_recv(qp.cur_recv_.wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len, 0, 0);
+    qp.complete_recv(wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len, 0, 0);
   } else if (op == Opcode::kRcWriteMiddle || op == Opcode::kRcWriteLast) {
     if (qp.resp_state_ != RespState::kInWrite) return false;
     const bool last = op == Opcode::kRcWriteLast;
