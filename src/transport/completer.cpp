@@ -286,8 +286,8 @@ void on_atomic_ack(QpImpl& qp, const wire::Headers& h, TimeNs now) {
 
 }  // namespace
 
-void comp_after_send(QpImpl& qp, TimeNs now) {
-  if (qp.rto_deadline_ == kNoDeadline) arm_rto(qp, now);
+void comp_arm_rto(QpImpl& qp, TimeNs now) {
+  arm_rto(qp, now);
 }
 
 void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,

@@ -344,23 +344,40 @@ void DeviceImpl::compute_crcs(TxPacket& out) const {
 
 // ---- receive ----------------------------------------------------------------------------------
 
+namespace {
+// Header bytes of the packets the lean receive path takes (LRH + BTH, and the RETH of a WRITE
+// FIRST), or 0 for any other opcode.
+constexpr std::size_t lean_header_bytes(std::uint8_t opcode) {
+  switch (static_cast<wire::Opcode>(opcode)) {
+    case wire::Opcode::kRcSendOnly:
+    case wire::Opcode::kRcWriteMiddle:
+    case wire::Opcode::kRcWriteLast:
+      return wire::kLrhBytes + wire::kBthBytes;
+    case wire::Opcode::kRcWriteFirst:
+      return wire::kLrhBytes + wire::kBthBytes + wire::kRethBytes;
+    default:
+      return 0;
+  }
+}
+}  // namespace
+
 inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
                                      std::span<const std::uint8_t> payload) {
-  constexpr std::size_t kHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
   const std::uint8_t* bth = b + wire::kLrhBytes;
   // The checks of wire::parse_headers_to: LVer 0 (7.7.3), LNH local, TVer 0 (9.2.4), PadCnt as
-  // given, LRH PktLen (7.7.8), a MIDDLE carries a whole unpadded payload (9.7.2).
+  // given, LRH PktLen (7.7.8), a FIRST or MIDDLE carries a whole unpadded payload (9.7.2).
   const auto op = static_cast<wire::Opcode>(bth[0]);
-  if (op != wire::Opcode::kRcSendOnly && op != wire::Opcode::kRcWriteMiddle &&
-      op != wire::Opcode::kRcWriteLast)
-    return false;
+  const std::size_t header_bytes = lean_header_bytes(bth[0]);
+  if (header_bytes == 0) return false;
   if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal) ||
       (bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pad_bytes)
     return false;
   const unsigned pkt_len_words = ((unsigned{b[4]} << 8) | b[5]) & 0x7FF;
-  if (pkt_len_words * 4 != kHeaderBytes + payload.size() + pad_bytes + wire::kIcrcBytes)
+  if (pkt_len_words * 4 != header_bytes + payload.size() + pad_bytes + wire::kIcrcBytes)
     return false;
-  if (op == wire::Opcode::kRcWriteMiddle && (payload.empty() || pad_bytes != 0)) return false;
+  if ((op == wire::Opcode::kRcWriteMiddle || op == wire::Opcode::kRcWriteFirst) &&
+      (payload.empty() || pad_bytes != 0))
+    return false;
   // The checks of dispatch: DLID, QP and its state, P_Key (10.9.3).
   if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
   const std::uint32_t qpn = (std::uint32_t{bth[5]} << 16) | (std::uint32_t{bth[6]} << 8) | bth[7];
@@ -373,30 +390,26 @@ inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_byt
 }
 
 void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now) {
-  constexpr std::size_t kLeanHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
   constexpr std::size_t kCrcBytes = wire::kIcrcBytes + wire::kVcrcBytes;
   const bool check = config_.crc == CrcMode::kCompute;
   bool crcs_checked = false;
   const std::size_t n = wire_bytes.size();
-  if (n >= kLeanHeaderBytes + kCrcBytes) {
-    // The lean path's packets (LRH + BTH, no extension headers): CRCs as parse_packet checks
-    // them (VCRC first, IBA 7.8.2), then fast_receive. A failed CRC is left to the general
-    // path, which counts it.
+  if (n >= wire::kLrhBytes + wire::kBthBytes + kCrcBytes) {
+    // The lean path's packets (LRH + BTH [+ RETH], no GRH): CRCs as parse_packet checks them
+    // (VCRC first, IBA 7.8.2), then fast_receive. A failed CRC is left to the general path,
+    // which counts it.
     const std::uint8_t* b = wire_bytes.data();
-    const auto op = static_cast<wire::Opcode>(b[wire::kLrhBytes]);
+    const std::size_t hb = lean_header_bytes(b[wire::kLrhBytes]);
     const std::size_t through_icrc = std::size_t{((unsigned{b[4]} << 8) | b[5]) & 0x7FF} * 4;
     const auto pad = static_cast<std::uint8_t>((b[wire::kLrhBytes + 1] >> 4) & 3);
-    if ((op == wire::Opcode::kRcSendOnly || op == wire::Opcode::kRcWriteMiddle ||
-         op == wire::Opcode::kRcWriteLast) &&
-        through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
-        n - kLeanHeaderBytes - kCrcBytes >= pad) {
-      const auto after_headers =
-          wire_bytes.subspan(kLeanHeaderBytes, n - kLeanHeaderBytes - kCrcBytes);
+    if (hb != 0 && n >= hb + kCrcBytes && through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
+        n - hb - kCrcBytes >= pad) {
+      const auto after_headers = wire_bytes.subspan(hb, n - hb - kCrcBytes);
       crcs_checked =
           !check ||
           (wire::vcrc(wire_bytes.first(through_icrc)) ==
                wire::get_vcrc(wire_bytes.subspan(through_icrc).first<wire::kVcrcBytes>()) &&
-           wire::icrc(wire_bytes.first(kLeanHeaderBytes), after_headers) ==
+           wire::icrc(wire_bytes.first(hb), after_headers) ==
                wire::get_icrc(
                    wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()));
       if (crcs_checked && fast_receive(b, pad, after_headers.first(after_headers.size() - pad))) {
@@ -430,7 +443,7 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
 }
 
 inline bool DeviceImpl::fast_receive(const TxPacket& pkt) {
-  if (pkt.header_bytes != wire::kLrhBytes + wire::kBthBytes || pkt.corrupt ||
+  if (pkt.header_bytes != lean_header_bytes(pkt.headers[wire::kLrhBytes]) || pkt.corrupt ||
       (pkt.payload_bytes && !pkt.payload))
     return false;
   if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;  // CRCs to check

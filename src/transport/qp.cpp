@@ -327,6 +327,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
   }
   if (inl) {
     std::uint8_t* dst = sq_inline(slot);
+    w.contiguous = dst;
     for (const Sge& s : wr.sg_list) {
       if (s.length) std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
       dst += s.length;
@@ -334,6 +335,9 @@ Errc QpImpl::post_send(const SendWr& wr) {
     w.num_sge = 0;
   } else {
     w.num_sge = static_cast<std::uint32_t>(wr.sg_list.size());
+    w.contiguous = !wr.sg_list.empty() && total <= wr.sg_list[0].length
+                       ? reinterpret_cast<const std::uint8_t*>(wr.sg_list[0].addr)
+                       : nullptr;
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), &sq_sge_[(slot & sq_mask_) * max_send_sge_]);
   }
   w.cseq = cseq_next_;

@@ -48,6 +48,9 @@ struct SendWqe {
   std::uint32_t first_psn = 0, npkts = 0;
   // End-to-end credits (IBA 9.7.7.2): how many credit-consuming WQEs were posted before it.
   std::uint64_t cseq = 0;
+  // The payload when it is contiguous (inline bytes, or all inside the first SGE), set at post
+  // time so a packet's payload is this plus its offset; nullptr: gather across SGEs.
+  const std::uint8_t* contiguous = nullptr;
 };
 
 // Requester engine states (IBA 9.7.4; rxe_req.c's loop).
@@ -239,12 +242,13 @@ std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                      TimeNs now);
 bool resp_poll(QpImpl& qp, TxPacket& out);
-// The responder's lean path for the commonest in-sequence requests — RDMA WRITE MIDDLE/LAST
-// inside the current WRITE and SEND ONLY into a receive that holds it — given the raw BTH
-// (`bth`, 12 bytes; the packet has no extension headers) of a packet the Device has already
-// routed to this RC QP. It makes exactly the checks and state changes resp_on_request would;
-// anything else (duplicates, gaps, errors, RNR, selective-repeat buffering) returns false having
-// changed nothing, and the packet takes the general path.
+// The responder's lean path for the commonest in-sequence requests — RDMA WRITE FIRST (with
+// its RETH) and MIDDLE/LAST inside the current WRITE, and SEND ONLY into a receive that holds it
+// — given the raw BTH (`bth`, 12 bytes, followed by the RETH of a WRITE FIRST; no other
+// extension headers) of a packet the Device has already routed to this RC QP. It makes exactly
+// the checks and state changes resp_on_request would; anything else (duplicates, gaps, errors,
+// RNR, selective-repeat buffering) returns false having changed nothing, and the packet takes
+// the general path.
 bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std::uint8_t> payload);
 void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes);
@@ -252,6 +256,10 @@ void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t
 void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                       TimeNs now);
 void comp_on_deadline(QpImpl& qp, TimeNs now);
-void comp_after_send(QpImpl& qp, TimeNs now);  // a request packet left: arm the timer
+void comp_arm_rto(QpImpl& qp, TimeNs now);
+// A request packet left: arm the retransmission timer unless it runs already.
+inline void comp_after_send(QpImpl& qp, TimeNs now) {
+  if (qp.rto_deadline_ == kNoDeadline) comp_arm_rto(qp, now);
+}
 
 }  // namespace weft::transport

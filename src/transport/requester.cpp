@@ -35,10 +35,7 @@ const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot, const SendWqe
 inline const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
                                        std::uint64_t offset, std::uint32_t len) {
   if (len == 0) return nullptr;
-  if (w.is_inline) return qp.sq_inline(slot) + offset;
-  const Sge* sges = qp.sq_sges(slot);
-  if (offset + len <= sges[0].length)  // the common case: inside the first SGE
-    return reinterpret_cast<const std::uint8_t*>(sges[0].addr) + offset;
+  if (w.contiguous) return w.contiguous + offset;  // inline, or inside the first SGE
   return gather_payload(qp, slot, w, offset, len);
 }
 
@@ -64,21 +61,19 @@ inline const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const Sen
   return b;
 }
 
-Opcode send_opcode(const SendWqe& w, std::uint32_t idx) {
-  const bool imm = w.opcode == WrOpcode::kSendWithImm;
-  if (w.npkts == 1) return imm ? Opcode::kRcSendOnlyImm : Opcode::kRcSendOnly;
-  if (idx == 0) return Opcode::kRcSendFirst;
-  if (idx + 1 == w.npkts) return imm ? Opcode::kRcSendLastImm : Opcode::kRcSendLast;
-  return Opcode::kRcSendMiddle;
-}
-
-Opcode write_opcode(const SendWqe& w, std::uint32_t idx) {
-  const bool imm = w.opcode == WrOpcode::kRdmaWriteWithImm;
-  if (w.npkts == 1) return imm ? Opcode::kRcWriteOnlyImm : Opcode::kRcWriteOnly;
-  if (idx == 0) return Opcode::kRcWriteFirst;
-  if (idx + 1 == w.npkts) return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
-  return Opcode::kRcWriteMiddle;
-}
+// SEND / WRITE request opcodes (IBA 9.2.1 Table 39) by [SEND, SEND+Imm, WRITE, WRITE+Imm]
+// (the WrOpcode values 0..3) and position in the message [ONLY, FIRST, MIDDLE, LAST].
+constexpr Opcode kDataOpcodes[4][4] = {
+    {Opcode::kRcSendOnly, Opcode::kRcSendFirst, Opcode::kRcSendMiddle, Opcode::kRcSendLast},
+    {Opcode::kRcSendOnlyImm, Opcode::kRcSendFirst, Opcode::kRcSendMiddle, Opcode::kRcSendLastImm},
+    {Opcode::kRcWriteOnly, Opcode::kRcWriteFirst, Opcode::kRcWriteMiddle, Opcode::kRcWriteLast},
+    {Opcode::kRcWriteOnlyImm, Opcode::kRcWriteFirst, Opcode::kRcWriteMiddle,
+     Opcode::kRcWriteLastImm},
+};
+static_assert(static_cast<int>(WrOpcode::kSend) == 0 &&
+              static_cast<int>(WrOpcode::kSendWithImm) == 1 &&
+              static_cast<int>(WrOpcode::kRdmaWrite) == 2 &&
+              static_cast<int>(WrOpcode::kRdmaWriteWithImm) == 3);
 
 // Index of the launched WQE whose PSN range holds psn, or sq_launched_.
 std::uint64_t find_wqe(QpImpl& qp, std::uint32_t psn) {
@@ -104,7 +99,7 @@ inline void st64(std::uint8_t* p, std::uint64_t v) {
 
 // Encodes the QP's LRH [GRH] BTH once (through the wire codec, so the bytes are exactly what
 // encode_headers makes); the per-packet fields are patched by encode_from_template.
-void build_template(QpImpl& qp) {
+[[gnu::noinline]] void build_template(QpImpl& qp) {
   DeviceImpl& dev = *qp.dev_;
   wire::Headers h{};
   dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
@@ -200,12 +195,12 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
   ++qp.pkts_since_ackreq_;
   if (!is_rd_atomic(w.opcode)) {
     // SEND and WRITE: the data path, from the header template.
-    const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
-    const Opcode op = send ? send_opcode(w, idx) : write_opcode(w, idx);
+    const bool last = idx + 1 == w.npkts;
+    const unsigned position = w.npkts == 1 ? 0 : idx == 0 ? 1 : last ? 3 : 2;
+    const Opcode op = kDataOpcodes[static_cast<unsigned>(w.opcode)][position];
     const auto len =
         static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.total_bytes - offset));
     const std::uint8_t* payload = payload_ptr(qp, slot, w, offset, len);
-    const bool last = idx + 1 == w.npkts;
     // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
     // credit-consuming message, the end of what is queued, and periodically in long streams.
     const bool tail = slot + 1 == qp.sq_head_;
