@@ -165,6 +165,10 @@ class QpImpl final : public QueuePair {
   std::array<std::uint8_t, kTmplBytesMax> hdr_tmpl_{};
   std::uint8_t hdr_tmpl_bytes_ = 0;
   std::uint64_t hdr_tmpl_epoch_ = 0;
+  // Built with the template when it has no GRH: the whole LRH + BTH of a full-PMTU SEND MIDDLE
+  // ([0]) and WRITE MIDDLE ([1]) packet, so such a packet patches only its PSN and AckReq.
+  static constexpr std::size_t kMidHdrBytes = wire::kLrhBytes + wire::kBthBytes;
+  std::array<std::array<std::uint8_t, kMidHdrBytes>, 2> mid_hdr_{};
   bool sq_drained_event_pending_ = false;
 
   // ---- send queue (requester + completer) ----

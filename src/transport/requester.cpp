@@ -110,6 +110,21 @@ inline void st64(std::uint8_t* p, std::uint64_t v) {
   WEFT_ASSERT(n <= QpImpl::kTmplBytesMax);
   qp.hdr_tmpl_bytes_ = static_cast<std::uint8_t>(n);
   qp.hdr_tmpl_epoch_ = dev.route_epoch_;
+  if (n == QpImpl::kMidHdrBytes) {
+    // MIDDLE packets (IBA 9.7.2: exactly one PMTU, no pad): the bytes encode_from_template
+    // makes for them, but the PSN and AckReq.
+    const std::uint32_t mtu = qp.mtu();
+    const Opcode ops[2] = {Opcode::kRcSendMiddle, Opcode::kRcWriteMiddle};
+    for (int k = 0; k < 2; ++k) {
+      std::uint8_t* o = qp.mid_hdr_[k].data();
+      std::memcpy(o, qp.hdr_tmpl_.data(), QpImpl::kMidHdrBytes);
+      std::uint8_t* bth = o + wire::kLrhBytes;
+      bth[0] = static_cast<std::uint8_t>(ops[k]);
+      bth[1] = 0;
+      st32(bth + 8, 0);
+      st16(o + 4, static_cast<unsigned>((QpImpl::kMidHdrBytes + mtu + wire::kIcrcBytes) / 4));
+    }
+  }
 }
 
 // A SEND or WRITE request packet from the template (IBA 7.7 LRH, 8.3 GRH, 9.2 BTH, 9.3.3 RETH,
@@ -196,6 +211,25 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
   if (!is_rd_atomic(w.opcode)) {
     // SEND and WRITE: the data path, from the header template.
     const bool last = idx + 1 == w.npkts;
+    if (idx != 0 && !last && w.contiguous && qp.hdr_tmpl_bytes_ == QpImpl::kMidHdrBytes &&
+        qp.hdr_tmpl_epoch_ == dev.route_epoch_) {
+      // A MIDDLE packet of a contiguous payload on a route without a GRH: the prepared header,
+      // its PSN and the periodic AckReq (the rest of the AckReq rule below needs `last`).
+      const bool ack_req = qp.pkts_since_ackreq_ >= kAckReqEveryPackets;
+      if (ack_req) qp.pkts_since_ackreq_ = 0;
+      const bool write =
+          w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm;
+      std::uint8_t* o = out.headers.data();
+      std::memcpy(o, qp.mid_hdr_[write].data(), QpImpl::kMidHdrBytes);
+      st32(o + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | (psn & kPsnMask));
+      out.header_bytes = QpImpl::kMidHdrBytes;
+      out.dlid = qp.attr_.av.dlid;
+      out.sl = qp.attr_.av.sl;
+      dev.finish_encoded(w.contiguous + offset, mtu, 0, qp.attr_.port_num, out);
+      if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
+      if (psn_lt(qp.psn_high_, next)) qp.psn_high_ = next;
+      return next;
+    }
     const unsigned position = w.npkts == 1 ? 0 : idx == 0 ? 1 : last ? 3 : 2;
     const Opcode op = kDataOpcodes[static_cast<unsigned>(w.opcode)][position];
     const auto len =
