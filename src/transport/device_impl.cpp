@@ -3,6 +3,7 @@
 #include "src/transport/device_impl.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -346,18 +347,18 @@ void DeviceImpl::compute_crcs(TxPacket& out) const {
 
 namespace {
 // Header bytes of the packets the lean receive path takes (LRH + BTH, and the RETH of a WRITE
-// FIRST), or 0 for any other opcode.
+// FIRST), or 0 for any other opcode; by table, as it is the first test of every packet.
+constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
+  std::array<std::uint8_t, 256> t{};
+  constexpr auto kBase = static_cast<std::uint8_t>(wire::kLrhBytes + wire::kBthBytes);
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly)] = kBase;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle)] = kBase;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteLast)] = kBase;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteFirst)] = kBase + wire::kRethBytes;
+  return t;
+}();
 constexpr std::size_t lean_header_bytes(std::uint8_t opcode) {
-  switch (static_cast<wire::Opcode>(opcode)) {
-    case wire::Opcode::kRcSendOnly:
-    case wire::Opcode::kRcWriteMiddle:
-    case wire::Opcode::kRcWriteLast:
-      return wire::kLrhBytes + wire::kBthBytes;
-    case wire::Opcode::kRcWriteFirst:
-      return wire::kLrhBytes + wire::kBthBytes + wire::kRethBytes;
-    default:
-      return 0;
-  }
+  return kLeanHeaderBytes[opcode];
 }
 }  // namespace
 
@@ -456,6 +457,10 @@ inline bool DeviceImpl::fast_receive(const TxPacket& pkt) {
 
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
   if (fast_receive(pkt)) return;
+  receive_general(pkt, now);
+}
+
+void DeviceImpl::receive_general(const TxPacket& pkt, TimeNs now) {
   ++counters_.rx_packets;
   counters_.rx_bytes += pkt.wire_bytes();
   if (pkt.corrupt) {  // the medium's stand-in for a CRC failure (CrcMode::kModel)

@@ -144,6 +144,7 @@ class DeviceImpl final : public Device {
     if (bounce_.size() < bytes) bounce_.resize(bytes);
     return bounce_.data();
   }
+  // The P_Key tables are fixed at creation (QpImpl::pkey_ caches a QP's entry).
   std::uint16_t pkey_at(std::uint8_t port_num, std::uint16_t index) const {
     if (port_num == 0 || port_num > config_.ports.size()) return 0;
     const auto& t = config_.ports[port_num - 1].pkeys;
@@ -166,7 +167,7 @@ class DeviceImpl final : public Device {
   // one of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
   bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
     if ((pkt_pkey & 0x7FFF) == 0) return false;
-    const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
+    const std::uint16_t mine = qp.pkey_;
     if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
     return (mine & 0x8000) || (pkt_pkey & 0x8000);
   }
@@ -188,6 +189,8 @@ class DeviceImpl final : public Device {
                                                   std::uint8_t pad_bytes,
                                                   std::span<const std::uint8_t> payload);
   [[gnu::always_inline]] inline bool fast_receive(const TxPacket& pkt);
+  // on_packet(const TxPacket&) for what the lean path does not take.
+  [[gnu::noinline]] void receive_general(const TxPacket& pkt, TimeNs now);
 
   std::vector<std::unique_ptr<PdImpl>> pds_;
   std::vector<std::unique_ptr<MrImpl>> mrs_;  // index = key >> 8

@@ -102,6 +102,7 @@ QpImpl::QpImpl(DeviceImpl* dev, std::uint32_t qpn, const QpInitAttr& init)
   sq_inline_.resize(sq_.size() * c.max_inline_data);
   if (!init.srq) rq_ = RecvQueue(c.max_recv_wr, c.max_recv_sge);
   cur_sges_.resize(kSgeMax);
+  pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
   res_.resize(kRdAtomicMax);
 }
 
@@ -180,6 +181,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
   if (mask & kQpRecoveryMode) attr_.recovery = a.recovery;
   hdr_tmpl_bytes_ = 0;  // the route, P_Key or destination QP may have changed
+  pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
 
   if (to == cur) return Errc::kOk;
   switch (to) {
@@ -209,6 +211,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
       msn_ = 0;
       since_ack_ = 0;
       attr_ = QpAttr{};
+      pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
       (void)init;
       state_ = keep;
       return Errc::kOk;

@@ -156,6 +156,9 @@ class QpImpl final : public QueuePair {
   QpState state_ = QpState::kReset;
   QpAttr attr_{};
   bool scheduled_ = false;  // in the Device's ready ring
+  // The P_Key at attr_.pkey_index of attr_.port_num, kept by modify() (a Device's P_Key tables
+  // are fixed at creation), so the receive check does not look it up per packet.
+  std::uint16_t pkey_ = 0;
 
   // Request header template (requester.cpp): this QP's LRH [GRH] BTH encoded once per route, so
   // a SEND/WRITE packet patches opcode, SE, PadCnt, AckReq, PSN and the lengths instead of

@@ -460,6 +460,36 @@ void drain_ooo(QpImpl& qp) {
   if (drained && !qp.resp_fatal_pending_) queue_ack(qp, psn_sub(qp.epsn_, 1));
 }
 
+// resp_fast_request's WRITE FIRST, as process(): opcode sequence (9.7.5.1.3), one whole PMTU
+// (9.7.2.1), remote write allowed, the R_Key (10.6.3.3), a RETH length beyond one packet; any
+// failure is the general path's NAK (false, nothing changed). Out of line: once per message.
+[[gnu::noinline]] bool fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                                        std::span<const std::uint8_t> payload) {
+  const std::uint32_t mtu = qp.mtu();
+  const auto len = static_cast<std::uint32_t>(payload.size());
+  if (qp.resp_state_ != RespState::kIdle || len != mtu ||
+      !(qp.attr_.access_flags & kAccessRemoteWrite))
+    return false;
+  const std::uint8_t* reth = bth + wire::kBthBytes;
+  std::uint64_t va = 0;
+  for (int i = 0; i < 8; ++i) va = (va << 8) | reth[i];
+  const std::uint32_t rkey = (std::uint32_t{reth[8]} << 24) | (std::uint32_t{reth[9]} << 16) |
+                             (std::uint32_t{reth[10]} << 8) | reth[11];
+  const std::uint32_t dma = (std::uint32_t{reth[12]} << 24) | (std::uint32_t{reth[13]} << 16) |
+                            (std::uint32_t{reth[14]} << 8) | reth[15];
+  if (dma <= mtu) return false;
+  std::uint8_t* dst = check_rkey(qp, rkey, va, dma, kAccessRemoteWrite);
+  if (!dst) return false;
+  qp.seq_nak_sent_ = false;
+  qp.write_dst_ = dst;
+  qp.write_len_ = dma;
+  qp.msg_first_psn_ = psn;
+  place_bytes(qp, dst, payload.data(), len);
+  qp.msg_bytes_ = len;
+  qp.resp_state_ = RespState::kInWrite;
+  return true;
+}
+
 }  // namespace
 
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
@@ -516,29 +546,7 @@ bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std:
     qp.msn_ = psn_add(qp.msn_, 1);
     qp.complete_recv(wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len, 0, 0);
   } else if (op == Opcode::kRcWriteFirst) {
-    // As process(): opcode sequence (9.7.5.1.3), one whole PMTU (9.7.2.1), remote write
-    // allowed, the R_Key (10.6.3.3), a RETH length beyond one packet; any failure is the general
-    // path's NAK.
-    if (qp.resp_state_ != RespState::kIdle || len != mtu ||
-        !(qp.attr_.access_flags & kAccessRemoteWrite))
-      return false;
-    const std::uint8_t* reth = bth + wire::kBthBytes;
-    std::uint64_t va = 0;
-    for (int i = 0; i < 8; ++i) va = (va << 8) | reth[i];
-    const std::uint32_t rkey = (std::uint32_t{reth[8]} << 24) | (std::uint32_t{reth[9]} << 16) |
-                               (std::uint32_t{reth[10]} << 8) | reth[11];
-    const std::uint32_t dma = (std::uint32_t{reth[12]} << 24) | (std::uint32_t{reth[13]} << 16) |
-                              (std::uint32_t{reth[14]} << 8) | reth[15];
-    if (dma <= mtu) return false;
-    std::uint8_t* dst = check_rkey(qp, rkey, va, dma, kAccessRemoteWrite);
-    if (!dst) return false;
-    qp.seq_nak_sent_ = false;
-    qp.write_dst_ = dst;
-    qp.write_len_ = dma;
-    qp.msg_first_psn_ = psn;
-    place_bytes(qp, dst, payload.data(), len);
-    qp.msg_bytes_ = len;
-    qp.resp_state_ = RespState::kInWrite;
+    if (!fast_write_first(qp, bth, psn, payload)) return false;
   } else if (op == Opcode::kRcWriteMiddle || op == Opcode::kRcWriteLast) {
     if (qp.resp_state_ != RespState::kInWrite) return false;
     const bool last = op == Opcode::kRcWriteLast;
