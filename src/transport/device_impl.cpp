@@ -10,6 +10,7 @@
 
 #include "src/base/assert.hpp"
 #include "src/base/log.hpp"
+#include "src/transport/responder_lean.hpp"
 
 namespace weft::transport {
 namespace {

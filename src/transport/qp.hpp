@@ -256,7 +256,13 @@ bool resp_poll(QpImpl& qp, TxPacket& out);
 // the checks and state changes resp_on_request would; anything else (duplicates, gaps, errors,
 // RNR, selective-repeat buffering) returns false having changed nothing, and the packet takes
 // the general path.
-bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std::uint8_t> payload);
+// Inline, in responder_lean.hpp.
+inline bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth,
+                              std::span<const std::uint8_t> payload);
+// Its out-of-line parts: a WRITE FIRST (false: not taken, nothing changed) and an ACK to queue.
+bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                           std::span<const std::uint8_t> payload);
+void resp_queue_ack(QpImpl& qp, std::uint32_t psn);
 void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes);
 // completer.cpp
