@@ -33,7 +33,12 @@ namespace weft::transport {
     qp.seq_nak_sent_ = false;
     // The receive is taken and completed by this packet: its SGEs are used where they are (the
     // general path stages them in cur_sges_ for messages that span packets).
-    copy_to_sges(rq.front_sges(), r.num_sge, 0, payload.data(), len, qp.dev_->remote_payload_);
+    const Sge* sges = rq.front_sges();
+    RemotePayload* rp = qp.dev_->remote_payload_;
+    if (r.num_sge == 1 && !rp && len != 0)  // one SGE: it holds len bytes (total_bytes >= len)
+      std::memcpy(reinterpret_cast<std::uint8_t*>(sges[0].addr), payload.data(), len);
+    else
+      copy_to_sges(sges, r.num_sge, 0, payload.data(), len, rp);
     const std::uint64_t wr_id = r.wr_id;
     rq.pop();
     qp.msg_bytes_ = len;
