@@ -382,7 +382,9 @@ inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_byt
     return false;
   // The checks of dispatch: DLID, QP and its state, P_Key (10.9.3).
   if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
-  const std::uint32_t qpn = (std::uint32_t{bth[5]} << 16) | (std::uint32_t{bth[6]} << 8) | bth[7];
+  std::uint32_t qpn;  // BTH DestQP: the low 24 bits of the big-endian word at byte 4
+  std::memcpy(&qpn, bth + 4, 4);
+  qpn = __builtin_bswap32(qpn) & 0xFFFFFF;
   QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
   if (!qp || qp->init_.type != QpType::kRc || qp->state_ == QpState::kReset ||
       qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)

@@ -13,12 +13,29 @@
 
 namespace weft::transport {
 
+// queue_ack (responder.cpp) with its commonest case inline: an ACK already waits at the tail of
+// the response queue and absorbs this one.
+[[gnu::always_inline]] inline void resp_queue_ack_lean(QpImpl& qp, std::uint32_t psn) {
+  if (qp.respq_count_ > 0) {
+    RespItem& tail = qp.respq_[(qp.respq_head_ + qp.respq_count_ - 1) % kRespQueueMax];
+    if (tail.kind == RespItem::Kind::kAck) {
+      qp.since_ack_ = 0;
+      if (psn_lt(tail.psn, psn)) tail.psn = psn;
+      tail.msn = qp.msn_;
+      return;
+    }
+  }
+  resp_queue_ack(qp, psn);
+}
+
 [[gnu::always_inline]] inline bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth,
                                                      std::span<const std::uint8_t> payload) {
   if (qp.resp_fatal_pending_ || qp.resp_state_ == RespState::kError) return false;
   // Selective repeat with packets buffered: the general path drains them after this one.
   if (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty()) return false;
-  const std::uint32_t psn = (std::uint32_t{bth[9]} << 16) | (std::uint32_t{bth[10]} << 8) | bth[11];
+  std::uint32_t psn;  // BTH PSN: the low 24 bits of the big-endian word at byte 8
+  std::memcpy(&psn, bth + 8, 4);
+  psn = __builtin_bswap32(psn) & kPsnMask;
   if (psn != qp.epsn_) return false;  // duplicate or out of sequence (9.7.5.1.2)
   const auto op = static_cast<wire::Opcode>(bth[0]);
   const auto len = static_cast<std::uint32_t>(payload.size());
@@ -74,7 +91,7 @@ namespace weft::transport {
   ++qp.since_ack_;
   // IBA 9.7.6.1.2: always ACK when asked; otherwise coalesce up to ack_coalesce_max packets.
   if ((bth[8] & 0x80) || qp.since_ack_ >= qp.dev_->config_.ack_coalesce_max)
-    resp_queue_ack(qp, psn);
+    resp_queue_ack_lean(qp, psn);
   return true;
 }
 
