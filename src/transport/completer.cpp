@@ -329,6 +329,18 @@ void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::u
   }
 }
 
+bool comp_fast_ack(QpImpl& qp, const std::uint8_t* bth, TimeNs now) {
+  const std::uint8_t syn = bth[wire::kBthBytes];  // AETH Syndrome
+  if (wire::aeth_kind(syn) != wire::AethKind::kAck) return false;
+  std::uint32_t psn;  // BTH PSN: the low 24 bits of the big-endian word at byte 8
+  std::memcpy(&psn, bth + 8, 4);
+  psn = __builtin_bswap32(psn) & kPsnMask;
+  // As comp_on_response's kAck case.
+  if (!ack_through(qp, psn, now)) return true;
+  if (qp.state_ != QpState::kErr) update_credits(qp, psn, wire::aeth_value(syn));
+  return true;
+}
+
 void comp_on_deadline(QpImpl& qp, TimeNs now) {
   if (qp.rnr_deadline_ <= now) {
     qp.rnr_deadline_ = kNoDeadline;

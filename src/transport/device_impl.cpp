@@ -348,7 +348,8 @@ void DeviceImpl::compute_crcs(TxPacket& out) const {
 
 namespace {
 // Header bytes of the packets the lean receive path takes (LRH + BTH, and the RETH of a WRITE
-// FIRST), or 0 for any other opcode; by table, as it is the first test of every packet.
+// FIRST or the AETH of an ACK), or 0 for any other opcode; by table, as it is the first test of
+// every packet.
 constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
   std::array<std::uint8_t, 256> t{};
   constexpr auto kBase = static_cast<std::uint8_t>(wire::kLrhBytes + wire::kBthBytes);
@@ -356,6 +357,7 @@ constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
   t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle)] = kBase;
   t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteLast)] = kBase;
   t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteFirst)] = kBase + wire::kRethBytes;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcAcknowledge)] = kBase + wire::kAethBytes;
   return t;
 }();
 constexpr std::size_t lean_header_bytes(std::uint8_t opcode) {
@@ -364,7 +366,7 @@ constexpr std::size_t lean_header_bytes(std::uint8_t opcode) {
 }  // namespace
 
 inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
-                                     std::span<const std::uint8_t> payload) {
+                                     std::span<const std::uint8_t> payload, TimeNs now) {
   const std::uint8_t* bth = b + wire::kLrhBytes;
   // The checks of wire::parse_headers_to: LVer 0 (7.7.3), LNH local, TVer 0 (9.2.4), PadCnt as
   // given, LRH PktLen (7.7.8), a FIRST or MIDDLE carries a whole unpadded payload (9.7.2).
@@ -390,6 +392,11 @@ inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_byt
       qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)
     return false;
   if (!pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3]))) return false;
+  if (op == wire::Opcode::kRcAcknowledge) {
+    // An ACK carries neither payload nor pad (IBA 9.7.5); a response needs RTS or later.
+    if (!payload.empty() || pad_bytes != 0 || qp->state_ == QpState::kRtr) return false;
+    return comp_fast_ack(*qp, bth, now);
+  }
   return resp_fast_request(*qp, bth, payload);
 }
 
@@ -416,7 +423,8 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
            wire::icrc(wire_bytes.first(hb), after_headers) ==
                wire::get_icrc(
                    wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()));
-      if (crcs_checked && fast_receive(b, pad, after_headers.first(after_headers.size() - pad))) {
+      if (crcs_checked &&
+          fast_receive(b, pad, after_headers.first(after_headers.size() - pad), now)) {
         ++counters_.rx_packets;
         counters_.rx_bytes += n;
         return;
@@ -446,12 +454,12 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
   dispatch(p->h, p->payload, grh, now);
 }
 
-inline bool DeviceImpl::fast_receive(const TxPacket& pkt) {
+inline bool DeviceImpl::fast_receive(const TxPacket& pkt, TimeNs now) {
   if (pkt.header_bytes != lean_header_bytes(pkt.headers[wire::kLrhBytes]) || pkt.corrupt ||
       (pkt.payload_bytes && !pkt.payload))
     return false;
   if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;  // CRCs to check
-  if (!fast_receive(pkt.headers.data(), pkt.pad_bytes, {pkt.payload, pkt.payload_bytes}))
+  if (!fast_receive(pkt.headers.data(), pkt.pad_bytes, {pkt.payload, pkt.payload_bytes}, now))
     return false;
   ++counters_.rx_packets;
   counters_.rx_bytes += pkt.wire_bytes();
@@ -459,7 +467,7 @@ inline bool DeviceImpl::fast_receive(const TxPacket& pkt) {
 }
 
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
-  if (fast_receive(pkt)) return;
+  if (fast_receive(pkt, now)) return;
   receive_general(pkt, now);
 }
 

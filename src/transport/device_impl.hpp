@@ -180,15 +180,16 @@ class DeviceImpl final : public Device {
     return dlid_ok_slow(dlid);
   }
   bool dlid_ok_slow(std::uint16_t dlid) const;
-  // The lean receive path for packets of LRH + BTH (SEND ONLY, WRITE MIDDLE/LAST) or LRH + BTH
-  // + RETH (WRITE FIRST) whose CRCs are checked or not to be checked: the checks of
-  // parse_headers_to + dispatch, then resp_fast_request. False (nothing counted, nothing
-  // changed) sends the packet down the general path. The first form takes the header bytes,
-  // the pad and the payload.
+  // The lean receive path for packets without a GRH: SEND ONLY, WRITE MIDDLE/LAST (LRH + BTH),
+  // WRITE FIRST (+ RETH) and positive ACKs (+ AETH) whose CRCs are checked or not to be
+  // checked: the checks of parse_headers_to + dispatch, then resp_fast_request or
+  // comp_fast_ack. False (nothing counted, nothing changed) sends the packet down the general
+  // path. The first form takes the header bytes, the pad and the payload.
   [[gnu::always_inline]] inline bool fast_receive(const std::uint8_t* headers,
                                                   std::uint8_t pad_bytes,
-                                                  std::span<const std::uint8_t> payload);
-  [[gnu::always_inline]] inline bool fast_receive(const TxPacket& pkt);
+                                                  std::span<const std::uint8_t> payload,
+                                                  TimeNs now);
+  [[gnu::always_inline]] inline bool fast_receive(const TxPacket& pkt, TimeNs now);
   // on_packet(const TxPacket&) for what the lean path does not take.
   [[gnu::noinline]] void receive_general(const TxPacket& pkt, TimeNs now);
 

@@ -269,6 +269,10 @@ void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t
 void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                       TimeNs now);
 void comp_on_deadline(QpImpl& qp, TimeNs now);
+// The completer's lean path: the raw BTH and AETH (`bth`, 16 bytes) of an ACK the Device has
+// already checked and routed to this RC QP. A positive ACK is processed as comp_on_response
+// would; anything else (NAK, RNR NAK, reserved) returns false having changed nothing.
+bool comp_fast_ack(QpImpl& qp, const std::uint8_t* bth, TimeNs now);
 void comp_arm_rto(QpImpl& qp, TimeNs now);
 // A request packet left: arm the retransmission timer unless it runs already.
 inline void comp_after_send(QpImpl& qp, TimeNs now) {

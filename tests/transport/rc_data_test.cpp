@@ -318,8 +318,8 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
   EXPECT_EQ(p.a.send_wcs().size(), 1u);
 }
 
-// SEND ONLY, WRITE FIRST (with its RETH) and WRITE MIDDLE/LAST packets without a GRH take the
-// Device's lean receive path (by reference in CrcMode::kModel, or as bytes once their CRCs
+// SEND ONLY, WRITE FIRST (with its RETH), WRITE MIDDLE/LAST and ACK packets without a GRH take
+// the Device's lean receive path (by reference in CrcMode::kModel, or as bytes once their CRCs
 // check); with a GRH they take the general one. Expect: under the same seeded drops, duplicates and
 // RNR waits, lean (by reference and as bytes) and general runs put the same packets on the wire
 // (GRH aside), complete the same work requests with the same statuses, count the same and leave the
