@@ -245,6 +245,9 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out);
 void req_rewind(QpImpl& qp, std::uint32_t psn);        // go-back-N from psn
 void req_queue_resend(QpImpl& qp, std::uint32_t psn);  // selective repeat: resend psn only
 std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
+// Makes the QP's header template (hdr_tmpl_) current; the responder builds its ACKs from it too
+// (same route, P_Key and destination QP).
+void req_ensure_template(QpImpl& qp);
 // responder.cpp
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                      TimeNs now);

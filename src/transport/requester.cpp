@@ -290,6 +290,10 @@ bool ud_poll(QpImpl& qp, TxPacket& out) {
 
 }  // namespace
 
+void req_ensure_template(QpImpl& qp) {
+  if (qp.hdr_tmpl_bytes_ == 0 || qp.hdr_tmpl_epoch_ != qp.dev_->route_epoch_) build_template(qp);
+}
+
 std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w) {
   if (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) return 1;
   const std::uint32_t mtu = qp.mtu();

@@ -528,10 +528,60 @@ bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t ps
   return fast_write_first(qp, bth, psn, payload);
 }
 
+namespace {
+
+// A positive ACK (IBA 9.7.5.1: LRH [GRH] BTH AETH) from the QP's header template: the bytes
+// finish_packet would encode from a wire::Headers.
+void encode_ack(QpImpl& qp, const RespItem& it, std::uint8_t syndrome, TxPacket& out) {
+  req_ensure_template(qp);
+  std::uint8_t* o = out.headers.data();
+  std::memcpy(o, qp.hdr_tmpl_.data(), QpImpl::kTmplBytesMax);
+  const std::size_t routing = qp.hdr_tmpl_bytes_ - wire::kBthBytes;
+  std::uint8_t* bth = o + routing;
+  const auto st32 = [](std::uint8_t* p, std::uint32_t v) {
+    const auto w = __builtin_bswap32(v);
+    std::memcpy(p, &w, 4);
+  };
+  const auto st16 = [](std::uint8_t* p, unsigned v) {
+    const auto w = __builtin_bswap16(static_cast<std::uint16_t>(v));
+    std::memcpy(p, &w, 2);
+  };
+  bth[0] = static_cast<std::uint8_t>(Opcode::kRcAcknowledge);
+  bth[1] = 0;                        // SE, MigReq, PadCnt, TVer
+  st32(bth + 8, it.psn & kPsnMask);  // AckReq 0
+  st32(bth + wire::kBthBytes, (std::uint32_t{syndrome} << 24) | (it.msn & kPsnMask));
+  const std::size_t hb = routing + wire::kBthBytes + wire::kAethBytes;
+  const std::size_t through_icrc = hb + wire::kIcrcBytes;
+  st16(o + 4, static_cast<unsigned>(through_icrc / 4));  // LRH PktLen (7.7.8)
+  if (routing > wire::kLrhBytes)                         // GRH PayLen (8.3.3)
+    st16(o + wire::kLrhBytes + 4, static_cast<unsigned>(through_icrc - routing));
+  out.header_bytes = static_cast<std::uint16_t>(hb);
+  out.dlid = qp.attr_.av.dlid;
+  out.sl = qp.attr_.av.sl;
+  qp.dev_->finish_encoded(nullptr, 0, 0, qp.attr_.port_num, out);
+}
+
+}  // namespace
+
 bool resp_poll(QpImpl& qp, TxPacket& out) {
   if (qp.respq_count_ == 0) return false;
   DeviceImpl& dev = *qp.dev_;
   RespItem& it = qp.respq_[qp.respq_head_];
+  if (it.kind == RespItem::Kind::kAck) {
+    // IBA 9.7.7.2.6: the credit field counts free receive WQEs; 31 = none kept (SRQ).
+    const std::uint8_t credits =
+        qp.uses_srq() ? kCreditCodeInvalid : credit_code_for(qp.recv_queue().outstanding());
+    encode_ack(qp, it, wire::aeth_syndrome(AethKind::kAck, credits), out);
+    ++dev.counters_.acks_tx;
+    qp.respq_head_ = (qp.respq_head_ + 1) % kRespQueueMax;
+    --qp.respq_count_;
+    if (qp.respq_count_ == 0 && qp.resp_fatal_pending_) {
+      qp.resp_fatal_pending_ = false;
+      qp.enter_error();
+      dev.raise(AsyncEventType::kQpFatal, qp.qpn_);
+    }
+    return true;
+  }
   wire::Headers h{};
   dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
   h.bth.dest_qp = qp.attr_.dest_qpn;
