@@ -286,8 +286,8 @@ void on_atomic_ack(QpImpl& qp, const wire::Headers& h, TimeNs now) {
 
 }  // namespace
 
-void comp_after_send(QpImpl& qp, TimeNs now) {
-  if (qp.rto_deadline_ == kNoDeadline) arm_rto(qp, now);
+void comp_arm_rto(QpImpl& qp, TimeNs now) {
+  arm_rto(qp, now);
 }
 
 void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
@@ -327,6 +327,18 @@ void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::u
     default:
       return;
   }
+}
+
+bool comp_fast_ack(QpImpl& qp, const std::uint8_t* bth, TimeNs now) {
+  const std::uint8_t syn = bth[wire::kBthBytes];  // AETH Syndrome
+  if (wire::aeth_kind(syn) != wire::AethKind::kAck) return false;
+  std::uint32_t psn;  // BTH PSN: the low 24 bits of the big-endian word at byte 8
+  std::memcpy(&psn, bth + 8, 4);
+  psn = __builtin_bswap32(psn) & kPsnMask;
+  // As comp_on_response's kAck case.
+  if (!ack_through(qp, psn, now)) return true;
+  if (qp.state_ != QpState::kErr) update_credits(qp, psn, wire::aeth_value(syn));
+  return true;
 }
 
 void comp_on_deadline(QpImpl& qp, TimeNs now) {

@@ -3,12 +3,14 @@
 #include "src/transport/device_impl.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
 #include "src/base/assert.hpp"
 #include "src/base/log.hpp"
+#include "src/transport/responder_lean.hpp"
 
 namespace weft::transport {
 namespace {
@@ -344,62 +346,85 @@ void DeviceImpl::compute_crcs(TxPacket& out) const {
 
 // ---- receive ----------------------------------------------------------------------------------
 
-bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
-                              std::span<const std::uint8_t> payload) {
-  constexpr std::size_t kHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
+namespace {
+// Header bytes of the packets the lean receive path takes (LRH + BTH, and the RETH of a WRITE
+// FIRST or the AETH of an ACK), or 0 for any other opcode; by table, as it is the first test of
+// every packet.
+constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
+  std::array<std::uint8_t, 256> t{};
+  constexpr auto kBase = static_cast<std::uint8_t>(wire::kLrhBytes + wire::kBthBytes);
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly)] = kBase;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle)] = kBase;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteLast)] = kBase;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteFirst)] = kBase + wire::kRethBytes;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcAcknowledge)] = kBase + wire::kAethBytes;
+  return t;
+}();
+constexpr std::size_t lean_header_bytes(std::uint8_t opcode) {
+  return kLeanHeaderBytes[opcode];
+}
+}  // namespace
+
+inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
+                                     std::span<const std::uint8_t> payload, TimeNs now) {
   const std::uint8_t* bth = b + wire::kLrhBytes;
   // The checks of wire::parse_headers_to: LVer 0 (7.7.3), LNH local, TVer 0 (9.2.4), PadCnt as
-  // given, LRH PktLen (7.7.8), a MIDDLE carries a whole unpadded payload (9.7.2).
+  // given, LRH PktLen (7.7.8), a FIRST or MIDDLE carries a whole unpadded payload (9.7.2).
   const auto op = static_cast<wire::Opcode>(bth[0]);
-  if (op != wire::Opcode::kRcSendOnly && op != wire::Opcode::kRcWriteMiddle &&
-      op != wire::Opcode::kRcWriteLast)
-    return false;
+  const std::size_t header_bytes = lean_header_bytes(bth[0]);
+  if (header_bytes == 0) return false;
   if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal) ||
       (bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pad_bytes)
     return false;
   const unsigned pkt_len_words = ((unsigned{b[4]} << 8) | b[5]) & 0x7FF;
-  if (pkt_len_words * 4 != kHeaderBytes + payload.size() + pad_bytes + wire::kIcrcBytes)
+  if (pkt_len_words * 4 != header_bytes + payload.size() + pad_bytes + wire::kIcrcBytes)
     return false;
-  if (op == wire::Opcode::kRcWriteMiddle && (payload.empty() || pad_bytes != 0)) return false;
+  if ((op == wire::Opcode::kRcWriteMiddle || op == wire::Opcode::kRcWriteFirst) &&
+      (payload.empty() || pad_bytes != 0))
+    return false;
   // The checks of dispatch: DLID, QP and its state, P_Key (10.9.3).
   if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
-  const std::uint32_t qpn = (std::uint32_t{bth[5]} << 16) | (std::uint32_t{bth[6]} << 8) | bth[7];
+  std::uint32_t qpn;  // BTH DestQP: the low 24 bits of the big-endian word at byte 4
+  std::memcpy(&qpn, bth + 4, 4);
+  qpn = __builtin_bswap32(qpn) & 0xFFFFFF;
   QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
   if (!qp || qp->init_.type != QpType::kRc || qp->state_ == QpState::kReset ||
       qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)
     return false;
   if (!pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3]))) return false;
+  if (op == wire::Opcode::kRcAcknowledge) {
+    // An ACK carries neither payload nor pad (IBA 9.7.5); a response needs RTS or later.
+    if (!payload.empty() || pad_bytes != 0 || qp->state_ == QpState::kRtr) return false;
+    return comp_fast_ack(*qp, bth, now);
+  }
   return resp_fast_request(*qp, bth, payload);
 }
 
 void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now) {
-  constexpr std::size_t kLeanHeaderBytes = wire::kLrhBytes + wire::kBthBytes;
   constexpr std::size_t kCrcBytes = wire::kIcrcBytes + wire::kVcrcBytes;
   const bool check = config_.crc == CrcMode::kCompute;
   bool crcs_checked = false;
   const std::size_t n = wire_bytes.size();
-  if (n >= kLeanHeaderBytes + kCrcBytes) {
-    // The lean path's packets (LRH + BTH, no extension headers): CRCs as parse_packet checks
-    // them (VCRC first, IBA 7.8.2), then fast_receive. A failed CRC is left to the general
-    // path, which counts it.
+  if (n >= wire::kLrhBytes + wire::kBthBytes + kCrcBytes) {
+    // The lean path's packets (LRH + BTH [+ RETH], no GRH): CRCs as parse_packet checks them
+    // (VCRC first, IBA 7.8.2), then fast_receive. A failed CRC is left to the general path,
+    // which counts it.
     const std::uint8_t* b = wire_bytes.data();
-    const auto op = static_cast<wire::Opcode>(b[wire::kLrhBytes]);
+    const std::size_t hb = lean_header_bytes(b[wire::kLrhBytes]);
     const std::size_t through_icrc = std::size_t{((unsigned{b[4]} << 8) | b[5]) & 0x7FF} * 4;
     const auto pad = static_cast<std::uint8_t>((b[wire::kLrhBytes + 1] >> 4) & 3);
-    if ((op == wire::Opcode::kRcSendOnly || op == wire::Opcode::kRcWriteMiddle ||
-         op == wire::Opcode::kRcWriteLast) &&
-        through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
-        n - kLeanHeaderBytes - kCrcBytes >= pad) {
-      const auto after_headers =
-          wire_bytes.subspan(kLeanHeaderBytes, n - kLeanHeaderBytes - kCrcBytes);
+    if (hb != 0 && n >= hb + kCrcBytes && through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
+        n - hb - kCrcBytes >= pad) {
+      const auto after_headers = wire_bytes.subspan(hb, n - hb - kCrcBytes);
       crcs_checked =
           !check ||
           (wire::vcrc(wire_bytes.first(through_icrc)) ==
                wire::get_vcrc(wire_bytes.subspan(through_icrc).first<wire::kVcrcBytes>()) &&
-           wire::icrc(wire_bytes.first(kLeanHeaderBytes), after_headers) ==
+           wire::icrc(wire_bytes.first(hb), after_headers) ==
                wire::get_icrc(
                    wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()));
-      if (crcs_checked && fast_receive(b, pad, after_headers.first(after_headers.size() - pad))) {
+      if (crcs_checked &&
+          fast_receive(b, pad, after_headers.first(after_headers.size() - pad), now)) {
         ++counters_.rx_packets;
         counters_.rx_bytes += n;
         return;
@@ -429,12 +454,12 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
   dispatch(p->h, p->payload, grh, now);
 }
 
-bool DeviceImpl::fast_receive(const TxPacket& pkt) {
-  if (pkt.header_bytes != wire::kLrhBytes + wire::kBthBytes || pkt.corrupt ||
+inline bool DeviceImpl::fast_receive(const TxPacket& pkt, TimeNs now) {
+  if (pkt.header_bytes != lean_header_bytes(pkt.headers[wire::kLrhBytes]) || pkt.corrupt ||
       (pkt.payload_bytes && !pkt.payload))
     return false;
   if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;  // CRCs to check
-  if (!fast_receive(pkt.headers.data(), pkt.pad_bytes, {pkt.payload, pkt.payload_bytes}))
+  if (!fast_receive(pkt.headers.data(), pkt.pad_bytes, {pkt.payload, pkt.payload_bytes}, now))
     return false;
   ++counters_.rx_packets;
   counters_.rx_bytes += pkt.wire_bytes();
@@ -442,7 +467,11 @@ bool DeviceImpl::fast_receive(const TxPacket& pkt) {
 }
 
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
-  if (fast_receive(pkt)) return;
+  if (fast_receive(pkt, now)) return;
+  receive_general(pkt, now);
+}
+
+void DeviceImpl::receive_general(const TxPacket& pkt, TimeNs now) {
   ++counters_.rx_packets;
   counters_.rx_bytes += pkt.wire_bytes();
   if (pkt.corrupt) {  // the medium's stand-in for a CRC failure (CrcMode::kModel)
@@ -482,18 +511,7 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
   dispatch(h, pl, grh, now);
 }
 
-// IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least one
-// of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
-inline bool DeviceImpl::pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
-  if ((pkt_pkey & 0x7FFF) == 0) return false;
-  const std::uint16_t mine = pkey_at(qp.attr_.port_num, qp.attr_.pkey_index);
-  if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
-  return (mine & 0x8000) || (pkt_pkey & 0x8000);
-}
-
-// IBA 7.11.1 / 9.6.1.1: the DLID must name one of our active ports (under its LMC), or be the
-// permissive LID.
-bool DeviceImpl::dlid_ok(std::uint16_t dlid) const {
+bool DeviceImpl::dlid_ok_slow(std::uint16_t dlid) const {
   if (dlid == 0xFFFF) return true;
   for (const PortConfig& port : config_.ports) {
     const auto lmc_mask = static_cast<std::uint16_t>(~((1u << port.lmc) - 1));

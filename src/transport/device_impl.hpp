@@ -144,6 +144,7 @@ class DeviceImpl final : public Device {
     if (bounce_.size() < bytes) bounce_.resize(bytes);
     return bounce_.data();
   }
+  // The P_Key tables are fixed at creation (QpImpl::pkey_ caches a QP's entry).
   std::uint16_t pkey_at(std::uint8_t port_num, std::uint16_t index) const {
     if (port_num == 0 || port_num > config_.ports.size()) return 0;
     const auto& t = config_.ports[port_num - 1].pkeys;
@@ -162,15 +163,35 @@ class DeviceImpl final : public Device {
   void clean_timer_top() const;
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
-  bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const;
-  bool dlid_ok(std::uint16_t dlid) const;
-  // The lean receive path for packets of LRH + BTH only (SEND ONLY, WRITE MIDDLE/LAST) whose
-  // CRCs are checked or not to be checked: the checks of parse_headers_to + dispatch, then
-  // resp_fast_request. False (nothing counted, nothing changed) sends the packet down the
-  // general path. The first form takes the 20 header bytes, the pad and the payload.
-  bool fast_receive(const std::uint8_t* headers, std::uint8_t pad_bytes,
-                    std::span<const std::uint8_t> payload);
-  bool fast_receive(const TxPacket& pkt);
+  // IBA 10.9.3: a packet's P_Key matches a table entry when the low 15 bits agree and at least
+  // one of the two is a full member; the invalid P_Keys 0x0000 / 0x8000 never match.
+  bool pkey_ok(const QpImpl& qp, std::uint16_t pkt_pkey) const {
+    if ((pkt_pkey & 0x7FFF) == 0) return false;
+    const std::uint16_t mine = qp.pkey_;
+    if ((mine & 0x7FFF) != (pkt_pkey & 0x7FFF)) return false;
+    return (mine & 0x8000) || (pkt_pkey & 0x8000);
+  }
+  // IBA 7.11.1 / 9.6.1.1: the DLID must name one of our active ports (under its LMC), or be the
+  // permissive LID. Port 1 inline (the common case), the rest out of line.
+  bool dlid_ok(std::uint16_t dlid) const {
+    const PortConfig& p = config_.ports[0];
+    const auto lmc_mask = static_cast<std::uint16_t>(~((1u << p.lmc) - 1));
+    if (p.state == PortState::kActive && (dlid & lmc_mask) == (p.lid & lmc_mask)) return true;
+    return dlid_ok_slow(dlid);
+  }
+  bool dlid_ok_slow(std::uint16_t dlid) const;
+  // The lean receive path for packets without a GRH: SEND ONLY, WRITE MIDDLE/LAST (LRH + BTH),
+  // WRITE FIRST (+ RETH) and positive ACKs (+ AETH) whose CRCs are checked or not to be
+  // checked: the checks of parse_headers_to + dispatch, then resp_fast_request or
+  // comp_fast_ack. False (nothing counted, nothing changed) sends the packet down the general
+  // path. The first form takes the header bytes, the pad and the payload.
+  [[gnu::always_inline]] inline bool fast_receive(const std::uint8_t* headers,
+                                                  std::uint8_t pad_bytes,
+                                                  std::span<const std::uint8_t> payload,
+                                                  TimeNs now);
+  [[gnu::always_inline]] inline bool fast_receive(const TxPacket& pkt, TimeNs now);
+  // on_packet(const TxPacket&) for what the lean path does not take.
+  [[gnu::noinline]] void receive_general(const TxPacket& pkt, TimeNs now);
 
   std::vector<std::unique_ptr<PdImpl>> pds_;
   std::vector<std::unique_ptr<MrImpl>> mrs_;  // index = key >> 8

@@ -102,13 +102,14 @@ QpImpl::QpImpl(DeviceImpl* dev, std::uint32_t qpn, const QpInitAttr& init)
   sq_inline_.resize(sq_.size() * c.max_inline_data);
   if (!init.srq) rq_ = RecvQueue(c.max_recv_wr, c.max_recv_sge);
   cur_sges_.resize(kSgeMax);
+  pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
   res_.resize(kRdAtomicMax);
 }
 
 QpImpl::~QpImpl() = default;
 
-RecvQueue& QpImpl::recv_queue() {
-  return init_.srq ? static_cast<SrqImpl*>(init_.srq)->rq_ : rq_;
+RecvQueue& QpImpl::srq_rq() {
+  return static_cast<SrqImpl*>(init_.srq)->rq_;
 }
 
 TimeNs QpImpl::next_deadline() const {
@@ -180,6 +181,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
   if (mask & kQpRecoveryMode) attr_.recovery = a.recovery;
   hdr_tmpl_bytes_ = 0;  // the route, P_Key or destination QP may have changed
+  pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
 
   if (to == cur) return Errc::kOk;
   switch (to) {
@@ -209,6 +211,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
       msn_ = 0;
       since_ack_ = 0;
       attr_ = QpAttr{};
+      pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
       (void)init;
       state_ = keep;
       return Errc::kOk;
@@ -299,27 +302,35 @@ Errc QpImpl::post_send(const SendWr& wr) {
 
   const std::uint64_t slot = sq_head_;
   SendWqe& w = sq_at(slot);
-  w = SendWqe{};
+  // Every field is set (the slot holds an older WQE); the UD address vector only on UD QPs,
+  // the only ones that read it.
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.signaled = init_.sq_sig_all || (wr.send_flags & kSignaled);
   w.fence = (wr.send_flags & kFence) != 0;
-  w.solicited = (wr.send_flags & kSolicited) != 0;
   w.is_inline = inl;
+  w.solicited = (wr.send_flags & kSolicited) != 0;
+  w.credit_stalled = false;
   w.total_bytes = static_cast<std::uint32_t>(total);
   w.imm = wr.imm_data;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.first_psn = 0;
+  w.npkts = 0;
   if (ud) {
     w.av = ah->av();
     w.remote_qpn = wr.remote_qpn & kPsnMask;
     // IBA 10.2.5 / o9-..: a Q_Key with the high bit set means "use the QP's own Q_Key".
     w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;
+  } else {
+    w.remote_qpn = 0;
+    w.remote_qkey = 0;
   }
   if (inl) {
     std::uint8_t* dst = sq_inline(slot);
+    w.contiguous = dst;
     for (const Sge& s : wr.sg_list) {
       if (s.length) std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
       dst += s.length;
@@ -327,6 +338,9 @@ Errc QpImpl::post_send(const SendWr& wr) {
     w.num_sge = 0;
   } else {
     w.num_sge = static_cast<std::uint32_t>(wr.sg_list.size());
+    w.contiguous = !wr.sg_list.empty() && total <= wr.sg_list[0].length
+                       ? reinterpret_cast<const std::uint8_t*>(wr.sg_list[0].addr)
+                       : nullptr;
     std::copy(wr.sg_list.begin(), wr.sg_list.end(), &sq_sge_[(slot & sq_mask_) * max_send_sge_]);
   }
   w.cseq = cseq_next_;
@@ -361,48 +375,63 @@ Errc QpImpl::post_recv(const RecvWr& wr) {
 
 // ---- completions and errors -----------------------------------------------------------------
 
+// Completions are written in place into the CQ's next slot (or, when it is full or in error,
+// given to push_cqe, which turns that into an overrun); every field is set once.
 void QpImpl::complete_send(const SendWqe& w, WcStatus status) {
   if (status == WcStatus::kSuccess && !w.signaled) return;
   auto* cq = static_cast<CqImpl*>(init_.send_cq);
-  WorkCompletion local;
-  WorkCompletion* slot = dev_->cqe_slot(cq);
-  WorkCompletion& wc = slot ? *slot : local;
-  wc = WorkCompletion{};
-  wc.wr_id = w.wr_id;
-  wc.status = status;
-  wc.opcode = wc_opcode(w.opcode);
-  wc.byte_len = w.total_bytes;
-  wc.qp_num = qpn_;
-  wc.pkey_index = attr_.pkey_index;
-  if (slot)
+  const auto fill = [&](WorkCompletion& wc) {
+    wc.wr_id = w.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode(w.opcode);
+    wc.vendor_err = 0;
+    wc.byte_len = w.total_bytes;
+    wc.imm_data = 0;
+    wc.qp_num = qpn_;
+    wc.src_qp = 0;
+    wc.wc_flags = 0;
+    wc.pkey_index = attr_.pkey_index;
+    wc.slid = 0;
+    wc.sl = 0;
+    wc.dlid_path_bits = 0;
+  };
+  if (WorkCompletion* slot = dev_->cqe_slot(cq)) {
+    fill(*slot);
     dev_->commit_cqe(cq, status);
-  else
+  } else {
+    WorkCompletion local;
+    fill(local);
     dev_->push_cqe(cq, local);
+  }
 }
 
 void QpImpl::complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op,
                            std::uint32_t byte_len, std::uint32_t imm, std::uint32_t wc_flags,
                            std::uint32_t src_qp, std::uint16_t slid, std::uint8_t sl) {
   auto* cq = static_cast<CqImpl*>(init_.recv_cq);
-  WorkCompletion local;
-  WorkCompletion* slot = dev_->cqe_slot(cq);
-  WorkCompletion& wc = slot ? *slot : local;
-  wc = WorkCompletion{};
-  wc.wr_id = wr_id;
-  wc.status = status;
-  wc.opcode = op;
-  wc.byte_len = byte_len;
-  wc.imm_data = imm;
-  wc.wc_flags = wc_flags;
-  wc.qp_num = qpn_;
-  wc.src_qp = src_qp;
-  wc.slid = slid;
-  wc.sl = sl;
-  wc.pkey_index = attr_.pkey_index;
-  if (slot)
+  const auto fill = [&](WorkCompletion& wc) {
+    wc.wr_id = wr_id;
+    wc.status = status;
+    wc.opcode = op;
+    wc.vendor_err = 0;
+    wc.byte_len = byte_len;
+    wc.imm_data = imm;
+    wc.qp_num = qpn_;
+    wc.src_qp = src_qp;
+    wc.wc_flags = wc_flags;
+    wc.pkey_index = attr_.pkey_index;
+    wc.slid = slid;
+    wc.sl = sl;
+    wc.dlid_path_bits = 0;
+  };
+  if (WorkCompletion* slot = dev_->cqe_slot(cq)) {
+    fill(*slot);
     dev_->commit_cqe(cq, status);
-  else
+  } else {
+    WorkCompletion local;
+    fill(local);
     dev_->push_cqe(cq, local);
+  }
 }
 
 void QpImpl::flush_all() {

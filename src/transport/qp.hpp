@@ -48,6 +48,9 @@ struct SendWqe {
   std::uint32_t first_psn = 0, npkts = 0;
   // End-to-end credits (IBA 9.7.7.2): how many credit-consuming WQEs were posted before it.
   std::uint64_t cseq = 0;
+  // The payload when it is contiguous (inline bytes, or all inside the first SGE), set at post
+  // time so a packet's payload is this plus its offset; nullptr: gather across SGEs.
+  const std::uint8_t* contiguous = nullptr;
 };
 
 // Requester engine states (IBA 9.7.4; rxe_req.c's loop).
@@ -133,7 +136,8 @@ class QpImpl final : public QueuePair {
   void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                      std::uint32_t imm, std::uint32_t wc_flags, std::uint32_t src_qp = 0,
                      std::uint16_t slid = 0, std::uint8_t sl = 0);
-  RecvQueue& recv_queue();
+  RecvQueue& recv_queue() { return init_.srq ? srq_rq() : rq_; }
+  RecvQueue& srq_rq();
   bool uses_srq() const { return init_.srq != nullptr; }
   SendWqe& sq_at(std::uint64_t i) { return sq_[i & sq_mask_]; }
   const Sge* sq_sges(std::uint64_t i) const { return &sq_sge_[(i & sq_mask_) * max_send_sge_]; }
@@ -152,6 +156,9 @@ class QpImpl final : public QueuePair {
   QpState state_ = QpState::kReset;
   QpAttr attr_{};
   bool scheduled_ = false;  // in the Device's ready ring
+  // The P_Key at attr_.pkey_index of attr_.port_num, kept by modify() (a Device's P_Key tables
+  // are fixed at creation), so the receive check does not look it up per packet.
+  std::uint16_t pkey_ = 0;
 
   // Request header template (requester.cpp): this QP's LRH [GRH] BTH encoded once per route, so
   // a SEND/WRITE packet patches opcode, SE, PadCnt, AckReq, PSN and the lengths instead of
@@ -161,6 +168,10 @@ class QpImpl final : public QueuePair {
   std::array<std::uint8_t, kTmplBytesMax> hdr_tmpl_{};
   std::uint8_t hdr_tmpl_bytes_ = 0;
   std::uint64_t hdr_tmpl_epoch_ = 0;
+  // Built with the template when it has no GRH: the whole LRH + BTH of a full-PMTU SEND MIDDLE
+  // ([0]) and WRITE MIDDLE ([1]) packet, so such a packet patches only its PSN and AckReq.
+  static constexpr std::size_t kMidHdrBytes = wire::kLrhBytes + wire::kBthBytes;
+  std::array<std::array<std::uint8_t, kMidHdrBytes>, 2> mid_hdr_{};
   bool sq_drained_event_pending_ = false;
 
   // ---- send queue (requester + completer) ----
@@ -234,23 +245,41 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out);
 void req_rewind(QpImpl& qp, std::uint32_t psn);        // go-back-N from psn
 void req_queue_resend(QpImpl& qp, std::uint32_t psn);  // selective repeat: resend psn only
 std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
+// Makes the QP's header template (hdr_tmpl_) current; the responder builds its ACKs from it too
+// (same route, P_Key and destination QP).
+void req_ensure_template(QpImpl& qp);
 // responder.cpp
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                      TimeNs now);
 bool resp_poll(QpImpl& qp, TxPacket& out);
-// The responder's lean path for the commonest in-sequence requests — RDMA WRITE MIDDLE/LAST
-// inside the current WRITE and SEND ONLY into a receive that holds it — given the raw BTH
-// (`bth`, 12 bytes; the packet has no extension headers) of a packet the Device has already
-// routed to this RC QP. It makes exactly the checks and state changes resp_on_request would;
-// anything else (duplicates, gaps, errors, RNR, selective-repeat buffering) returns false having
-// changed nothing, and the packet takes the general path.
-bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std::uint8_t> payload);
+// The responder's lean path for the commonest in-sequence requests — RDMA WRITE FIRST (with
+// its RETH) and MIDDLE/LAST inside the current WRITE, and SEND ONLY into a receive that holds it
+// — given the raw BTH (`bth`, 12 bytes, followed by the RETH of a WRITE FIRST; no other
+// extension headers) of a packet the Device has already routed to this RC QP. It makes exactly
+// the checks and state changes resp_on_request would; anything else (duplicates, gaps, errors,
+// RNR, selective-repeat buffering) returns false having changed nothing, and the packet takes
+// the general path.
+// Inline, in responder_lean.hpp.
+inline bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth,
+                              std::span<const std::uint8_t> payload);
+// Its out-of-line parts: a WRITE FIRST (false: not taken, nothing changed) and an ACK to queue.
+bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                           std::span<const std::uint8_t> payload);
+void resp_queue_ack(QpImpl& qp, std::uint32_t psn);
 void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes);
 // completer.cpp
 void comp_on_response(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                       TimeNs now);
 void comp_on_deadline(QpImpl& qp, TimeNs now);
-void comp_after_send(QpImpl& qp, TimeNs now);  // a request packet left: arm the timer
+// The completer's lean path: the raw BTH and AETH (`bth`, 16 bytes) of an ACK the Device has
+// already checked and routed to this RC QP. A positive ACK is processed as comp_on_response
+// would; anything else (NAK, RNR NAK, reserved) returns false having changed nothing.
+bool comp_fast_ack(QpImpl& qp, const std::uint8_t* bth, TimeNs now);
+void comp_arm_rto(QpImpl& qp, TimeNs now);
+// A request packet left: arm the retransmission timer unless it runs already.
+inline void comp_after_send(QpImpl& qp, TimeNs now) {
+  if (qp.rto_deadline_ == kNoDeadline) comp_arm_rto(qp, now);
+}
 
 }  // namespace weft::transport

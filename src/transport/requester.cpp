@@ -35,10 +35,7 @@ const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot, const SendWqe
 inline const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
                                        std::uint64_t offset, std::uint32_t len) {
   if (len == 0) return nullptr;
-  if (w.is_inline) return qp.sq_inline(slot) + offset;
-  const Sge* sges = qp.sq_sges(slot);
-  if (offset + len <= sges[0].length)  // the common case: inside the first SGE
-    return reinterpret_cast<const std::uint8_t*>(sges[0].addr) + offset;
+  if (w.contiguous) return w.contiguous + offset;  // inline, or inside the first SGE
   return gather_payload(qp, slot, w, offset, len);
 }
 
@@ -64,21 +61,19 @@ inline const std::uint8_t* payload_ptr(QpImpl& qp, std::uint64_t slot, const Sen
   return b;
 }
 
-Opcode send_opcode(const SendWqe& w, std::uint32_t idx) {
-  const bool imm = w.opcode == WrOpcode::kSendWithImm;
-  if (w.npkts == 1) return imm ? Opcode::kRcSendOnlyImm : Opcode::kRcSendOnly;
-  if (idx == 0) return Opcode::kRcSendFirst;
-  if (idx + 1 == w.npkts) return imm ? Opcode::kRcSendLastImm : Opcode::kRcSendLast;
-  return Opcode::kRcSendMiddle;
-}
-
-Opcode write_opcode(const SendWqe& w, std::uint32_t idx) {
-  const bool imm = w.opcode == WrOpcode::kRdmaWriteWithImm;
-  if (w.npkts == 1) return imm ? Opcode::kRcWriteOnlyImm : Opcode::kRcWriteOnly;
-  if (idx == 0) return Opcode::kRcWriteFirst;
-  if (idx + 1 == w.npkts) return imm ? Opcode::kRcWriteLastImm : Opcode::kRcWriteLast;
-  return Opcode::kRcWriteMiddle;
-}
+// SEND / WRITE request opcodes (IBA 9.2.1 Table 39) by [SEND, SEND+Imm, WRITE, WRITE+Imm]
+// (the WrOpcode values 0..3) and position in the message [ONLY, FIRST, MIDDLE, LAST].
+constexpr Opcode kDataOpcodes[4][4] = {
+    {Opcode::kRcSendOnly, Opcode::kRcSendFirst, Opcode::kRcSendMiddle, Opcode::kRcSendLast},
+    {Opcode::kRcSendOnlyImm, Opcode::kRcSendFirst, Opcode::kRcSendMiddle, Opcode::kRcSendLastImm},
+    {Opcode::kRcWriteOnly, Opcode::kRcWriteFirst, Opcode::kRcWriteMiddle, Opcode::kRcWriteLast},
+    {Opcode::kRcWriteOnlyImm, Opcode::kRcWriteFirst, Opcode::kRcWriteMiddle,
+     Opcode::kRcWriteLastImm},
+};
+static_assert(static_cast<int>(WrOpcode::kSend) == 0 &&
+              static_cast<int>(WrOpcode::kSendWithImm) == 1 &&
+              static_cast<int>(WrOpcode::kRdmaWrite) == 2 &&
+              static_cast<int>(WrOpcode::kRdmaWriteWithImm) == 3);
 
 // Index of the launched WQE whose PSN range holds psn, or sq_launched_.
 std::uint64_t find_wqe(QpImpl& qp, std::uint32_t psn) {
@@ -104,7 +99,7 @@ inline void st64(std::uint8_t* p, std::uint64_t v) {
 
 // Encodes the QP's LRH [GRH] BTH once (through the wire codec, so the bytes are exactly what
 // encode_headers makes); the per-packet fields are patched by encode_from_template.
-void build_template(QpImpl& qp) {
+[[gnu::noinline]] void build_template(QpImpl& qp) {
   DeviceImpl& dev = *qp.dev_;
   wire::Headers h{};
   dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
@@ -115,6 +110,21 @@ void build_template(QpImpl& qp) {
   WEFT_ASSERT(n <= QpImpl::kTmplBytesMax);
   qp.hdr_tmpl_bytes_ = static_cast<std::uint8_t>(n);
   qp.hdr_tmpl_epoch_ = dev.route_epoch_;
+  if (n == QpImpl::kMidHdrBytes) {
+    // MIDDLE packets (IBA 9.7.2: exactly one PMTU, no pad): the bytes encode_from_template
+    // makes for them, but the PSN and AckReq.
+    const std::uint32_t mtu = qp.mtu();
+    const Opcode ops[2] = {Opcode::kRcSendMiddle, Opcode::kRcWriteMiddle};
+    for (int k = 0; k < 2; ++k) {
+      std::uint8_t* o = qp.mid_hdr_[k].data();
+      std::memcpy(o, qp.hdr_tmpl_.data(), QpImpl::kMidHdrBytes);
+      std::uint8_t* bth = o + wire::kLrhBytes;
+      bth[0] = static_cast<std::uint8_t>(ops[k]);
+      bth[1] = 0;
+      st32(bth + 8, 0);
+      st16(o + 4, static_cast<unsigned>((QpImpl::kMidHdrBytes + mtu + wire::kIcrcBytes) / 4));
+    }
+  }
 }
 
 // A SEND or WRITE request packet from the template (IBA 7.7 LRH, 8.3 GRH, 9.2 BTH, 9.3.3 RETH,
@@ -200,12 +210,12 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
   ++qp.pkts_since_ackreq_;
   if (!is_rd_atomic(w.opcode)) {
     // SEND and WRITE: the data path, from the header template.
-    const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
-    const Opcode op = send ? send_opcode(w, idx) : write_opcode(w, idx);
+    const bool last = idx + 1 == w.npkts;
+    const unsigned position = w.npkts == 1 ? 0 : idx == 0 ? 1 : last ? 3 : 2;
+    const Opcode op = kDataOpcodes[static_cast<unsigned>(w.opcode)][position];
     const auto len =
         static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.total_bytes - offset));
     const std::uint8_t* payload = payload_ptr(qp, slot, w, offset, len);
-    const bool last = idx + 1 == w.npkts;
     // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
     // credit-consuming message, the end of what is queued, and periodically in long streams.
     const bool tail = slot + 1 == qp.sq_head_;
@@ -218,6 +228,35 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
     return next;
   }
   return build_rd_atomic_request(qp, w, psn, offset, out);
+}
+
+// The commonest packet, built in req_poll without a call: a MIDDLE packet (IBA 9.7.2: one whole
+// PMTU, no pad) of a SEND/WRITE whose payload is contiguous, on a route without a GRH, from the
+// prepared header (QpImpl::mid_hdr_) with its PSN and the periodic AckReq (a MIDDLE is never
+// `last`, so only the every-kAckReqEveryPackets part of build_request's rule applies). The same
+// bytes and state changes as build_request; false (nothing changed) for anything else.
+[[gnu::always_inline]] inline bool build_middle(QpImpl& qp, SendWqe& w, std::uint32_t psn,
+                                                TxPacket& out) {
+  DeviceImpl& dev = *qp.dev_;
+  const std::uint32_t idx = psn_sub(psn, w.first_psn);
+  if (idx == 0 || idx + 1 >= w.npkts || !w.contiguous || is_rd_atomic(w.opcode) ||
+      qp.hdr_tmpl_bytes_ != QpImpl::kMidHdrBytes || qp.hdr_tmpl_epoch_ != dev.route_epoch_)
+    return false;
+  const std::uint32_t mtu = qp.mtu();
+  const std::uint32_t next = psn_add(psn, 1);
+  const bool ack_req = ++qp.pkts_since_ackreq_ >= kAckReqEveryPackets;
+  if (ack_req) qp.pkts_since_ackreq_ = 0;
+  const bool write = w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm;
+  std::uint8_t* o = out.headers.data();
+  std::memcpy(o, qp.mid_hdr_[write].data(), QpImpl::kMidHdrBytes);
+  st32(o + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | (psn & kPsnMask));
+  out.header_bytes = QpImpl::kMidHdrBytes;
+  out.dlid = qp.attr_.av.dlid;
+  out.sl = qp.attr_.av.sl;
+  dev.finish_encoded(w.contiguous + std::uint64_t{idx} * mtu, mtu, 0, qp.attr_.port_num, out);
+  if (psn_lt(psn, qp.psn_high_)) ++dev.counters_.retransmit_packets;
+  if (psn_lt(qp.psn_high_, next)) qp.psn_high_ = next;
+  return true;
 }
 
 void recount_rd_atomic(QpImpl& qp) {
@@ -250,6 +289,10 @@ bool ud_poll(QpImpl& qp, TxPacket& out) {
 }
 
 }  // namespace
+
+void req_ensure_template(QpImpl& qp) {
+  if (qp.hdr_tmpl_bytes_ == 0 || qp.hdr_tmpl_epoch_ != qp.dev_->route_epoch_) build_template(qp);
+}
 
 std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w) {
   if (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd) return 1;
@@ -328,7 +371,9 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out) {
     qp.sq_launched_ = slot + 1;
   }
   qp.req_state_ = ReqState::kSending;
-  const std::uint32_t next = build_request(qp, slot, qp.req_psn_, out);
+  const std::uint32_t next = build_middle(qp, w, qp.req_psn_, out)
+                                 ? psn_add(qp.req_psn_, 1)
+                                 : build_request(qp, slot, qp.req_psn_, out);
   qp.req_psn_ = next;
   if (next == psn_add(w.first_psn, w.npkts)) {
     ++qp.sq_req_;

@@ -460,6 +460,36 @@ void drain_ooo(QpImpl& qp) {
   if (drained && !qp.resp_fatal_pending_) queue_ack(qp, psn_sub(qp.epsn_, 1));
 }
 
+// resp_fast_request's WRITE FIRST, as process(): opcode sequence (9.7.5.1.3), one whole PMTU
+// (9.7.2.1), remote write allowed, the R_Key (10.6.3.3), a RETH length beyond one packet; any
+// failure is the general path's NAK (false, nothing changed). Out of line: once per message.
+[[gnu::noinline]] bool fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                                        std::span<const std::uint8_t> payload) {
+  const std::uint32_t mtu = qp.mtu();
+  const auto len = static_cast<std::uint32_t>(payload.size());
+  if (qp.resp_state_ != RespState::kIdle || len != mtu ||
+      !(qp.attr_.access_flags & kAccessRemoteWrite))
+    return false;
+  const std::uint8_t* reth = bth + wire::kBthBytes;
+  std::uint64_t va = 0;
+  for (int i = 0; i < 8; ++i) va = (va << 8) | reth[i];
+  const std::uint32_t rkey = (std::uint32_t{reth[8]} << 24) | (std::uint32_t{reth[9]} << 16) |
+                             (std::uint32_t{reth[10]} << 8) | reth[11];
+  const std::uint32_t dma = (std::uint32_t{reth[12]} << 24) | (std::uint32_t{reth[13]} << 16) |
+                            (std::uint32_t{reth[14]} << 8) | reth[15];
+  if (dma <= mtu) return false;
+  std::uint8_t* dst = check_rkey(qp, rkey, va, dma, kAccessRemoteWrite);
+  if (!dst) return false;
+  qp.seq_nak_sent_ = false;
+  qp.write_dst_ = dst;
+  qp.write_len_ = dma;
+  qp.msg_first_psn_ = psn;
+  place_bytes(qp, dst, payload.data(), len);
+  qp.msg_bytes_ = len;
+  qp.resp_state_ = RespState::kInWrite;
+  return true;
+}
+
 }  // namespace
 
 void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
@@ -489,57 +519,69 @@ void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::ui
   if (process(qp, h, payload) && qp.attr_.recovery == RecoveryMode::kSelectiveRepeat) drain_ooo(qp);
 }
 
-bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth, std::span<const std::uint8_t> payload) {
-  if (qp.resp_fatal_pending_ || qp.resp_state_ == RespState::kError) return false;
-  // Selective repeat with packets buffered: the general path drains them after this one.
-  if (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty()) return false;
-  const std::uint32_t psn = (std::uint32_t{bth[9]} << 16) | (std::uint32_t{bth[10]} << 8) | bth[11];
-  if (psn != qp.epsn_) return false;  // duplicate or out of sequence (9.7.5.1.2)
-  const auto op = static_cast<Opcode>(bth[0]);
-  const auto len = static_cast<std::uint32_t>(payload.size());
-  const std::uint32_t mtu = qp.mtu();
-  if (len > mtu) return false;  // 9.7.2.1: at most one PMTU
-  if (op == Opcode::kRcSendOnly) {
-    if (qp.resp_state_ != RespState::kIdle) return false;  // 9.7.5.1.3 opcode sequence
-    RecvQueue& rq = qp.recv_queue();
-    if (rq.empty() || rq.front().total_bytes < len) return false;  // RNR NAK or LOC_LEN_ERR
-    qp.seq_nak_sent_ = false;
-    take_recv(qp);
-    copy_to_sges(qp.cur_sges_.data(), qp.cur_recv_.num_sge, 0, payload.data(), len,
-                 qp.dev_->remote_payload_);
-    qp.msg_bytes_ = len;
-    qp.have_recv_ = false;
-    qp.msn_ = psn_add(qp.msn_, 1);
-    qp.complete_recv(qp.cur_recv_.wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len, 0, 0);
-  } else if (op == Opcode::kRcWriteMiddle || op == Opcode::kRcWriteLast) {
-    if (qp.resp_state_ != RespState::kInWrite) return false;
-    const bool last = op == Opcode::kRcWriteLast;
-    // 9.7.2.1 / 9.7.5.1.3: a MIDDLE is one PMTU and leaves bytes to come; a LAST ends the RETH
-    // length exactly.
-    if (last ? qp.msg_bytes_ + len != qp.write_len_
-             : (len != mtu || qp.msg_bytes_ + len >= qp.write_len_))
-      return false;
-    qp.seq_nak_sent_ = false;
-    if (len) place_bytes(qp, qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
-    qp.msg_bytes_ += len;
-    if (last) {
-      qp.msn_ = psn_add(qp.msn_, 1);
-      qp.resp_state_ = RespState::kIdle;
-    }
-  } else {
-    return false;
-  }
-  qp.epsn_ = psn_add(psn, 1);
-  ++qp.since_ack_;
-  // IBA 9.7.6.1.2: always ACK when asked; otherwise coalesce up to ack_coalesce_max packets.
-  if ((bth[8] & 0x80) || qp.since_ack_ >= qp.dev_->config_.ack_coalesce_max) queue_ack(qp, psn);
-  return true;
+void resp_queue_ack(QpImpl& qp, std::uint32_t psn) {
+  queue_ack(qp, psn);
 }
+
+bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                           std::span<const std::uint8_t> payload) {
+  return fast_write_first(qp, bth, psn, payload);
+}
+
+namespace {
+
+// A positive ACK (IBA 9.7.5.1: LRH [GRH] BTH AETH) from the QP's header template: the bytes
+// finish_packet would encode from a wire::Headers.
+void encode_ack(QpImpl& qp, const RespItem& it, std::uint8_t syndrome, TxPacket& out) {
+  req_ensure_template(qp);
+  std::uint8_t* o = out.headers.data();
+  std::memcpy(o, qp.hdr_tmpl_.data(), QpImpl::kTmplBytesMax);
+  const std::size_t routing = qp.hdr_tmpl_bytes_ - wire::kBthBytes;
+  std::uint8_t* bth = o + routing;
+  const auto st32 = [](std::uint8_t* p, std::uint32_t v) {
+    const auto w = __builtin_bswap32(v);
+    std::memcpy(p, &w, 4);
+  };
+  const auto st16 = [](std::uint8_t* p, unsigned v) {
+    const auto w = __builtin_bswap16(static_cast<std::uint16_t>(v));
+    std::memcpy(p, &w, 2);
+  };
+  bth[0] = static_cast<std::uint8_t>(Opcode::kRcAcknowledge);
+  bth[1] = 0;                        // SE, MigReq, PadCnt, TVer
+  st32(bth + 8, it.psn & kPsnMask);  // AckReq 0
+  st32(bth + wire::kBthBytes, (std::uint32_t{syndrome} << 24) | (it.msn & kPsnMask));
+  const std::size_t hb = routing + wire::kBthBytes + wire::kAethBytes;
+  const std::size_t through_icrc = hb + wire::kIcrcBytes;
+  st16(o + 4, static_cast<unsigned>(through_icrc / 4));  // LRH PktLen (7.7.8)
+  if (routing > wire::kLrhBytes)                         // GRH PayLen (8.3.3)
+    st16(o + wire::kLrhBytes + 4, static_cast<unsigned>(through_icrc - routing));
+  out.header_bytes = static_cast<std::uint16_t>(hb);
+  out.dlid = qp.attr_.av.dlid;
+  out.sl = qp.attr_.av.sl;
+  qp.dev_->finish_encoded(nullptr, 0, 0, qp.attr_.port_num, out);
+}
+
+}  // namespace
 
 bool resp_poll(QpImpl& qp, TxPacket& out) {
   if (qp.respq_count_ == 0) return false;
   DeviceImpl& dev = *qp.dev_;
   RespItem& it = qp.respq_[qp.respq_head_];
+  if (it.kind == RespItem::Kind::kAck) {
+    // IBA 9.7.7.2.6: the credit field counts free receive WQEs; 31 = none kept (SRQ).
+    const std::uint8_t credits =
+        qp.uses_srq() ? kCreditCodeInvalid : credit_code_for(qp.recv_queue().outstanding());
+    encode_ack(qp, it, wire::aeth_syndrome(AethKind::kAck, credits), out);
+    ++dev.counters_.acks_tx;
+    qp.respq_head_ = (qp.respq_head_ + 1) % kRespQueueMax;
+    --qp.respq_count_;
+    if (qp.respq_count_ == 0 && qp.resp_fatal_pending_) {
+      qp.resp_fatal_pending_ = false;
+      qp.enter_error();
+      dev.raise(AsyncEventType::kQpFatal, qp.qpn_);
+    }
+    return true;
+  }
   wire::Headers h{};
   dev.fill_route(h, qp.attr_.av, qp.attr_.pkey_index, qp.attr_.port_num);
   h.bth.dest_qp = qp.attr_.dest_qpn;

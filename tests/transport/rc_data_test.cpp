@@ -89,6 +89,18 @@ TEST(RcData, TemplatedHeadersEqualTheCodec) {
               (std::set<Opcode>{Opcode::kRcSendFirst, Opcode::kRcSendMiddle, Opcode::kRcSendLastImm,
                                 Opcode::kRcSendOnly, Opcode::kRcWriteFirst, Opcode::kRcWriteMiddle,
                                 Opcode::kRcWriteLast, Opcode::kRcWriteOnlyImm}));
+    // The responder's ACKs come from the same template.
+    std::size_t acks = 0;
+    for (const Packet& pkt : p.sent_by(1)) {
+      auto parsed = wire::parse_packet(pkt.bytes);
+      ASSERT_TRUE(parsed.ok());
+      acks += parsed->h.bth.opcode == Opcode::kRcAcknowledge;
+      EXPECT_EQ(parsed->h.has_grh, grh);
+      std::vector<std::uint8_t> again(pkt.bytes.size());
+      ASSERT_EQ(wire::encode_packet(parsed->h, parsed->payload, again), pkt.bytes.size());
+      EXPECT_EQ(again, pkt.bytes) << wire::to_string(parsed->h.bth.opcode);
+    }
+    EXPECT_GT(acks, 0u);
     EXPECT_EQ(p.b.recv_wcs().size(), 3u);
     EXPECT_EQ(0, std::memcmp(p.a.data() + 5, p.b.data() + 4096, 7));
     EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data() + 65536, 2500));
@@ -318,12 +330,12 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
   EXPECT_EQ(p.a.send_wcs().size(), 1u);
 }
 
-// SEND ONLY and WRITE MIDDLE/LAST packets of LRH + BTH take the Device's lean receive path
-// (by reference in CrcMode::kModel, or as bytes once their CRCs check); with a GRH they take the
-// general one. Expect: under the same seeded drops, duplicates and RNR waits, lean (by reference
-// and as bytes) and general runs put the same packets on the wire (GRH aside), complete the same
-// work requests with the same statuses, count the same and leave the same bytes — so the lean
-// path changes nothing observable.
+// SEND ONLY, WRITE FIRST (with its RETH), WRITE MIDDLE/LAST and ACK packets without a GRH take
+// the Device's lean receive path (by reference in CrcMode::kModel, or as bytes once their CRCs
+// check); with a GRH they take the general one. Expect: under the same seeded drops, duplicates and
+// RNR waits, lean (by reference and as bytes) and general runs put the same packets on the wire
+// (GRH aside), complete the same work requests with the same statuses, count the same and leave the
+// same bytes — so the lean path changes nothing observable.
 TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
   struct Outcome {
     std::vector<std::vector<std::uint8_t>> wire;

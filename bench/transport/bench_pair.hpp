@@ -1,0 +1,151 @@
+// bench/transport/bench_pair.hpp — two connected RC Devices in one thread with no link model
+// (4 KiB path MTU), and the loops transport_bench times and transport_profile counts.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <weft/device.hpp>
+
+namespace weft::bench {
+
+struct Pair {
+  SeededRng rng{1};
+  std::unique_ptr<Device> da, db;
+  QueuePair *qa = nullptr, *qb = nullptr;
+  CompletionQueue *ca = nullptr, *cb = nullptr;
+  MemoryRegion *ma = nullptr, *mb = nullptr;
+  std::vector<std::uint8_t> src, dst, wire;
+  bool bytes_path;
+
+  Pair(std::size_t bytes, CrcMode crc) : bytes_path(crc == CrcMode::kCompute) {
+    src.assign(bytes, 0x5A);
+    dst.assign(bytes, 0);
+    wire.resize(8192);
+    DeviceConfig cfg;
+    cfg.crc = crc;
+    cfg.ports[0].lid = 1;
+    da = Device::create(cfg, rng);
+    cfg.ports[0].lid = 2;
+    db = Device::create(cfg, rng);
+    setup(*da, qa, ca, ma, src);
+    setup(*db, qb, cb, mb, dst);
+    connect(qa, 2, qb->qp_num());
+    connect(qb, 1, qa->qp_num());
+  }
+  static void setup(Device& d, QueuePair*& qp, CompletionQueue*& cq, MemoryRegion*& mr,
+                    std::vector<std::uint8_t>& buf) {
+    auto* pd = *d.alloc_pd();
+    cq = *d.create_cq(4096);
+    mr = *d.reg_mr(pd, buf.data(), buf.size(),
+                   kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = cq;
+    qa.recv_cq = cq;
+    qa.caps.max_send_wr = 1024;
+    qa.caps.max_recv_wr = 1024;
+    qp = *d.create_qp(qa);
+  }
+  static void connect(QueuePair* qp, std::uint16_t dlid, std::uint32_t dqpn) {
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.access_flags = kAccessRemoteWrite | kAccessRemoteRead;
+    qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
+    a.qp_state = QpState::kRtr;
+    a.av.dlid = dlid;
+    a.path_mtu = Mtu::k4096;
+    a.dest_qpn = dqpn;
+    qp->modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
+                      kQpMinRnrTimer);
+    a.qp_state = QpState::kRts;
+    qp->modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic);
+  }
+  void move(Device& from, Device& to) {
+    TxPacket pkt;
+    while (from.poll_transmit(0, pkt)) {
+      if (bytes_path) {
+        const std::size_t n = pkt.write_to(wire);
+        to.on_packet(std::span<const std::uint8_t>(wire.data(), n), 0);
+      } else {
+        to.on_packet(pkt, 0);
+      }
+    }
+  }
+  // Pumps until `n` completions arrive on cq.
+  void pump_until(CompletionQueue* cq, std::size_t n) {
+    WorkCompletion wc[64];
+    std::size_t got = 0;
+    while (got < n) {
+      move(*da, *db);
+      move(*db, *da);
+      got += cq->poll(wc);
+    }
+  }
+};
+
+// One RDMA WRITE of the whole source buffer per call, signaled, pumped to its completion.
+struct WriteLoop {
+  Pair& p;
+  Sge sge;
+  SendWr wr;
+  explicit WriteLoop(Pair& pair) : p(pair) {
+    sge = Sge{reinterpret_cast<std::uintptr_t>(p.src.data()),
+              static_cast<std::uint32_t>(p.src.size()), p.ma->lkey()};
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst.data());
+    wr.rkey = p.mb->rkey();
+  }
+  void once() {
+    p.qa->post_send(wr);
+    p.pump_until(p.ca, 1);
+  }
+  bool ok() const { return std::memcmp(p.src.data(), p.dst.data(), p.src.size()) == 0; }
+};
+
+// kBatch 64-byte SENDs per call, every `signal_every`-th signaled (1: all), receives reposted.
+struct SendLoop {
+  static constexpr std::uint32_t kBatch = 32, kBytes = 64;
+  Pair& p;
+  std::uint32_t signal_every;
+  Sge sge;
+  SendWr wr;
+  std::vector<Sge> rs;
+  std::uint64_t posted = 0;
+  SendLoop(Pair& pair, std::uint32_t every) : p(pair), signal_every(every), rs(kBatch) {
+    sge = Sge{reinterpret_cast<std::uintptr_t>(p.src.data()), kBytes, p.ma->lkey()};
+    wr.opcode = WrOpcode::kSend;
+    wr.sg_list = {&sge, 1};
+    for (std::uint32_t i = 0; i < kBatch; ++i)
+      rs[i] =
+          Sge{reinterpret_cast<std::uintptr_t>(p.dst.data() + i * kBytes), kBytes, p.mb->lkey()};
+    post_recvs();
+  }
+  void post_recvs() {
+    for (std::uint32_t i = 0; i < kBatch; ++i) p.qb->post_recv(RecvWr{i, {&rs[i], 1}});
+  }
+  void once() {
+    std::uint32_t signaled = 0;
+    for (std::uint32_t i = 0; i < kBatch; ++i) {
+      const bool sig = ++posted % signal_every == 0;
+      wr.send_flags = sig ? kSignaled : 0u;
+      signaled += sig;
+      p.qa->post_send(wr);
+    }
+    // Until every receive and every signaled send has completed.
+    WorkCompletion wc[kBatch];
+    std::size_t recvs = 0, sends = 0;
+    while (recvs < kBatch || sends < signaled) {
+      p.move(*p.da, *p.db);
+      p.move(*p.db, *p.da);
+      sends += p.ca->poll(wc);
+      recvs += p.cb->poll(wc);
+    }
+    post_recvs();
+  }
+};
+
+}  // namespace weft::bench
