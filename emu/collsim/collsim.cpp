@@ -522,7 +522,8 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
                      .algo = run.algo,
                      .channels = run.channels,
                      .chunk_bytes = run.chunk_bytes,
-                     .timeout_ns = run.timeout_ns};
+                     .timeout_ns = run.timeout_ns,
+                     .skip_arithmetic = !run.verify};
     const auto e = comms.back()->start(a);
     if (e != coll::CollErrc::kOk) {
       return {std::nullopt, std::string("algorithm ") + std::string(coll::to_string(run.algo)) +

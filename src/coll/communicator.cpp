@@ -200,8 +200,8 @@ void Communicator::run_local(std::uint32_t i) {
   if (op.kind == PlanOp::Kind::kCopy) {
     std::uint8_t* src = ptr(op.a);
     std::uint8_t* dst = ptr(op.b);
-    if (src != dst) std::memmove(dst, src, op.bytes);
-  } else {
+    if (src != dst && !args_.skip_arithmetic) std::memmove(dst, src, op.bytes);
+  } else if (!args_.skip_arithmetic) {
     finish_avg(args_.dtype, ptr(op.a), op.bytes / elem_bytes(args_.dtype), t_.size());
   }
   complete(i);
@@ -257,9 +257,10 @@ bool Communicator::pump_recv(Conn& c, int peer, int lane) {
       c.next_recv_slot = (c.next_recv_slot + 1) % t_.slots();
       const std::uint8_t* src = t_.inbox(peer, lane, a.slot);
       if (op.reduce) {
-        reduce(args_.dtype, args_.op, ptr(op.a) + off, src, len / elem_bytes(args_.dtype));
+        if (!args_.skip_arithmetic)
+          reduce(args_.dtype, args_.op, ptr(op.a) + off, src, len / elem_bytes(args_.dtype));
         stats_.reduce_bytes += len;
-      } else {
+      } else if (!args_.skip_arithmetic) {
         std::memcpy(ptr(op.a) + off, src, len);
       }
       ++s.frags_done;
