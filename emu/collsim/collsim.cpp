@@ -198,9 +198,9 @@ class Cluster {
   // Delivers every event of the earliest pending time (NVLink model or fabric completions) into
   // the transports' queues, no later than `limit`; returns the ranks that got events (sorted,
   // unique). Empty when nothing is pending before `limit` (now() is then `limit` if finite).
-  std::vector<int> advance(double limit = kNever) {
-    woken_.clear();
-    for (;;) {
+  const std::vector<int>& advance(double limit = kNever) {
+    // woken_ may already hold ranks a fabric completion reached outside a run (none expected).
+    while (woken_.empty()) {
       const double tpq = pq_.empty() ? kNever : pq_.top().t;
       if (net_ != nullptr) {
         sim::Simulator& s = net_->sim();
@@ -236,10 +236,11 @@ class Cluster {
       }
       if (!woken_.empty()) break;
     }
-    std::vector<int> woken = woken_;
-    std::sort(woken.begin(), woken.end());
-    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
-    return woken;
+    ret_.assign(woken_.begin(), woken_.end());
+    woken_.clear();
+    std::sort(ret_.begin(), ret_.end());
+    ret_.erase(std::unique(ret_.begin(), ret_.end()), ret_.end());
+    return ret_;
   }
 
  private:
@@ -277,7 +278,7 @@ class Cluster {
   std::uint64_t seq_ = 0, messages_ = 0;
   double now_ = 0;
   FabricNet* net_ = nullptr;
-  std::vector<int> woken_;
+  std::vector<int> woken_, ret_;
   std::vector<Deferred> deferred_;
 };
 

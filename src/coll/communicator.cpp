@@ -81,6 +81,7 @@ CollErrc Communicator::start(const CollArgs& args) {
   failure_ = CollErrc::kOk;
   started_ns_ = kNoDeadline;
   compute_deps();
+  active_.clear();
   for (std::uint32_t i = 0; i < plan_.ops.size(); ++i) {
     const PlanOp& op = plan_.ops[i];
     if (op.kind == PlanOp::Kind::kSend || op.kind == PlanOp::Kind::kRecv) {
@@ -88,10 +89,14 @@ CollErrc Communicator::start(const CollArgs& args) {
           static_cast<std::uint32_t>((op.bytes + t_.slot_bytes() - 1) / t_.slot_bytes());
       Conn& c = conn(op.peer, op.lane);
       (op.kind == PlanOp::Kind::kSend ? c.sends : c.recvs).push_back(i);
+      active_.push_back(static_cast<std::uint32_t>(op.peer * t_.lanes() + op.lane));
     } else if (ops_[i].deps_left == 0) {
       ready_local_.push_back(i);
     }
   }
+  // The connections this collective uses, in (peer, lane) order: progress() visits only these.
+  std::sort(active_.begin(), active_.end());
+  active_.erase(std::unique(active_.begin(), active_.end()), active_.end());
   state_ = CollState::kRunning;
   return CollErrc::kOk;
 }
@@ -264,7 +269,8 @@ bool Communicator::pump_recv(Conn& c, int peer, int lane) {
         std::memcpy(ptr(op.a) + off, src, len);
       }
       ++s.frags_done;
-      ++c.grant_pending;
+      if (c.grant_pending++ == 0)
+        granting_.push_back(static_cast<std::uint32_t>(peer * t_.lanes() + lane));
       ++stats_.chunks_applied;
       work = true;
     }
@@ -300,11 +306,12 @@ CollState Communicator::progress(TimeNs now) {
   did_work_ = false;
   if (state_ == CollState::kRunning && started_ns_ == kNoDeadline) started_ns_ = now;
   // Arrivals and grants are recorded even when idle: a faster peer may be a collective ahead.
-  std::array<TransportEvent, 64> evs;
+  // A member, not a local: 64 value-initialised events per call were a measurable memset.
+  if (evs_.empty()) evs_.resize(64);
   std::size_t got;
-  while ((got = t_.poll(evs)) > 0) {
+  while ((got = t_.poll(evs_)) > 0) {
     for (std::size_t k = 0; k < got; ++k) {
-      const TransportEvent& ev = evs[k];
+      const TransportEvent& ev = evs_[k];
       Conn& c = conn(ev.peer, ev.lane);
       switch (ev.kind) {
         case TransportEvent::Kind::kWriteDone: {
@@ -342,30 +349,36 @@ CollState Communicator::progress(TimeNs now) {
         run_local(i);
         changed = true;
       }
-      for (int p = 0; p < t_.size(); ++p) {
-        for (int l = 0; l < t_.lanes(); ++l) {
-          Conn& c = conn(p, l);
-          if (!c.recvs.empty()) changed |= pump_recv(c, p, l);
-          if (!c.sends.empty()) changed |= pump_send(c, p, l);
-        }
+      const int lanes = t_.lanes();
+      for (std::uint32_t ci : active_) {
+        const int p = static_cast<int>(ci) / lanes, l = static_cast<int>(ci) % lanes;
+        Conn& c = conns_[ci];
+        if (!c.recvs.empty()) changed |= pump_recv(c, p, l);
+        if (!c.sends.empty()) changed |= pump_send(c, p, l);
+        if (state_ != CollState::kRunning) break;
       }
       did_work_ |= changed;
     }
   }
   // Return credits for every slot applied (one grant per connection per call).
-  for (int p = 0; p < t_.size(); ++p) {
-    for (int l = 0; l < t_.lanes(); ++l) {
-      Conn& c = conn(p, l);
-      if (c.grant_pending == 0) continue;
+  if (!granting_.empty()) {
+    std::sort(granting_.begin(), granting_.end());
+    std::size_t keep = 0;
+    const int lanes = t_.lanes();
+    for (std::uint32_t ci : granting_) {
+      Conn& c = conns_[ci];
+      const int p = static_cast<int>(ci) / lanes, l = static_cast<int>(ci) % lanes;
       const TransportErrc e = t_.post_grant(p, l, c.grant_pending);
       if (e == TransportErrc::kOk) {
         c.grant_pending = 0;
         ++stats_.grants_sent;
         did_work_ = true;
-      } else if (e != TransportErrc::kBusy) {
-        fail(CollErrc::kTransport, p);
+      } else {
+        granting_[keep++] = ci;  // busy (retried next call) or failed
+        if (e != TransportErrc::kBusy) fail(CollErrc::kTransport, p);
       }
     }
+    granting_.resize(keep);
   }
   if (state_ == CollState::kRunning && ops_done_ != ops_.size() && args_.timeout_ns != 0 &&
       now >= started_ns_ + args_.timeout_ns) {

@@ -95,6 +95,9 @@ class Communicator {
   std::vector<Conn> conns_;
   std::vector<std::uint8_t> tmp_;
   std::vector<std::uint32_t> ready_local_;
+  std::vector<std::uint32_t> active_;    // conns_ indices the running collective uses
+  std::vector<std::uint32_t> granting_;  // conns_ indices with grant_pending > 0
+  std::vector<TransportEvent> evs_;      // poll() buffer
   std::size_t ops_done_ = 0;
   CollState state_ = CollState::kIdle;
   int failed_peer_ = -1;
