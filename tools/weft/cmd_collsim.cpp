@@ -9,7 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <sstream>
+
 #include "emu/collsim/collsim.hpp"
+#include "emu/collsim/train.hpp"
 #include "emu/faults/scenario.hpp"
 #include "emu/topo/spec.hpp"
 
@@ -104,7 +108,7 @@ void print_fabric(const collsim::FabricInfo& f, std::FILE* out) {
 }  // namespace
 
 bool is_coll_workload(const std::string& workload) {
-  return collsim::parse_kind(workload).has_value();
+  return collsim::parse_kind(workload).has_value() || workload.starts_with("train:");
 }
 
 void add_collsim_options(CLI::App* cmd, CollSimArgs& a) {
@@ -159,10 +163,82 @@ void add_collsim_options(CLI::App* cmd, CollSimArgs& a) {
       ->capture_default_str();
 }
 
+namespace {
+
+// `--workload train:FILE`: one training step (emu/collsim/train.hpp).
+void run_train_step(const std::string& file, const collsim::ClusterConfig& c,
+                    const collsim::RunConfig& run, const std::string& topology, bool json) {
+  std::ifstream in(file);
+  if (!in) bad_input("--workload train: cannot read \"" + file + "\"");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string error;
+  const auto m = collsim::parse_train_model(ss.str(), file, error);
+  if (!m) bad_input(error);
+  if (run.packet) bad_input("--workload train runs on the coarse model (no --fabric packet)");
+  const auto o = collsim::run_train(c, run, *m);
+  if (!o.report) bad_input("--workload train: " + o.error);
+  const auto& r = *o.report;
+  const auto ms = [](double s) { return s * 1e3; };
+  if (json) {
+    nlohmann::json b = nlohmann::json::array();
+    for (const auto& k : r.buckets)
+      b.push_back({{"bytes", k.bytes},
+                   {"ready_ms", ms(k.ready_s)},
+                   {"start_ms", ms(k.start_s)},
+                   {"end_ms", ms(k.end_s)}});
+    nlohmann::json out{{"workload", "train"},
+                       {"model", m->name},
+                       {"topology", topology},
+                       {"nodes", c.nodes},
+                       {"gpus_per_node", c.gpus},
+                       {"dp", m->dp},
+                       {"tp", m->tp},
+                       {"pp", m->pp},
+                       {"microbatches", m->microbatches},
+                       {"step_ms", ms(r.step_s)},
+                       {"compute_ms", ms(r.compute_s)},
+                       {"forward_ms", ms(r.forward_s)},
+                       {"backward_ms", ms(r.backward_s)},
+                       {"bubble_ms", ms(r.bubble_s)},
+                       {"tp_comm_ms", ms(r.tp_comm_s)},
+                       {"pp_comm_ms", ms(r.pp_comm_s)},
+                       {"dp_comm_ms", ms(r.dp_comm_s)},
+                       {"dp_exposed_ms", ms(r.dp_exposed_s)},
+                       {"comm_ms", ms(r.comm_s)},
+                       {"exposed_comm_ms", ms(r.exposed_comm_s)},
+                       {"dp_algo", std::string(coll::to_string(r.dp_algo))},
+                       {"buckets", b}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::printf("# train %s on %s: %d nodes x %d GPUs = dp %d x tp %d x pp %d, %d microbatch(es)\n",
+              m->name.c_str(), topology.c_str(), c.nodes, c.gpus, m->dp, m->tp, m->pp,
+              m->microbatches);
+  std::printf("  step time               %10.3f ms\n", ms(r.step_s));
+  std::printf("  compute                 %10.3f ms  (forward %.3f, backward %.3f)\n",
+              ms(r.compute_s), ms(r.forward_s), ms(r.backward_s));
+  std::printf("  pipeline bubble         %10.3f ms\n", ms(r.bubble_s));
+  std::printf("  tensor-parallel comm    %10.3f ms  (%d collectives of %zu B in NVLink, exposed)\n",
+              ms(r.tp_comm_s), r.tp_collectives, r.tp_bytes);
+  std::printf("  pipeline comm           %10.3f ms  (exposed)\n", ms(r.pp_comm_s));
+  std::printf(
+      "  data-parallel comm      %10.3f ms  (%zu buckets, all-reduce on %d nodes x %d GPUs, %s)\n",
+      ms(r.dp_comm_s), r.buckets.size(), r.dp_nodes, r.dp_gpus,
+      std::string(coll::to_string(r.dp_algo)).c_str());
+  std::printf("  data-parallel exposed   %10.3f ms  (after the backward pass)\n",
+              ms(r.dp_exposed_s));
+  std::printf("  communication           %10.3f ms\n", ms(r.comm_s));
+  std::printf("  exposed communication   %10.3f ms  (%.1f %% of the step)\n", ms(r.exposed_comm_s),
+              r.step_s > 0 ? 100 * r.exposed_comm_s / r.step_s : 0.0);
+}
+
+}  // namespace
+
 void run_collsim(const CollSimArgs& a, const std::string& topology, const std::string& workload,
                  bool json, bool timing_only, const CollSimFaults& faults) {
   collsim::RunConfig run;
-  run.kind = *collsim::parse_kind(workload);
+  run.kind = collsim::parse_kind(workload).value_or(coll::CollKind::kAllReduce);
   const auto algo = collsim::parse_algo(a.algo);
   if (!algo)
     bad_input("--algo must be ring, ring2, ring2-pipe, tree, rhd, direct or auto, not \"" + a.algo +
@@ -236,6 +312,10 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
   }
   c.reduce_Bps = a.reduce_gbps * 1e9;
   const int n = c.nodes * c.gpus;
+  if (workload.starts_with("train:")) {
+    run_train_step(workload.substr(6), c, run, topology, json);
+    return;
+  }
 
   nlohmann::json rows = nlohmann::json::array();
   if (!json) {
