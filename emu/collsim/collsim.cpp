@@ -481,6 +481,7 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     net = std::move(*made);
     c.use_fabric(net.get());
   }
+  TimeNs t0_ns = 0;  // the fabric's clock when the collective starts (after the SM's bring-up)
   auto fabric_info = [&]() -> std::optional<FabricInfo> {
     if (!net) return std::nullopt;
     FabricInfo f;
@@ -494,16 +495,27 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     f.sm_mads = sm.mads;
     f.reroutes = sm.reroutes;
     f.log = net->fault_log().entries();
+    for (auto& e : f.log) e.at_ns = e.at_ns > t0_ns ? e.at_ns - t0_ns : 0;  // from the start
     return f;
   };
 
   // Buffers: full payload gives every rank its own; timing-only shares one pair (contents are
   // not looked at, and the simulation is single-threaded).
   const std::size_t nbuf = run.verify ? un : 1;
-  std::vector<std::vector<std::uint8_t>> send(nbuf), recv(nbuf);
+  // Timing only: uninitialised (nothing reads them; untouched pages cost no time or memory).
+  struct Buffer {
+    std::unique_ptr<std::uint8_t[]> p;
+    std::uint8_t* data() const { return p.get(); }
+  };
+  auto buffer = [&](std::size_t bytes) {
+    const std::size_t b = std::max<std::size_t>(bytes, 1);
+    return Buffer{run.verify ? std::make_unique<std::uint8_t[]>(b)
+                             : std::unique_ptr<std::uint8_t[]>(new std::uint8_t[b])};
+  };
+  std::vector<Buffer> send(nbuf), recv(nbuf);
   for (std::size_t b = 0; b < nbuf; ++b) {
-    send[b].assign(send_elems * es, 0);
-    recv[b].assign(recv_elems * es, 0);
+    send[b] = buffer(send_elems * es);
+    recv[b] = buffer(recv_elems * es);
     if (run.verify)
       for (std::size_t i = 0; i < send_elems; ++i)
         put(run.dtype, send[b].data(), i, pattern(run.op, static_cast<int>(b), i));
@@ -537,6 +549,7 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   if (net) net->start_faults();
   // The collectives' time starts with the fabric's clock after the SM's bring-up.
   const double t_base = net ? static_cast<double>(net->sim().now()) * 1e-9 : 0.0;
+  t0_ns = net ? net->sim().now() : 0;
   double last_work = t_base;
 
   std::vector<std::uint64_t> reduced(un, 0);
@@ -624,7 +637,7 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
                           run.kind == CollKind::kReduceScatter || run.kind == CollKind::kReduce;
     std::vector<std::uint8_t> ref;
     if (reducing) {
-      ref = send[0];
+      ref.assign(send[0].data(), send[0].data() + send_elems * es);
       for (std::size_t r = 1; r < un; ++r)
         coll::reduce(run.dtype, run.op, ref.data(), send[r].data(), send_elems);
       if (run.op == RedOp::kAvg) coll::finish_avg(run.dtype, ref.data(), send_elems, n);

@@ -76,7 +76,8 @@ struct FabricInfo {
   std::uint64_t sm_mads = 0;
   std::uint32_t reroutes = 0;  // heavy sweeps the SM finished during the run
   std::uint64_t traps = 0;
-  std::vector<faults::LogEntry> log;  // the fault log (injected events, SM re-routes)
+  std::vector<faults::LogEntry> log;  // the fault log (injected events, SM re-routes), times
+                                      // from the collective's start
 };
 
 struct RunResult {

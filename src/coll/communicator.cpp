@@ -38,7 +38,7 @@ std::uint8_t* Communicator::ptr(const Ref& r) const {
     case Buf::kOut:
       return static_cast<std::uint8_t*>(args_.recv) + r.off;
     case Buf::kTmp:
-      return const_cast<std::uint8_t*>(tmp_.data()) + r.off;
+      return tmp_.get() + r.off;
   }
   return nullptr;
 }
@@ -53,7 +53,12 @@ CollErrc Communicator::start(const CollArgs& args) {
   if (!plan) return plan.error();
   args_ = args;
   plan_ = std::move(plan.value());
-  tmp_.assign(plan_.tmp_bytes, 0);
+  if (plan_.tmp_bytes != tmp_bytes_) {
+    // Uninitialised when nothing reads it (timing only): untouched pages cost nothing.
+    tmp_.reset(plan_.tmp_bytes == 0 ? nullptr : new std::uint8_t[plan_.tmp_bytes]);
+    tmp_bytes_ = plan_.tmp_bytes;
+  }
+  if (!args.skip_arithmetic && tmp_bytes_ > 0) std::memset(tmp_.get(), 0, tmp_bytes_);
   // Every buffer that a send reads from must be registered; register the extent of each.
   std::array<std::size_t, 3> extent{};
   for (const PlanOp& op : plan_.ops) {
@@ -400,7 +405,7 @@ CollState Communicator::progress(TimeNs now) {
 void Communicator::finish() {
   t_.unregister_memory(ptr(Ref{Buf::kIn, 0}));
   if (args_.recv != args_.send) t_.unregister_memory(ptr(Ref{Buf::kOut, 0}));
-  if (!tmp_.empty()) t_.unregister_memory(tmp_.data());
+  if (tmp_bytes_ > 0) t_.unregister_memory(tmp_.get());
   for (auto& c : conns_) {
     c.sends.clear();
     c.recvs.clear();
