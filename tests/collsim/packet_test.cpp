@@ -188,5 +188,40 @@ TEST(PacketFabric, CollectiveTimeoutNamesTheMissingPeer) {
   EXPECT_NE(o.error.find("timed out waiting for rank"), std::string::npos) << o.error;
 }
 
+struct Cli {
+  int status = -1;
+  std::string out;
+};
+
+Cli weft_cli(const std::string& args) {
+  Cli r;
+  FILE* f = popen((std::string(WEFT_PATH) + " " + args + " 2>&1").c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  const int st = pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(PacketFabricCli, LinkDownIsLoggedAndACutOffRankExitsOne) {
+  const std::string base = std::string("sim --workload allreduce --topology ") + kRail22 +
+                           " --algo ring -b 1M -e 1M --chunk 64K --fabric packet ";
+  const Cli ok = weft_cli(base + "--event at=20us,action=link-down,link=rail01/p3");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("packet-level fabric"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("fault log     20.000 us  link down: rail01/p3"), std::string::npos)
+      << ok.out;
+  const Cli cut = weft_cli(base + "--event at=20us,action=link-down,link=node001-hca0/p1");
+  EXPECT_EQ(cut.status, 1) << cut.out;
+  EXPECT_NE(cut.out.find("weft sim: rank "), std::string::npos) << cut.out;
+  EXPECT_NE(cut.out.find("failed"), std::string::npos) << cut.out;
+  const Cli coarse = weft_cli(std::string("sim --workload allreduce --topology ") + kRail22 +
+                              " --event at=20us,action=link-down,link=rail01/p3");
+  EXPECT_EQ(coarse.status, 2) << coarse.out;
+  EXPECT_NE(coarse.out.find("need --fabric packet"), std::string::npos) << coarse.out;
+}
+
 }  // namespace
 }  // namespace weft::collsim
