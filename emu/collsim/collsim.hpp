@@ -7,8 +7,9 @@
 // are non-blocking, a rail change adds spine_latency). The SM does not manage the NVLink domain.
 // Reduction arithmetic costs reduce_Bps per GPU: a rank's sends posted after it reduced d bytes
 // leave no earlier than d / reduce_Bps later.
-// Messages are modelled whole (serialisation at the egress and ingress ports, cut-through), not
-// as packets: this is the NIC-level model of the alpha-beta analysis, not the packet-level fabric.
+// Messages are modelled whole (serialisation at the egress and ingress ports, cut-through): the
+// NIC-level ("coarse") model of the alpha-beta analysis. With RunConfig::packet the inter-node
+// traffic runs on the packet-level fabric instead (fabric_net.hpp: emu/fabric, the SM, faults).
 // Thread-safety: single-threaded.
 #pragma once
 
