@@ -3,11 +3,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <queue>
+
+#include "emu/collsim/fabric_net.hpp"
+#include "emu/topo/spec.hpp"
 
 #include "src/coll/communicator.hpp"
 #include "src/coll/model.hpp"
@@ -32,9 +37,10 @@ struct Port {
 struct Pending {
   double t;
   std::uint64_t seq;
-  int rank;
+  int rank;  // -1: a deferred fabric write (deferred_[ev.wr_id])
   TransportEvent ev;
 };
+constexpr double kNever = std::numeric_limits<double>::infinity();
 struct Later {
   bool operator()(const Pending& a, const Pending& b) const {
     return a.t > b.t || (a.t == b.t && a.seq > b.seq);
@@ -51,8 +57,8 @@ class ClusterTransport final : public coll::Transport {
   int lanes() const override;
   std::uint32_t slots() const override;
   std::uint32_t slot_bytes() const override;
-  TransportErrc register_memory(const void*, std::size_t) override { return TransportErrc::kOk; }
-  void unregister_memory(const void*) override {}
+  TransportErrc register_memory(const void* addr, std::size_t bytes) override;
+  void unregister_memory(const void* addr) override;
   TransportErrc post_write(int peer, int lane, const void* src, std::uint32_t bytes,
                            std::uint32_t slot, std::uint64_t wr_id) override;
   TransportErrc post_grant(int peer, int lane, std::uint32_t credits) override;
@@ -101,6 +107,17 @@ class Cluster {
   std::uint32_t slots() const { return slots_; }
   std::uint32_t slot_bytes() const { return slot_bytes_; }
   ClusterTransport& transport(int r) { return *transports_[static_cast<std::size_t>(r)]; }
+  // Inter-node traffic goes through the packet-level fabric from now on (not owned).
+  void use_fabric(FabricNet* net) {
+    net_ = net;
+    now_ = static_cast<double>(net_->sim().now()) * 1e-9;
+    net_->set_sink([this](int r, const TransportEvent& ev) {
+      transport(r).queue.push_back(ev);
+      woken_.push_back(r);
+    });
+  }
+  FabricNet* net() { return net_; }
+  bool remote(int a, int b) const { return net_ != nullptr && a / cfg_.gpus != b / cfg_.gpus; }
   double now() const { return now_; }
   std::uint64_t messages() const { return messages_; }
 
@@ -114,9 +131,19 @@ class Cluster {
     return std::max(now_, compute_free_[static_cast<std::size_t>(r)]);
   }
 
-  void write(int from, int to, int lane, const void* src, std::uint32_t bytes, std::uint32_t slot,
-             std::uint64_t wr_id) {
+  TransportErrc write(int from, int to, int lane, const void* src, std::uint32_t bytes,
+                      std::uint32_t slot, std::uint64_t wr_id) {
     ++messages_;
+    if (remote(from, to)) {
+      // The NIC cannot send what the GPU has not finished reducing: post when compute is free.
+      const double t0 = compute_free(from);
+      if (t0 <= now_) return net_->write(from, to, lane, src, bytes, slot, wr_id);
+      TransportEvent e{.kind = TransportEvent::Kind::kWriteDone, .peer = to, .lane = lane};
+      e.wr_id = deferred_.size();
+      deferred_.push_back({from, to, lane, src, bytes, slot, wr_id});
+      push(t0, -1, e);
+      return TransportErrc::kOk;
+    }
     if (payload_ && bytes > 0) std::memcpy(box(to, from, lane, slot, bytes), src, bytes);
     const double t0 = compute_free(from);
     Port* eg;
@@ -147,38 +174,73 @@ class Cluster {
     TransportEvent w{.kind = TransportEvent::Kind::kWriteDone, .peer = to, .lane = lane};
     w.wr_id = wr_id;
     push(done + lat, from, w);
+    return TransportErrc::kOk;
   }
 
-  void grant(int from, int to, int lane, std::uint32_t credits) {
+  TransportErrc grant(int from, int to, int lane, std::uint32_t credits) {
     ++messages_;
+    if (remote(from, to)) return net_->grant(from, to, lane, credits);
     const int g = cfg_.gpus;
     const double lat = from / g == to / g ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
     TransportEvent e{.kind = TransportEvent::Kind::kGrant, .peer = from, .lane = lane};
     e.credits = credits;
     push(now_ + lat, to, e);
+    return TransportErrc::kOk;
   }
 
   const std::uint8_t* inbox(int rank, int peer, int lane, std::uint32_t slot) {
+    if (remote(rank, peer)) return net_->inbox(rank, peer, lane, slot);
     if (!payload_) return scratch_.data();
     const std::uint8_t* p = box(rank, peer, lane, slot, 0);
     return p != nullptr ? p : scratch_.data();  // a zero-length chunk was never written
   }
 
-  // Delivers every event of the earliest pending time into the transports' queues; returns the
-  // ranks that got events (sorted, unique). Empty when nothing is pending.
-  std::vector<int> advance() {
-    std::vector<int> woken;
-    if (pq_.empty()) return woken;
-    now_ = pq_.top().t;
-    while (!pq_.empty() && pq_.top().t <= now_) {
-      const Pending& p = pq_.top();
-      transport(p.rank).queue.push_back(p.ev);
-      woken.push_back(p.rank);
-      pq_.pop();
+  // Delivers every event of the earliest pending time (NVLink model or fabric completions) into
+  // the transports' queues, no later than `limit`; returns the ranks that got events (sorted,
+  // unique). Empty when nothing is pending before `limit` (now() is then `limit` if finite).
+  const std::vector<int>& advance(double limit = kNever) {
+    // woken_ may already hold ranks a fabric completion reached outside a run (none expected).
+    while (woken_.empty()) {
+      const double tpq = pq_.empty() ? kNever : pq_.top().t;
+      if (net_ != nullptr) {
+        sim::Simulator& s = net_->sim();
+        const double tend = std::min(tpq, limit);
+        if (tend == kNever && s.next_time() == kNoDeadline) break;
+        TimeNs until = tend == kNever ? kNoDeadline : static_cast<TimeNs>(std::floor(tend * 1e9));
+        until = std::max(until, s.now());
+        s.run_until(until);
+        now_ = std::max(now_, static_cast<double>(s.now()) * 1e-9);
+        if (!woken_.empty()) break;  // fabric completions at now_
+        if (tend == kNever) break;
+      }
+      if (tpq > limit || tpq == kNever) {
+        if (limit != kNever) now_ = std::max(now_, limit);
+        break;
+      }
+      now_ = std::max(now_, tpq);
+      while (!pq_.empty() && pq_.top().t <= now_) {
+        const Pending p = pq_.top();
+        pq_.pop();
+        if (p.rank < 0) {
+          const Deferred& d = deferred_[p.ev.wr_id];
+          if (net_->write(d.from, d.to, d.lane, d.src, d.bytes, d.slot, d.wr_id) !=
+              TransportErrc::kOk) {
+            TransportEvent e{.kind = TransportEvent::Kind::kError, .peer = d.to, .lane = d.lane};
+            transport(d.from).queue.push_back(e);
+            woken_.push_back(d.from);
+          }
+          continue;
+        }
+        transport(p.rank).queue.push_back(p.ev);
+        woken_.push_back(p.rank);
+      }
+      if (!woken_.empty()) break;
     }
-    std::sort(woken.begin(), woken.end());
-    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
-    return woken;
+    ret_.assign(woken_.begin(), woken_.end());
+    woken_.clear();
+    std::sort(ret_.begin(), ret_.end());
+    ret_.erase(std::unique(ret_.begin(), ret_.end()), ret_.end());
+    return ret_;
   }
 
  private:
@@ -196,6 +258,12 @@ class Cluster {
     return v.data();
   }
   void push(double t, int rank, const TransportEvent& e) { pq_.push({t, seq_++, rank, e}); }
+  struct Deferred {
+    int from, to, lane;
+    const void* src;
+    std::uint32_t bytes, slot;
+    std::uint64_t wr_id;
+  };
 
   ClusterConfig cfg_;
   int n_, lanes_;
@@ -209,6 +277,9 @@ class Cluster {
   std::priority_queue<Pending, std::vector<Pending>, Later> pq_;
   std::uint64_t seq_ = 0, messages_ = 0;
   double now_ = 0;
+  FabricNet* net_ = nullptr;
+  std::vector<int> woken_, ret_;
+  std::vector<Deferred> deferred_;
 };
 
 int ClusterTransport::size() const {
@@ -223,14 +294,18 @@ std::uint32_t ClusterTransport::slots() const {
 std::uint32_t ClusterTransport::slot_bytes() const {
   return c_.slot_bytes();
 }
+TransportErrc ClusterTransport::register_memory(const void* addr, std::size_t bytes) {
+  return c_.net() != nullptr ? c_.net()->register_memory(rank_, addr, bytes) : TransportErrc::kOk;
+}
+void ClusterTransport::unregister_memory(const void* addr) {
+  if (c_.net() != nullptr) c_.net()->unregister_memory(rank_, addr);
+}
 TransportErrc ClusterTransport::post_write(int peer, int lane, const void* src, std::uint32_t bytes,
                                            std::uint32_t slot, std::uint64_t wr_id) {
-  c_.write(rank_, peer, lane, src, bytes, slot, wr_id);
-  return TransportErrc::kOk;
+  return c_.write(rank_, peer, lane, src, bytes, slot, wr_id);
 }
 TransportErrc ClusterTransport::post_grant(int peer, int lane, std::uint32_t credits) {
-  c_.grant(rank_, peer, lane, credits);
-  return TransportErrc::kOk;
+  return c_.grant(rank_, peer, lane, credits);
 }
 const std::uint8_t* ClusterTransport::inbox(int peer, int lane, std::uint32_t slot) const {
   return c_.inbox(rank_, peer, lane, slot);
@@ -327,6 +402,18 @@ std::optional<double> model_busbw(const ClusterConfig& c, const RunConfig& run, 
 
 }  // namespace
 
+std::optional<NicCalibration> calibrate_nic(const std::string& topology) {
+  auto t = topo::from_spec(topology);
+  if (!t) return std::nullopt;
+  for (topo::NodeId i = 0; i < t->node_count(); ++i) {
+    if (t->node(i).is_switch()) continue;
+    const fabric::FabricConfig fc;
+    return NicCalibration{.nic_Bps = fabric_goodput_Bps(*t, i, fc, Mtu::k4096),
+                          .nic_latency_s = fabric_latency_s(fc)};
+  }
+  return std::nullopt;
+}
+
 double busbw_factor(CollKind kind, int n) {
   const double nn = n;
   switch (kind) {
@@ -379,14 +466,56 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   const auto slot_bytes = static_cast<std::uint32_t>(
       std::clamp<std::size_t>(run.chunk_bytes, 4096, std::size_t{16} << 20) / 8 * 8);
   Cluster c(cluster, lanes, run.slots, slot_bytes, run.verify);
+  std::unique_ptr<FabricNet> net;
+  if (run.packet) {
+    FabricNetConfig fc;
+    fc.topology = cluster.topology;
+    fc.payload = run.verify;
+    fc.lanes = lanes;
+    fc.slots = run.slots;
+    fc.slot_bytes = slot_bytes;
+    fc.seed = run.seed;
+    fc.scenario = run.faults;
+    auto made = FabricNet::create(fc, cluster.nodes, cluster.gpus);
+    if (!made) return {std::nullopt, "packet-level fabric: " + made.error()};
+    net = std::move(*made);
+    c.use_fabric(net.get());
+  }
+  TimeNs t0_ns = 0;  // the fabric's clock when the collective starts (after the SM's bring-up)
+  auto fabric_info = [&]() -> std::optional<FabricInfo> {
+    if (!net) return std::nullopt;
+    FabricInfo f;
+    const FabricNetStats st = net->stats();
+    f.events = st.events;
+    f.packets = st.packets_delivered;
+    f.qps = st.qps;
+    f.discards = st.retransmit_hint;
+    const simrun::SmReport& sm = net->sm_report();
+    f.sm_bringup_virtual_s = sm.virtual_s;
+    f.sm_mads = sm.mads;
+    f.reroutes = sm.reroutes;
+    f.log = net->fault_log().entries();
+    for (auto& e : f.log) e.at_ns = e.at_ns > t0_ns ? e.at_ns - t0_ns : 0;  // from the start
+    return f;
+  };
 
   // Buffers: full payload gives every rank its own; timing-only shares one pair (contents are
   // not looked at, and the simulation is single-threaded).
   const std::size_t nbuf = run.verify ? un : 1;
-  std::vector<std::vector<std::uint8_t>> send(nbuf), recv(nbuf);
+  // Timing only: uninitialised (nothing reads them; untouched pages cost no time or memory).
+  struct Buffer {
+    std::unique_ptr<std::uint8_t[]> p;
+    std::uint8_t* data() const { return p.get(); }
+  };
+  auto buffer = [&](std::size_t bytes) {
+    const std::size_t b = std::max<std::size_t>(bytes, 1);
+    return Buffer{run.verify ? std::make_unique<std::uint8_t[]>(b)
+                             : std::unique_ptr<std::uint8_t[]>(new std::uint8_t[b])};
+  };
+  std::vector<Buffer> send(nbuf), recv(nbuf);
   for (std::size_t b = 0; b < nbuf; ++b) {
-    send[b].assign(send_elems * es, 0);
-    recv[b].assign(recv_elems * es, 0);
+    send[b] = buffer(send_elems * es);
+    recv[b] = buffer(recv_elems * es);
     if (run.verify)
       for (std::size_t i = 0; i < send_elems; ++i)
         put(run.dtype, send[b].data(), i, pattern(run.op, static_cast<int>(b), i));
@@ -405,7 +534,9 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
                      .op = run.op,
                      .algo = run.algo,
                      .channels = run.channels,
-                     .chunk_bytes = run.chunk_bytes};
+                     .chunk_bytes = run.chunk_bytes,
+                     .timeout_ns = run.timeout_ns,
+                     .skip_arithmetic = !run.verify};
     const auto e = comms.back()->start(a);
     if (e != coll::CollErrc::kOk) {
       return {std::nullopt, std::string("algorithm ") + std::string(coll::to_string(run.algo)) +
@@ -414,6 +545,12 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     }
   }
   res.algo = comms.front()->algo();
+  const auto wall0 = std::chrono::steady_clock::now();
+  if (net) net->start_faults();
+  // The collectives' time starts with the fabric's clock after the SM's bring-up.
+  const double t_base = net ? static_cast<double>(net->sim().now()) * 1e-9 : 0.0;
+  t0_ns = net ? net->sim().now() : 0;
+  double last_work = t_base;
 
   std::vector<std::uint64_t> reduced(un, 0);
   std::vector<bool> done(un, false);
@@ -427,7 +564,8 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
       if (done[ur]) continue;
       auto& comm = *comms[ur];
       for (;;) {
-        const auto st = comm.progress(static_cast<TimeNs>(c.now() * 1e9));
+        const auto st = comm.progress(static_cast<TimeNs>(std::llround(c.now() * 1e9)));
+        if (comm.did_work()) last_work = c.now();
         const std::uint64_t rb = comm.stats().reduce_bytes;
         c.charge_reduce(r, rb - reduced[ur]);
         reduced[ur] = rb;
@@ -438,17 +576,55 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
           break;
         }
         if (st == coll::CollState::kFailed) {
-          return {std::nullopt, "rank " + std::to_string(r) + " failed (peer " +
-                                    std::to_string(comm.failed_peer()) + ")"};
+          RunOutcome f;
+          f.failed_rank = r;
+          f.failed_peer = comm.failed_peer();
+          f.error = "rank " + std::to_string(r) + " failed: " +
+                    (comm.failure() == coll::CollErrc::kTimeout
+                         ? std::string("timed out waiting for rank ")
+                         : std::string("its connection to rank ")) +
+                    std::to_string(f.failed_peer);
+          if (net && f.failed_peer >= 0)
+            f.error += " (" + net->topology().node(net->hca_of(f.failed_peer)).description +
+                       (comm.failure() == coll::CollErrc::kTimeout ? ")" : ") failed");
+          else if (comm.failure() != coll::CollErrc::kTimeout)
+            f.error += " failed";
+          f.fabric = fabric_info();
+          return f;
         }
         if (!comm.did_work()) break;
       }
     }
     if (left == 0) break;
-    active = c.advance();
-    if (active.empty()) return {std::nullopt, "the collective stalled (no events pending)"};
+    // Wake every rank at the earliest collective deadline; on the fabric also after stall_s
+    // of virtual time without progress (the SM keeps the event queue busy forever).
+    double limit = kNever;
+    for (int r = 0; r < n; ++r) {
+      const auto ur = static_cast<std::size_t>(r);
+      if (done[ur]) continue;
+      const TimeNs d = comms[ur]->next_deadline();
+      if (d != kNoDeadline) limit = std::min(limit, static_cast<double>(d) * 1e-9);
+    }
+    if (net) limit = std::min(limit, last_work + run.stall_s);
+    active = c.advance(limit);
+    if (active.empty()) {
+      if (limit == kNever || (net && c.now() >= last_work + run.stall_s)) {
+        RunOutcome f;
+        f.error = "the collective stalled (no progress" +
+                  std::string(net ? " for " + std::to_string(run.stall_s) + " s virtual)"
+                                  : ", no events pending)");
+        f.fabric = fabric_info();
+        return f;
+      }
+      active.clear();
+      for (int r = 0; r < n; ++r)
+        if (!done[static_cast<std::size_t>(r)]) active.push_back(r);
+    }
   }
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  finish -= t_base;
   res.time_s = finish;
+  res.fabric = fabric_info();
   res.messages = c.messages();
   res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
   res.busbw = res.algbw * busbw_factor(run.kind, n);
@@ -461,7 +637,7 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
                           run.kind == CollKind::kReduceScatter || run.kind == CollKind::kReduce;
     std::vector<std::uint8_t> ref;
     if (reducing) {
-      ref = send[0];
+      ref.assign(send[0].data(), send[0].data() + send_elems * es);
       for (std::size_t r = 1; r < un; ++r)
         coll::reduce(run.dtype, run.op, ref.data(), send[r].data(), send_elems);
       if (run.op == RedOp::kAvg) coll::finish_avg(run.dtype, ref.data(), send_elems, n);

@@ -7,8 +7,9 @@
 // are non-blocking, a rail change adds spine_latency). The SM does not manage the NVLink domain.
 // Reduction arithmetic costs reduce_Bps per GPU: a rank's sends posted after it reduced d bytes
 // leave no earlier than d / reduce_Bps later.
-// Messages are modelled whole (serialisation at the egress and ingress ports, cut-through), not
-// as packets: this is the NIC-level model of the alpha-beta analysis, not the packet-level fabric.
+// Messages are modelled whole (serialisation at the egress and ingress ports, cut-through): the
+// NIC-level ("coarse") model of the alpha-beta analysis. With RunConfig::packet the inter-node
+// traffic runs on the packet-level fabric instead (fabric_net.hpp: emu/fabric, the SM, faults).
 // Thread-safety: single-threaded.
 #pragma once
 
@@ -18,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "emu/faults/injector.hpp"
+#include "emu/faults/scenario.hpp"
 #include "src/coll/plan.hpp"
 #include "src/coll/types.hpp"
 
@@ -32,7 +35,19 @@ struct ClusterConfig {
   double nic_latency_s = 2e-6;  // HCA to HCA through the rail switch
   double spine_latency_s = 0.6e-6;
   double reduce_Bps = 2e12;  // reduction arithmetic per GPU; 0 = free
+  // Packet-level fabric (RunConfig::packet): the emu/topo spec whose NVLink domains are the
+  // nodes (rail:nodes=N,gpus=G,spines=S); each GPU's NIC is one of its HCAs.
+  std::string topology;
 };
+
+// The coarse model's NIC parameters for a packet-level fabric built from `topology` with the
+// default FabricConfig and a 4 KiB path MTU: payload goodput of one HCA link (rate x payload /
+// FEC line bytes of a full packet) and one NIC-to-NIC latency through a switch.
+struct NicCalibration {
+  double nic_Bps = 0;
+  double nic_latency_s = 0;
+};
+std::optional<NicCalibration> calibrate_nic(const std::string& topology);
 
 struct RunConfig {
   coll::CollKind kind = coll::CollKind::kAllReduce;
@@ -43,6 +58,27 @@ struct RunConfig {
   std::size_t chunk_bytes = 1 << 20;
   std::uint32_t slots = 4;
   bool verify = true;  // full payload: every rank its own buffers, results checked
+  // Inter-node traffic on emu/fabric (real QPs, packets through switches under credit flow
+  // control, the SM) instead of the whole-message NIC model. Needs ClusterConfig::topology.
+  bool packet = false;
+  faults::Scenario faults;  // packet only: applied when the collective starts
+  std::uint64_t seed = 1;   // packet only: the Simulator's seed
+  TimeNs timeout_ns = 0;    // CollArgs::timeout_ns (0 = none)
+  double stall_s = 1.0;     // packet only: no rank progressing this long = an error
+};
+
+// What the packet-level fabric did during a run.
+struct FabricInfo {
+  std::uint64_t events = 0;   // Simulator events (the SM's bring-up excluded)
+  std::uint64_t packets = 0;  // data packets delivered to HCAs
+  std::uint64_t qps = 0;
+  std::uint64_t discards = 0;  // PortXmitDiscards + injected drops over every port
+  double sm_bringup_virtual_s = 0;
+  std::uint64_t sm_mads = 0;
+  std::uint32_t reroutes = 0;  // heavy sweeps the SM finished during the run
+  std::uint64_t traps = 0;
+  std::vector<faults::LogEntry> log;  // the fault log (injected events, SM re-routes), times
+                                      // from the collective's start
 };
 
 struct RunResult {
@@ -54,14 +90,20 @@ struct RunResult {
   std::optional<std::uint64_t> wrong;  // elements differing from the reference (verify only)
   std::optional<double> model_busbw;   // the alpha-beta model, where it covers the collective
   std::uint64_t messages = 0;
+  double wall_s = 0;                 // host time of the simulation (setup excluded)
+  std::optional<FabricInfo> fabric;  // packet-level runs
 };
 
 // Runs one collective of `bytes` (nccl-tests' size: the whole buffer for all-reduce, broadcast
 // and reduce; size x per-rank count for reduce-scatter and all-gather; the per-rank send buffer
 // for all-to-all). Returns an error sentence on bad arguments.
+// A collective that fails (a rank cut off, a timeout) gives `error` naming the rank and peer,
+// and, on the packet-level fabric, `fabric` with the fault log.
 struct RunOutcome {
   std::optional<RunResult> result;
   std::string error;
+  int failed_rank = -1, failed_peer = -1;
+  std::optional<FabricInfo> fabric;
 };
 RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, std::size_t bytes);
 

@@ -38,7 +38,7 @@ std::uint8_t* Communicator::ptr(const Ref& r) const {
     case Buf::kOut:
       return static_cast<std::uint8_t*>(args_.recv) + r.off;
     case Buf::kTmp:
-      return const_cast<std::uint8_t*>(tmp_.data()) + r.off;
+      return tmp_.get() + r.off;
   }
   return nullptr;
 }
@@ -53,7 +53,12 @@ CollErrc Communicator::start(const CollArgs& args) {
   if (!plan) return plan.error();
   args_ = args;
   plan_ = std::move(plan.value());
-  tmp_.assign(plan_.tmp_bytes, 0);
+  if (plan_.tmp_bytes != tmp_bytes_) {
+    // Uninitialised when nothing reads it (timing only): untouched pages cost nothing.
+    tmp_.reset(plan_.tmp_bytes == 0 ? nullptr : new std::uint8_t[plan_.tmp_bytes]);
+    tmp_bytes_ = plan_.tmp_bytes;
+  }
+  if (!args.skip_arithmetic && tmp_bytes_ > 0) std::memset(tmp_.get(), 0, tmp_bytes_);
   // Every buffer that a send reads from must be registered; register the extent of each.
   std::array<std::size_t, 3> extent{};
   for (const PlanOp& op : plan_.ops) {
@@ -81,6 +86,7 @@ CollErrc Communicator::start(const CollArgs& args) {
   failure_ = CollErrc::kOk;
   started_ns_ = kNoDeadline;
   compute_deps();
+  active_.clear();
   for (std::uint32_t i = 0; i < plan_.ops.size(); ++i) {
     const PlanOp& op = plan_.ops[i];
     if (op.kind == PlanOp::Kind::kSend || op.kind == PlanOp::Kind::kRecv) {
@@ -88,10 +94,14 @@ CollErrc Communicator::start(const CollArgs& args) {
           static_cast<std::uint32_t>((op.bytes + t_.slot_bytes() - 1) / t_.slot_bytes());
       Conn& c = conn(op.peer, op.lane);
       (op.kind == PlanOp::Kind::kSend ? c.sends : c.recvs).push_back(i);
+      active_.push_back(static_cast<std::uint32_t>(op.peer * t_.lanes() + op.lane));
     } else if (ops_[i].deps_left == 0) {
       ready_local_.push_back(i);
     }
   }
+  // The connections this collective uses, in (peer, lane) order: progress() visits only these.
+  std::sort(active_.begin(), active_.end());
+  active_.erase(std::unique(active_.begin(), active_.end()), active_.end());
   state_ = CollState::kRunning;
   return CollErrc::kOk;
 }
@@ -200,8 +210,8 @@ void Communicator::run_local(std::uint32_t i) {
   if (op.kind == PlanOp::Kind::kCopy) {
     std::uint8_t* src = ptr(op.a);
     std::uint8_t* dst = ptr(op.b);
-    if (src != dst) std::memmove(dst, src, op.bytes);
-  } else {
+    if (src != dst && !args_.skip_arithmetic) std::memmove(dst, src, op.bytes);
+  } else if (!args_.skip_arithmetic) {
     finish_avg(args_.dtype, ptr(op.a), op.bytes / elem_bytes(args_.dtype), t_.size());
   }
   complete(i);
@@ -257,13 +267,15 @@ bool Communicator::pump_recv(Conn& c, int peer, int lane) {
       c.next_recv_slot = (c.next_recv_slot + 1) % t_.slots();
       const std::uint8_t* src = t_.inbox(peer, lane, a.slot);
       if (op.reduce) {
-        reduce(args_.dtype, args_.op, ptr(op.a) + off, src, len / elem_bytes(args_.dtype));
+        if (!args_.skip_arithmetic)
+          reduce(args_.dtype, args_.op, ptr(op.a) + off, src, len / elem_bytes(args_.dtype));
         stats_.reduce_bytes += len;
-      } else {
+      } else if (!args_.skip_arithmetic) {
         std::memcpy(ptr(op.a) + off, src, len);
       }
       ++s.frags_done;
-      ++c.grant_pending;
+      if (c.grant_pending++ == 0)
+        granting_.push_back(static_cast<std::uint32_t>(peer * t_.lanes() + lane));
       ++stats_.chunks_applied;
       work = true;
     }
@@ -299,11 +311,12 @@ CollState Communicator::progress(TimeNs now) {
   did_work_ = false;
   if (state_ == CollState::kRunning && started_ns_ == kNoDeadline) started_ns_ = now;
   // Arrivals and grants are recorded even when idle: a faster peer may be a collective ahead.
-  std::array<TransportEvent, 64> evs;
+  // A member, not a local: 64 value-initialised events per call were a measurable memset.
+  if (evs_.empty()) evs_.resize(64);
   std::size_t got;
-  while ((got = t_.poll(evs)) > 0) {
+  while ((got = t_.poll(evs_)) > 0) {
     for (std::size_t k = 0; k < got; ++k) {
-      const TransportEvent& ev = evs[k];
+      const TransportEvent& ev = evs_[k];
       Conn& c = conn(ev.peer, ev.lane);
       switch (ev.kind) {
         case TransportEvent::Kind::kWriteDone: {
@@ -341,30 +354,36 @@ CollState Communicator::progress(TimeNs now) {
         run_local(i);
         changed = true;
       }
-      for (int p = 0; p < t_.size(); ++p) {
-        for (int l = 0; l < t_.lanes(); ++l) {
-          Conn& c = conn(p, l);
-          if (!c.recvs.empty()) changed |= pump_recv(c, p, l);
-          if (!c.sends.empty()) changed |= pump_send(c, p, l);
-        }
+      const int lanes = t_.lanes();
+      for (std::uint32_t ci : active_) {
+        const int p = static_cast<int>(ci) / lanes, l = static_cast<int>(ci) % lanes;
+        Conn& c = conns_[ci];
+        if (!c.recvs.empty()) changed |= pump_recv(c, p, l);
+        if (!c.sends.empty()) changed |= pump_send(c, p, l);
+        if (state_ != CollState::kRunning) break;
       }
       did_work_ |= changed;
     }
   }
   // Return credits for every slot applied (one grant per connection per call).
-  for (int p = 0; p < t_.size(); ++p) {
-    for (int l = 0; l < t_.lanes(); ++l) {
-      Conn& c = conn(p, l);
-      if (c.grant_pending == 0) continue;
+  if (!granting_.empty()) {
+    std::sort(granting_.begin(), granting_.end());
+    std::size_t keep = 0;
+    const int lanes = t_.lanes();
+    for (std::uint32_t ci : granting_) {
+      Conn& c = conns_[ci];
+      const int p = static_cast<int>(ci) / lanes, l = static_cast<int>(ci) % lanes;
       const TransportErrc e = t_.post_grant(p, l, c.grant_pending);
       if (e == TransportErrc::kOk) {
         c.grant_pending = 0;
         ++stats_.grants_sent;
         did_work_ = true;
-      } else if (e != TransportErrc::kBusy) {
-        fail(CollErrc::kTransport, p);
+      } else {
+        granting_[keep++] = ci;  // busy (retried next call) or failed
+        if (e != TransportErrc::kBusy) fail(CollErrc::kTransport, p);
       }
     }
+    granting_.resize(keep);
   }
   if (state_ == CollState::kRunning && ops_done_ != ops_.size() && args_.timeout_ns != 0 &&
       now >= started_ns_ + args_.timeout_ns) {
@@ -386,7 +405,7 @@ CollState Communicator::progress(TimeNs now) {
 void Communicator::finish() {
   t_.unregister_memory(ptr(Ref{Buf::kIn, 0}));
   if (args_.recv != args_.send) t_.unregister_memory(ptr(Ref{Buf::kOut, 0}));
-  if (!tmp_.empty()) t_.unregister_memory(tmp_.data());
+  if (tmp_bytes_ > 0) t_.unregister_memory(tmp_.get());
   for (auto& c : conns_) {
     c.sends.clear();
     c.recvs.clear();

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include <weft/types.hpp>
@@ -93,8 +94,12 @@ class Communicator {
   Plan plan_{};
   std::vector<OpState> ops_;
   std::vector<Conn> conns_;
-  std::vector<std::uint8_t> tmp_;
+  std::unique_ptr<std::uint8_t[]> tmp_;  // the plan's scratch
+  std::size_t tmp_bytes_ = 0;
   std::vector<std::uint32_t> ready_local_;
+  std::vector<std::uint32_t> active_;    // conns_ indices the running collective uses
+  std::vector<std::uint32_t> granting_;  // conns_ indices with grant_pending > 0
+  std::vector<TransportEvent> evs_;      // poll() buffer
   std::size_t ops_done_ = 0;
   CollState state_ = CollState::kIdle;
   int failed_peer_ = -1;

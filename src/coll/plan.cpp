@@ -296,9 +296,17 @@ Algo select_algo(CollKind kind, std::size_t bytes, int size, const Topology& top
   switch (kind) {
     case CollKind::kAllReduce:
       if (size <= 2) return Algo::kRing;
+      if (hier) {
+        // Measured on emu/collsim's 8 x 8 rail cluster (emu/collsim/README.md): rhd leads to
+        // 256 KiB, ring2 (stage by stage) to 8 MiB, ring2-pipe above (its pieces sized by
+        // build_plan when auto chose it).
+        if (bytes <= 256 * 1024) return Algo::kRhd;
+        if (bytes <= 8 * 1024 * 1024) return Algo::kRing2;
+        return Algo::kRing2Pipe;
+      }
       if (bytes <= 64 * 1024) return Algo::kRhd;     // fewest steps: 2 log2 n latencies
       if (bytes <= 1024 * 1024) return Algo::kTree;  // pipelined, log n depth
-      return hier ? Algo::kRing2Pipe : Algo::kRing;  // bandwidth-optimal
+      return Algo::kRing;                            // bandwidth-optimal
     case CollKind::kBroadcast:
     case CollKind::kReduce:
       return bytes <= 256 * 1024 ? Algo::kTree : Algo::kRing;
@@ -327,8 +335,15 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
   if ((algo == Algo::kRing2 || algo == Algo::kRing2Pipe) && (g < 1 || size % g != 0)) {
     return CollErrc::kInvalidArgument;
   }
+  std::size_t chunk_bytes = a.chunk_bytes;
+  if (a.algo == Algo::kAuto && algo == Algo::kRing2Pipe && chunk_bytes != 0) {
+    // Pieces of about 1/128 of the buffer per GPU (2-16 MiB chunks): fewer, larger pieces than
+    // a small chunk gives keep the inter-node ring from being latency-bound.
+    const std::size_t want = std::clamp<std::size_t>(a.count * es / 128, 2u << 20, 16u << 20);
+    chunk_bytes = std::max(chunk_bytes, want);
+  }
   const std::size_t chunk_elems =
-      a.chunk_bytes == 0 ? SIZE_MAX / 4 : std::max<std::size_t>(1, a.chunk_bytes / es);
+      chunk_bytes == 0 ? SIZE_MAX / 4 : std::max<std::size_t>(1, chunk_bytes / es);
   Builder b(rank, size, lanes, es);
   const std::size_t N = a.count;
   const Seg in{Buf::kIn, 0, N}, out{Buf::kOut, 0, N}, tmp{Buf::kTmp, 0, N};

@@ -64,6 +64,9 @@ struct CollArgs {
   // The collective fails (kFailed, naming the peer it still waits for) if it has not finished
   // this long after its first progress() call. 0 = no limit.
   TimeNs timeout_ns = 0;
+  // Timing-only simulations: the bytes are not looked at, so reductions, copies and the avg
+  // division are counted (CommStats::reduce_bytes) but not executed. Results are garbage.
+  bool skip_arithmetic = false;
 };
 
 struct Topology {

@@ -44,8 +44,11 @@ TEST(CollModel, Formulas) {
 TEST(CollPlan, AutoSelection) {
   const Topology flat{1}, nodes{8};
   EXPECT_EQ(select_algo(CollKind::kAllReduce, 1 << 10, 64, nodes), Algo::kRhd);
-  EXPECT_EQ(select_algo(CollKind::kAllReduce, 512 << 10, 64, nodes), Algo::kTree);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 256 << 10, 64, nodes), Algo::kRhd);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 512 << 10, 64, nodes), Algo::kRing2);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 8 << 20, 64, nodes), Algo::kRing2);
   EXPECT_EQ(select_algo(CollKind::kAllReduce, 64 << 20, 64, nodes), Algo::kRing2Pipe);
+  EXPECT_EQ(select_algo(CollKind::kAllReduce, 512 << 10, 64, flat), Algo::kTree);
   EXPECT_EQ(select_algo(CollKind::kAllReduce, 64 << 20, 64, flat), Algo::kRing);
   EXPECT_EQ(select_algo(CollKind::kAllReduce, 64 << 20, 8, nodes), Algo::kRing);  // one node
   EXPECT_EQ(select_algo(CollKind::kAllReduce, 1 << 10, 2, flat), Algo::kRing);

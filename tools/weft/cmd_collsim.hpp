@@ -2,10 +2,13 @@
 //   weft sim --workload allreduce|reducescatter|allgather|broadcast|reduce|alltoall
 //            --algo ring|ring2|ring2-pipe|tree|rhd|auto [--channels C] -b 8 -e 8G -f 2
 //            --dtype bf16 --op sum --topology rail:nodes=4,gpus=8 [--json] [--timing-only]
+//            [--fabric coarse|packet] [--event at=50us,action=link-down,link=rail00/p9 ...]
 // prints nccl-tests' table (plus the alpha-beta model's busbw and measured/model).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -19,17 +22,27 @@ struct CollSimArgs {
   std::string chunk = "1M";
   double nvl_gbps = 450;  // GB/s per GPU each way
   double nvl_latency_us = 0.5;
-  double nic_latency_us = 2;
-  double reduce_gbps = 2000;        // GB/s per GPU; 0 = free
-  std::string verify_limit = "2G";  // full payload while ranks x buffers stay under this
+  std::string nic_latency_us = "auto";  // us, or auto: the packet-level fabric's
+  std::string nic_gbps = "auto";        // GB/s, or auto: the fabric's payload goodput
+  std::string fabric = "coarse";        // coarse (whole-message NIC model) or packet (emu/fabric)
+  std::string timeout = "0";            // a collective failing after this virtual time (0: none)
+  double reduce_gbps = 2000;            // GB/s per GPU; 0 = free
+  std::string verify_limit = "2G";      // full payload while ranks x buffers stay under this
+};
+
+// The fault flags of `weft sim` (packet-level fabric only).
+struct CollSimFaults {
+  std::string faults_file;
+  std::vector<std::string> fault_flags, event_flags;
+  std::uint64_t seed = 1;
 };
 
 // Registers --algo, --channels, -b, -e, -f, --dtype, --op, --chunk, --nvl-bw, --nvl-latency,
-// --nic-latency, --reduce-rate, --verify-limit on `weft sim`.
+// --nic-latency, --reduce-rate, --verify-limit, --nic-bw, --fabric, --timeout on `weft sim`.
 void add_collsim_options(CLI::App* cmd, CollSimArgs& a);
 bool is_coll_workload(const std::string& workload);
 // Runs the sweep and prints it; bad input prints one sentence and throws CLI::RuntimeError(2).
 void run_collsim(const CollSimArgs& a, const std::string& topology, const std::string& workload,
-                 bool json, bool timing_only);
+                 bool json, bool timing_only, const CollSimFaults& faults = {});
 
 }  // namespace weft::cli

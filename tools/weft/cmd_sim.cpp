@@ -40,7 +40,9 @@ struct SimArgs {
 void run(const SimArgs& a, bool seed_given, const std::vector<std::string>& extras) {
   if (!extras.empty()) bad_input("unexpected argument \"" + extras.front() + "\" (see --help)");
   if (is_coll_workload(a.workload)) {
-    run_collsim(a.coll, a.topology, a.workload, a.json, a.timing_only);
+    CollSimFaults f{a.faults_file, a.fault_flags, a.event_flags, 1};
+    if (seed_given) f.seed = std::strtoull(a.seed.c_str(), nullptr, 0);
+    run_collsim(a.coll, a.topology, a.workload, a.json, a.timing_only, f);
     return;
   }
   std::uint64_t seed_value = 0;

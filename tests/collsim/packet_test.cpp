@@ -1,0 +1,227 @@
+// tests/collsim/packet_test.cpp — collectives whose inter-node traffic runs on the packet-level
+// fabric (emu/fabric HCAs and switches brought up by the SM): exact results for every
+// all-reduce algorithm and the other collectives, the coarse NIC model within 5 % of it, a
+// link failing in the middle of an all-reduce (re-routed, retransmitted, still exact), a rank
+// cut off (a named failure, no hang), and the CLI's --fabric packet with an --event.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "emu/collsim/collsim.hpp"
+#include "emu/topo/spec.hpp"
+#include "src/coll/plan.hpp"
+
+namespace weft::collsim {
+namespace {
+
+using coll::Algo;
+using coll::CollKind;
+using coll::DataType;
+using coll::RedOp;
+
+constexpr const char* kRail22 = "rail:nodes=2,gpus=2,spines=1";
+
+ClusterConfig rail22() {
+  ClusterConfig c{.nodes = 2, .gpus = 2, .topology = kRail22};
+  const auto cal = calibrate_nic(kRail22);
+  c.nic_Bps = cal->nic_Bps;
+  c.nic_latency_s = cal->nic_latency_s;
+  return c;
+}
+
+// The links of switch `name` that go to other switches (its uplinks), in port order.
+std::vector<topo::LinkId> uplinks(const topo::Topology& t, const std::string& name) {
+  std::vector<topo::LinkId> out;
+  for (topo::NodeId i = 0; i < t.node_count(); ++i) {
+    if (t.node(i).description != name) continue;
+    for (int p = 1; p <= t.node(i).num_ports(); ++p) {
+      const topo::LinkId l = t.node(i).ports[static_cast<std::size_t>(p)].link;
+      if (l != topo::kNoLink && t.node(t.link(l).other(i).node).is_switch()) out.push_back(l);
+    }
+  }
+  return out;
+}
+
+topo::LinkId hca_link(const topo::Topology& t, const std::string& name) {
+  for (topo::NodeId i = 0; i < t.node_count(); ++i)
+    if (t.node(i).description == name) return t.node(i).ports[1].link;
+  return topo::kNoLink;
+}
+
+TEST(PacketFabric, EveryAllReduceAlgorithmIsExact) {
+  const ClusterConfig c = rail22();
+  for (Algo a : {Algo::kRing, Algo::kRing2, Algo::kRing2Pipe, Algo::kTree, Algo::kRhd}) {
+    SCOPED_TRACE(std::string(coll::to_string(a)));
+    RunConfig run{.kind = CollKind::kAllReduce,
+                  .algo = a,
+                  .dtype = DataType::kBf16,
+                  .op = RedOp::kSum,
+                  .channels = 2,
+                  .chunk_bytes = 16384,
+                  .packet = true};
+    const auto o = run_collective(c, run, 200004);  // not a multiple of the rank count
+    ASSERT_TRUE(o.result) << o.error;
+    EXPECT_EQ(o.result->wrong.value_or(1), 0u);
+    ASSERT_TRUE(o.result->fabric);
+    EXPECT_GT(o.result->fabric->packets, 0u);
+    EXPECT_GT(o.result->fabric->qps, 0u);
+    EXPECT_EQ(o.result->fabric->discards, 0u);
+  }
+}
+
+TEST(PacketFabric, OtherCollectivesAreExact) {
+  const ClusterConfig c = rail22();
+  for (CollKind k : {CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast,
+                     CollKind::kReduce, CollKind::kAllToAll}) {
+    SCOPED_TRACE(std::string(coll::to_string(k)));
+    RunConfig run{
+        .kind = k, .dtype = DataType::kI32, .op = RedOp::kMax, .chunk_bytes = 8192, .packet = true};
+    const auto o = run_collective(c, run, 65536 + 36);
+    ASSERT_TRUE(o.result) << o.error;
+    EXPECT_EQ(o.result->wrong.value_or(1), 0u);
+  }
+}
+
+TEST(PacketFabric, CoarseModelIsWithinFivePercent) {
+  // Timing only, 2 nodes x 4 GPUs, sizes where bandwidth dominates.
+  const std::string spec = "rail:nodes=2,gpus=4,spines=1";
+  ClusterConfig c{.nodes = 2, .gpus = 4, .topology = spec};
+  const auto cal = calibrate_nic(spec);
+  ASSERT_TRUE(cal);
+  c.nic_Bps = cal->nic_Bps;
+  c.nic_latency_s = cal->nic_latency_s;
+  for (Algo a : {Algo::kRing, Algo::kRing2}) {
+    SCOPED_TRACE(std::string(coll::to_string(a)));
+    RunConfig run{.kind = CollKind::kAllReduce,
+                  .algo = a,
+                  .dtype = DataType::kBf16,
+                  .chunk_bytes = 1 << 20,
+                  .verify = false};
+    const auto coarse = run_collective(c, run, 8u << 20);
+    run.packet = true;
+    const auto packet = run_collective(c, run, 8u << 20);
+    ASSERT_TRUE(coarse.result) << coarse.error;
+    ASSERT_TRUE(packet.result) << packet.error;
+    EXPECT_NEAR(coarse.result->time_s / packet.result->time_s, 1.0, 0.05)
+        << "coarse " << coarse.result->time_s << " s, packet " << packet.result->time_s << " s";
+  }
+}
+
+TEST(PacketFabric, LinkDownMidAllReduceIsReroutedAndExact) {
+  // The flat ring crosses rails between nodes (GPU 1 of node 0 to GPU 0 of node 1), through
+  // the spine over one of rail01's two uplinks. Each uplink fails in its own run at 20 us;
+  // both runs finish with exact results, and the run that lost the used uplink shows the
+  // SM's re-route in the fault log and takes at least one retransmission timeout longer.
+  const ClusterConfig c = rail22();
+  auto t = topo::from_spec(kRail22);
+  ASSERT_TRUE(t);
+  const auto ups = uplinks(*t, "rail01");
+  ASSERT_EQ(ups.size(), 2u);
+  RunConfig run{.kind = CollKind::kAllReduce,
+                .algo = Algo::kRing,
+                .dtype = DataType::kF32,
+                .op = RedOp::kSum,
+                .chunk_bytes = 65536,
+                .packet = true,
+                .seed = 7};
+  const auto clean = run_collective(c, run, 4u << 20);
+  ASSERT_TRUE(clean.result) << clean.error;
+  double slowest = 0;
+  bool rerouted = false;
+  for (topo::LinkId l : ups) {
+    run.faults = {};
+    run.faults.events.push_back(
+        faults::EventSpec{.at_ns = 20'000, .action = faults::Action::kLinkDown, .link = l});
+    const auto o = run_collective(c, run, 4u << 20);
+    ASSERT_TRUE(o.result) << o.error;
+    EXPECT_EQ(o.result->wrong.value_or(1), 0u);
+    ASSERT_TRUE(o.result->fabric);
+    slowest = std::max(slowest, o.result->time_s);
+    for (const auto& e : o.result->fabric->log)
+      rerouted |= e.what.find("SM re-routed") != std::string::npos;
+  }
+  EXPECT_TRUE(rerouted);
+  EXPECT_GT(slowest, clean.result->time_s + 0.5e-3) << "no retransmission timeout seen";
+}
+
+TEST(PacketFabric, RankCutOffFailsNamingIt) {
+  // node001-hca0 (rank 2) loses its only link at 20 us: the collective fails on the
+  // connection between ranks 1 and 2 (the flat ring's crossing), naming the HCA; no hang.
+  const ClusterConfig c = rail22();
+  auto t = topo::from_spec(kRail22);
+  ASSERT_TRUE(t);
+  RunConfig run{.kind = CollKind::kAllReduce,
+                .algo = Algo::kRing,
+                .dtype = DataType::kF32,
+                .chunk_bytes = 65536,
+                .packet = true};
+  run.faults.events.push_back(faults::EventSpec{
+      .at_ns = 20'000, .action = faults::Action::kLinkDown, .link = hca_link(*t, "node001-hca0")});
+  const auto o = run_collective(c, run, 4u << 20);
+  ASSERT_FALSE(o.result);
+  EXPECT_EQ(std::min(o.failed_rank, o.failed_peer), 1) << o.error;
+  EXPECT_EQ(std::max(o.failed_rank, o.failed_peer), 2) << o.error;
+  EXPECT_NE(o.error.find("failed"), std::string::npos) << o.error;
+  ASSERT_TRUE(o.fabric);
+  EXPECT_FALSE(o.fabric->log.empty());
+}
+
+TEST(PacketFabric, CollectiveTimeoutNamesTheMissingPeer) {
+  // The same cut-off with a 500 us collective deadline (shorter than the RC retries): a
+  // timeout naming the rank still waited for.
+  const ClusterConfig c = rail22();
+  auto t = topo::from_spec(kRail22);
+  ASSERT_TRUE(t);
+  RunConfig run{.kind = CollKind::kAllReduce,
+                .algo = Algo::kRing,
+                .dtype = DataType::kF32,
+                .chunk_bytes = 65536,
+                .packet = true,
+                .timeout_ns = 500'000};
+  run.faults.events.push_back(faults::EventSpec{
+      .at_ns = 20'000, .action = faults::Action::kLinkDown, .link = hca_link(*t, "node001-hca0")});
+  const auto o = run_collective(c, run, 4u << 20);
+  ASSERT_FALSE(o.result);
+  EXPECT_NE(o.error.find("timed out waiting for rank"), std::string::npos) << o.error;
+}
+
+struct Cli {
+  int status = -1;
+  std::string out;
+};
+
+Cli weft_cli(const std::string& args) {
+  Cli r;
+  FILE* f = popen((std::string(WEFT_PATH) + " " + args + " 2>&1").c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  const int st = pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(PacketFabricCli, LinkDownIsLoggedAndACutOffRankExitsOne) {
+  const std::string base = std::string("sim --workload allreduce --topology ") + kRail22 +
+                           " --algo ring -b 1M -e 1M --chunk 64K --fabric packet ";
+  const Cli ok = weft_cli(base + "--event at=20us,action=link-down,link=rail01/p3");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("packet-level fabric"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("fault log     20.000 us  link down: rail01/p3"), std::string::npos)
+      << ok.out;
+  const Cli cut = weft_cli(base + "--event at=20us,action=link-down,link=node001-hca0/p1");
+  EXPECT_EQ(cut.status, 1) << cut.out;
+  EXPECT_NE(cut.out.find("weft sim: rank "), std::string::npos) << cut.out;
+  EXPECT_NE(cut.out.find("failed"), std::string::npos) << cut.out;
+  const Cli coarse = weft_cli(std::string("sim --workload allreduce --topology ") + kRail22 +
+                              " --event at=20us,action=link-down,link=rail01/p3");
+  EXPECT_EQ(coarse.status, 2) << coarse.out;
+  EXPECT_NE(coarse.out.find("need --fabric packet"), std::string::npos) << coarse.out;
+}
+
+}  // namespace
+}  // namespace weft::collsim
