@@ -19,58 +19,13 @@
 namespace weft::io::udp {
 namespace {
 
-constexpr std::size_t kFrameHead = wire::kEthHeaderBytes + wire::kIpv4HeaderBytes +
-                                   wire::kUdpHeaderBytes;  // 42: where the datagram starts
-constexpr std::size_t kDatagramMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 4;
+constexpr std::size_t kFrameHead = roce::kFrameHead;  // 42: where the datagram starts
+constexpr std::size_t kDatagramMax = roce::kDatagramMax;
 constexpr std::size_t kMmsgBatch = 64;
 constexpr std::uint64_t kTagSend = std::uint64_t{1} << 32;
 constexpr std::uint64_t kTagCancel = 0xFFFFFFFF;
 
 std::atomic<bool> g_fallback_logged{false};
-
-void put16(std::uint8_t* p, unsigned v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  put16(p, v >> 16);
-  put16(p + 2, v & 0xFFFF);
-}
-std::uint32_t get32(const std::uint8_t* p) {
-  return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
-}
-
-std::uint16_t ipv4_checksum(const std::uint8_t* h) {
-  std::uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += std::uint32_t{h[i]} << 8 | h[i + 1];
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<std::uint16_t>(~sum);
-}
-
-// Ethernet, IPv4 and UDP headers in front of a datagram of `bytes`, as the kernel sends it (DF,
-// identification 0, TTL 64; the UDP checksum stays 0 here: it is masked in the ICRC).
-void write_frame_head(std::uint8_t* f, std::uint32_t src_ip, std::uint16_t sport,
-                      std::uint32_t dst_ip, std::uint16_t dport, std::size_t bytes) {
-  static constexpr std::uint8_t kMacs[12] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1};
-  std::memcpy(f, kMacs, 12);
-  put16(f + 12, wire::kEtherTypeIpv4);
-  std::uint8_t* ip = f + wire::kEthHeaderBytes;
-  ip[0] = 0x45;
-  ip[1] = 0;
-  put16(ip + 2, static_cast<unsigned>(20 + 8 + bytes));
-  put16(ip + 4, 0);
-  put16(ip + 6, 0x4000);
-  ip[8] = 64;
-  ip[9] = 17;
-  put16(ip + 10, 0);
-  put32(ip + 12, src_ip);
-  put32(ip + 16, dst_ip);
-  std::uint8_t* u = ip + wire::kIpv4HeaderBytes;
-  put16(u, sport);
-  put16(u + 2, dport);
-  put16(u + 4, static_cast<unsigned>(8 + bytes));
-  put16(u + 6, 0);
-}
 
 void init_slot(std::vector<std::uint8_t>& buf, sockaddr_in& addr, iovec& iov, msghdr& msg) {
   buf.assign(kFrameHead + kDatagramMax, 0);
@@ -97,10 +52,7 @@ std::string_view to_string(UdpBackend b) {
 }
 
 std::array<std::uint8_t, 16> UdpMedium::gid_of(std::uint32_t ip) {
-  std::array<std::uint8_t, 16> g{};
-  g[10] = g[11] = 0xFF;
-  put32(g.data() + 12, ip);
-  return g;
+  return roce::gid_of(ip);
 }
 
 UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
@@ -217,12 +169,7 @@ UdpMedium::~UdpMedium() {
 }
 
 void UdpMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port) {
-  for (auto& p : peers_)
-    if (p.lid == lid) {
-      p = {lid, ip, port};
-      return;
-    }
-  peers_.push_back({lid, ip, port});
+  peers_.add({lid, ip, port, roce::kPcapDstMac});
 }
 
 int UdpMedium::rx_wait_fd() const {
@@ -244,54 +191,27 @@ bool UdpMedium::prepare_sleep() {
   return tx_sent_ == tx_built_;  // unsent frames: keep passing (back-pressure clears soon)
 }
 
-const UdpMedium::Peer* UdpMedium::route(const TxPacket& pkt) const {
-  const std::uint8_t* h = pkt.headers.data();
-  if ((h[1] & 3) == 3) {  // GRH: DGID at GRH bytes 24..39
-    const std::uint8_t* dgid = h + 8 + 24;
-    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-    if (!std::memcmp(dgid, kMapped, 12)) {
-      const std::uint32_t ip = get32(dgid + 12);
-      for (const auto& p : peers_)
-        if (p.ip == ip) return &p;
-    }
-  }
-  for (const auto& p : peers_)
-    if (p.lid == pkt.dlid) return &p;
-  return nullptr;
-}
-
 bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
-  const Peer* p = route(pkt);
+  const roce::Peer* p = peers_.route(pkt);
   if (!p) {
     ++counters_.tx_no_route;
     return false;
   }
-  const std::uint8_t* h = pkt.headers.data();
-  const std::size_t bth = (h[1] & 3) == 3 ? 48 : 8;
-  const std::size_t t = pkt.header_bytes - bth;
+  roce::FrameAddr a;
+  a.src_ip = cfg_.local_ip;
+  a.src_port = local_port_;
+  a.dst_ip = p->ip;
+  a.dst_port = p->port;
   std::uint8_t* f = s.buf.data();
-  std::uint8_t* d = f + kFrameHead;
-  std::memcpy(d, h + bth, t);
-  if (pkt.payload_bytes) std::memcpy(d + t, pkt.payload, pkt.payload_bytes);
-  std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
-  const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
-  write_frame_head(f, cfg_.local_ip, local_port_, p->ip, p->port, bytes);
-  const std::uint32_t ic = wire::icrc_roce_v2(
-      {f + wire::kEthHeaderBytes, wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + t},
-      {d + t, pkt.payload_bytes}, pkt.pad_bytes);
-  wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4), ic);
+  s.frame_bytes = roce::build_frame(pkt, a, f);
+  const std::size_t bytes = s.frame_bytes - kFrameHead;
   s.addr = {};
   s.addr.sin_family = AF_INET;
   s.addr.sin_port = htons(p->port);
   s.addr.sin_addr.s_addr = htonl(p->ip);
-  s.iov = {d, bytes};
+  s.iov = {f + kFrameHead, bytes};
   s.msg.msg_namelen = sizeof s.addr;
-  s.frame_bytes = kFrameHead + bytes;
-  if (pcap_.is_open()) {
-    std::uint8_t* ip = f + wire::kEthHeaderBytes;
-    put16(ip + 10, ipv4_checksum(ip));
-    pcap_.write(now, {f, s.frame_bytes});
-  }
+  if (pcap_.is_open()) pcap_.write(now, {f, s.frame_bytes});
   ++counters_.tx_packets;
   counters_.tx_bytes += bytes;
   return true;
@@ -299,53 +219,26 @@ bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
 
 void UdpMedium::deliver(Device& dev, Slot& s, std::size_t n, TimeNs now) {
   std::uint8_t* f = s.buf.data();
-  const std::uint32_t src_ip = ntohl(s.addr.sin_addr.s_addr);
-  const std::uint16_t sport = ntohs(s.addr.sin_port);
-  write_frame_head(f, src_ip, sport, cfg_.local_ip, local_port_, n);
-  if (pcap_.is_open()) {
-    std::uint8_t* ip = f + wire::kEthHeaderBytes;
-    put16(ip + 10, ipv4_checksum(ip));
-    pcap_.write(now, {f, kFrameHead + n});
+  roce::FrameAddr a;
+  std::swap(a.src_mac, a.dst_mac);  // the capture shows the peer's MAC as the source
+  a.src_ip = ntohl(s.addr.sin_addr.s_addr);
+  a.src_port = ntohs(s.addr.sin_port);
+  a.dst_ip = cfg_.local_ip;
+  a.dst_port = local_port_;
+  roce::write_frame_head(f, a, n);
+  if (pcap_.is_open()) pcap_.write(now, {f, kFrameHead + n});
+  switch (roce::deliver_frame(dev, f, kFrameHead + n, peers_.lid_of(a.src_ip, a.src_port), now)) {
+    case roce::RxStatus::kDelivered:
+      ++counters_.rx_packets;
+      counters_.rx_bytes += n;
+      break;
+    case roce::RxStatus::kMalformed:
+      ++counters_.rx_malformed;
+      break;
+    case roce::RxStatus::kBadIcrc:
+      ++counters_.rx_bad_icrc;
+      break;
   }
-  // parse_roce_v2 knows RoCEv2 by UDP port 4791; ours may be another, which the ICRC covers.
-  std::uint8_t* dport = f + wire::kEthHeaderBytes + wire::kIpv4HeaderBytes + 2;
-  put16(dport, wire::kRoceV2UdpPort);
-  auto r = wire::parse_roce_v2({f, kFrameHead + n}, false);
-  put16(dport, local_port_);
-  if (!r) {
-    ++counters_.rx_malformed;
-    return;
-  }
-  const wire::RoceV2Packet& rp = *r;
-  const std::uint8_t* bth = f + rp.bth_offset;
-  const std::size_t t = static_cast<std::size_t>(rp.payload.data() - bth);
-  const std::uint32_t ic = wire::icrc_roce_v2(
-      {f + wire::kEthHeaderBytes, wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + t}, rp.payload,
-      rp.h.bth.pad_cnt);
-  if (ic != rp.icrc) {
-    ++counters_.rx_bad_icrc;
-    return;
-  }
-  ++counters_.rx_packets;
-  counters_.rx_bytes += n;
-  std::uint16_t slid = 0;
-  for (const auto& p : peers_)
-    if (p.ip == src_ip && p.port == sport) slid = p.lid;
-  TxPacket pkt;
-  std::uint8_t* lrh = pkt.headers.data();
-  const std::uint8_t pad = rp.h.bth.pad_cnt;
-  lrh[0] = 0;     // VL 0, LVer 0
-  lrh[1] = 0x02;  // SL 0, LNH 2: IBA local (the IP header played the GRH's part)
-  put16(lrh + 2, dev.lid());
-  put16(lrh + 4, static_cast<unsigned>((8 + t + rp.payload.size() + pad + 4) / 4));
-  put16(lrh + 6, slid);
-  std::memcpy(lrh + 8, bth, std::min(t, TxPacket::kHeaderBytesMax - 8));
-  pkt.header_bytes = static_cast<std::uint16_t>(8 + t);
-  pkt.payload = rp.payload.data();
-  pkt.payload_bytes = static_cast<std::uint32_t>(rp.payload.size());
-  pkt.pad_bytes = pad;
-  pkt.dlid = dev.lid();
-  dev.on_packet(pkt, now);
 }
 
 // ---- sendmmsg / recvmmsg ----

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "src/io/medium.hpp"
+#include "src/io/udp/roce_frame.hpp"
 #include "src/wire/pcap.hpp"
 #include "src/wire/roce.hpp"
 
@@ -89,11 +90,6 @@ class UdpMedium final : public Medium {
   static std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
 
  private:
-  struct Peer {
-    std::uint16_t lid;
-    std::uint32_t ip;
-    std::uint16_t port;
-  };
   struct Slot {
     std::vector<std::uint8_t> buf;  // Ethernet/IPv4/UDP headers (for ICRC and pcap), datagram
     sockaddr_in addr{};
@@ -102,7 +98,6 @@ class UdpMedium final : public Medium {
     std::size_t frame_bytes = 0;
   };
   bool setup_uring();
-  const Peer* route(const TxPacket& pkt) const;
   // Builds slot's frame from pkt; false when there is no route.
   bool build(const TxPacket& pkt, Slot& s, TimeNs now);
   void deliver(Device& dev, Slot& s, std::size_t datagram_bytes, TimeNs now);
@@ -119,7 +114,7 @@ class UdpMedium final : public Medium {
   int fd_ = -1;
   std::uint16_t local_port_ = 0;
   UdpBackend backend_ = UdpBackend::kMmsg;
-  std::vector<Peer> peers_;
+  roce::PeerTable peers_;
   std::vector<Slot> rx_, tx_;
   std::vector<mmsghdr> mm_;
   std::vector<std::uint32_t> tx_free_;   // io_uring: free send slots
