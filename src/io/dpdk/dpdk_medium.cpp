@@ -9,6 +9,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <sched.h>
+#include <spdlog/spdlog.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -139,10 +140,11 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   const int socket = rte_eth_dev_socket_id(port_id_);
   const std::string pool_name =
       "weft" + std::to_string(getpid() % 100000) + "_" + std::to_string(g_pool_seq.fetch_add(1));
-  pool_ =
-      rte_pktmbuf_pool_create(pool_name.c_str(), n - 1, 64, 0,
-                              static_cast<std::uint16_t>(RTE_PKTMBUF_HEADROOM + roce::kFrameMax),
-                              socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
+  pool_ = rte_pktmbuf_pool_create(
+      pool_name.c_str(), n - 1, 64, 0,
+      static_cast<std::uint16_t>(RTE_PKTMBUF_HEADROOM +
+                                 std::max<std::size_t>(cfg.mbuf_bytes, roce::kFrameMax)),
+      socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
   if (!pool_) {
     error_ = "dpdk: cannot create a pool of " + std::to_string(n - 1) +
              " mbufs: " + rte_strerror(rte_errno) + " (raise -m in the EAL arguments)";

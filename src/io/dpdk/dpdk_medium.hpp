@@ -54,6 +54,9 @@ struct DpdkConfig {
   std::uint16_t port = wire::kRoceV2UdpPort;
   std::string pcap_path;  // every frame sent and received; empty: none
   std::uint16_t rx_desc = 512, tx_desc = 512;
+  // Frame room of each mbuf (at least roce::kFrameMax). Some PMDs want more: net_af_packet wants
+  // its framesz less 32 (8160 for framesz=8192, which a 4 KiB RoCE MTU needs).
+  std::uint16_t mbuf_bytes = 8192;
 };
 
 struct DpdkCounters {
