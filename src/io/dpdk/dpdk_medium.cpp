@@ -173,6 +173,7 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   std::memcpy(mac_.data(), a.addr_bytes, 6);
   timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   pending_.reserve(kBurst);
+  scratch_.resize(roce::kFrameMax);
   if (!cfg.pcap_path.empty() && !pcap_.open(cfg.pcap_path, wire::kLinktypeEthernet))
     log->error("dpdk: cannot open pcap file {}", cfg.pcap_path);
   log->debug("dpdk: port {} ({}) started, {} rx / {} tx descriptors, {} mbufs", port_id_, dev_name_,
@@ -268,11 +269,15 @@ std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
       rte_mbuf* b = m[i];
       auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
       std::size_t len = b->data_len;
+      if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
+        len = std::min<std::size_t>(b->pkt_len, scratch_.size());
+        f = static_cast<std::uint8_t*>(const_cast<void*>(
+            rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));
+      }
       const std::uint8_t* ip = f + wire::kEthHeaderBytes;
       const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
-      if (b->nb_segs != 1 || len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 ||
-          ip[0] != 0x45 || ip[9] != 17 || get32(ip + 16) != cfg_.local_ip ||
-          get16(udp + 2) != cfg_.port) {
+      if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
+          ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
         ++counters_.rx_other;
         rte_pktmbuf_free(b);
         continue;

@@ -102,6 +102,7 @@ class DpdkMedium final : public Medium {
   roce::PeerTable peers_;
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
+  std::vector<std::uint8_t> scratch_;  // a received frame that came in several mbufs
   int timer_fd_ = -1;
   TimeNs backoff_ns_ = 0;
   bool rx_since_sleep_ = false;
