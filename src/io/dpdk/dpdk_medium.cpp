@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "src/base/log.hpp"
+#include "src/io/clock.hpp"
 
 namespace weft::io::dpdk {
 namespace {
@@ -172,6 +173,8 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   rte_eth_macaddr_get(port_id_, &a);
   std::memcpy(mac_.data(), a.addr_bytes, 6);
   timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (cfg.link_wait_ns > 0 && !wait_link(cfg.link_wait_ns))
+    log->warn("dpdk: {} link still down after {} ms", dev_name_, cfg.link_wait_ns / 1'000'000);
   pending_.reserve(kBurst);
   scratch_.resize(roce::kFrameMax);
   if (!cfg.pcap_path.empty() && !pcap_.open(cfg.pcap_path, wire::kLinktypeEthernet))
@@ -189,6 +192,20 @@ DpdkMedium::~DpdkMedium() {
   }
   if (pool_) rte_mempool_free(pool_);
   if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+bool DpdkMedium::link_up() const {
+  rte_eth_link l{};
+  return started_ && rte_eth_link_get_nowait(port_id_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
+}
+
+bool DpdkMedium::wait_link(TimeNs timeout_ns) const {
+  const TimeNs until = monotonic_ns() + timeout_ns;
+  while (!link_up()) {
+    if (monotonic_ns() >= until) return false;
+    usleep(1000);
+  }
+  return true;
 }
 
 void DpdkMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port,

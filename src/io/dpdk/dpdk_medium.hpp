@@ -57,6 +57,9 @@ struct DpdkConfig {
   // Frame room of each mbuf (at least roce::kFrameMax). Some PMDs want more: net_af_packet wants
   // its framesz less 32 (8160 for framesz=8192, which a 4 KiB RoCE MTU needs).
   std::uint16_t mbuf_bytes = 8192;
+  // How long the constructor waits for the link to come up (net_memif: until the other process
+  // has connected); traffic sent before that would only be retransmitted.
+  TimeNs link_wait_ns = 10'000'000'000;
 };
 
 struct DpdkCounters {
@@ -76,6 +79,9 @@ class DpdkMedium final : public Medium {
   bool ok() const { return started_; }
   const std::string& error() const { return error_; }
   const roce::Mac& mac() const { return mac_; }
+  bool link_up() const;
+  // Waits up to timeout_ns for the link; false if it is still down.
+  bool wait_link(TimeNs timeout_ns) const;
   std::uint16_t port_id() const { return port_id_; }
   std::uint16_t local_port() const { return cfg_.port; }
 
