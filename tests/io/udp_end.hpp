@@ -26,6 +26,7 @@ struct UdpHello {
   std::uint16_t lid;
   std::uint8_t mac[6];  // the sender's MAC (DPDK; zeros for UDP)
   std::uint8_t pad[2];
+  std::uint8_t ip6[16];  // the sender's IPv6 address (UdpConfig::ipv6)
 };
 
 template <class M, class Cfg>
@@ -36,6 +37,10 @@ class MediumEnd {
  public:
   MediumEnd(int ctrl_fd, std::uint16_t lid, const Cfg& cfg)
       : ctrl_(ctrl_fd), ip_(cfg.local_ip), rng_(lid) {
+    if constexpr (requires { cfg.local_ip6; }) {
+      ipv6_ = cfg.ipv6;
+      ip6_ = cfg.local_ip6;
+    }
     medium_ = std::make_unique<M>(cfg);
     DeviceConfig dc;
     dc.name = "weft-udp";
@@ -73,7 +78,8 @@ class MediumEnd {
   }
   // Exchanges ports and LIDs with the other end and adds it as a peer.
   bool introduce(std::uint16_t my_lid) {
-    UdpHello mine{ip_, medium_->local_port(), my_lid, {}, {}};
+    UdpHello mine{ip_, medium_->local_port(), my_lid, {}, {}, {}};
+    std::memcpy(mine.ip6, ip6_.data(), 16);
     if constexpr (requires(M & m) { m.mac(); }) std::memcpy(mine.mac, medium_->mac().data(), 6);
     if (!send(&mine, sizeof mine)) return false;
     auto m = recv(30);
@@ -84,6 +90,10 @@ class MediumEnd {
       io::roce::Mac mac;
       std::memcpy(mac.data(), theirs.mac, 6);
       medium_->add_peer(theirs.lid, theirs.ip, theirs.port, mac);
+    } else if (ipv6_) {
+      io::roce::Ip6 ip6;
+      std::memcpy(ip6.data(), theirs.ip6, 16);
+      medium_->add_peer6(theirs.lid, ip6, theirs.port);
     } else {
       medium_->add_peer(theirs.lid, theirs.ip, theirs.port);
     }
@@ -95,6 +105,8 @@ class MediumEnd {
  private:
   int ctrl_;
   std::uint32_t ip_;
+  bool ipv6_ = false;
+  io::roce::Ip6 ip6_{};
   SeededRng rng_;
   std::unique_ptr<M> medium_;
   std::unique_ptr<Device> device_;

@@ -26,11 +26,40 @@ std::uint16_t ipv4_checksum(const std::uint8_t* h) {
   return static_cast<std::uint16_t>(~sum);
 }
 
+// The UDP checksum over IPv6 (RFC 8200 8.1): pseudo-header, UDP header, datagram.
+std::uint16_t udp6_checksum(const std::uint8_t* ip6, const std::uint8_t* udp, std::size_t len) {
+  std::uint64_t sum = 0;
+  for (int i = 8; i < 40; i += 2) sum += std::uint32_t{ip6[i]} << 8 | ip6[i + 1];
+  sum += len + 17;
+  for (std::size_t i = 0; i + 1 < len; i += 2) sum += std::uint32_t{udp[i]} << 8 | udp[i + 1];
+  if (len & 1) sum += std::uint32_t{udp[len - 1]} << 8;
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  const auto c = static_cast<std::uint16_t>(~sum);
+  return c ? c : 0xFFFF;
+}
+
 }  // namespace
 
 void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t bytes) {
   std::memcpy(f, a.dst_mac.data(), 6);
   std::memcpy(f + 6, a.src_mac.data(), 6);
+  if (a.ipv6) {
+    put16(f + 12, wire::kEtherTypeIpv6);
+    std::uint8_t* ip = f + wire::kEthHeaderBytes;
+    put32(ip, 0x60000000);  // version 6, traffic class 0, flow label 0
+    put16(ip + 4, static_cast<unsigned>(8 + bytes));
+    ip[6] = 17;
+    ip[7] = 64;
+    std::memcpy(ip + 8, a.src_ip6.data(), 16);
+    std::memcpy(ip + 24, a.dst_ip6.data(), 16);
+    std::uint8_t* u = ip + wire::kIpv6HeaderBytes;
+    put16(u, a.src_port);
+    put16(u + 2, a.dst_port);
+    put16(u + 4, static_cast<unsigned>(8 + bytes));
+    put16(u + 6, 0);
+    if (a.udp6_checksum) put16(u + 6, udp6_checksum(ip, u, 8 + bytes));
+    return;
+  }
   put16(f + 12, wire::kEtherTypeIpv4);
   std::uint8_t* ip = f + wire::kEthHeaderBytes;
   ip[0] = 0x45;
@@ -55,24 +84,29 @@ std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f
   const std::uint8_t* h = pkt.headers.data();
   const std::size_t bth = (h[1] & 3) == 3 ? 48 : 8;  // LNH 3: a GRH follows the LRH
   const std::size_t t = pkt.header_bytes - bth;
-  std::uint8_t* d = f + kFrameHead;
+  const std::size_t head = a.head();
+  std::uint8_t* d = f + head;
   std::memcpy(d, h + bth, t);
   if (pkt.payload_bytes) std::memcpy(d + t, pkt.payload, pkt.payload_bytes);
   std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
   const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
   write_frame_head(f, a, bytes);
-  const std::uint32_t ic = wire::icrc_roce_v2(
-      {f + wire::kEthHeaderBytes, wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + t},
-      {d + t, pkt.payload_bytes}, pkt.pad_bytes);
+  const std::uint32_t ic = wire::icrc_roce_v2({f + wire::kEthHeaderBytes, head - 14 + t},
+                                              {d + t, pkt.payload_bytes}, pkt.pad_bytes);
   wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4), ic);
-  return kFrameHead + bytes;
+  if (a.ipv6 && a.udp6_checksum)
+    write_frame_head(f, a, bytes);  // IPv6's UDP checksum covers the ICRC too
+  return head + bytes;
 }
 
 RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
                        TimeNs now) {
   if (frame_bytes < kFrameHead) return RxStatus::kMalformed;
+  const bool v6 = f[12] == 0x86 && f[13] == 0xDD;
+  if (v6 && frame_bytes < kFrameHead6) return RxStatus::kMalformed;
   // parse_roce_v2 knows RoCEv2 by UDP port 4791; ours may be another, which the ICRC covers.
-  std::uint8_t* dport = f + wire::kEthHeaderBytes + wire::kIpv4HeaderBytes + 2;
+  std::uint8_t* dport =
+      f + wire::kEthHeaderBytes + (v6 ? wire::kIpv6HeaderBytes : wire::kIpv4HeaderBytes) + 2;
   const std::uint8_t saved[2] = {dport[0], dport[1]};
   put16(dport, wire::kRoceV2UdpPort);
   auto r = wire::parse_roce_v2({f, frame_bytes}, false);
@@ -128,6 +162,9 @@ const Peer* PeerTable::route(const TxPacket& pkt) const {
       const std::uint32_t ip = get32(dgid + 12);
       for (const auto& p : peers_)
         if (p.ip == ip) return &p;
+    } else {
+      for (const auto& p : peers_)
+        if (!std::memcmp(p.ip6.data(), dgid, 16)) return &p;
     }
   }
   for (const auto& p : peers_)
@@ -138,6 +175,12 @@ const Peer* PeerTable::route(const TxPacket& pkt) const {
 std::uint16_t PeerTable::lid_of(std::uint32_t ip, std::uint16_t port) const {
   for (const auto& p : peers_)
     if (p.ip == ip && p.port == port) return p.lid;
+  return 0;
+}
+
+std::uint16_t PeerTable::lid_of(const Ip6& ip, std::uint16_t port) const {
+  for (const auto& p : peers_)
+    if (p.ip6 == ip && p.port == port) return p.lid;
   return 0;
 }
 

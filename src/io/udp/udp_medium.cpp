@@ -19,7 +19,6 @@
 namespace weft::io::udp {
 namespace {
 
-constexpr std::size_t kFrameHead = roce::kFrameHead;  // 42: where the datagram starts
 constexpr std::size_t kDatagramMax = roce::kDatagramMax;
 constexpr std::size_t kMmsgBatch = 64;
 constexpr std::uint64_t kTagSend = std::uint64_t{1} << 32;
@@ -27,9 +26,12 @@ constexpr std::uint64_t kTagCancel = 0xFFFFFFFF;
 
 std::atomic<bool> g_fallback_logged{false};
 
-void init_slot(std::vector<std::uint8_t>& buf, sockaddr_in& addr, iovec& iov, msghdr& msg) {
-  buf.assign(kFrameHead + kDatagramMax, 0);
-  iov = {buf.data() + kFrameHead, kDatagramMax};
+// head: where the datagram starts (42 for IPv4, 62 for IPv6: the frame the ICRC and pcap see).
+template <class Addr>
+void init_slot(std::size_t head, std::vector<std::uint8_t>& buf, Addr& addr, iovec& iov,
+               msghdr& msg) {
+  buf.assign(head + kDatagramMax, 0);
+  iov = {buf.data() + head, kDatagramMax};
   msg = {};
   msg.msg_name = &addr;
   msg.msg_namelen = sizeof addr;
@@ -64,7 +66,9 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
       if (!std::strcmp(e, "mmsg") || !std::strcmp(e, "sendmmsg")) want = UdpBackend::kMmsg;
     }
   }
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // blocking: io_uring polls it
+  head_ = cfg.ipv6 ? roce::kFrameHead6 : roce::kFrameHead;
+  const int fd = socket(cfg.ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC,
+                        0);  // blocking: io_uring polls it
   if (fd < 0) {
     error_ = std::string("udp: socket: ") + std::strerror(errno);
     return;
@@ -76,14 +80,28 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
   const int pmtu = IP_PMTUDISC_DO;  // DF: RoCEv2 is never fragmented (Annex A17)
   setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(cfg.port);
-  a.sin_addr.s_addr = htonl(cfg.local_ip);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  SockAddr a{};
+  socklen_t alen = sizeof a.v4;
+  char shown[INET6_ADDRSTRLEN] = "?";
+  if (cfg.ipv6) {
+    const int on = 1, pmtu6 = IPV6_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof pmtu6);
+    a.v6.sin6_family = AF_INET6;
+    a.v6.sin6_port = htons(cfg.port);
+    std::memcpy(&a.v6.sin6_addr, cfg.local_ip6.data(), 16);
+    alen = sizeof a.v6;
+    inet_ntop(AF_INET6, &a.v6.sin6_addr, shown, sizeof shown);
+  } else {
+    a.v4.sin_family = AF_INET;
+    a.v4.sin_port = htons(cfg.port);
+    a.v4.sin_addr.s_addr = htonl(cfg.local_ip);
+    inet_ntop(AF_INET, &a.v4.sin_addr, shown, sizeof shown);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), alen) != 0) {
     const int e = errno;
-    error_ = "udp: cannot bind " + std::string(inet_ntoa(a.sin_addr)) + ":" +
-             std::to_string(cfg.port) + ": " + std::strerror(e);
+    error_ = "udp: cannot bind " + std::string(cfg.ipv6 ? "[" : "") + shown +
+             (cfg.ipv6 ? "]" : "") + ":" + std::to_string(cfg.port) + ": " + std::strerror(e);
     if (e == EADDRINUSE)
       error_ += cfg.port == wire::kRoceV2UdpPort
                     ? " (4791 is RoCEv2's port; the kernel's rdma_rxe or another Weft process may "
@@ -92,15 +110,18 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
     close(fd);
     return;
   }
-  socklen_t len = sizeof a;
+  socklen_t len = alen;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  local_port_ = ntohs(a.sin_port);
+  local_port_ = ntohs(cfg.ipv6 ? a.v6.sin6_port : a.v4.sin_port);
   fd_ = fd;
 
   rx_.resize(std::max<std::size_t>(cfg.rx_slots, kMmsgBatch));
   tx_.resize(std::max<std::size_t>(cfg.tx_slots, kMmsgBatch));
-  for (auto& s : rx_) init_slot(s.buf, s.addr, s.iov, s.msg);
-  for (auto& s : tx_) init_slot(s.buf, s.addr, s.iov, s.msg);
+  for (auto& s : rx_) init_slot(head_, s.buf, s.addr, s.iov, s.msg);
+  for (auto& s : tx_) init_slot(head_, s.buf, s.addr, s.iov, s.msg);
+  if (!cfg.ipv6)
+    for (auto* v : {&rx_, &tx_})
+      for (auto& s : *v) s.msg.msg_namelen = sizeof s.addr.v4;
   mm_.resize(kMmsgBatch);
 
   // kAuto means sendmmsg/recvmmsg, chosen by measurement: with one io_uring operation per
@@ -169,7 +190,11 @@ UdpMedium::~UdpMedium() {
 }
 
 void UdpMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port) {
-  peers_.add({lid, ip, port, roce::kPcapDstMac});
+  peers_.add({lid, ip, port, roce::kPcapDstMac, {}});
+}
+
+void UdpMedium::add_peer6(std::uint16_t lid, const roce::Ip6& ip, std::uint16_t port) {
+  peers_.add({lid, 0, port, roce::kPcapDstMac, ip});
 }
 
 int UdpMedium::rx_wait_fd() const {
@@ -202,15 +227,26 @@ bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
   a.src_port = local_port_;
   a.dst_ip = p->ip;
   a.dst_port = p->port;
+  a.ipv6 = cfg_.ipv6;
+  a.src_ip6 = cfg_.local_ip6;
+  a.dst_ip6 = p->ip6;
+  a.udp6_checksum = pcap_.is_open();  // the kernel computes the real one
   std::uint8_t* f = s.buf.data();
   s.frame_bytes = roce::build_frame(pkt, a, f);
-  const std::size_t bytes = s.frame_bytes - kFrameHead;
+  const std::size_t bytes = s.frame_bytes - head_;
   s.addr = {};
-  s.addr.sin_family = AF_INET;
-  s.addr.sin_port = htons(p->port);
-  s.addr.sin_addr.s_addr = htonl(p->ip);
-  s.iov = {f + kFrameHead, bytes};
-  s.msg.msg_namelen = sizeof s.addr;
+  if (cfg_.ipv6) {
+    s.addr.v6.sin6_family = AF_INET6;
+    s.addr.v6.sin6_port = htons(p->port);
+    std::memcpy(&s.addr.v6.sin6_addr, p->ip6.data(), 16);
+    s.msg.msg_namelen = sizeof s.addr.v6;
+  } else {
+    s.addr.v4.sin_family = AF_INET;
+    s.addr.v4.sin_port = htons(p->port);
+    s.addr.v4.sin_addr.s_addr = htonl(p->ip);
+    s.msg.msg_namelen = sizeof s.addr.v4;
+  }
+  s.iov = {f + head_, bytes};
   if (pcap_.is_open()) pcap_.write(now, {f, s.frame_bytes});
   ++counters_.tx_packets;
   counters_.tx_bytes += bytes;
@@ -221,13 +257,24 @@ void UdpMedium::deliver(Device& dev, Slot& s, std::size_t n, TimeNs now) {
   std::uint8_t* f = s.buf.data();
   roce::FrameAddr a;
   std::swap(a.src_mac, a.dst_mac);  // the capture shows the peer's MAC as the source
-  a.src_ip = ntohl(s.addr.sin_addr.s_addr);
-  a.src_port = ntohs(s.addr.sin_port);
+  std::uint16_t slid;
+  if (cfg_.ipv6) {
+    a.ipv6 = true;
+    std::memcpy(a.src_ip6.data(), &s.addr.v6.sin6_addr, 16);
+    a.src_port = ntohs(s.addr.v6.sin6_port);
+    a.dst_ip6 = cfg_.local_ip6;
+    a.udp6_checksum = pcap_.is_open();
+    slid = peers_.lid_of(a.src_ip6, a.src_port);
+  } else {
+    a.src_ip = ntohl(s.addr.v4.sin_addr.s_addr);
+    a.src_port = ntohs(s.addr.v4.sin_port);
+    slid = peers_.lid_of(a.src_ip, a.src_port);
+  }
   a.dst_ip = cfg_.local_ip;
   a.dst_port = local_port_;
   roce::write_frame_head(f, a, n);
-  if (pcap_.is_open()) pcap_.write(now, {f, kFrameHead + n});
-  switch (roce::deliver_frame(dev, f, kFrameHead + n, peers_.lid_of(a.src_ip, a.src_port), now)) {
+  if (pcap_.is_open()) pcap_.write(now, {f, head_ + n});
+  switch (roce::deliver_frame(dev, f, head_ + n, slid, now)) {
     case roce::RxStatus::kDelivered:
       ++counters_.rx_packets;
       counters_.rx_bytes += n;
@@ -248,14 +295,13 @@ std::size_t UdpMedium::rx_mmsg(Device& dev, TimeNs now, std::size_t max) {
   while (n < max) {
     const std::size_t k = std::min(max - n, kMmsgBatch);
     for (std::size_t i = 0; i < k; ++i) {
-      rx_[i].msg.msg_namelen = sizeof rx_[i].addr;
+      rx_[i].msg.msg_namelen = cfg_.ipv6 ? sizeof rx_[i].addr.v6 : sizeof rx_[i].addr.v4;
       mm_[i] = {rx_[i].msg, 0};
     }
     ++counters_.syscalls;
     const int r = recvmmsg(fd_, mm_.data(), static_cast<unsigned>(k), MSG_DONTWAIT, nullptr);
     if (r <= 0) break;
     for (int i = 0; i < r; ++i) {
-      rx_[i].addr = *static_cast<sockaddr_in*>(mm_[i].msg_hdr.msg_name);
       deliver(dev, rx_[i], mm_[i].msg_len, now);
     }
     n += static_cast<std::size_t>(r);
@@ -304,8 +350,8 @@ void UdpMedium::arm_recv(std::size_t i) {
     sqe = io_uring_get_sqe(ring_.get());
   }
   Slot& s = rx_[i];
-  s.iov = {s.buf.data() + kFrameHead, kDatagramMax};
-  s.msg.msg_namelen = sizeof s.addr;
+  s.iov = {s.buf.data() + head_, kDatagramMax};
+  s.msg.msg_namelen = cfg_.ipv6 ? sizeof s.addr.v6 : sizeof s.addr.v4;
   io_uring_prep_recvmsg(sqe, fd_, &s.msg, 0);
   ++inflight_;
   io_uring_sqe_set_data64(sqe, i);

@@ -46,6 +46,8 @@ std::string_view to_string(UdpBackend b);
 
 struct UdpConfig {
   std::uint32_t local_ip = 0x7F000001;        // IPv4, host order; the address the ICRC names
+  bool ipv6 = false;                          // an IPv6 socket on local_ip6 instead
+  roce::Ip6 local_ip6{};                      // e.g. ::1 (network order bytes)
   std::uint16_t port = wire::kRoceV2UdpPort;  // 0: an ephemeral port (see local_port())
   UdpBackend backend = UdpBackend::kAuto;     // kAuto reads WEFT_UDP_BACKEND first
   std::string pcap_path;                      // empty: no capture
@@ -78,6 +80,9 @@ class UdpMedium final : public Medium {
 
   // Where packets for `lid` go (and which LID a datagram from ip:port comes from).
   void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port);
+  // The same for an IPv6 medium (UdpConfig::ipv6). A GRH DGID that is not IPv4-mapped is
+  // looked up among these addresses.
+  void add_peer6(std::uint16_t lid, const roce::Ip6& ip, std::uint16_t port);
 
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
@@ -90,9 +95,13 @@ class UdpMedium final : public Medium {
   static std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
 
  private:
+  union SockAddr {
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  };
   struct Slot {
-    std::vector<std::uint8_t> buf;  // Ethernet/IPv4/UDP headers (for ICRC and pcap), datagram
-    sockaddr_in addr{};
+    std::vector<std::uint8_t> buf;  // Ethernet/IP/UDP headers (for ICRC and pcap), datagram
+    SockAddr addr{};
     iovec iov{};
     msghdr msg{};
     std::size_t frame_bytes = 0;
@@ -113,6 +122,7 @@ class UdpMedium final : public Medium {
   std::string error_;
   int fd_ = -1;
   std::uint16_t local_port_ = 0;
+  std::size_t head_ = roce::kFrameHead;  // where the datagram starts in a slot's buffer
   UdpBackend backend_ = UdpBackend::kMmsg;
   roce::PeerTable peers_;
   std::vector<Slot> rx_, tx_;
