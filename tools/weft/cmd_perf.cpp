@@ -105,6 +105,8 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
     if (!d->wait_link(10'000'000'000)) return "the DPDK link did not come up in 10 s";
     m = std::move(d);
 #else
+    (void)name;
+    (void)server;
     return "this weft was built without DPDK (libdpdk not found or -Ddpdk=disabled)";
 #endif
   } else {
