@@ -102,6 +102,12 @@ DirectNode::~DirectNode() {
   if (sock_ >= 0) close(sock_);
 }
 
+void DirectNode::use_medium(std::unique_ptr<Medium> m) {
+  driver_->detach(*device_);
+  data_medium_ = std::move(m);
+  driver_->attach(*device_, *data_medium_);
+}
+
 Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, bool side_a,
                                                                    const DirectOptions& opts) {
   auto node = std::unique_ptr<DirectNode>(new DirectNode());

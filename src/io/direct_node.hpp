@@ -57,11 +57,15 @@ class DirectNode {
   Device& device() { return *device_; }
   Driver& driver() { return *driver_; }
   shm::ShmMedium& medium() { return *medium_; }
+  // Moves the Device's traffic to another medium (UDP, DPDK: weft perf --medium); the shared-memory
+  // link stays idle and the rendezvous socket keeps carrying the out-of-band messages. Call with
+  // the driver thread stopped (inline mode). The zero-copy flags then no longer apply.
+  void use_medium(std::unique_ptr<Medium> m);
   std::uint16_t lid() const { return lid_; }
   std::uint16_t peer_lid() const { return peer_lid_; }
   pid_t peer_pid() const { return peer_pid_; }
-  bool zero_copy_tx() const { return medium_->zero_copy_tx(); }  // the peer pulls our payloads
-  bool zero_copy_rx() const { return zero_copy_rx_; }            // we pull the peer's
+  bool zero_copy_tx() const { return !data_medium_ && medium_->zero_copy_tx(); }  // peer pulls
+  bool zero_copy_rx() const { return !data_medium_ && zero_copy_rx_; }  // we pull the peer's
 
   // Out-of-band messages on the rendezvous socket (at most kOobBytesMax each). recv_oob waits
   // up to timeout_ns (0: just look); nothing drives the Device meanwhile.
@@ -79,7 +83,8 @@ class DirectNode {
   SeededRng rng_{1};
   std::unique_ptr<Device> device_;
   std::unique_ptr<shm::ShmMedium> medium_;
-  std::unique_ptr<Driver> driver_;  // declared last: stops before the rest goes
+  std::unique_ptr<Medium> data_medium_;  // use_medium's, when set
+  std::unique_ptr<Driver> driver_;       // declared last: stops before the rest goes
   int sock_ = -1;
   std::uint16_t lid_ = 0, peer_lid_ = 0;
   pid_t peer_pid_ = 0;

@@ -110,6 +110,52 @@ TEST(PerfCli, BadArgumentsFail) {
   EXPECT_NE(weft("perf write --bw -s 1K").status, 0) << "no side given";
   EXPECT_NE(weft("perf fly --local").status, 0);
   EXPECT_NE(weft("perf write -s 9M --local").status, 0) << "above 8 MiB";
+  const CliRun r = weft("perf write -s 1K --local --medium carrier-pigeon");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--medium must be shm, udp or dpdk"), std::string::npos) << r.out;
+}
+
+// --medium udp / dpdk (and WEFT_MEDIUM): the same runner over RoCEv2 datagrams or frames.
+// Each run of the DPDK medium starts two EALs (about a second): it runs fewer verbs.
+void check_medium(const std::string& medium, bool via_env = false,
+                  std::vector<const char*> verbs = {"write", "read", "send", "atomic"}) {
+  SCOPED_TRACE(medium);
+  const std::string opt = via_env ? "" : " --medium " + medium;
+  if (via_env) setenv("WEFT_MEDIUM", medium.c_str(), 1);
+  for (const char* verb : verbs) {
+    SCOPED_TRACE(verb);
+    const CliRun r = weft(std::string("perf ") + verb + " --bw -s 16K -n 300 --local --json" + opt);
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto v = json_lines(r.out);
+    ASSERT_EQ(v.size(), 1u) << r.out;
+    EXPECT_EQ(v[0]["iterations"], 300);
+    EXPECT_EQ(v[0]["zero_copy"], false);
+    EXPECT_GT(v[0]["bw_avg_gbps"].get<double>(), 0.0);
+  }
+  const CliRun r = weft("perf write --lat -s 8 -n 200 --local --json" + opt);
+  if (via_env) unsetenv("WEFT_MEDIUM");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto v = json_lines(r.out);
+  ASSERT_EQ(v.size(), 1u) << r.out;
+  EXPECT_GT(v[0]["lat_typical_us"].get<double>(), 0.0);
+}
+
+TEST(PerfCli, OverTheUdpMedium) {
+  check_medium("udp");
+}
+TEST(PerfCli, WeftMediumChoosesTheMedium) {
+  check_medium("udp", true);
+  unsetenv("WEFT_MEDIUM");
+}
+
+TEST(PerfCli, OverTheDpdkMedium) {
+#ifdef WEFT_HAVE_DPDK
+  check_medium("dpdk", false, {"write"});
+#else
+  const CliRun r = weft("perf write -s 1K --local --medium dpdk");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("built without DPDK"), std::string::npos) << r.out;
+#endif
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// tests/io/udp_end.hpp — one end of a UDP-medium test link: a Device, a UdpMedium on 127.0.0.1
-// (or the address and port in the config) and a Driver, plus the SOCK_SEQPACKET control socket to
-// the other process (udp_test is the parent, udp_peer the child it execs). Header-only, test code.
+// tests/io/udp_end.hpp — one end of an Ethernet-medium test link: a Device, a medium (UdpMedium
+// on 127.0.0.1 or the address and port in the config; DpdkMedium in tests/dpdk) and a Driver,
+// plus the SOCK_SEQPACKET control socket to the other process (udp_test / dpdk_test is the
+// parent, udp_peer / dpdk_peer the child it execs). Header-only, test code.
 #pragma once
 
 #include <sys/socket.h>
@@ -23,13 +24,24 @@ struct UdpHello {
   std::uint32_t ip;    // the sender's IPv4 address, host order
   std::uint16_t port;  // the sender's UDP port
   std::uint16_t lid;
+  std::uint8_t mac[6];  // the sender's MAC (DPDK; zeros for UDP)
+  std::uint8_t pad[2];
+  std::uint8_t ip6[16];  // the sender's IPv6 address (UdpConfig::ipv6)
 };
 
-class UdpEnd {
+template <class M, class Cfg>
+class MediumEnd {
  public:
-  UdpEnd(int ctrl_fd, std::uint16_t lid, io::udp::UdpConfig cfg)
+  using Config = Cfg;
+
+ public:
+  MediumEnd(int ctrl_fd, std::uint16_t lid, const Cfg& cfg)
       : ctrl_(ctrl_fd), ip_(cfg.local_ip), rng_(lid) {
-    medium_ = std::make_unique<io::udp::UdpMedium>(cfg);
+    if constexpr (requires { cfg.local_ip6; }) {
+      ipv6_ = cfg.ipv6;
+      ip6_ = cfg.local_ip6;
+    }
+    medium_ = std::make_unique<M>(cfg);
     DeviceConfig dc;
     dc.name = "weft-udp";
     dc.node_guid = 0x5746'5544'0000'0000ull | lid;
@@ -39,12 +51,12 @@ class UdpEnd {
     driver_ = std::make_unique<io::Driver>();
     driver_->attach(*device_, *medium_);
   }
-  ~UdpEnd() {
+  ~MediumEnd() {
     driver_.reset();
     if (ctrl_ >= 0) close(ctrl_);
   }
   bool ok() const { return medium_->ok(); }
-  io::udp::UdpMedium& medium() { return *medium_; }
+  M& medium() { return *medium_; }
   Device& device() { return *device_; }
   io::Driver& driver() { return *driver_; }
 
@@ -66,13 +78,25 @@ class UdpEnd {
   }
   // Exchanges ports and LIDs with the other end and adds it as a peer.
   bool introduce(std::uint16_t my_lid) {
-    const UdpHello mine{ip_, medium_->local_port(), my_lid};
+    UdpHello mine{ip_, medium_->local_port(), my_lid, {}, {}, {}};
+    std::memcpy(mine.ip6, ip6_.data(), 16);
+    if constexpr (requires(M & m) { m.mac(); }) std::memcpy(mine.mac, medium_->mac().data(), 6);
     if (!send(&mine, sizeof mine)) return false;
     auto m = recv(30);
     if (!m || m->size() != sizeof(UdpHello)) return false;
     UdpHello theirs;
     std::memcpy(&theirs, m->data(), sizeof theirs);
-    medium_->add_peer(theirs.lid, theirs.ip, theirs.port);
+    if constexpr (requires(M & m) { m.mac(); }) {
+      io::roce::Mac mac;
+      std::memcpy(mac.data(), theirs.mac, 6);
+      medium_->add_peer(theirs.lid, theirs.ip, theirs.port, mac);
+    } else if (ipv6_) {
+      io::roce::Ip6 ip6;
+      std::memcpy(ip6.data(), theirs.ip6, 16);
+      medium_->add_peer6(theirs.lid, ip6, theirs.port);
+    } else {
+      medium_->add_peer(theirs.lid, theirs.ip, theirs.port);
+    }
     peer_lid_ = theirs.lid;
     return true;
   }
@@ -81,11 +105,15 @@ class UdpEnd {
  private:
   int ctrl_;
   std::uint32_t ip_;
+  bool ipv6_ = false;
+  io::roce::Ip6 ip6_{};
   SeededRng rng_;
-  std::unique_ptr<io::udp::UdpMedium> medium_;
+  std::unique_ptr<M> medium_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<io::Driver> driver_;
   std::uint16_t peer_lid_ = 0;
 };
+
+using UdpEnd = MediumEnd<io::udp::UdpMedium, io::udp::UdpConfig>;
 
 }  // namespace weft::test

@@ -2,12 +2,18 @@
 //   weft perf write|read|send|atomic [--bw|--lat] [-s SIZE | -a] [-n ITERS] [-t DEPTH]
 //             [--server [--name N] | --client N | --local] [--copy] [--json]
 //             [--fabric F | --direct]
+//             [--medium shm|udp|dpdk] [--udp-ip A] [--dpdk-vdev V] [--dpdk-args "..."]
 // Direct mode by default; through the fabric daemon F with --fabric F (or WEFT_FABRIC in the
 // environment, unless --direct): each side attaches to a free HCA (WEFT_HCA picks one).
-// The runner lives in src/io/perf.{hpp,cpp}; this file parses and prints.
+// The runner lives in src/io/perf.{hpp,cpp}; this file parses and prints. --medium (or
+// WEFT_MEDIUM) moves the data path off the shared-memory ring after the rendezvous: udp carries
+// RoCEv2 datagrams between the two processes' sockets (127.0.0.1 unless --udp-ip), dpdk RoCEv2
+// frames between two DPDK ports (default: net_memif between the two processes, named after the
+// rendezvous; --dpdk-vdev for another device, --dpdk-args / WEFT_DPDK_ARGS for the EAL).
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <sched.h>
 #include <signal.h>
 
@@ -15,10 +21,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "src/io/perf.hpp"
+#include "src/io/udp/udp_medium.hpp"
+#ifdef WEFT_HAVE_DPDK
+#include "src/io/dpdk/dpdk_medium.hpp"
+#endif
 #include "tools/weft/commands.hpp"
 
 namespace weft::cli {
@@ -32,7 +44,84 @@ struct PerfArgs {
   std::string size = "65536";
   std::uint32_t iters = 0, tx_depth = 128;
   std::string client, name = "weft-perf";
+  std::string medium, udp_ip = "127.0.0.1", dpdk_vdev, dpdk_args;
 };
+
+// What each side tells the other about its end of the data path.
+struct MediumHello {
+  std::uint32_t ip;  // host order
+  std::uint16_t port;
+  std::uint16_t lid;
+  std::uint8_t mac[6];
+  std::uint8_t pad[2];
+};
+
+// After the rendezvous on `name`: both sides open the medium, swap addresses over the rendezvous
+// socket and move the Device onto it. Empty string: done; otherwise what failed.
+std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::string& name,
+                          bool server) {
+  if (a.medium == "shm") return "";
+  MediumHello mine{}, theirs{};
+  mine.lid = node.lid();
+  const auto send_hello = [&] {
+    return node.send_oob({reinterpret_cast<const std::uint8_t*>(&mine), sizeof mine});
+  };
+  const auto recv_hello = [&] {
+    auto r = node.recv_oob(30'000'000'000);
+    if (!r || r->size() != sizeof theirs) return false;
+    std::memcpy(&theirs, r->data(), sizeof theirs);
+    return true;
+  };
+  std::unique_ptr<io::Medium> m;
+  if (a.medium == "udp") {
+    io::udp::UdpConfig c;
+    in_addr ia{};
+    if (inet_pton(AF_INET, a.udp_ip.c_str(), &ia) != 1) return "bad --udp-ip " + a.udp_ip;
+    c.local_ip = ntohl(ia.s_addr);
+    c.port = 0;  // ephemeral: both ends may share the address
+    auto u = std::make_unique<io::udp::UdpMedium>(c);
+    if (!u->ok()) return u->error();
+    mine.ip = c.local_ip;
+    mine.port = u->local_port();
+    if (!send_hello() || !recv_hello()) return "no medium address from the peer";
+    u->add_peer(theirs.lid, theirs.ip, theirs.port);
+    m = std::move(u);
+  } else if (a.medium == "dpdk") {
+#ifdef WEFT_HAVE_DPDK
+    io::dpdk::DpdkConfig c;
+    c.vdev = a.dpdk_vdev;
+    if (c.vdev.empty())  // net_memif between the two processes (abstract socket: no file)
+      c.vdev = std::string("net_memif0,role=") + (server ? "server" : "client") +
+               ",socket=weft-perf-memif-" + name + ",bsize=8192";
+    std::istringstream in(a.dpdk_args);
+    for (std::string w; in >> w;) c.eal_args.push_back(w);
+    c.local_ip = 0x0A000000u | node.lid();  // 10.0.0.LID: the frames need some address
+    c.link_wait_ns = 0;
+    // The server's port first (a memif client connects to a listening server), then the
+    // client's; then both wait for the link.
+    if (!server && !recv_hello()) return "no medium address from the peer";
+    auto d = std::make_unique<io::dpdk::DpdkMedium>(c);
+    if (!d->ok()) return d->error();
+    mine.ip = c.local_ip;
+    mine.port = d->local_port();
+    std::memcpy(mine.mac, d->mac().data(), 6);
+    if (!send_hello() || (server && !recv_hello())) return "no medium address from the peer";
+    io::roce::Mac mac;
+    std::memcpy(mac.data(), theirs.mac, 6);
+    d->add_peer(theirs.lid, theirs.ip, theirs.port, mac);
+    if (!d->wait_link(10'000'000'000)) return "the DPDK link did not come up in 10 s";
+    m = std::move(d);
+#else
+    (void)name;
+    (void)server;
+    return "this weft was built without DPDK (libdpdk not found or -Ddpdk=disabled)";
+#endif
+  } else {
+    return "unknown medium '" + a.medium + "' (shm, udp or dpdk)";
+  }
+  node.use_medium(std::move(m));
+  return "";
+}
 
 // "8", "4K", "1M" (binary units).
 bool parse_size(const std::string& s, std::uint32_t& out) {
@@ -68,11 +157,24 @@ void report(const PerfArgs& a, const io::PerfOptions& o, const std::vector<io::P
   }
 }
 
-int serve(io::DirectListener& l, const io::DirectOptions& d) {
+// The EAL (and its run-time directory) goes once the medium is gone.
+void release_medium(const PerfArgs& a) {
+#ifdef WEFT_HAVE_DPDK
+  if (a.medium == "dpdk") io::dpdk::eal_cleanup();
+#else
+  (void)a;
+#endif
+}
+
+int serve_once(io::DirectListener& l, const io::DirectOptions& d, const PerfArgs& a) {
   auto node = l.accept(d);
   if (!node) {
     std::fprintf(stderr, "weft perf: accept: %s\n",
                  std::string(io::to_string(node.error())).c_str());
+    return 1;
+  }
+  if (const std::string e = switch_medium(**node, a, l.name(), true); !e.empty()) {
+    std::fprintf(stderr, "weft perf server: medium %s: %s\n", a.medium.c_str(), e.c_str());
     return 1;
   }
   std::string err;
@@ -184,7 +286,19 @@ void run_fabric(const PerfArgs& a, const io::PerfOptions& o, const std::string& 
   }
 }
 
-void run(const PerfArgs& a) {
+int serve(io::DirectListener& l, const io::DirectOptions& d, const PerfArgs& a) {
+  const int rc = serve_once(l, d, a);
+  release_medium(a);
+  return rc;
+}
+
+void run(PerfArgs a) {
+  if (a.medium.empty()) {
+    const char* e = std::getenv("WEFT_MEDIUM");
+    a.medium = e && *e ? e : "shm";
+  }
+  if (a.medium != "shm" && a.medium != "udp" && a.medium != "dpdk")
+    throw CLI::ValidationError("perf", "--medium must be shm, udp or dpdk");
   io::PerfOptions o;
   if (a.verb == "write")
     o.verb = io::PerfVerb::kWrite;
@@ -215,6 +329,8 @@ void run(const PerfArgs& a) {
   if (fabric.empty() && !a.direct)
     if (const char* env = std::getenv("WEFT_FABRIC")) fabric = env;
   if (!fabric.empty()) {
+    if (a.medium != "shm")
+      throw CLI::ValidationError("perf", "--medium is for direct mode (a fabric daemon uses shm)");
     if (a.copy) throw CLI::ValidationError("perf", "--copy is for direct mode (a fabric copies)");
     run_fabric(a, o, fabric);
     return;
@@ -228,7 +344,7 @@ void run(const PerfArgs& a) {
       throw CLI::RuntimeError(1);
     }
     d.timeout_ns = 3'600'000'000'000;
-    if (serve(**l, d) != 0) throw CLI::RuntimeError(1);
+    if (serve(**l, d, a) != 0) throw CLI::RuntimeError(1);
     return;
   }
   std::string name = a.client;
@@ -244,7 +360,7 @@ void run(const PerfArgs& a) {
     if (child < 0) throw CLI::RuntimeError(1);
     if (child == 0) {
       pin_to(local_cpu(a, true));
-      _exit(serve(*listener, d));
+      _exit(serve(*listener, d, a));
     }
     pin_to(local_cpu(a, false));
     listener.reset();
@@ -259,9 +375,17 @@ void run(const PerfArgs& a) {
       if (child > 0) waitpid(child, nullptr, 0);
       throw CLI::RuntimeError(1);
     }
-    zc = (*node)->zero_copy_tx() && (*node)->zero_copy_rx();
-    r = io::perf_client(**node, o);
+    if (const std::string e = switch_medium(**node, a, name, false); !e.empty()) {
+      io::PerfResult f;
+      f.ok = false;
+      f.error = "medium " + a.medium + ": " + e;
+      r.push_back(f);
+    } else {
+      zc = (*node)->zero_copy_tx() && (*node)->zero_copy_rx();
+      r = io::perf_client(**node, o);
+    }
   }
+  release_medium(a);
   if (child > 0) {
     int st = 0;
     waitpid(child, &st, 0);
@@ -300,6 +424,14 @@ void add_perf(CLI::App& app) {
   auto* fab = cmd->add_option("--fabric", a->fabric,
                               "Through the fabric daemon F (default: WEFT_FABRIC if set)");
   cmd->add_flag("--direct", a->direct, "Direct mode even when WEFT_FABRIC is set")->excludes(fab);
+  cmd->add_option("--medium", a->medium,
+                  "Data path: shm (default), udp (RoCEv2 over UDP sockets) or dpdk (RoCEv2 "
+                  "frames over DPDK ports); default WEFT_MEDIUM");
+  cmd->add_option("--udp-ip", a->udp_ip, "--medium udp: the local IPv4 address (127.0.0.1)");
+  cmd->add_option("--dpdk-vdev", a->dpdk_vdev,
+                  "--medium dpdk: the device (default: net_memif between the two processes)");
+  cmd->add_option("--dpdk-args", a->dpdk_args,
+                  "--medium dpdk: EAL arguments replacing the defaults (or WEFT_DPDK_ARGS)");
   cmd->callback([a] { run(*a); });
 }
 

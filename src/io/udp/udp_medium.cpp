@@ -19,62 +19,19 @@
 namespace weft::io::udp {
 namespace {
 
-constexpr std::size_t kFrameHead = wire::kEthHeaderBytes + wire::kIpv4HeaderBytes +
-                                   wire::kUdpHeaderBytes;  // 42: where the datagram starts
-constexpr std::size_t kDatagramMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 4;
+constexpr std::size_t kDatagramMax = roce::kDatagramMax;
 constexpr std::size_t kMmsgBatch = 64;
 constexpr std::uint64_t kTagSend = std::uint64_t{1} << 32;
 constexpr std::uint64_t kTagCancel = 0xFFFFFFFF;
 
 std::atomic<bool> g_fallback_logged{false};
 
-void put16(std::uint8_t* p, unsigned v) {
-  p[0] = static_cast<std::uint8_t>(v >> 8);
-  p[1] = static_cast<std::uint8_t>(v);
-}
-void put32(std::uint8_t* p, std::uint32_t v) {
-  put16(p, v >> 16);
-  put16(p + 2, v & 0xFFFF);
-}
-std::uint32_t get32(const std::uint8_t* p) {
-  return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
-}
-
-std::uint16_t ipv4_checksum(const std::uint8_t* h) {
-  std::uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += std::uint32_t{h[i]} << 8 | h[i + 1];
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return static_cast<std::uint16_t>(~sum);
-}
-
-// Ethernet, IPv4 and UDP headers in front of a datagram of `bytes`, as the kernel sends it (DF,
-// identification 0, TTL 64; the UDP checksum stays 0 here: it is masked in the ICRC).
-void write_frame_head(std::uint8_t* f, std::uint32_t src_ip, std::uint16_t sport,
-                      std::uint32_t dst_ip, std::uint16_t dport, std::size_t bytes) {
-  static constexpr std::uint8_t kMacs[12] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1};
-  std::memcpy(f, kMacs, 12);
-  put16(f + 12, wire::kEtherTypeIpv4);
-  std::uint8_t* ip = f + wire::kEthHeaderBytes;
-  ip[0] = 0x45;
-  ip[1] = 0;
-  put16(ip + 2, static_cast<unsigned>(20 + 8 + bytes));
-  put16(ip + 4, 0);
-  put16(ip + 6, 0x4000);
-  ip[8] = 64;
-  ip[9] = 17;
-  put16(ip + 10, 0);
-  put32(ip + 12, src_ip);
-  put32(ip + 16, dst_ip);
-  std::uint8_t* u = ip + wire::kIpv4HeaderBytes;
-  put16(u, sport);
-  put16(u + 2, dport);
-  put16(u + 4, static_cast<unsigned>(8 + bytes));
-  put16(u + 6, 0);
-}
-
-void init_slot(std::vector<std::uint8_t>& buf, sockaddr_in& addr, iovec& iov, msghdr& msg) {
-  buf.assign(kFrameHead + kDatagramMax, 0);
-  iov = {buf.data() + kFrameHead, kDatagramMax};
+// head: where the datagram starts (42 for IPv4, 62 for IPv6: the frame the ICRC and pcap see).
+template <class Addr>
+void init_slot(std::size_t head, std::vector<std::uint8_t>& buf, Addr& addr, iovec& iov,
+               msghdr& msg) {
+  buf.assign(head + kDatagramMax, 0);
+  iov = {buf.data() + head, kDatagramMax};
   msg = {};
   msg.msg_name = &addr;
   msg.msg_namelen = sizeof addr;
@@ -97,10 +54,7 @@ std::string_view to_string(UdpBackend b) {
 }
 
 std::array<std::uint8_t, 16> UdpMedium::gid_of(std::uint32_t ip) {
-  std::array<std::uint8_t, 16> g{};
-  g[10] = g[11] = 0xFF;
-  put32(g.data() + 12, ip);
-  return g;
+  return roce::gid_of(ip);
 }
 
 UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
@@ -112,7 +66,9 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
       if (!std::strcmp(e, "mmsg") || !std::strcmp(e, "sendmmsg")) want = UdpBackend::kMmsg;
     }
   }
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // blocking: io_uring polls it
+  head_ = cfg.ipv6 ? roce::kFrameHead6 : roce::kFrameHead;
+  const int fd = socket(cfg.ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC,
+                        0);  // blocking: io_uring polls it
   if (fd < 0) {
     error_ = std::string("udp: socket: ") + std::strerror(errno);
     return;
@@ -124,14 +80,28 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
   const int pmtu = IP_PMTUDISC_DO;  // DF: RoCEv2 is never fragmented (Annex A17)
   setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(cfg.port);
-  a.sin_addr.s_addr = htonl(cfg.local_ip);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  SockAddr a{};
+  socklen_t alen = sizeof a.v4;
+  char shown[INET6_ADDRSTRLEN] = "?";
+  if (cfg.ipv6) {
+    const int on = 1, pmtu6 = IPV6_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof pmtu6);
+    a.v6.sin6_family = AF_INET6;
+    a.v6.sin6_port = htons(cfg.port);
+    std::memcpy(&a.v6.sin6_addr, cfg.local_ip6.data(), 16);
+    alen = sizeof a.v6;
+    inet_ntop(AF_INET6, &a.v6.sin6_addr, shown, sizeof shown);
+  } else {
+    a.v4.sin_family = AF_INET;
+    a.v4.sin_port = htons(cfg.port);
+    a.v4.sin_addr.s_addr = htonl(cfg.local_ip);
+    inet_ntop(AF_INET, &a.v4.sin_addr, shown, sizeof shown);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), alen) != 0) {
     const int e = errno;
-    error_ = "udp: cannot bind " + std::string(inet_ntoa(a.sin_addr)) + ":" +
-             std::to_string(cfg.port) + ": " + std::strerror(e);
+    error_ = "udp: cannot bind " + std::string(cfg.ipv6 ? "[" : "") + shown +
+             (cfg.ipv6 ? "]" : "") + ":" + std::to_string(cfg.port) + ": " + std::strerror(e);
     if (e == EADDRINUSE)
       error_ += cfg.port == wire::kRoceV2UdpPort
                     ? " (4791 is RoCEv2's port; the kernel's rdma_rxe or another Weft process may "
@@ -140,15 +110,18 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
     close(fd);
     return;
   }
-  socklen_t len = sizeof a;
+  socklen_t len = alen;
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  local_port_ = ntohs(a.sin_port);
+  local_port_ = ntohs(cfg.ipv6 ? a.v6.sin6_port : a.v4.sin_port);
   fd_ = fd;
 
   rx_.resize(std::max<std::size_t>(cfg.rx_slots, kMmsgBatch));
   tx_.resize(std::max<std::size_t>(cfg.tx_slots, kMmsgBatch));
-  for (auto& s : rx_) init_slot(s.buf, s.addr, s.iov, s.msg);
-  for (auto& s : tx_) init_slot(s.buf, s.addr, s.iov, s.msg);
+  for (auto& s : rx_) init_slot(head_, s.buf, s.addr, s.iov, s.msg);
+  for (auto& s : tx_) init_slot(head_, s.buf, s.addr, s.iov, s.msg);
+  if (!cfg.ipv6)
+    for (auto* v : {&rx_, &tx_})
+      for (auto& s : *v) s.msg.msg_namelen = sizeof s.addr.v4;
   mm_.resize(kMmsgBatch);
 
   // kAuto means sendmmsg/recvmmsg, chosen by measurement: with one io_uring operation per
@@ -217,12 +190,11 @@ UdpMedium::~UdpMedium() {
 }
 
 void UdpMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port) {
-  for (auto& p : peers_)
-    if (p.lid == lid) {
-      p = {lid, ip, port};
-      return;
-    }
-  peers_.push_back({lid, ip, port});
+  peers_.add({lid, ip, port, roce::kPcapDstMac, {}});
+}
+
+void UdpMedium::add_peer6(std::uint16_t lid, const roce::Ip6& ip, std::uint16_t port) {
+  peers_.add({lid, 0, port, roce::kPcapDstMac, ip});
 }
 
 int UdpMedium::rx_wait_fd() const {
@@ -244,54 +216,38 @@ bool UdpMedium::prepare_sleep() {
   return tx_sent_ == tx_built_;  // unsent frames: keep passing (back-pressure clears soon)
 }
 
-const UdpMedium::Peer* UdpMedium::route(const TxPacket& pkt) const {
-  const std::uint8_t* h = pkt.headers.data();
-  if ((h[1] & 3) == 3) {  // GRH: DGID at GRH bytes 24..39
-    const std::uint8_t* dgid = h + 8 + 24;
-    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-    if (!std::memcmp(dgid, kMapped, 12)) {
-      const std::uint32_t ip = get32(dgid + 12);
-      for (const auto& p : peers_)
-        if (p.ip == ip) return &p;
-    }
-  }
-  for (const auto& p : peers_)
-    if (p.lid == pkt.dlid) return &p;
-  return nullptr;
-}
-
 bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
-  const Peer* p = route(pkt);
+  const roce::Peer* p = peers_.route(pkt);
   if (!p) {
     ++counters_.tx_no_route;
     return false;
   }
-  const std::uint8_t* h = pkt.headers.data();
-  const std::size_t bth = (h[1] & 3) == 3 ? 48 : 8;
-  const std::size_t t = pkt.header_bytes - bth;
+  roce::FrameAddr a;
+  a.src_ip = cfg_.local_ip;
+  a.src_port = local_port_;
+  a.dst_ip = p->ip;
+  a.dst_port = p->port;
+  a.ipv6 = cfg_.ipv6;
+  a.src_ip6 = cfg_.local_ip6;
+  a.dst_ip6 = p->ip6;
+  a.udp6_checksum = pcap_.is_open();  // the kernel computes the real one
   std::uint8_t* f = s.buf.data();
-  std::uint8_t* d = f + kFrameHead;
-  std::memcpy(d, h + bth, t);
-  if (pkt.payload_bytes) std::memcpy(d + t, pkt.payload, pkt.payload_bytes);
-  std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
-  const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
-  write_frame_head(f, cfg_.local_ip, local_port_, p->ip, p->port, bytes);
-  const std::uint32_t ic = wire::icrc_roce_v2(
-      {f + wire::kEthHeaderBytes, wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + t},
-      {d + t, pkt.payload_bytes}, pkt.pad_bytes);
-  wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4), ic);
+  s.frame_bytes = roce::build_frame(pkt, a, f);
+  const std::size_t bytes = s.frame_bytes - head_;
   s.addr = {};
-  s.addr.sin_family = AF_INET;
-  s.addr.sin_port = htons(p->port);
-  s.addr.sin_addr.s_addr = htonl(p->ip);
-  s.iov = {d, bytes};
-  s.msg.msg_namelen = sizeof s.addr;
-  s.frame_bytes = kFrameHead + bytes;
-  if (pcap_.is_open()) {
-    std::uint8_t* ip = f + wire::kEthHeaderBytes;
-    put16(ip + 10, ipv4_checksum(ip));
-    pcap_.write(now, {f, s.frame_bytes});
+  if (cfg_.ipv6) {
+    s.addr.v6.sin6_family = AF_INET6;
+    s.addr.v6.sin6_port = htons(p->port);
+    std::memcpy(&s.addr.v6.sin6_addr, p->ip6.data(), 16);
+    s.msg.msg_namelen = sizeof s.addr.v6;
+  } else {
+    s.addr.v4.sin_family = AF_INET;
+    s.addr.v4.sin_port = htons(p->port);
+    s.addr.v4.sin_addr.s_addr = htonl(p->ip);
+    s.msg.msg_namelen = sizeof s.addr.v4;
   }
+  s.iov = {f + head_, bytes};
+  if (pcap_.is_open()) pcap_.write(now, {f, s.frame_bytes});
   ++counters_.tx_packets;
   counters_.tx_bytes += bytes;
   return true;
@@ -299,53 +255,37 @@ bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
 
 void UdpMedium::deliver(Device& dev, Slot& s, std::size_t n, TimeNs now) {
   std::uint8_t* f = s.buf.data();
-  const std::uint32_t src_ip = ntohl(s.addr.sin_addr.s_addr);
-  const std::uint16_t sport = ntohs(s.addr.sin_port);
-  write_frame_head(f, src_ip, sport, cfg_.local_ip, local_port_, n);
-  if (pcap_.is_open()) {
-    std::uint8_t* ip = f + wire::kEthHeaderBytes;
-    put16(ip + 10, ipv4_checksum(ip));
-    pcap_.write(now, {f, kFrameHead + n});
+  roce::FrameAddr a;
+  std::swap(a.src_mac, a.dst_mac);  // the capture shows the peer's MAC as the source
+  std::uint16_t slid;
+  if (cfg_.ipv6) {
+    a.ipv6 = true;
+    std::memcpy(a.src_ip6.data(), &s.addr.v6.sin6_addr, 16);
+    a.src_port = ntohs(s.addr.v6.sin6_port);
+    a.dst_ip6 = cfg_.local_ip6;
+    a.udp6_checksum = pcap_.is_open();
+    slid = peers_.lid_of(a.src_ip6, a.src_port);
+  } else {
+    a.src_ip = ntohl(s.addr.v4.sin_addr.s_addr);
+    a.src_port = ntohs(s.addr.v4.sin_port);
+    slid = peers_.lid_of(a.src_ip, a.src_port);
   }
-  // parse_roce_v2 knows RoCEv2 by UDP port 4791; ours may be another, which the ICRC covers.
-  std::uint8_t* dport = f + wire::kEthHeaderBytes + wire::kIpv4HeaderBytes + 2;
-  put16(dport, wire::kRoceV2UdpPort);
-  auto r = wire::parse_roce_v2({f, kFrameHead + n}, false);
-  put16(dport, local_port_);
-  if (!r) {
-    ++counters_.rx_malformed;
-    return;
+  a.dst_ip = cfg_.local_ip;
+  a.dst_port = local_port_;
+  roce::write_frame_head(f, a, n);
+  if (pcap_.is_open()) pcap_.write(now, {f, head_ + n});
+  switch (roce::deliver_frame(dev, f, head_ + n, slid, now)) {
+    case roce::RxStatus::kDelivered:
+      ++counters_.rx_packets;
+      counters_.rx_bytes += n;
+      break;
+    case roce::RxStatus::kMalformed:
+      ++counters_.rx_malformed;
+      break;
+    case roce::RxStatus::kBadIcrc:
+      ++counters_.rx_bad_icrc;
+      break;
   }
-  const wire::RoceV2Packet& rp = *r;
-  const std::uint8_t* bth = f + rp.bth_offset;
-  const std::size_t t = static_cast<std::size_t>(rp.payload.data() - bth);
-  const std::uint32_t ic = wire::icrc_roce_v2(
-      {f + wire::kEthHeaderBytes, wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + t}, rp.payload,
-      rp.h.bth.pad_cnt);
-  if (ic != rp.icrc) {
-    ++counters_.rx_bad_icrc;
-    return;
-  }
-  ++counters_.rx_packets;
-  counters_.rx_bytes += n;
-  std::uint16_t slid = 0;
-  for (const auto& p : peers_)
-    if (p.ip == src_ip && p.port == sport) slid = p.lid;
-  TxPacket pkt;
-  std::uint8_t* lrh = pkt.headers.data();
-  const std::uint8_t pad = rp.h.bth.pad_cnt;
-  lrh[0] = 0;     // VL 0, LVer 0
-  lrh[1] = 0x02;  // SL 0, LNH 2: IBA local (the IP header played the GRH's part)
-  put16(lrh + 2, dev.lid());
-  put16(lrh + 4, static_cast<unsigned>((8 + t + rp.payload.size() + pad + 4) / 4));
-  put16(lrh + 6, slid);
-  std::memcpy(lrh + 8, bth, std::min(t, TxPacket::kHeaderBytesMax - 8));
-  pkt.header_bytes = static_cast<std::uint16_t>(8 + t);
-  pkt.payload = rp.payload.data();
-  pkt.payload_bytes = static_cast<std::uint32_t>(rp.payload.size());
-  pkt.pad_bytes = pad;
-  pkt.dlid = dev.lid();
-  dev.on_packet(pkt, now);
 }
 
 // ---- sendmmsg / recvmmsg ----
@@ -355,14 +295,13 @@ std::size_t UdpMedium::rx_mmsg(Device& dev, TimeNs now, std::size_t max) {
   while (n < max) {
     const std::size_t k = std::min(max - n, kMmsgBatch);
     for (std::size_t i = 0; i < k; ++i) {
-      rx_[i].msg.msg_namelen = sizeof rx_[i].addr;
+      rx_[i].msg.msg_namelen = cfg_.ipv6 ? sizeof rx_[i].addr.v6 : sizeof rx_[i].addr.v4;
       mm_[i] = {rx_[i].msg, 0};
     }
     ++counters_.syscalls;
     const int r = recvmmsg(fd_, mm_.data(), static_cast<unsigned>(k), MSG_DONTWAIT, nullptr);
     if (r <= 0) break;
     for (int i = 0; i < r; ++i) {
-      rx_[i].addr = *static_cast<sockaddr_in*>(mm_[i].msg_hdr.msg_name);
       deliver(dev, rx_[i], mm_[i].msg_len, now);
     }
     n += static_cast<std::size_t>(r);
@@ -411,8 +350,8 @@ void UdpMedium::arm_recv(std::size_t i) {
     sqe = io_uring_get_sqe(ring_.get());
   }
   Slot& s = rx_[i];
-  s.iov = {s.buf.data() + kFrameHead, kDatagramMax};
-  s.msg.msg_namelen = sizeof s.addr;
+  s.iov = {s.buf.data() + head_, kDatagramMax};
+  s.msg.msg_namelen = cfg_.ipv6 ? sizeof s.addr.v6 : sizeof s.addr.v4;
   io_uring_prep_recvmsg(sqe, fd_, &s.msg, 0);
   ++inflight_;
   io_uring_sqe_set_data64(sqe, i);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "src/io/medium.hpp"
+#include "src/io/udp/roce_frame.hpp"
 #include "src/wire/pcap.hpp"
 #include "src/wire/roce.hpp"
 
@@ -45,6 +46,8 @@ std::string_view to_string(UdpBackend b);
 
 struct UdpConfig {
   std::uint32_t local_ip = 0x7F000001;        // IPv4, host order; the address the ICRC names
+  bool ipv6 = false;                          // an IPv6 socket on local_ip6 instead
+  roce::Ip6 local_ip6{};                      // e.g. ::1 (network order bytes)
   std::uint16_t port = wire::kRoceV2UdpPort;  // 0: an ephemeral port (see local_port())
   UdpBackend backend = UdpBackend::kAuto;     // kAuto reads WEFT_UDP_BACKEND first
   std::string pcap_path;                      // empty: no capture
@@ -77,6 +80,9 @@ class UdpMedium final : public Medium {
 
   // Where packets for `lid` go (and which LID a datagram from ip:port comes from).
   void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port);
+  // The same for an IPv6 medium (UdpConfig::ipv6). A GRH DGID that is not IPv4-mapped is
+  // looked up among these addresses.
+  void add_peer6(std::uint16_t lid, const roce::Ip6& ip, std::uint16_t port);
 
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
@@ -89,20 +95,18 @@ class UdpMedium final : public Medium {
   static std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
 
  private:
-  struct Peer {
-    std::uint16_t lid;
-    std::uint32_t ip;
-    std::uint16_t port;
+  union SockAddr {
+    sockaddr_in v4;
+    sockaddr_in6 v6;
   };
   struct Slot {
-    std::vector<std::uint8_t> buf;  // Ethernet/IPv4/UDP headers (for ICRC and pcap), datagram
-    sockaddr_in addr{};
+    std::vector<std::uint8_t> buf;  // Ethernet/IP/UDP headers (for ICRC and pcap), datagram
+    SockAddr addr{};
     iovec iov{};
     msghdr msg{};
     std::size_t frame_bytes = 0;
   };
   bool setup_uring();
-  const Peer* route(const TxPacket& pkt) const;
   // Builds slot's frame from pkt; false when there is no route.
   bool build(const TxPacket& pkt, Slot& s, TimeNs now);
   void deliver(Device& dev, Slot& s, std::size_t datagram_bytes, TimeNs now);
@@ -118,8 +122,9 @@ class UdpMedium final : public Medium {
   std::string error_;
   int fd_ = -1;
   std::uint16_t local_port_ = 0;
+  std::size_t head_ = roce::kFrameHead;  // where the datagram starts in a slot's buffer
   UdpBackend backend_ = UdpBackend::kMmsg;
-  std::vector<Peer> peers_;
+  roce::PeerTable peers_;
   std::vector<Slot> rx_, tx_;
   std::vector<mmsghdr> mm_;
   std::vector<std::uint32_t> tx_free_;   // io_uring: free send slots

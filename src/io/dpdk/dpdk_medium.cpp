@@ -1,0 +1,345 @@
+// io/dpdk/dpdk_medium.cpp — RoCEv2 frames over a DPDK ethdev (see dpdk_medium.hpp).
+#include "src/io/dpdk/dpdk_medium.hpp"
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <sched.h>
+#include <spdlog/spdlog.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+
+#include "src/base/log.hpp"
+#include "src/io/clock.hpp"
+
+namespace weft::io::dpdk {
+namespace {
+
+constexpr std::size_t kBurst = 32;
+constexpr TimeNs kBackoffMinNs = 20'000, kBackoffMaxNs = 1'000'000;
+
+std::mutex g_eal_mu;
+bool g_eal_tried = false, g_eal_ok = false;
+std::string g_eal_error;
+std::atomic<unsigned> g_pool_seq{0};
+
+std::uint16_t get16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
+}
+std::uint32_t get32(const std::uint8_t* p) {
+  return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
+}
+
+}  // namespace
+
+std::vector<std::string> default_eal_args() {
+  return {"--no-huge",
+          "-m",
+          "256",
+          "--no-pci",
+          "--no-shconf",
+          "--no-telemetry",
+          "--file-prefix",
+          "weft-" + std::to_string(getpid()),
+          "--log-level=warning",
+          "-l",
+          "0"};
+}
+
+bool eal_init(const std::vector<std::string>& args_in, std::string* error) {
+  std::lock_guard<std::mutex> g(g_eal_mu);
+  if (g_eal_tried) {
+    if (!g_eal_ok && error) *error = g_eal_error;
+    return g_eal_ok;
+  }
+  g_eal_tried = true;
+  std::vector<std::string> args = args_in;
+  if (args.empty()) {
+    if (const char* e = std::getenv("WEFT_DPDK_ARGS"); e && *e) {
+      std::istringstream in(e);
+      for (std::string w; in >> w;) args.push_back(w);
+    } else {
+      args = default_eal_args();
+    }
+  }
+  args.insert(args.begin(), "weft");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  cpu_set_t cpus;
+  const bool have_cpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
+  const int r = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (have_cpus) sched_setaffinity(0, sizeof cpus, &cpus);  // EAL pinned us to lcore 0's CPU
+  if (r < 0) {
+    std::string joined;
+    for (std::size_t i = 1; i < args.size(); ++i) joined += (i > 1 ? " " : "") + args[i];
+    g_eal_error = "dpdk: rte_eal_init(" + joined + ") failed: " + rte_strerror(rte_errno);
+    if (error) *error = g_eal_error;
+    return false;
+  }
+  g_eal_ok = true;
+  return true;
+}
+
+void eal_cleanup() {
+  std::lock_guard<std::mutex> g(g_eal_mu);
+  if (!g_eal_ok) return;
+  const std::string dir = rte_eal_get_runtime_dir();
+  rte_eal_cleanup();
+  g_eal_ok = false;
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+}
+
+DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
+  auto log = base::get_logger("weft.io");
+  if (!eal_init(cfg.eal_args, &error_)) return;
+  dev_name_ = cfg.vdev.substr(0, cfg.vdev.find(','));
+  if (dev_name_.empty()) {
+    error_ = "dpdk: no device given (DpdkConfig::vdev, e.g. net_af_packet0,iface=eth0)";
+    return;
+  }
+  if (rte_eth_dev_get_port_by_name(dev_name_.c_str(), &port_id_) != 0) {
+    if (const int r = rte_dev_probe(cfg.vdev.c_str()); r < 0) {
+      error_ = "dpdk: cannot probe '" + cfg.vdev + "': " + rte_strerror(-r);
+      return;
+    }
+    probed_ = true;
+    if (rte_eth_dev_get_port_by_name(dev_name_.c_str(), &port_id_) != 0) {
+      error_ = "dpdk: '" + dev_name_ + "' is not an Ethernet port";
+      return;
+    }
+  }
+  rte_eth_dev_info info{};
+  if (const int r = rte_eth_dev_info_get(port_id_, &info); r != 0) {
+    error_ = "dpdk: rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
+    return;
+  }
+  rte_eth_conf conf{};
+  if (const int r = rte_eth_dev_configure(port_id_, 1, 1, &conf); r != 0) {
+    error_ = "dpdk: rte_eth_dev_configure(" + dev_name_ + "): " + rte_strerror(-r);
+    return;
+  }
+  std::uint16_t nrx = cfg.rx_desc, ntx = cfg.tx_desc;
+  rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &nrx, &ntx);
+  // Every descriptor of both rings may hold an mbuf, plus a burst being built and the per-lcore
+  // cache: a power of two minus one is what the mempool sizes best.
+  std::uint32_t n = 1;
+  while (n < 2u * (nrx + ntx) + 4 * kBurst) n <<= 1;
+  const int socket = rte_eth_dev_socket_id(port_id_);
+  const std::string pool_name =
+      "weft" + std::to_string(getpid() % 100000) + "_" + std::to_string(g_pool_seq.fetch_add(1));
+  pool_ = rte_pktmbuf_pool_create(
+      pool_name.c_str(), n - 1, 64, 0,
+      static_cast<std::uint16_t>(RTE_PKTMBUF_HEADROOM +
+                                 std::max<std::size_t>(cfg.mbuf_bytes, roce::kFrameMax)),
+      socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
+  if (!pool_) {
+    error_ = "dpdk: cannot create a pool of " + std::to_string(n - 1) +
+             " mbufs: " + rte_strerror(rte_errno) + " (raise -m in the EAL arguments)";
+    return;
+  }
+  if (const int r = rte_eth_rx_queue_setup(port_id_, 0, nrx, socket < 0 ? SOCKET_ID_ANY : socket,
+                                           nullptr, pool_);
+      r != 0) {
+    error_ = "dpdk: rx queue: " + std::string(rte_strerror(-r));
+    return;
+  }
+  if (const int r =
+          rte_eth_tx_queue_setup(port_id_, 0, ntx, socket < 0 ? SOCKET_ID_ANY : socket, nullptr);
+      r != 0) {
+    error_ = "dpdk: tx queue: " + std::string(rte_strerror(-r));
+    return;
+  }
+  if (const int r = rte_eth_dev_start(port_id_); r != 0) {
+    error_ = "dpdk: cannot start " + dev_name_ + ": " + rte_strerror(-r);
+    return;
+  }
+  started_ = true;
+  rte_eth_promiscuous_enable(port_id_);  // best effort: peers may use any MAC
+  rte_ether_addr a{};
+  rte_eth_macaddr_get(port_id_, &a);
+  std::memcpy(mac_.data(), a.addr_bytes, 6);
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (cfg.link_wait_ns > 0 && !wait_link(cfg.link_wait_ns))
+    log->warn("dpdk: {} link still down after {} ms", dev_name_, cfg.link_wait_ns / 1'000'000);
+  pending_.reserve(kBurst);
+  scratch_.resize(roce::kFrameMax);
+  if (!cfg.pcap_path.empty() && !pcap_.open(cfg.pcap_path, wire::kLinktypeEthernet))
+    log->error("dpdk: cannot open pcap file {}", cfg.pcap_path);
+  log->debug("dpdk: port {} ({}) started, {} rx / {} tx descriptors, {} mbufs", port_id_, dev_name_,
+             nrx, ntx, n - 1);
+}
+
+DpdkMedium::~DpdkMedium() {
+  for (std::size_t i = pending_head_; i < pending_.size(); ++i) rte_pktmbuf_free(pending_[i]);
+  if (started_) rte_eth_dev_stop(port_id_);
+  if (probed_) {
+    rte_eth_dev_close(port_id_);
+    rte_eal_hotplug_remove("vdev", dev_name_.c_str());
+  }
+  if (pool_) rte_mempool_free(pool_);
+  if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+bool DpdkMedium::link_up() const {
+  rte_eth_link l{};
+  return started_ && rte_eth_link_get_nowait(port_id_, &l) == 0 && l.link_status == RTE_ETH_LINK_UP;
+}
+
+bool DpdkMedium::wait_link(TimeNs timeout_ns) const {
+  const TimeNs until = monotonic_ns() + timeout_ns;
+  while (!link_up()) {
+    if (monotonic_ns() >= until) return false;
+    usleep(1000);
+  }
+  return true;
+}
+
+void DpdkMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port,
+                          const roce::Mac& mac) {
+  peers_.add({lid, ip, port, mac});
+}
+
+bool DpdkMedium::flush_pending() {
+  if (pending_head_ == pending_.size()) return true;
+  const auto k = static_cast<std::uint16_t>(pending_.size() - pending_head_);
+  pending_head_ += rte_eth_tx_burst(port_id_, 0, pending_.data() + pending_head_, k);
+  if (pending_head_ < pending_.size()) {
+    ++counters_.tx_full;
+    return false;
+  }
+  pending_.clear();
+  pending_head_ = 0;
+  return true;
+}
+
+std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
+  if (!started_ || !flush_pending()) return 0;
+  std::size_t n = 0;
+  rte_mbuf* m[kBurst];
+  while (n < max) {
+    const std::size_t want = std::min(max - n, kBurst);
+    if (rte_pktmbuf_alloc_bulk(pool_, m, static_cast<unsigned>(want)) != 0) {
+      ++counters_.tx_full;  // the pool is empty until the port frees what it sent
+      break;
+    }
+    std::size_t built = 0, polled = 0;
+    TxPacket pkt;
+    while (polled < want && dev.poll_transmit(now, pkt)) {
+      ++polled;
+      const roce::Peer* p = peers_.route(pkt);
+      if (!p) {
+        ++counters_.tx_no_route;
+        continue;
+      }
+      roce::FrameAddr a;
+      a.src_mac = mac_;
+      a.dst_mac = p->mac;
+      a.src_ip = cfg_.local_ip;
+      a.src_port = cfg_.port;
+      a.dst_ip = p->ip;
+      a.dst_port = p->port;
+      rte_mbuf* b = m[built++];
+      auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
+      const std::size_t bytes = roce::build_frame(pkt, a, f);
+      b->data_len = static_cast<std::uint16_t>(bytes);
+      b->pkt_len = static_cast<std::uint32_t>(bytes);
+      if (pcap_.is_open()) pcap_.write(now, {f, bytes});
+      ++counters_.tx_packets;
+      counters_.tx_bytes += bytes - roce::kFrameHead;
+    }
+    if (built < want) rte_pktmbuf_free_bulk(m + built, static_cast<unsigned>(want - built));
+    n += polled;
+    const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, m, static_cast<std::uint16_t>(built));
+    if (sent < built) {
+      pending_.assign(m + sent, m + built);
+      pending_head_ = 0;
+      ++counters_.tx_full;
+      break;
+    }
+    if (polled < want) break;  // the Device has nothing more
+  }
+  return n;
+}
+
+std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
+  if (!started_) return 0;
+  std::size_t n = 0;
+  rte_mbuf* m[kBurst];
+  while (n < max) {
+    const auto want = static_cast<std::uint16_t>(std::min(max - n, kBurst));
+    const std::uint16_t k = rte_eth_rx_burst(port_id_, 0, m, want);
+    for (std::uint16_t i = 0; i < k; ++i) {
+      rte_mbuf* b = m[i];
+      auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
+      std::size_t len = b->data_len;
+      if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
+        len = std::min<std::size_t>(b->pkt_len, scratch_.size());
+        f = static_cast<std::uint8_t*>(const_cast<void*>(
+            rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));
+      }
+      const std::uint8_t* ip = f + wire::kEthHeaderBytes;
+      const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
+      if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
+          ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
+        ++counters_.rx_other;
+        rte_pktmbuf_free(b);
+        continue;
+      }
+      // Ethernet pads short frames to 60 bytes: the IP length is the truth.
+      len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
+      if (pcap_.is_open()) pcap_.write(now, {f, len});
+      const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
+      switch (roce::deliver_frame(dev, f, len, slid, now)) {
+        case roce::RxStatus::kDelivered:
+          ++counters_.rx_packets;
+          counters_.rx_bytes += len - roce::kFrameHead;
+          break;
+        case roce::RxStatus::kMalformed:
+          ++counters_.rx_malformed;
+          break;
+        case roce::RxStatus::kBadIcrc:
+          ++counters_.rx_bad_icrc;
+          break;
+      }
+      rte_pktmbuf_free(b);
+    }
+    n += k;
+    if (k < want) break;
+  }
+  if (n) rx_since_sleep_ = true;
+  return n;
+}
+
+bool DpdkMedium::prepare_sleep() {
+  if (pending_head_ != pending_.size()) return false;  // keep passing until the port takes them
+  backoff_ns_ = rx_since_sleep_ || backoff_ns_ == 0 ? kBackoffMinNs
+                                                    : std::min(backoff_ns_ * 2, kBackoffMaxNs);
+  rx_since_sleep_ = false;
+  itimerspec its{};
+  its.it_value.tv_nsec = static_cast<long>(backoff_ns_);
+  timerfd_settime(timer_fd_, 0, &its, nullptr);
+  return true;
+}
+
+void DpdkMedium::finish_sleep() {
+  std::uint64_t ticks;
+  [[maybe_unused]] auto r = read(timer_fd_, &ticks, sizeof ticks);
+  itimerspec off{};
+  timerfd_settime(timer_fd_, 0, &off, nullptr);
+}
+
+}  // namespace weft::io::dpdk

@@ -1,0 +1,119 @@
+// io/dpdk/dpdk_medium.hpp — RoCEv2 over a DPDK Ethernet port: the Medium that puts a Device's
+// packets on an ethdev (a NIC, or a virtual device: net_af_packet on a veth, net_memif between
+// processes, net_ring in one process) as Ethernet/IPv4/UDP 4791/BTH.../ICRC frames, with the
+// framing, routing and receive checks of the UDP medium (src/io/udp/roce_frame.hpp).
+//
+// EAL. DPDK's environment is set up once per process (rte_eal_init cannot run twice), by the
+// first DpdkMedium or by eal_init(). Defaults that work in VMs without hugepages or a NIC:
+//   --no-huge -m 256 --no-pci --no-shconf --no-telemetry --file-prefix weft-PID
+//   --log-level=warning -l 0
+// DpdkConfig::eal_args, else WEFT_DPDK_ARGS (split on blanks), replaces them whole. The calling
+// thread's CPU affinity is restored after rte_eal_init (which pins it to lcore 0's CPU). Each
+// medium probes its own vdev (rte_dev_probe) and owns the port it names.
+//
+// Transmit: mbufs from a pool sized from the descriptor rings; each packet is copied into one
+// mbuf as a whole frame (IPv4 header checksum in software: 20 bytes; the ICRC masks it anyway);
+// frames the port did not take wait for the next pass (back-pressure, nothing is dropped).
+// Receive: bursts of frames; anything that is not IPv4/UDP to our address and port is counted
+// (rx_other) and freed; the rest is checked (ICRC) and handed to the Device, then freed.
+//
+// Sleeping: virtual devices here have no receive interrupt, so rx_wait_fd() is a timerfd the
+// medium arms before the Driver sleeps, backing off from 20 us to 1 ms while the port stays idle
+// (a backed-off poll, not a spin).
+//
+// Thread-safety: owned by one Driver; all calls from its thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/io/medium.hpp"
+#include "src/io/udp/roce_frame.hpp"
+#include "src/wire/pcap.hpp"
+
+struct rte_mempool;
+struct rte_mbuf;
+
+namespace weft::io::dpdk {
+
+// Initializes the EAL once for the process (later calls return the first call's result). An
+// empty `args` means WEFT_DPDK_ARGS or the defaults above. On failure *error says why.
+bool eal_init(const std::vector<std::string>& args, std::string* error);
+// The default EAL arguments (without argv[0]).
+std::vector<std::string> default_eal_args();
+// Releases the EAL (rte_eal_cleanup) and removes its run-time directory; call once at exit, after
+// every DpdkMedium is gone.
+void eal_cleanup();
+
+struct DpdkConfig {
+  std::string vdev;                   // e.g. "net_af_packet0,iface=veth0"; its name is the port
+  std::vector<std::string> eal_args;  // empty: WEFT_DPDK_ARGS or default_eal_args()
+  std::uint32_t local_ip = 0;         // IPv4, host order
+  std::uint16_t port = wire::kRoceV2UdpPort;
+  std::string pcap_path;  // every frame sent and received; empty: none
+  std::uint16_t rx_desc = 512, tx_desc = 512;
+  // Frame room of each mbuf (at least roce::kFrameMax). Some PMDs want more: net_af_packet wants
+  // its framesz less 32 (8160 for framesz=8192, which a 4 KiB RoCE MTU needs).
+  std::uint16_t mbuf_bytes = 8192;
+  // How long the constructor waits for the link to come up (net_memif: until the other process
+  // has connected); traffic sent before that would only be retransmitted.
+  TimeNs link_wait_ns = 10'000'000'000;
+};
+
+struct DpdkCounters {
+  std::uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
+  std::uint64_t tx_no_route = 0;  // no peer for the DLID / DGID: dropped
+  std::uint64_t tx_full = 0;      // the port or the pool had no room: kept for the next pass
+  std::uint64_t rx_other = 0;     // not RoCEv2 to us (ARP, IPv6 ND, other ports): freed
+  std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
+};
+
+class DpdkMedium final : public Medium {
+ public:
+  explicit DpdkMedium(const DpdkConfig& cfg);
+  ~DpdkMedium() override;
+  DpdkMedium(const DpdkMedium&) = delete;
+  DpdkMedium& operator=(const DpdkMedium&) = delete;
+  bool ok() const { return started_; }
+  const std::string& error() const { return error_; }
+  const roce::Mac& mac() const { return mac_; }
+  bool link_up() const;
+  // Waits up to timeout_ns for the link; false if it is still down.
+  bool wait_link(TimeNs timeout_ns) const;
+  std::uint16_t port_id() const { return port_id_; }
+  std::uint16_t local_port() const { return cfg_.port; }
+
+  // Where packets for `lid` go: its IPv4 address, UDP port and MAC.
+  void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port, const roce::Mac& mac);
+
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  int rx_wait_fd() const override { return timer_fd_; }
+  bool prepare_sleep() override;
+  void finish_sleep() override;
+
+  const DpdkCounters& counters() const { return counters_; }
+
+ private:
+  bool flush_pending();
+
+  DpdkConfig cfg_;
+  std::string error_, dev_name_;
+  bool probed_ = false, started_ = false;
+  std::uint16_t port_id_ = 0;
+  roce::Mac mac_{};
+  rte_mempool* pool_ = nullptr;
+  roce::PeerTable peers_;
+  std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
+  std::size_t pending_head_ = 0;
+  std::vector<std::uint8_t> scratch_;  // a received frame that came in several mbufs
+  int timer_fd_ = -1;
+  TimeNs backoff_ns_ = 0;
+  bool rx_since_sleep_ = false;
+  wire::PcapWriter pcap_;
+  DpdkCounters counters_{};
+};
+
+}  // namespace weft::io::dpdk

@@ -1,0 +1,187 @@
+// io/udp/roce_frame.cpp — RoCEv2 framing shared by the Ethernet media (see roce_frame.hpp).
+#include "src/io/udp/roce_frame.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace weft::io::roce {
+namespace {
+
+void put16(std::uint8_t* p, unsigned v) {
+  p[0] = static_cast<std::uint8_t>(v >> 8);
+  p[1] = static_cast<std::uint8_t>(v);
+}
+void put32(std::uint8_t* p, std::uint32_t v) {
+  put16(p, v >> 16);
+  put16(p + 2, v & 0xFFFF);
+}
+std::uint32_t get32(const std::uint8_t* p) {
+  return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
+}
+
+std::uint16_t ipv4_checksum(const std::uint8_t* h) {
+  std::uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += std::uint32_t{h[i]} << 8 | h[i + 1];
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return static_cast<std::uint16_t>(~sum);
+}
+
+// The UDP checksum over IPv6 (RFC 8200 8.1): pseudo-header, UDP header, datagram.
+std::uint16_t udp6_checksum(const std::uint8_t* ip6, const std::uint8_t* udp, std::size_t len) {
+  std::uint64_t sum = 0;
+  for (int i = 8; i < 40; i += 2) sum += std::uint32_t{ip6[i]} << 8 | ip6[i + 1];
+  sum += len + 17;
+  for (std::size_t i = 0; i + 1 < len; i += 2) sum += std::uint32_t{udp[i]} << 8 | udp[i + 1];
+  if (len & 1) sum += std::uint32_t{udp[len - 1]} << 8;
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  const auto c = static_cast<std::uint16_t>(~sum);
+  return c ? c : 0xFFFF;
+}
+
+}  // namespace
+
+void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t bytes) {
+  std::memcpy(f, a.dst_mac.data(), 6);
+  std::memcpy(f + 6, a.src_mac.data(), 6);
+  if (a.ipv6) {
+    put16(f + 12, wire::kEtherTypeIpv6);
+    std::uint8_t* ip = f + wire::kEthHeaderBytes;
+    put32(ip, 0x60000000);  // version 6, traffic class 0, flow label 0
+    put16(ip + 4, static_cast<unsigned>(8 + bytes));
+    ip[6] = 17;
+    ip[7] = 64;
+    std::memcpy(ip + 8, a.src_ip6.data(), 16);
+    std::memcpy(ip + 24, a.dst_ip6.data(), 16);
+    std::uint8_t* u = ip + wire::kIpv6HeaderBytes;
+    put16(u, a.src_port);
+    put16(u + 2, a.dst_port);
+    put16(u + 4, static_cast<unsigned>(8 + bytes));
+    put16(u + 6, 0);
+    if (a.udp6_checksum) put16(u + 6, udp6_checksum(ip, u, 8 + bytes));
+    return;
+  }
+  put16(f + 12, wire::kEtherTypeIpv4);
+  std::uint8_t* ip = f + wire::kEthHeaderBytes;
+  ip[0] = 0x45;
+  ip[1] = 0;
+  put16(ip + 2, static_cast<unsigned>(20 + 8 + bytes));
+  put16(ip + 4, 0);       // identification: what Linux sends with DF on an unconnected socket
+  put16(ip + 6, 0x4000);  // DF: RoCEv2 is never fragmented
+  ip[8] = 64;
+  ip[9] = 17;
+  put16(ip + 10, 0);
+  put32(ip + 12, a.src_ip);
+  put32(ip + 16, a.dst_ip);
+  put16(ip + 10, ipv4_checksum(ip));
+  std::uint8_t* u = ip + wire::kIpv4HeaderBytes;
+  put16(u, a.src_port);
+  put16(u + 2, a.dst_port);
+  put16(u + 4, static_cast<unsigned>(8 + bytes));
+  put16(u + 6, 0);
+}
+
+std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f) {
+  const std::uint8_t* h = pkt.headers.data();
+  const std::size_t bth = (h[1] & 3) == 3 ? 48 : 8;  // LNH 3: a GRH follows the LRH
+  const std::size_t t = pkt.header_bytes - bth;
+  const std::size_t head = a.head();
+  std::uint8_t* d = f + head;
+  std::memcpy(d, h + bth, t);
+  if (pkt.payload_bytes) std::memcpy(d + t, pkt.payload, pkt.payload_bytes);
+  std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
+  const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
+  write_frame_head(f, a, bytes);
+  const std::uint32_t ic = wire::icrc_roce_v2({f + wire::kEthHeaderBytes, head - 14 + t},
+                                              {d + t, pkt.payload_bytes}, pkt.pad_bytes);
+  wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4), ic);
+  if (a.ipv6 && a.udp6_checksum)
+    write_frame_head(f, a, bytes);  // IPv6's UDP checksum covers the ICRC too
+  return head + bytes;
+}
+
+RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
+                       TimeNs now) {
+  if (frame_bytes < kFrameHead) return RxStatus::kMalformed;
+  const bool v6 = f[12] == 0x86 && f[13] == 0xDD;
+  if (v6 && frame_bytes < kFrameHead6) return RxStatus::kMalformed;
+  // parse_roce_v2 knows RoCEv2 by UDP port 4791; ours may be another, which the ICRC covers.
+  std::uint8_t* dport =
+      f + wire::kEthHeaderBytes + (v6 ? wire::kIpv6HeaderBytes : wire::kIpv4HeaderBytes) + 2;
+  const std::uint8_t saved[2] = {dport[0], dport[1]};
+  put16(dport, wire::kRoceV2UdpPort);
+  auto r = wire::parse_roce_v2({f, frame_bytes}, false);
+  dport[0] = saved[0];
+  dport[1] = saved[1];
+  if (!r) return RxStatus::kMalformed;
+  const wire::RoceV2Packet& rp = *r;
+  const std::uint8_t* bth = f + rp.bth_offset;
+  const std::size_t t = static_cast<std::size_t>(rp.payload.data() - bth);
+  const std::uint32_t ic = wire::icrc_roce_v2({f + rp.ip_offset, rp.bth_offset - rp.ip_offset + t},
+                                              rp.payload, rp.h.bth.pad_cnt);
+  if (ic != rp.icrc) return RxStatus::kBadIcrc;
+  TxPacket pkt;
+  std::uint8_t* lrh = pkt.headers.data();
+  const std::uint8_t pad = rp.h.bth.pad_cnt;
+  lrh[0] = 0;     // VL 0, LVer 0
+  lrh[1] = 0x02;  // SL 0, LNH 2: IBA local (the IP header played the GRH's part)
+  put16(lrh + 2, dev.lid());
+  put16(lrh + 4, static_cast<unsigned>((8 + t + rp.payload.size() + pad + 4) / 4));
+  put16(lrh + 6, slid);
+  std::memcpy(lrh + 8, bth, std::min(t, TxPacket::kHeaderBytesMax - 8));
+  pkt.header_bytes = static_cast<std::uint16_t>(8 + t);
+  pkt.payload = rp.payload.data();
+  pkt.payload_bytes = static_cast<std::uint32_t>(rp.payload.size());
+  pkt.pad_bytes = pad;
+  pkt.dlid = dev.lid();
+  dev.on_packet(pkt, now);
+  return RxStatus::kDelivered;
+}
+
+std::array<std::uint8_t, 16> gid_of(std::uint32_t ip) {
+  std::array<std::uint8_t, 16> g{};
+  g[10] = g[11] = 0xFF;
+  put32(g.data() + 12, ip);
+  return g;
+}
+
+void PeerTable::add(const Peer& p) {
+  for (auto& q : peers_)
+    if (q.lid == p.lid) {
+      q = p;
+      return;
+    }
+  peers_.push_back(p);
+}
+
+const Peer* PeerTable::route(const TxPacket& pkt) const {
+  const std::uint8_t* h = pkt.headers.data();
+  if ((h[1] & 3) == 3) {  // GRH: DGID at GRH bytes 24..39
+    const std::uint8_t* dgid = h + 8 + 24;
+    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    if (!std::memcmp(dgid, kMapped, 12)) {
+      const std::uint32_t ip = get32(dgid + 12);
+      for (const auto& p : peers_)
+        if (p.ip == ip) return &p;
+    } else {
+      for (const auto& p : peers_)
+        if (!std::memcmp(p.ip6.data(), dgid, 16)) return &p;
+    }
+  }
+  for (const auto& p : peers_)
+    if (p.lid == pkt.dlid) return &p;
+  return nullptr;
+}
+
+std::uint16_t PeerTable::lid_of(std::uint32_t ip, std::uint16_t port) const {
+  for (const auto& p : peers_)
+    if (p.ip == ip && p.port == port) return p.lid;
+  return 0;
+}
+
+std::uint16_t PeerTable::lid_of(const Ip6& ip, std::uint16_t port) const {
+  for (const auto& p : peers_)
+    if (p.ip6 == ip && p.port == port) return p.lid;
+  return 0;
+}
+
+}  // namespace weft::io::roce

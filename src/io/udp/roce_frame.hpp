@@ -1,0 +1,95 @@
+// io/udp/roce_frame.hpp — the RoCEv2 framing both Ethernet media share (the UDP medium and the
+// DPDK medium): turning a Device's TxPacket (LRH [GRH] BTH ext payload pad) into an
+// Ethernet/IPv4/UDP frame carrying BTH ext payload pad ICRC (IBA Vol 1 Annex A17), routing it by
+// GRH DGID (IPv4-mapped) or DLID, and the reverse: checking a received frame's ICRC, rebuilding
+// an LRH in front of its BTH and handing it to the Device.
+//
+// The IPv4 header is the one Linux sends for a DF datagram of an unconnected socket:
+// identification 0, DF, TTL 64 — so the ICRC the UDP medium computes before the kernel builds the
+// real header is still right on the wire. The header checksum is filled in (the DPDK medium puts
+// these bytes on the wire itself); the UDP checksum is 0 (allowed for IPv4). TOS, TTL and both
+// checksums are masked in the ICRC, so whatever a router changes there does not matter.
+//
+// Thread-safety: pure functions; PeerTable is owned by one medium.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <weft/device.hpp>
+
+#include "src/wire/roce.hpp"
+
+namespace weft::io::roce {
+
+using Mac = std::array<std::uint8_t, 6>;
+// The locally administered MACs the UDP medium's captures show (the kernel hides the real ones).
+inline constexpr Mac kPcapSrcMac{2, 0, 0, 0, 0, 1}, kPcapDstMac{2, 0, 0, 0, 0, 2};
+
+// Ethernet + IPv4 + UDP: where the datagram (BTH onwards) starts in a frame (kFrameHead6: IPv6).
+inline constexpr std::size_t kFrameHead =
+    wire::kEthHeaderBytes + wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes;
+inline constexpr std::size_t kFrameHead6 =
+    wire::kEthHeaderBytes + wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
+// The largest datagram: headers without LRH, a 4 KiB payload, pad and ICRC.
+inline constexpr std::size_t kDatagramMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 4;
+inline constexpr std::size_t kFrameMax = kFrameHead + kDatagramMax;
+inline constexpr std::size_t kFrameMax6 = kFrameHead6 + kDatagramMax;
+
+using Ip6 = std::array<std::uint8_t, 16>;
+
+struct FrameAddr {
+  Mac src_mac = kPcapSrcMac, dst_mac = kPcapDstMac;
+  std::uint32_t src_ip = 0, dst_ip = 0;  // IPv4, host order
+  std::uint16_t src_port = 0, dst_port = wire::kRoceV2UdpPort;
+  bool ipv6 = false;  // then src_ip6 / dst_ip6 instead
+  Ip6 src_ip6{}, dst_ip6{};
+  bool udp6_checksum =
+      true;  // false: leave it 0 (the kernel fills it in; it is masked in the ICRC)
+  std::size_t head() const { return ipv6 ? kFrameHead6 : kFrameHead; }
+};
+
+// Writes Ethernet/IP/UDP headers for a datagram of `datagram_bytes` at f (a.head() bytes). IPv6:
+// traffic class and flow label 0, hop limit 64, and the UDP checksum IPv6 requires (over the
+// datagram, which must be in place).
+void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t datagram_bytes);
+
+// Builds the whole frame for pkt at f (room for a.head() + kDatagramMax): headers, BTH..pad,
+// ICRC. Returns the frame's bytes (the datagram is the part from f + a.head()).
+std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f);
+
+enum class RxStatus : std::uint8_t { kDelivered, kMalformed, kBadIcrc };
+// Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port: the port's two bytes are
+// briefly rewritten, so f must be writable) and hands its packet to dev as if LRH(DLID = dev's LID,
+// SLID = slid) had carried it. The payload is handed by reference into f.
+RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
+                       TimeNs now);
+
+// The IPv4-mapped GID (::ffff:a.b.c.d) of an address, for AddressVector::grh.dgid.
+std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
+
+struct Peer {
+  std::uint16_t lid = 0;
+  std::uint32_t ip = 0;
+  std::uint16_t port = wire::kRoceV2UdpPort;
+  Mac mac = kPcapDstMac;
+  Ip6 ip6{};  // IPv6 media
+};
+
+// Where packets go: a GRH's DGID names the address (IPv4-mapped ::ffff:a.b.c.d, or an IPv6
+// address), otherwise the DLID does.
+class PeerTable {
+ public:
+  void add(const Peer& p);  // replaces the entry of the same LID
+  const Peer* route(const TxPacket& pkt) const;
+  // The LID of the peer at ip:port (0 when unknown).
+  std::uint16_t lid_of(std::uint32_t ip, std::uint16_t port) const;
+  std::uint16_t lid_of(const Ip6& ip, std::uint16_t port) const;
+
+ private:
+  std::vector<Peer> peers_;
+};
+
+}  // namespace weft::io::roce
