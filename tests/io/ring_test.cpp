@@ -18,6 +18,7 @@ struct Ring {
     shared.tail.store(0);
     shared.head.store(0);
     shared.consumer_sleeping.store(0);
+    shared.producer_waiting.store(0);
     prod = RingProducer(&shared, data.data(), cap);
     cons = RingConsumer(&shared, data.data(), cap);
   }
@@ -63,8 +64,29 @@ TEST(Ring, FullRingRefusesUntilTheConsumerReleases) {
   r.cons.peek();
   r.cons.pop();
   EXPECT_FALSE(push(r.prod, 7, 1000)) << "popped but not released: the bytes are not free yet";
-  r.cons.release();
+  EXPECT_FALSE(r.cons.release()) << "nobody waits: no doorbell";
   EXPECT_TRUE(push(r.prod, 7, 1000));
+}
+
+TEST(Ring, ProducerWaitingForSpaceIsWokenOnceByTheRelease) {
+  Ring r(4096);
+  while (push(r.prod, 7, 1000)) {
+  }
+  r.prod.publish();
+  const std::uint64_t head = r.prod.wait_for_consumer();
+  EXPECT_EQ(head, 0u);
+  EXPECT_FALSE(push(r.prod, 7, 1000)) << "still full after the announcement";
+  EXPECT_FALSE(r.cons.release()) << "nothing popped: head unchanged, no doorbell";
+  r.cons.peek();
+  r.cons.pop();
+  EXPECT_TRUE(r.cons.release()) << "the waiting producer must be rung";
+  EXPECT_EQ(r.shared.producer_waiting.load(), 0u) << "the flag is consumed by the wake-up";
+  EXPECT_EQ(r.prod.consumed(), 1008u);
+  EXPECT_TRUE(push(r.prod, 7, 1000));
+  r.prod.publish();
+  r.cons.peek();
+  r.cons.pop();
+  EXPECT_FALSE(r.cons.release()) << "a second release wakes no one";
 }
 
 TEST(Ring, RecordsNeverWrapASkipRecordFillsTheEnd) {

@@ -13,6 +13,11 @@
 //   it to 0 and rings the consumer's doorbell (an eventfd). Either the consumer sees the new tail
 //   or the producer sees the flag (Dekker), so no wake-up is lost and a busy consumer costs the
 //   producer no syscall.
+// - producer_waiting: the same handshake the other way. A producer that cannot go on (the ring is
+//   full, or the medium bounds what it may queue) stores 1 (seq_cst) and re-checks head; the
+//   consumer, after storing head, fences and, if it sees 1, exchanges it to 0 and rings the
+//   producer's doorbell. Without it a producer whose peer sends nothing back (READ responses,
+//   unacknowledged WRITE streams) would wait for its retransmission timer.
 // Each side keeps its own index and a cached copy of the other's in private memory, so the shared
 // lines move only when a side runs out of what it knows.
 // Records: an 8-byte RecordHeader {bytes, kind, flags}, then `bytes` bytes, padded to 8. A record
@@ -34,6 +39,7 @@ struct alignas(64) RingShared {
   alignas(64) std::atomic<std::uint64_t> tail;  // producer -> consumer
   alignas(64) std::atomic<std::uint64_t> head;  // consumer -> producer
   alignas(64) std::atomic<std::uint32_t> consumer_sleeping;
+  std::atomic<std::uint32_t> producer_waiting;
 };
 static_assert(sizeof(RingShared) == 192);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -93,6 +99,13 @@ class RingProducer {
     head_cached_ = s_->head.load(std::memory_order_acquire);
     return head_cached_;
   }
+  // Announces that the producer waits for the consumer to free space (see the file comment);
+  // returns the consumer's index as re-read afterwards, so the caller can re-check its condition.
+  std::uint64_t wait_for_consumer() {
+    s_->producer_waiting.store(1, std::memory_order_seq_cst);
+    head_cached_ = s_->head.load(std::memory_order_seq_cst);
+    return head_cached_;
+  }
   // Makes committed records visible. Returns true when the consumer sleeps and must be woken.
   bool publish() {
     if (s_->tail.load(std::memory_order_relaxed) == tail_) return false;
@@ -143,10 +156,14 @@ class RingConsumer {
     const auto* h = reinterpret_cast<const RecordHeader*>(data_ + (head_ & (cap_ - 1)));
     head_ += record_span(h->bytes);
   }
-  // Frees everything popped so far for the producer.
-  void release() {
-    if (s_->head.load(std::memory_order_relaxed) != head_)
-      s_->head.store(head_, std::memory_order_release);
+  // Frees everything popped so far for the producer. Returns true when the producer waits for
+  // space and must be woken.
+  bool release() {
+    if (s_->head.load(std::memory_order_relaxed) == head_) return false;
+    s_->head.store(head_, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return s_->producer_waiting.load(std::memory_order_relaxed) &&
+           s_->producer_waiting.exchange(0, std::memory_order_acq_rel);
   }
   bool empty() {
     return head_ == tail_cached_ &&

@@ -75,6 +75,7 @@ bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
     new (&rings[i].tail) std::atomic<std::uint64_t>(0);
     new (&rings[i].head) std::atomic<std::uint64_t>(0);
     new (&rings[i].consumer_sleeping) std::atomic<std::uint32_t>(0);
+    new (&rings[i].producer_waiting) std::atomic<std::uint32_t>(0);
   }
   munmap(p, kSegmentHeaderBytes);
   return true;
@@ -123,13 +124,14 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
   const bool dead = peer_dead();
   const std::size_t body_max = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
   while (n < max) {
-    if (!dead && !tx_.can_reserve(body_max)) {
-      ++counters_.tx_full;
-      break;
-    }
-    if (!dead && !by_ref_room()) {
-      ++counters_.tx_full;
-      break;
+    if (!dead && (!tx_.can_reserve(body_max) || !by_ref_room())) {
+      // Ask the peer to ring us when it frees space, then look once more (it may have freed
+      // some between the check and the announcement).
+      tx_.wait_for_consumer();
+      if (!tx_.can_reserve(body_max) || !by_ref_room()) {
+        ++counters_.tx_full;
+        break;
+      }
     }
     TxPacket pkt;
     if (!dev.poll_transmit(now, pkt)) break;
@@ -179,8 +181,9 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
   const std::uint8_t op = bth_opcode(pkt.headers.data());
   const std::uint16_t flags =
       (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-  if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt) &&
-      by_ref_room()) {
+  // No by-reference bound here: a caller of tx_packet has already taken the packet from its
+  // Device, and a copy instead would only fill the ring and lose it (tx_burst checks first).
+  if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt)) {
     const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
     if (!tx_.can_reserve(body)) {
       ++counters_.tx_full;
@@ -192,7 +195,6 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
     std::memcpy(p, &ref, sizeof ref);
     std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
     tx_.commit(body, RecordKind::kByRef, flags);
-    note_by_ref(pkt.payload_bytes);
     ++counters_.tx_by_ref;
     return true;
   }
@@ -275,7 +277,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   }
   counters_.cma_calls = cma_.calls();
   counters_.cma_bytes = cma_.bytes();
-  if (n) rx_.release();
+  if (n && rx_.release()) ring_peer();
   return n;
 }
 

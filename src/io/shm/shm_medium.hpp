@@ -12,7 +12,9 @@
 // Payload bytes in flight by reference count against the ring's size as if they had been copied:
 // a sender stops when the records the peer has not consumed yet refer to ring_bytes of payload,
 // so zero copy never queues more data ahead of the receiver than the copy path (a deep queue
-// would outlast the transport's retransmission timer).
+// would outlast the transport's retransmission timer). That bound is tx_burst's, which checks
+// before it takes a packet from the Device; tx_packet's callers have taken theirs already. A
+// sender held back asks the receiver to ring it when it frees space (ring.hpp, producer_waiting).
 //
 // Peer death: a pidfd of the peer is the event fd; when it fires the medium drops everything it
 // would send or receive, so the survivor's requesters exhaust their retries and its QPs move to
