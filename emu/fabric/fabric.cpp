@@ -53,6 +53,7 @@ std::uint32_t PacketPool::alloc() {
     const std::uint32_t i = free_head_;
     free_head_ = packets_[i]->next_free;
     packets_[i]->next_free = kNoPacket;
+    packets_[i]->rx_timed = false;
     return i;
   }
   packets_.push_back(std::make_unique<Packet>());
@@ -124,6 +125,7 @@ Fabric::Fabric(sim::Simulator& sim, const topo::Topology& topo, const FabricConf
       pe.connected = true;
       pe.up = true;
       pe.peer = nodes_[peer.node]->comp_;
+      pe.peer_node = nodes_[peer.node].get();
       pe.peer_port = static_cast<std::uint8_t>(peer.port);
       pe.peer_is_switch = topo_.node(peer.node).is_switch();
       pe.link = l;

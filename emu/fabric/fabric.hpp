@@ -194,6 +194,7 @@ struct Packet {
   std::uint16_t slid = 0;      // management path: the LRH SLID
   TimeNs tail_ns = 0;          // when its last byte reaches the current node
   TimeNs ready_ns = 0;         // an HCA's packet: not on the wire before (host/NIC timing model)
+  bool rx_timed = false;       // to an HCA: arrives at its delivery time (Node::arrival_event_ns)
   std::uint32_t next_free = kNoPacket;
 };
 
@@ -229,11 +230,14 @@ enum EventKindFabric : sim::EventKind {
   kEvTrapRepeat,  // a switch's pending trap is due again (sma::repeat_trap), data = its TID
 };
 
+class Node;
+
 // One external port of a node: both directions of its link end.
 struct PortEnd {
   bool connected = false;
   bool up = false;
   sim::ComponentId peer = sim::kNoComponent;
+  Node* peer_node = nullptr;
   std::uint8_t peer_port = 0;
   bool peer_is_switch = false;
   topo::LinkId link = topo::kNoLink;
@@ -305,6 +309,9 @@ class Node : public sim::Component {
   virtual bool has_pending(int port) = 0;
   // try_send found nothing it could send on an idle port (no packet, no credit, or not ready).
   virtual void idle(int /*port*/) {}
+  // When the kEvArrive of `p`, reaching `port` of this node at `arrival`, is posted for (called
+  // by the sender, in arrival order per link). The default: at its arrival.
+  virtual TimeNs arrival_event_ns(int /*port*/, Packet& /*p*/, TimeNs arrival) { return arrival; }
 
   void try_send(int port);
   void drain(int port, std::uint8_t vl, std::uint32_t wire_bytes, std::uint16_t gen);
@@ -433,9 +440,12 @@ class HcaNode final : public Node {
   void on_node_event(const sim::Event& ev) override;
   bool has_pending(int port) override;
   void idle(int port) override;
+  TimeNs arrival_event_ns(int port, Packet& p, TimeNs arrival) override;
 
  private:
   friend class Fabric;
+  // The receive timing model: when a packet arriving at `arrival` reaches the Device.
+  TimeNs rx_delivery_ns(const Packet& p, TimeNs arrival);
   void pump();
   void arm_deadline();
   std::uint32_t materialize(const TxPacket& tx);

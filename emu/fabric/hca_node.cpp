@@ -166,10 +166,9 @@ void HcaNode::on_tx_done(int /*port*/, std::uint64_t /*info*/) {
   pump();
 }
 
-void HcaNode::accept(int /*port*/, std::uint32_t pk) {
-  const Packet& p = fabric_.pool()[pk];
+TimeNs HcaNode::rx_delivery_ns(const Packet& p, TimeNs arrival) {
   const HcaModel& m = fabric_.config().hca;
-  const TimeNs t0 = std::max(now(), rx_rate_free_ns_);
+  const TimeNs t0 = std::max(arrival, rx_rate_free_ns_);
   rx_rate_free_ns_ = t0 + rate_gap_ns_;
   TimeNs at = t0 + m.rx_proc_ns;
   if (p.payload_bytes > 0) {
@@ -177,7 +176,34 @@ void HcaNode::accept(int /*port*/, std::uint32_t pk) {
     pcie_rx_free_ps_ = start_ps + pcie_ps(p.payload_bytes, m.pcie_mbytes_per_s);
     at = ps_to_ns_up(pcie_rx_free_ps_) + m.host_latency_ns;
   }
-  fabric_.sim().post_at(at, comp_, kEvHcaRxDeliver, pk);
+  return at;
+}
+
+// One event per received packet instead of two (arrival, then delivery): when nothing can
+// happen to the packet between its arrival and its delivery but the arrival bookkeeping (no
+// PortFaults, no bit errors, no tap) and the receive timing sees the arrivals in order (one
+// port: its link delivers in order), the sender posts the arrival for the delivery time, with
+// the timing model run for the arrival time now. The buffer, the counters and the Device see
+// the packet then; the credits the sender is owed do not change (FCCL = ABR + free space).
+TimeNs HcaNode::arrival_event_ns(int port, Packet& p, TimeNs arrival) {
+  const PortEnd& pe = ports_[port];
+  const LinkModel& lm = fabric_.config().link;
+  if (num_ports() != 1 || pe.faults || lm.ber > 0.0 || fabric_.tap() != nullptr) {
+    p.rx_timed = false;
+    return arrival;
+  }
+  p.rx_timed = true;
+  return rx_delivery_ns(p, arrival);
+}
+
+void HcaNode::accept(int /*port*/, std::uint32_t pk) {
+  Packet& p = fabric_.pool()[pk];
+  if (p.rx_timed) {
+    p.rx_timed = false;
+    deliver(pk);
+    return;
+  }
+  fabric_.sim().post_at(rx_delivery_ns(p, now()), comp_, kEvHcaRxDeliver, pk);
 }
 
 void HcaNode::deliver(std::uint32_t pk) {

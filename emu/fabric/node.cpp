@@ -141,7 +141,8 @@ void Node::try_send(int port) {
   p.link_gen = pe.gen;
   p.tail_ns = end + pe.prop_ns;
   pe.last_delivery_ns = std::max(pe.last_delivery_ns, arrival);
-  fabric_.sim().post_at(arrival, pe.peer, kEvArrive, pk);
+  fabric_.sim().post_at(pe.peer_node->arrival_event_ns(pe.peer_port, p, arrival), pe.peer,
+                        kEvArrive, pk);
 }
 
 void Node::arrive(std::uint32_t pk) {

@@ -188,5 +188,63 @@ TEST(Fabric, RcOpsByteExactOverThreeSwitchLevels) {
   }
 }
 
+// A tap sees every packet a port receives; attaching one turns off the HCA's folded receive
+// (one event at the delivery time, Node::arrival_event_ns) so it can stamp arrival times. The
+// fold must not move anything the Device or the user sees: the same completions at the same
+// virtual times, with fewer events.
+struct NullTap : PacketTap {
+  std::uint64_t packets = 0;
+  void on_receive(topo::NodeId, int, const Packet&, TimeNs) override { packets++; }
+};
+
+struct StreamResult {
+  std::vector<TimeNs> done;
+  std::uint64_t events = 0;
+};
+
+StreamResult write_stream(bool tap) {
+  Star s = star(2);
+  sim::Simulator sim({.seed = 7});
+  FabricConfig cfg;
+  Fabric f(sim, s.t, cfg);
+  NullTap nt;
+  if (tap) f.set_tap(&nt);
+  f.configure_min_hop();
+  constexpr std::uint32_t kBytes = 16384;
+  constexpr int kMessages = 8;
+  RcEndpoint a = make_endpoint(f, s.hosts[0], kBytes), b = make_endpoint(f, s.hosts[1], kBytes);
+  EXPECT_EQ(connect_rc(f, a, b), Errc::kOk);
+  sim.run_until(1000);
+  fill(a.mem, 5);
+  Sge sge{reinterpret_cast<std::uint64_t>(a.mem.data()), kBytes, a.mr->lkey()};
+  SendWr wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.send_flags = kSignaled;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.remote_addr = reinterpret_cast<std::uint64_t>(b.mem.data());
+  wr.rkey = b.mr->rkey();
+  for (int i = 0; i < kMessages; ++i) EXPECT_EQ(a.qp->post_send(wr), Errc::kOk);
+  f.kick(s.hosts[0]);
+  StreamResult r;
+  for (int i = 0; i < kMessages; ++i) {
+    TimeNs at = 0;
+    EXPECT_EQ(wait_completion(sim, a.cq, &at).status, WcStatus::kSuccess);
+    r.done.push_back(at);
+  }
+  EXPECT_EQ(std::memcmp(a.mem.data(), b.mem.data(), kBytes), 0);
+  r.events = sim.events_dispatched();
+  if (tap) {
+    EXPECT_GT(nt.packets, 8u * kMessages);
+  }
+  return r;
+}
+
+TEST(Fabric, FoldedReceiveKeepsEveryCompletionTimeWithFewerEvents) {
+  const StreamResult folded = write_stream(false), unfolded = write_stream(true);
+  ASSERT_EQ(folded.done.size(), unfolded.done.size());
+  EXPECT_EQ(folded.done, unfolded.done);
+  EXPECT_LT(folded.events, unfolded.events);
+}
+
 }  // namespace
 }  // namespace weft::fabric
