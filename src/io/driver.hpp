@@ -2,8 +2,8 @@
 //
 // One Driver drives any number of (Device, Medium) attachments from one thread: each pass moves a
 // burst in from every medium, fires due deadlines (Device::on_deadline) and moves a burst out.
-// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing and yielding every
-// yield_every idle passes so a peer on the same core is never starved), then blocks in epoll on
+// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing, and yielding once
+// per yield_ns so a peer on the same core is never starved), then blocks in epoll on
 // the media's doorbells, a timerfd armed for the earliest Device deadline, the media's event fds
 // (peer death) and its own kick eventfd. An idle process therefore costs almost no CPU.
 //
@@ -32,8 +32,11 @@
 namespace weft::io {
 
 struct DriverConfig {
-  TimeNs spin_ns = 50'000;           // busy-poll this long after the last work before blocking
-  std::uint32_t yield_every = 16;    // idle passes between sched_yield() while spinning
+  TimeNs spin_ns = 50'000;  // busy-poll this long after the last work before blocking
+  // While spinning, sched_yield() once per yield_ns of idling (0: never), so a peer sharing this
+  // core gets it back within yield_ns. A yield costs 0.5-3 us here (it runs whoever else waits),
+  // so yielding by pass count (every few hundred ns) dominated the direct-mode latency.
+  TimeNs yield_ns = 4'000;
   std::size_t burst_max = 512;       // packets per rx/tx burst per attachment
   TimeNs event_poll_ns = 1'000'000;  // how often a busy Driver checks event fds (peer death)
 };
@@ -65,20 +68,19 @@ class Driver {
     const TimeNs start = monotonic_ns();
     const TimeNs end = timeout_ns == kNoDeadline ? kNoDeadline : start + timeout_ns;
     TimeNs last_work = start;
-    std::uint32_t idle = 0;
+    TimeNs idle = start;  // when the last sched_yield() (or work) was
     for (;;) {
       const bool worked = progress();
       if (done()) return true;
       const TimeNs now = last_now_;
       if (now >= end) return false;
       if (worked) {
-        last_work = now;
-        idle = 0;
+        last_work = idle = now;
         continue;
       }
       // now may be a few passes stale (progress()), so it can lag last_work.
       if (now < last_work + config_.spin_ns) {
-        idle_pause(++idle);
+        idle_pause(now, idle);
         continue;
       }
       // done() may have posted work: one more pass moves it before we sleep.
@@ -87,7 +89,7 @@ class Driver {
         continue;
       }
       block(end);
-      last_now_ = last_work = monotonic_ns();
+      last_now_ = last_work = idle = monotonic_ns();
     }
   }
 
@@ -107,7 +109,9 @@ class Driver {
     Device* dev;
     Medium* medium;
   };
-  void idle_pause(std::uint32_t idle);
+  // One idle pass's pause: a pause instruction, or a sched_yield() when yield_ns passed since
+  // `last_yield` (then updated).
+  void idle_pause(TimeNs now, TimeNs& last_yield);
   // Sleeps until a doorbell, the earliest deadline, an event or `until`, whichever is first.
   void block(TimeNs until);
   void poll_events(int timeout_ms);
