@@ -82,7 +82,7 @@ void Driver::detach(Device& dev) {
   for (const auto& a : rest) attach(*a.dev, *a.medium);
 }
 
-bool Driver::progress() {
+bool Driver::pass_in() {
   // The clock costs ~100 ns here (kvm-clock through the vDSO), a third of an idle pass: while
   // idle, read it every kClockEveryPasses passes only. Engines then see a time up to a few
   // microseconds stale — far below the IBA timers' granularity (4.096 us x 2^timeout) — and the
@@ -98,13 +98,21 @@ bool Driver::progress() {
       a.dev->on_deadline(now);
       worked = true;
     }
-    if (a.medium->tx_burst(*a.dev, now, config_.burst_max)) worked = true;
   }
+  last_worked_ = worked;
+  return worked;
+}
+
+bool Driver::pass_out() {
+  const TimeNs now = last_now_;
+  bool worked = false;
+  for (const auto& a : att_)
+    if (a.medium->tx_burst(*a.dev, now, config_.burst_max)) worked = true;
   if (now - last_event_poll_ >= config_.event_poll_ns) {
     last_event_poll_ = now;
     poll_events(0);
   }
-  last_worked_ = worked;
+  if (worked) last_worked_ = true;
   return worked;
 }
 

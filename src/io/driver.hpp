@@ -58,8 +58,17 @@ class Driver {
   void detach(Device& dev);
 
   // One pass over every attachment. Returns true when anything moved or fired.
-  bool progress();
-  // Inline mode: passes until done() returns true (checked after every pass) or timeout_ns passes;
+  bool progress() {
+    const bool in = pass_in();
+    return pass_out() || in;
+  }
+  // The two halves of a pass: pass_in() reads the clock, moves bursts in and fires deadlines;
+  // pass_out() moves bursts out (and now and then polls event fds).
+  bool pass_in();
+  bool pass_out();
+  // Inline mode: passes until done() returns true or timeout_ns passes; done() runs in the middle
+  // of every pass, after what came in and before what goes out, so work it posts (a reply) leaves
+  // in the same burst as the ACKs for what came in, and nothing is left unsent when it returns;
   // spins then blocks like the driver thread. Returns done()'s last value. done() must consume
   // everything it is waiting on (drain the CQ): the Driver may block after it returns false, and
   // it wakes only for packets, deadlines and events, not for completions already queued.
@@ -70,8 +79,10 @@ class Driver {
     TimeNs last_work = start;
     TimeNs idle = start;  // when the last sched_yield() (or work) was
     for (;;) {
-      const bool worked = progress();
-      if (done()) return true;
+      bool worked = pass_in();
+      const bool finished = done();
+      if (pass_out()) worked = true;
+      if (finished) return true;
       const TimeNs now = last_now_;
       if (now >= end) return false;
       if (worked) {
