@@ -2,8 +2,8 @@
 //
 // One Driver drives any number of (Device, Medium) attachments from one thread: each pass moves a
 // burst in from every medium, fires due deadlines (Device::on_deadline) and moves a burst out.
-// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing and yielding every
-// yield_every idle passes so a peer on the same core is never starved), then blocks in epoll on
+// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing, and yielding once
+// per yield_ns so a peer on the same core is never starved), then blocks in epoll on
 // the media's doorbells, a timerfd armed for the earliest Device deadline, the media's event fds
 // (peer death) and its own kick eventfd. An idle process therefore costs almost no CPU.
 //
@@ -32,8 +32,11 @@
 namespace weft::io {
 
 struct DriverConfig {
-  TimeNs spin_ns = 50'000;           // busy-poll this long after the last work before blocking
-  std::uint32_t yield_every = 16;    // idle passes between sched_yield() while spinning
+  TimeNs spin_ns = 50'000;  // busy-poll this long after the last work before blocking
+  // While spinning, sched_yield() once per yield_ns of idling (0: never), so a peer sharing this
+  // core gets it back within yield_ns. A yield costs 0.5-3 us here (it runs whoever else waits),
+  // so yielding by pass count (every few hundred ns) dominated the direct-mode latency.
+  TimeNs yield_ns = 4'000;
   std::size_t burst_max = 512;       // packets per rx/tx burst per attachment
   TimeNs event_poll_ns = 1'000'000;  // how often a busy Driver checks event fds (peer death)
 };
@@ -55,8 +58,17 @@ class Driver {
   void detach(Device& dev);
 
   // One pass over every attachment. Returns true when anything moved or fired.
-  bool progress();
-  // Inline mode: passes until done() returns true (checked after every pass) or timeout_ns passes;
+  bool progress() {
+    const bool in = pass_in();
+    return pass_out() || in;
+  }
+  // The two halves of a pass: pass_in() reads the clock, moves bursts in and fires deadlines;
+  // pass_out() moves bursts out (and now and then polls event fds).
+  bool pass_in();
+  bool pass_out();
+  // Inline mode: passes until done() returns true or timeout_ns passes; done() runs in the middle
+  // of every pass, after what came in and before what goes out, so work it posts (a reply) leaves
+  // in the same burst as the ACKs for what came in, and nothing is left unsent when it returns;
   // spins then blocks like the driver thread. Returns done()'s last value. done() must consume
   // everything it is waiting on (drain the CQ): the Driver may block after it returns false, and
   // it wakes only for packets, deadlines and events, not for completions already queued.
@@ -65,20 +77,21 @@ class Driver {
     const TimeNs start = monotonic_ns();
     const TimeNs end = timeout_ns == kNoDeadline ? kNoDeadline : start + timeout_ns;
     TimeNs last_work = start;
-    std::uint32_t idle = 0;
+    TimeNs idle = start;  // when the last sched_yield() (or work) was
     for (;;) {
-      const bool worked = progress();
-      if (done()) return true;
+      bool worked = pass_in();
+      const bool finished = done();
+      if (pass_out()) worked = true;
+      if (finished) return true;
       const TimeNs now = last_now_;
       if (now >= end) return false;
       if (worked) {
-        last_work = now;
-        idle = 0;
+        last_work = idle = now;
         continue;
       }
       // now may be a few passes stale (progress()), so it can lag last_work.
       if (now < last_work + config_.spin_ns) {
-        idle_pause(++idle);
+        idle_pause(now, idle);
         continue;
       }
       // done() may have posted work: one more pass moves it before we sleep.
@@ -87,7 +100,7 @@ class Driver {
         continue;
       }
       block(end);
-      last_now_ = last_work = monotonic_ns();
+      last_now_ = last_work = idle = monotonic_ns();
     }
   }
 
@@ -107,7 +120,9 @@ class Driver {
     Device* dev;
     Medium* medium;
   };
-  void idle_pause(std::uint32_t idle);
+  // One idle pass's pause: a pause instruction, or a sched_yield() when yield_ns passed since
+  // `last_yield` (then updated).
+  void idle_pause(TimeNs now, TimeNs& last_yield);
   // Sleeps until a doorbell, the earliest deadline, an event or `until`, whichever is first.
   void block(TimeNs until);
   void poll_events(int timeout_ms);

@@ -180,13 +180,20 @@ bool seen(const std::uint8_t* p, std::uint8_t tag) {
 }
 
 // Ping-pong step of WRITE latency: wait for the peer's tag in our receive half.
-bool wait_tag(Endpoint& ep, std::uint32_t size, std::uint8_t tag, TimeNs timeout_ns) {
+// Waits for `tag` in the last byte of the receive half, then calls on_seen() (returning false on
+// failure) inside the same Driver pass: what it posts leaves together with the ACK for the
+// packet that carried the tag (one ring publish, one burst at the peer).
+template <class OnSeen>
+bool wait_tag(Endpoint& ep, std::uint32_t size, std::uint8_t tag, TimeNs timeout_ns,
+              OnSeen on_seen) {
   const std::uint8_t* p = ep.recv_half() + size - 1;
   bool bad = false;
   const bool ok = ep.node.driver().run_until(
       [&] {
         if (ep.poll(ep.scq) < 0) bad = true;
-        return bad || seen(p, tag);
+        if (bad || !seen(p, tag)) return bad;
+        bad = !on_seen();
+        return true;
       },
       timeout_ns);
   return ok && !bad ? true : ep.fail(bad ? ep.error.c_str() : "timeout");
@@ -232,13 +239,28 @@ bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::ui
     std::vector<double> us;
     us.reserve(iters);
     const bool pingpong = o.verb == PerfVerb::kWrite || o.verb == PerfVerb::kSend;
+    // WRITE: the reply's tag is seen inside a Driver pass, which stamps the time and posts the
+    // next WRITE at once (it leaves with the ACK for the reply).
+    TimeNs t0 = monotonic_ns();
+    if (o.verb == PerfVerb::kWrite && iters > 0) {
+      ep.send_half()[size - 1] = tag_of(0);
+      if (!ep.post(op, size, 0)) return false;
+    }
     for (std::uint32_t i = 0; i < iters; ++i) {
-      const TimeNs t0 = monotonic_ns();
       if (o.verb == PerfVerb::kWrite) {
-        const std::uint8_t tag = tag_of(i);
-        ep.send_half()[size - 1] = tag;
-        if (!ep.post(op, size, i) || !wait_tag(ep, size, tag, o.timeout_ns)) return false;
-      } else if (o.verb == PerfVerb::kSend) {
+        const bool ok = wait_tag(ep, size, tag_of(i), o.timeout_ns, [&] {
+          const TimeNs t1 = monotonic_ns();
+          us.push_back(static_cast<double>(t1 - t0) / 2000.0);
+          t0 = t1;
+          if (i + 1 == iters) return true;
+          ep.send_half()[size - 1] = tag_of(i + 1);
+          return ep.post(op, size, i + 1);
+        });
+        if (!ok) return false;
+        continue;
+      }
+      t0 = monotonic_ns();
+      if (o.verb == PerfVerb::kSend) {
         if (!ep.post(op, size, i) || !wait_cq(ep, ep.rcq, 1, o.timeout_ns) || !ep.post_recv(size))
           return false;
         ep.poll(ep.scq);
@@ -308,9 +330,11 @@ bool server_size(Endpoint& ep, PerfVerb verb, PerfMode mode, std::uint32_t size,
   if (mode == PerfMode::kLat && verb == PerfVerb::kWrite) {
     for (std::uint32_t i = 0; i < iters; ++i) {
       const std::uint8_t tag = tag_of(i);
-      if (!wait_tag(ep, size, tag, kTimeout)) return false;
-      ep.send_half()[size - 1] = tag;
-      if (!ep.post(op, size, i)) return false;
+      const bool ok = wait_tag(ep, size, tag, kTimeout, [&] {
+        ep.send_half()[size - 1] = tag;
+        return ep.post(op, size, i);
+      });
+      if (!ok) return false;
     }
   } else if (mode == PerfMode::kLat && verb == PerfVerb::kSend) {
     for (std::uint32_t i = 0; i < iters; ++i) {

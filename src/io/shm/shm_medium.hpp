@@ -158,6 +158,7 @@ class ShmMedium final : public Medium {
   RingConsumer rx_;
   CrossMemory cma_;
   std::atomic<bool> peer_dead_{false};
+  TxPacket tx_scratch_{};  // tx_burst's packet, reused (see tx_burst)
   ShmCounters counters_{};
 };
 
