@@ -60,6 +60,15 @@ void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t datagram_
 // ICRC. Returns the frame's bytes (the datagram is the part from f + a.head()).
 std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f);
 
+// The same without copying the payload: writes the headers (a.head() + BTH..extensions) at f and
+// pad + ICRC at trailer (room for 3 + 4 bytes), computing the ICRC over pkt.payload where it is.
+// The datagram is then f[a.head(), a.head() + header_out) + pkt.payload + trailer[0, trailer_out)
+// (three iovecs). Returns the datagram's bytes. IPv4 only (IPv6's UDP checksum would need the
+// whole datagram: use build_frame).
+std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f,
+                               std::uint8_t* trailer, std::size_t& header_out,
+                               std::size_t& trailer_out);
+
 enum class RxStatus : std::uint8_t { kDelivered, kMalformed, kBadIcrc };
 // Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port: the port's two bytes are
 // briefly rewritten, so f must be writable) and hands its packet to dev as if LRH(DLID = dev's LID,
