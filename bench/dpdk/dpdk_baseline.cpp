@@ -1,6 +1,8 @@
 // bench/dpdk/dpdk_baseline.cpp — the bare DPDK loops bench/dpdk/run-dpdk-bench compares Weft's
 // DPDK medium with: two processes (a fork) joined by net_memif in copy mode (the vdev `weft perf
 // --medium dpdk` uses, same bsize), with the EAL arguments of src/io/dpdk (eal_init).
+// An optional last argument A,B pins the server to CPU A and the client to CPU B (as weft perf
+// --cpus A,B does).
 //   dpdk_baseline bw FRAMES FRAME_BYTES  the client sends FRAMES frames of FRAME_BYTES (each
 //                                        written into its mbuf from a template: the one copy a
 //                                        sender makes), the server counts them; prints the
@@ -10,6 +12,7 @@
 // Both loops poll without sleeping for the whole run (seconds): a benchmark, not a service.
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,7 +48,7 @@ struct Port {
   rte_mempool* pool = nullptr;
 };
 
-Port open_port(const std::string& vdev) {
+Port open_port(const std::string& vdev, int go_fd) {
   std::string err;
   if (!weft::io::dpdk::eal_init({}, &err)) die(err);
   if (rte_dev_probe(vdev.c_str()) < 0) die("cannot probe " + vdev);
@@ -60,6 +63,7 @@ Port open_port(const std::string& vdev) {
   if (rte_eth_rx_queue_setup(p.id, 0, 512, SOCKET_ID_ANY, nullptr, p.pool) != 0) die("rxq");
   if (rte_eth_tx_queue_setup(p.id, 0, 512, SOCKET_ID_ANY, nullptr) != 0) die("txq");
   if (rte_eth_dev_start(p.id) != 0) die("start");
+  if (go_fd >= 0 && write(go_fd, "g", 1) != 1) die("pipe");  // the server listens: client, go
   const std::uint64_t until = now_ns() + 10'000'000'000u;
   for (;;) {
     rte_eth_link l{};
@@ -79,10 +83,8 @@ void close_port(Port& p) {
 int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std::string& sock,
         int go_fd) {
   Port p = open_port(std::string("net_memif0,role=") + (server ? "server" : "client") +
-                     ",socket=" + sock + ",socket-abstract=yes,bsize=8192");
-  if (server) {
-    if (write(go_fd, "g", 1) != 1) return 1;
-  }
+                         ",socket=" + sock + ",socket-abstract=yes,bsize=8192",
+                     go_fd);
   std::vector<std::uint8_t> frame(bytes, 0xA5);
   rte_mbuf* m[kBurst];
   int rc = 0;
@@ -157,8 +159,9 @@ int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4 || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "lat"))) {
-    std::fprintf(stderr, "usage: dpdk_baseline bw FRAMES FRAME_BYTES | lat ITERS FRAME_BYTES\n");
+  if ((argc != 4 && argc != 5) || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "lat"))) {
+    std::fprintf(
+        stderr, "usage: dpdk_baseline bw FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES [A,B]\n");
     return 2;
   }
   const bool bw = !std::strcmp(argv[1], "bw");
@@ -169,8 +172,18 @@ int main(int argc, char** argv) {
   int go[2];
   if (pipe(go) != 0) return 1;
   // The bandwidth figure comes from the server (the receiver), the latency from the client.
+  int cpu[2] = {-1, -1};
+  if (argc == 5 && std::sscanf(argv[4], "%d,%d", &cpu[0], &cpu[1]) != 2) return 2;
+  const auto pin = [](int c) {
+    if (c < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(c, &set);
+    sched_setaffinity(0, sizeof set, &set);
+  };
   const pid_t child = fork();
-  if (child == 0) {  // the client: its EAL starts after the server's port listens
+  if (child == 0) {
+    pin(cpu[1]);  // the client: its EAL starts after the server's port listens
     char c;
     if (read(go[0], &c, 1) != 1) _exit(1);
     std::fflush(stdout);
@@ -178,6 +191,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     _exit(r);
   }
+  pin(cpu[0]);
   const int r = run(true, bw, count, bytes, sock, go[1]);
   int st = 0;
   waitpid(child, &st, 0);
