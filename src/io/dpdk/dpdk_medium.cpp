@@ -10,11 +10,15 @@
 #include <rte_mempool.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -103,6 +107,30 @@ void eal_cleanup() {
   if (!dir.empty()) std::filesystem::remove_all(dir, ec);
 }
 
+// The MTU frames on this port may have. An ethdev starts at 1500 whatever it can carry, so: with
+// an `iface=NAME` argument (net_af_packet, net_pcap) the kernel interface's MTU, which is what
+// bounds the frames; otherwise the port is raised to the largest MTU it and our mbufs allow.
+std::uint32_t DpdkMedium::port_mtu(const rte_eth_dev_info& info) {
+  if (const auto k = cfg_.vdev.find("iface="); k != std::string::npos) {
+    const std::string ifname = cfg_.vdev.substr(k + 6, cfg_.vdev.find(',', k) - (k + 6));
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq r{};
+    std::strncpy(r.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+    const bool ok = s >= 0 && ioctl(s, SIOCGIFMTU, &r) == 0;
+    if (s >= 0) close(s);
+    if (ok) return static_cast<std::uint32_t>(r.ifr_mtu);
+  }
+  const auto room = static_cast<std::uint32_t>(
+      std::max<std::size_t>(cfg_.mbuf_bytes, roce::kFrameMax) - wire::kEthHeaderBytes);
+  const std::uint32_t want = std::min<std::uint32_t>(info.max_mtu, room);
+  std::uint16_t mtu = 0;
+  if (rte_eth_dev_get_mtu(port_id_, &mtu) == 0 && mtu < want) {
+    // A PMD with no MTU setting (net_memif) bounds frames only by its buffers: ours.
+    if (rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(want)) == -ENOTSUP) return want;
+  }
+  return rte_eth_dev_get_mtu(port_id_, &mtu) == 0 ? mtu : 0;
+}
+
 DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   auto log = base::get_logger("weft.io");
   if (!eal_init(cfg.eal_args, &error_)) return;
@@ -172,6 +200,7 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   rte_ether_addr a{};
   rte_eth_macaddr_get(port_id_, &a);
   std::memcpy(mac_.data(), a.addr_bytes, 6);
+  if_mtu_ = port_mtu(info);
   timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (cfg.link_wait_ns > 0 && !wait_link(cfg.link_wait_ns))
     log->warn("dpdk: {} link still down after {} ms", dev_name_, cfg.link_wait_ns / 1'000'000);

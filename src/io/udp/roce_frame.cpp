@@ -156,6 +156,14 @@ RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, st
   return RxStatus::kDelivered;
 }
 
+std::uint32_t roce_mtu_for(std::uint32_t if_mtu, bool ipv6) {
+  const auto over = static_cast<std::uint32_t>(
+      kRoceOverIp + (ipv6 ? wire::kIpv6HeaderBytes : wire::kIpv4HeaderBytes));
+  for (std::uint32_t m = 4096; m >= 256; m /= 2)
+    if (m + over <= if_mtu) return m;
+  return 0;
+}
+
 std::array<std::uint8_t, 16> gid_of(std::uint32_t ip) {
   std::array<std::uint8_t, 16> g{};
   g[10] = g[11] = 0xFF;

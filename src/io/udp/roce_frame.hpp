@@ -40,6 +40,13 @@ inline constexpr std::size_t kFrameMax6 = kFrameHead6 + kDatagramMax;
 
 using Ip6 = std::array<std::uint8_t, 16>;
 
+// What a RoCEv2 packet adds to its payload inside the IP packet: UDP (8), BTH (12), the largest
+// extension headers that come with a payload (RETH + ImmDt: 20) and the ICRC (4).
+inline constexpr std::uint32_t kRoceOverIp = 8 + 12 + 20 + 4;
+// The largest IBA MTU (256..4096) whose packets fit an interface MTU (the IP packet's largest
+// size) with IPv4 (ipv6: IPv6) headers; 0 when not even 256 fits.
+std::uint32_t roce_mtu_for(std::uint32_t if_mtu, bool ipv6);
+
 struct FrameAddr {
   Mac src_mac = kPcapSrcMac, dst_mac = kPcapDstMac;
   std::uint32_t src_ip = 0, dst_ip = 0;  // IPv4, host order

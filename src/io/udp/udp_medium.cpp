@@ -3,6 +3,9 @@
 #include "src/io/udp/udp_medium.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <liburing.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -38,6 +41,34 @@ void init_slot(std::size_t head, std::vector<std::uint8_t>& buf, Addr& addr, iov
   msg.msg_namelen = sizeof addr;
   msg.msg_iov = iov;
   msg.msg_iovlen = 1;
+}
+
+// The interface holding addr (AF_INET: 4 bytes, AF_INET6: 16, network order) and its MTU.
+bool interface_of(int family, const void* addr, std::string& name, std::uint32_t& mtu) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = all; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != family) continue;
+    const void* a =
+        family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    if (std::memcmp(a, addr, family == AF_INET ? 4 : 16) == 0) {
+      name = i->ifa_name;
+      found = true;
+    }
+  }
+  freeifaddrs(all);
+  if (!found) return false;
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  ifreq r{};
+  std::strncpy(r.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  const bool ok = ioctl(s, SIOCGIFMTU, &r) == 0;
+  close(s);
+  if (ok) mtu = static_cast<std::uint32_t>(r.ifr_mtu);
+  return ok;
 }
 
 }  // namespace
@@ -115,6 +146,13 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   local_port_ = ntohs(cfg.ipv6 ? a.v6.sin6_port : a.v4.sin_port);
   fd_ = fd;
+  if (cfg.ipv6)
+    interface_of(AF_INET6, &a.v6.sin6_addr, if_name_, if_mtu_);
+  else
+    interface_of(AF_INET, &a.v4.sin_addr, if_name_, if_mtu_);
+  if (if_mtu_ && roce_mtu() < 4096)
+    log->info("udp: {} has MTU {}: RoCE MTU at most {} on {}", if_name_, if_mtu_, roce_mtu(),
+              shown);
 
   rx_.resize(std::max<std::size_t>(cfg.rx_slots, kMmsgBatch));
   tx_.resize(std::max<std::size_t>(cfg.tx_slots, kMmsgBatch));

@@ -84,6 +84,13 @@ class UdpMedium final : public Medium {
   const std::string& error() const { return error_; }
   UdpBackend backend() const { return backend_; }
   std::uint16_t local_port() const { return local_port_; }
+  // The MTU of the interface that holds the local address (0: not found, e.g. a wildcard
+  // address), and the largest RoCE MTU (256..4096 bytes) whose datagrams it carries without
+  // fragmenting (4096 when unknown). A QP's path MTU must not exceed it: larger datagrams fail
+  // with EMSGSIZE (tx_errors) since RoCEv2 sets DF.
+  std::uint32_t if_mtu() const { return if_mtu_; }
+  std::uint32_t roce_mtu() const { return if_mtu_ ? roce::roce_mtu_for(if_mtu_, cfg_.ipv6) : 4096; }
+  std::string_view if_name() const { return if_name_; }
 
   // Where packets for `lid` go (and which LID a datagram from ip:port comes from).
   void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port);
@@ -131,6 +138,8 @@ class UdpMedium final : public Medium {
   std::string error_;
   int fd_ = -1;
   std::uint16_t local_port_ = 0;
+  std::uint32_t if_mtu_ = 0;
+  std::string if_name_;
   std::size_t head_ = roce::kFrameHead;  // where the datagram starts in a slot's buffer
   UdpBackend backend_ = UdpBackend::kMmsg;
   roce::PeerTable peers_;
