@@ -156,7 +156,9 @@ class UdpMedium final : public Medium {
       0;  // requests the kernel has not completed  // SQEs prepared but not yet submitted
   wire::PcapWriter pcap_;
   UdpCounters counters_{};
-  const Device* dev_ = nullptr;  // the last Device served (WEFT_UDP_STATS)
+  // The last Device served: WEFT_UDP_STATS=1 prints its counters with ours at destruction, so
+  // with it set the Device must outlive the medium (as in DirectNode).
+  const Device* dev_ = nullptr;
 };
 
 }  // namespace weft::io::udp
