@@ -40,6 +40,7 @@ std::uint64_t now_ns() {
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "dpdk_baseline: %s\n", what.c_str());
+  weft::io::dpdk::eal_cleanup();  // no run-time directory left behind
   std::exit(1);
 }
 
