@@ -1,7 +1,7 @@
 // bench/udp/udp_baseline.cpp — the raw-socket baseline of bench/udp/run-udp-bench: `udp_baseline
 // BYTES DATAGRAM` sends BYTES of payload from one process to another over UDP on 127.0.0.1 with
 // sendmmsg/recvmmsg batches of 64 (the UDP medium's batch), datagrams of DATAGRAM bytes (4124: a
-// RoCEv2 WRITE packet at 4 KiB MTU), 8 MiB socket buffers (the medium's), and prints the
+// RoCEv2 WRITE packet at 4 KiB MTU), 64 MiB socket buffers (the medium's), and prints the
 // receiver's goodput as one JSON line: {"bw_avg_gbps":..., "lost":...}. Datagrams the kernel
 // drops are counted, not resent: the figure is an upper bound for a reliable transport on top.
 #include <arpa/inet.h>
@@ -28,7 +28,7 @@ double now_s() {
 
 int udp_socket(std::uint16_t port) {
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  const int v = 8 << 20;
+  const int v = 64 << 20;  // the UDP medium's default (UdpConfig::socket_buffer_bytes)
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) != 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) != 0)

@@ -2,6 +2,9 @@
 // forked from one command) and checks its --json output and its table, plus argument errors.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -146,6 +149,50 @@ TEST(PerfCli, OverTheUdpMedium) {
 TEST(PerfCli, WeftMediumChoosesTheMedium) {
   check_medium("udp", true);
   unsetenv("WEFT_MEDIUM");
+}
+
+TEST(PerfCli, OverTheUdpMediumOnIpv6) {
+  for (const char* mode : {"--bw -s 64K -n 200", "--lat -s 8 -n 200"}) {
+    SCOPED_TRACE(mode);
+    const CliRun r =
+        weft(std::string("perf write ") + mode + " --local --json --medium udp --udp-ip ::1");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto v = json_lines(r.out);
+    ASSERT_EQ(v.size(), 1u) << r.out;
+    EXPECT_EQ(v[0]["iterations"], 200);
+  }
+  const CliRun bad = weft("perf write -s 1K --local --medium udp --udp-ip 127.0.0.300");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("bad --udp-ip 127.0.0.300 (an IPv4 or IPv6 address)"), std::string::npos)
+      << bad.out;
+}
+
+// An interface whose MTU cannot carry perf's 4 KiB RoCE MTU is refused with the way out (the
+// loopback of a network namespace of the test's own, at MTU 1500).
+TEST(PerfCli, TheUdpMediumRefusesAnInterfaceMtuBelow4KiBRoce) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create a network namespace";
+  if (std::system("command -v ip >/dev/null 2>&1") != 0) GTEST_SKIP() << "iproute2 not installed";
+  const std::string ns = "weft-mtu-" + std::to_string(getpid());
+  ASSERT_EQ(
+      std::system(("ip netns add " + ns + " && ip -n " + ns + " link set lo mtu 1500 up").c_str()),
+      0);
+  CliRun r;
+  {
+    const std::string cmd = "ip netns exec " + ns + " " + WEFT_PATH +
+                            " perf write -s 1K -n 10 --local --medium udp 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+    r.status = pclose(f);
+  }
+  std::system(("ip netns del " + ns).c_str());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("lo has MTU 1500, which carries RoCE MTU 1024 at most; weft perf uses 4096: "
+                       "raise it to at least 4160"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(PerfCli, OverTheDpdkMedium) {

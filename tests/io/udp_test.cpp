@@ -277,6 +277,26 @@ TEST(Udp, TheDefaultIsMmsgAndTheEnvironmentForcesIoUring) {
   EXPECT_EQ(m.backend(), UdpBackend::kMmsg);
 }
 
+TEST(Udp, TheMtuComesFromTheInterface) {
+  UdpConfig c;
+  c.port = 0;
+  UdpMedium lo(c);  // 127.0.0.1: lo, MTU 65536
+  ASSERT_TRUE(lo.ok()) << lo.error();
+  EXPECT_EQ(lo.if_name(), "lo");
+  EXPECT_EQ(lo.if_mtu(), 65536u);
+  EXPECT_EQ(lo.roce_mtu(), 4096u);
+  c.local_ip = 0;  // the wildcard address: no one interface; assume 4 KiB
+  UdpMedium any(c);
+  ASSERT_TRUE(any.ok()) << any.error();
+  EXPECT_EQ(any.if_mtu(), 0u);
+  EXPECT_EQ(any.roce_mtu(), 4096u);
+  EXPECT_EQ(roce::roce_mtu_for(4160, false), 4096u);
+  EXPECT_EQ(roce::roce_mtu_for(4159, false), 2048u);
+  EXPECT_EQ(roce::roce_mtu_for(4180, true), 4096u);
+  EXPECT_EQ(roce::roce_mtu_for(4179, true), 2048u);
+  EXPECT_EQ(roce::roce_mtu_for(300, false), 0u);
+}
+
 TEST(Udp, GidsAreIpv4Mapped) {
   const auto g = UdpMedium::gid_of(0x0A000102);
   const std::array<std::uint8_t, 16> want{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 1, 2};
@@ -309,6 +329,7 @@ class Netns {
   }
   bool ok() const { return ok_; }
   const std::string& name() const { return ns_; }
+  bool set_mtu_a(int mtu) const { return sh("ip link set " + a_ + " mtu " + std::to_string(mtu)); }
   std::uint32_t ip_a = 0, ip_b = 0;
 
  private:
@@ -343,6 +364,18 @@ TEST(Udp, AcrossTwoNetworkNamespacesJoinedByVeth) {
     const auto& c = p.end().medium().counters();
     EXPECT_EQ(c.rx_bad_icrc, 0u);
     EXPECT_EQ(c.tx_errors, 0u);
+    // The MTU comes from the interface that holds the address: 9000 carries 4 KiB RoCE MTU,
+    // 1500 only 1 KiB (1024 + 20 + 8 + 12 + 20 + 4 <= 1500 < 2048 + 64).
+    EXPECT_EQ(p.end().medium().if_mtu(), 9000u);
+    EXPECT_EQ(p.end().medium().roce_mtu(), 4096u);
+    ASSERT_TRUE(ns.set_mtu_a(1500));
+    UdpConfig small;
+    small.local_ip = ns.ip_a;
+    small.port = 0;
+    UdpMedium m(small);
+    ASSERT_TRUE(m.ok()) << m.error();
+    EXPECT_EQ(m.if_mtu(), 1500u);
+    EXPECT_EQ(m.roce_mtu(), 1024u);
   }
   EXPECT_EQ(run("ip netns list | grep -c '^" + name + "\\b' || true"), "0\n");
 }

@@ -53,8 +53,18 @@ struct MediumHello {
   std::uint16_t port;
   std::uint16_t lid;
   std::uint8_t mac[6];
-  std::uint8_t pad[2];
+  std::uint8_t v6;  // udp: ip6 instead of ip
+  std::uint8_t pad;
+  std::uint8_t ip6[16];
 };
+
+// perf's QPs use a 4 KiB path MTU: a medium whose interface carries less says how to fix it.
+std::string mtu_problem(std::uint32_t roce_mtu, std::uint32_t if_mtu, std::string_view where) {
+  if (roce_mtu >= 4096) return "";
+  return std::string(where) + " has MTU " + std::to_string(if_mtu) + ", which carries RoCE MTU " +
+         std::to_string(roce_mtu) + " at most; weft perf uses 4096: raise it to at least 4160 " +
+         "(e.g. ip link set dev IFACE mtu 9000)";
+}
 
 // After the rendezvous on `name`: both sides open the medium, swap addresses over the rendezvous
 // socket and move the Device onto it. Empty string: done; otherwise what failed.
@@ -76,15 +86,34 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
   if (a.medium == "udp") {
     io::udp::UdpConfig c;
     in_addr ia{};
-    if (inet_pton(AF_INET, a.udp_ip.c_str(), &ia) != 1) return "bad --udp-ip " + a.udp_ip;
-    c.local_ip = ntohl(ia.s_addr);
+    in6_addr ia6{};
+    if (inet_pton(AF_INET, a.udp_ip.c_str(), &ia) == 1) {
+      c.local_ip = ntohl(ia.s_addr);
+    } else if (inet_pton(AF_INET6, a.udp_ip.c_str(), &ia6) == 1) {
+      c.ipv6 = true;
+      std::memcpy(c.local_ip6.data(), &ia6, 16);
+    } else {
+      return "bad --udp-ip " + a.udp_ip + " (an IPv4 or IPv6 address)";
+    }
     c.port = 0;  // ephemeral: both ends may share the address
     auto u = std::make_unique<io::udp::UdpMedium>(c);
     if (!u->ok()) return u->error();
+    if (std::string e = mtu_problem(u->roce_mtu(), u->if_mtu(), u->if_name()); !e.empty()) return e;
     mine.ip = c.local_ip;
+    mine.v6 = c.ipv6;
+    std::memcpy(mine.ip6, c.local_ip6.data(), 16);
     mine.port = u->local_port();
     if (!send_hello() || !recv_hello()) return "no medium address from the peer";
-    u->add_peer(theirs.lid, theirs.ip, theirs.port);
+    if (theirs.v6 != mine.v6)
+      return "the peer's --udp-ip is IPv" + std::string(theirs.v6 ? "6" : "4") + ", ours IPv" +
+             (mine.v6 ? "6" : "4");
+    if (c.ipv6) {
+      io::roce::Ip6 ip6;
+      std::memcpy(ip6.data(), theirs.ip6, 16);
+      u->add_peer6(theirs.lid, ip6, theirs.port);
+    } else {
+      u->add_peer(theirs.lid, theirs.ip, theirs.port);
+    }
     m = std::move(u);
   } else if (a.medium == "dpdk") {
 #ifdef WEFT_HAVE_DPDK
@@ -102,6 +131,7 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
     if (!server && !recv_hello()) return "no medium address from the peer";
     auto d = std::make_unique<io::dpdk::DpdkMedium>(c);
     if (!d->ok()) return d->error();
+    if (std::string e = mtu_problem(d->roce_mtu(), d->if_mtu(), c.vdev); !e.empty()) return e;
     mine.ip = c.local_ip;
     mine.port = d->local_port();
     std::memcpy(mine.mac, d->mac().data(), 6);
@@ -427,7 +457,8 @@ void add_perf(CLI::App& app) {
   cmd->add_option("--medium", a->medium,
                   "Data path: shm (default), udp (RoCEv2 over UDP sockets) or dpdk (RoCEv2 "
                   "frames over DPDK ports); default WEFT_MEDIUM");
-  cmd->add_option("--udp-ip", a->udp_ip, "--medium udp: the local IPv4 address (127.0.0.1)");
+  cmd->add_option("--udp-ip", a->udp_ip,
+                  "--medium udp: the local IPv4 or IPv6 address (127.0.0.1; e.g. ::1)");
   cmd->add_option("--dpdk-vdev", a->dpdk_vdev,
                   "--medium dpdk: the device (default: net_memif between the two processes)");
   cmd->add_option("--dpdk-args", a->dpdk_args,

@@ -35,6 +35,7 @@
 
 struct rte_mempool;
 struct rte_mbuf;
+struct rte_eth_dev_info;
 
 namespace weft::io::dpdk {
 
@@ -84,6 +85,12 @@ class DpdkMedium final : public Medium {
   bool wait_link(TimeNs timeout_ns) const;
   std::uint16_t port_id() const { return port_id_; }
   std::uint16_t local_port() const { return cfg_.port; }
+  // The port's MTU (rte_eth_dev_get_mtu: the largest IP packet; 0 when the PMD does not say) and
+  // the largest RoCE MTU (256..4096) whose frames fit it (4096 when unknown). net_af_packet
+  // reports its interface's MTU (iface=); other ports are raised to the most they and the mbufs
+  // allow (net_memif: its bsize less the Ethernet header).
+  std::uint32_t if_mtu() const { return if_mtu_; }
+  std::uint32_t roce_mtu() const { return if_mtu_ ? roce::roce_mtu_for(if_mtu_, false) : 4096; }
 
   // Where packets for `lid` go: its IPv4 address, UDP port and MAC.
   void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port, const roce::Mac& mac);
@@ -98,11 +105,13 @@ class DpdkMedium final : public Medium {
 
  private:
   bool flush_pending();
+  std::uint32_t port_mtu(const rte_eth_dev_info& info);
 
   DpdkConfig cfg_;
   std::string error_, dev_name_;
   bool probed_ = false, started_ = false;
   std::uint16_t port_id_ = 0;
+  std::uint32_t if_mtu_ = 0;
   roce::Mac mac_{};
   rte_mempool* pool_ = nullptr;
   roce::PeerTable peers_;

@@ -99,6 +99,25 @@ std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f
   return head + bytes;
 }
 
+std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f,
+                               std::uint8_t* trailer, std::size_t& header_out,
+                               std::size_t& trailer_out) {
+  const std::uint8_t* h = pkt.headers.data();
+  const std::size_t bth = (h[1] & 3) == 3 ? 48 : 8;  // LNH 3: a GRH follows the LRH
+  const std::size_t t = pkt.header_bytes - bth;
+  const std::size_t head = a.head();
+  std::memcpy(f + head, h + bth, t);
+  std::memset(trailer, 0, pkt.pad_bytes);
+  const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
+  write_frame_head(f, a, bytes);
+  const std::uint32_t ic = wire::icrc_roce_v2({f + wire::kEthHeaderBytes, head - 14 + t},
+                                              {pkt.payload, pkt.payload_bytes}, pkt.pad_bytes);
+  wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(trailer + pkt.pad_bytes, 4), ic);
+  header_out = t;
+  trailer_out = pkt.pad_bytes + wire::kIcrcBytes;
+  return bytes;
+}
+
 RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
                        TimeNs now) {
   if (frame_bytes < kFrameHead) return RxStatus::kMalformed;
@@ -135,6 +154,14 @@ RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, st
   pkt.dlid = dev.lid();
   dev.on_packet(pkt, now);
   return RxStatus::kDelivered;
+}
+
+std::uint32_t roce_mtu_for(std::uint32_t if_mtu, bool ipv6) {
+  const auto over = static_cast<std::uint32_t>(
+      kRoceOverIp + (ipv6 ? wire::kIpv6HeaderBytes : wire::kIpv4HeaderBytes));
+  for (std::uint32_t m = 4096; m >= 256; m /= 2)
+    if (m + over <= if_mtu) return m;
+  return 0;
 }
 
 std::array<std::uint8_t, 16> gid_of(std::uint32_t ip) {

@@ -40,6 +40,13 @@ inline constexpr std::size_t kFrameMax6 = kFrameHead6 + kDatagramMax;
 
 using Ip6 = std::array<std::uint8_t, 16>;
 
+// What a RoCEv2 packet adds to its payload inside the IP packet: UDP (8), BTH (12), the largest
+// extension headers that come with a payload (RETH + ImmDt: 20) and the ICRC (4).
+inline constexpr std::uint32_t kRoceOverIp = 8 + 12 + 20 + 4;
+// The largest IBA MTU (256..4096) whose packets fit an interface MTU (the IP packet's largest
+// size) with IPv4 (ipv6: IPv6) headers; 0 when not even 256 fits.
+std::uint32_t roce_mtu_for(std::uint32_t if_mtu, bool ipv6);
+
 struct FrameAddr {
   Mac src_mac = kPcapSrcMac, dst_mac = kPcapDstMac;
   std::uint32_t src_ip = 0, dst_ip = 0;  // IPv4, host order
@@ -59,6 +66,15 @@ void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t datagram_
 // Builds the whole frame for pkt at f (room for a.head() + kDatagramMax): headers, BTH..pad,
 // ICRC. Returns the frame's bytes (the datagram is the part from f + a.head()).
 std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f);
+
+// The same without copying the payload: writes the headers (a.head() + BTH..extensions) at f and
+// pad + ICRC at trailer (room for 3 + 4 bytes), computing the ICRC over pkt.payload where it is.
+// The datagram is then f[a.head(), a.head() + header_out) + pkt.payload + trailer[0, trailer_out)
+// (three iovecs). Returns the datagram's bytes. IPv4 only (IPv6's UDP checksum would need the
+// whole datagram: use build_frame).
+std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f,
+                               std::uint8_t* trailer, std::size_t& header_out,
+                               std::size_t& trailer_out);
 
 enum class RxStatus : std::uint8_t { kDelivered, kMalformed, kBadIcrc };
 // Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port: the port's two bytes are

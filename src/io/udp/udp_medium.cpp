@@ -3,6 +3,9 @@
 #include "src/io/udp/udp_medium.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <liburing.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,15 +32,43 @@ std::atomic<bool> g_fallback_logged{false};
 
 // head: where the datagram starts (42 for IPv4, 62 for IPv6: the frame the ICRC and pcap see).
 template <class Addr>
-void init_slot(std::size_t head, std::vector<std::uint8_t>& buf, Addr& addr, iovec& iov,
+void init_slot(std::size_t head, std::vector<std::uint8_t>& buf, Addr& addr, iovec* iov,
                msghdr& msg) {
   buf.assign(head + kDatagramMax, 0);
-  iov = {buf.data() + head, kDatagramMax};
+  iov[0] = {buf.data() + head, kDatagramMax};
   msg = {};
   msg.msg_name = &addr;
   msg.msg_namelen = sizeof addr;
-  msg.msg_iov = &iov;
+  msg.msg_iov = iov;
   msg.msg_iovlen = 1;
+}
+
+// The interface holding addr (AF_INET: 4 bytes, AF_INET6: 16, network order) and its MTU.
+bool interface_of(int family, const void* addr, std::string& name, std::uint32_t& mtu) {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = all; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != family) continue;
+    const void* a =
+        family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    if (std::memcmp(a, addr, family == AF_INET ? 4 : 16) == 0) {
+      name = i->ifa_name;
+      found = true;
+    }
+  }
+  freeifaddrs(all);
+  if (!found) return false;
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  ifreq r{};
+  std::strncpy(r.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  const bool ok = ioctl(s, SIOCGIFMTU, &r) == 0;
+  close(s);
+  if (ok) mtu = static_cast<std::uint32_t>(r.ifr_mtu);
+  return ok;
 }
 
 }  // namespace
@@ -114,6 +146,13 @@ UdpMedium::UdpMedium(const UdpConfig& cfg) : cfg_(cfg) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   local_port_ = ntohs(cfg.ipv6 ? a.v6.sin6_port : a.v4.sin_port);
   fd_ = fd;
+  if (cfg.ipv6)
+    interface_of(AF_INET6, &a.v6.sin6_addr, if_name_, if_mtu_);
+  else
+    interface_of(AF_INET, &a.v4.sin_addr, if_name_, if_mtu_);
+  if (if_mtu_ && roce_mtu() < 4096)
+    log->info("udp: {} has MTU {}: RoCE MTU at most {} on {}", if_name_, if_mtu_, roce_mtu(),
+              shown);
 
   rx_.resize(std::max<std::size_t>(cfg.rx_slots, kMmsgBatch));
   tx_.resize(std::max<std::size_t>(cfg.tx_slots, kMmsgBatch));
@@ -165,6 +204,16 @@ bool UdpMedium::setup_uring() {
 }
 
 UdpMedium::~UdpMedium() {
+  if (std::getenv("WEFT_UDP_STATS"))
+    std::fprintf(stderr,
+                 "udp stats pid %d: tx %llu rx %llu tx_full %llu tx_errors %llu syscalls %llu "
+                 "dev_retransmit %llu dev_rx_dropped_ooo %llu dev_rx_buffered_ooo %llu\n",
+                 static_cast<int>(getpid()), (unsigned long long)counters_.tx_packets,
+                 (unsigned long long)counters_.rx_packets, (unsigned long long)counters_.tx_full,
+                 (unsigned long long)counters_.tx_errors, (unsigned long long)counters_.syscalls,
+                 (unsigned long long)(dev_ ? dev_->counters().retransmit_packets : 0),
+                 (unsigned long long)(dev_ ? dev_->counters().rx_dropped_ooo : 0),
+                 (unsigned long long)(dev_ ? dev_->counters().rx_buffered_ooo : 0));
   if (ring_) {
     // The kernel writes into our buffers until each request completes: wake the armed
     // receives (shutdown ends them) and collect every completion before the buffers go.
@@ -216,7 +265,7 @@ bool UdpMedium::prepare_sleep() {
   return tx_sent_ == tx_built_;  // unsent frames: keep passing (back-pressure clears soon)
 }
 
-bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
+bool UdpMedium::build(Device& dev, const TxPacket& pkt, Slot& s, TimeNs now) {
   const roce::Peer* p = peers_.route(pkt);
   if (!p) {
     ++counters_.tx_no_route;
@@ -232,8 +281,25 @@ bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
   a.dst_ip6 = p->ip6;
   a.udp6_checksum = pcap_.is_open();  // the kernel computes the real one
   std::uint8_t* f = s.buf.data();
-  s.frame_bytes = roce::build_frame(pkt, a, f);
-  const std::size_t bytes = s.frame_bytes - head_;
+  std::size_t bytes;
+  // sendmmsg only: io_uring may read the payload after tx_burst returns.
+  if (!ring_ && !cfg_.ipv6 && !pcap_.is_open() && pkt.payload_bytes >= cfg_.gather_min_bytes &&
+      dev.payload_stable(pkt)) {
+    // In place: registered memory stays put until the WR completes, which needs this
+    // datagram's ACK, so the kernel reads it before anyone may change it.
+    std::size_t hb = 0, tb = 0;
+    bytes = roce::build_frame_gather(pkt, a, f, s.trailer, hb, tb);
+    s.frame_bytes = head_ + bytes;
+    s.iov[0] = {f + head_, hb};
+    s.iov[1] = {const_cast<std::uint8_t*>(pkt.payload), pkt.payload_bytes};
+    s.iov[2] = {s.trailer, tb};
+    s.msg.msg_iovlen = 3;
+  } else {
+    s.frame_bytes = roce::build_frame(pkt, a, f);
+    bytes = s.frame_bytes - head_;
+    s.iov[0] = {f + head_, bytes};
+    s.msg.msg_iovlen = 1;
+  }
   s.addr = {};
   if (cfg_.ipv6) {
     s.addr.v6.sin6_family = AF_INET6;
@@ -246,7 +312,6 @@ bool UdpMedium::build(const TxPacket& pkt, Slot& s, TimeNs now) {
     s.addr.v4.sin_addr.s_addr = htonl(p->ip);
     s.msg.msg_namelen = sizeof s.addr.v4;
   }
-  s.iov = {f + head_, bytes};
   if (pcap_.is_open()) pcap_.write(now, {f, s.frame_bytes});
   ++counters_.tx_packets;
   counters_.tx_bytes += bytes;
@@ -318,7 +383,7 @@ std::size_t UdpMedium::tx_mmsg(Device& dev, TimeNs now, std::size_t max) {
       TxPacket pkt;
       while (n < max && tx_built_ < kMmsgBatch && dev.poll_transmit(now, pkt)) {
         ++n;
-        if (build(pkt, tx_[tx_built_], now)) ++tx_built_;
+        if (build(dev, pkt, tx_[tx_built_], now)) ++tx_built_;
       }
       if (tx_built_ == 0) return n;
     }
@@ -329,6 +394,7 @@ std::size_t UdpMedium::tx_mmsg(Device& dev, TimeNs now, std::size_t max) {
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
         ++counters_.tx_full;
+        flatten_unsent();
         return n;
       }
       ++counters_.tx_errors;  // this datagram is lost; the transport retransmits
@@ -341,6 +407,21 @@ std::size_t UdpMedium::tx_mmsg(Device& dev, TimeNs now, std::size_t max) {
   }
 }
 
+// Frames that wait for the next pass must not point into registered memory: once the Driver
+// runs the Device again an earlier copy of a retransmitted packet may be ACKed, its WR complete
+// and its buffer be reused. Copy their payloads into their slots.
+void UdpMedium::flatten_unsent() {
+  for (std::size_t i = tx_sent_; i < tx_built_; ++i) {
+    Slot& s = tx_[i];
+    if (s.msg.msg_iovlen != 3) continue;
+    std::uint8_t* d = static_cast<std::uint8_t*>(s.iov[0].iov_base) + s.iov[0].iov_len;
+    std::memcpy(d, s.iov[1].iov_base, s.iov[1].iov_len);
+    std::memcpy(d + s.iov[1].iov_len, s.iov[2].iov_base, s.iov[2].iov_len);
+    s.iov[0].iov_len += s.iov[1].iov_len + s.iov[2].iov_len;
+    s.msg.msg_iovlen = 1;
+  }
+}
+
 // ---- io_uring ----
 
 void UdpMedium::arm_recv(std::size_t i) {
@@ -350,7 +431,7 @@ void UdpMedium::arm_recv(std::size_t i) {
     sqe = io_uring_get_sqe(ring_.get());
   }
   Slot& s = rx_[i];
-  s.iov = {s.buf.data() + head_, kDatagramMax};
+  s.iov[0] = {s.buf.data() + head_, kDatagramMax};
   s.msg.msg_namelen = cfg_.ipv6 ? sizeof s.addr.v6 : sizeof s.addr.v4;
   io_uring_prep_recvmsg(sqe, fd_, &s.msg, 0);
   ++inflight_;
@@ -412,7 +493,7 @@ std::size_t UdpMedium::tx_uring(Device& dev, TimeNs now, std::size_t max) {
     if (!dev.poll_transmit(now, pkt)) break;
     ++n;
     const std::uint32_t i = tx_free_.back();
-    if (!build(pkt, tx_[i], now)) continue;
+    if (!build(dev, pkt, tx_[i], now)) continue;
     tx_free_.pop_back();
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (!sqe) {
@@ -433,6 +514,7 @@ std::size_t UdpMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
 }
 
 std::size_t UdpMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
+  dev_ = &dev;
   return ring_ ? tx_uring(dev, now, max) : tx_mmsg(dev, now, max);
 }
 

@@ -53,7 +53,14 @@ struct UdpConfig {
   std::string pcap_path;                      // empty: no capture
   std::size_t rx_slots = 128;  // receive buffers (io_uring: recvmsg requests kept armed)
   std::size_t tx_slots = 256;  // send buffers in flight
-  int socket_buffer_bytes = 8 << 20;
+  // Both directions. Loopback and veth drop what does not fit the receiver's buffer, and the
+  // transport (go-back-N by default) pays for each loss with a window of retransmits: at 8 MiB a
+  // 1 MiB WRITE stream lost ~30 % of its datagrams here, at 64 MiB none. Set with
+  // SO_{RCV,SND}BUFFORCE (root or CAP_NET_ADMIN), else capped by net.core.[rw]mem_max.
+  int socket_buffer_bytes = 64 << 20;
+  // Payloads of at least this many bytes in registered memory go to the kernel in place (a
+  // gathered sendmsg: no copy in user space); smaller ones and captured ones are copied.
+  std::size_t gather_min_bytes = 512;
 };
 
 struct UdpCounters {
@@ -77,6 +84,13 @@ class UdpMedium final : public Medium {
   const std::string& error() const { return error_; }
   UdpBackend backend() const { return backend_; }
   std::uint16_t local_port() const { return local_port_; }
+  // The MTU of the interface that holds the local address (0: not found, e.g. a wildcard
+  // address), and the largest RoCE MTU (256..4096 bytes) whose datagrams it carries without
+  // fragmenting (4096 when unknown). A QP's path MTU must not exceed it: larger datagrams fail
+  // with EMSGSIZE (tx_errors) since RoCEv2 sets DF.
+  std::uint32_t if_mtu() const { return if_mtu_; }
+  std::uint32_t roce_mtu() const { return if_mtu_ ? roce::roce_mtu_for(if_mtu_, cfg_.ipv6) : 4096; }
+  std::string_view if_name() const { return if_name_; }
 
   // Where packets for `lid` go (and which LID a datagram from ip:port comes from).
   void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port);
@@ -102,14 +116,16 @@ class UdpMedium final : public Medium {
   struct Slot {
     std::vector<std::uint8_t> buf;  // Ethernet/IP/UDP headers (for ICRC and pcap), datagram
     SockAddr addr{};
-    iovec iov{};
+    iovec iov[3]{};  // the datagram; gathered: headers, payload (in place), pad + ICRC
     msghdr msg{};
     std::size_t frame_bytes = 0;
+    std::uint8_t trailer[8]{};
   };
   bool setup_uring();
   // Builds slot's frame from pkt; false when there is no route.
-  bool build(const TxPacket& pkt, Slot& s, TimeNs now);
+  bool build(Device& dev, const TxPacket& pkt, Slot& s, TimeNs now);
   void deliver(Device& dev, Slot& s, std::size_t datagram_bytes, TimeNs now);
+  void flatten_unsent();
   void arm_recv(std::size_t i);
   void reap();
   void submit();
@@ -122,6 +138,8 @@ class UdpMedium final : public Medium {
   std::string error_;
   int fd_ = -1;
   std::uint16_t local_port_ = 0;
+  std::uint32_t if_mtu_ = 0;
+  std::string if_name_;
   std::size_t head_ = roce::kFrameHead;  // where the datagram starts in a slot's buffer
   UdpBackend backend_ = UdpBackend::kMmsg;
   roce::PeerTable peers_;
@@ -138,6 +156,9 @@ class UdpMedium final : public Medium {
       0;  // requests the kernel has not completed  // SQEs prepared but not yet submitted
   wire::PcapWriter pcap_;
   UdpCounters counters_{};
+  // The last Device served: WEFT_UDP_STATS=1 prints its counters with ours at destruction, so
+  // with it set the Device must outlive the medium (as in DirectNode).
+  const Device* dev_ = nullptr;
 };
 
 }  // namespace weft::io::udp

@@ -1,0 +1,200 @@
+// bench/dpdk/dpdk_baseline.cpp — the bare DPDK loops bench/dpdk/run-dpdk-bench compares Weft's
+// DPDK medium with: two processes (a fork) joined by net_memif in copy mode (the vdev `weft perf
+// --medium dpdk` uses, same bsize), with the EAL arguments of src/io/dpdk (eal_init).
+// An optional last argument A,B pins the server to CPU A and the client to CPU B (as weft perf
+// --cpus A,B does).
+//   dpdk_baseline bw FRAMES FRAME_BYTES  the client sends FRAMES frames of FRAME_BYTES (each
+//                                        written into its mbuf from a template: the one copy a
+//                                        sender makes), the server counts them; prints the
+//                                        server's {"bw_avg_gbps":..,"mpps":..} (frame bytes)
+//   dpdk_baseline lat ITERS FRAME_BYTES  ping-pong of one frame, both sides polling without a
+//                                        pause; prints {"rtt_median_us":..,"half_rtt_median_us":..}
+// Both loops poll without sleeping for the whole run (seconds): a benchmark, not a service.
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/io/dpdk/dpdk_medium.hpp"
+
+namespace {
+
+constexpr std::uint16_t kBurst = 32;
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "dpdk_baseline: %s\n", what.c_str());
+  weft::io::dpdk::eal_cleanup();  // no run-time directory left behind
+  std::exit(1);
+}
+
+struct Port {
+  std::uint16_t id = 0;
+  rte_mempool* pool = nullptr;
+};
+
+Port open_port(const std::string& vdev, int go_fd) {
+  std::string err;
+  if (!weft::io::dpdk::eal_init({}, &err)) die(err);
+  if (rte_dev_probe(vdev.c_str()) < 0) die("cannot probe " + vdev);
+  Port p;
+  const std::string name = vdev.substr(0, vdev.find(','));
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &p.id) != 0) die("no port " + name);
+  rte_eth_conf conf{};
+  if (rte_eth_dev_configure(p.id, 1, 1, &conf) != 0) die("configure");
+  p.pool = rte_pktmbuf_pool_create("bare", 4095, 64, 0, RTE_PKTMBUF_HEADROOM + 8192,
+                                   static_cast<int>(SOCKET_ID_ANY));
+  if (!p.pool) die("pool");
+  if (rte_eth_rx_queue_setup(p.id, 0, 512, SOCKET_ID_ANY, nullptr, p.pool) != 0) die("rxq");
+  if (rte_eth_tx_queue_setup(p.id, 0, 512, SOCKET_ID_ANY, nullptr) != 0) die("txq");
+  if (rte_eth_dev_start(p.id) != 0) die("start");
+  if (go_fd >= 0 && write(go_fd, "g", 1) != 1) die("pipe");  // the server listens: client, go
+  const std::uint64_t until = now_ns() + 10'000'000'000u;
+  for (;;) {
+    rte_eth_link l{};
+    if (rte_eth_link_get_nowait(p.id, &l) == 0 && l.link_status == RTE_ETH_LINK_UP) break;
+    if (now_ns() > until) die("link down");
+    usleep(1000);
+  }
+  return p;
+}
+
+void close_port(Port& p) {
+  rte_eth_dev_stop(p.id);
+  rte_eth_dev_close(p.id);
+  weft::io::dpdk::eal_cleanup();
+}
+
+int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std::string& sock,
+        int go_fd) {
+  Port p = open_port(std::string("net_memif0,role=") + (server ? "server" : "client") +
+                         ",socket=" + sock + ",socket-abstract=yes,bsize=8192",
+                     go_fd);
+  std::vector<std::uint8_t> frame(bytes, 0xA5);
+  rte_mbuf* m[kBurst];
+  int rc = 0;
+  if (bw && server) {
+    std::uint64_t got = 0, t0 = 0, t1 = 0, last = now_ns();
+    while (got < count && now_ns() - last < 2'000'000'000u) {
+      const std::uint16_t k = rte_eth_rx_burst(p.id, 0, m, kBurst);
+      if (!k) continue;
+      if (!got) t0 = now_ns();
+      got += k;
+      t1 = last = now_ns();
+      rte_pktmbuf_free_bulk(m, k);
+    }
+    const double s = t1 > t0 ? static_cast<double>(t1 - t0) / 1e9 : 1e-9;
+    std::printf("{\"bw_avg_gbps\":%.4f,\"mpps\":%.4f,\"frames\":%llu,\"frame_bytes\":%zu}\n",
+                static_cast<double>(got) * static_cast<double>(bytes) * 8 / s / 1e9,
+                static_cast<double>(got) / s / 1e6, static_cast<unsigned long long>(got), bytes);
+    rc = got == count ? 0 : 1;
+  } else if (bw) {
+    for (std::uint64_t sent = 0; sent < count;) {
+      const auto want = static_cast<std::uint16_t>(std::min<std::uint64_t>(kBurst, count - sent));
+      if (rte_pktmbuf_alloc_bulk(p.pool, m, want) != 0) continue;
+      for (std::uint16_t i = 0; i < want; ++i) {
+        std::memcpy(rte_pktmbuf_mtod(m[i], void*), frame.data(), bytes);
+        m[i]->data_len = static_cast<std::uint16_t>(bytes);
+        m[i]->pkt_len = static_cast<std::uint32_t>(bytes);
+      }
+      std::uint16_t done = 0;
+      while (done < want) done += rte_eth_tx_burst(p.id, 0, m + done, want - done);
+      sent += want;
+    }
+    usleep(200'000);    // let the server drain before the port goes
+  } else if (server) {  // echo
+    std::uint64_t echoed = 0, last = now_ns();
+    while (echoed < count && now_ns() - last < 2'000'000'000u) {
+      const std::uint16_t k = rte_eth_rx_burst(p.id, 0, m, kBurst);
+      if (!k) continue;
+      std::uint16_t done = 0;
+      while (done < k) done += rte_eth_tx_burst(p.id, 0, m + done, k - done);
+      echoed += k;
+      last = now_ns();
+    }
+  } else {  // ping
+    std::vector<double> rtt;
+    rtt.reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      rte_mbuf* b = rte_pktmbuf_alloc(p.pool);
+      if (!b) die("alloc");
+      std::memcpy(rte_pktmbuf_mtod(b, void*), frame.data(), bytes);
+      b->data_len = static_cast<std::uint16_t>(bytes);
+      b->pkt_len = static_cast<std::uint32_t>(bytes);
+      const std::uint64_t t0 = now_ns();
+      while (rte_eth_tx_burst(p.id, 0, &b, 1) != 1) {
+      }
+      std::uint16_t k = 0;
+      const std::uint64_t until = t0 + 1'000'000'000u;
+      while ((k = rte_eth_rx_burst(p.id, 0, m, kBurst)) == 0 && now_ns() < until) {
+      }
+      if (!k) die("no echo within 1 s");
+      rtt.push_back(static_cast<double>(now_ns() - t0) / 1000.0);
+      rte_pktmbuf_free_bulk(m, k);
+    }
+    std::sort(rtt.begin(), rtt.end());
+    const double med = rtt[rtt.size() / 2];
+    std::printf("{\"rtt_median_us\":%.4f,\"half_rtt_median_us\":%.4f,\"iterations\":%llu}\n", med,
+                med / 2, static_cast<unsigned long long>(count));
+  }
+  close_port(p);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if ((argc != 4 && argc != 5) || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "lat"))) {
+    std::fprintf(
+        stderr, "usage: dpdk_baseline bw FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES [A,B]\n");
+    return 2;
+  }
+  const bool bw = !std::strcmp(argv[1], "bw");
+  const std::uint64_t count = std::strtoull(argv[2], nullptr, 10);
+  const std::size_t bytes = std::strtoull(argv[3], nullptr, 10);
+  if (!count || bytes < 60 || bytes > 8192) return 2;
+  const std::string sock = "weft-dpdk-baseline-" + std::to_string(getpid());
+  int go[2];
+  if (pipe(go) != 0) return 1;
+  // The bandwidth figure comes from the server (the receiver), the latency from the client.
+  int cpu[2] = {-1, -1};
+  if (argc == 5 && std::sscanf(argv[4], "%d,%d", &cpu[0], &cpu[1]) != 2) return 2;
+  const auto pin = [](int c) {
+    if (c < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(c, &set);
+    sched_setaffinity(0, sizeof set, &set);
+  };
+  const pid_t child = fork();
+  if (child == 0) {
+    pin(cpu[1]);  // the client: its EAL starts after the server's port listens
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(1);
+    std::fflush(stdout);
+    const int r = run(false, bw, count, bytes, sock, -1);
+    std::fflush(stdout);
+    _exit(r);
+  }
+  pin(cpu[0]);
+  const int r = run(true, bw, count, bytes, sock, go[1]);
+  int st = 0;
+  waitpid(child, &st, 0);
+  return r != 0 ? r : (WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+}
