@@ -23,9 +23,11 @@ struct CtrlFrame {
   std::uint16_t len = 0;
   std::uint64_t node_id = 0;      // the sender's
   std::uint64_t dst_node_id = 0;  // whom the sender means (0: whoever has the LID)
+  std::uint16_t dst_lid = 0;
+  std::uint16_t reserved[3] = {};
   std::uint8_t data[kCtrlBytesMax];
 };
-static_assert(sizeof(CtrlFrame) == 24 + kCtrlBytesMax);
+static_assert(sizeof(CtrlFrame) == 32 + kCtrlBytesMax);
 
 sockaddr_un abstract_address(const std::string& name, socklen_t& len) {
   sockaddr_un a{};
@@ -86,6 +88,7 @@ bool CtrlSocket::send(const NodeAddr& self, const NodeAddr& dst, const sockaddr*
   f.lid = self.lid;
   f.node_id = self.node_id;
   f.dst_node_id = dst.node_id;
+  f.dst_lid = dst.lid;
   f.len = static_cast<std::uint16_t>(msg.size());
   std::memcpy(f.data, msg.data(), msg.size());
   const std::size_t bytes = offsetof(CtrlFrame, data) + msg.size();
@@ -129,8 +132,10 @@ std::size_t CtrlSocket::poll(const NodeAddr& self, const MediumPort::CtrlFn& fn,
     if (n < 0) break;
     if (n < static_cast<ssize_t>(offsetof(CtrlFrame, data)) || f.magic != kFrameMagic ||
         f.len > kCtrlBytesMax || static_cast<std::size_t>(n) != offsetof(CtrlFrame, data) + f.len)
-      continue;                                                    // not a control frame
-    if (f.dst_node_id && f.dst_node_id != self.node_id) continue;  // meant for a former owner
+      continue;  // not a control frame
+    // Meant for a former owner of the name, or an address naming this socket with another LID.
+    if ((f.dst_node_id && f.dst_node_id != self.node_id) || (f.dst_lid && f.dst_lid != self.lid))
+      continue;
     fn(NodeAddr{f.node_id, f.lid}, std::span<const std::uint8_t>(f.data, f.len));
     ++got;
   }

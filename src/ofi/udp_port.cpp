@@ -19,7 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "src/io/udp/udp_medium.hpp"
 #include "src/ofi/ctrl_socket.hpp"
@@ -78,14 +78,10 @@ class UdpPort final : public MediumPort {
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
     return medium_->rx_burst(dev, now, max_packets);
   }
-  void add_peer(const NodeAddr& peer) override {
-    if (peer.lid == 0 || peer.lid == self_.lid) return;
-    const std::uint64_t key = (std::uint64_t{peer.lid} << 48) ^ (peer.node_id >> 16);
-    if (!known_.insert(key).second) return;
-    medium_->add_peer(peer.lid, ip_of(peer), data_port_of(peer));
-  }
+  void add_peer(const NodeAddr& peer) override { learn(peer); }
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
-    add_peer(dst);
+    // An address whose ip:port belongs to a node with another LID names no node on the medium.
+    if (!learn(dst)) return false;
     expect_ = true;
     return ctrl_.send_udp(self_, dst, ip_of(dst), ctrl_port_of(dst), msg);
   }
@@ -96,8 +92,7 @@ class UdpPort final : public MediumPort {
     const std::size_t got = ctrl_.poll(
         self_,
         [&](const NodeAddr& src, std::span<const std::uint8_t> m) {
-          add_peer(src);
-          fn(src, m);
+          if (learn(src)) fn(src, m);
         },
         max_msgs);
     expect_ = got > 0;
@@ -106,12 +101,23 @@ class UdpPort final : public MediumPort {
   int wait_fd() const override { return epfd_; }
 
  private:
+  // Routes peer.lid to the data socket named by peer.node_id; false when that socket is known
+  // under another LID (one LID per socket: the medium maps a source address back to one SLID).
+  bool learn(const NodeAddr& peer) {
+    if (peer.lid == 0 || peer.lid == self_.lid) return false;
+    const std::uint64_t sock = peer.node_id >> 16;  // ip and data port
+    auto [it, fresh] = lids_.emplace(sock, peer.lid);
+    if (!fresh) return it->second == peer.lid;
+    medium_->add_peer(peer.lid, ip_of(peer), data_port_of(peer));
+    return true;
+  }
+
   std::unique_ptr<io::udp::UdpMedium> medium_;
   CtrlSocket* claim_;  // owns the LID claim
   CtrlSocket ctrl_;
   NodeAddr self_;
   int epfd_;
-  std::unordered_set<std::uint64_t> known_;
+  std::unordered_map<std::uint64_t, std::uint16_t> lids_;  // ip << 16 | data port -> LID
   TimeNs last_check_ = 0;
   bool expect_ = true;
 };
