@@ -42,7 +42,7 @@ std::size_t Domain::progress() {
     work += port->rx_burst(*dev, now, kRxBurstPackets);
     work += port->ctrl_poll(
         [this](const NodeAddr& src, std::span<const std::uint8_t> msg) { on_ctrl(src, msg); },
-        kCtrlBurstMsgs);
+        kCtrlBurstMsgs, now);
     if (dev->next_deadline() <= now) dev->on_deadline(now);
     std::size_t sent;
     while ((sent = port->tx_burst(*dev, now, kTxBurstPackets)) > 0) {
