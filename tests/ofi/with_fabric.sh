@@ -23,7 +23,7 @@ trap cleanup EXIT
 faults=()
 if [ "$drop" != "0" ]; then
   for ((i = 0; i < 2 * hosts; i++)); do
-    printf '[[fault]]\nlink = "hca%05d/p1"\ndrop = %s\n' "$i" "$drop"
+    printf '[[fault]]\nport = "hca%05d/p1"\ndrop = %s\n' "$i" "$drop"
   done >"$dir/faults.toml"
   faults=(--faults "$dir/faults.toml")
 fi
