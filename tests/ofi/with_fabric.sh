@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs a command through an emulated fabric: starts `weft fabric up` (leaf-spine, 2 leaves,
-# 1 spine, HOSTS hosts per leaf), optionally with DROP (e.g. 0.01) on every HCA's link (both
-# directions: a packet between two HCAs crosses two such links), waits until the daemon says it
+# 1 spine, HOSTS hosts per leaf), optionally with DROP (e.g. 0.01) on the receive side of every
+# HCA's port (each packet meets exactly one such drop point on its way), waits until the daemon says it
 # is up, runs the command with WEFT_FABRIC and FI_WEFT_MEDIUM=fabric, checks that the fabric
 # carried traffic (and dropped some when DROP > 0), and stops the daemon.
 # Usage: with_fabric.sh WEFT HOSTS DROP -- COMMAND [ARGS...]
@@ -46,4 +46,4 @@ echo "fabric $name: $sent packets from the processes into the fabric, $dropped d
 [ "$rc" -eq 0 ] || { echo "FAIL: the command exited $rc"; exit 1; }
 [ "$sent" -gt 0 ] || { echo "FAIL: nothing crossed the fabric"; exit 1; }
 if [ "$drop" != "0" ] && [ "$dropped" -eq 0 ]; then echo "FAIL: no packet was dropped"; exit 1; fi
-echo "PASS: through fabric $name (drop $drop per HCA link)"
+echo "PASS: through fabric $name (drop $drop at each HCA port)"
