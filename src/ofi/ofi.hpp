@@ -351,9 +351,10 @@ struct Op {
   std::uint64_t rndv_id = 0;
   std::uint64_t rndv_len = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
-  // Atomic: where the old values go (fetch and compare forms); the op is freed once both its
-  // SEND completed and the response came (either may be first).
+  // Atomic: where the old values go (fetch and compare forms).
   void* result = nullptr;
+  // Atomic and RTS: the op is freed once both its SEND completed and the answer (the atomic
+  // response, the FIN) came; either may be first.
   std::uint8_t pending = 0;
 };
 

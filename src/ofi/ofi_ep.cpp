@@ -431,7 +431,10 @@ void on_fin(Ep* ep, const MsgHdr& h) {
   Op* op = it->second;
   ep->rndv_sends.erase(it);
   tx_complete(ep, op, op->len);
-  delete_op(ep, op);
+  // The READ is done: the source buffer is the application's again.
+  if (op->tmp_mr) ep->dom->dev->dereg_mr(op->tmp_mr);
+  op->tmp_mr = nullptr;
+  if (--op->pending == 0) delete_op(ep, op);  // else: its SEND completes later (lost ACK)
 }
 
 // ---- FI_ATOMIC on the wire ----
@@ -630,13 +633,15 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
       }
       return;
     case OpKind::kRts:
+      // The RTS's own SEND and the receiver's FIN (on the other direction's QP) may come in
+      // either order: a lost ACK makes the SEND complete after the FIN. The op lives until both.
       free_stage(ep, op);
       if (!ok) {
-        ep->rndv_sends.erase(op->rndv_id);
-        tx_error(ep, op, FI_EIO, wc.status);
+        if (ep->rndv_sends.erase(op->rndv_id)) tx_error(ep, op, FI_EIO, wc.status);
         delete_op(ep, op);
+        return;
       }
-      // else: the FIN completes it
+      if (--op->pending == 0) delete_op(ep, op);  // else: the FIN completes it
       return;
     case OpKind::kFin:
       delete_op(ep, op);
@@ -910,6 +915,7 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
       return -FI_ENOMEM;
     }
     op->tmp_mr = mr.value();
+    op->pending = 2;  // the RTS's SEND completion and the FIN (either first)
     op->rndv_id = ep->next_rndv_id++;
     ep->rndv_sends[op->rndv_id] = op;
     h.msg_id = op->rndv_id;
