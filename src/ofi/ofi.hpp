@@ -60,6 +60,10 @@ struct Params {
   Medium medium = Medium::kShm;
   std::string fabric;                 // WEFT_FABRIC: the daemon's name (Medium::kFabric)
   std::uint32_t udp_ip = 0x7F000001;  // FI_WEFT_UDP_IP (host order)
+  // FI_WEFT_LOOPBACK_DROP: packets per million the loopback medium drops (a fault of the medium,
+  // for tests of the provider's loss handling); seeded by FI_WEFT_LOOPBACK_SEED.
+  std::size_t loopback_drop_ppm = 0;
+  std::size_t loopback_seed = 1;
 };
 const char* to_string(Params::Medium m);
 extern Params g_params;
