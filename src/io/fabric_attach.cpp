@@ -66,14 +66,18 @@ int listen_abstract(const std::string& path) {
 
 }  // namespace fabric_proto
 
-FabricAttach::~FabricAttach() {
-  driver_.reset();
-  medium_.reset();
-  if (sock_ >= 0) close(sock_);
+FabricLink::~FabricLink() {
+  medium.reset();
+  if (sock >= 0) close(sock);
 }
 
-Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string name,
-                                                                     const FabricAttachOptions& o) {
+FabricAttach::~FabricAttach() {
+  driver_.reset();
+  link_.reset();
+}
+
+Result<std::unique_ptr<FabricLink>, IoError> attach_fabric_link(std::string name,
+                                                                const FabricAttachOptions& o) {
   auto log = base::get_logger("weft.io");
   if (name.empty()) {
     const char* env = std::getenv("WEFT_FABRIC");
@@ -97,8 +101,8 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
     if (monotonic_ns() >= end) return IoError::kTimeout;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  auto a = std::unique_ptr<FabricAttach>(new FabricAttach());
-  a->sock_ = s;
+  auto a = std::make_unique<FabricLink>();
+  a->sock = s;
   ucred cred{};
   socklen_t cl = sizeof cred;
   if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) return IoError::kSystem;
@@ -113,9 +117,9 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
   int fds[3] = {-1, -1, -1};
   const TimeNs now = monotonic_ns();
   const int n =
-      fabric_proto::recv_with_fds(s, &a->reply_, sizeof a->reply_, fds, end > now ? end - now : 0);
+      fabric_proto::recv_with_fds(s, &a->reply, sizeof a->reply, fds, end > now ? end - now : 0);
   if (n < 0) return IoError::kTimeout;
-  const AttachReply& r = a->reply_;
+  const AttachReply& r = a->reply;
   if (r.magic != kAttachMagic || r.version != kAttachVersion || r.status != AttachStatus::kOk ||
       n != 3) {
     for (int i = 0; i < n; ++i) close(fds[i]);
@@ -130,8 +134,20 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
   link.side_a = false;
   link.peer_pid = cred.pid;
   link.zero_copy_tx = (r.flags & kAttachZeroCopyTx) != 0;
-  a->medium_ = std::make_unique<shm::ShmMedium>(link);
-  if (!a->medium_->ok()) return IoError::kSystem;
+  a->medium = std::make_unique<shm::ShmMedium>(link);
+  if (!a->medium->ok()) return IoError::kSystem;
+  return a;
+}
+
+Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string name,
+                                                                     const FabricAttachOptions& o) {
+  auto link = attach_fabric_link(std::move(name), o);
+  if (!link) return link.error();
+  auto a = std::unique_ptr<FabricAttach>(new FabricAttach());
+  a->link_ = std::move(link).value();
+  a->medium_ = a->link_->medium.get();
+  a->reply_ = a->link_->reply;
+  const AttachReply& r = a->reply_;
   a->rng_.reseed(o.seed);
   DeviceConfig cfg;
   cfg.name = "weft-fabric-hca" + std::to_string(r.hca);

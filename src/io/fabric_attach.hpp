@@ -78,6 +78,23 @@ struct FabricAttachOptions {
   bool zero_copy = true;  // WEFT_SHM_ZERO_COPY=0 in the environment forces false
 };
 
+// The attach handshake alone, for a client that owns its Device and progress (the libfabric
+// provider's fabric port): the daemon's socket (keep it open: closing it frees the HCA), its
+// reply (the LID, node GUID) and the link (the client is side B).
+struct FabricLink {
+  FabricLink() = default;
+  FabricLink(const FabricLink&) = delete;
+  FabricLink& operator=(const FabricLink&) = delete;
+  ~FabricLink();
+  int sock = -1;
+  AttachReply reply{};
+  std::unique_ptr<shm::ShmMedium> medium;
+};
+// Attaches to fabric `name` (WEFT_FABRIC when empty) as FabricAttach::connect does, but creates
+// no Device or Driver.
+Result<std::unique_ptr<FabricLink>, IoError> attach_fabric_link(std::string name,
+                                                                const FabricAttachOptions& o = {});
+
 class FabricAttach {
  public:
   ~FabricAttach();
@@ -97,9 +114,9 @@ class FabricAttach {
   FabricAttach() = default;
   SeededRng rng_{1};
   std::unique_ptr<Device> device_;
-  std::unique_ptr<shm::ShmMedium> medium_;
-  std::unique_ptr<Driver> driver_;  // declared last: stops before the rest goes
-  int sock_ = -1;
+  std::unique_ptr<FabricLink> link_;
+  shm::ShmMedium* medium_ = nullptr;  // link_'s
+  std::unique_ptr<Driver> driver_;    // declared last: stops before the rest goes
   AttachReply reply_{};
 };
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/ofi/medium.hpp"
+#include "src/ofi/ofi.hpp"
 
 namespace weft::ofi {
 namespace {
@@ -54,8 +54,14 @@ Registry& registry() {
 class LoopbackPort final : public MediumPort {
  public:
   LoopbackPort(std::string fabric, NodeAddr self, std::shared_ptr<Node> node)
-      : fabric_(std::move(fabric)), self_(self), node_(std::move(node)) {}
+      : fabric_(std::move(fabric)),
+        self_(self),
+        node_(std::move(node)),
+        rng_((g_params.loopback_seed + 1) * 0x9E3779B97F4A7C15ull ^ self.lid) {}
   ~LoopbackPort() override {
+    if (faults_dropped_)
+      WEFT_INFO(FI_LOG_DOMAIN, "loopback lid %u: %llu packets dropped by FI_WEFT_LOOPBACK_DROP",
+                self_.lid, (unsigned long long)faults_dropped_);
     Registry& r = registry();
     {
       std::lock_guard lk(r.mu);
@@ -65,6 +71,15 @@ class LoopbackPort final : public MediumPort {
   }
 
   NodeAddr local() const override { return self_; }
+
+  // xorshift64, seeded per port from FI_WEFT_LOOPBACK_SEED and the LID: a run replays exactly
+  // as long as the order of sends does.
+  std::uint64_t draw_ppm() {
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    return rng_ % 1'000'000;
+  }
 
   bool tx(const TxPacket& pkt) override {
     std::shared_ptr<Node> dst = lookup(pkt.dlid);
@@ -77,6 +92,10 @@ class LoopbackPort final : public MediumPort {
 
   void tx_flush() override {
     for (auto& [dst, bytes] : pending_) {
+      if (g_params.loopback_drop_ppm && draw_ppm() < g_params.loopback_drop_ppm) {
+        ++faults_dropped_;  // the medium's fault (FI_WEFT_LOOPBACK_DROP): RC retransmits
+        continue;
+      }
       std::lock_guard lk(dst->mu);
       if (dst->packets.size() >= kInboxPacketsMax) {
         ++dst->dropped;
@@ -111,7 +130,7 @@ class LoopbackPort final : public MediumPort {
     return true;
   }
 
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs) override {
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs) override {
     std::deque<std::pair<NodeAddr, std::vector<std::uint8_t>>> got;
     {
       std::lock_guard lk(node_->mu);
@@ -143,6 +162,8 @@ class LoopbackPort final : public MediumPort {
   std::shared_ptr<Node> node_;
   std::vector<std::pair<std::shared_ptr<Node>, Buf>> pending_;
   std::vector<Buf> batch_;
+  std::uint64_t rng_;
+  std::uint64_t faults_dropped_ = 0;
   std::uint16_t cache_lid_ = 0;
   std::shared_ptr<Node> cache_;
 };

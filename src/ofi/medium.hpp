@@ -2,9 +2,10 @@
 //
 // A MediumPort is one Device's attachment to a medium: IBA packets out (tx, then tx_flush per
 // burst), IBA packets in (rx_burst hands them to the Device), and small control datagrams for
-// connection setup between endpoints. The provider never sees sockets, rings or processes; the
-// in-process loopback (loopback_medium.cpp) implements it now, and src/io's shared-memory
-// DirectNode will implement it next (see README.md, "The medium seam").
+// connection setup between endpoints. The provider never sees sockets, rings or processes.
+// Implementations: the in-process loopback (loopback_medium.cpp), shared memory between
+// processes (shm_port.cpp), an emulated fabric (fabric_port.cpp) and RoCEv2 over UDP
+// (udp_port.cpp); see README.md, "The medium seam".
 //
 // Thread-safety: a port is used by one thread at a time (the domain's progress, under the
 // domain lock). Different ports may be used concurrently; the medium synchronises between them.
@@ -42,19 +43,38 @@ class MediumPort {
   virtual bool tx(const TxPacket& pkt) = 0;
   // Publishes every packet tx() accepted since the last flush (one doorbell per burst).
   virtual void tx_flush() = 0;
+  // Moves what dev has to send onto the medium (at most max_packets); returns how many. The
+  // default polls the Device and hands each packet to tx(), then flushes once. A medium with a
+  // burst interface of its own (src/io's Medium::tx_burst) overrides it and keeps packets it has
+  // no room for in the Device (back-pressure instead of a drop).
+  virtual std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max_packets) {
+    TxPacket pkt;
+    std::size_t sent = 0;
+    while (sent < max_packets && dev.poll_transmit(now, pkt)) {
+      tx(pkt);
+      ++sent;
+    }
+    if (sent) tx_flush();
+    return sent;
+  }
   // Hands up to max_packets received packets to dev.on_packet(..., now); returns how many.
   virtual std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) = 0;
   // Connection setup: datagrams of at most kCtrlBytesMax bytes, delivered reliably and in order
   // per pair of nodes. False: the destination node does not exist (or is gone).
   virtual bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) = 0;
   using CtrlFn = std::function<void(const NodeAddr& src, std::span<const std::uint8_t> msg)>;
-  virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs) = 0;
+  // `now` is the caller's clock reading (a medium may rate-limit its system calls by it).
+  virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) = 0;
   // A file descriptor that becomes readable when rx_burst or ctrl_poll has work (for blocking
   // waits), or -1 when the medium offers none. The reader drains it with read(2) of 8 bytes.
   virtual int wait_fd() const = 0;
   // The Device this port carries (called once, after the Device exists): a medium that sends
   // payloads by reference asks it whether a payload stays put (Device::payload_stable).
   virtual void bind_device(const Device& dev) { (void)dev; }
+  // A node the provider is about to talk to (fi_av_insert, a connection request's source): a
+  // medium that routes by something other than the LID (UDP: an IP address and port carried in
+  // node_id) learns the route here.
+  virtual void add_peer(const NodeAddr& peer) { (void)peer; }
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can
@@ -65,5 +85,19 @@ std::unique_ptr<MediumPort> open_loopback_port(std::string_view fabric_name);
 // the abstract socket "weft/ofi/<fabric>/<lid>" (its rendezvous); a peer is reached through the
 // socket named by its LID, one src/io ShmMedium link per pair of ports, set up lazily.
 std::unique_ptr<MediumPort> open_shm_port(std::string_view fabric_name);
+
+// Through an emulated fabric (fabric_port.cpp, WEFT_FABRIC=F): the port attaches to a free HCA
+// of the running fabric daemon F (src/io's attach protocol) and takes the LID its subnet manager
+// gave that HCA; packets cross the emulated switches and links (and their faults). Control
+// datagrams travel on the abstract Unix datagram socket "weft/ofi-fabric/<F>/<lid>". Null (and
+// a warning) when the daemon cannot be reached or has no free HCA.
+std::unique_ptr<MediumPort> open_fabric_port(std::string_view fabric_name,
+                                             std::string_view daemon_name);
+
+// RoCEv2 over UDP (udp_port.cpp, FI_WEFT_MEDIUM=udp): src/io's UdpMedium on an ephemeral port of
+// FI_WEFT_UDP_IP (default 127.0.0.1). The LID is claimed like the shm port's; node_id carries
+// the IPv4 address and UDP port (ip << 32 | port << 16 | lid), so an address is a route.
+// Control datagrams: the abstract socket "weft/ofi-udp/<fabric>/<lid>" (one host).
+std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uint32_t ip);
 
 }  // namespace weft::ofi

@@ -27,6 +27,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -53,8 +54,18 @@ struct Params {
   // or inbox is full, but a peer's "NIC" answers only when that process runs its progress: 16
   // (268 ms, about 2 s with the 7 retries) lets a descheduled or busy peer catch up.
   std::size_t ack_timeout = 16;
-  bool loopback = false;  // FI_WEFT_MEDIUM=loopback: in-process; else shm
+  // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
+  // when WEFT_FABRIC names a running fabric daemon.
+  enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
+  Medium medium = Medium::kShm;
+  std::string fabric;                 // WEFT_FABRIC: the daemon's name (Medium::kFabric)
+  std::uint32_t udp_ip = 0x7F000001;  // FI_WEFT_UDP_IP (host order)
+  // FI_WEFT_LOOPBACK_DROP: packets per million the loopback medium drops (a fault of the medium,
+  // for tests of the provider's loss handling); seeded by FI_WEFT_LOOPBACK_SEED.
+  std::size_t loopback_drop_ppm = 0;
+  std::size_t loopback_seed = 1;
 };
+const char* to_string(Params::Medium m);
 extern Params g_params;
 
 inline constexpr std::uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SEND |
@@ -195,10 +206,13 @@ struct Av {
   }
 };
 
+struct WaitSet;
+
 struct Cntr {
   fid_cntr cntr{};
   Domain* dom = nullptr;
   std::uint64_t value = 0, errors = 0;
+  WaitSet* ws = nullptr;  // FI_WAIT_SET: signalled on every change
   int refs = 0;
 };
 
@@ -207,7 +221,8 @@ struct Cq {
   Domain* dom = nullptr;
   fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
   fi_wait_obj wait = FI_WAIT_NONE;
-  int efd = -1;  // signalled when an entry arrives (FI_WAIT_FD / UNSPEC)
+  int efd = -1;           // signalled when an entry arrives (FI_WAIT_FD / UNSPEC)
+  WaitSet* ws = nullptr;  // FI_WAIT_SET: its eventfd is signalled instead
   std::size_t depth = 0;
   struct Entry {
     fi_cq_tagged_entry e;
@@ -219,6 +234,29 @@ struct Cq {
   int refs = 0;
   void push(const fi_cq_tagged_entry& e, fi_addr_t src);
   void push_error(const fi_cq_err_entry& e);
+  int notify_fd() const;  // the eventfd an arrival signals (-1: none)
+};
+
+// A wait set (fi_wait_open, ofi_wait.cpp): CQs and counters opened with FI_WAIT_SET signal its
+// eventfd; fi_wait progresses their domains and returns once one of them has something (a CQ
+// entry or error, a counter change since the last fi_wait). Members register at open and leave
+// at close; the set refuses to close while it has members.
+struct WaitSet {
+  fid_wait wait{};
+  Fabric* fabric = nullptr;
+  int efd = -1;
+  std::mutex mu;  // guards the member lists (members' state is under their domain's lock)
+  std::vector<Cq*> cqs;
+  struct CntrSeen {
+    Cntr* c;
+    std::uint64_t value, errors;
+  };
+  std::vector<CntrSeen> cntrs;
+  void signal() const;
+  void add(Cq* q);
+  void add(Cntr* c);
+  void remove(Cq* q);
+  void remove(Cntr* c);
 };
 
 struct Domain {
@@ -317,9 +355,10 @@ struct Op {
   std::uint64_t rndv_id = 0;
   std::uint64_t rndv_len = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
-  // Atomic: where the old values go (fetch and compare forms); the op is freed once both its
-  // SEND completed and the response came (either may be first).
+  // Atomic: where the old values go (fetch and compare forms).
   void* result = nullptr;
+  // Atomic and RTS: the op is freed once both its SEND completed and the answer (the atomic
+  // response, the FIN) came; either may be first.
   std::uint8_t pending = 0;
 };
 
@@ -420,6 +459,7 @@ struct Ep {
 int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+int wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** waitset);
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
 int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context);
 void pep_on_ctrl(Pep* pep, const NodeAddr& src, std::span<const std::uint8_t> msg);

@@ -8,31 +8,17 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/ofi/enosys.hpp"
 #include "src/ofi/ofi.hpp"
 
 namespace weft::ofi {
 namespace {
 
 constexpr std::size_t kRxBurstPackets = 256;
+constexpr std::size_t kTxBurstPackets = 256;
 constexpr std::size_t kCtrlBurstMsgs = 64;
 constexpr int kProgressRoundsMax = 64;
 constexpr std::uint32_t kDeviceCqDepth = 65536;
-
-int no_bind(fid*, fid*, std::uint64_t) {
-  return -FI_ENOSYS;
-}
-int no_control(fid*, int, void*) {
-  return -FI_ENOSYS;
-}
-int no_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
-  return -FI_ENOSYS;
-}
-int no_tostr(const fid*, char*, std::size_t) {
-  return -FI_ENOSYS;
-}
-int no_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
-  return -FI_ENOSYS;
-}
 
 }  // namespace
 
@@ -40,13 +26,8 @@ int no_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
 
 void Domain::kick() {
   const TimeNs now = mono_ns();
-  TxPacket pkt;
-  bool any = false;
-  while (dev->poll_transmit(now, pkt)) {
-    port->tx(pkt);
-    any = true;
+  while (port->tx_burst(*dev, now, kTxBurstPackets) == kTxBurstPackets) {
   }
-  if (any) port->tx_flush();
 }
 
 // One bounded pass of manual progress: packets in, control datagrams, timers, packets out, device
@@ -61,16 +42,13 @@ std::size_t Domain::progress() {
     work += port->rx_burst(*dev, now, kRxBurstPackets);
     work += port->ctrl_poll(
         [this](const NodeAddr& src, std::span<const std::uint8_t> msg) { on_ctrl(src, msg); },
-        kCtrlBurstMsgs);
+        kCtrlBurstMsgs, now);
     if (dev->next_deadline() <= now) dev->on_deadline(now);
-    TxPacket pkt;
-    std::size_t sent = 0;
-    while (dev->poll_transmit(now, pkt)) {
-      port->tx(pkt);
-      ++sent;
+    std::size_t sent;
+    while ((sent = port->tx_burst(*dev, now, kTxBurstPackets)) > 0) {
+      work += sent;
+      if (sent < kTxBurstPackets) break;
     }
-    if (sent) port->tx_flush();
-    work += sent;
     std::size_t n;
     while ((n = dcq->poll(wc_batch)) > 0) {
       for (std::size_t i = 0; i < n; ++i) dispatch(wc_batch[i]);
@@ -248,8 +226,25 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
     return -FI_EINVAL;
   auto d = std::make_unique<Domain>();
   d->fabric = ofi_container<Fabric>(fabric);
-  d->port =
-      g_params.loopback ? open_loopback_port(d->fabric->name) : open_shm_port(d->fabric->name);
+  switch (g_params.medium) {
+    case Params::Medium::kLoopback:
+      d->port = open_loopback_port(d->fabric->name);
+      break;
+    case Params::Medium::kShm:
+      d->port = open_shm_port(d->fabric->name);
+      break;
+    case Params::Medium::kUdp:
+      d->port = open_udp_port(d->fabric->name, g_params.udp_ip);
+      break;
+    case Params::Medium::kFabric:
+      if (g_params.fabric.empty()) {
+        WEFT_WARN(FI_LOG_DOMAIN, "FI_WEFT_MEDIUM=fabric needs WEFT_FABRIC (the daemon's name)");
+        return -FI_EINVAL;
+      }
+      d->port = open_fabric_port(d->fabric->name, g_params.fabric);
+      if (!d->port) return -FI_ENODEV;
+      break;
+  }
   if (!d->port) return -FI_ENOMEM;
   DeviceConfig dc;
   dc.name = "weft-fi";
@@ -273,9 +268,9 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   d->dom.mr = &g_mr_ops;
   const bool auto_progress = info->domain_attr->data_progress == FI_PROGRESS_AUTO ||
                              info->domain_attr->control_progress == FI_PROGRESS_AUTO;
-  WEFT_INFO(FI_LOG_DOMAIN, "domain on %s node %llu lid %u, %s progress",
-            g_params.loopback ? "loopback" : "shm", (unsigned long long)d->port->local().node_id,
-            d->port->local().lid, auto_progress ? "auto" : "manual");
+  WEFT_INFO(FI_LOG_DOMAIN, "domain on %s node %llu lid %u, %s progress", to_string(g_params.medium),
+            (unsigned long long)d->port->local().node_id, d->port->local().lid,
+            auto_progress ? "auto" : "manual");
   if (auto_progress) d->start_auto_progress();
   *out = &d.release()->dom;
   return 0;
@@ -379,6 +374,7 @@ int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_add
       a->index.emplace(e, idx);  // the first insertion of an address wins reverse lookups
       if (e.qpn) a->by_lid_qpn.emplace(Av::lid_qpn(e.lid, e.qpn), idx);
       if (fi_addr) fi_addr[i] = idx;
+      a->dom->port->add_peer(e.node());
       ++inserted;
     }
     return inserted;
@@ -464,19 +460,23 @@ int av_open(fid_domain* dom, fi_av_attr* attr, fid_av** out, void* ctx) {
 }  // namespace
 
 // ---- completion queues ----------------------------------------------------------------------
+int Cq::notify_fd() const {
+  return ws ? ws->efd : efd;
+}
+namespace {
+void notify(int fd) {
+  if (fd < 0) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto r = ::write(fd, &one, sizeof one);
+}
+}  // namespace
 void Cq::push(const fi_cq_tagged_entry& e, fi_addr_t src) {
   entries.push_back({e, src});
-  if (efd >= 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(efd, &one, sizeof one);
-  }
+  notify(notify_fd());
 }
 void Cq::push_error(const fi_cq_err_entry& e) {
   errors.push_back(e);
-  if (efd >= 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(efd, &one, sizeof one);
-  }
+  notify(notify_fd());
 }
 
 namespace {
@@ -489,6 +489,7 @@ int cq_close(fid* f) {
       if (q->refs > 0) return -FI_EBUSY;
       --q->dom->refs;
     }
+    if (q->ws) q->ws->remove(q);
     if (q->efd >= 0) ::close(q->efd);
     delete q;
     return 0;
@@ -587,7 +588,7 @@ ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, c
     if (now >= end) return -FI_EAGAIN;
     // Manual progress: the peer's packets arrive on the medium's fd, but ACK and retransmit
     // timers need us back soon; wait on both fds with a short, growing timeout.
-    pollfd fds[2] = {{q->efd, POLLIN, 0}, {q->dom->port->wait_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{q->notify_fd(), POLLIN, 0}, {q->dom->port->wait_fd(), POLLIN, 0}};
     const int nfds = fds[1].fd >= 0 ? 2 : 1;
     int wait_ms = sleep_us >= 1000 ? sleep_us / 1000 : 0;
     if (end != kNoDeadline)
@@ -659,16 +660,22 @@ int cq_open(fid_domain* dom, fi_cq_attr* attr, fid_cq** out, void* ctx) {
       case FI_WAIT_FD:
         q->wait = FI_WAIT_FD;
         break;
+      case FI_WAIT_SET:
+        if (!attr->wait_set) return -FI_EINVAL;
+        q->wait = FI_WAIT_SET;
+        q->ws = ofi_container<WaitSet>(attr->wait_set);
+        break;
       default:
-        return -FI_ENOSYS;  // no wait sets, mutex/cond or yield objects
+        return -FI_ENOSYS;  // no mutex/cond or yield objects
     }
     if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
     if (attr->size) q->depth = attr->size;
   }
-  if (q->wait != FI_WAIT_NONE) {
+  if (q->wait == FI_WAIT_FD) {
     q->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (q->efd < 0) return -FI_ENOMEM;
   }
+  if (q->ws) q->ws->add(q.get());
   q->cq.fid.fclass = FI_CLASS_CQ;
   q->cq.fid.context = ctx;
   q->cq.fid.ops = &g_cq_fi_ops;
@@ -688,6 +695,7 @@ int cntr_close(fid* f) {
       if (c->refs > 0) return -FI_EBUSY;
       --c->dom->refs;
     }
+    if (c->ws) c->ws->remove(c);
     delete c;
     return 0;
   });
@@ -713,24 +721,28 @@ int cntr_add(fid_cntr* f, std::uint64_t v) {
   Cntr* c = ofi_container<Cntr>(f);
   std::lock_guard lk(c->dom->mu);
   c->value += v;
+  if (c->ws) c->ws->signal();
   return 0;
 }
 int cntr_set(fid_cntr* f, std::uint64_t v) {
   Cntr* c = ofi_container<Cntr>(f);
   std::lock_guard lk(c->dom->mu);
   c->value = v;
+  if (c->ws) c->ws->signal();
   return 0;
 }
 int cntr_adderr(fid_cntr* f, std::uint64_t v) {
   Cntr* c = ofi_container<Cntr>(f);
   std::lock_guard lk(c->dom->mu);
   c->errors += v;
+  if (c->ws) c->ws->signal();
   return 0;
 }
 int cntr_seterr(fid_cntr* f, std::uint64_t v) {
   Cntr* c = ofi_container<Cntr>(f);
   std::lock_guard lk(c->dom->mu);
   c->errors = v;
+  if (c->ws) c->ws->signal();
   return 0;
 }
 int cntr_wait(fid_cntr* f, std::uint64_t threshold, int timeout) {
@@ -755,11 +767,18 @@ int cntr_open(fid_domain* dom, fi_cntr_attr* attr, fid_cntr** out, void* ctx) {
   Domain* d = ofi_container<Domain>(dom);
   if (attr) {
     if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
-    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) return -FI_ENOSYS;
+    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+        attr->wait_obj != FI_WAIT_SET)
+      return -FI_ENOSYS;
+    if (attr->wait_obj == FI_WAIT_SET && !attr->wait_set) return -FI_EINVAL;
     if (attr->flags) return -FI_EBADFLAGS;
   }
   auto c = std::make_unique<Cntr>();
   c->dom = d;
+  if (attr && attr->wait_obj == FI_WAIT_SET) {
+    c->ws = ofi_container<WaitSet>(attr->wait_set);
+    c->ws->add(c.get());
+  }
   c->cntr.fid.fclass = FI_CLASS_CNTR;
   c->cntr.fid.context = ctx;
   c->cntr.fid.ops = &g_cntr_fi_ops;
@@ -773,10 +792,14 @@ int cntr_open(fid_domain* dom, fi_cntr_attr* attr, fid_cntr** out, void* ctx) {
 }  // namespace
 
 void cntr_inc(Cntr* c) {
-  if (c) ++c->value;
+  if (!c) return;
+  ++c->value;
+  if (c->ws) c->ws->signal();
 }
 void cntr_err(Cntr* c) {
-  if (c) ++c->errors;
+  if (!c) return;
+  ++c->errors;
+  if (c->ws) c->ws->signal();
 }
 
 }  // namespace weft::ofi

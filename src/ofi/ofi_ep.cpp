@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "src/ofi/enosys.hpp"
 #include "src/ofi/ofi.hpp"
 
 namespace weft::ofi {
@@ -430,7 +431,10 @@ void on_fin(Ep* ep, const MsgHdr& h) {
   Op* op = it->second;
   ep->rndv_sends.erase(it);
   tx_complete(ep, op, op->len);
-  delete_op(ep, op);
+  // The READ is done: the source buffer is the application's again.
+  if (op->tmp_mr) ep->dom->dev->dereg_mr(op->tmp_mr);
+  op->tmp_mr = nullptr;
+  if (--op->pending == 0) delete_op(ep, op);  // else: its SEND completes later (lost ACK)
 }
 
 // ---- FI_ATOMIC on the wire ----
@@ -629,13 +633,15 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
       }
       return;
     case OpKind::kRts:
+      // The RTS's own SEND and the receiver's FIN (on the other direction's QP) may come in
+      // either order: a lost ACK makes the SEND complete after the FIN. The op lives until both.
       free_stage(ep, op);
       if (!ok) {
-        ep->rndv_sends.erase(op->rndv_id);
-        tx_error(ep, op, FI_EIO, wc.status);
+        if (ep->rndv_sends.erase(op->rndv_id)) tx_error(ep, op, FI_EIO, wc.status);
         delete_op(ep, op);
+        return;
       }
-      // else: the FIN completes it
+      if (--op->pending == 0) delete_op(ep, op);  // else: the FIN completes it
       return;
     case OpKind::kFin:
       delete_op(ep, op);
@@ -909,6 +915,7 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
       return -FI_ENOMEM;
     }
     op->tmp_mr = mr.value();
+    op->pending = 2;  // the RTS's SEND completion and the FIN (either first)
     op->rndv_id = ep->next_rndv_id++;
     ep->rndv_sends[op->rndv_id] = op;
     h.msg_id = op->rndv_id;
@@ -1822,15 +1829,6 @@ int ep_control(fid* f, int command, void* arg) {
   });
 }
 
-int no_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
-  return -FI_ENOSYS;
-}
-int no_tostr(const fid*, char*, std::size_t) {
-  return -FI_ENOSYS;
-}
-int no_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
-  return -FI_ENOSYS;
-}
 fi_ops g_ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind,   ep_control,
                       no_ops_open,    no_tostr, no_ops_set};
 
@@ -1934,20 +1932,8 @@ int pep_bind(fid* f, fid* bf, std::uint64_t) {
   pep->eq->add_source(pep->dom);
   return 0;
 }
-int pep_control(fid*, int, void*) {
-  return -FI_ENOSYS;
-}
-int pep_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
-  return -FI_ENOSYS;
-}
-int pep_tostr(const fid*, char*, std::size_t) {
-  return -FI_ENOSYS;
-}
-int pep_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
-  return -FI_ENOSYS;
-}
-fi_ops g_pep_fi_ops = {sizeof(fi_ops), pep_close, pep_bind,   pep_control,
-                       pep_ops_open,   pep_tostr, pep_ops_set};
+fi_ops g_pep_fi_ops = {sizeof(fi_ops), pep_close, pep_bind,  no_control,
+                       no_ops_open,    no_tostr,  no_ops_set};
 
 ssize_t pep_cancel(fid*, void*) {
   return -FI_ENOENT;
@@ -1958,17 +1944,8 @@ int pep_getopt(fid*, int, int, void*, std::size_t*) {
 int pep_setopt(fid*, int, int, const void*, std::size_t) {
   return -FI_ENOPROTOOPT;
 }
-int pep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
-  return -FI_ENOSYS;
-}
-int pep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) {
-  return -FI_ENOSYS;
-}
-ssize_t pep_size_left(fid_ep*) {
-  return -FI_ENOSYS;
-}
-fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), pep_cancel, pep_getopt,    pep_setopt,
-                          pep_tx_ctx,        pep_rx_ctx, pep_size_left, pep_size_left};
+fi_ops_ep g_pep_ep_ops = {sizeof(fi_ops_ep), pep_cancel, pep_getopt,      pep_setopt,
+                          ep_tx_ctx,         ep_rx_ctx,  ep_rx_size_left, ep_rx_size_left};
 
 int pep_getname(fid* f, void* addr, std::size_t* addrlen) {
   Pep* pep = ofi_container<Pep>(f);
@@ -1977,21 +1954,16 @@ int pep_getname(fid* f, void* addr, std::size_t* addrlen) {
   *addrlen = sizeof(EpAddr);
   return small ? -FI_ETOOSMALL : 0;
 }
-int pep_no_connect(fid_ep*, const void*, const void*, std::size_t) {
-  return -FI_ENOSYS;
-}
-int pep_no_accept(fid_ep*, const void*, std::size_t) {
-  return -FI_ENOSYS;
-}
-int pep_no_shutdown(fid_ep*, std::uint64_t) {
-  return -FI_ENOSYS;
-}
-int pep_no_getpeer(fid_ep*, void*, std::size_t*) {
-  return -FI_ENOSYS;
-}
-fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm), cm_setname, pep_getname,   pep_no_getpeer,
-                          pep_no_connect,    cm_listen,  pep_no_accept, cm_reject,
-                          pep_no_shutdown,   cm_join};
+fi_ops_cm g_pep_cm_ops = {sizeof(fi_ops_cm),
+                          cm_setname,
+                          pep_getname,
+                          enosys<int, fid_ep*, void*, std::size_t*>,
+                          enosys<int, fid_ep*, const void*, const void*, std::size_t>,
+                          cm_listen,
+                          enosys<int, fid_ep*, const void*, std::size_t>,
+                          cm_reject,
+                          enosys<int, fid_ep*, std::uint64_t>,
+                          cm_join};
 
 }  // namespace
 

@@ -3,13 +3,17 @@
 //
 // fi_prov_ini and cleanup run in every process that has this DSO on FI_PROVIDER_PATH, even when
 // another provider is chosen: they only read parameters (no threads, no shared memory).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "src/ofi/enosys.hpp"
 #include "src/ofi/ofi.hpp"
 
 namespace weft::ofi {
@@ -307,21 +311,6 @@ int fabric_close(fid* f) {
   delete ofi_container<Fabric>(f);
   return 0;
 }
-int no_bind(fid*, fid*, std::uint64_t) {
-  return -FI_ENOSYS;
-}
-int no_control(fid*, int, void*) {
-  return -FI_ENOSYS;
-}
-int no_ops_open(fid*, const char*, std::uint64_t, void**, void*) {
-  return -FI_ENOSYS;
-}
-int no_tostr(const fid*, char*, std::size_t) {
-  return -FI_ENOSYS;
-}
-int no_ops_set(fid*, const char*, std::uint64_t, void*, void*) {
-  return -FI_ENOSYS;
-}
 
 fi_ops g_fabric_fi_ops = {sizeof(fi_ops), fabric_close, no_bind,   no_control,
                           no_ops_open,    no_tostr,     no_ops_set};
@@ -335,8 +324,8 @@ int fabric_pep(fid_fabric* f, fi_info* info, fid_pep** pep, void* ctx) {
 int fabric_eq(fid_fabric* f, fi_eq_attr* a, fid_eq** eq, void* ctx) {
   return guard(-FI_ENOMEM, [&] { return eq_open(f, a, eq, ctx); });
 }
-int fabric_wait(fid_fabric*, fi_wait_attr*, fid_wait**) {
-  return -FI_ENOSYS;
+int fabric_wait(fid_fabric* f, fi_wait_attr* a, fid_wait** w) {
+  return guard(-FI_ENOMEM, [&] { return wait_open(f, a, w); });
 }
 int fabric_trywait(fid_fabric*, fid**, int) {
   // Manual progress: a wait is only safe after the caller drained the CQ; say "try again".
@@ -496,6 +485,20 @@ struct fi_provider g_prov = {
     .cleanup = weft_cleanup,
 };
 
+const char* to_string(Params::Medium m) {
+  switch (m) {
+    case Params::Medium::kShm:
+      return "shm";
+    case Params::Medium::kLoopback:
+      return "loopback";
+    case Params::Medium::kUdp:
+      return "udp";
+    case Params::Medium::kFabric:
+      return "fabric";
+  }
+  return "?";
+}
+
 namespace {
 void define_params() {
   fi_param_define(&g_prov, "eager_size", FI_PARAM_SIZE_T,
@@ -515,9 +518,19 @@ void define_params() {
                   "answer for 8 such periods is declared unreachable (default: %zu)",
                   g_params.ack_timeout);
   fi_param_define(&g_prov, "medium", FI_PARAM_STRING,
-                  "Medium carrying the packets: shm (between processes; default) or loopback "
-                  "(in-process)");
+                  "Medium carrying the packets: shm (between processes; the default), fabric "
+                  "(through the emulated fabric daemon named by WEFT_FABRIC; the default when "
+                  "WEFT_FABRIC is set), udp (RoCEv2 over UDP sockets) or loopback (in-process)");
+  fi_param_define(&g_prov, "udp_ip", FI_PARAM_STRING,
+                  "IPv4 address the udp medium binds (default: 127.0.0.1)");
+  fi_param_define(&g_prov, "loopback_drop", FI_PARAM_SIZE_T,
+                  "Packets per million the loopback medium drops, for tests (default: 0)");
+  fi_param_define(&g_prov, "loopback_seed", FI_PARAM_SIZE_T,
+                  "Seed of the loopback medium's drops (default: 1)");
   std::size_t v;
+  if (fi_param_get_size_t(&g_prov, "loopback_drop", &v) == FI_SUCCESS && v <= 1'000'000)
+    g_params.loopback_drop_ppm = v;
+  if (fi_param_get_size_t(&g_prov, "loopback_seed", &v) == FI_SUCCESS) g_params.loopback_seed = v;
   if (fi_param_get_size_t(&g_prov, "eager_size", &v) == FI_SUCCESS && v >= 64 && v <= (1u << 20))
     g_params.eager_bytes = v;
   if (fi_param_get_size_t(&g_prov, "inject_size", &v) == FI_SUCCESS) g_params.inject_bytes = v;
@@ -530,9 +543,36 @@ void define_params() {
     g_params.mtu_bytes = v;
   if (fi_param_get_size_t(&g_prov, "ack_timeout", &v) == FI_SUCCESS && v >= 1 && v <= 24)
     g_params.ack_timeout = v;
+  // Only parameters are read here (fi_prov_ini runs in every libfabric process): the daemon is
+  // looked up when a domain opens.
+  const char* fabric = std::getenv("WEFT_FABRIC");
+  if (fabric && *fabric) {
+    g_params.fabric = fabric;
+    g_params.medium = Params::Medium::kFabric;
+  }
   char* medium = nullptr;
-  if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium)
-    g_params.loopback = std::strcmp(medium, "loopback") == 0;
+  if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium) {
+    using M = Params::Medium;
+    if (std::strcmp(medium, "loopback") == 0)
+      g_params.medium = M::kLoopback;
+    else if (std::strcmp(medium, "udp") == 0)
+      g_params.medium = M::kUdp;
+    else if (std::strcmp(medium, "fabric") == 0)
+      g_params.medium = M::kFabric;
+    else if (std::strcmp(medium, "shm") == 0)
+      g_params.medium = M::kShm;
+    else
+      WEFT_WARN(FI_LOG_CORE, "FI_WEFT_MEDIUM=%s is not a medium; using %s", medium,
+                to_string(g_params.medium));
+  }
+  char* ip = nullptr;
+  in_addr a{};
+  if (fi_param_get_str(&g_prov, "udp_ip", &ip) == FI_SUCCESS && ip) {
+    if (inet_pton(AF_INET, ip, &a) == 1)
+      g_params.udp_ip = ntohl(a.s_addr);
+    else
+      WEFT_WARN(FI_LOG_CORE, "FI_WEFT_UDP_IP=%s is not an IPv4 address", ip);
+  }
 }
 }  // namespace
 

@@ -240,8 +240,7 @@ class ShmPort final : public MediumPort {
     return false;
   }
 
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs) override {
-    const TimeNs now = now_ns();
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) override {
     if (now - last_check_ < kEventCheckNs && !expect_) return 0;
     last_check_ = now;
     epoll_event evs[16];

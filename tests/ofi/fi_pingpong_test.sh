@@ -1,13 +1,13 @@
 #!/bin/bash
 # Runs Debian's real fi_pingpong (libfabric-bin) as server and client, two processes, over the
-# weft provider's shared-memory medium. Usage: fi_pingpong_test.sh FI_PINGPONG [fi_pingpong args]
+# weft provider (FI_WEFT_MEDIUM, default shm). Usage: fi_pingpong_test.sh FI_PINGPONG [fi_pingpong args]
 # e.g. `-e rdm -S all -I 5 -c`. FI_PROVIDER_PATH must name the directory of libweft-fi.so.
 # Passes when both processes exit 0 and the client printed its result table. Every process is
 # bounded by `timeout` and killed on the way out; nothing stays behind.
 set -u
 pp=$1
 shift
-export FI_WEFT_MEDIUM=shm
+export FI_WEFT_MEDIUM=${FI_WEFT_MEDIUM:-shm}
 dir=$(mktemp -d)
 server=
 cleanup() {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs an MPI program unchanged on Weft: Open MPI (openmpi-bin) with the OFI MTL and the provider
-# `weft` (FI_PROVIDER_PATH names the directory of libweft-fi.so), over the shm medium.
+# `weft` (FI_PROVIDER_PATH names the directory of libweft-fi.so), over FI_WEFT_MEDIUM (default shm).
 # Usage: mpi_test.sh MPIRUN PROGRAM NRANKS
 # Exit 77 (skipped) only when mpirun is absent. Bounded by `timeout`; Open MPI's session
 # directory lives in a temporary TMPDIR that is removed on the way out.
@@ -18,7 +18,7 @@ if [ "$prog" = "none" ]; then
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-export TMPDIR=$dir FI_WEFT_MEDIUM=shm
+export TMPDIR=$dir FI_WEFT_MEDIUM=${FI_WEFT_MEDIUM:-shm}
 # pml cm + mtl ofi: a provider failure is loud, not a silent fall-back to ob1.
 # btl self only for point-to-point: the cm PML does not use the BTLs.
 timeout 300 "$mpirun" --allow-run-as-root --oversubscribe -np "$np" \
