@@ -502,5 +502,24 @@ TEST(DirectFabric, PortInfoSetDownAndDisableMoveTheLink) {
   expect_up(r, "after Polling");
 }
 
+// verify_nodes counts per (source HCA port, destination LID) even though it walks once per
+// switch: a hole in s1's LFT toward h3 leaves exactly h0 and h1 unable to reach it.
+TEST(DirectFabric, VerifyCountsEveryPairBehindABrokenLft) {
+  Rig r(two_switches(), config(routing::Engine::kMinHop));
+  expect_up(r, "two switches");
+  const std::uint16_t h3 = r.fab.nodes()[5].ports[1].lid;
+  r.fab.nodes()[0].lft[h3] = sma::kLftUnreachable;
+  const VerifyReport v = r.fab.verify();
+  EXPECT_EQ(v.hca_pairs, 12u);
+  EXPECT_EQ(v.unreachable_pairs, 2u);
+  EXPECT_EQ(v.loops, 0u);
+  ASSERT_FALSE(v.problems.empty());
+  EXPECT_EQ(v.problems[0], "h0 cannot reach LID " + std::to_string(h3) + " (h3)");
+  // h0's own port goes Down: its pairs as a source fail one by one, the rest by switch.
+  r.fab.nodes()[2].ports[1].state = sma::LinkState::kDown;
+  // h0 -> h1, h2, h3; h1, h2, h3 -> h0 (its port is the last hop); h1 -> h3.
+  EXPECT_EQ(r.fab.verify().unreachable_pairs, 7u);
+}
+
 }  // namespace
 }  // namespace weft::sm
