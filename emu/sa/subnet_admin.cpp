@@ -380,6 +380,18 @@ SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
   }
 }
 
+void SubnetAdmin::hide_m_keys(SaAnswer& a) {
+  const std::size_t stride = std::size_t{a.attr_offset} * 8;
+  for (std::size_t i = 0; stride != 0 && i < a.count; ++i) {
+    if (i * stride + wire::kPortInfoRecordBytes > a.records.size()) break;
+    auto rec =
+        std::span<std::uint8_t>(a.records).subspan(i * stride).first<wire::kPortInfoRecordBytes>();
+    wire::PortInfoRecord r = wire::decode_port_info_record(rec);
+    r.port_info.m_key = 0;
+    wire::encode(r, rec);
+  }
+}
+
 void SubnetAdmin::answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status) {
   wire::SaMad r;
   r.hdr = req.hdr;
@@ -469,7 +481,7 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
   if (method == wire::GmpMethod::kGetTable && senders_.count({in.lid, req.hdr.tid})) {
     return;  // a resent request while we answer it: the RMPP sender resends on its own
   }
-  const SaAnswer a =
+  SaAnswer a =
       mc ? mc_query(
                req.comp_mask,
                wire::decode_mcmember_record(
@@ -480,6 +492,14 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
                       std::span<const std::uint8_t>(req.data).first<wire::kServiceRecordBytes>()),
                   now)
             : evaluate(tables_, cfg_, req.hdr.attr_id, req.comp_mask, req.data, in.lid);
+  const bool pir = req.hdr.attr_id == static_cast<std::uint16_t>(wire::SaAttr::kPortInfoRecord);
+  if (pir && req.sm_key != cfg_.sm_key) {  // untrusted: no M_Keys (15.2.1.2)
+    if (req.comp_mask & (std::uint64_t{1} << 3)) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kReqInvalid));
+      return;
+    }
+    hide_m_keys(a);
+  }
   if (a.mad_status != 0) {
     answer_error(in, req, a.mad_status);
     return;

@@ -43,6 +43,11 @@ struct SaConfig {
   TimeNs report_timeout_ns = 2'000'000;  // a Report not answered by a ReportResp is resent
   int report_retries = 3;
   std::size_t subscriptions_max = 4096;  // more get ERR_NO_RESOURCES
+  // The SA's SM_Key (15.2.1.2, the SA header): a request carrying another key is untrusted,
+  // and PortInfoRecords reach it with M_Key 0 (as OpenSM does), so that only a trusted client
+  // (the SM's tools) learns the ports' M_Keys. A query that selects on M_Key (component 3)
+  // from an untrusted requester gets ERR_REQ_INVALID.
+  std::uint64_t sm_key = 0;
 };
 
 struct SaStats {
@@ -101,6 +106,7 @@ class SubnetAdmin {
 
  private:
   void answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status);
+  static void hide_m_keys(SaAnswer& a);
   void reap();
   // ServiceRecord (15.2.5.14): Set registers (ServiceID and ServiceGID required, the GID a
   // port of the subnet; one record per ServiceID, GID and P_Key, replaced on a new Set), Delete

@@ -536,6 +536,54 @@ TEST(Sa, InformInfoMatching) {
   EXPECT_FALSE(d.subscribe);
 }
 
+// SM_Key (15.2.1.2): PortInfoRecords carry the ports' M_Key only to a requester whose SA header
+// holds the SA's SM_Key; others get M_Key 0, and may not select on it.
+TEST(Sa, SmKeyHidesMKeysFromUntrustedRequesters) {
+  sa::SubnetOptions o;
+  o.sm.m_key = 0x00000000ABCD0001ull;  // the SM writes it into every port
+  o.sa.sm_key = 0x5EC0000000000001ull;
+  Subnet s(test::two_switches(), o);
+  const topo::NodeId from = s.hcas[1];
+  EXPECT_EQ(s.fab->node(from).state().ports[1].m_key, o.sm.m_key);
+  auto query = [&](std::uint64_t sm_key, std::uint64_t mask) {
+    wire::SaMad q;
+    q.hdr.mgmt_class = wire::kMgmtClassSa;
+    q.hdr.class_version = wire::kSaClassVersion;
+    q.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kGet);
+    q.hdr.tid = 0x77;
+    q.hdr.attr_id = static_cast<std::uint16_t>(wire::SaAttr::kPortInfoRecord);
+    q.sm_key = sm_key;
+    q.comp_mask = mask;
+    wire::PortInfoRecord t;
+    t.endport_lid = s.net->lid(from);
+    t.port_num = 1;
+    t.port_info.m_key = o.sm.m_key;
+    wire::encode(t, std::span<std::uint8_t>(q.data).first<wire::kPortInfoRecordBytes>());
+    cm::GsiMad in{s.net->lid(from), 1, {}};
+    wire::encode_sa(q, in.mad);
+    s.net->sa().on_mad(in, s.sim.now());
+    cm::GsiMad out;
+    EXPECT_TRUE(s.net->sa().poll_mad(s.sim.now(), out));
+    return wire::decode_sa(out.mad).value();
+  };
+  namespace pc = wire::portinfo_comp;
+  const std::uint64_t by_lid = pc::kEndportLid | pc::kPortNum;
+  wire::SaMad r = query(o.sa.sm_key, by_lid);
+  ASSERT_EQ(r.hdr.status, 0);
+  EXPECT_EQ(wire::decode_port_info_record(
+                std::span<const std::uint8_t>(r.data).first<wire::kPortInfoRecordBytes>())
+                .port_info.m_key,
+            o.sm.m_key);
+  r = query(0, by_lid);
+  ASSERT_EQ(r.hdr.status, 0);
+  const wire::PortInfoRecord hidden = wire::decode_port_info_record(
+      std::span<const std::uint8_t>(r.data).first<wire::kPortInfoRecordBytes>());
+  EXPECT_EQ(hidden.port_info.m_key, 0u);
+  EXPECT_EQ(hidden.port_info.lid, s.net->lid(from));  // the rest is there
+  r = query(0, by_lid | (std::uint64_t{1} << 3));
+  EXPECT_EQ(r.hdr.status, wire::mad_status(wire::SaStatus::kReqInvalid));
+}
+
 TEST(Sa, FatTreeTableAcrossWindowsWithLostSegmentsAndAcks) {
   Subnet s(*topo::from_spec("fat-tree:k=4"));
   int seg3 = 0, acks = 0;
