@@ -11,7 +11,7 @@
 namespace weft::sa {
 namespace {
 
-enum : sim::EventKind { kEvDeadline = 1, kEvLoopback = 2 };
+enum : sim::EventKind { kEvDeadline = 1, kEvLoopback = 2, kEvPump = 3 };
 
 }  // namespace
 
@@ -61,6 +61,31 @@ bool ManagedSubnet::bring_up() {
   }
   sm::SmOptions so;
   so.sm = opts_.sm;
+  // Event forwarding: the SM's traps and its in/out-of-service changes go to the SA's
+  // InformInfo subscribers (chained after any hooks of the caller's).
+  so.sm.on_trap = [this, user = opts_.sm.on_trap](const wire::Notice& n, TimeNs now) {
+    if (user) user(n, now);
+    cm::SaNotice sn;
+    sn.notice = n;
+    sn.issuer_gid = gid_of_lid(n.issuer_lid);
+    forward(sn, now);
+  };
+  so.sm.on_port_service = [this, user = opts_.sm.on_port_service](
+                              std::uint64_t guid, std::uint16_t port_lid, bool in, TimeNs now) {
+    if (user) user(guid, port_lid, in, now);
+    // Traps 64 / 65 (14.2.5.1): produced by the SM (a class manager) at its own LID;
+    // DataDetails: 6 reserved bytes, then GIDADDR.
+    cm::SaNotice sn;
+    sn.notice.is_generic = true;
+    sn.notice.type = cm::kNoticeTypeInfo;
+    sn.notice.producer_type = cm::kProducerClassManager;
+    sn.notice.trap_number = in ? cm::kTrapGidInService : cm::kTrapGidOutOfService;
+    sn.notice.issuer_lid = fsm_ ? fsm_->sm().sm_lid() : 0;
+    const auto gid = cm::port_gid(guid);
+    std::copy(gid.begin(), gid.end(), sn.notice.data_details.begin() + 6);
+    sn.issuer_gid = gid_of_lid(sn.notice.issuer_lid);
+    forward(sn, now);
+  };
   so.sm_node = sm_node_;
   so.limit_ns = opts_.bring_up_limit_ns;
   report_ = sm::bring_up(fabric_, so, fsm_);
@@ -96,6 +121,22 @@ bool ManagedSubnet::bring_up() {
   return true;
 }
 
+std::array<std::uint8_t, 16> ManagedSubnet::gid_of_lid(std::uint16_t lid) const {
+  if (!fsm_ || lid == 0) return {};
+  const routing::LidMap& lids = fsm_->sm().lids();
+  if (lid >= lids.owner.size() || lids.owner[lid].node == routing::kNoNode) return {};
+  const routing::LidOwner o = lids.owner[lid];
+  const routing::FabricNode& n = fsm_->sm().fabric().nodes[o.node];
+  return cm::port_gid(n.ports[o.port].guid ? n.ports[o.port].guid : n.guid);
+}
+
+void ManagedSubnet::forward(const cm::SaNotice& n, TimeNs now) {
+  if (sm_node_ == topo::kNoNode || !agents_[sm_node_].cm) return;  // no SA yet
+  sa_.notify(n, now);
+  // Sent from an event of our own, not from inside the SM's MAD handler.
+  fabric_.sim().post_in(0, comp_, kEvPump, sm_node_);
+}
+
 void ManagedSubnet::on_gsi(topo::NodeId n, std::uint8_t port, std::uint16_t slid,
                            std::span<const std::uint8_t> mad) {
   stats_.mads_received++;
@@ -112,7 +153,10 @@ void ManagedSubnet::dispatch(topo::NodeId n, const cm::GsiMad& in) {
   const TimeNs now = fabric_.sim().now();
   const std::uint8_t cls = in.mad[1], method = in.mad[3];
   if (cls == wire::kMgmtClassSa) {
-    if (n == sm_node_ && !(method & wire::kMethodResponseBit)) {
+    // Requests and ReportResps go to the SA; responses and Reports to the port's client.
+    const bool to_sa = method == cm::kSaMethodReportResp ||
+                       (!(method & wire::kMethodResponseBit) && method != cm::kSaMethodReport);
+    if (n == sm_node_ && to_sa) {
       sa_.on_mad(in, now);
     } else {
       a.sa_client->on_mad(in, now);
@@ -180,6 +224,8 @@ void ManagedSubnet::on_event(sim::Simulator& sim, const sim::Event& ev) {
       stats_.mads_received++;
       dispatch(n, in);
     }
+  } else if (ev.kind == kEvPump) {
+    // nothing more: pump() below sends what the SA queued
   } else if (ev.kind == kEvDeadline) {
     a.armed_ns = kNoDeadline;
     const TimeNs now = sim.now();

@@ -90,6 +90,8 @@ class ManagedSubnet final : public sim::Component {
     TimeNs armed_ns = kNoDeadline;
     std::deque<cm::GsiMad> loopback;
   };
+  std::array<std::uint8_t, 16> gid_of_lid(std::uint16_t lid) const;
+  void forward(const cm::SaNotice& n, TimeNs now);
   void on_gsi(topo::NodeId n, std::uint8_t port, std::uint16_t slid,
               std::span<const std::uint8_t> mad);
   void dispatch(topo::NodeId n, const cm::GsiMad& in);

@@ -380,6 +380,18 @@ SaAnswer evaluate(const SaTables& t, const SaConfig& cfg, std::uint16_t attr_id,
   }
 }
 
+void SubnetAdmin::hide_m_keys(SaAnswer& a) {
+  const std::size_t stride = std::size_t{a.attr_offset} * 8;
+  for (std::size_t i = 0; stride != 0 && i < a.count; ++i) {
+    if (i * stride + wire::kPortInfoRecordBytes > a.records.size()) break;
+    auto rec =
+        std::span<std::uint8_t>(a.records).subspan(i * stride).first<wire::kPortInfoRecordBytes>();
+    wire::PortInfoRecord r = wire::decode_port_info_record(rec);
+    r.port_info.m_key = 0;
+    wire::encode(r, rec);
+  }
+}
+
 void SubnetAdmin::answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status) {
   wire::SaMad r;
   r.hdr = req.hdr;
@@ -410,6 +422,13 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
     return;
   }
   const wire::SaMad& req = d.value();
+  if (req.hdr.method == cm::kSaMethodReportResp) {  // a subscriber answered a Report
+    if (reports_.erase({in.lid, req.hdr.tid}))
+      stats_.reports_answered++;
+    else
+      stats_.ignored_mads++;
+    return;
+  }
   if (req.hdr.method & wire::kMethodResponseBit) {
     stats_.ignored_mads++;
     return;
@@ -446,6 +465,10 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
     mc_update(in, req);
     return;
   }
+  if (req.hdr.attr_id == cm::kSaAttrInformInfo && method == wire::GmpMethod::kSet) {
+    inform_update(in, req);
+    return;
+  }
   const bool svc = req.hdr.attr_id == static_cast<std::uint16_t>(wire::SaAttr::kServiceRecord);
   if (svc && (method == wire::GmpMethod::kSet || method == wire::GmpMethod::kDelete)) {
     service_update(in, req, now);
@@ -458,7 +481,7 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
   if (method == wire::GmpMethod::kGetTable && senders_.count({in.lid, req.hdr.tid})) {
     return;  // a resent request while we answer it: the RMPP sender resends on its own
   }
-  const SaAnswer a =
+  SaAnswer a =
       mc ? mc_query(
                req.comp_mask,
                wire::decode_mcmember_record(
@@ -469,6 +492,14 @@ void SubnetAdmin::on_mad(const cm::GsiMad& in, TimeNs now) {
                       std::span<const std::uint8_t>(req.data).first<wire::kServiceRecordBytes>()),
                   now)
             : evaluate(tables_, cfg_, req.hdr.attr_id, req.comp_mask, req.data, in.lid);
+  const bool pir = req.hdr.attr_id == static_cast<std::uint16_t>(wire::SaAttr::kPortInfoRecord);
+  if (pir && req.sm_key != cfg_.sm_key) {  // untrusted: no M_Keys (15.2.1.2)
+    if (req.comp_mask & (std::uint64_t{1} << 3)) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kReqInvalid));
+      return;
+    }
+    hide_m_keys(a);
+  }
   if (a.mad_status != 0) {
     answer_error(in, req, a.mad_status);
     return;
@@ -739,6 +770,63 @@ void SubnetAdmin::reap() {
   }
 }
 
+void SubnetAdmin::inform_update(const cm::GsiMad& in, const wire::SaMad& req) {
+  cm::InformInfo v =
+      cm::decode_inform_info(std::span<const std::uint8_t>(req.data).first<cm::kInformInfoBytes>());
+  const bool subscribe = v.subscribe;
+  v.subscribe = false;
+  Subscription sub{in.lid, v, {}};
+  cm::encode(v, sub.key);
+  auto same = [&](const Subscription& s) { return s.lid == sub.lid && s.key == sub.key; };
+  auto it = std::find_if(subs_.begin(), subs_.end(), same);
+  if (subscribe) {
+    if (it == subs_.end()) {
+      if (subs_.size() >= cfg_.subscriptions_max) {
+        answer_error(in, req, wire::mad_status(wire::SaStatus::kNoResources));
+        return;
+      }
+      subs_.push_back(sub);
+    }
+  } else {
+    if (it == subs_.end()) {
+      answer_error(in, req, wire::mad_status(wire::SaStatus::kReqInvalid));
+      return;
+    }
+    subs_.erase(it);
+  }
+  wire::SaMad r;
+  r.hdr = req.hdr;
+  r.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kGetResp);
+  r.attr_offset = (cm::kInformInfoBytes + 7) / 8;
+  r.comp_mask = req.comp_mask;
+  std::copy_n(req.data.begin(), cm::kInformInfoBytes, r.data.begin());
+  cm::GsiMad g{in.lid, cfg_.port, {}};
+  wire::encode_sa(r, g.mad);
+  out_.push_back(g);
+  stats_.answers++;
+}
+
+void SubnetAdmin::notify(const cm::SaNotice& n, TimeNs now) {
+  for (const Subscription& s : subs_) {
+    if (!cm::inform_matches(s.info, n)) continue;
+    wire::SaMad r;
+    r.hdr.mgmt_class = wire::kMgmtClassSa;
+    r.hdr.class_version = wire::kSaClassVersion;
+    r.hdr.method = cm::kSaMethodReport;
+    r.hdr.tid = report_tid_++;
+    r.hdr.attr_id = cm::kSaAttrNotice;
+    r.attr_offset = cm::kSaNoticeBytes / 8;
+    cm::encode(n, std::span<std::uint8_t>(r.data).first<cm::kSaNoticeBytes>());
+    PendingReport p;
+    p.mad = cm::GsiMad{s.lid, cfg_.port, {}};
+    wire::encode_sa(r, p.mad.mad);
+    p.deadline = now + cfg_.report_timeout_ns;
+    out_.push_back(p.mad);
+    stats_.reports_sent++;
+    reports_.emplace(std::make_pair(s.lid, r.hdr.tid), p);
+  }
+}
+
 bool SubnetAdmin::poll_mad(TimeNs now, cm::GsiMad& out) {
   if (out_.empty()) {
     for (auto& [key, s] : senders_) {
@@ -759,6 +847,7 @@ bool SubnetAdmin::poll_mad(TimeNs now, cm::GsiMad& out) {
 TimeNs SubnetAdmin::next_deadline() const {
   TimeNs t = kNoDeadline;
   for (const auto& [key, s] : senders_) t = std::min(t, s->next_deadline());
+  for (const auto& [key, r] : reports_) t = std::min(t, r.deadline);
   return t;
 }
 
@@ -767,6 +856,21 @@ void SubnetAdmin::on_deadline(TimeNs now) {
     if (s->next_deadline() <= now) s->on_deadline(now);
   }
   reap();
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    PendingReport& r = it->second;
+    if (r.deadline > now) {
+      ++it;
+    } else if (r.resends >= cfg_.report_retries) {
+      stats_.reports_expired++;
+      it = reports_.erase(it);
+    } else {
+      ++r.resends;
+      r.deadline = now + cfg_.report_timeout_ns;
+      out_.push_back(r.mad);
+      stats_.reports_resent++;
+      ++it;
+    }
+  }
 }
 
 }  // namespace weft::sa

@@ -28,6 +28,7 @@
 
 #include "emu/sa/sa_tables.hpp"
 #include "src/cm/gsi.hpp"
+#include "src/cm/inform.hpp"
 #include "src/cm/rmpp.hpp"
 #include "src/wire/sa.hpp"
 
@@ -38,12 +39,21 @@ struct SaConfig {
   std::uint8_t packet_life_time = 8;  // PathRecord PacketLifeTime: 4.096 us * 2^8 ~ 1 ms
   std::uint8_t resp_time_value = 12;  // ClassPortInfo RespTimeValue
   cm::RmppConfig rmpp{};
-  std::uint32_t transfers_max = 256;  // RMPP answers in flight; more get ERR_NO_RESOURCES
+  std::uint32_t transfers_max = 256;     // RMPP answers in flight; more get ERR_NO_RESOURCES
+  TimeNs report_timeout_ns = 2'000'000;  // a Report not answered by a ReportResp is resent
+  int report_retries = 3;
+  std::size_t subscriptions_max = 4096;  // more get ERR_NO_RESOURCES
+  // The SA's SM_Key (15.2.1.2, the SA header): a request carrying another key is untrusted,
+  // and PortInfoRecords reach it with M_Key 0 (as OpenSM does), so that only a trusted client
+  // (the SM's tools) learns the ports' M_Keys. A query that selects on M_Key (component 3)
+  // from an untrusted requester gets ERR_REQ_INVALID.
+  std::uint64_t sm_key = 0;
 };
 
 struct SaStats {
   std::uint64_t requests = 0, answers = 0, errors = 0, ignored_mads = 0;
   std::uint64_t rmpp_done = 0, rmpp_failed = 0, rmpp_segments = 0;
+  std::uint64_t reports_sent = 0, reports_resent = 0, reports_answered = 0, reports_expired = 0;
 };
 
 // Query evaluation on its own (what on_mad answers with), for tests and tools.
@@ -79,12 +89,24 @@ class SubnetAdmin {
   std::function<void(std::uint16_t mlid, std::vector<std::uint64_t> port_guids)> on_group_change;
   std::size_t multicast_groups() const { return mc_.size(); }
 
+  // Event forwarding (13.4.8.3, 15.2.5.12): a SubnAdmSet of an InformInfo with Subscribe 1
+  // records (requester LID, InformInfo) -- the same record again changes nothing; with
+  // Subscribe 0 it removes the matching subscription (none: ERR_REQ_INVALID). Both are answered
+  // by a GetResp with the InformInfo. notify() sends a SubnAdmReport (attribute Notice, 80
+  // bytes) to every subscriber whose InformInfo matches, resent every report_timeout_ns until
+  // its ReportResp (same TID) or report_retries resends. ManagedSubnet feeds it the SM's traps
+  // (128 from the switches) and traps 64 / 65 (a port in / out of service) the SM produces.
+  void notify(const cm::SaNotice& n, TimeNs now);
+  std::size_t subscriptions() const { return subs_.size(); }
+  std::size_t reports_pending() const { return reports_.size(); }
+
   // ServiceRecords registered (SubnAdmSet) and not yet deleted or past their lease, at `now`.
   std::size_t services(TimeNs now);
   const SaStats& stats() const { return stats_; }
 
  private:
   void answer_error(const cm::GsiMad& in, const wire::SaMad& req, std::uint16_t status);
+  static void hide_m_keys(SaAnswer& a);
   void reap();
   // ServiceRecord (15.2.5.14): Set registers (ServiceID and ServiceGID required, the GID a
   // port of the subnet; one record per ServiceID, GID and P_Key, replaced on a new Set), Delete
@@ -107,6 +129,20 @@ class SubnetAdmin {
   void mc_update(const cm::GsiMad& in, const wire::SaMad& req);
   void mc_changed(const McGroup& g);
   std::map<std::array<std::uint8_t, 16>, McGroup> mc_;  // by MGID
+  void inform_update(const cm::GsiMad& in, const wire::SaMad& req);
+  struct Subscription {
+    std::uint16_t lid;
+    cm::InformInfo info;  // Subscribe cleared, so equal subscriptions encode equal
+    std::array<std::uint8_t, cm::kInformInfoBytes> key;
+  };
+  std::vector<Subscription> subs_;
+  struct PendingReport {
+    cm::GsiMad mad;
+    int resends = 0;
+    TimeNs deadline = kNoDeadline;
+  };
+  std::map<std::pair<std::uint16_t, std::uint64_t>, PendingReport> reports_;  // (LID, TID)
+  std::uint64_t report_tid_ = 0x5245'0000'0000'0001ull;                       // 'RE'
   SaConfig cfg_;
   SaTables tables_;
   std::map<std::pair<std::uint16_t, std::uint64_t>, std::unique_ptr<cm::RmppSender>> senders_;

@@ -26,7 +26,8 @@ const char* to_string(StopReason r) {
 Simulator::Simulator(const SimConfig& config) : config_(config), queue_(config.queue) {}
 
 ComponentId Simulator::add_component(Component& component, std::string_view name) {
-  for (const Entry& e : components_) WEFT_ASSERT_MSG(e.name != name, "duplicate component name");
+  const bool fresh = component_names_.emplace(name).second;
+  WEFT_ASSERT_MSG(fresh, "duplicate component name");
   WEFT_ASSERT(components_.size() < kNoComponent);
   components_.push_back(Entry{&component, std::string(name), make_stream(config_.seed, name)});
   return static_cast<ComponentId>(components_.size() - 1);

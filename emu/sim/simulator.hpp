@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <weft/types.hpp>
@@ -151,6 +152,7 @@ class Simulator {
   SimConfig config_;
   EventQueue queue_;
   std::vector<Entry> components_;
+  std::unordered_set<std::string> component_names_;  // duplicate check, O(1) per add
   TimeNs now_ = 0;
   std::uint64_t dispatched_ = 0;
   TraceHash hash_;

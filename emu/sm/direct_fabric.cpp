@@ -78,8 +78,10 @@ void DirectFabric::buf_free(std::uint32_t b) {
 }
 
 void DirectFabric::schedule(TimeNs t, std::uint32_t node, std::uint8_t port, EvKind k,
-                            std::uint16_t slid, std::uint16_t dlid, std::uint32_t buf) {
-  events_.push(Event{t, seq_++, node, port, k, slid, dlid, buf});
+                            std::uint16_t slid, std::uint16_t dlid, std::uint32_t buf,
+                            std::uint64_t aux) {
+  if (k != EvKind::kTrapRepeat) ++in_flight_;
+  events_.push(Event{t, seq_++, node, port, k, slid, dlid, buf, aux});
 }
 
 std::uint16_t DirectFabric::lid_of(std::uint32_t node, std::uint8_t port) const {
@@ -154,12 +156,26 @@ void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t b
   ++stats_.sma_calls;
   sma::SmpContext ctx;
   ctx.lrh_slid = slid;
-  const sma::MadReply r = sma::handle_smp(n, port, bufs_[buf], ctx);
+  // A PortInfo Set may move a link (after_port_sets): keep the target port's physical state.
+  const Mad& in = bufs_[buf];
+  const bool port_info_set = in[3] == static_cast<std::uint8_t>(wire::MadMethod::kSet) &&
+                             (in[16] << 8 | in[17]) == static_cast<int>(wire::SmpAttr::kPortInfo);
+  sma::PhysState phys_before = sma::PhysState::kNoStateChange;
+  if (port_info_set) {
+    const std::uint32_t mod = static_cast<std::uint32_t>(in[20]) << 24 |
+                              static_cast<std::uint32_t>(in[21]) << 16 |
+                              static_cast<std::uint32_t>(in[22]) << 8 | in[23];
+    const std::uint32_t target = n.is_switch() || mod != 0 ? mod : port;
+    if (target < n.ports.size()) phys_before = n.ports[target].phys_state;
+  }
+  const sma::MadReply r = sma::handle_smp(n, port, in, ctx);
   switch (r.action) {
     case sma::SmpAction::kSendOut:
       bufs_[buf] = r.mad;
       if (r.is_response) {
         // The answering SMA takes sma_ns; relaying switches only hop_ns.
+        if (port_info_set && !r.state_changed_ports.empty())
+          after_port_sets(node, r.state_changed_ports, phys_before, now_ + cfg_.sma_ns);
         schedule(now_ + cfg_.sma_ns, node, r.out_port, EvKind::kDepart, slid, 0, buf);
         return;
       }
@@ -167,6 +183,8 @@ void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t b
       return;
     case sma::SmpAction::kRouteByLid:
       bufs_[buf] = r.mad;
+      if (port_info_set && !r.state_changed_ports.empty())
+        after_port_sets(node, r.state_changed_ports, phys_before, now_);
       route_lid(node, r.out_port, r.dlid, buf, lid_of(node, port));
       return;
     case sma::SmpAction::kToLocalSm:
@@ -183,8 +201,68 @@ void DirectFabric::answer(std::uint32_t node, std::uint8_t port, std::uint32_t b
   }
 }
 
+// PortInfo Sets that moved a port's link (IBA 7.2, 14.2.5.6), as emu/fabric's Node does it:
+// PortState Down or PortPhysicalState Polling on a trained link takes it down at both ends once
+// the answer has left (one hop after `answered`), and it trains again to Init retrain_ns later;
+// Disabled keeps it down until a Set of Polling, which trains it (unless the peer is Disabled).
+void DirectFabric::after_port_sets(std::uint32_t node, std::span<const std::uint8_t> ports,
+                                   sma::PhysState phys_before, TimeNs answered) {
+  const topo::Node& tn = topo_.node(node);
+  for (const std::uint8_t q : ports) {
+    if (q == 0 || q > tn.num_ports() || tn.ports[q].link == topo::kNoLink) continue;
+    const topo::LinkId link = tn.ports[q].link;
+    const topo::PortRef peer = topo_.link(link).other(node);
+    const sma::PhysState now_phys = nodes_[node].ports[q].phys_state;
+    const TimeNs down_at = answered + cfg_.hop_ns + 1;
+    bool train = false;
+    if (phys_before == sma::PhysState::kLinkUp && now_phys != sma::PhysState::kLinkUp) {
+      schedule(down_at, link, 0, EvKind::kLink, 0, 0, 0);
+      train = now_phys == sma::PhysState::kPolling;
+    } else if (phys_before == sma::PhysState::kDisabled && now_phys == sma::PhysState::kPolling) {
+      train = true;
+    }
+    if (train && nodes_[peer.node].ports[peer.port].phys_state != sma::PhysState::kDisabled)
+      schedule(down_at + cfg_.retrain_ns, link, 1, EvKind::kLink, 0, 0, 0);
+  }
+}
+
+void DirectFabric::link_event(topo::LinkId link, bool up) {
+  if (up) {
+    // An end disabled meanwhile keeps the link down.
+    const topo::Link& l = topo_.link(link);
+    for (const topo::PortRef& e : {l.a, l.b})
+      if (nodes_[e.node].ports[e.port].phys_state == sma::PhysState::kDisabled) return;
+  }
+  ++stats_.links_moved;
+  set_link(link, up);
+}
+
+void DirectFabric::send_trap(std::uint32_t node, const sma::TrapMad& trap, std::uint64_t tid) {
+  ++stats_.traps_sent;
+  Mad m;
+  std::copy(trap.mad.begin(), trap.mad.end(), m.begin());
+  route_lid(node, 0, trap.dlid, buf_alloc(m), trap.slid);
+  schedule(now_ + sma::trap_repeat_ns(nodes_[node]), node, 0, EvKind::kTrapRepeat, 0, 0, 0, tid);
+}
+
 void DirectFabric::process(const Event& ev) {
+  if (ev.kind == EvKind::kTrapRepeat) {  // until the SM's TrapRepress clears it
+    sma::NodeState& n = nodes_[ev.node];
+    if (n.trap.active && n.trap.tid == ev.aux)
+      if (auto trap = sma::repeat_trap(n)) send_trap(ev.node, *trap, ev.aux);
+    return;
+  }
+  if (ev.kind == EvKind::kLink) {
+    link_event(ev.node, ev.port != 0);
+    return;
+  }
   const Mad& m = bufs_[ev.buf];
+  if (ev.kind == EvKind::kArrive && !blackout_.empty() &&
+      blackout_[std::size_t{ev.node} * 256 + ev.port]) {
+    ++stats_.dropped_blackout;
+    buf_free(ev.buf);
+    return;
+  }
   if (ev.kind == EvKind::kLocalSma) {
     answer(ev.node, ev.port, ev.buf, ev.slid);
     return;
@@ -237,6 +315,7 @@ bool DirectFabric::run(TimeNs until, const std::function<bool()>& stop) {
     if (te <= td) {
       const Event ev = events_.top();
       events_.pop();
+      if (ev.kind != EvKind::kTrapRepeat) --in_flight_;
       process(ev);
     } else {
       sm_->on_deadline(now_);
@@ -247,8 +326,23 @@ bool DirectFabric::run(TimeNs until, const std::function<bool()>& stop) {
 bool DirectFabric::run_until_up(TimeNs limit_ns) {
   WEFT_ASSERT(sm_ != nullptr);
   const TimeNs until = now_ + limit_ns;
-  run(until, [&] { return (sm_->settled() || sm_->phase() == Phase::kFailed) && events_.empty(); });
-  return sm_->settled() && events_.empty();
+  // Trap-repeat timers do not hold it: SMPs in flight and pending link moves do.
+  run(until, [&] { return (sm_->settled() || sm_->phase() == Phase::kFailed) && in_flight_ == 0; });
+  return sm_->settled() && in_flight_ == 0;
+}
+
+void DirectFabric::set_port_blackout(topo::NodeId node, std::uint8_t port, bool on) {
+  WEFT_ASSERT(node < nodes_.size());
+  if (blackout_.empty()) blackout_.assign(nodes_.size() * 256, 0);
+  blackout_[std::size_t{node} * 256 + port] = on ? 1 : 0;
+}
+
+bool DirectFabric::send_from_sm(std::span<const std::uint8_t> mad, std::uint16_t dlid) {
+  if (sm_ == nullptr || mad.size() < wire::kMadBytes) return false;
+  Mad m;
+  std::copy_n(mad.begin(), wire::kMadBytes, m.begin());
+  route_lid(sm_node_, sm_port_, dlid, buf_alloc(m), lid_of(sm_node_, sm_port_));
+  return true;
 }
 
 void DirectFabric::set_link(topo::LinkId link, bool up) {
@@ -258,11 +352,8 @@ void DirectFabric::set_link(topo::LinkId link, bool up) {
     const bool changed = up ? sma::link_up(n, static_cast<std::uint8_t>(e.port))
                             : sma::link_down(n, static_cast<std::uint8_t>(e.port));
     if (!changed || !n.is_switch()) continue;
-    auto trap = sma::make_trap_128(n, trap_tid_++);
-    if (!trap) continue;
-    Mad m;
-    std::copy(trap->mad.begin(), trap->mad.end(), m.begin());
-    route_lid(e.node, 0, trap->dlid, buf_alloc(m), trap->slid);
+    const std::uint64_t tid = trap_tid_++;
+    if (auto trap = sma::make_trap_128(n, tid)) send_trap(e.node, *trap, tid);
   }
 }
 
@@ -324,6 +415,28 @@ VerifyReport verify_nodes(const topo::Topology& topo_, std::span<const sma::Node
     }
   }
   if (r.duplicate_lids) note(r, std::to_string(r.duplicate_lids) + " duplicate HCA LIDs");
+  // Active sources attached to a switch reach a LID exactly when that switch delivers it, so
+  // they are checked once per switch (18 HCAs on a 36-port leaf: one walk, 18 pairs); the
+  // others (inactive, or cabled to an HCA) one by one.
+  struct Group {
+    std::uint32_t sw;
+    std::vector<std::uint32_t> members;  // indexes into sources
+  };
+  std::vector<Group> groups;
+  std::vector<std::uint32_t> singles;
+  {
+    std::unordered_map<std::uint32_t, std::size_t> group_of;
+    for (std::uint32_t k = 0; k < sources.size(); ++k) {
+      const Owner& src = sources[k];
+      if (!src.active || !nodes_[src.peer].is_switch()) {
+        singles.push_back(k);
+        continue;
+      }
+      auto [it, fresh] = group_of.emplace(src.peer, groups.size());
+      if (fresh) groups.push_back({src.peer, {}});
+      groups[it->second].members.push_back(k);
+    }
+  }
   // Per destination LID: does each switch deliver it? 0 unknown, 1 on the walk, 2 yes, 3 no.
   std::vector<std::uint8_t> st(nodes_.size());
   std::vector<std::uint32_t> walk;
@@ -365,23 +478,36 @@ VerifyReport verify_nodes(const topo::Topology& topo_, std::span<const sma::Node
       for (std::uint32_t w : walk) st[w] = result;
       return result == 2;
     };
-    for (const Owner& src : sources) {
+    auto fail = [&](const Owner& src, std::size_t count) {
+      if (count == 0) return;
+      if (r.unreachable_pairs == 0)
+        note(r, nodes_[src.node].description + " cannot reach LID " + std::to_string(dlid) + " (" +
+                    nodes_[dst.node].description + ")");
+      r.unreachable_pairs += count;
+    };
+    for (const Group& g : groups) {
+      std::size_t count = g.members.size();
+      const Owner* first = &sources[g.members[0]];
+      for (std::uint32_t k : g.members)
+        if (sources[k].node == dst.node && sources[k].port == dst.port) {
+          --count;  // self excluded
+          if (first == &sources[k] && g.members.size() > 1) first = &sources[g.members[1]];
+        }
+      r.hca_pairs += count;
+      const bool ok = st[g.sw] >= 2 ? st[g.sw] == 2 : resolve(g.sw);
+      if (!ok) fail(*first, count);
+    }
+    for (std::uint32_t k : singles) {
+      const Owner& src = sources[k];
       if (src.node == dst.node && src.port == dst.port) continue;
       ++r.hca_pairs;
       bool ok = src.active;
-      if (ok && nodes_[src.peer].is_switch()) {
-        ok = st[src.peer] >= 2 ? st[src.peer] == 2 : resolve(src.peer);
-      } else if (ok) {
+      if (ok) {
         const topo::PortRef peer =
             topo_.link(topo_.node(src.node).ports[src.port].link).other(src.node);
         ok = peer.node == dst.node && peer.port == dst.port;
       }
-      if (!ok) {
-        if (r.unreachable_pairs == 0)
-          note(r, nodes_[src.node].description + " cannot reach LID " + std::to_string(dlid) +
-                      " (" + nodes_[dst.node].description + ")");
-        ++r.unreachable_pairs;
-      }
+      if (!ok) fail(src, 1);
     }
   }
   if (r.loops) note(r, std::to_string(r.loops) + " forwarding loops");

@@ -366,6 +366,7 @@ struct SubnetManager::Impl {
           const bool again =
               heavy_wanted || (sweep_lost && incomplete_in_row <= sm.cfg_.sweeps_incomplete_max);
           finish_sweep(now, Phase::kSubnetUp);
+          if (sm.routes_valid_) sm.service_changes(now);
           if (again)
             start_heavy(now);
           else
@@ -944,6 +945,7 @@ void SubnetManager::on_mad(std::span<const std::uint8_t> mad, TimeNs now) {
       m.urgent.push_back(out);
       ++totals_.mads_sent;
     }
+    if (cfg_.on_trap) cfg_.on_trap(n, now);
     if (n.trap_number == wire::kTrapLinkStateChange || !n.is_generic) {
       if (phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) {
         m.heavy_wanted = true;
@@ -1042,6 +1044,26 @@ void SubnetManager::on_deadline(TimeNs now) {
 bool SubnetManager::settled() const {
   return phase_ == Phase::kSubnetUp && !impl_->heavy_wanted && !impl_->mcast_dirty &&
          impl_->inflight == 0 && impl_->urgent.empty();
+}
+
+void SubnetManager::service_changes(TimeNs now) {
+  if (!cfg_.on_port_service) return;
+  const Impl& m = *impl_;
+  std::map<std::uint64_t, std::uint16_t> now_in;
+  for (std::size_t i = 0; i < m.fabric.nodes.size(); ++i) {
+    const routing::FabricNode& n = m.fabric.nodes[i];
+    if (n.is_switch || i >= m.lids.base.size()) continue;
+    for (int p = 1; p <= n.num_ports(); ++p) {
+      const routing::Lid lid = m.lids.base[i][static_cast<std::size_t>(p)];
+      if (n.ports[static_cast<std::size_t>(p)].guid != 0 && lid != routing::kNoLid)
+        now_in.emplace(n.ports[static_cast<std::size_t>(p)].guid, lid);
+    }
+  }
+  for (const auto& [guid, lid] : in_service_)
+    if (!now_in.count(guid)) cfg_.on_port_service(guid, lid, false, now);
+  for (const auto& [guid, lid] : now_in)
+    if (!in_service_.count(guid)) cfg_.on_port_service(guid, lid, true, now);
+  in_service_ = std::move(now_in);
 }
 
 const routing::Fabric& SubnetManager::fabric() const {

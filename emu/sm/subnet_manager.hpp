@@ -102,6 +102,13 @@ struct SmConfig {
   bool lid_routed_when_live = true;
   // Optional: the caller's wall clock (ns); 0 figures when absent. Only for reports.
   std::function<std::uint64_t()> wall_clock_ns;
+  // Optional event hooks for the SA's event forwarding (InformInfo subscribers get a Report):
+  // every trap the SM receives (after its TrapRepress is queued), and, after each heavy sweep
+  // that ends with valid routes, each HCA port that came into service (trap 64) or went out of
+  // it (trap 65) since the last such sweep, by port GUID and base LID.
+  std::function<void(const wire::Notice& notice, TimeNs now)> on_trap;
+  std::function<void(std::uint64_t port_guid, std::uint16_t lid, bool in_service, TimeNs now)>
+      on_port_service;
 };
 
 // One SMP to send. kDirected: leave by `port` (the SM's port; the SMP is already past
@@ -202,6 +209,8 @@ class SubnetManager {
 
  private:
   void multicast_changed(TimeNs now);
+  void service_changes(TimeNs now);                    // on_port_service after a heavy sweep
+  std::map<std::uint64_t, std::uint16_t> in_service_;  // HCA port GUID -> base LID
   struct Impl;  // subnet_manager.cpp: the model, the request slab, the phase steps
   std::unique_ptr<Impl> impl_;
   SmConfig cfg_;

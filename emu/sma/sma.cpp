@@ -274,10 +274,10 @@ void apply_port_info(NodeState& n, PortState& p, const wire::PortInfo& v, bool a
     p.phys_state = PhysState::kPolling;
   if (phys_before == PhysState::kLinkUp && p.phys_state != PhysState::kLinkUp)
     p.counters.count_link_downed();  // the link leaves LinkUp, as when it fails
-  if (p.state != before || p.phys_state != phys_before) {
-    changed.push_back(p.port_num);
-    if (n.is_switch() && p.state == LinkState::kDown) n.sw.port_state_change = true;
-  }
+  // SwitchInfo.PortStateChange is not set here: it reports what the link state machine did on
+  // its own (link_up / link_down: a link that trained or failed, including the retraining and
+  // the peer's fall that this Set causes), not a state the SM wrote itself (14.2.5.4).
+  if (p.state != before || p.phys_state != phys_before) changed.push_back(p.port_num);
 }
 
 std::uint16_t port_info(Req& q) {
@@ -700,7 +700,6 @@ std::optional<TrapMad> build_trap_128(NodeState& node, std::uint64_t tid) {
   if (!node.is_switch()) return std::nullopt;
   const PortState& p0 = node.ports[0];
   if (p0.master_sm_lid == 0) return std::nullopt;
-  node.sw.port_state_change = true;
   wire::Notice notice;
   notice.is_generic = true;
   notice.type = wire::kNoticeTypeUrgent;

@@ -73,9 +73,9 @@ MadReply handle_smp(NodeState& node, std::uint8_t in_port, std::span<const std::
                     const SmpContext& ctx = {});
 
 // Trap 128 "link state change" (IBA 14.2.5.1, Notice 13.4.8.2), from a switch's port 0 to its
-// MasterSMLID, LID-routed (class 0x01, method Trap, attribute Notice). Sets
-// SwitchInfo.PortStateChange. Returns nullopt for a CA (trap 128 is a switch trap) or while the
-// switch has no SM LID yet (ibsim suppresses it the same way).
+// MasterSMLID, LID-routed (class 0x01, method Trap, attribute Notice). It leaves
+// SwitchInfo.PortStateChange alone (link_up / link_down set it). Returns nullopt for a CA (trap 128
+// is a switch trap) or while the switch has no SM LID yet (ibsim suppresses it the same way).
 struct TrapMad {
   std::array<std::uint8_t, wire::kMadBytes> mad{};
   std::uint16_t dlid = 0;  // MasterSMLID

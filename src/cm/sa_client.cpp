@@ -81,6 +81,16 @@ SaQuery service_query(const wire::ServiceRecord& tmpl, std::uint64_t comp_mask, 
   return q;
 }
 
+SaQuery inform_query(const InformInfo& v) {
+  SaQuery q;
+  q.attr = static_cast<wire::SaAttr>(kSaAttrInformInfo);
+  q.table = false;
+  q.method = static_cast<std::uint8_t>(wire::GmpMethod::kSet);
+  q.record.resize(kInformInfoBytes);
+  encode(v, std::span<std::uint8_t, kInformInfoBytes>(q.record));
+  return q;
+}
+
 std::vector<wire::McMemberRecord> mcmember_records(const SaResult& r) {
   std::vector<wire::McMemberRecord> v;
   if (r.attr != wire::SaAttr::kMcMemberRecord) return v;
@@ -183,6 +193,23 @@ void SaClient::finish(std::uint64_t tid, SaResult r) {
 void SaClient::on_mad(const GsiMad& in, TimeNs now) {
   (void)now;
   auto m = wire::decode_sa(in.mad);
+  if (m && m.value().hdr.method == kSaMethodReport && m.value().hdr.attr_id == kSaAttrNotice) {
+    // ReportResp: the Report echoed with the response method (15.2.5.12).
+    GsiMad resp{in.lid, cfg_.port, in.mad};
+    resp.mad[3] = kSaMethodReportResp;
+    out_.push_back(resp);
+    const std::pair<std::uint16_t, std::uint64_t> key{in.lid, m.value().hdr.tid};
+    if (std::find(report_tids_.begin(), report_tids_.end(), key) != report_tids_.end()) {
+      stats_.reports_repeated++;
+      return;
+    }
+    report_tids_.push_back(key);
+    if (report_tids_.size() > kReportsRemembered) report_tids_.pop_front();
+    stats_.reports++;
+    reports_.push_back(
+        decode_sa_notice(std::span<const std::uint8_t>(m.value().data).first<kSaNoticeBytes>()));
+    return;
+  }
   if (!m || !(m.value().hdr.method & wire::kMethodResponseBit)) {
     stats_.ignored_mads++;
     return;
@@ -283,6 +310,13 @@ void SaClient::on_deadline(TimeNs now) {
     r.timed_out = true;
     finish(tid, std::move(r));
   }
+}
+
+bool SaClient::poll_report(SaNotice& out) {
+  if (reports_.empty()) return false;
+  out = reports_.front();
+  reports_.pop_front();
+  return true;
 }
 
 bool SaClient::poll_result(SaResult& out) {

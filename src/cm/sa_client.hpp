@@ -20,6 +20,7 @@
 #include <weft/verbs.hpp>
 
 #include "src/cm/gsi.hpp"
+#include "src/cm/inform.hpp"
 #include "src/cm/rmpp.hpp"
 #include "src/wire/sa.hpp"
 
@@ -83,8 +84,13 @@ SaQuery service_query(const wire::ServiceRecord& tmpl, std::uint64_t comp_mask, 
 SaQuery pkey_table_query(const wire::PKeyTableRecord& tmpl, std::uint64_t comp_mask,
                          bool table = true);
 
+// SubnAdmSet of an InformInfo (13.4.8.3): subscribe (v.subscribe) to the notices it names, or
+// unsubscribe. The SA answers one GetResp record (the InformInfo) or an error status.
+SaQuery inform_query(const InformInfo& v);
+
 struct SaClientStats {
   std::uint64_t queries = 0, resends = 0, timeouts = 0, answers = 0, ignored_mads = 0;
+  std::uint64_t reports = 0, reports_repeated = 0;  // SubnAdmReport received (new / resent)
 };
 
 class SaClient {
@@ -98,6 +104,10 @@ class SaClient {
   TimeNs next_deadline() const;
   void on_deadline(TimeNs now);
   bool poll_result(SaResult& out);
+  // Notices the SA forwarded (SubnAdmReport, 15.2.5.12): each is answered with a
+  // SubnAdmReportResp at once; one the SA sent again (same TID: our answer was lost) is
+  // answered again and not delivered twice.
+  bool poll_report(SaNotice& out);
   std::size_t in_flight() const { return pending_.size(); }
   const SaClientStats& stats() const { return stats_; }
 
@@ -115,6 +125,9 @@ class SaClient {
   std::map<std::uint64_t, Pending> pending_;
   std::deque<GsiMad> out_;
   std::deque<SaResult> results_;
+  std::deque<SaNotice> reports_;
+  static constexpr std::size_t kReportsRemembered = 64;
+  std::deque<std::pair<std::uint16_t, std::uint64_t>> report_tids_;  // (SA LID, TID)
   // Finished RMPP transfers (TID, last segment), to re-ACK a segment resent after a lost ACK.
   static constexpr std::size_t kDoneRemembered = 64;
   std::deque<std::pair<std::uint64_t, std::uint32_t>> done_;

@@ -388,6 +388,202 @@ TEST(Sa, ErrorStatuses) {
   EXPECT_EQ(r.mad_status, static_cast<std::uint16_t>(wire::MadStatus::kUnsupportedMethodAttr));
 }
 
+// Event forwarding (13.4.8.3, 15.2.5.12): InformInfo subscriptions by SubnAdmSet, and
+// SubnAdmReports of trap 128 (from a switch, through the SM) and traps 64 / 65 (the SM's own:
+// a port in / out of service) to exactly the subscribers that asked; a lost ReportResp makes
+// the SA send the Report again, and the client answers it without delivering it twice.
+TEST(Sa, InformInfoSubscribersGetReportsForTraps128_64_65) {
+  Subnet s(test::two_switches());  // h0 (the SM, s.hcas[0]) h1 on s1; h2 h3 on s2
+  const topo::NodeId h0 = s.hcas[0], h1 = s.hcas[1], h2 = s.hcas[2], h3 = s.hcas[3];
+  cm::InformInfo only128;
+  only128.trap_number = 128;
+  cm::InformInfo all;
+  cm::InformInfo only65;
+  only65.trap_number = cm::kTrapGidOutOfService;
+  for (const auto& [n, v] : {std::pair{h1, only128}, std::pair{h2, all}, std::pair{h0, only65}}) {
+    const cm::SaResult r = ask(s, n, cm::inform_query(v));
+    ASSERT_TRUE(r.ok()) << r.mad_status;
+    ASSERT_EQ(r.data.size(), 40u);  // AttributeOffset 5 words
+    std::array<std::uint8_t, cm::kInformInfoBytes> want{};
+    cm::encode(v, want);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), r.data.begin()));
+  }
+  EXPECT_EQ(s.net->sa().subscriptions(), 3u);
+  // The same subscription again changes nothing.
+  ASSERT_TRUE(ask(s, h1, cm::inform_query(only128)).ok());
+  EXPECT_EQ(s.net->sa().subscriptions(), 3u);
+
+  // h2's first ReportResp is lost.
+  int resp_drops = 0;
+  s.net->drop_filter = [&](topo::NodeId from, std::span<const std::uint8_t> mad) {
+    return from == h2 && mad[3] == cm::kSaMethodReportResp && resp_drops++ == 0;
+  };
+  std::map<topo::NodeId, std::vector<cm::SaNotice>> got;
+  auto collect = [&] {
+    for (topo::NodeId n : {h0, h1, h2, h3}) {
+      cm::SaNotice x;
+      while (s.net->sa_client(n).poll_report(x)) got[n].push_back(x);
+    }
+  };
+  const sma::NodeState& s2 = s.fab->node(1).state();
+  const std::uint64_t h3_guid = s.fab->node(h3).state().ports[1].port_guid;
+  const topo::LinkId link = s.topo.node(h3).ports[1].link;
+  s.fab->set_link_state(link, false, s.sim.now());
+  ASSERT_TRUE(s.run_until([&] {
+    collect();
+    return got[h1].size() == 1 && got[h2].size() == 2 && got[h0].size() == 1 &&
+           s.net->sa().reports_pending() == 0;
+  })) << got[h1].size()
+      << " " << got[h2].size() << " " << got[h0].size();
+  // Trap 128 from s2, as the switch sent it, with s2's port GID.
+  const cm::SaNotice& t128 = got[h1][0];
+  EXPECT_EQ(t128.notice.trap_number, 128);
+  EXPECT_TRUE(t128.notice.is_generic);
+  EXPECT_EQ(t128.notice.type, wire::kNoticeTypeUrgent);
+  EXPECT_EQ(t128.notice.producer_type, wire::kProducerSwitch);
+  EXPECT_EQ(t128.notice.issuer_lid, s2.ports[0].lid);
+  EXPECT_EQ(t128.issuer_gid, cm::port_gid(s2.ports[0].port_guid));
+  EXPECT_EQ(got[h2][0].notice.trap_number, 128);
+  // Trap 65: h3's GID went out of service, issued by the SM.
+  for (const cm::SaNotice& t65 : {got[h2][1], got[h0][0]}) {
+    EXPECT_EQ(t65.notice.trap_number, cm::kTrapGidOutOfService);
+    EXPECT_EQ(t65.notice.type, cm::kNoticeTypeInfo);
+    EXPECT_EQ(t65.notice.producer_type, cm::kProducerClassManager);
+    EXPECT_EQ(t65.notice.issuer_lid, s.net->sm_lid());
+    const auto gid = cm::port_gid(h3_guid);
+    EXPECT_TRUE(std::equal(gid.begin(), gid.end(), t65.notice.data_details.begin() + 6));
+  }
+  EXPECT_TRUE(got[h3].empty());
+  EXPECT_EQ(resp_drops, 3) << "h2's ReportResps: 128 (dropped), 128 again, 65";
+  EXPECT_EQ(s.net->sa().stats().reports_resent, 1u);
+  EXPECT_EQ(s.net->sa_client(h2).stats().reports_repeated, 1u);
+  EXPECT_EQ(s.net->sa().stats().reports_answered, 4u);
+
+  // The link comes back: trap 128 (h1, h2) and trap 64 for h3 (h2 only).
+  s.fab->set_link_state(link, true, s.sim.now());
+  ASSERT_TRUE(s.run_until([&] {
+    collect();
+    return got[h1].size() == 2 && got[h2].size() == 4 && s.net->sa().reports_pending() == 0;
+  }));
+  EXPECT_EQ(got[h1][1].notice.trap_number, 128);
+  EXPECT_EQ(got[h2][2].notice.trap_number, 128);
+  EXPECT_EQ(got[h2][3].notice.trap_number, cm::kTrapGidInService);
+  EXPECT_EQ(got[h0].size(), 1u);
+
+  // Unsubscribe h1; a second unsubscribe finds nothing: ERR_REQ_INVALID.
+  cm::InformInfo off = only128;
+  off.subscribe = false;
+  EXPECT_TRUE(ask(s, h1, cm::inform_query(off)).ok());
+  EXPECT_EQ(s.net->sa().subscriptions(), 2u);
+  EXPECT_EQ(ask(s, h1, cm::inform_query(off)).status, wire::SaStatus::kReqInvalid);
+}
+
+// The matching rules on their own: GID or LID range, IsGeneric, Type, TrapNumber, ProducerType.
+TEST(Sa, InformInfoMatching) {
+  cm::SaNotice n;
+  n.notice.is_generic = true;
+  n.notice.type = 1;
+  n.notice.producer_type = 2;
+  n.notice.trap_number = 128;
+  n.notice.issuer_lid = 7;
+  n.issuer_gid = cm::port_gid(0x1234);
+  cm::InformInfo s;
+  EXPECT_TRUE(cm::inform_matches(s, n));
+  s.lid_range_begin = 8;
+  s.lid_range_end = 9;
+  EXPECT_FALSE(cm::inform_matches(s, n));
+  s.lid_range_begin = 7;
+  EXPECT_TRUE(cm::inform_matches(s, n));
+  s.gid = cm::port_gid(0x9999);  // a GID wins over the LID range
+  EXPECT_FALSE(cm::inform_matches(s, n));
+  s.gid = n.issuer_gid;
+  EXPECT_TRUE(cm::inform_matches(s, n));
+  s.type = 4;
+  EXPECT_FALSE(cm::inform_matches(s, n));
+  s.type = 1;
+  s.producer_type = 1;
+  EXPECT_FALSE(cm::inform_matches(s, n));
+  s.producer_type = 0xFFFFFF;
+  s.is_generic = false;
+  EXPECT_FALSE(cm::inform_matches(s, n));
+  // Byte layout (Table 126) round trip.
+  cm::InformInfo v;
+  v.gid[15] = 9;
+  v.lid_range_begin = 0x0102;
+  v.lid_range_end = 0x0304;
+  v.subscribe = false;
+  v.type = 4;
+  v.trap_number = 65;
+  v.qpn = 0xABCDEF;
+  v.resp_time_value = 19;
+  v.producer_type = 0x123456;
+  std::array<std::uint8_t, cm::kInformInfoBytes> b{};
+  cm::encode(v, b);
+  EXPECT_EQ(b[16], 0x01);
+  EXPECT_EQ(b[19], 0x04);
+  EXPECT_EQ(b[22], 1);
+  EXPECT_EQ(b[23], 0);
+  EXPECT_EQ(b[27], 65);
+  EXPECT_EQ(b[28], 0xAB);
+  EXPECT_EQ(b[30], 0xEF);
+  EXPECT_EQ(b[31], 19);
+  EXPECT_EQ(b[33], 0x12);
+  EXPECT_EQ(b[35], 0x56);
+  const cm::InformInfo d = cm::decode_inform_info(b);
+  EXPECT_EQ(d.gid, v.gid);
+  EXPECT_EQ(d.qpn, v.qpn);
+  EXPECT_EQ(d.producer_type, v.producer_type);
+  EXPECT_FALSE(d.subscribe);
+}
+
+// SM_Key (15.2.1.2): PortInfoRecords carry the ports' M_Key only to a requester whose SA header
+// holds the SA's SM_Key; others get M_Key 0, and may not select on it.
+TEST(Sa, SmKeyHidesMKeysFromUntrustedRequesters) {
+  sa::SubnetOptions o;
+  o.sm.m_key = 0x00000000ABCD0001ull;  // the SM writes it into every port
+  o.sa.sm_key = 0x5EC0000000000001ull;
+  Subnet s(test::two_switches(), o);
+  const topo::NodeId from = s.hcas[1];
+  EXPECT_EQ(s.fab->node(from).state().ports[1].m_key, o.sm.m_key);
+  auto query = [&](std::uint64_t sm_key, std::uint64_t mask) {
+    wire::SaMad q;
+    q.hdr.mgmt_class = wire::kMgmtClassSa;
+    q.hdr.class_version = wire::kSaClassVersion;
+    q.hdr.method = static_cast<std::uint8_t>(wire::GmpMethod::kGet);
+    q.hdr.tid = 0x77;
+    q.hdr.attr_id = static_cast<std::uint16_t>(wire::SaAttr::kPortInfoRecord);
+    q.sm_key = sm_key;
+    q.comp_mask = mask;
+    wire::PortInfoRecord t;
+    t.endport_lid = s.net->lid(from);
+    t.port_num = 1;
+    t.port_info.m_key = o.sm.m_key;
+    wire::encode(t, std::span<std::uint8_t>(q.data).first<wire::kPortInfoRecordBytes>());
+    cm::GsiMad in{s.net->lid(from), 1, {}};
+    wire::encode_sa(q, in.mad);
+    s.net->sa().on_mad(in, s.sim.now());
+    cm::GsiMad out;
+    EXPECT_TRUE(s.net->sa().poll_mad(s.sim.now(), out));
+    return wire::decode_sa(out.mad).value();
+  };
+  namespace pc = wire::portinfo_comp;
+  const std::uint64_t by_lid = pc::kEndportLid | pc::kPortNum;
+  wire::SaMad r = query(o.sa.sm_key, by_lid);
+  ASSERT_EQ(r.hdr.status, 0);
+  EXPECT_EQ(wire::decode_port_info_record(
+                std::span<const std::uint8_t>(r.data).first<wire::kPortInfoRecordBytes>())
+                .port_info.m_key,
+            o.sm.m_key);
+  r = query(0, by_lid);
+  ASSERT_EQ(r.hdr.status, 0);
+  const wire::PortInfoRecord hidden = wire::decode_port_info_record(
+      std::span<const std::uint8_t>(r.data).first<wire::kPortInfoRecordBytes>());
+  EXPECT_EQ(hidden.port_info.m_key, 0u);
+  EXPECT_EQ(hidden.port_info.lid, s.net->lid(from));  // the rest is there
+  r = query(0, by_lid | (std::uint64_t{1} << 3));
+  EXPECT_EQ(r.hdr.status, wire::mad_status(wire::SaStatus::kReqInvalid));
+}
+
 TEST(Sa, FatTreeTableAcrossWindowsWithLostSegmentsAndAcks) {
   Subnet s(*topo::from_spec("fat-tree:k=4"));
   int seg3 = 0, acks = 0;

@@ -10,6 +10,7 @@
 
 #include "emu/sm/direct_fabric.hpp"
 #include "emu/sm/subnet_manager.hpp"
+#include "emu/sma/sma.hpp"
 #include "emu/topo/generators.hpp"
 #include "emu/topo/spec.hpp"
 
@@ -366,6 +367,158 @@ TEST(SubnetManager, FtreeRefusesATorus) {
   EXPECT_FALSE(r.fab.run_until_up(kLimitNs));
   EXPECT_EQ(r.sm.phase(), Phase::kFailed);
   EXPECT_FALSE(r.sm.last_error().empty());
+}
+
+// ---- DirectFabric: trap repetition and PortInfo Sets that move links (as emu/fabric) ----------
+
+// IBA 13.4.9: a trap 128 lost on its way is sent again, same TID, every 4.096 us x
+// 2^SubnetTimeOut until the SM's TrapRepress; then the repeats stop.
+TEST(DirectFabric, LostTrapIsRepeatedUntilRepressed) {
+  const topo::Topology t = two_switches();  // 0 s1, 1 s2, 2..5 h0..h3; the SM on h0 (node 2)
+  SmConfig c = config(routing::Engine::kMinHop);
+  c.subnet_timeout = 10;  // 4,194,304 ns between repeats
+  Rig r(t, c);
+  expect_up(r, "two switches");
+  const sma::NodeState& s2 = r.fab.nodes()[1];
+  EXPECT_EQ(s2.ports[0].subnet_timeout, 10);
+  EXPECT_FALSE(s2.trap.active);
+  // Everything reaching the SM's port is lost for 2 ms; h3's link (s2 port 2) fails now.
+  r.fab.set_port_blackout(2, 1, true);
+  const TimeNs t0 = r.fab.now();
+  r.fab.set_link(t.node(1).ports[2].link, false);
+  r.fab.run(t0 + 2'000'000);
+  EXPECT_TRUE(s2.trap.active);
+  EXPECT_EQ(s2.trap.sends, 1u);
+  const std::uint64_t tid = s2.trap.tid;
+  EXPECT_EQ(r.sm.traps_received(), 0u);
+  EXPECT_EQ(r.fab.stats().dropped_blackout, 1u);  // the trap
+  r.fab.set_port_blackout(2, 1, false);
+  r.fab.run(t0 + 4'194'304 - 1);
+  EXPECT_EQ(r.sm.traps_received(), 0u);
+  r.fab.run(t0 + 4'194'304 + 100'000 - 1);  // the repeat arrives; the SM holds off 100 us
+  EXPECT_EQ(r.sm.traps_received(), 1u);
+  EXPECT_FALSE(s2.trap.active);
+  EXPECT_EQ(s2.trap.tid, tid);
+  EXPECT_EQ(s2.trap.sends, 2u);
+  EXPECT_EQ(s2.stats.traps_repeated, 1u);
+  EXPECT_EQ(s2.stats.traps_repressed, 1u);
+  EXPECT_EQ(r.fab.stats().traps_sent, 2u);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.route(r.fab.nodes()[5].ports[1].lid), sma::kLftUnreachable);
+  // Repressed: no more repeats.
+  r.fab.run(r.fab.now() + 20'000'000);
+  EXPECT_EQ(s2.trap.sends, 2u);
+  EXPECT_EQ(r.sm.traps_received(), 1u);
+}
+
+// A LID-routed PortInfo Set of `port` of node `target` from the SM's port: the port's current
+// PortInfo with `state` / `phys` written.
+void set_port(Rig& r, topo::NodeId target, std::uint8_t port, wire::PortState state,
+              std::uint8_t phys, std::uint64_t tid) {
+  const sma::NodeState& n = r.fab.nodes()[target];
+  const sma::PortState& ps = n.ports[port];
+  wire::PortInfo v;
+  v.neighbor_mtu = ps.neighbor_mtu;
+  v.hoq_life = ps.hoq_life;
+  v.vl_stall_count = ps.vl_stall_count;
+  v.port_state = state;
+  v.port_phys_state = phys;
+  wire::SmpLid s;
+  s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
+  s.hdr.method = static_cast<std::uint8_t>(wire::MadMethod::kSet);
+  s.hdr.tid = tid;
+  s.hdr.attr_id = static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo);
+  s.hdr.attr_mod = port;
+  wire::encode(v, s.data);
+  std::array<std::uint8_t, wire::kMadBytes> mad{};
+  wire::encode_smp(s, mad);
+  ASSERT_TRUE(r.fab.send_from_sm(mad, n.lid_port(port).lid));
+}
+
+// IBA 7.2 / 14.2.5.6 over DirectFabric: PortInfo Set PortState Down takes the link down at both
+// ends, it trains again to Init retrain_ns later and the switch's trap 128 brings the SM, which
+// activates it; the Set itself leaves SwitchInfo.PortStateChange clear, the retraining raises it.
+// PortPhysicalState Disabled keeps the link down until a Set of Polling.
+TEST(DirectFabric, PortInfoSetDownAndDisableMoveTheLink) {
+  const topo::Topology t = two_switches();  // s2 (node 1) port 2 <-> h3 (node 5)
+  Rig r(t, config(routing::Engine::kMinHop));
+  expect_up(r, "two switches");
+  const sma::NodeState& s2 = r.fab.nodes()[1];
+  const sma::NodeState& h3 = r.fab.nodes()[5];
+  const std::uint64_t ignored0 = r.sm.ignored_mads();
+  ASSERT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  ASSERT_FALSE(s2.sw.port_state_change);
+
+  TimeNs t0 = r.fab.now();
+  set_port(r, 1, 2, wire::PortState::kDown, 0, 0x5E70001);
+  r.fab.run(t0 + 10'000);
+  EXPECT_EQ(r.sm.ignored_mads(), ignored0 + 1) << "the Set's GetResp reached the SM";
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kDown);
+  EXPECT_EQ(h3.ports[1].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(s2.ports[2].counters.link_downed_counter, 1);
+  EXPECT_EQ(h3.ports[1].counters.link_downed_counter, 1);
+  EXPECT_FALSE(s2.sw.port_state_change) << "a Set is not a link state machine change";
+  EXPECT_EQ(r.fab.stats().links_moved, 1u);
+  r.fab.run(t0 + 10'000 + DirectConfig{}.retrain_ns);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kLinkUp);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kInit);
+  EXPECT_TRUE(s2.sw.port_state_change) << "the retraining (Down -> Init) raises it";
+  EXPECT_EQ(r.fab.stats().links_moved, 2u);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.traps_received(), 1u);
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kActive);
+  expect_up(r, "after Down");
+
+  // Disabled: stays down (no training), until PortPhysicalState Polling.
+  t0 = r.fab.now();
+  set_port(r, 1, 2, wire::PortState::kNoChange, 3, 0x5E70002);
+  r.fab.run(t0 + 5'000'000);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kDown);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kDisabled);
+  EXPECT_EQ(h3.ports[1].phys_state, sma::PhysState::kPolling);
+  EXPECT_EQ(s2.ports[2].counters.link_downed_counter, 2);
+  EXPECT_EQ(r.fab.stats().links_moved, 3u);
+  // The SM wrote it: no trap (s2's own end did not fall by itself, h3 is a CA) and no
+  // PortStateChange; the SM's next sweep sees the port Down.
+  EXPECT_EQ(r.sm.traps_received(), 1u);
+  EXPECT_FALSE(s2.sw.port_state_change);
+  // A Set of Down on the disabled port changes nothing physical.
+  set_port(r, 1, 2, wire::PortState::kDown, 0, 0x5E70003);
+  r.fab.run(r.fab.now() + 1'000'000);
+  EXPECT_EQ(s2.ports[2].phys_state, sma::PhysState::kDisabled);
+  EXPECT_EQ(r.fab.stats().links_moved, 3u);
+  // Polling trains it; the SM activates it again.
+  set_port(r, 1, 2, wire::PortState::kNoChange, 2, 0x5E70004);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.fab.stats().links_moved, 4u);
+  EXPECT_EQ(s2.ports[2].state, sma::LinkState::kActive);
+  EXPECT_EQ(h3.ports[1].state, sma::LinkState::kActive);
+  expect_up(r, "after Polling");
+}
+
+// verify_nodes counts per (source HCA port, destination LID) even though it walks once per
+// switch: a hole in s1's LFT toward h3 leaves exactly h0 and h1 unable to reach it.
+TEST(DirectFabric, VerifyCountsEveryPairBehindABrokenLft) {
+  Rig r(two_switches(), config(routing::Engine::kMinHop));
+  expect_up(r, "two switches");
+  const std::uint16_t h3 = r.fab.nodes()[5].ports[1].lid;
+  r.fab.nodes()[0].lft[h3] = sma::kLftUnreachable;
+  const VerifyReport v = r.fab.verify();
+  EXPECT_EQ(v.hca_pairs, 12u);
+  EXPECT_EQ(v.unreachable_pairs, 2u);
+  EXPECT_EQ(v.loops, 0u);
+  ASSERT_FALSE(v.problems.empty());
+  EXPECT_EQ(v.problems[0], "h0 cannot reach LID " + std::to_string(h3) + " (h3)");
+  // h0's own port goes Down: its pairs as a source fail one by one, the rest by switch.
+  r.fab.nodes()[2].ports[1].state = sma::LinkState::kDown;
+  // h0 -> h1, h2, h3; h1, h2, h3 -> h0 (its port is the last hop); h1 -> h3.
+  EXPECT_EQ(r.fab.verify().unreachable_pairs, 7u);
 }
 
 }  // namespace

@@ -375,8 +375,9 @@ TEST(SmaSet, PortStateTransitions) {
     EXPECT_EQ(r.state_changed_ports,
               changed ? std::vector<std::uint8_t>{4} : std::vector<std::uint8_t>{})
         << what;
-    // Only moves to Down raise SwitchInfo.PortStateChange (14.2.5.4).
-    EXPECT_EQ(sw.sw.port_state_change, changed && c.to == S::kDown) << what;
+    // A state the SM writes does not raise SwitchInfo.PortStateChange: only the link state
+    // machine does (link_up / link_down, 14.2.5.4).
+    EXPECT_FALSE(sw.sw.port_state_change) << what;
   }
 }
 
@@ -712,9 +713,9 @@ TEST(SmaTrap, Trap128Layout) {
   EXPECT_EQ(m[66], 0);
   EXPECT_EQ(m[67], 2);  // ProducerType switch
   EXPECT_EQ(be16(m, 68), 128);
-  EXPECT_EQ(be16(m, 70), 7);  // IssuerLID
-  EXPECT_EQ(be16(m, 74), 7);  // DataDetails: LIDADDR
-  EXPECT_TRUE(sw.sw.port_state_change);
+  EXPECT_EQ(be16(m, 70), 7);              // IssuerLID
+  EXPECT_EQ(be16(m, 74), 7);              // DataDetails: LIDADDR
+  EXPECT_FALSE(sw.sw.port_state_change);  // link_up / link_down set it, not the trap
   const wire::Notice n = wire::decode_notice(smp_data(m));
   EXPECT_EQ(n.trap_number, 128);
   EXPECT_TRUE(n.is_generic);
