@@ -46,7 +46,7 @@ void complete_front(QpImpl& qp) {
     --qp.rd_atomic_inflight_;
   if (consumes_credit(w.opcode)) qp.cseq_acked_ = w.cseq + 1;
   if (qp.sq_req_ < qp.sq_comp_) qp.sq_req_ = qp.sq_comp_;
-  qp.complete_send(w, WcStatus::kSuccess);
+  qp.complete_send_ok(w);
 }
 
 void progress(QpImpl& qp, TimeNs now) {
