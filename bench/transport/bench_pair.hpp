@@ -119,7 +119,11 @@ struct WriteLoop {
 
 // kBatch 64-byte SENDs per call, every `signal_every`-th signaled (1: all), receives reposted.
 // With p.burst, the WRs are posted as one list each way (post_send_burst / post_recv_burst), as
-// perftest posts its batches; otherwise one call per WR.
+// perftest posts its batches; otherwise one call per WR. `rx_batches` batches of receives are
+// kept posted: with 1, the receiver has none left when it ACKs a batch, so the ACK carries no
+// end-to-end credits (IBA 9.7.7.2) and the next batch starts one SEND at a time until one
+// comes back (several ACK round trips per batch); with 2 (as perftest keeps rx_depth above its
+// burst), the receives of the next batch are already posted and one ACK per batch suffices.
 struct SendLoop {
   static constexpr std::uint32_t kBatch = 32, kBytes = 64;
   Pair& p;
@@ -129,27 +133,36 @@ struct SendLoop {
   std::vector<Sge> rs;
   std::vector<RecvWr> rwrs;
   std::uint64_t posted = 0;
-  SendLoop(Pair& pair, std::uint32_t every)
-      : p(pair), signal_every(every), wrs(kBatch), rs(kBatch), rwrs(kBatch) {
+  std::uint32_t rx_batches, rx_next = 0;  // the batch of receives to repost next
+  // The Pair's buffers must hold rx_batches * kBatch * kBytes bytes.
+  SendLoop(Pair& pair, std::uint32_t every, std::uint32_t rx = 2)
+      : p(pair),
+        signal_every(every),
+        wrs(kBatch),
+        rs(kBatch * rx),
+        rwrs(kBatch * rx),
+        rx_batches(rx) {
     sge = Sge{reinterpret_cast<std::uintptr_t>(p.src.data()), kBytes, p.ma->lkey()};
     for (SendWr& wr : wrs) {
       wr.opcode = WrOpcode::kSend;
       wr.sg_list = {&sge, 1};
     }
-    for (std::uint32_t i = 0; i < kBatch; ++i) {
+    for (std::uint32_t i = 0; i < kBatch * rx; ++i) {
       rs[i] =
           Sge{reinterpret_cast<std::uintptr_t>(p.dst.data() + i * kBytes), kBytes, p.mb->lkey()};
       rwrs[i] = RecvWr{i, {&rs[i], 1}};
     }
-    post_recvs();
+    for (std::uint32_t b = 0; b < rx; ++b) post_recvs();
   }
   void post_recvs() {
+    const std::span<const RecvWr> batch(&rwrs[rx_next * kBatch], kBatch);
+    rx_next = (rx_next + 1) % rx_batches;
     if (p.burst) {
       std::size_t n;
-      p.qb->post_recv_burst(rwrs, n);
+      p.qb->post_recv_burst(batch, n);
       return;
     }
-    for (const RecvWr& r : rwrs) p.qb->post_recv(r);
+    for (const RecvWr& r : batch) p.qb->post_recv(r);
   }
   void once() {
     std::uint32_t signaled = 0;

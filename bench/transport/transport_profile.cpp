@@ -6,7 +6,8 @@
 // instruction count of one iteration, setup excluded.
 //
 // Scenarios: write64k, write1m (CRCs modelled), write64k-crc, write1m-crc (CRCs computed),
-// send64 (32 SENDs per iteration, all signaled), send64-cq100 (every 100th signaled); with the
+// send64 (32 SENDs per iteration, all signaled, two batches of receives posted), send64-cq100
+// (every 100th signaled), send64-rx1 (one batch of receives: credit round trips); with the
 // suffix -percall (e.g. send64-percall), one verbs call per WR and per packet instead of bursts.
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   if (argc != 3) {
     std::fprintf(
         stderr,
-        "usage: %s write64k|write1m|write64k-crc|write1m-crc|send64|send64-cq100[-percall] N\n",
+        "usage: %s "
+        "write64k|write1m|write64k-crc|write1m-crc|send64|send64-cq100|send64-rx1[-percall] N\n",
         argv[0]);
     return 2;
   }
@@ -35,9 +37,9 @@ int main(int argc, char** argv) {
     bench::WriteLoop loop(p);
     for (long i = 0; i < n; ++i) loop.once();
     if (!loop.ok()) return 1;
-  } else if (what == "send64" || what == "send64-cq100") {
-    bench::Pair p(bench::SendLoop::kBatch * bench::SendLoop::kBytes, CrcMode::kModel, burst);
-    bench::SendLoop loop(p, what == "send64" ? 1 : 100);
+  } else if (what == "send64" || what == "send64-cq100" || what == "send64-rx1") {
+    bench::Pair p(2 * bench::SendLoop::kBatch * bench::SendLoop::kBytes, CrcMode::kModel, burst);
+    bench::SendLoop loop(p, what == "send64-cq100" ? 100 : 1, what == "send64-rx1" ? 1 : 2);
     for (long i = 0; i < n; ++i) loop.once();
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
