@@ -370,6 +370,12 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
   // from one region (nothing deregisters it inside this call).
   const MrImpl* mr = nullptr;
   std::uint32_t mr_key = 0;
+  // The queue's state in locals (stores into WQEs would make the compiler reload it), stored
+  // back before post_send and at the end.
+  std::uint64_t head = sq_head_, cseq = cseq_next_;
+  const std::uint64_t comp = sq_comp_, mask = sq_mask_;
+  const std::uint32_t depth = sq_depth_, sge_stride = max_send_sge_;
+  const bool sig_all = init_.sq_sig_all;
   Errc err = Errc::kOk;
   for (; posted < wrs.size(); ++posted) {
     const SendWr& wr = wrs[posted];
@@ -378,10 +384,10 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
     // bytes; a local read needs no access bit) and the size. Any other WR, or one that fails a
     // check, goes through post_send, which posts it or returns its error.
     const Sge* s = wr.sg_list.data();
-    bool lean =
+    const bool lean =
         static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
-        wr.sg_list.size() == 1 && max_send_sge_ >= 1 && !(wr.send_flags & kInline) &&
-        sq_head_ - sq_comp_ < sq_depth_ && s->length <= kMessageBytesMax;
+        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head - comp < depth &&
+        s->length <= kMessageBytesMax;
     if (lean && (mr == nullptr || s->lkey != mr_key)) {
       mr = dev_->find_mr(s->lkey);
       mr_key = s->lkey;
@@ -389,16 +395,19 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
     }
     if (!lean || mr == nullptr || !mr->contains(s->addr, s->length)) {
       if (lean) mr = nullptr;
+      sq_head_ = head;
+      cseq_next_ = cseq;
       err = post_send(wr);
+      head = sq_head_;
+      cseq = cseq_next_;
       if (err != Errc::kOk) break;
       continue;
     }
     // post_send's WQE, field by field.
-    const std::uint64_t slot = sq_head_;
-    SendWqe& w = sq_at(slot);
+    SendWqe& w = sq_[head & mask];
     w.wr_id = wr.wr_id;
     w.opcode = wr.opcode;
-    w.signaled = init_.sq_sig_all || (wr.send_flags & kSignaled);
+    w.signaled = sig_all || (wr.send_flags & kSignaled);
     w.fence = (wr.send_flags & kFence) != 0;
     w.is_inline = false;
     w.solicited = (wr.send_flags & kSolicited) != 0;
@@ -415,11 +424,13 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
     w.remote_qkey = 0;
     w.num_sge = 1;
     w.contiguous = reinterpret_cast<const std::uint8_t*>(s->addr);
-    sq_sge_[(slot & sq_mask_) * max_send_sge_] = *s;
-    w.cseq = cseq_next_;
-    if (consumes_credit(wr.opcode)) ++cseq_next_;
-    ++sq_head_;
+    sq_sge_[(head & mask) * sge_stride] = *s;
+    w.cseq = cseq;
+    if (consumes_credit(wr.opcode)) ++cseq;
+    ++head;
   }
+  sq_head_ = head;
+  cseq_next_ = cseq;
   // post_send schedules the QP on every post; the first schedule is the one that counts.
   if (posted != 0) dev_->schedule(*this);
   return err;
