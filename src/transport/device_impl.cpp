@@ -519,10 +519,9 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
   if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;  // CRCs to check
   const std::uint8_t pad_bytes = pkt.pad_bytes;
   const std::span<const std::uint8_t> payload(pkt.payload, pkt.payload_bytes);
-  // fast_receive's checks of parse_headers_to, per packet.
-  if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal) ||
-      (bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pad_bytes)
-    return false;
+  // fast_receive's checks of parse_headers_to: TVer and PadCnt per packet; LVer and LNH (LRH
+  // bytes 0-1) with the routing checks below, as they are among the routing bytes.
+  if ((bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pad_bytes) return false;
   const unsigned pkt_len_words = ((unsigned{b[4]} << 8) | b[5]) & 0x7FF;
   if (pkt_len_words * 4 != header_bytes + payload.size() + pad_bytes + wire::kIcrcBytes)
     return false;
@@ -538,6 +537,8 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
   bth_word &= kBthRouteMask;
   QpImpl* qp = route.qp;
   if (qp == nullptr || lrh != route.lrh || bth_word != route.bth) {
+    if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal))
+      return false;
     if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
     std::uint32_t qpn;  // BTH DestQP: the low 24 bits of the big-endian word at byte 4
     std::memcpy(&qpn, bth + 4, 4);
