@@ -18,8 +18,14 @@ struct Pair {
   MemoryRegion *ma = nullptr, *mb = nullptr;
   std::vector<std::uint8_t> src, dst, wire;
   bool bytes_path;
+  // Packets move in bursts (poll_transmit_burst / on_packet_burst) or one call per packet. The
+  // CRC-computing path always goes packet by packet, as wire images through write_to.
+  bool burst;
+  static constexpr std::size_t kBurstPackets = 32;
+  std::vector<TxPacket> pkts = std::vector<TxPacket>(kBurstPackets);
 
-  Pair(std::size_t bytes, CrcMode crc) : bytes_path(crc == CrcMode::kCompute) {
+  Pair(std::size_t bytes, CrcMode crc, bool bursts = true)
+      : bytes_path(crc == CrcMode::kCompute), burst(bursts && crc == CrcMode::kModel) {
     src.assign(bytes, 0x5A);
     dst.assign(bytes, 0);
     wire.resize(8192);
@@ -63,6 +69,11 @@ struct Pair {
     qp->modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic);
   }
   void move(Device& from, Device& to) {
+    if (burst) {
+      while (const std::size_t n = from.poll_transmit_burst(0, pkts))
+        to.on_packet_burst({pkts.data(), n}, 0);
+      return;
+    }
     TxPacket pkt;
     while (from.poll_transmit(0, pkt)) {
       if (bytes_path) {
@@ -107,33 +118,64 @@ struct WriteLoop {
 };
 
 // kBatch 64-byte SENDs per call, every `signal_every`-th signaled (1: all), receives reposted.
+// With p.burst, the WRs are posted as one list each way (post_send_burst / post_recv_burst), as
+// perftest posts its batches; otherwise one call per WR. `rx_batches` batches of receives are
+// kept posted: with 1, the receiver has none left when it ACKs a batch, so the ACK carries no
+// end-to-end credits (IBA 9.7.7.2) and the next batch starts one SEND at a time until one
+// comes back (several ACK round trips per batch); with 2 (as perftest keeps rx_depth above its
+// burst), the receives of the next batch are already posted and one ACK per batch suffices.
 struct SendLoop {
   static constexpr std::uint32_t kBatch = 32, kBytes = 64;
   Pair& p;
   std::uint32_t signal_every;
   Sge sge;
-  SendWr wr;
+  std::vector<SendWr> wrs;
   std::vector<Sge> rs;
+  std::vector<RecvWr> rwrs;
   std::uint64_t posted = 0;
-  SendLoop(Pair& pair, std::uint32_t every) : p(pair), signal_every(every), rs(kBatch) {
+  std::uint32_t rx_batches, rx_next = 0;  // the batch of receives to repost next
+  // The Pair's buffers must hold rx_batches * kBatch * kBytes bytes.
+  SendLoop(Pair& pair, std::uint32_t every, std::uint32_t rx = 2)
+      : p(pair),
+        signal_every(every),
+        wrs(kBatch),
+        rs(kBatch * rx),
+        rwrs(kBatch * rx),
+        rx_batches(rx) {
     sge = Sge{reinterpret_cast<std::uintptr_t>(p.src.data()), kBytes, p.ma->lkey()};
-    wr.opcode = WrOpcode::kSend;
-    wr.sg_list = {&sge, 1};
-    for (std::uint32_t i = 0; i < kBatch; ++i)
+    for (SendWr& wr : wrs) {
+      wr.opcode = WrOpcode::kSend;
+      wr.sg_list = {&sge, 1};
+    }
+    for (std::uint32_t i = 0; i < kBatch * rx; ++i) {
       rs[i] =
           Sge{reinterpret_cast<std::uintptr_t>(p.dst.data() + i * kBytes), kBytes, p.mb->lkey()};
-    post_recvs();
+      rwrs[i] = RecvWr{i, {&rs[i], 1}};
+    }
+    for (std::uint32_t b = 0; b < rx; ++b) post_recvs();
   }
   void post_recvs() {
-    for (std::uint32_t i = 0; i < kBatch; ++i) p.qb->post_recv(RecvWr{i, {&rs[i], 1}});
+    const std::span<const RecvWr> batch(&rwrs[rx_next * kBatch], kBatch);
+    rx_next = (rx_next + 1) % rx_batches;
+    if (p.burst) {
+      std::size_t n;
+      p.qb->post_recv_burst(batch, n);
+      return;
+    }
+    for (const RecvWr& r : batch) p.qb->post_recv(r);
   }
   void once() {
     std::uint32_t signaled = 0;
-    for (std::uint32_t i = 0; i < kBatch; ++i) {
+    for (SendWr& wr : wrs) {
       const bool sig = ++posted % signal_every == 0;
       wr.send_flags = sig ? kSignaled : 0u;
       signaled += sig;
-      p.qa->post_send(wr);
+    }
+    if (p.burst) {
+      std::size_t n;
+      p.qa->post_send_burst(wrs, n);
+    } else {
+      for (const SendWr& wr : wrs) p.qa->post_send(wr);
     }
     // Until every receive and every signaled send has completed.
     WorkCompletion wc[kBatch];

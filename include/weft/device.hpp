@@ -79,6 +79,21 @@ class QueuePair {
   // Validates fully before queuing: an error return means nothing was queued.
   virtual Errc post_send(const SendWr& wr) = 0;
   virtual Errc post_recv(const RecvWr& wr) = 0;
+  // A list of work requests (ibv_post_send's list): posted in order exactly as post_send of each
+  // in turn would post them, stopping at the first that fails. Returns that error (kOk when all
+  // were queued) and sets `posted` to how many were queued. One call per burst lets the QP make
+  // its state checks once.
+  virtual Errc post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
+    for (posted = 0; posted < wrs.size(); ++posted)
+      if (Errc e = post_send(wrs[posted]); e != Errc::kOk) return e;
+    return Errc::kOk;
+  }
+  // The same for receives (ibv_post_recv's list).
+  virtual Errc post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
+    for (posted = 0; posted < wrs.size(); ++posted)
+      if (Errc e = post_recv(wrs[posted]); e != Errc::kOk) return e;
+    return Errc::kOk;
+  }
 };
 
 // Asynchronous events (IBA 11.6.3): fatal QP errors, CQ errors, port changes.
@@ -234,6 +249,21 @@ class Device {
   virtual void on_packet(const TxPacket& pkt, TimeNs now) = 0;
   // The next packet to send, if any. Call until it returns false.
   virtual bool poll_transmit(TimeNs now, TxPacket& out) = 0;
+  // Bursts (DPDK's tx_burst/rx_burst): the same packets, in the same order, as that many
+  // poll_transmit calls, or on_packet of each packet in turn, would give or take — one call per
+  // burst, so the Device makes its per-QP checks once per burst instead of once per packet.
+  // poll_transmit_burst fills up to out.size() packets and returns how many (fewer: nothing more
+  // to send now, or a packet whose payload is not stable ended the burst, see payload_stable);
+  // every one of them stays valid until the next call into the Device.
+  virtual std::size_t poll_transmit_burst(TimeNs now, std::span<TxPacket> out) {
+    std::size_t n = 0;
+    while (n < out.size() && poll_transmit(now, out[n]))
+      if (!payload_stable(out[n++])) break;
+    return n;
+  }
+  virtual void on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
+    for (const TxPacket& p : pkts) on_packet(p, now);
+  }
   // The earliest time on_deadline must be called, or kNoDeadline.
   virtual TimeNs next_deadline() const = 0;
   virtual void on_deadline(TimeNs now) = 0;

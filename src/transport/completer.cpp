@@ -46,7 +46,7 @@ void complete_front(QpImpl& qp) {
     --qp.rd_atomic_inflight_;
   if (consumes_credit(w.opcode)) qp.cseq_acked_ = w.cseq + 1;
   if (qp.sq_req_ < qp.sq_comp_) qp.sq_req_ = qp.sq_comp_;
-  qp.complete_send(w, WcStatus::kSuccess);
+  qp.complete_send_ok(w);
 }
 
 void progress(QpImpl& qp, TimeNs now) {
@@ -82,6 +82,41 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
   if (!psn_lt(psn, qp.psn_high_)) return true;  // acks something never sent: ignore
   bool moved = false;
   bool ok = true;
+  // The commonest case first, with the walk's state in locals: SEND/WRITE WQEs that this ACK
+  // covers entirely and whose completion (if signaled) has a free CQ slot. Each is what
+  // complete_front does; the loop below takes over at anything else, with the state stored back.
+  if (qp.state_ != QpState::kErr) {
+    std::uint64_t comp = qp.sq_comp_;
+    const std::uint64_t launched = qp.sq_launched_;
+    std::uint32_t comp_psn = qp.comp_psn_;
+    std::uint64_t cseq_acked = qp.cseq_acked_;
+    auto* cq = static_cast<CqImpl*>(qp.init_.send_cq);
+    DeviceImpl& dev = *qp.dev_;
+    for (; comp < launched; ++comp) {
+      const SendWqe& w = qp.sq_at(comp);
+      if (is_rd_atomic(w.opcode)) break;
+      const std::uint32_t last = psn_add(w.first_psn, w.npkts - 1);
+      if (!psn_le(last, psn)) break;
+      WorkCompletion* wc = nullptr;
+      if (w.signaled && (wc = dev.cqe_slot(cq)) == nullptr) break;  // overrun: complete_front's
+      comp_psn = psn_add(last, 1);
+      if (consumes_credit(w.opcode)) cseq_acked = w.cseq + 1;
+      if (wc) {
+        *wc = qp.wc_tmpl_;
+        wc->wr_id = w.wr_id;
+        wc->opcode = kSendWcOpcode[static_cast<unsigned>(w.opcode)];
+        wc->byte_len = w.total_bytes;
+        dev.commit_cqe(cq, WcStatus::kSuccess);
+      }
+    }
+    if (comp != qp.sq_comp_) {
+      qp.sq_comp_ = comp;
+      qp.comp_psn_ = comp_psn;
+      qp.cseq_acked_ = cseq_acked;
+      if (qp.sq_req_ < comp) qp.sq_req_ = comp;
+      moved = true;
+    }
+  }
   while (qp.sq_comp_ < qp.sq_launched_ && qp.state_ != QpState::kErr) {
     const SendWqe& w = qp.sq_at(qp.sq_comp_);
     if (is_rd_atomic(w.opcode)) {

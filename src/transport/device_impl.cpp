@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -302,6 +303,34 @@ bool DeviceImpl::poll_transmit(TimeNs now, TxPacket& out) {
   return false;
 }
 
+std::size_t DeviceImpl::poll_transmit_burst(TimeNs now, std::span<TxPacket> out) {
+  std::size_t n = 0;
+  while (n < out.size()) {
+    // One QP ready and no responses of its own queued: poll_transmit would take that QP's
+    // req_poll packets one after another, so they come from req_poll_burst, with poll_transmit's
+    // bookkeeping of the ready ring after it. With several QPs ready, poll_transmit's round robin
+    // goes packet by packet.
+    if (ready_tail_ - ready_head_ == 1) {
+      const std::uint32_t qpn = ready_[ready_head_ & (ready_.size() - 1)];
+      QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+      if (qp && qp->respq_count_ == 0) {
+        const ReqBurst b = req_poll_burst(*qp, now, out.subspan(n));
+        n += b.packets;
+        // poll_transmit drops a QP from the ring when it sent nothing, or sent its last packet.
+        if (b.end == ReqBurst::kIdle || !qp->can_transmit()) {
+          ++ready_head_;
+          qp->scheduled_ = false;
+        }
+        if (b.end != ReqBurst::kFull) return n;  // the ring is empty, or the bounce buffer in use
+        continue;
+      }
+    }
+    if (!poll_transmit(now, out[n])) break;
+    if (!payload_stable(out[n++])) break;  // the bounce buffer is reused by the next packet
+  }
+  return n;
+}
+
 void DeviceImpl::fill_route(wire::Headers& h, const AddressVector& av, std::uint16_t pkey_index,
                             std::uint8_t port_num) const {
   const PortConfig& port = config_.ports[port_num - 1];
@@ -363,6 +392,13 @@ constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
 constexpr std::size_t lean_header_bytes(std::uint8_t opcode) {
   return kLeanHeaderBytes[opcode];
 }
+// The bytes of a packet's first 8 LRH and first 8 BTH bytes that route it (fast_receive_burst):
+// all of the LRH but PktLen (bytes 4-5); the BTH's P_Key and DestQP (bytes 2-7), not its opcode
+// and SE/M/PadCnt/TVer byte.
+constexpr std::uint64_t kLrhRouteMask = std::bit_cast<std::uint64_t>(
+    std::array<std::uint8_t, 8>{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF});
+constexpr std::uint64_t kBthRouteMask = std::bit_cast<std::uint64_t>(
+    std::array<std::uint8_t, 8>{0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
 }  // namespace
 
 inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_bytes,
@@ -469,6 +505,69 @@ inline bool DeviceImpl::fast_receive(const TxPacket& pkt, TimeNs now) {
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
   if (fast_receive(pkt, now)) return;
   receive_general(pkt, now);
+}
+
+inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& route,
+                                           DeferredAck& ack) {
+  const std::uint8_t* b = pkt.headers.data();
+  const std::uint8_t* bth = b + wire::kLrhBytes;
+  const auto op = static_cast<wire::Opcode>(bth[0]);
+  const std::size_t header_bytes = lean_header_bytes(bth[0]);
+  if (header_bytes == 0 || pkt.header_bytes != header_bytes || op == wire::Opcode::kRcAcknowledge ||
+      pkt.corrupt || (pkt.payload_bytes && !pkt.payload))
+    return false;
+  if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) return false;  // CRCs to check
+  const std::uint8_t pad_bytes = pkt.pad_bytes;
+  const std::span<const std::uint8_t> payload(pkt.payload, pkt.payload_bytes);
+  // fast_receive's checks of parse_headers_to: TVer and PadCnt per packet; LVer and LNH (LRH
+  // bytes 0-1) with the routing checks below, as they are among the routing bytes.
+  if ((bth[1] & 0xF) != 0 || ((bth[1] >> 4) & 3) != pad_bytes) return false;
+  const unsigned pkt_len_words = ((unsigned{b[4]} << 8) | b[5]) & 0x7FF;
+  if (pkt_len_words * 4 != header_bytes + payload.size() + pad_bytes + wire::kIcrcBytes)
+    return false;
+  if ((op == wire::Opcode::kRcWriteMiddle || op == wire::Opcode::kRcWriteFirst) &&
+      (payload.empty() || pad_bytes != 0))
+    return false;
+  // Its routing checks (DLID, QP and type, P_Key) once per route: the LRH but PktLen, and the
+  // BTH's P_Key and DestQP, as in the packet that passed them.
+  std::uint64_t lrh, bth_word;
+  std::memcpy(&lrh, b, 8);
+  std::memcpy(&bth_word, bth, 8);
+  lrh &= kLrhRouteMask;
+  bth_word &= kBthRouteMask;
+  QpImpl* qp = route.qp;
+  if (qp == nullptr || lrh != route.lrh || bth_word != route.bth) {
+    if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal))
+      return false;
+    if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
+    std::uint32_t qpn;  // BTH DestQP: the low 24 bits of the big-endian word at byte 4
+    std::memcpy(&qpn, bth + 4, 4);
+    qpn = __builtin_bswap32(qpn) & 0xFFFFFF;
+    qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+    if (!qp || qp->init_.type != QpType::kRc ||
+        !pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3])))
+      return false;
+    route = BurstRoute{qp, lrh, bth_word};
+  }
+  // The state per packet: a CQ overrun may have moved the QP to ERR inside the burst.
+  if (qp->state_ == QpState::kReset || qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)
+    return false;
+  if (ack.qp != qp) ack.flush();
+  if (!resp_fast_request(*qp, bth, payload, &ack)) return false;
+  ++counters_.rx_packets;
+  counters_.rx_bytes += pkt.wire_bytes();
+  return true;
+}
+
+void DeviceImpl::on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
+  BurstRoute route;
+  DeferredAck ack;
+  for (const TxPacket& pkt : pkts) {
+    if (fast_receive_burst(pkt, route, ack)) continue;
+    ack.flush();  // the ACKs of the requests before it first, as the per-packet path queued them
+    on_packet(pkt, now);
+  }
+  ack.flush();
 }
 
 void DeviceImpl::receive_general(const TxPacket& pkt, TimeNs now) {

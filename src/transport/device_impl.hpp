@@ -52,6 +52,8 @@ class DeviceImpl final : public Device {
   void on_packet(std::span<const std::uint8_t> wire, TimeNs now) override;
   void on_packet(const TxPacket& pkt, TimeNs now) override;
   bool poll_transmit(TimeNs now, TxPacket& out) override;
+  std::size_t poll_transmit_burst(TimeNs now, std::span<TxPacket> out) override;
+  void on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) override;
   TimeNs next_deadline() const override;
   void on_deadline(TimeNs now) override;
   bool poll_async_event(AsyncEvent& out) override;
@@ -190,6 +192,15 @@ class DeviceImpl final : public Device {
                                                   std::span<const std::uint8_t> payload,
                                                   TimeNs now);
   [[gnu::always_inline]] inline bool fast_receive(const TxPacket& pkt, TimeNs now);
+  // on_packet_burst's lean path: a request (not an ACK) fast_receive would take, with the
+  // routing checks (DLID, QP, QP type, P_Key) skipped when the packet's routing fields equal those
+  // of the last packet that passed them in this burst (`route`), and its ACK held in `ack`.
+  struct BurstRoute {
+    QpImpl* qp = nullptr;
+    std::uint64_t lrh = 0, bth = 0;  // the routing bytes of the packet that found qp
+  };
+  [[gnu::always_inline]] inline bool fast_receive_burst(const TxPacket& pkt, BurstRoute& route,
+                                                        DeferredAck& ack);
   // on_packet(const TxPacket&) for what the lean path does not take.
   [[gnu::noinline]] void receive_general(const TxPacket& pkt, TimeNs now);
 
@@ -216,5 +227,39 @@ class DeviceImpl final : public Device {
   std::deque<AsyncEvent> events_;
   std::vector<std::uint8_t> bounce_;
 };
+
+// WcOpcode of a send WR's completion, by WrOpcode.
+inline constexpr WcOpcode kSendWcOpcode[] = {
+    WcOpcode::kSend,     WcOpcode::kSend,     WcOpcode::kRdmaWrite, WcOpcode::kRdmaWrite,
+    WcOpcode::kRdmaRead, WcOpcode::kCompSwap, WcOpcode::kFetchAdd};
+static_assert(static_cast<int>(WrOpcode::kAtomicFetchAndAdd) == 6);
+
+inline void QpImpl::complete_send_ok(const SendWqe& w) {
+  if (!w.signaled) return;
+  auto* cq = static_cast<CqImpl*>(init_.send_cq);
+  WorkCompletion* wc = dev_->cqe_slot(cq);
+  if (wc == nullptr) {
+    complete_send(w, WcStatus::kSuccess);  // full or in error: push_cqe's overrun
+    return;
+  }
+  *wc = wc_tmpl_;
+  wc->wr_id = w.wr_id;
+  wc->opcode = kSendWcOpcode[static_cast<unsigned>(w.opcode)];
+  wc->byte_len = w.total_bytes;
+  dev_->commit_cqe(cq, WcStatus::kSuccess);
+}
+
+inline void QpImpl::complete_recv_ok(std::uint64_t wr_id, std::uint32_t byte_len) {
+  auto* cq = static_cast<CqImpl*>(init_.recv_cq);
+  WorkCompletion* wc = dev_->cqe_slot(cq);
+  if (wc == nullptr) {
+    complete_recv(wr_id, WcStatus::kSuccess, WcOpcode::kRecv, byte_len, 0, 0);
+    return;
+  }
+  *wc = wc_tmpl_;
+  wc->wr_id = wr_id;
+  wc->byte_len = byte_len;
+  dev_->commit_cqe(cq, WcStatus::kSuccess);
+}
 
 }  // namespace weft::transport

@@ -68,8 +68,13 @@ class CqImpl final : public CompletionQueue {
   CqImpl(DeviceImpl* dev, std::uint32_t depth)
       : dev_(dev), ring_(ring_slots(depth)), mask_(ring_slots(depth) - 1), depth_(depth) {}
   std::size_t poll(std::span<WorkCompletion> out) override {
-    std::size_t n = 0;
-    while (n < out.size() && tail_ != head_) out[n++] = ring_[tail_++ & mask_];
+    // A batch in at most two copies (the ring may wrap once).
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), head_ - tail_));
+    const auto at = static_cast<std::size_t>(tail_ & mask_);
+    const std::size_t k = std::min(n, ring_.size() - at);
+    std::copy_n(ring_.begin() + static_cast<std::ptrdiff_t>(at), k, out.begin());
+    std::copy_n(ring_.begin(), n - k, out.begin() + static_cast<std::ptrdiff_t>(k));
+    tail_ += n;
     return n;
   }
   std::uint32_t depth() const override { return depth_; }

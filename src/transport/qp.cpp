@@ -103,6 +103,7 @@ QpImpl::QpImpl(DeviceImpl* dev, std::uint32_t qpn, const QpInitAttr& init)
   if (!init.srq) rq_ = RecvQueue(c.max_recv_wr, c.max_recv_sge);
   cur_sges_.resize(kSgeMax);
   pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
+  update_wc_tmpl();
   res_.resize(kRdAtomicMax);
 }
 
@@ -182,6 +183,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpRecoveryMode) attr_.recovery = a.recovery;
   hdr_tmpl_bytes_ = 0;  // the route, P_Key or destination QP may have changed
   pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
+  update_wc_tmpl();
 
   if (to == cur) return Errc::kOk;
   switch (to) {
@@ -212,6 +214,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
       since_ack_ = 0;
       attr_ = QpAttr{};
       pkey_ = dev_->pkey_at(attr_.port_num, attr_.pkey_index);
+      update_wc_tmpl();
       (void)init;
       state_ = keep;
       return Errc::kOk;
@@ -354,6 +357,113 @@ Errc QpImpl::post_send(const SendWr& wr) {
     return Errc::kOk;
   }
   dev_->schedule(*this);
+  return Errc::kOk;
+}
+
+Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
+  posted = 0;
+  // The lean loop posts into an RC QP in RTS; anything else is post_send's, WR by WR.
+  if (init_.type != QpType::kRc || state_ != QpState::kRts)
+    return QueuePair::post_send_burst(wrs, posted);
+  const auto* pd = static_cast<const PdImpl*>(init_.pd);
+  // The region of the previous WR's SGE: the lookup of its L_Key is made once per run of WRs
+  // from one region (nothing deregisters it inside this call).
+  const MrImpl* mr = nullptr;
+  std::uint32_t mr_key = 0;
+  // The queue's state in locals (stores into WQEs would make the compiler reload it), stored
+  // back before post_send and at the end.
+  std::uint64_t head = sq_head_, cseq = cseq_next_;
+  const std::uint64_t comp = sq_comp_, mask = sq_mask_;
+  const std::uint32_t depth = sq_depth_, sge_stride = max_send_sge_;
+  const bool sig_all = init_.sq_sig_all;
+  Errc err = Errc::kOk;
+  for (; posted < wrs.size(); ++posted) {
+    const SendWr& wr = wrs[posted];
+    // post_send's checks for a SEND/WRITE (with or without immediate) of one SGE, not inline, in
+    // RTS: the opcode, the queue's room, the L_Key (IBA 10.6.3.2: region of this PD, holding the
+    // bytes; a local read needs no access bit) and the size. Any other WR, or one that fails a
+    // check, goes through post_send, which posts it or returns its error.
+    const Sge* s = wr.sg_list.data();
+    const bool lean =
+        static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
+        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head - comp < depth &&
+        s->length <= kMessageBytesMax;
+    if (lean && (mr == nullptr || s->lkey != mr_key)) {
+      mr = dev_->find_mr(s->lkey);
+      mr_key = s->lkey;
+      if (mr != nullptr && mr->pd_ != pd) mr = nullptr;
+    }
+    if (!lean || mr == nullptr || !mr->contains(s->addr, s->length)) {
+      if (lean) mr = nullptr;
+      sq_head_ = head;
+      cseq_next_ = cseq;
+      err = post_send(wr);
+      head = sq_head_;
+      cseq = cseq_next_;
+      if (err != Errc::kOk) break;
+      continue;
+    }
+    // post_send's WQE, field by field.
+    SendWqe& w = sq_[head & mask];
+    w.wr_id = wr.wr_id;
+    w.opcode = wr.opcode;
+    w.signaled = sig_all || (wr.send_flags & kSignaled);
+    w.fence = (wr.send_flags & kFence) != 0;
+    w.is_inline = false;
+    w.solicited = (wr.send_flags & kSolicited) != 0;
+    w.credit_stalled = false;
+    w.total_bytes = s->length;
+    w.imm = wr.imm_data;
+    w.remote_addr = wr.remote_addr;
+    w.rkey = wr.rkey;
+    w.compare_add = wr.compare_add;
+    w.swap = wr.swap;
+    w.first_psn = 0;
+    w.npkts = 0;
+    w.remote_qpn = 0;
+    w.remote_qkey = 0;
+    w.num_sge = 1;
+    w.contiguous = reinterpret_cast<const std::uint8_t*>(s->addr);
+    sq_sge_[(head & mask) * sge_stride] = *s;
+    w.cseq = cseq;
+    if (consumes_credit(wr.opcode)) ++cseq;
+    ++head;
+  }
+  sq_head_ = head;
+  cseq_next_ = cseq;
+  // post_send schedules the QP on every post; the first schedule is the one that counts.
+  if (posted != 0) dev_->schedule(*this);
+  return err;
+}
+
+Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
+  posted = 0;
+  if (init_.srq || state_ == QpState::kReset || state_ == QpState::kErr)
+    return QueuePair::post_recv_burst(wrs, posted);
+  const auto* pd = static_cast<const PdImpl*>(init_.pd);
+  const MrImpl* mr = nullptr;  // as post_send_burst
+  std::uint32_t mr_key = 0;
+  for (; posted < wrs.size(); ++posted) {
+    const RecvWr& wr = wrs[posted];
+    // post_recv's checks (SGE count, room, IBA 10.6.3.2 L_Keys with local write); a WR that
+    // fails one goes through post_recv for its error.
+    bool ok = wr.sg_list.size() <= rq_.max_sge() && !rq_.full();
+    for (std::size_t i = 0; ok && i < wr.sg_list.size(); ++i) {
+      const Sge& s = wr.sg_list[i];
+      if (mr == nullptr || s.lkey != mr_key) {
+        mr = dev_->find_mr(s.lkey);
+        mr_key = s.lkey;
+        if (mr != nullptr && (mr->pd_ != pd || !(mr->access() & kAccessLocalWrite))) mr = nullptr;
+      }
+      ok = mr != nullptr && mr->contains(s.addr, s.length);
+    }
+    if (!ok) {
+      mr = nullptr;
+      if (Errc e = post_recv(wr); e != Errc::kOk) return e;
+      continue;
+    }
+    rq_.push(wr);
+  }
   return Errc::kOk;
 }
 

@@ -125,6 +125,10 @@ class QpImpl final : public QueuePair {
   QpAttr query() const override;
   Errc post_send(const SendWr& wr) override;
   Errc post_recv(const RecvWr& wr) override;
+  // Bursts: the state, the QP type and the scheduling once per burst; a WR the lean loop does not
+  // take (inline, several SGEs, READ/atomic, an error) goes through post_send/post_recv.
+  Errc post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) override;
+  Errc post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) override;
 
   // ---- shared helpers (qp.cpp) ----
   // IBA 10.3.1 / 11.6.2: a fatal error completes `status` for the oldest WQE (if any), flushes
@@ -136,6 +140,10 @@ class QpImpl final : public QueuePair {
   void complete_recv(std::uint64_t wr_id, WcStatus status, WcOpcode op, std::uint32_t byte_len,
                      std::uint32_t imm, std::uint32_t wc_flags, std::uint32_t src_qp = 0,
                      std::uint16_t slid = 0, std::uint8_t sl = 0);
+  // complete_send / complete_recv for a success, inline (device_impl.hpp): the CQ slot is written
+  // from wc_tmpl_ and patched, the same fields as the general forms write.
+  inline void complete_send_ok(const SendWqe& w);
+  inline void complete_recv_ok(std::uint64_t wr_id, std::uint32_t byte_len);
   RecvQueue& recv_queue() { return init_.srq ? srq_rq() : rq_; }
   RecvQueue& srq_rq();
   bool uses_srq() const { return init_.srq != nullptr; }
@@ -159,6 +167,16 @@ class QpImpl final : public QueuePair {
   // The P_Key at attr_.pkey_index of attr_.port_num, kept by modify() (a Device's P_Key tables
   // are fixed at creation), so the receive check does not look it up per packet.
   std::uint16_t pkey_ = 0;
+  // A successful receive completion of this QP but its wr_id and byte_len (qp_num, pkey_index;
+  // the rest zero), kept by modify() with pkey_.
+  WorkCompletion wc_tmpl_{};
+  void update_wc_tmpl() {
+    wc_tmpl_ = WorkCompletion{};
+    wc_tmpl_.status = WcStatus::kSuccess;
+    wc_tmpl_.opcode = WcOpcode::kRecv;
+    wc_tmpl_.qp_num = qpn_;
+    wc_tmpl_.pkey_index = attr_.pkey_index;
+  }
 
   // Request header template (requester.cpp): this QP's LRH [GRH] BTH encoded once per route, so
   // a SEND/WRITE packet patches opcode, SE, PadCnt, AckReq, PSN and the lengths instead of
@@ -240,8 +258,36 @@ class QpImpl final : public QueuePair {
 };
 
 // ---- engines --------------------------------------------------------------------------------
+// queue_ack's queue part for an ACK whose responder-side effects (since_ack_ = 0, the MSN) were
+// applied when it was decided: merged into an ACK waiting at the tail, or queued.
+void resp_push_ack(QpImpl& qp, std::uint32_t psn, std::uint32_t msn);
+// An ACK the lean burst path decided on and holds until the burst's run of requests to this QP
+// ends (on_packet_burst): the ACKs of one burst coalesce into the last one (IBA 9.7.5.1.1), and
+// queued then they are exactly the ACK the per-packet path leaves in the response queue.
+struct DeferredAck {
+  QpImpl* qp = nullptr;
+  std::uint32_t psn = 0, msn = 0;
+  void flush() {
+    if (qp == nullptr) return;
+    resp_push_ack(*qp, psn, msn);
+    qp = nullptr;
+  }
+};
 // requester.cpp
 bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out);
+// req_poll repeated up to out.size() times, for poll_transmit_burst while this QP is the only one
+// ready and has no responses queued: exactly the packets and state changes of that many req_poll
+// calls. Single-packet SEND/WRITE WQEs (with or without immediate, payload contiguous) of an RC
+// QP in RTS with no GRH, nothing to resend and no RNR wait are built inline, with the QP's checks
+// made once per burst and per WQE only what can hold one back (fence, credits); any other packet
+// comes from req_poll. Ends when out is full (kFull), when req_poll has nothing to send (kIdle,
+// as a poll_transmit that found this QP idle), or after a packet whose payload is not stable
+// (kUnstable: the next packet may reuse the bounce buffer).
+struct ReqBurst {
+  std::size_t packets;
+  enum End : std::uint8_t { kFull, kIdle, kUnstable } end;
+};
+ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out);
 void req_rewind(QpImpl& qp, std::uint32_t psn);        // go-back-N from psn
 void req_queue_resend(QpImpl& qp, std::uint32_t psn);  // selective repeat: resend psn only
 std::uint32_t wqe_npkts(const QpImpl& qp, const SendWqe& w);
@@ -260,8 +306,10 @@ bool resp_poll(QpImpl& qp, TxPacket& out);
 // RNR, selective-repeat buffering) returns false having changed nothing, and the packet takes
 // the general path.
 // Inline, in responder_lean.hpp.
+// With `defer` (on_packet_burst), an ACK is held in *defer instead of queued, and a SEND ONLY
+// whose completion could not be written in place (CQ full or in error) is not taken.
 inline bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth,
-                              std::span<const std::uint8_t> payload);
+                              std::span<const std::uint8_t> payload, DeferredAck* defer = nullptr);
 // Its out-of-line parts: a WRITE FIRST (false: not taken, nothing changed) and an ACK to queue.
 bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
                            std::span<const std::uint8_t> payload);

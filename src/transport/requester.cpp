@@ -6,6 +6,7 @@
 // Zero copy: a packet's payload points into registered memory (or the WQE's inline bytes); only
 // a packet whose payload straddles two SGEs is gathered into the Device's bounce buffer.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "src/transport/device_impl.hpp"
@@ -381,6 +382,119 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out) {
   }
   comp_after_send(qp, now);
   return true;
+}
+
+ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
+  DeviceImpl& dev = *qp.dev_;
+  // The lean build's conditions, once (none of them changes inside the burst): RC in RTS (SQD
+  // starts nothing new), no RNR wait, no selective-repeat resends, a route without a GRH.
+  bool lean = qp.init_.type == QpType::kRc && qp.state_ == QpState::kRts &&
+              qp.rnr_deadline_ == kNoDeadline && qp.resend_count_ == 0;
+  if (lean) {
+    req_ensure_template(qp);
+    lean = qp.hdr_tmpl_bytes_ == QpImpl::kMidHdrBytes;
+  }
+  const std::uint32_t mtu = qp.mtu();
+  const bool compute = dev.config_.crc == CrcMode::kCompute;
+  const std::uint16_t dlid = qp.attr_.av.dlid;
+  const std::uint8_t sl = qp.attr_.av.sl, port = qp.attr_.port_num;
+  // The headers are built in a local buffer and stored whole: byte stores into the packet may
+  // alias anything, and would make the compiler reload every QP field after each one.
+  constexpr std::size_t kOnlyHdrBytesMax =
+      QpImpl::kMidHdrBytes + wire::kRethBytes + wire::kImmBytes;
+  std::array<std::uint8_t, kOnlyHdrBytesMax> tmpl{};
+  std::memcpy(tmpl.data(), qp.hdr_tmpl_.data(), QpImpl::kMidHdrBytes);
+  std::size_t n = 0;
+  while (n < out.size()) {
+    // A run of lean packets, with the requester's state in locals, stored back after the run.
+    std::uint64_t slot = qp.sq_req_;
+    const std::uint64_t head = qp.sq_head_;
+    std::uint32_t psn = qp.req_psn_, high = qp.psn_high_, since = qp.pkts_since_ackreq_;
+    const bool fence_held = qp.rd_atomic_inflight_ > 0, unlimited = qp.credits_unlimited_;
+    const std::uint64_t climit = qp.credit_limit_, cacked = qp.cseq_acked_;
+    std::uint64_t retransmits = 0, tx_bytes = 0;
+    const std::size_t run_first = n;
+    if (lean && slot >= qp.sq_launched_) {
+      for (; n < out.size() && slot != head; ++n, ++slot) {
+        SendWqe& w = qp.sq_at(slot);
+        const auto opi = static_cast<unsigned>(w.opcode);
+        const std::uint32_t len = w.total_bytes;
+        const bool credit = consumes_credit(w.opcode);
+        // A new WQE of one packet, SEND/WRITE with a contiguous payload, that req_poll would
+        // not hold back: no fence behind READs/atomics (a SEND/WRITE is not one itself),
+        // end-to-end credits (9.7.7.2.5).
+        if (opi > static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) || len > mtu ||
+            (len != 0 && !w.contiguous) || (w.fence && fence_held) ||
+            (credit && !unlimited && w.cseq >= climit && w.cseq != cacked))
+          break;
+        // req_poll's launch and build_request's ONLY packet (IBA 9.7.2: the whole message).
+        ++since;
+        const bool ack_req =
+            w.signaled || slot + 1 == head || credit || since >= kAckReqEveryPackets;
+        if (ack_req) since = 0;
+        w.first_psn = psn;
+        w.npkts = 1;
+        const auto pad = static_cast<std::uint8_t>(-len & 3);
+        std::array<std::uint8_t, kOnlyHdrBytesMax> hdr = tmpl;  // encode_from_template
+        std::uint8_t* bth = hdr.data() + wire::kLrhBytes;
+        bth[0] = static_cast<std::uint8_t>(kDataOpcodes[opi][0]);
+        bth[1] = static_cast<std::uint8_t>((w.solicited ? 0x80u : 0u) | (unsigned{pad} << 4));
+        st32(bth + 8, (ack_req ? 0x80000000u : 0u) | psn);
+        std::uint8_t* e = bth + wire::kBthBytes;
+        if (opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite)) {  // WRITE ONLY: RETH
+          st64(e, w.remote_addr);
+          st32(e + 8, w.rkey);
+          st32(e + 12, len);
+          e += wire::kRethBytes;
+        }
+        if (opi & 1) {  // SEND / WRITE with immediate: ImmDt
+          st32(e, w.imm);
+          e += wire::kImmBytes;
+        }
+        const auto hb = static_cast<std::uint16_t>(e - hdr.data());
+        st16(hdr.data() + 4, static_cast<unsigned>((hb + len + pad + wire::kIcrcBytes) / 4));
+        const std::uint8_t* payload = len ? w.contiguous : nullptr;
+        const std::uint32_t next = psn_add(psn, 1);
+        if (psn_lt(psn, high)) ++retransmits;
+        if (psn_lt(high, next)) high = next;
+        psn = next;
+        tx_bytes += std::size_t{hb} + len + pad + wire::kIcrcBytes + wire::kVcrcBytes;
+        TxPacket& o = out[n];
+        std::memcpy(o.headers.data(), hdr.data(), kOnlyHdrBytesMax);
+        o.header_bytes = hb;
+        o.dlid = dlid;
+        o.sl = sl;
+        // finish_encoded.
+        o.payload = payload;
+        o.payload_bytes = len;
+        o.pad_bytes = pad;
+        o.port_num = port;
+        o.corrupt = false;
+        o.icrc = 0;
+        o.vcrc = 0;
+        o.crcs_valid = false;
+        if (compute) dev.compute_crcs(o);
+      }
+    }
+    if (n != run_first) {
+      qp.sq_req_ = qp.sq_launched_ = slot;
+      qp.req_psn_ = psn;
+      qp.psn_high_ = high;
+      qp.pkts_since_ackreq_ = since;
+      qp.req_state_ = ReqState::kSending;
+      dev.counters_.tx_packets += n - run_first;
+      dev.counters_.tx_bytes += tx_bytes;
+      dev.counters_.retransmit_packets += retransmits;
+      // After each packet in req_poll; the first call arms the timer, the others find it armed
+      // (or, with no timeout, do the same again), so once after the run is the same.
+      comp_after_send(qp, now);
+      continue;
+    }
+    // Anything else: req_poll itself.
+    if (!req_poll(qp, now, out[n])) return ReqBurst{n, ReqBurst::kIdle};
+    if (!dev.payload_stable(out[n++])) return ReqBurst{n, ReqBurst::kUnstable};
+  }
+  return ReqBurst{n, ReqBurst::kFull};
 }
 
 }  // namespace weft::transport

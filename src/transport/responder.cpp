@@ -30,22 +30,27 @@ RespItem* push_item(QpImpl& qp) {
   return it;
 }
 
-// An ACK for everything through `psn`; merges with an ACK already waiting at the tail.
-void queue_ack(QpImpl& qp, std::uint32_t psn) {
-  qp.since_ack_ = 0;
+// An ACK for everything through `psn` with MSN `msn`; merges with an ACK already waiting at the
+// tail.
+void push_ack(QpImpl& qp, std::uint32_t psn, std::uint32_t msn) {
   if (qp.respq_count_ > 0) {
     RespItem& tail = qp.respq_[(qp.respq_head_ + qp.respq_count_ - 1) % kRespQueueMax];
     if (tail.kind == RespItem::Kind::kAck) {
       if (psn_lt(tail.psn, psn)) tail.psn = psn;
-      tail.msn = qp.msn_;
+      tail.msn = msn;
       return;
     }
   }
   if (RespItem* it = push_item(qp)) {
     it->kind = RespItem::Kind::kAck;
     it->psn = psn;
-    it->msn = qp.msn_;
+    it->msn = msn;
   }
+}
+
+void queue_ack(QpImpl& qp, std::uint32_t psn) {
+  qp.since_ack_ = 0;
+  push_ack(qp, psn, qp.msn_);
 }
 
 void queue_nak(QpImpl& qp, std::uint32_t psn, AethKind kind, std::uint8_t value) {
@@ -521,6 +526,10 @@ void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::ui
 
 void resp_queue_ack(QpImpl& qp, std::uint32_t psn) {
   queue_ack(qp, psn);
+}
+
+void resp_push_ack(QpImpl& qp, std::uint32_t psn, std::uint32_t msn) {
+  push_ack(qp, psn, msn);
 }
 
 bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,

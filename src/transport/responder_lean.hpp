@@ -29,7 +29,8 @@ namespace weft::transport {
 }
 
 [[gnu::always_inline]] inline bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth,
-                                                     std::span<const std::uint8_t> payload) {
+                                                     std::span<const std::uint8_t> payload,
+                                                     DeferredAck* defer) {
   if (qp.resp_fatal_pending_ || qp.resp_state_ == RespState::kError) return false;
   // Selective repeat with packets buffered: the general path drains them after this one.
   if (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty()) return false;
@@ -47,6 +48,9 @@ namespace weft::transport {
     if (rq.empty()) return false;  // RNR NAK
     const RecvWqe& r = rq.front();
     if (r.total_bytes < len) return false;  // LOC_LEN_ERR
+    // A held ACK must not be queued after a CQ overrun has errored the QP (the per-packet path
+    // queued it before): such a packet takes that path, after the ACK.
+    if (defer && !qp.dev_->cqe_slot(static_cast<CqImpl*>(qp.init_.recv_cq))) return false;
     qp.seq_nak_sent_ = false;
     // The receive is taken and completed by this packet: its SGEs are used where they are (the
     // general path stages them in cur_sges_ for messages that span packets).
@@ -61,7 +65,7 @@ namespace weft::transport {
     qp.msg_bytes_ = len;
     qp.have_recv_ = false;
     qp.msn_ = psn_add(qp.msn_, 1);
-    qp.complete_recv(wr_id, WcStatus::kSuccess, WcOpcode::kRecv, len, 0, 0);
+    qp.complete_recv_ok(wr_id, len);
   } else if (op == wire::Opcode::kRcWriteFirst) {
     if (!resp_fast_write_first(qp, bth, psn, payload)) return false;
   } else if (op == wire::Opcode::kRcWriteMiddle || op == wire::Opcode::kRcWriteLast) {
@@ -90,8 +94,16 @@ namespace weft::transport {
   qp.epsn_ = psn_add(psn, 1);
   ++qp.since_ack_;
   // IBA 9.7.6.1.2: always ACK when asked; otherwise coalesce up to ack_coalesce_max packets.
-  if ((bth[8] & 0x80) || qp.since_ack_ >= qp.dev_->config_.ack_coalesce_max)
-    resp_queue_ack_lean(qp, psn);
+  if ((bth[8] & 0x80) || qp.since_ack_ >= qp.dev_->config_.ack_coalesce_max) {
+    if (defer) {
+      // queue_ack's effects on the responder now, the queueing when the run ends. A later ACK of
+      // the run replaces this one, as it would merge into it in the response queue.
+      qp.since_ack_ = 0;
+      *defer = DeferredAck{&qp, psn, qp.msn_};
+    } else {
+      resp_queue_ack_lean(qp, psn);
+    }
+  }
   return true;
 }
 

@@ -332,10 +332,13 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
 
 // SEND ONLY, WRITE FIRST (with its RETH), WRITE MIDDLE/LAST and ACK packets without a GRH take
 // the Device's lean receive path (by reference in CrcMode::kModel, or as bytes once their CRCs
-// check); with a GRH they take the general one. Expect: under the same seeded drops, duplicates and
-// RNR waits, lean (by reference and as bytes) and general runs put the same packets on the wire
-// (GRH aside), complete the same work requests with the same statuses, count the same and leave the
-// same bytes — so the lean path changes nothing observable.
+// check); with a GRH they take the general one. The burst run posts each round's WRs as lists
+// (post_send_burst / post_recv_burst) and moves packets in bursts of 3-8 (poll_transmit_burst's
+// lean build of single-packet SEND/WRITE WQEs, on_packet_burst's per-burst routing checks and
+// held ACKs). Expect: under the same seeded drops, duplicates and RNR waits, lean (by reference,
+// as bytes, in bursts) and general runs put the same packets on the wire (GRH aside), complete
+// the same work requests with the same statuses, count the same and leave the same bytes — so
+// neither the lean paths nor the bursts change anything observable.
 TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
   struct Outcome {
     std::vector<std::vector<std::uint8_t>> wire;
@@ -343,9 +346,10 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
     std::vector<std::uint64_t> counters;
     std::vector<std::uint8_t> memory;
   };
-  enum class Path { kLeanByRef, kLeanBytes, kGeneral };
+  enum class Path { kLeanByRef, kLeanBytes, kBurst, kGeneral };
   auto run = [](Path path, std::uint64_t seed) {
-    const bool by_ref = path == Path::kLeanByRef;
+    const bool by_ref = path == Path::kLeanByRef || path == Path::kBurst;
+    const bool burst = path == Path::kBurst;
     PairOptions o;
     o.crc = by_ref ? CrcMode::kModel : CrcMode::kCompute;
     o.grh = path == Path::kGeneral;
@@ -353,6 +357,8 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
     o.timeout = 10;
     Pair p(o);
     p.pump->by_ref = by_ref;
+    p.pump->burst = burst;
+    p.pump->burst_packets = 3 + seed % 6;
     SeededRng faults(seed);
     p.pump->hook = [&](Packet&) {
       if (faults.chance(0.08)) return Action::kDrop;
@@ -360,20 +366,58 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
       return Action::kDeliver;
     };
     fill(p.a.data(), 65536, static_cast<std::uint8_t>(seed));
+    // Receives and sends, posted one call per WR or (burst) as one list.
+    std::vector<Sge> sges;
+    std::vector<RecvWr> recvs;
+    std::vector<SendWr> sends;
+    sges.reserve(64);
+    const auto recv = [&](std::size_t off, std::uint64_t wr_id) {
+      sges.push_back(Sge{p.b.va(off), 4096, p.b.mr->lkey()});
+      recvs.push_back(RecvWr{wr_id, {&sges.back(), 1}});
+    };
+    const auto send = [&](WrOpcode op, std::size_t off, std::uint32_t len, std::uint64_t wr_id,
+                          std::uint64_t remote_addr, std::uint32_t flags) {
+      sges.push_back(Sge{p.a.va(off), len, p.a.mr->lkey()});
+      SendWr wr;
+      wr.wr_id = wr_id;
+      wr.opcode = op;
+      wr.send_flags = flags;
+      wr.sg_list = {&sges.back(), 1};
+      wr.remote_addr = remote_addr;
+      wr.rkey = p.b.mr->rkey();
+      wr.imm_data = static_cast<std::uint32_t>(wr_id * 7);
+      sends.push_back(wr);
+    };
+    const auto post = [&] {
+      std::size_t n = 0;
+      if (burst) {
+        EXPECT_EQ(p.b.qp->post_recv_burst(recvs, n), Errc::kOk);
+        EXPECT_EQ(n, recvs.size());
+        EXPECT_EQ(p.a.qp->post_send_burst(sends, n), Errc::kOk);
+        EXPECT_EQ(n, sends.size());
+      } else {
+        for (const RecvWr& r : recvs) EXPECT_EQ(p.b.qp->post_recv(r), Errc::kOk);
+        for (const SendWr& w : sends) EXPECT_EQ(p.a.qp->post_send(w), Errc::kOk);
+      }
+      recvs.clear();
+      sends.clear();
+      sges.clear();
+    };
     std::uint64_t id = 0;
     for (int round = 0; round < 6; ++round) {
       // Fewer receives than SENDs in odd rounds: RNR NAKs, then the rest once receives arrive.
-      for (int i = 0; i < (round % 2 ? 2 : 4); ++i)
-        EXPECT_EQ(p.b.post_recv(32768 + i * 4096, 4096, 100 + id + i), Errc::kOk);
-      EXPECT_EQ(p.a.post_send(WrOpcode::kSend, 64, 64, ++id), Errc::kOk);
-      EXPECT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 10000, ++id, p.b.va(0), p.b.mr->rkey()),
-                Errc::kOk);
-      EXPECT_EQ(p.a.post_send(WrOpcode::kSend, 128, 7, ++id), Errc::kOk);
-      EXPECT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 3, 5, ++id, p.b.va(20000), p.b.mr->rkey()),
-                Errc::kOk);
+      for (int i = 0; i < (round % 2 ? 3 : 5); ++i) recv(32768 + i * 4096, 100 + id + i);
+      send(WrOpcode::kSend, 64, 64, ++id, 0, kSignaled);
+      send(WrOpcode::kRdmaWrite, 0, 10000, ++id, p.b.va(0), kSignaled);
+      send(WrOpcode::kSend, 128, 7, ++id, 0, kSignaled);
+      send(WrOpcode::kRdmaWrite, 3, 5, ++id, p.b.va(20000), kSignaled);
+      send(WrOpcode::kSendWithImm, 256, 100, ++id, 0, 0);  // unsignaled
+      send(WrOpcode::kRdmaWriteWithImm, 512, 33, ++id, p.b.va(30000), kSignaled);
+      send(WrOpcode::kRdmaWrite, 1024, 1024, ++id, p.b.va(40000), 0);  // one whole PMTU
+      post();
       if (round % 2) p.pump->run(200);
-      for (int i = 0; i < (round % 2 ? 2 : 0); ++i)
-        EXPECT_EQ(p.b.post_recv(32768 + i * 4096, 4096, 200 + id + i), Errc::kOk);
+      for (int i = 0; i < (round % 2 ? 2 : 0); ++i) recv(32768 + i * 4096, 200 + id + i);
+      post();
       p.pump->run();
     }
     Outcome out;
@@ -411,8 +455,10 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const Outcome general = run(Path::kGeneral, seed);
     EXPECT_FALSE(general.wcs.empty());
-    for (const Path path : {Path::kLeanByRef, Path::kLeanBytes}) {
-      SCOPED_TRACE(path == Path::kLeanByRef ? "lean by reference" : "lean bytes");
+    for (const Path path : {Path::kLeanByRef, Path::kLeanBytes, Path::kBurst}) {
+      SCOPED_TRACE(path == Path::kLeanByRef   ? "lean by reference"
+                   : path == Path::kLeanBytes ? "lean bytes"
+                                              : "bursts");
       const Outcome lean = run(path, seed);
       EXPECT_EQ(lean.wire, general.wire);
       EXPECT_EQ(lean.wcs, general.wcs);
