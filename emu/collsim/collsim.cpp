@@ -359,17 +359,7 @@ std::optional<NicCalibration> calibrate_nic(const std::string& topology) {
 }
 
 double busbw_factor(CollKind kind, int n) {
-  const double nn = n;
-  switch (kind) {
-    case CollKind::kAllReduce:
-      return 2 * (nn - 1) / nn;
-    case CollKind::kReduceScatter:
-    case CollKind::kAllGather:
-    case CollKind::kAllToAll:
-      return (nn - 1) / nn;
-    default:
-      return 1;
-  }
+  return coll::busbw_factor(kind, n);
 }
 
 RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, std::size_t bytes) {
@@ -572,7 +562,7 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   res.fabric = fabric_info();
   res.messages = c.messages();
   res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
-  res.busbw = res.algbw * busbw_factor(run.kind, n);
+  res.busbw = res.algbw * coll::busbw_factor(run.kind, n);
   res.model_busbw = model_busbw(cluster, run, res.algo, static_cast<double>(res.bytes), n);
 
   if (run.verify) {

@@ -45,6 +45,14 @@ std::optional<std::size_t> parse_bytes(const std::string& s) {
   return static_cast<std::size_t>(v) * mul;
 }
 
+}  // namespace
+
+std::optional<std::size_t> parse_size(const std::string& s) {
+  return parse_bytes(s);
+}
+
+namespace {
+
 std::size_t need_bytes(const std::string& flag, const std::string& s) {
   auto v = parse_bytes(s);
   if (!v) bad_input(flag + " must be a size such as 8, 64K, 8M or 8G, not \"" + s + "\"");
