@@ -337,7 +337,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
     std::printf("#%11s %12s %9s %6s %10s %9s %9s %7s  %10s %7s %-10s\n", "(B)", "(elements)", "",
                 "", "(us)", "(GB/s)", "(GB/s)", "", "busbw", "model", "");
   }
-  for (double s = static_cast<double>(lo);; s *= factor) {
+  for (double s = static_cast<double>(lo);; s = s > 0 ? s * factor : 1) {
     const auto bytes = static_cast<std::size_t>(s);
     run.verify =
         !timing_only && static_cast<double>(bytes) * 2.0 * n <= static_cast<double>(verify_limit);

@@ -99,7 +99,7 @@ std::optional<std::string> run_bench(LiveMesh& mesh, const BenchOptions& o,
   Communicator comm(mesh.transport(), topo);
   std::string error;
   auto fail = [&](const std::string& what) { return "rank " + std::to_string(rank) + ": " + what; };
-  for (double sz = static_cast<double>(o.min_bytes);; sz *= o.factor) {
+  for (double sz = static_cast<double>(o.min_bytes);; sz = sz > 0 ? sz * o.factor : 1) {
     const Shape s = shape_of(o.kind, static_cast<std::size_t>(sz), es, un);
     std::vector<std::uint8_t> send(std::max<std::size_t>(s.send_elems * es, 1)),
         recv(std::max<std::size_t>(s.recv_elems * es, 1), kPoison);
