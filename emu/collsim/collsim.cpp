@@ -396,7 +396,9 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   res.bytes = count * es;
   res.count = count;
 
-  const int lanes = 2 * std::max(1, run.channels);
+  // ring2-pipe takes two lanes per channel; auto may run one ring per NIC of a node.
+  const int lanes =
+      std::max(2 * std::max(1, run.channels), run.algo == coll::Algo::kAuto ? cluster.gpus : 1);
   const auto slot_bytes = static_cast<std::uint32_t>(
       std::clamp<std::size_t>(run.chunk_bytes, 4096, std::size_t{16} << 20) / 8 * 8);
   Cluster c(cluster, lanes, run.slots, slot_bytes, run.verify);
@@ -480,6 +482,8 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     }
   }
   res.algo = comms.front()->algo();
+  res.channels = comms.front()->channels();
+  const std::size_t used_chunk = comms.front()->chunk_bytes();
   const auto wall0 = std::chrono::steady_clock::now();
   if (net) net->start_faults();
   // The collectives' time starts with the fabric's clock after the SM's bring-up.
@@ -563,7 +567,10 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   res.messages = c.messages();
   res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
   res.busbw = res.algbw * coll::busbw_factor(run.kind, n);
-  res.model_busbw = model_busbw(cluster, run, res.algo, static_cast<double>(res.bytes), n);
+  RunConfig used = run;  // what auto chose
+  used.channels = res.channels;
+  if (used_chunk != 0) used.chunk_bytes = used_chunk;
+  res.model_busbw = model_busbw(cluster, used, res.algo, static_cast<double>(res.bytes), n);
 
   if (run.verify) {
     // The reference: the ranks' send buffers folded in rank order with the same kernels.

@@ -352,7 +352,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
     }
     const auto& r = *o.result;
     const std::string type(coll::to_string(run.dtype)), redop(coll::to_string(run.op));
-    const std::string algo_name(coll::to_string(r.algo));
+    std::string algo_name(coll::to_string(r.algo));
     if (json) {
       nlohmann::json row{{"size", r.bytes},        {"count", r.count},
                          {"type", type},           {"redop", redop},
@@ -361,6 +361,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
       row["wrong"] = r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr);
       row["model_busbw"] =
           r.model_busbw ? nlohmann::json(*r.model_busbw / 1e9) : nlohmann::json(nullptr);
+      row["channels"] = r.channels;
       row["messages"] = r.messages;
       row["wall_s"] = r.wall_s;
       if (r.fabric) {
@@ -378,6 +379,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
       rows.push_back(row);
     } else {
       const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+      if (r.channels > 1) algo_name += " x" + std::to_string(r.channels);  // channels
       char model[32] = "-", ratio[32] = "-";
       if (r.model_busbw) {
         std::snprintf(model, sizeof model, "%.2f", *r.model_busbw / 1e9);
