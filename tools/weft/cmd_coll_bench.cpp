@@ -23,10 +23,11 @@ struct CollBenchArgs {
   std::string workload = "allreduce", algo = "auto", dtype = "float", op = "sum";
   std::string minbytes = "8", maxbytes = "8M", stepfactor = "2", chunk = "128K";
   int channels = 1, iters = 20, warmup = 5, check = 1, root = 0, gpus_per_node = 0;
-  int rank = -1, size = -1;
+  int rank = -1, size = -1, slots = 8;
   std::string job;
-  bool json = false, copy = false;
+  bool json = false, copy = false, stats = false;
   double timeout_s = 60;
+  double spin_us = 50;
 };
 
 [[noreturn]] void bad(const std::string& what) {
@@ -98,7 +99,11 @@ void run(const CollBenchArgs& a) {
   // ring2-pipe uses two lanes per channel.
   lo.lanes = 2 * o.channels;
   lo.slot_bytes = static_cast<std::uint32_t>(o.chunk_bytes / 8 * 8);
+  if (a.slots < 1 || a.slots > 64) bad("--slots must be in 1..64");
+  lo.slots = static_cast<std::uint32_t>(a.slots);
   lo.zero_copy = !a.copy;
+  if (!(a.spin_us >= 0) || a.spin_us > 1e6) bad("--spin-us must be in 0..1000000");
+  lo.driver.spin_ns = static_cast<TimeNs>(a.spin_us * 1e3);
   auto mesh = coll::live::LiveMesh::create(lo);
   if (!mesh) {
     std::fprintf(stderr, "weft coll-bench: rank %d: %s\n", lo.rank, mesh.error().c_str());
@@ -130,6 +135,28 @@ void run(const CollBenchArgs& a) {
   if (err) {
     std::fprintf(stderr, "weft coll-bench: %s\n", err->c_str());
     throw CLI::RuntimeError(1);
+  }
+  if (a.stats) {
+    const DeviceCounters c = m.counters();
+    std::fprintf(
+        stderr,
+        "# rank %d: %llu packets out, %llu in, %llu ACKs, %llu retransmitted, %llu "
+        "timeouts, %llu RNR waits, %llu out of sequence, %llu duplicates\n",
+        lo.rank, static_cast<unsigned long long>(c.tx_packets),
+        static_cast<unsigned long long>(c.rx_packets), static_cast<unsigned long long>(c.acks_tx),
+        static_cast<unsigned long long>(c.retransmit_packets),
+        static_cast<unsigned long long>(c.timeouts), static_cast<unsigned long long>(c.rnr_waits),
+        static_cast<unsigned long long>(c.rx_dropped_ooo),
+        static_cast<unsigned long long>(c.dup_requests));
+    const io::DriverCounters& d = m.driver().counters();
+    std::fprintf(stderr,
+                 "# rank %d: driver %llu passes, %llu sleeps (woken: %llu by packets, %llu by "
+                 "timers, %llu by kicks)\n",
+                 lo.rank, static_cast<unsigned long long>(d.passes),
+                 static_cast<unsigned long long>(d.sleeps),
+                 static_cast<unsigned long long>(d.wakeups_rx),
+                 static_cast<unsigned long long>(d.wakeups_timer),
+                 static_cast<unsigned long long>(d.wakeups_kick));
   }
   // Everyone finished every collective: nobody waits for an ACK from a rank that leaves.
   const bool parted = m.barrier(o.timeout_ns);
@@ -175,6 +202,7 @@ void add_coll_bench(CLI::App& app) {
       ->capture_default_str();
   c->add_option("-o,--op", a->op, "sum|prod|min|max|avg")->capture_default_str();
   c->add_option("--chunk", a->chunk, "Pipelining chunk and inbox slot size")->capture_default_str();
+  c->add_option("--slots", a->slots, "Inbox slots (credits) per connection")->capture_default_str();
   c->add_option("-n,--iters", a->iters, "Timed iterations per size")->capture_default_str();
   c->add_option("-w,--warmup", a->warmup, "Untimed iterations per size")->capture_default_str();
   c->add_option("-c,--check", a->check, "Check every element of one more iteration (0/1)")
@@ -188,8 +216,12 @@ void add_coll_bench(CLI::App& app) {
   c->add_option("--job", a->job, "Rendezvous name (default WEFT_JOB, or weft run's WEFT_FABRIC)");
   c->add_option("--timeout", a->timeout_s, "Seconds a size may take before the run fails")
       ->capture_default_str();
+  c->add_option("--spin-us", a->spin_us,
+                "Microseconds the driver polls after the last work before it sleeps")
+      ->capture_default_str();
   c->add_flag("--copy", a->copy, "Copy payloads through the rings (no cross-memory attach)");
   c->add_flag("--json", a->json, "One JSON object instead of the table");
+  c->add_flag("--stats", a->stats, "Each rank prints its links' transport counters (stderr)");
   c->callback([a] { run(*a); });
 }
 

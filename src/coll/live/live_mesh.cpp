@@ -217,13 +217,31 @@ Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOption
   }
   // 3. Ready (our receives are posted) both ways on every link; then one Driver for all links.
   if (!m->barrier(o.setup_timeout_ns)) return std::string("a peer left during the setup");
-  m->driver_ = std::make_unique<io::Driver>();
+  m->driver_ = std::make_unique<io::Driver>(o.driver);
   for (auto& n : m->nodes_) {
     if (!n) continue;
     n->driver().detach(n->device());
     m->driver_->attach(n->device(), n->medium());
   }
   return m;
+}
+
+DeviceCounters LiveMesh::counters() const {
+  DeviceCounters t{};
+  for (const auto& n : nodes_) {
+    if (!n) continue;
+    const DeviceCounters& c = n->device().counters();
+    t.tx_packets += c.tx_packets;
+    t.rx_packets += c.rx_packets;
+    t.retransmit_packets += c.retransmit_packets;
+    t.timeouts += c.timeouts;
+    t.rnr_waits += c.rnr_waits;
+    t.rx_dropped_ooo += c.rx_dropped_ooo;
+    t.naks_rx_seq += c.naks_rx_seq;
+    t.dup_requests += c.dup_requests;
+    t.acks_tx += c.acks_tx;
+  }
+  return t;
 }
 
 bool LiveMesh::barrier(TimeNs timeout_ns) {

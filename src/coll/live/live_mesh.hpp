@@ -72,6 +72,7 @@ struct LiveOptions {
   std::uint32_t slot_bytes = 128 * 1024;
   bool zero_copy = true;                     // WEFT_SHM_ZERO_COPY=0 forces false
   TimeNs setup_timeout_ns = 30'000'000'000;  // rendezvous, handshakes and the exchange
+  io::DriverConfig driver{};                 // the one Driver of every link
   std::uint8_t rc_timeout = 16;              // 268 ms per try: ranks outnumber cores here
 };
 
@@ -86,6 +87,8 @@ class LiveMesh {
   Transport& transport() { return *transport_; }
   io::Driver& driver() { return *driver_; }
   bool zero_copy() const { return zero_copy_; }
+  // The links' Device counters, summed (retransmissions, timeouts, RNR waits, drops).
+  DeviceCounters counters() const;
 
   // Starts `a` on `comm` (built over transport()) and drives the links until it finishes or
   // limit_ns passes. Returns kDone, or kFailed with the reason in *error.
