@@ -2,7 +2,18 @@
 // starts N processes that join a mesh of direct shared-memory links and run src/coll over the
 // verbs API; every row must report 0 wrong elements (each rank checks its whole output against
 // the reference rebuilt from every rank's input) and the algorithm asked for.
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
 
 #include <cstdio>
 #include <string>
@@ -90,6 +101,61 @@ TEST(CollLive, BadArgumentsAreRefusedWithStatusTwo) {
   EXPECT_NE(r.out.find("--algo must be"), std::string::npos) << r.out;
   const CliRun s = run("coll-bench --rank 3 --size 2");
   EXPECT_EQ(s.status, 2) << s.out;
+}
+
+// Issue 6 section 5 in live mode: a rank whose process dies mid all-reduce makes the others fail
+// (exit 1) within seconds, naming it — never a hang.
+TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) {
+  const std::string weft(WEFT_PATH), job = "live-test-" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  for (int r = 0; r < 3; ++r) {
+    logs.push_back("/tmp/weft-coll-live-test-" + std::to_string(getpid()) + "-" +
+                   std::to_string(r) + ".log");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    const std::vector<std::string> args = {
+        weft, "coll-bench", "--rank", std::to_string(r), "--size", "3", "--job", job, "-b", "16M",
+        "-e", "16M",        "-n",     "100000",          "-c",     "0"};
+    std::vector<char*> argv;
+    for (const auto& x : args) argv.push_back(const_cast<char*>(x.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    ASSERT_EQ(posix_spawn(&pid, weft.c_str(), &fa, nullptr, argv.data(), nullptr), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    pids.push_back(pid);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pids[2], SIGKILL);
+  int st = 0;
+  waitpid(pids[2], &st, 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::string said;
+  for (int r = 0; r < 2; ++r) {
+    bool exited = false;
+    while (!exited && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+      if (waitpid(pids[static_cast<std::size_t>(r)], &st, WNOHANG) > 0) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!exited) {  // a hang: fail, and leave no process behind
+      kill(pids[static_cast<std::size_t>(r)], SIGKILL);
+      waitpid(pids[static_cast<std::size_t>(r)], &st, 0);
+    }
+    std::ifstream in(logs[static_cast<std::size_t>(r)]);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    said += ss.str();
+    EXPECT_TRUE(exited) << "rank " << r << " still running 30 s after rank 2 died";
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "rank " << r << ": " << ss.str();
+  }
+  EXPECT_NE(said.find("rank 2"), std::string::npos) << said;
+  for (const auto& l : logs) std::remove(l.c_str());
 }
 
 }  // namespace

@@ -264,14 +264,24 @@ CollState LiveMesh::run(Communicator& comm, const CollArgs& a, TimeNs limit_ns,
     return CollState::kFailed;
   }
   CollState st = CollState::kRunning;
+  int gone = -1;  // a peer whose process exited (its medium saw the pidfd fire)
   const bool finished = driver_->run_until(
       [&] {
         st = comm.progress(io::monotonic_ns());
-        return st != CollState::kRunning;
+        if (st != CollState::kRunning) return true;
+        // A rank waiting only to receive from a dead peer has nothing outstanding that could
+        // time out: look at the media (one relaxed load per link).
+        for (std::size_t p = 0; p < nodes_.size() && gone < 0; ++p)
+          if (nodes_[p] && nodes_[p]->medium().peer_dead()) gone = static_cast<int>(p);
+        return gone >= 0;
       },
       limit_ns);
+  if (gone >= 0) {
+    if (error) *error = "rank " + std::to_string(gone) + " exited";
+    return CollState::kFailed;
+  }
   if (!finished) {
-    if (error) *error = "timed out";
+    if (error) *error = "timed out after " + std::to_string(limit_ns / 1'000'000) + " ms";
     return CollState::kFailed;
   }
   if (st == CollState::kFailed && error) {
