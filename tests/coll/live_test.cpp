@@ -116,7 +116,8 @@ TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0600);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    const std::string out = r == 0 ? logs.back() + ".out" : std::string("/dev/null");
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const std::vector<std::string> args = {
         weft, "coll-bench", "--rank", std::to_string(r), "--size", "3", "--job", job, "-b", "16M",
         "-e", "16M",        "-n",     "100000",          "-c",     "0"};
@@ -128,7 +129,21 @@ TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) {
     posix_spawn_file_actions_destroy(&fa);
     pids.push_back(pid);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Rank 0 prints the table's header once the mesh is up: the collectives run from there on.
+  const auto up = std::chrono::steady_clock::now();
+  for (std::string head; head.find("# allreduce") == std::string::npos;) {
+    if (std::chrono::steady_clock::now() - up > std::chrono::seconds(60)) {
+      for (pid_t p : pids) kill(p, SIGKILL);
+      for (pid_t p : pids) waitpid(p, nullptr, 0);
+      for (const auto& l : logs) std::remove(l.c_str());
+      std::remove((logs[0] + ".out").c_str());
+      FAIL() << "the mesh did not come up in 60 s";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(logs[0] + ".out");
+    std::getline(in, head);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(pids[2], SIGKILL);
   int st = 0;
   waitpid(pids[2], &st, 0);
@@ -156,6 +171,7 @@ TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) {
   }
   EXPECT_NE(said.find("rank 2"), std::string::npos) << said;
   for (const auto& l : logs) std::remove(l.c_str());
+  std::remove((logs[0] + ".out").c_str());
 }
 
 }  // namespace

@@ -165,6 +165,7 @@ void print_bench_header(std::FILE* out, const LiveMesh& mesh, const BenchOptions
                "redop", "root", "time", "algbw", "busbw", "#wrong", "algo");
   std::fprintf(out, "#%11s %12s %9s %6s %5s %10s %9s %9s %7s %-10s\n", "(B)", "(elements)", "", "",
                "", "(us)", "(GB/s)", "(GB/s)", "", "");
+  std::fflush(out);
 }
 
 void print_bench_row(std::FILE* out, const BenchOptions& o, const BenchRow& r) {
