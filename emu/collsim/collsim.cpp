@@ -16,6 +16,7 @@
 
 #include "src/coll/communicator.hpp"
 #include "src/coll/model.hpp"
+#include "src/coll/pattern.hpp"
 #include "src/coll/reduce.hpp"
 #include "src/coll/transport.hpp"
 
@@ -311,64 +312,7 @@ const std::uint8_t* ClusterTransport::inbox(int peer, int lane, std::uint32_t sl
   return c_.inbox(rank_, peer, lane, slot);
 }
 
-// Element i of rank r's send buffer: small integers, so every reduction order is exact.
-int pattern(RedOp op, int r, std::size_t i) {
-  const auto k = static_cast<std::uint64_t>(i);
-  const auto rr = static_cast<std::uint64_t>(r);
-  switch (op) {
-    case RedOp::kProd:
-      return (k + rr) % 13 == 0 ? 2 : 1;
-    case RedOp::kMin:
-    case RedOp::kMax:
-      return static_cast<int>((rr * 5 + k) % 7);
-    default:
-      return static_cast<int>((rr * 3 + k) % 4);
-  }
-}
-
-void put(DataType t, std::uint8_t* p, std::size_t i, int v) {
-  const auto f = static_cast<float>(v);
-  switch (t) {
-    case DataType::kF32:
-      std::memcpy(p + i * 4, &f, 4);
-      break;
-    case DataType::kF16: {
-      const std::uint16_t h = coll::float_to_f16(f);
-      std::memcpy(p + i * 2, &h, 2);
-      break;
-    }
-    case DataType::kBf16: {
-      const std::uint16_t h = coll::float_to_bf16(f);
-      std::memcpy(p + i * 2, &h, 2);
-      break;
-    }
-    case DataType::kF64: {
-      const double d = v;
-      std::memcpy(p + i * 8, &d, 8);
-      break;
-    }
-    case DataType::kI32: {
-      const std::int32_t x = v;
-      std::memcpy(p + i * 4, &x, 4);
-      break;
-    }
-    case DataType::kI64: {
-      const std::int64_t x = v;
-      std::memcpy(p + i * 8, &x, 8);
-      break;
-    }
-    case DataType::kU8:
-      p[i] = static_cast<std::uint8_t>(v);
-      break;
-  }
-}
-
-std::uint64_t count_wrong(const std::uint8_t* got, const std::uint8_t* want, std::size_t count,
-                          std::size_t es) {
-  std::uint64_t w = 0;
-  for (std::size_t i = 0; i < count; ++i) w += std::memcmp(got + i * es, want + i * es, es) != 0;
-  return w;
-}
+using coll::count_wrong;
 
 std::optional<double> model_busbw(const ClusterConfig& c, const RunConfig& run, Algo algo,
                                   double bytes, int n) {
@@ -415,17 +359,7 @@ std::optional<NicCalibration> calibrate_nic(const std::string& topology) {
 }
 
 double busbw_factor(CollKind kind, int n) {
-  const double nn = n;
-  switch (kind) {
-    case CollKind::kAllReduce:
-      return 2 * (nn - 1) / nn;
-    case CollKind::kReduceScatter:
-    case CollKind::kAllGather:
-    case CollKind::kAllToAll:
-      return (nn - 1) / nn;
-    default:
-      return 1;
-  }
+  return coll::busbw_factor(kind, n);
 }
 
 RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, std::size_t bytes) {
@@ -462,7 +396,9 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   res.bytes = count * es;
   res.count = count;
 
-  const int lanes = 2 * std::max(1, run.channels);
+  // ring2-pipe takes two lanes per channel; auto may run one ring per NIC of a node.
+  const int lanes =
+      std::max(2 * std::max(1, run.channels), run.algo == coll::Algo::kAuto ? cluster.gpus : 1);
   const auto slot_bytes = static_cast<std::uint32_t>(
       std::clamp<std::size_t>(run.chunk_bytes, 4096, std::size_t{16} << 20) / 8 * 8);
   Cluster c(cluster, lanes, run.slots, slot_bytes, run.verify);
@@ -518,7 +454,8 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     recv[b] = buffer(recv_elems * es);
     if (run.verify)
       for (std::size_t i = 0; i < send_elems; ++i)
-        put(run.dtype, send[b].data(), i, pattern(run.op, static_cast<int>(b), i));
+        coll::put_value(run.dtype, send[b].data(), i,
+                        coll::pattern_value(run.op, static_cast<int>(b), i));
   }
 
   const coll::Topology topo{.ranks_per_node = cluster.gpus};
@@ -545,6 +482,8 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     }
   }
   res.algo = comms.front()->algo();
+  res.channels = comms.front()->channels();
+  const std::size_t used_chunk = comms.front()->chunk_bytes();
   const auto wall0 = std::chrono::steady_clock::now();
   if (net) net->start_faults();
   // The collectives' time starts with the fabric's clock after the SM's bring-up.
@@ -627,8 +566,11 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   res.fabric = fabric_info();
   res.messages = c.messages();
   res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
-  res.busbw = res.algbw * busbw_factor(run.kind, n);
-  res.model_busbw = model_busbw(cluster, run, res.algo, static_cast<double>(res.bytes), n);
+  res.busbw = res.algbw * coll::busbw_factor(run.kind, n);
+  RunConfig used = run;  // what auto chose
+  used.channels = res.channels;
+  if (used_chunk != 0) used.chunk_bytes = used_chunk;
+  res.model_busbw = model_busbw(cluster, used, res.algo, static_cast<double>(res.bytes), n);
 
   if (run.verify) {
     // The reference: the ranks' send buffers folded in rank order with the same kernels.

@@ -85,6 +85,7 @@ struct RunResult {
   std::size_t bytes = 0;                // nccl-tests' size column
   std::size_t count = 0;                // nccl-tests' count column (elements of `bytes`)
   coll::Algo algo = coll::Algo::kAuto;  // the algorithm that ran (auto resolved)
+  int channels = 1;                     // the channels it used (auto resolved)
   double time_s = 0;
   double algbw = 0, busbw = 0;         // bytes per second
   std::optional<std::uint64_t> wrong;  // elements differing from the reference (verify only)

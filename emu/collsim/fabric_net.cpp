@@ -6,6 +6,7 @@
 #include "emu/fabric/workload.hpp"
 #include "emu/topo/spec.hpp"
 #include "src/base/assert.hpp"
+#include "src/coll/verbs_wire.hpp"
 #include "src/link/phy_channel.hpp"
 
 namespace weft::collsim {
@@ -13,10 +14,8 @@ namespace weft::collsim {
 using coll::TransportErrc;
 using coll::TransportEvent;
 
-namespace {
-constexpr std::uint32_t kGrantBit = 0x80000000u;
-constexpr std::uint64_t kGrantWrId = 1ull << 63;
-}  // namespace
+using coll::kGrantBit;
+using coll::kGrantWrId;
 
 Result<std::unique_ptr<FabricNet>, std::string> FabricNet::create(const FabricNetConfig& cfg,
                                                                   int nodes, int gpus) {
@@ -219,15 +218,9 @@ TransportErrc FabricNet::write(int from, int to, int lane, const void* src, std:
     lkey = lkey_of(d, src, bytes);
     if (lkey == 0) return TransportErrc::kUnregistered;
   }
-  Sge sge{reinterpret_cast<std::uintptr_t>(src), bytes, lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = WrOpcode::kRdmaWriteWithImm;
-  wr.sg_list = {&sge, bytes > 0 ? 1u : 0u};
-  wr.imm_data = slot;
-  wr.remote_addr = s->remote_addr + std::uint64_t{slot} * cfg_.slot_bytes;
-  wr.rkey = s->remote_rkey;
-  const Errc e = s->qp->post_send(wr);
+  const Sge sge{reinterpret_cast<std::uintptr_t>(src), bytes, lkey};
+  const Errc e = s->qp->post_send(
+      coll::data_wr(sge, slot, wr_id, s->remote_addr, s->remote_rkey, cfg_.slot_bytes));
   if (e == Errc::kQueueFull) return TransportErrc::kBusy;
   if (e != Errc::kOk) return TransportErrc::kFailed;
   fabric_->kick(d.node);
@@ -238,11 +231,7 @@ TransportErrc FabricNet::grant(int from, int to, int lane, std::uint32_t credits
   WEFT_ASSERT(credits > 0 && credits < kGrantBit);
   Side* s = side(from, to, lane);
   if (s == nullptr) return TransportErrc::kFailed;
-  SendWr wr;
-  wr.wr_id = kGrantWrId;
-  wr.opcode = WrOpcode::kSendWithImm;
-  wr.imm_data = kGrantBit | credits;
-  const Errc e = s->qp->post_send(wr);
+  const Errc e = s->qp->post_send(coll::grant_wr(credits));
   if (e == Errc::kQueueFull) return TransportErrc::kBusy;
   if (e != Errc::kOk) return TransportErrc::kFailed;
   fabric_->kick(devs_[static_cast<std::size_t>(s->dev)].node);
@@ -268,27 +257,13 @@ void FabricNet::on_completions(int di) {
       TransportEvent ev;
       ev.peer = s.peer;
       ev.lane = s.lane;
-      if (wc.status != WcStatus::kSuccess) {
-        ++failed_;
-        ev.kind = TransportEvent::Kind::kError;
-        ev.wr_id = wc.wr_id;
-      } else if (wc.opcode == WcOpcode::kRecv || wc.opcode == WcOpcode::kRecvRdmaWithImm) {
+      const coll::Completion what = coll::decode_completion(wc, ev);
+      if (what == coll::Completion::kNothing) continue;  // a grant's send completion
+      if (ev.kind == TransportEvent::Kind::kError) ++failed_;
+      if (what == coll::Completion::kEventConsumed) {
         RecvWr wr;  // keep 2 x slots receives posted
         const Errc e = s.qp->post_recv(wr);
         WEFT_ASSERT(e == Errc::kOk);
-        if ((wc.imm_data & kGrantBit) != 0) {
-          ev.kind = TransportEvent::Kind::kGrant;
-          ev.credits = wc.imm_data & ~kGrantBit;
-        } else {
-          ev.kind = TransportEvent::Kind::kData;
-          ev.slot = wc.imm_data;
-          ev.bytes = wc.byte_len;
-        }
-      } else if ((wc.wr_id & kGrantWrId) == 0) {
-        ev.kind = TransportEvent::Kind::kWriteDone;
-        ev.wr_id = wc.wr_id;
-      } else {
-        continue;  // a grant's send completion
       }
       any = true;
       if (sink_) sink_(s.rank, ev);

@@ -50,6 +50,9 @@ class Communicator {
   // After kFailed: the peer whose connection failed.
   int failed_peer() const { return failed_peer_; }
   Algo algo() const { return plan_.algo; }
+  // The channels and chunk size the last collective used (auto may choose them).
+  int channels() const { return plan_.channels; }
+  std::size_t chunk_bytes() const { return plan_.chunk_bytes; }
   // True if the last progress() call posted or applied anything.
   bool did_work() const { return did_work_; }
   const CommStats& stats() const { return stats_; }

@@ -26,4 +26,18 @@ double allreduce_busbw(double S, double T, int ranks) {
   return S / T * 2.0 * (ranks - 1) / ranks;
 }
 
+double busbw_factor(CollKind kind, int n) {
+  const double nn = n;
+  switch (kind) {
+    case CollKind::kAllReduce:
+      return 2 * (nn - 1) / nn;
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather:
+    case CollKind::kAllToAll:
+      return (nn - 1) / nn;
+    default:
+      return 1;
+  }
+}
+
 }  // namespace weft::coll

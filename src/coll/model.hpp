@@ -35,5 +35,8 @@ struct ModelParams {
 double model_allreduce_s(Algo algo, double bytes, const ModelParams& p);
 // nccl-tests' bus bandwidth of an all-reduce of S bytes in T seconds on n ranks.
 double allreduce_busbw(double bytes, double seconds, int ranks);
+// nccl-tests' bus bandwidth factor (busbw = algbw x factor) of `kind` on n ranks: 2(n-1)/n for
+// all-reduce, (n-1)/n for reduce-scatter, all-gather and all-to-all, 1 otherwise.
+double busbw_factor(CollKind kind, int n);
 
 }  // namespace weft::coll

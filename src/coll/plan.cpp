@@ -290,34 +290,46 @@ bool supports(CollKind kind, Algo algo) {
   return false;
 }
 
-Algo select_algo(CollKind kind, std::size_t bytes, int size, const Topology& topo) {
+AutoChoice select_auto(CollKind kind, std::size_t bytes, int size, const Topology& topo, int lanes,
+                       int channels) {
   const int g = topo.ranks_per_node;
   const bool hier = g > 1 && size % g == 0 && size / g > 1;
+  const int c = std::max(1, channels);
   switch (kind) {
     case CollKind::kAllReduce:
-      if (size <= 2) return Algo::kRing;
+      if (size <= 2) return {Algo::kRing, c};
       if (hier) {
         // Measured on emu/collsim's 8 x 8 rail cluster (emu/collsim/README.md): rhd leads to
-        // 256 KiB, ring2 (stage by stage) to 8 MiB, ring2-pipe above (its pieces sized by
-        // build_plan when auto chose it).
-        if (bytes <= 256 * 1024) return Algo::kRhd;
-        if (bytes <= 8 * 1024 * 1024) return Algo::kRing2;
-        return Algo::kRing2Pipe;
+        // 256 KiB, ring2 (stage by stage) to 8 MiB; from 16 MiB the flat ring with one channel
+        // per NIC of the node (every rail busy, no pipeline fill) leads to 512 MiB, where
+        // ring2-pipe (its pieces sized by build_plan when auto chose it) catches up and passes
+        // it above (the intra-node stages then run at NVLink speed in the shadow of the rails).
+        if (bytes <= 256 * 1024) return {Algo::kRhd, c};
+        if (bytes <= 8 * 1024 * 1024) return {Algo::kRing2, c};
+        if (bytes <= std::size_t{512} * 1024 * 1024) {
+          const int per_nic = std::min(g, std::max(1, lanes));
+          if (per_nic > 1) return {Algo::kRing, per_nic};
+        }
+        return {Algo::kRing2Pipe, c};
       }
-      if (bytes <= 64 * 1024) return Algo::kRhd;     // fewest steps: 2 log2 n latencies
-      if (bytes <= 1024 * 1024) return Algo::kTree;  // pipelined, log n depth
-      return Algo::kRing;                            // bandwidth-optimal
+      if (bytes <= 64 * 1024) return {Algo::kRhd, c};     // fewest steps: 2 log2 n latencies
+      if (bytes <= 1024 * 1024) return {Algo::kTree, c};  // pipelined, log n depth
+      return {Algo::kRing, c};                            // bandwidth-optimal
     case CollKind::kBroadcast:
     case CollKind::kReduce:
-      return bytes <= 256 * 1024 ? Algo::kTree : Algo::kRing;
+      return {bytes <= 256 * 1024 ? Algo::kTree : Algo::kRing, c};
     case CollKind::kReduceScatter:
     case CollKind::kAllGather:
-      return Algo::kRing;
+      return {Algo::kRing, c};
     case CollKind::kAllToAll:
     case CollKind::kSendRecv:
-      return Algo::kDirect;
+      return {Algo::kDirect, c};
   }
-  return Algo::kRing;
+  return {Algo::kRing, c};
+}
+
+Algo select_algo(CollKind kind, std::size_t bytes, int size, const Topology& topo) {
+  return select_auto(kind, bytes, size, topo, 1, 1).algo;
 }
 
 Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lanes,
@@ -329,7 +341,13 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
   const std::size_t n = static_cast<std::size_t>(size);
   const bool rooted_kind = a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce;
   if (rooted_kind && (a.root < 0 || a.root >= size)) return CollErrc::kInvalidArgument;
-  Algo algo = a.algo == Algo::kAuto ? select_algo(a.kind, a.count * es, size, topo) : a.algo;
+  Algo algo = a.algo;
+  int channels = a.channels;
+  if (a.algo == Algo::kAuto) {
+    const AutoChoice pick = select_auto(a.kind, a.count * es, size, topo, lanes, a.channels);
+    algo = pick.algo;
+    channels = pick.channels;
+  }
   if (!supports(a.kind, algo)) return CollErrc::kUnsupported;
   const int g = topo.ranks_per_node;
   if ((algo == Algo::kRing2 || algo == Algo::kRing2Pipe) && (g < 1 || size % g != 0)) {
@@ -353,15 +371,15 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
       if (a.send != a.recv) b.copy(in, out);
       switch (algo) {
         case Algo::kRing:
-          allreduce_ring(b, out, a.channels, chunk_elems);
+          allreduce_ring(b, out, channels, chunk_elems);
           break;
         case Algo::kRing2:
-          allreduce_ring2(b, out, a.channels, 1, g);
+          allreduce_ring2(b, out, channels, 1, g);
           break;
         case Algo::kRing2Pipe: {
           const std::size_t per =
-              static_cast<std::size_t>(a.channels) * static_cast<std::size_t>(g) * chunk_elems;
-          allreduce_ring2(b, out, a.channels, std::max<std::size_t>(2, ceil_div(N, per)), g);
+              static_cast<std::size_t>(channels) * static_cast<std::size_t>(g) * chunk_elems;
+          allreduce_ring2(b, out, channels, std::max<std::size_t>(2, ceil_div(N, per)), g);
           break;
         }
         case Algo::kTree:
@@ -379,7 +397,7 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
     case CollKind::kReduceScatter: {
       b.plan().tmp_bytes = n * N * es;
       b.copy(Seg{Buf::kIn, 0, n * N}, Seg{Buf::kTmp, 0, n * N});
-      ring_blocks(b, Buf::kTmp, N, true, a.channels, chunk_elems);
+      ring_blocks(b, Buf::kTmp, N, true, channels, chunk_elems);
       b.copy(Seg{Buf::kTmp, static_cast<std::size_t>(rank) * N, N}, out);
       if (avg) b.avg(out);
       break;
@@ -389,7 +407,7 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
       const auto* in_p = static_cast<const std::uint8_t*>(a.send);
       const auto* mine_p = static_cast<const std::uint8_t*>(a.recv) + mine.off * es;
       if (in_p != mine_p) b.copy(in, mine);
-      ring_blocks(b, Buf::kOut, N, false, a.channels, chunk_elems);
+      ring_blocks(b, Buf::kOut, N, false, channels, chunk_elems);
       break;
     }
     case CollKind::kBroadcast: {
@@ -438,6 +456,8 @@ Result<Plan, CollErrc> build_plan(const CollArgs& a, int rank, int size, int lan
     }
   }
   b.plan().algo = algo;
+  b.plan().channels = channels;
+  b.plan().chunk_bytes = chunk_bytes;
   return std::move(b.plan());
 }
 

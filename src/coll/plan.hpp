@@ -41,7 +41,9 @@ struct PlanOp {
 struct Plan {
   std::vector<PlanOp> ops;
   std::size_t tmp_bytes = 0;
-  Algo algo = Algo::kRing;  // the algorithm that was built (after auto selection)
+  Algo algo = Algo::kRing;      // the algorithm that was built (after auto selection)
+  int channels = 1;             // the channels it used (auto may choose them)
+  std::size_t chunk_bytes = 0;  // the pipelining unit it used (auto may enlarge it)
 };
 
 // What a collective call asks for (NCCL conventions for counts and in-place).
@@ -59,7 +61,7 @@ struct CollArgs {
   int send_peer = -1;  // SendRecv: -1 = no send
   int recv_peer = -1;  // SendRecv: -1 = no receive
   Algo algo = Algo::kAuto;
-  int channels = 1;                     // ring, ring2: parallel rings over parts of the buffer
+  int channels = 1;  // ring, ring2: parallel rings over parts of the buffer (auto may override)
   std::size_t chunk_bytes = 64 * 1024;  // pipelining unit (0 = no chunking)
   // The collective fails (kFailed, naming the peer it still waits for) if it has not finished
   // this long after its first progress() call. 0 = no limit.
@@ -73,7 +75,17 @@ struct Topology {
   int ranks_per_node = 1;  // consecutive ranks share a node; nodes = size / ranks_per_node
 };
 
-// The algorithm `auto` picks for these arguments (see README: selection).
+// What `auto` picks for a collective of `bytes` (see README: selection): the algorithm and, for
+// the flat ring on several nodes of several ranks, the channel count (one ring per rank of a
+// node, i.e. per NIC, as NCCL does: min(ranks_per_node, lanes)); otherwise `channels` (the
+// caller's) is kept.
+struct AutoChoice {
+  Algo algo = Algo::kRing;
+  int channels = 1;
+};
+AutoChoice select_auto(CollKind kind, std::size_t bytes, int size, const Topology& topo, int lanes,
+                       int channels);
+// select_auto's algorithm.
 Algo select_algo(CollKind kind, std::size_t bytes, int size, const Topology& topo);
 // Whether `algo` implements `kind` (kAuto always does).
 bool supports(CollKind kind, Algo algo);

@@ -4,12 +4,9 @@
 #include <algorithm>
 
 #include "src/base/assert.hpp"
+#include "src/coll/verbs_wire.hpp"
 
 namespace weft::coll {
-namespace {
-constexpr std::uint32_t kGrantBit = 0x80000000u;
-constexpr std::uint64_t kGrantWrId = 1ull << 63;
-}  // namespace
 
 Result<std::unique_ptr<VerbsTransport>, Errc> VerbsTransport::create(
     Device& device, ProtectionDomain* pd, const VerbsTransportConfig& config) {
@@ -128,15 +125,9 @@ TransportErrc VerbsTransport::post_write(int peer, int lane, const void* src, st
     }
     if (!found) return TransportErrc::kUnregistered;
   }
-  Sge sge{reinterpret_cast<std::uintptr_t>(src), bytes, lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = WrOpcode::kRdmaWriteWithImm;
-  wr.sg_list = {&sge, bytes > 0 ? 1u : 0u};
-  wr.imm_data = slot;
-  wr.remote_addr = c.remote_addr + std::uint64_t{slot} * cfg_.slot_bytes;
-  wr.rkey = c.remote_rkey;
-  const Errc e = c.qp->post_send(wr);
+  const Sge sge{reinterpret_cast<std::uintptr_t>(src), bytes, lkey};
+  const Errc e =
+      c.qp->post_send(data_wr(sge, slot, wr_id, c.remote_addr, c.remote_rkey, cfg_.slot_bytes));
   if (e == Errc::kQueueFull) return TransportErrc::kBusy;
   return e == Errc::kOk ? TransportErrc::kOk : TransportErrc::kFailed;
 }
@@ -144,11 +135,7 @@ TransportErrc VerbsTransport::post_write(int peer, int lane, const void* src, st
 TransportErrc VerbsTransport::post_grant(int peer, int lane, std::uint32_t credits) {
   WEFT_ASSERT(credits > 0 && credits < kGrantBit);
   Conn& c = conn(peer, lane);
-  SendWr wr;
-  wr.wr_id = kGrantWrId;
-  wr.opcode = WrOpcode::kSendWithImm;
-  wr.imm_data = kGrantBit | credits;
-  const Errc e = c.qp->post_send(wr);
+  const Errc e = c.qp->post_send(grant_wr(credits));
   if (e == Errc::kQueueFull) return TransportErrc::kBusy;
   return e == Errc::kOk ? TransportErrc::kOk : TransportErrc::kFailed;
 }
@@ -166,30 +153,14 @@ std::size_t VerbsTransport::poll(std::span<TransportEvent> out) {
       TransportEvent ev;
       ev.peer = it->second / cfg_.lanes;
       ev.lane = it->second % cfg_.lanes;
-      if (wc.status != WcStatus::kSuccess) {
-        ev.kind = TransportEvent::Kind::kError;
-        ev.wr_id = wc.wr_id;
-        out[n++] = ev;
-        continue;
-      }
-      if (wc.opcode == WcOpcode::kRecv || wc.opcode == WcOpcode::kRecvRdmaWithImm) {
+      const Completion what = decode_completion(wc, ev);
+      if (what == Completion::kNothing) continue;
+      if (what == Completion::kEventConsumed) {
         // Repost first: the receive ring stays at 2 x slots.
         const Errc e = post_one_recv(conn(ev.peer, ev.lane).qp);
         WEFT_ASSERT(e == Errc::kOk);
-        if ((wc.imm_data & kGrantBit) != 0) {
-          ev.kind = TransportEvent::Kind::kGrant;
-          ev.credits = wc.imm_data & ~kGrantBit;
-        } else {
-          ev.kind = TransportEvent::Kind::kData;
-          ev.slot = wc.imm_data;
-          ev.bytes = wc.byte_len;
-        }
-        out[n++] = ev;
-      } else if ((wc.wr_id & kGrantWrId) == 0) {
-        ev.kind = TransportEvent::Kind::kWriteDone;
-        ev.wr_id = wc.wr_id;
-        out[n++] = ev;
       }
+      out[n++] = ev;
     }
   }
   return n;

@@ -57,6 +57,36 @@ TEST(CollPlan, AutoSelection) {
   EXPECT_EQ(select_algo(CollKind::kAllToAll, 1 << 20, 8, flat), Algo::kDirect);
 }
 
+TEST(CollPlan, AutoChoosesOneRingPerNicWhereTheFlatRingLeads) {
+  const Topology nodes{8}, flat{1};
+  auto pick = [](std::size_t bytes, const Topology& t, int lanes, int channels = 1) {
+    const AutoChoice c = select_auto(CollKind::kAllReduce, bytes, 64, t, lanes, channels);
+    return std::pair(c.algo, c.channels);
+  };
+  // 16 MiB .. 512 MiB on 8 x 8: the flat ring with one channel per NIC (lanes permitting).
+  EXPECT_EQ(pick(16 << 20, nodes, 16), std::pair(Algo::kRing, 8));
+  EXPECT_EQ(pick(std::size_t{512} << 20, nodes, 8), std::pair(Algo::kRing, 8));
+  EXPECT_EQ(pick(64 << 20, nodes, 4), std::pair(Algo::kRing, 4));
+  EXPECT_EQ(pick(64 << 20, nodes, 1), std::pair(Algo::kRing2Pipe, 1));  // one lane: no rails
+  // Elsewhere the caller's channels stay.
+  EXPECT_EQ(pick(8 << 20, nodes, 16, 3), std::pair(Algo::kRing2, 3));
+  EXPECT_EQ(pick(std::size_t{1} << 30, nodes, 16, 2), std::pair(Algo::kRing2Pipe, 2));
+  EXPECT_EQ(pick(64 << 20, flat, 16, 2), std::pair(Algo::kRing, 2));
+  // The plan records what ran.
+  std::vector<std::uint8_t> buf(64 << 20);
+  CollArgs a{.send = buf.data(),
+             .recv = buf.data(),
+             .count = buf.size() / 2,
+             .dtype = DataType::kBf16,
+             .algo = Algo::kAuto,
+             .chunk_bytes = 1 << 20};
+  const auto plan = build_plan(a, 0, 64, 16, nodes);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->algo, Algo::kRing);
+  EXPECT_EQ(plan->channels, 8);
+  for (const auto& op : plan->ops) EXPECT_LT(op.lane, 8);
+}
+
 TEST(CollPlan, RingPlanShape) {
   // 4 ranks, 8 elements, one channel, no chunking: 3 reduce-scatter and 3 all-gather steps,
   // one send and one receive each, to rank+1 and from rank-1, plus the copy in -> out.

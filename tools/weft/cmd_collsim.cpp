@@ -45,6 +45,14 @@ std::optional<std::size_t> parse_bytes(const std::string& s) {
   return static_cast<std::size_t>(v) * mul;
 }
 
+}  // namespace
+
+std::optional<std::size_t> parse_size(const std::string& s) {
+  return parse_bytes(s);
+}
+
+namespace {
+
 std::size_t need_bytes(const std::string& flag, const std::string& s) {
   auto v = parse_bytes(s);
   if (!v) bad_input(flag + " must be a size such as 8, 64K, 8M or 8G, not \"" + s + "\"");
@@ -329,7 +337,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
     std::printf("#%11s %12s %9s %6s %10s %9s %9s %7s  %10s %7s %-10s\n", "(B)", "(elements)", "",
                 "", "(us)", "(GB/s)", "(GB/s)", "", "busbw", "model", "");
   }
-  for (double s = static_cast<double>(lo);; s *= factor) {
+  for (double s = static_cast<double>(lo);; s = s > 0 ? s * factor : 1) {
     const auto bytes = static_cast<std::size_t>(s);
     run.verify =
         !timing_only && static_cast<double>(bytes) * 2.0 * n <= static_cast<double>(verify_limit);
@@ -344,7 +352,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
     }
     const auto& r = *o.result;
     const std::string type(coll::to_string(run.dtype)), redop(coll::to_string(run.op));
-    const std::string algo_name(coll::to_string(r.algo));
+    std::string algo_name(coll::to_string(r.algo));
     if (json) {
       nlohmann::json row{{"size", r.bytes},        {"count", r.count},
                          {"type", type},           {"redop", redop},
@@ -353,6 +361,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
       row["wrong"] = r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr);
       row["model_busbw"] =
           r.model_busbw ? nlohmann::json(*r.model_busbw / 1e9) : nlohmann::json(nullptr);
+      row["channels"] = r.channels;
       row["messages"] = r.messages;
       row["wall_s"] = r.wall_s;
       if (r.fabric) {
@@ -370,6 +379,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
       rows.push_back(row);
     } else {
       const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+      if (r.channels > 1) algo_name += " x" + std::to_string(r.channels);  // channels
       char model[32] = "-", ratio[32] = "-";
       if (r.model_busbw) {
         std::snprintf(model, sizeof model, "%.2f", *r.model_busbw / 1e9);

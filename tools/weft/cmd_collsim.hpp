@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct CollSimFaults {
 // --nic-latency, --reduce-rate, --verify-limit, --nic-bw, --fabric, --timeout on `weft sim`.
 void add_collsim_options(CLI::App* cmd, CollSimArgs& a);
 bool is_coll_workload(const std::string& workload);
+// "8", "64K", "8M", "8G" (binary multiples, as nccl-tests); nullopt when malformed.
+std::optional<std::size_t> parse_size(const std::string& s);
 // Runs the sweep and prints it; bad input prints one sentence and throws CLI::RuntimeError(2).
 void run_collsim(const CollSimArgs& a, const std::string& topology, const std::string& workload,
                  bool json, bool timing_only, const CollSimFaults& faults = {});

@@ -17,4 +17,5 @@ void add_perf(CLI::App& app);   // tools/weft/cmd_perf.cpp
 // tools/weft/cmd_fabric.cpp, tools/weft/cmd_run.cpp
 void add_fabric(CLI::App& app);
 void add_run(CLI::App& app);
+void add_coll_bench(CLI::App& app);  // tools/weft/cmd_coll_bench.cpp
 }  // namespace weft::cli

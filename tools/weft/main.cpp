@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   weft::cli::add_perf(app);
   weft::cli::add_fabric(app);
   weft::cli::add_run(app);
+  weft::cli::add_coll_bench(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
