@@ -307,9 +307,10 @@ std::optional<WireError> check_packet_crcs(std::span<const std::uint8_t> headers
                                            std::uint8_t pad_bytes, std::uint32_t icrc_received,
                                            std::uint16_t vcrc_received);
 // packet_crcs on a chosen path, for tests and benchmarks: kTables runs each CRC's own code
-// (ISA-L for the ICRC, the VCRC's tables); kClmul and kVpclmul the fused fold on 128- and
-// 512-bit registers on any payload long enough for them (16 and 256 bytes), else kTables.
-// The path must be available (vcrc_path_available).
+// (ISA-L for the ICRC, the VCRC's tables, two passes); kClmul the fused fold on 128-bit
+// registers (from 16 payload bytes on for a global packet); kVpclmul the fused fold on 512-bit
+// registers with AVX-512BW masked loads, at every length (packet_crcs' choice where the CPU has
+// it). The path must be available (vcrc_path_available; kVpclmul needs AVX-512BW too).
 PacketCrcs packet_crcs_path(VcrcPath path, std::span<const std::uint8_t> headers,
                             std::span<const std::uint8_t> payload, std::uint8_t pad_bytes);
 
