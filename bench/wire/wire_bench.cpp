@@ -80,6 +80,113 @@ void BM_Vcrc4KiB(benchmark::State& st) {
 }
 BENCHMARK(BM_Vcrc4KiB);
 
+// Both CRCs of one packet (a WRITE FIRST's 28 header bytes and a payload of st.range(0) bytes),
+// as a sender computes them: separately (icrc() then the VCRC over headers, payload, pad and
+// ICRC, as src/transport did before packet_crcs) and in the fused pass; the fused pass on each
+// forced path shows where its thresholds belong.
+struct CrcPacket {
+  std::uint8_t hdr[128];
+  std::size_t header_bytes;
+  std::vector<std::uint8_t> payload;
+  explicit CrcPacket(std::size_t n) : payload(n) {
+    const Headers h = write_first_headers();
+    header_bytes = encode_headers(h, hdr);
+    std::iota(payload.begin(), payload.end(), 0);
+  }
+};
+
+void BM_CrcsSeparate(benchmark::State& st) {
+  const CrcPacket p(static_cast<std::size_t>(st.range(0)));
+  const std::span<const std::uint8_t> hdr(p.hdr, p.header_bytes);
+  for (auto _ : st) {
+    const std::uint32_t ic = icrc(hdr, p.payload, 0);
+    std::uint8_t icb[kIcrcBytes];
+    put_icrc(icb, ic);
+    std::uint16_t c = vcrc_update(kVcrcInit, hdr);
+    c = vcrc_update(c, p.payload);
+    c = vcrc_update(c, icb);
+    benchmark::DoNotOptimize(ic);
+    benchmark::DoNotOptimize(c);
+  }
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * p.payload.size()));
+}
+BENCHMARK(BM_CrcsSeparate)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
+
+void BM_CrcsFused(benchmark::State& st) {
+  const CrcPacket p(static_cast<std::size_t>(st.range(0)));
+  const std::span<const std::uint8_t> hdr(p.hdr, p.header_bytes);
+  for (auto _ : st) benchmark::DoNotOptimize(packet_crcs(hdr, p.payload, 0));
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * p.payload.size()));
+}
+BENCHMARK(BM_CrcsFused)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
+
+void crcs_fused_path(benchmark::State& st, VcrcPath path) {
+  if (!vcrc_path_available(path)) {
+    st.SkipWithError("path not available on this CPU");
+    return;
+  }
+  const CrcPacket p(static_cast<std::size_t>(st.range(0)));
+  const std::span<const std::uint8_t> hdr(p.hdr, p.header_bytes);
+  for (auto _ : st) benchmark::DoNotOptimize(packet_crcs_path(path, hdr, p.payload, 0));
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * p.payload.size()));
+}
+BENCHMARK_CAPTURE(crcs_fused_path, own_code, VcrcPath::kTables)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(4096);
+BENCHMARK_CAPTURE(crcs_fused_path, clmul128, VcrcPath::kClmul)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(4096);
+BENCHMARK_CAPTURE(crcs_fused_path, vpclmul512, VcrcPath::kVpclmul)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(4096);
+
+// The receiver's side: a whole packet in one buffer, both CRCs checked (VCRC first).
+void BM_CrcCheckSeparate(benchmark::State& st) {
+  const Headers h = write_first_headers();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  std::vector<std::uint8_t> payload(n, 0xA5), wire(wire_bytes(h, n));
+  encode_packet(h, payload, wire);
+  const std::span<const std::uint8_t> w(wire);
+  const std::size_t hb = header_bytes(h), through_icrc = w.size() - kVcrcBytes;
+  for (auto _ : st) {
+    const bool ok = vcrc(w.first(through_icrc)) == get_vcrc(w.last<kVcrcBytes>()) &&
+                    icrc(w.first(hb), w.subspan(hb, n)) ==
+                        get_icrc(w.subspan(through_icrc - kIcrcBytes).first<kIcrcBytes>());
+    benchmark::DoNotOptimize(ok);
+  }
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n));
+}
+BENCHMARK(BM_CrcCheckSeparate)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
+
+void BM_CrcCheckFused(benchmark::State& st) {
+  const Headers h = write_first_headers();
+  const auto n = static_cast<std::size_t>(st.range(0));
+  std::vector<std::uint8_t> payload(n, 0xA5), wire(wire_bytes(h, n));
+  encode_packet(h, payload, wire);
+  const std::span<const std::uint8_t> w(wire);
+  const std::size_t hb = header_bytes(h), through_icrc = w.size() - kVcrcBytes;
+  for (auto _ : st) {
+    auto e = check_packet_crcs(w.first(hb), w.subspan(hb, n), 0,
+                               get_icrc(w.subspan(through_icrc - kIcrcBytes).first<kIcrcBytes>()),
+                               get_vcrc(w.last<kVcrcBytes>()));
+    benchmark::DoNotOptimize(e);
+  }
+  st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * n));
+}
+BENCHMARK(BM_CrcCheckFused)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096);
+
 void BM_Memcpy4KiB(benchmark::State& st) {
   std::vector<std::uint8_t> src(k4KiB, 1), dst(k4KiB);
   for (auto _ : st) {

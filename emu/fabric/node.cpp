@@ -388,12 +388,11 @@ std::uint32_t Node::build_mad_packet(std::span<const std::uint8_t> mad, std::uin
   std::copy_n(p.headers.begin(), p.header_bytes, p.bytes.begin());
   std::copy(mad.begin(), mad.end(), p.bytes.begin() + p.header_bytes);
   const std::size_t body = p.header_bytes + mad_bytes + p.pad_bytes;
-  const std::uint32_t ic = wire::icrc(
+  const wire::PacketCrcs c = wire::packet_crcs(
       std::span<const std::uint8_t>(p.bytes.data(), p.header_bytes),
-      std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes, mad_bytes + p.pad_bytes));
-  wire::put_icrc(std::span<std::uint8_t, 4>(p.bytes.data() + body, 4), ic);
-  const std::uint16_t vc = wire::vcrc(std::span<const std::uint8_t>(p.bytes.data(), body + 4));
-  wire::put_vcrc(std::span<std::uint8_t, 2>(p.bytes.data() + body + 4, 2), vc);
+      std::span<const std::uint8_t>(p.bytes.data() + p.header_bytes, mad_bytes + p.pad_bytes), 0);
+  wire::put_icrc(std::span<std::uint8_t, 4>(p.bytes.data() + body, 4), c.icrc);
+  wire::put_vcrc(std::span<std::uint8_t, 2>(p.bytes.data() + body + 4, 2), c.vcrc);
   return pk;
 }
 

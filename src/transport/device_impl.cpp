@@ -361,15 +361,9 @@ void DeviceImpl::finish_packet(wire::Headers& h, const std::uint8_t* payload,
 void DeviceImpl::compute_crcs(TxPacket& out) const {
   const std::span<const std::uint8_t> hdr(out.headers.data(), out.header_bytes);
   const std::span<const std::uint8_t> pl(out.payload, out.payload_bytes);
-  out.icrc = wire::icrc(hdr, pl, out.pad_bytes);
-  static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
-  std::uint8_t ic[wire::kIcrcBytes];
-  wire::put_icrc(ic, out.icrc);
-  std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
-  c = wire::vcrc_update(c, pl);
-  c = wire::vcrc_update(c, {kZeros, out.pad_bytes});
-  c = wire::vcrc_update(c, ic);
-  out.vcrc = wire::vcrc_finish(c);
+  const wire::PacketCrcs c = wire::packet_crcs(hdr, pl, out.pad_bytes);  // one pass
+  out.icrc = c.icrc;
+  out.vcrc = c.vcrc;
   out.crcs_valid = true;
 }
 
@@ -454,11 +448,11 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
       const auto after_headers = wire_bytes.subspan(hb, n - hb - kCrcBytes);
       crcs_checked =
           !check ||
-          (wire::vcrc(wire_bytes.first(through_icrc)) ==
-               wire::get_vcrc(wire_bytes.subspan(through_icrc).first<wire::kVcrcBytes>()) &&
-           wire::icrc(wire_bytes.first(hb), after_headers) ==
-               wire::get_icrc(
-                   wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()));
+          !wire::check_packet_crcs(
+              wire_bytes.first(hb), after_headers, 0,
+              wire::get_icrc(
+                  wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()),
+              wire::get_vcrc(wire_bytes.subspan(through_icrc).first<wire::kVcrcBytes>()));
       if (crcs_checked &&
           fast_receive(b, pad, after_headers.first(after_headers.size() - pad), now)) {
         ++counters_.rx_packets;
@@ -589,19 +583,9 @@ void DeviceImpl::receive_general(const TxPacket& pkt, TimeNs now) {
   }
   const std::span<const std::uint8_t> pl(pkt.payload, pkt.payload_bytes);
   if (config_.crc == CrcMode::kCompute && pkt.crcs_valid) {
-    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
-    std::uint8_t ic[wire::kIcrcBytes];
-    wire::put_icrc(ic, pkt.icrc);
-    std::uint16_t c = wire::vcrc_update(wire::kVcrcInit, hdr);
-    c = wire::vcrc_update(c, pl);
-    c = wire::vcrc_update(c, {kZeros, pkt.pad_bytes});
-    c = wire::vcrc_update(c, ic);
-    if (wire::vcrc_finish(c) != pkt.vcrc) {
-      ++counters_.rx_bad_vcrc;
-      return;
-    }
-    if (wire::icrc(hdr, pl, pkt.pad_bytes) != pkt.icrc) {
-      ++counters_.rx_bad_icrc;
+    // VCRC (over the ICRC as received) first, then ICRC: one pass for both.
+    if (const auto e = wire::check_packet_crcs(hdr, pl, pkt.pad_bytes, pkt.icrc, pkt.vcrc)) {
+      ++(*e == wire::WireError::kBadVcrc ? counters_.rx_bad_vcrc : counters_.rx_bad_icrc);
       return;
     }
   }
@@ -745,12 +729,17 @@ std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
   std::memset(o + k, 0, pad_bytes);
   k += pad_bytes;
   std::uint32_t ic = icrc;
-  if (!crcs_valid)
-    ic = wire::icrc(out.first(header_bytes), out.subspan(header_bytes, payload_bytes), pad_bytes);
+  std::uint16_t vc = vcrc;
+  if (!crcs_valid) {
+    const wire::PacketCrcs c = wire::packet_crcs(
+        out.first(header_bytes), out.subspan(header_bytes, payload_bytes), pad_bytes);
+    ic = c.icrc;
+    vc = c.vcrc;
+  }
   if (corrupt) ic ^= 1;  // a medium's "this packet is corrupt" becomes a real ICRC failure
   wire::put_icrc(out.subspan(k).first<wire::kIcrcBytes>(), ic);
   k += wire::kIcrcBytes;
-  const std::uint16_t vc = (crcs_valid && !corrupt) ? vcrc : wire::vcrc(out.first(k));
+  if (corrupt) vc = wire::vcrc(out.first(k));  // a good VCRC over the bad ICRC
   wire::put_vcrc(out.subspan(k).first<wire::kVcrcBytes>(), vc);
   return k + wire::kVcrcBytes;
 }

@@ -2,6 +2,7 @@
 // fields) and VCRC (CRC-16 over everything, recomputed on every link).
 // Thread-safety: pure functions; the VCRC table is a constant built at compile time.
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include <isa-l/crc.h>
@@ -77,10 +78,17 @@ std::uint16_t vcrc_tables(std::uint16_t crc, const std::uint8_t* p, std::size_t 
   return static_cast<std::uint16_t>(c);
 }
 
+// The two CRC registers between pieces of a packet: the ICRC's in ISA-L's convention (the
+// complement of the raw register: pass it on to crc32_gzip_refl), the VCRC's raw.
+struct CrcRegisters {
+  std::uint32_t icrc_gz;
+  std::uint16_t vcrc;
+};
+
 #if defined(__x86_64__)
 // Carry-less-multiply folding (Gopal et al., "Fast CRC Computation for Generic Polynomials
-// Using PCLMULQDQ", Intel 2009) for the VCRC's polynomial: even slicing-by-16 runs at ~4 GB/s,
-// a tenth of memcpy, and the VCRC covers every byte of every packet on every hop.
+// Using PCLMULQDQ", Intel 2009) for any generator of degree <= 64: even slicing-by-16 runs at
+// ~4 GB/s, a tenth of memcpy, and the VCRC covers every byte of every packet on every hop.
 //
 // Representation: a 16-byte block is a polynomial of degree < 128 whose first bit on the wire
 // (bit 0 of byte 0) is the highest term, so a 64-bit lane v stands for R(v) = sum v_b x^(63-b)
@@ -88,22 +96,44 @@ std::uint16_t vcrc_tables(std::uint16_t crc, const std::uint8_t* p, std::size_t 
 // mod P: clmul(lo, R(x^(D+63) mod P)) ^ clmul(hi, R(x^(D-1) mod P)); the "-1" absorbs the
 // one-bit shift a carry-less product of two reflected operands has. The folded value is
 // congruent to the prefix mod P, so the byte-wise CRC of its 16 bytes (from a zero register)
-// equals the CRC register of the prefix; the tables finish the job.
-constexpr std::uint32_t kVcrcPolyFull = 0x1100B;  // x^16 + x^12 + x^3 + x + 1
-constexpr std::uint16_t xpow_mod_p(unsigned n) {
-  std::uint32_t r = 1;
+// equals the CRC register of the prefix; the tables finish the job. Folding modulo a product of
+// generators keeps the residue modulo each of them: that is the fused pass below.
+constexpr std::uint64_t kVcrcPolyFull = 0x1100B;      // x^16 + x^12 + x^3 + x + 1
+constexpr std::uint64_t kIcrcPolyFull = 0x104C11DB7;  // CRC-32 (IEEE 802.3), IBA 7.8.1
+constexpr std::uint64_t clmul_low(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  for (unsigned i = 0; i < 64; ++i)
+    if ((b >> i) & 1) r ^= a << i;
+  return r;
+}
+// The product of the two generators (degree 48).
+constexpr std::uint64_t kFusedPolyFull = clmul_low(kIcrcPolyFull, kVcrcPolyFull);
+static_assert(kFusedPolyFull >> 48 == 1);
+
+constexpr std::uint64_t xpow_mod(std::uint64_t poly, unsigned n) {
+  const int degree = 63 - std::countl_zero(poly);
+  std::uint64_t r = 1;
   for (unsigned i = 0; i < n; ++i) {
     r <<= 1;
-    if (r & 0x10000) r ^= kVcrcPolyFull;
+    if ((r >> degree) & 1) r ^= poly;
   }
-  return static_cast<std::uint16_t>(r);
+  return r;
 }
-constexpr std::uint64_t reflect_const(std::uint16_t c) {  // R^-1: x^e -> bit (63 - e)
+constexpr std::uint64_t reflect_const(std::uint64_t c) {  // R^-1: x^e -> bit (63 - e)
   std::uint64_t v = 0;
-  for (unsigned e = 0; e < 16; ++e)
-    if (c & (1u << e)) v |= std::uint64_t{1} << (63 - e);
+  for (unsigned e = 0; e < 64; ++e)
+    if ((c >> e) & 1) v |= std::uint64_t{1} << (63 - e);
   return v;
 }
+// The pair of constants that folds a block forward by `bytes` modulo `poly`.
+struct FoldKey {
+  long long lo, hi;
+};
+constexpr FoldKey fold_key(std::uint64_t poly, std::size_t bytes) {
+  return {static_cast<long long>(reflect_const(xpow_mod(poly, bytes * 8 + 63))),
+          static_cast<long long>(reflect_const(xpow_mod(poly, bytes * 8 - 1)))};
+}
+
 constexpr std::size_t kFoldLanes = 4;  // independent accumulators hide clmul latency
 constexpr std::size_t kFoldBlockBytes = 16;
 constexpr std::size_t kFoldStrideBytes = kFoldLanes * kFoldBlockBytes;
@@ -114,37 +144,49 @@ __attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i acc, __m128
   return _mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11));
 }
 
-__attribute__((target("pclmul,sse4.1"))) std::uint16_t vcrc_clmul(std::uint16_t crc,
-                                                                  const std::uint8_t* p,
-                                                                  std::size_t n) {
-  static constexpr std::uint64_t kStrideLo = reflect_const(xpow_mod_p(kFoldStrideBytes * 8 + 63));
-  static constexpr std::uint64_t kStrideHi = reflect_const(xpow_mod_p(kFoldStrideBytes * 8 - 1));
-  static constexpr std::uint64_t kBlockLo = reflect_const(xpow_mod_p(kFoldBlockBytes * 8 + 63));
-  static constexpr std::uint64_t kBlockHi = reflect_const(xpow_mod_p(kFoldBlockBytes * 8 - 1));
-  const __m128i k_stride =
-      _mm_set_epi64x(static_cast<long long>(kStrideHi), static_cast<long long>(kStrideLo));
-  const __m128i k_block =
-      _mm_set_epi64x(static_cast<long long>(kBlockHi), static_cast<long long>(kBlockLo));
+// Folds the whole 16-byte blocks of [p, p + n) (n >= 16), the first XORed with `first`, into one
+// block congruent to them modulo kPoly; advances p and n past them (n < 16 is left).
+template <std::uint64_t kPoly>
+__attribute__((target("pclmul,sse4.1"))) __m128i fold_blocks(__m128i first, const std::uint8_t*& p,
+                                                             std::size_t& n) {
+  static constexpr FoldKey kStride = fold_key(kPoly, kFoldStrideBytes);
+  static constexpr FoldKey kBlock = fold_key(kPoly, kFoldBlockBytes);
+  const __m128i k_stride = _mm_set_epi64x(kStride.hi, kStride.lo);
+  const __m128i k_block = _mm_set_epi64x(kBlock.hi, kBlock.lo);
   auto load = [](const std::uint8_t* q) __attribute__((target("sse4.1"))) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
   };
-  static_assert(kFoldLanes == 4, "the loop below is unrolled for four lanes");
-  // The running register enters as an XOR into the first two message bytes.
-  __m128i a0 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(crc));
-  __m128i a1 = load(p + 16), a2 = load(p + 32), a3 = load(p + 48);
-  p += kFoldStrideBytes;
-  n -= kFoldStrideBytes;
-  for (; n >= kFoldStrideBytes; n -= kFoldStrideBytes, p += kFoldStrideBytes) {
-    a0 = _mm_xor_si128(fold(a0, k_stride), load(p));
-    a1 = _mm_xor_si128(fold(a1, k_stride), load(p + 16));
-    a2 = _mm_xor_si128(fold(a2, k_stride), load(p + 32));
-    a3 = _mm_xor_si128(fold(a3, k_stride), load(p + 48));
+  __m128i x;
+  if (n >= kFoldStrideBytes) {
+    static_assert(kFoldLanes == 4, "the loop below is unrolled for four lanes");
+    __m128i a0 = _mm_xor_si128(load(p), first);
+    __m128i a1 = load(p + 16), a2 = load(p + 32), a3 = load(p + 48);
+    p += kFoldStrideBytes;
+    n -= kFoldStrideBytes;
+    for (; n >= kFoldStrideBytes; n -= kFoldStrideBytes, p += kFoldStrideBytes) {
+      a0 = _mm_xor_si128(fold(a0, k_stride), load(p));
+      a1 = _mm_xor_si128(fold(a1, k_stride), load(p + 16));
+      a2 = _mm_xor_si128(fold(a2, k_stride), load(p + 32));
+      a3 = _mm_xor_si128(fold(a3, k_stride), load(p + 48));
+    }
+    x = _mm_xor_si128(fold(a0, k_block), a1);
+    x = _mm_xor_si128(fold(x, k_block), a2);
+    x = _mm_xor_si128(fold(x, k_block), a3);
+  } else {
+    x = _mm_xor_si128(load(p), first);
+    p += kFoldBlockBytes;
+    n -= kFoldBlockBytes;
   }
-  const __m128i acc[kFoldLanes] = {a0, a1, a2, a3};
-  __m128i x = acc[0];
-  for (std::size_t i = 1; i < kFoldLanes; ++i) x = _mm_xor_si128(fold(x, k_block), acc[i]);
   for (; n >= kFoldBlockBytes; n -= kFoldBlockBytes, p += kFoldBlockBytes)
     x = _mm_xor_si128(fold(x, k_block), load(p));
+  return x;
+}
+
+__attribute__((target("pclmul,sse4.1"))) std::uint16_t vcrc_clmul(std::uint16_t crc,
+                                                                  const std::uint8_t* p,
+                                                                  std::size_t n) {
+  // The running register enters as an XOR into the first two message bytes.
+  const __m128i x = fold_blocks<kVcrcPolyFull>(_mm_cvtsi32_si128(crc), p, n);
   alignas(16) std::uint8_t folded[kFoldBlockBytes];
   _mm_store_si128(reinterpret_cast<__m128i*>(folded), x);
   return vcrc_tables(vcrc_tables(0, folded, kFoldBlockBytes), p, n);
@@ -169,25 +211,22 @@ WEFT_VPCLMUL_TARGET __attribute__((always_inline)) inline __m512i fold_wide_xor(
                                    _mm512_clmulepi64_epi128(acc, k, 0x11), data, 0x96);
 }
 
-WEFT_VPCLMUL_TARGET std::uint16_t vcrc_vpclmul(std::uint16_t crc, const std::uint8_t* p,
-                                               std::size_t n) {
-  static constexpr std::uint64_t kStrideLo = reflect_const(xpow_mod_p(kWideStrideBytes * 8 + 63));
-  static constexpr std::uint64_t kStrideHi = reflect_const(xpow_mod_p(kWideStrideBytes * 8 - 1));
-  static constexpr std::uint64_t kWideLo = reflect_const(xpow_mod_p(kWideBytes * 8 + 63));
-  static constexpr std::uint64_t kWideHi = reflect_const(xpow_mod_p(kWideBytes * 8 - 1));
-  static constexpr std::uint64_t kBlockLo = reflect_const(xpow_mod_p(kFoldBlockBytes * 8 + 63));
-  static constexpr std::uint64_t kBlockHi = reflect_const(xpow_mod_p(kFoldBlockBytes * 8 - 1));
+// fold_blocks on 512-bit registers: n >= kWideStrideBytes.
+template <std::uint64_t kPoly>
+WEFT_VPCLMUL_TARGET __m128i fold_blocks_wide(__m128i first, const std::uint8_t*& p,
+                                             std::size_t& n) {
+  static constexpr FoldKey kStride = fold_key(kPoly, kWideStrideBytes);
+  static constexpr FoldKey kWide = fold_key(kPoly, kWideBytes);
+  static constexpr FoldKey kBlock = fold_key(kPoly, kFoldBlockBytes);
   // The same pair of constants in each 128-bit lane.
-  const auto hs = static_cast<long long>(kStrideHi), ls = static_cast<long long>(kStrideLo);
-  const auto hw = static_cast<long long>(kWideHi), lw = static_cast<long long>(kWideLo);
-  const __m512i k_stride = _mm512_set_epi64(hs, ls, hs, ls, hs, ls, hs, ls);
-  const __m512i k_wide = _mm512_set_epi64(hw, lw, hw, lw, hw, lw, hw, lw);
-  const __m128i k_block =
-      _mm_set_epi64x(static_cast<long long>(kBlockHi), static_cast<long long>(kBlockLo));
+  const __m512i k_stride = _mm512_set_epi64(kStride.hi, kStride.lo, kStride.hi, kStride.lo,
+                                            kStride.hi, kStride.lo, kStride.hi, kStride.lo);
+  const __m512i k_wide = _mm512_set_epi64(kWide.hi, kWide.lo, kWide.hi, kWide.lo, kWide.hi,
+                                          kWide.lo, kWide.hi, kWide.lo);
+  const __m128i k_block = _mm_set_epi64x(kBlock.hi, kBlock.lo);
 #define load(q) _mm512_loadu_si512(q)
   static_assert(kWideLanes == 4, "the loop below is unrolled for four lanes");
-  // The running register enters as an XOR into the first two message bytes.
-  __m512i a0 = _mm512_xor_si512(load(p), _mm512_set_epi64(0, 0, 0, 0, 0, 0, 0, crc));
+  __m512i a0 = _mm512_xor_si512(load(p), _mm512_inserti32x4(_mm512_setzero_si512(), first, 0));
   __m512i a1 = load(p + 64), a2 = load(p + 128), a3 = load(p + 192);
   p += kWideStrideBytes;
   n -= kWideStrideBytes;
@@ -208,6 +247,13 @@ WEFT_VPCLMUL_TARGET std::uint16_t vcrc_vpclmul(std::uint16_t crc, const std::uin
   for (std::size_t i = 1; i < kWideLanes; ++i) y = _mm_xor_si128(fold(y, k_block), lanes[i]);
   for (; n >= kFoldBlockBytes; n -= kFoldBlockBytes, p += kFoldBlockBytes)
     y = _mm_xor_si128(fold(y, k_block), _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return y;
+}
+
+WEFT_VPCLMUL_TARGET std::uint16_t vcrc_vpclmul(std::uint16_t crc, const std::uint8_t* p,
+                                               std::size_t n) {
+  // The running register enters as an XOR into the first two message bytes.
+  const __m128i y = fold_blocks_wide<kVcrcPolyFull>(_mm_cvtsi32_si128(crc), p, n);
   alignas(16) std::uint8_t folded[kFoldBlockBytes];
   _mm_store_si128(reinterpret_cast<__m128i*>(folded), y);
   return vcrc_tables(vcrc_tables(0, folded, kFoldBlockBytes), p, n);
@@ -223,13 +269,368 @@ bool have_vpclmul() {
                           __builtin_cpu_supports("vpclmulqdq");
   return yes;
 }
+
+// ---- One pass for both CRCs -----------------------------------------------------------------
+// A packet's bytes are folded once modulo P = P32 * P16, the product of the ICRC's and the
+// VCRC's generators (degree 48, so the folding above applies unchanged): the folded block is
+// congruent to the stream modulo each of them, and each CRC's register is that block reduced by
+// its own generator (Barrett reduction, below).
+//
+// The two CRCs see different bytes at the start: different initial registers (all ones, 32 and
+// 16 bits), and the ICRC sees the headers with their variant fields masked to ones (IBA 7.8.1)
+// where the VCRC sees them as sent. Both differences sit in the first bytes of the stream, and a
+// CRC is linear, so one 6-byte value E XORed into the stream's first bytes can stand for all of
+// them at once: E is chosen so that, after the first n stream bytes, the zero-register CRC-32 and
+// CRC-16 of (stream ^ E) equal the registers each CRC has there (its initial value, its masking).
+// Past that point both CRCs see the same bytes, so they agree at the end. E exists and is unique:
+// E -> (CRC-32, CRC-16 of E and n - 6 zero bytes) is E mod P32 and E mod P16 up to invertible
+// factors, a bijection on 48 bits (Chinese remainder theorem: the generators are coprime). It is
+// linear, so E is a few table lookups: for a local packet (masking at bytes 0 and 12: LRH VL, BTH
+// resv8a) of the VL nibble and byte 12; for a global one (more masked bytes) the headers' two
+// registers are computed apart and injected at the payload's start from 12 nibble tables.
+constexpr std::uint32_t kIcrcPolyReflected = 0xEDB88320;
+
+// Both registers after n bytes, bit at a time from the definitions (IBA 7.8.1, 7.8.2). regs: the
+// CRC-32 register in bits 0..31, the CRC-16 register in bits 32..47; b32 and b16: the bytes each
+// CRC sees.
+constexpr std::uint64_t regs_after(std::uint64_t regs, const std::uint8_t* b32,
+                                   const std::uint8_t* b16, std::size_t n) {
+  auto c32 = static_cast<std::uint32_t>(regs);
+  auto c16 = static_cast<std::uint32_t>((regs >> 32) & 0xFFFF);
+  for (std::size_t i = 0; i < n; ++i) {
+    c32 ^= b32[i];
+    c16 ^= b16[i];
+    for (int k = 0; k < 8; ++k) {
+      c32 = (c32 & 1) ? (kIcrcPolyReflected ^ (c32 >> 1)) : (c32 >> 1);
+      c16 = (c16 & 1) ? (kVcrcPolyReflected ^ (c16 >> 1)) : (c16 >> 1);
+    }
+  }
+  return c32 | (std::uint64_t{c16} << 32);
+}
+
+using Basis48 = std::array<std::uint64_t, 48>;
+// The inverse of the linear map E -> both registers after E and n - 6 zero bytes, as the
+// preimages of the unit vectors (Gauss-Jordan elimination over GF(2)).
+constexpr Basis48 injection_inverse(std::size_t n) {
+  Basis48 g{}, w{};
+  for (unsigned i = 0; i < 48; ++i) {
+    std::uint8_t b[16] = {};
+    b[i / 8] = static_cast<std::uint8_t>(1u << (i % 8));
+    g[i] = regs_after(0, b, b, n);
+    w[i] = std::uint64_t{1} << i;
+  }
+  for (unsigned j = 0; j < 48; ++j) {
+    unsigned pivot = j;
+    while (pivot < 48 && !((g[pivot] >> j) & 1)) ++pivot;
+    if (pivot == 48) throw "the two CRC generators are not coprime";
+    std::swap(g[j], g[pivot]);
+    std::swap(w[j], w[pivot]);
+    for (unsigned k = 0; k < 48; ++k)
+      if (k != j && ((g[k] >> j) & 1)) {
+        g[k] ^= g[j];
+        w[k] ^= w[j];
+      }
+  }
+  return w;  // g[j] is now e_j, so the map takes w[j] to e_j
+}
+constexpr std::uint64_t apply(const Basis48& m, std::uint64_t y) {
+  std::uint64_t x = 0;
+  for (unsigned j = 0; j < 48; ++j)
+    if ((y >> j) & 1) x ^= m[j];
+  return x;
+}
+
+// Registers (r32, r16) in the middle of a packet, injected at the next 6 bytes: twelve 4-bit
+// tables of the linear map.
+constexpr unsigned kInjectNibbles = 12;
+using InjectTables = std::array<std::array<std::uint64_t, 16>, kInjectNibbles>;
+constexpr InjectTables build_inject_tables() {
+  const Basis48 inv = injection_inverse(6);
+  constexpr std::uint8_t kNone[6] = {};
+  InjectTables t{};
+  for (unsigned k = 0; k < kInjectNibbles; ++k)
+    for (unsigned v = 0; v < 16; ++v)
+      t[k][v] = apply(inv, regs_after(std::uint64_t{v} << (4 * k), kNone, kNone, 6));
+  return t;
+}
+constexpr InjectTables kInjectTables = build_inject_tables();
+inline std::uint64_t inject_registers(std::uint32_t r32, std::uint16_t r16) {
+  const std::uint64_t regs = r32 | (std::uint64_t{r16} << 32);
+  std::uint64_t w = 0;
+  for (unsigned k = 0; k < kInjectNibbles; ++k) w ^= kInjectTables[k][(regs >> (4 * k)) & 0xF];
+  return w;
+}
+
+// A local packet from its first byte: E = base ^ vl[LRH byte 0 >> 4] ^ resv8a[BTH byte 4], with
+// the map taken after 13 bytes (LRH + BTH through resv8a). The ICRC sees VL and resv8a as ones:
+// (ones ^ the byte's bits), so base holds the ones and both initial registers.
+constexpr std::size_t kLocalInjectSpan = kLrhBytes + kBthResv8aOffset + 1;
+struct LocalInject {
+  std::uint64_t base;
+  std::array<std::uint64_t, 16> vl;
+  std::array<std::uint64_t, 256> resv8a;
+};
+constexpr LocalInject build_local_inject() {
+  const Basis48 inv = injection_inverse(kLocalInjectSpan);
+  constexpr std::uint8_t kNone[kLocalInjectSpan] = {};
+  LocalInject t{};
+  std::uint8_t ones[kLocalInjectSpan] = {};
+  ones[0] = 0xF0;
+  ones[kLocalInjectSpan - 1] = 0xFF;
+  t.base = apply(inv, regs_after(0xFFFF'FFFFFFFFULL, ones, kNone, kLocalInjectSpan));
+  for (unsigned v = 0; v < 16; ++v) {
+    std::uint8_t b[kLocalInjectSpan] = {};
+    b[0] = static_cast<std::uint8_t>(v << 4);
+    t.vl[v] = apply(inv, regs_after(0, b, kNone, kLocalInjectSpan));
+  }
+  for (unsigned v = 0; v < 256; ++v) {
+    std::uint8_t b[kLocalInjectSpan] = {};
+    b[kLocalInjectSpan - 1] = static_cast<std::uint8_t>(v);
+    t.resv8a[v] = apply(inv, regs_after(0, b, kNone, kLocalInjectSpan));
+  }
+  return t;
+}
+constexpr LocalInject kLocalInject = build_local_inject();
+inline std::uint64_t inject_local(const std::uint8_t* lrh) {
+  return kLocalInject.base ^ kLocalInject.vl[lrh[0] >> 4] ^
+         kLocalInject.resv8a[lrh[kLocalInjectSpan - 1]];
+}
+
+// Barrett reduction of a 16-byte block to the zero-register CRC of those 16 bytes, for a
+// generator of degree w <= 32. In the bit order of the folds: the low qword is folded into the
+// high one by x^64 mod P twice (64 -> w + 32 -> w bits of overhang), leaving an 8-byte message
+// H; then q = floor(H x^w / P) = H + floor(H mu / x^64) with mu = floor(x^(64+w) / P) - x^64,
+// and the register is (q P) mod x^w, both products by carry-less multiplication of reflected
+// operands (the results read one bit further up, as in the folds).
+constexpr std::uint64_t barrett_mu_low(std::uint64_t poly, unsigned w) {
+  using u128 = unsigned __int128;
+  const int dp = 63 - std::countl_zero(poly);
+  u128 r = u128{1} << (64 + w);
+  u128 q = 0;
+  for (int i = 64 + static_cast<int>(w) - dp; i >= 0; --i)
+    if ((r >> (i + dp)) & 1) {
+      q |= u128{1} << i;
+      r ^= u128{poly} << i;
+    }
+  return static_cast<std::uint64_t>(q);  // drops the x^64 term
+}
+template <std::uint64_t kPoly>
+struct ReduceKeys {
+  static constexpr unsigned kWidth = 63 - std::countl_zero(kPoly);
+  static constexpr auto kFold = static_cast<long long>(reflect_const(xpow_mod(kPoly, 63)));
+  static constexpr auto kMu = static_cast<long long>(reflect_const(barrett_mu_low(kPoly, kWidth)));
+  static constexpr auto kP =
+      static_cast<long long>(reflect_const(kPoly & ((std::uint64_t{1} << kWidth) - 1)));
+};
+template <std::uint64_t kPoly>
+__attribute__((target("pclmul,sse4.1"))) inline std::uint32_t crc_of_block(__m128i f) {
+  using K = ReduceKeys<kPoly>;
+  const __m128i k = _mm_set_epi64x(K::kMu, K::kFold);
+  const __m128i hi_only = _mm_set_epi64x(-1, 0);
+  __m128i x = _mm_xor_si128(_mm_clmulepi64_si128(f, k, 0x00), _mm_and_si128(f, hi_only));
+  x = _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), x);
+  const __m128i h = _mm_unpackhi_epi64(x, x);  // H in both qwords
+  // q = H ^ (low qword of H * mu) << 1
+  const __m128i q = _mm_xor_si128(h, _mm_slli_epi64(_mm_clmulepi64_si128(h, k, 0x10), 1));
+  const __m128i r = _mm_clmulepi64_si128(q, _mm_cvtsi64_si128(K::kP), 0x00);
+  return static_cast<std::uint32_t>(static_cast<std::uint64_t>(_mm_extract_epi64(r, 1)) >>
+                                    (63 - K::kWidth)) &
+         static_cast<std::uint32_t>((std::uint64_t{1} << K::kWidth) - 1);
+}
+
+// The end of the fused pass: the folded block x, the stream's last t < 16 bytes and pad zero
+// bytes, right-aligned behind zeros (a zero register ignores leading zeros) and folded into one
+// block, then reduced by each generator.
+__attribute__((target("pclmul,sse4.1"))) inline CrcRegisters fused_finish(__m128i x,
+                                                                          const std::uint8_t* tail,
+                                                                          std::size_t t,
+                                                                          std::uint8_t pad_bytes) {
+  if (t + pad_bytes != 0) {
+    static constexpr FoldKey kBlock = fold_key(kFusedPolyFull, kFoldBlockBytes);
+    const __m128i k_block = _mm_set_epi64x(kBlock.hi, kBlock.lo);
+    alignas(16) std::uint8_t buf[3 * kFoldBlockBytes] = {};
+    const std::size_t len = kFoldBlockBytes + t + pad_bytes;  // <= 34
+    std::uint8_t* start = buf + sizeof buf - len;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(start), x);
+    std::memcpy(start + kFoldBlockBytes, tail, t);
+    const auto* b = reinterpret_cast<const __m128i*>(buf);
+    x = _mm_xor_si128(fold(_mm_load_si128(b + 1), k_block), _mm_load_si128(b + 2));
+    if (len > 2 * kFoldBlockBytes) {
+      const __m128i top = fold(fold(_mm_load_si128(b), k_block), k_block);
+      x = _mm_xor_si128(x, top);
+    }
+  }
+  return {~crc_of_block<kIcrcPolyFull>(x),
+          static_cast<std::uint16_t>(crc_of_block<kVcrcPolyFull>(x))};
+}
+
+// The fused pass over [p, p + n), n >= 16, `first` XORed into its first block, pad zero bytes
+// after it.
+__attribute__((target("pclmul,sse4.1"))) CrcRegisters fused_clmul(__m128i first,
+                                                                  const std::uint8_t* p,
+                                                                  std::size_t n,
+                                                                  std::uint8_t pad_bytes) {
+  const __m128i x = fold_blocks<kFusedPolyFull>(first, p, n);
+  return fused_finish(x, p, n, pad_bytes);
+}
+// The same on 512-bit registers; n >= kWideStrideBytes.
+WEFT_VPCLMUL_TARGET CrcRegisters fused_vpclmul(__m128i first, const std::uint8_t* p, std::size_t n,
+                                               std::uint8_t pad_bytes) {
+  const __m128i x = fold_blocks_wide<kFusedPolyFull>(first, p, n);
+  return fused_finish(x, p, n, pad_bytes);
+}
+__attribute__((target("pclmul,sse4.1"))) CrcRegisters fused_stream(bool wide, __m128i first,
+                                                                   const std::uint8_t* p,
+                                                                   std::size_t n,
+                                                                   std::uint8_t pad_bytes) {
+  if (wide && n >= kWideStrideBytes) return fused_vpclmul(first, p, n, pad_bytes);
+  if (n >= kFoldBlockBytes) return fused_clmul(first, p, n, pad_bytes);
+  // Shorter than a block: all of it is the tail (first must then be zero).
+  return fused_finish(_mm_setzero_si128(), p, n, pad_bytes);
+}
+
+constexpr std::size_t kLocalHeaderBytesMax = 64;
+
+// A local packet's headers and payload (not contiguous): the headers and the payload's first
+// bytes up to a 16-byte boundary of the stream go through a buffer, the rest is read in place.
+__attribute__((target("pclmul,sse4.1"))) CrcRegisters fused_local(
+    bool wide, std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
+    std::uint8_t pad_bytes) {
+  const std::size_t hb = headers.size(), n = payload.size();
+  const std::uint64_t e = inject_local(headers.data());
+  if (headers.data() + hb == payload.data())  // one stream in memory (a received packet)
+    return fused_stream(wide && n >= kWideStrideBytes, _mm_cvtsi64_si128(static_cast<long long>(e)),
+                        headers.data(), hb + n, pad_bytes);
+  alignas(16) std::uint8_t buf[kLocalHeaderBytesMax + kFoldBlockBytes + 3];
+  const std::size_t head = std::min(n, (kFoldBlockBytes - hb % kFoldBlockBytes) % kFoldBlockBytes);
+  std::memcpy(buf, headers.data(), hb);
+  if (head) std::memcpy(buf + hb, payload.data(), head);
+  std::uint64_t first8;
+  std::memcpy(&first8, buf, 8);
+  first8 ^= e;
+  std::memcpy(buf, &first8, 8);
+  if (head == n) {  // the whole packet is in buf
+    std::memset(buf + hb + n, 0, pad_bytes);
+    return fused_stream(false, _mm_setzero_si128(), buf, hb + n + pad_bytes, 0);
+  }
+  const std::uint8_t* q = buf;
+  std::size_t m = hb + head;  // a multiple of 16
+  __m128i x = fold_blocks<kFusedPolyFull>(_mm_setzero_si128(), q, m);
+  const std::uint8_t* p = payload.data() + head;
+  const std::size_t rest = n - head;
+  if (rest < kFoldBlockBytes) return fused_finish(x, p, rest, pad_bytes);
+  static constexpr FoldKey kBlock = fold_key(kFusedPolyFull, kFoldBlockBytes);
+  x = fold(x, _mm_set_epi64x(kBlock.hi, kBlock.lo));  // moved over the next block
+  return fused_stream(wide, x, p, rest, pad_bytes);
+}
+
+// The fused pass on 512-bit registers with AVX-512BW masked loads, which assemble the headers,
+// the payload's first bytes and the last partial chunk in registers (no buffer in memory, whose
+// narrow stores would stall the wide loads that follow). The stream is hb header bytes then n
+// payload bytes (anywhere in memory, or right behind the headers), e XORed into its first 6
+// bytes, then pad zero bytes. Chunks of 64 bytes from the start; the last one is loaded with
+// zeros after it, and the `trailing` zeros this appends (less the pad) are taken back at the end
+// by folding by a negative distance: x^-1 exists modulo P (both generators have a constant term).
+// hb <= 64; hb may be 0 (the headers' registers already in e).
+constexpr std::uint64_t xpow_mod_signed(std::uint64_t poly, long n) {
+  if (n >= 0) return xpow_mod(poly, static_cast<unsigned>(n));
+  std::uint64_t r = 1;
+  for (long i = 0; i < -n; ++i) r = ((r & 1) ? (r ^ poly) : r) >> 1;  // r * x^-1
+  return r;
+}
+constexpr FoldKey fold_key_signed(std::uint64_t poly, long bytes) {
+  return {static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 + 63))),
+          static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 - 1)))};
+}
+constexpr long kChunkBytes = 64;
+// The last fold's keys, by distance in bytes from -64 (drop 64 trailing zeros) to +3 (a pad).
+constexpr auto kEndKeys = [] {
+  std::array<FoldKey, kChunkBytes + 4> k{};
+  for (long d = -kChunkBytes; d <= 3; ++d) k[d + kChunkBytes] = fold_key_signed(kFusedPolyFull, d);
+  return k;
+}();
+
+#define WEFT_FUSED512_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,sse4.1")))
+
+WEFT_FUSED512_TARGET inline __m512i wide_key(FoldKey k) {
+  return _mm512_set_epi64(k.hi, k.lo, k.hi, k.lo, k.hi, k.lo, k.hi, k.lo);
+}
+
+WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8_t* hdr,
+                                               std::size_t hb, const std::uint8_t* payload,
+                                               std::size_t n, std::uint8_t pad_bytes) {
+  static constexpr FoldKey k64 = fold_key(kFusedPolyFull, 64), k128 = fold_key(kFusedPolyFull, 128),
+                           k192 = fold_key(kFusedPolyFull, 192),
+                           k256 = fold_key(kFusedPolyFull, 256);
+  static constexpr FoldKey k0 = fold_key_signed(kFusedPolyFull, 0),
+                           k16 = fold_key(kFusedPolyFull, 16), k32 = fold_key(kFusedPolyFull, 32),
+                           k48 = fold_key(kFusedPolyFull, 48);
+  const std::size_t total = hb + n;
+  const auto below = [](std::size_t bytes) -> __mmask64 {  // mask of the first `bytes` bytes
+    return bytes >= 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1;
+  };
+  const auto at = [](const std::uint8_t* p, std::size_t back) {  // p - back, never dereferenced
+    return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) - back);
+  };
+  // The first chunk: headers, then the payload's first bytes (masked lanes never fault).
+  const __mmask64 hmask = below(hb);
+  __m512i x = _mm512_or_si512(_mm512_maskz_loadu_epi8(hmask, hdr),
+                              _mm512_maskz_loadu_epi8(below(total) & ~hmask, at(payload, hb)));
+  x = _mm512_xor_si512(x, _mm512_maskz_set1_epi64(1, static_cast<long long>(e)));
+  std::size_t trailing = total >= 64 ? 0 : 64 - total;
+  if (total > 64) {
+    const std::uint8_t* p = payload + (64 - hb);
+    std::size_t rest = total - 64;
+#define load(q) _mm512_loadu_si512(q)
+    if (rest >= 192) {
+      __m512i a0 = x, a1 = load(p), a2 = load(p + 64), a3 = load(p + 128);
+      p += 192;
+      rest -= 192;
+      const __m512i k_stride = wide_key(k256);
+      for (; rest >= 256; rest -= 256, p += 256) {
+        a0 = fold_wide_xor(a0, k_stride, load(p));
+        a1 = fold_wide_xor(a1, k_stride, load(p + 64));
+        a2 = fold_wide_xor(a2, k_stride, load(p + 128));
+        a3 = fold_wide_xor(a3, k_stride, load(p + 192));
+      }
+      // The four merged in parallel, each moved by its distance to the end.
+      x = fold_wide_xor(a0, wide_key(k192),
+                        fold_wide_xor(a1, wide_key(k128), fold_wide_xor(a2, wide_key(k64), a3)));
+    }
+    const __m512i k_chunk = wide_key(k64);
+    for (; rest >= 64; rest -= 64, p += 64) x = fold_wide_xor(x, k_chunk, load(p));
+#undef load
+    if (rest) {
+      x = fold_wide_xor(x, k_chunk, _mm512_maskz_loadu_epi8(below(rest), p));
+      trailing = 64 - rest;
+    }
+  }
+  // The four lanes into one block, each moved by its distance to the chunk's end.
+  const __m512i k_lanes =
+      _mm512_set_epi64(k0.hi, k0.lo, k16.hi, k16.lo, k32.hi, k32.lo, k48.hi, k48.lo);
+  const __m512i t = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k_lanes, 0x00),
+                                     _mm512_clmulepi64_epi128(x, k_lanes, 0x11));
+  // (maskz forms: GCC 12's unmasked shuffles and extracts read an "undefined" operand and warn)
+  const __m512i t2 = _mm512_xor_si512(t, _mm512_maskz_shuffle_i64x2(0xFF, t, t, 0x4E));
+  const __m512i t3 = _mm512_xor_si512(t2, _mm512_maskz_shuffle_i64x2(0xFF, t2, t2, 0xB1));
+  __m128i y = _mm512_maskz_extracti32x4_epi32(0xF, t3, 0);
+  const long d = static_cast<long>(pad_bytes) - static_cast<long>(trailing);
+  if (d != 0) {
+    const FoldKey k = kEndKeys[static_cast<std::size_t>(d + kChunkBytes)];
+    y = fold(y, _mm_set_epi64x(k.hi, k.lo));
+  }
+  return {~crc_of_block<kIcrcPolyFull>(y),
+          static_cast<std::uint16_t>(crc_of_block<kVcrcPolyFull>(y))};
+}
+bool have_fused512() {
+  static const bool yes = have_vpclmul() && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
 #endif
 
-}  // namespace
-
-std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
-                   std::uint8_t pad_bytes) {
-  WEFT_ASSERT(pad_bytes <= 3);
+// The ICRC over the masked headers, in ISA-L's convention (pass it on to crc32_gzip_refl).
+std::uint32_t icrc_headers(std::span<const std::uint8_t> headers) {
   WEFT_ASSERT(headers.size() >= kLrhBytes + kBthBytes);
   const bool global = (headers[kLnhOffset] & 3) == static_cast<unsigned>(Lnh::kIbaGlobal);
   const std::size_t masked_bytes = kLrhBytes + (global ? kGrhBytes : 0) + kBthBytes;
@@ -257,10 +658,72 @@ std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::u
   }
   buf[bth + kBthResv8aOffset] = 0xFF;
 
-  std::uint32_t crc = crc32_refl(0, buf, copied);
-  crc = crc32_refl(crc, headers.data() + copied, headers.size() - copied);
+  const std::uint32_t crc = crc32_refl(0, buf, copied);
+  return crc32_refl(crc, headers.data() + copied, headers.size() - copied);
+}
+
+constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+
+// Both registers after headers + payload + pad (ICRC in ISA-L's convention, VCRC raw).
+// kTables: each CRC's own code. Otherwise the fused pass: a local packet in one stream from its
+// first byte; a global one (or headers too long for the buffer) from the payload on, its headers'
+// registers computed apart and injected.
+CrcRegisters crc_registers(VcrcPath path, std::span<const std::uint8_t> headers,
+                           std::span<const std::uint8_t> payload, std::uint8_t pad_bytes) {
+  WEFT_ASSERT(pad_bytes <= 3);
+  WEFT_ASSERT(headers.size() >= kLrhBytes + kBthBytes);
+  const std::size_t n = payload.size();
+#if defined(__x86_64__)
+  const bool local = (headers[kLnhOffset] & 3) != static_cast<unsigned>(Lnh::kIbaGlobal) &&
+                     headers.size() <= kLocalHeaderBytesMax;
+  if (path == VcrcPath::kVpclmul && local)
+    return fused_avx512(inject_local(headers.data()), headers.data(), headers.size(),
+                        payload.data(), n, pad_bytes);
+  const bool wide = path == VcrcPath::kVpclmul;
+  if (path != VcrcPath::kTables &&
+      (headers[kLnhOffset] & 3) != static_cast<unsigned>(Lnh::kIbaGlobal) &&
+      headers.size() <= kLocalHeaderBytesMax)
+    return fused_local(wide, headers, payload, pad_bytes);
+#endif
+  CrcRegisters r{icrc_headers(headers), vcrc_tables(kVcrcInit, headers.data(), headers.size())};
+#if defined(__x86_64__)
+  if (path == VcrcPath::kVpclmul)
+    return fused_avx512(inject_registers(~r.icrc_gz, r.vcrc), nullptr, 0, payload.data(), n,
+                        pad_bytes);
+  if (path != VcrcPath::kTables && n >= kFoldBlockBytes) {
+    const auto w = static_cast<long long>(inject_registers(~r.icrc_gz, r.vcrc));
+    return fused_stream(wide, _mm_cvtsi64_si128(w), payload.data(), n, pad_bytes);
+  }
+#endif
+  r.icrc_gz = crc32_refl(r.icrc_gz, payload.data(), n);
+  r.icrc_gz = crc32_refl(r.icrc_gz, kZeros, pad_bytes);
+  r.vcrc = vcrc_tables(r.vcrc, payload.data(), n);
+  r.vcrc = vcrc_tables(r.vcrc, kZeros, pad_bytes);
+  return r;
+}
+
+// The fastest path on this CPU.
+VcrcPath fused_path() {
+#if defined(__x86_64__)
+  if (have_fused512()) return VcrcPath::kVpclmul;
+  if (have_clmul()) return VcrcPath::kClmul;
+#endif
+  return VcrcPath::kTables;
+}
+
+std::uint16_t vcrc_over_icrc(std::uint16_t vcrc_reg, std::uint32_t icrc_value) {
+  std::uint8_t ic[kIcrcBytes];
+  put_icrc(ic, icrc_value);
+  return vcrc_finish(vcrc_tables(vcrc_reg, ic, kIcrcBytes));
+}
+
+}  // namespace
+
+std::uint32_t icrc(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
+                   std::uint8_t pad_bytes) {
+  WEFT_ASSERT(pad_bytes <= 3);
+  std::uint32_t crc = icrc_headers(headers);
   crc = crc32_refl(crc, payload.data(), payload.size());
-  static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
   return crc32_refl(crc, kZeros, pad_bytes);
 }
 
@@ -286,7 +749,7 @@ bool vcrc_path_available(VcrcPath path) {
     case VcrcPath::kClmul:
       return have_clmul();
     case VcrcPath::kVpclmul:
-      return have_vpclmul();
+      return have_fused512();  // AVX-512BW too, for the fused pass (every such CPU has it)
 #else
     default:
       return false;
@@ -314,6 +777,29 @@ std::uint16_t vcrc_update_tables(std::uint16_t crc, std::span<const std::uint8_t
 
 std::uint16_t vcrc(std::span<const std::uint8_t> bytes_through_icrc) {
   return vcrc_finish(vcrc_update(kVcrcInit, bytes_through_icrc));
+}
+
+PacketCrcs packet_crcs_path(VcrcPath path, std::span<const std::uint8_t> headers,
+                            std::span<const std::uint8_t> payload, std::uint8_t pad_bytes) {
+  WEFT_ASSERT(vcrc_path_available(path));
+  const CrcRegisters r = crc_registers(path, headers, payload, pad_bytes);
+  return {r.icrc_gz, vcrc_over_icrc(r.vcrc, r.icrc_gz)};
+}
+
+PacketCrcs packet_crcs(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
+                       std::uint8_t pad_bytes) {
+  const CrcRegisters r = crc_registers(fused_path(), headers, payload, pad_bytes);
+  return {r.icrc_gz, vcrc_over_icrc(r.vcrc, r.icrc_gz)};
+}
+
+std::optional<WireError> check_packet_crcs(std::span<const std::uint8_t> headers,
+                                           std::span<const std::uint8_t> payload,
+                                           std::uint8_t pad_bytes, std::uint32_t icrc_received,
+                                           std::uint16_t vcrc_received) {
+  const CrcRegisters r = crc_registers(fused_path(), headers, payload, pad_bytes);
+  if (vcrc_over_icrc(r.vcrc, icrc_received) != vcrc_received) return WireError::kBadVcrc;
+  if (r.icrc_gz != icrc_received) return WireError::kBadIcrc;
+  return std::nullopt;
 }
 
 // Both CRCs are reflected, so the register's low byte is the first one sent (as Ethernet's FCS;

@@ -340,10 +340,10 @@ std::size_t encode_packet(const Headers& h_in, std::span<const std::uint8_t> pay
   std::size_t o = hb + payload.size();
   std::fill_n(out.data() + o, h.bth.pad_cnt, std::uint8_t{0});
   o += h.bth.pad_cnt;
-  const std::uint32_t ic = icrc(out.first(hb), payload, h.bth.pad_cnt);
-  put_icrc(out.subspan(o).first<kIcrcBytes>(), ic);
+  const PacketCrcs c = packet_crcs(out.first(hb), out.subspan(hb, payload.size()), h.bth.pad_cnt);
+  put_icrc(out.subspan(o).first<kIcrcBytes>(), c.icrc);
   o += kIcrcBytes;
-  put_vcrc(out.subspan(o).first<kVcrcBytes>(), vcrc(out.first(o)));
+  put_vcrc(out.subspan(o).first<kVcrcBytes>(), c.vcrc);
   return o + kVcrcBytes;
 }
 
@@ -373,7 +373,14 @@ Result<ParsedPacket, WireError> parse_packet(std::span<const std::uint8_t> wire,
   p.payload = wire.subspan(hb, after_headers - p.h.bth.pad_cnt);
   p.icrc = get_icrc(wire.subspan(through_icrc - kIcrcBytes).first<kIcrcBytes>());
   p.vcrc = get_vcrc(wire.subspan(through_icrc).first<kVcrcBytes>());
-  // The link checks the VCRC before the transport looks at the ICRC (IBA 7.8.2, 7.8.1).
+  // The link checks the VCRC before the transport looks at the ICRC (IBA 7.8.2, 7.8.1); both in
+  // one pass when both are asked for.
+  if (opts.check_vcrc && opts.check_icrc) {
+    if (auto e =
+            check_packet_crcs(wire.first(hb), wire.subspan(hb, after_headers), 0, p.icrc, p.vcrc))
+      return *e;
+    return p;
+  }
   if (opts.check_vcrc && vcrc(wire.first(through_icrc)) != p.vcrc) return WireError::kBadVcrc;
   if (opts.check_icrc && icrc(wire.first(hb), wire.subspan(hb, after_headers)) != p.icrc)
     return WireError::kBadIcrc;

@@ -290,6 +290,30 @@ constexpr std::uint16_t vcrc_finish(std::uint16_t crc) {
   return static_cast<std::uint16_t>(crc ^ 0xFFFF);
 }
 
+// Both CRCs of a packet with the payload read once (crc.cpp: one fold modulo the product of the
+// two generators): icrc == icrc(headers, payload, pad_bytes) and vcrc == vcrc() of headers,
+// payload, pad and that ICRC as sent, bit for bit. What a sender writes after the pad.
+struct PacketCrcs {
+  std::uint32_t icrc = 0;
+  std::uint16_t vcrc = 0;
+};
+PacketCrcs packet_crcs(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
+                       std::uint8_t pad_bytes);
+// The receiver's check in the same single pass, against the values received (get_icrc and
+// get_vcrc of the wire bytes): the VCRC, which covers the received ICRC bytes, first (IBA 7.8.2),
+// then the ICRC (7.8.1). Returns kBadVcrc, kBadIcrc, or nothing when both match.
+std::optional<WireError> check_packet_crcs(std::span<const std::uint8_t> headers,
+                                           std::span<const std::uint8_t> payload,
+                                           std::uint8_t pad_bytes, std::uint32_t icrc_received,
+                                           std::uint16_t vcrc_received);
+// packet_crcs on a chosen path, for tests and benchmarks: kTables runs each CRC's own code
+// (ISA-L for the ICRC, the VCRC's tables, two passes); kClmul the fused fold on 128-bit
+// registers (from 16 payload bytes on for a global packet); kVpclmul the fused fold on 512-bit
+// registers with AVX-512BW masked loads, at every length (packet_crcs' choice where the CPU has
+// it). The path must be available (vcrc_path_available; kVpclmul needs AVX-512BW too).
+PacketCrcs packet_crcs_path(VcrcPath path, std::span<const std::uint8_t> headers,
+                            std::span<const std::uint8_t> payload, std::uint8_t pad_bytes);
+
 // Writes/reads the ICRC (4 bytes) and VCRC (2 bytes) in their wire byte order.
 void put_icrc(std::span<std::uint8_t, kIcrcBytes> out, std::uint32_t icrc_value);
 std::uint32_t get_icrc(std::span<const std::uint8_t, kIcrcBytes> in);

@@ -158,6 +158,203 @@ TEST(Icrc, PadBytesAreZerosNotMaterialized) {
   EXPECT_NE(icrc(hdr, std::span(with_pad).first(5), 2), icrc(hdr, with_pad));
 }
 
+// ---- The fused pass (packet_crcs) against the separate functions and the definitions -------
+
+// Bit-at-a-time CRC-32 (reflected 0xEDB88320, init and final XOR all ones) and the IBA 7.8.1
+// masking written out again here: an ICRC reference independent of crc.cpp.
+std::uint32_t icrc_bitwise(std::span<const std::uint8_t> hdr, std::span<const std::uint8_t> payload,
+                           std::uint8_t pad) {
+  std::vector<std::uint8_t> m(hdr.begin(), hdr.end());
+  std::size_t bth = 8;
+  if ((m[1] & 3) == 3) {  // global: LRH all ones; GRH TClass, FlowLabel, HopLmt ones
+    std::fill_n(m.begin(), 8, 0xFF);
+    m[8] |= 0x0F;
+    m[9] = m[10] = m[11] = m[15] = 0xFF;
+    bth += 40;
+  } else {
+    m[0] |= 0xF0;  // VL
+  }
+  m[bth + 4] = 0xFF;  // FECN, BECN, resv6a
+  m.insert(m.end(), payload.begin(), payload.end());
+  m.insert(m.end(), pad, 0);
+  std::uint32_t c = 0xFFFFFFFF;
+  for (std::uint8_t b : m) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? ((c >> 1) ^ 0xEDB88320u) : (c >> 1);
+  }
+  return ~c;
+}
+
+// The VCRC as the separate functions give it: over the materialized packet up to its ICRC.
+std::uint16_t vcrc_of_packet(std::span<const std::uint8_t> hdr,
+                             std::span<const std::uint8_t> payload, std::uint8_t pad,
+                             std::uint32_t icrc_value, bool bitwise) {
+  std::vector<std::uint8_t> m(hdr.begin(), hdr.end());
+  m.insert(m.end(), payload.begin(), payload.end());
+  m.insert(m.end(), pad, 0);
+  m.resize(m.size() + kIcrcBytes);
+  put_icrc(std::span(m).last<kIcrcBytes>(), icrc_value);
+  return bitwise ? vcrc_bitwise(m) : vcrc(m);
+}
+
+constexpr VcrcPath kAllPaths[] = {VcrcPath::kTables, VcrcPath::kClmul, VcrcPath::kVpclmul};
+
+TEST(PacketCrcs, KnownAnswers) {
+  // The golden RDMA WRITE ONLY of Icrc.KnownAnswerLocalPacket, and a 4 KiB WRITE FIRST whose
+  // payload takes the fused fold; references from the bit-at-a-time definitions.
+  const std::uint8_t hdr[36] = {0x10, 0x52, 0x12, 0x34, 0x00, 0x0B, 0x00, 0xAB, 0x0A,
+                                0xC0, 0x80, 0x01, 0x80, 0xAB, 0xCD, 0xEF, 0x80, 0x12,
+                                0x34, 0x56, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+                                0x08, 0xA1, 0xA2, 0xA3, 0xA4, 0x00, 0x00, 0x00, 0x04};
+  const std::uint8_t payload[4] = {0xDE, 0xAD, 0xBE, 0xEF};
+  const PacketCrcs c = packet_crcs(hdr, payload, 0);
+  EXPECT_EQ(c.icrc, 0x4AFC4B35u);
+  EXPECT_EQ(c.vcrc, vcrc_of_packet(hdr, payload, 0, 0x4AFC4B35u, true));
+  std::vector<std::uint8_t> big(4096);
+  std::iota(big.begin(), big.end(), 0);
+  for (VcrcPath p : kAllPaths) {
+    if (!vcrc_path_available(p)) continue;
+    const PacketCrcs b = packet_crcs_path(p, hdr, big, 0);
+    EXPECT_EQ(b.icrc, icrc_bitwise(hdr, big, 0)) << static_cast<int>(p);
+    EXPECT_EQ(b.vcrc, vcrc_of_packet(hdr, big, 0, b.icrc, true)) << static_cast<int>(p);
+  }
+}
+
+// Every payload length up to 1300 bytes (each fold's stride tails and lane reductions at every
+// residue), each pad, on every path, for a local and a global packet, with the payload apart
+// from the headers and right behind them (a received packet), against icrc() and vcrc().
+TEST(PacketCrcs, EveryPathEqualsTheSeparateFunctionsAtEveryLength) {
+  SeededRng rng(17);
+  std::vector<std::uint8_t> d(1400), wire(1500);
+  for (auto& b : d) b = static_cast<std::uint8_t>(rng.next_u64());
+  for (bool global : {false, true}) {
+    auto h = test::make_headers(Opcode::kRcWriteFirst, global);
+    fill_lengths(h, 256);
+    std::vector<std::uint8_t> hdr(header_bytes(h));
+    encode_headers(h, hdr);
+    std::copy(hdr.begin(), hdr.end(), wire.begin());
+    for (VcrcPath p : kAllPaths) {
+      if (!vcrc_path_available(p)) continue;
+      for (std::size_t len = 0; len <= 1300; ++len) {
+        const auto pl = std::span(d).subspan(len % 3, len);
+        const auto pad = static_cast<std::uint8_t>(len % 4);
+        const std::uint32_t ic = icrc(hdr, pl, pad);
+        const std::uint16_t vc = vcrc_of_packet(hdr, pl, pad, ic, false);
+        const PacketCrcs c = packet_crcs_path(p, hdr, pl, pad);
+        ASSERT_EQ(c.icrc, ic) << "global=" << global << " path=" << static_cast<int>(p)
+                              << " len=" << len;
+        ASSERT_EQ(c.vcrc, vc) << "global=" << global << " path=" << static_cast<int>(p)
+                              << " len=" << len;
+        std::copy(pl.begin(), pl.end(), wire.begin() + static_cast<long>(hdr.size()));
+        const auto w = std::span<const std::uint8_t>(wire);
+        const PacketCrcs cw =
+            packet_crcs_path(p, w.first(hdr.size()), w.subspan(hdr.size(), len), pad);
+        ASSERT_EQ(cw.icrc, ic) << "contiguous global=" << global << " path=" << static_cast<int>(p)
+                               << " len=" << len;
+        ASSERT_EQ(cw.vcrc, vc) << "contiguous global=" << global << " path=" << static_cast<int>(p)
+                               << " len=" << len;
+      }
+    }
+  }
+}
+
+// Random packets: any opcode, local or global, random header bytes in the masked fields,
+// payloads 0..4200 bytes at random alignments, on every path and through packet_crcs, against
+// the separate functions and (every 8th seed) the bit-at-a-time definitions; check_packet_crcs
+// against the separate functions' verdict on a randomly corrupted copy.
+TEST(PacketCrcs, PropertyFusedEqualsSeparate) {
+  constexpr std::uint64_t kSeeds = 1500;
+  std::vector<std::uint8_t> buf(4200 + 64);
+  const auto& ops = test::all_opcodes();
+  for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    SeededRng rng(seed * 0x9E3779B97F4A7C15ULL);
+    const Opcode op = ops[rng.below(ops.size())];
+    auto h = test::make_headers(op, rng.below(2) == 1, seed);
+    h.lrh.vl = static_cast<std::uint8_t>(rng.below(16));
+    h.bth.fecn = rng.below(2) == 1;
+    h.bth.becn = rng.below(2) == 1;
+    std::size_t len;
+    switch (rng.below(4)) {
+      case 0:
+        len = rng.below(80);
+        break;
+      case 1:
+        len = 240 + rng.below(300);
+        break;
+      case 2:
+        len = 4090 + rng.below(12);
+        break;
+      default:
+        len = rng.below(4201);
+        break;
+    }
+    fill_lengths(h, len);
+    std::vector<std::uint8_t> hdr(header_bytes(h));
+    encode_headers(h, hdr);
+    if (rng.below(2)) {  // any bits in the masked bytes, reserved ones included
+      hdr[0] = static_cast<std::uint8_t>(rng.next_u64());
+      hdr[(hdr[1] & 3) == 3 ? 52 : 12] = static_cast<std::uint8_t>(rng.next_u64());
+    }
+    const std::size_t off = rng.below(64);
+    for (std::size_t i = 0; i < len; ++i) buf[off + i] = static_cast<std::uint8_t>(rng.next_u64());
+    const std::span<const std::uint8_t> pl(buf.data() + off, len);
+    const std::uint8_t pad = h.bth.pad_cnt;
+    const std::uint32_t ic = icrc(hdr, pl, pad);
+    const std::uint16_t vc = vcrc_of_packet(hdr, pl, pad, ic, false);
+    if (seed % 8 == 0) {
+      ASSERT_EQ(ic, icrc_bitwise(hdr, pl, pad)) << "seed=" << seed;
+      ASSERT_EQ(vc, vcrc_of_packet(hdr, pl, pad, ic, true)) << "seed=" << seed;
+    }
+    const PacketCrcs c = packet_crcs(hdr, pl, pad);
+    ASSERT_EQ(c.icrc, ic) << "seed=" << seed << " len=" << len << " off=" << off;
+    ASSERT_EQ(c.vcrc, vc) << "seed=" << seed << " len=" << len << " off=" << off;
+    for (VcrcPath p : kAllPaths) {
+      if (!vcrc_path_available(p)) continue;
+      const PacketCrcs cp = packet_crcs_path(p, hdr, pl, pad);
+      ASSERT_EQ(cp.icrc, ic) << "seed=" << seed << " path=" << static_cast<int>(p);
+      ASSERT_EQ(cp.vcrc, vc) << "seed=" << seed << " path=" << static_cast<int>(p);
+    }
+    // The same packet in one buffer, pad materialized (as received).
+    std::vector<std::uint8_t> whole(hdr);
+    whole.insert(whole.end(), pl.begin(), pl.end());
+    whole.insert(whole.end(), pad, 0);
+    const auto ws = std::span<const std::uint8_t>(whole);
+    const PacketCrcs cw = packet_crcs(ws.first(hdr.size()), ws.subspan(hdr.size()), 0);
+    ASSERT_EQ(cw.icrc, ic) << "seed=" << seed << " contiguous";
+    ASSERT_EQ(cw.vcrc, vc) << "seed=" << seed << " contiguous";
+    ASSERT_EQ(check_packet_crcs(ws.first(hdr.size()), ws.subspan(hdr.size()), 0, ic, vc),
+              std::nullopt)
+        << "seed=" << seed << " contiguous";
+    // The receiver's check: intact, then one corruption (a payload bit, the ICRC, the VCRC, or
+    // the ICRC with a VCRC that matches it), each against the separate functions' verdict.
+    ASSERT_EQ(check_packet_crcs(hdr, pl, pad, ic, vc), std::nullopt) << "seed=" << seed;
+    std::vector<std::uint8_t> bad(pl.begin(), pl.end());
+    std::uint32_t ic_rx = ic;
+    std::uint16_t vc_rx = vc;
+    switch (rng.below(len ? 4 : 3)) {
+      case 0:
+        ic_rx ^= 1u << rng.below(32);
+        break;
+      case 1:
+        vc_rx ^= static_cast<std::uint16_t>(1u << rng.below(16));
+        break;
+      case 2:
+        ic_rx ^= 1u << rng.below(32);
+        vc_rx = vcrc_of_packet(hdr, pl, pad, ic_rx, false);
+        break;
+      default:
+        bad[rng.below(len)] ^= static_cast<std::uint8_t>(1u << rng.below(8));
+        break;
+    }
+    std::optional<WireError> want;
+    if (vcrc_of_packet(hdr, bad, pad, ic_rx, false) != vc_rx)
+      want = WireError::kBadVcrc;
+    else if (icrc(hdr, bad, pad) != ic_rx)
+      want = WireError::kBadIcrc;
+    ASSERT_EQ(check_packet_crcs(hdr, bad, pad, ic_rx, vc_rx), want) << "seed=" << seed;
+  }
+}
+
 TEST(Crc, WireByteOrder) {
   std::uint8_t b[4];
   put_icrc(b, 0x11223344);
