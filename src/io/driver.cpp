@@ -121,6 +121,12 @@ bool Driver::pass_out() {
   return worked;
 }
 
+TimeNs Driver::spin_limit_ns() const {
+  for (const auto& a : att_)
+    if (a.medium->tx_blocked()) return std::max(config_.spin_ns, config_.blocked_spin_ns);
+  return config_.spin_ns;
+}
+
 void Driver::idle_pause(TimeNs now, TimeNs& last_yield) {
   // Two processes sharing one core would stall each other for a scheduler tick if we only
   // paused: yield now and then (anchors: ~8 ms round trips when spinning on a shared vCPU).
@@ -238,7 +244,7 @@ void Driver::thread_main() {
       last_work = idle = now;
       continue;
     }
-    if (now < last_work + config_.spin_ns) {
+    if (now < last_work + spin_limit_ns()) {
       idle_pause(now, idle);
       continue;
     }

@@ -134,6 +134,8 @@ class RingProducer {
     head_cached_ = s_->head.load(std::memory_order_seq_cst);
     return head_cached_;
   }
+  // Withdraws the announcement (the producer did not sleep after all, or woke up).
+  void cancel_wait() { s_->producer_waiting.store(0, std::memory_order_relaxed); }
   // Makes committed records visible. Returns true when the consumer sleeps and must be woken.
   bool publish() {
     if (published_ == tail_) return false;
