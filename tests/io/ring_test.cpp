@@ -156,15 +156,21 @@ TEST(Ring, SleepHandshakeNeverLosesAWakeup) {
   EXPECT_FALSE(r.cons.prepare_sleep()) << "records are waiting: do not sleep";
 }
 
-TEST(Ring, TwoThreadStressKeepsEveryByte) {
+struct StressCase {
+  std::size_t cap, body_max;
+};
+class RingStress : public ::testing::TestWithParam<StressCase> {};
+
+TEST_P(RingStress, TwoThreadsKeepEveryByte) {
+  const StressCase c = GetParam();
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE("SEED=" + std::to_string(seed));
-    Ring r(1 << 16);
+    Ring r(c.cap);
     constexpr int kRecords = 30000;
     std::thread producer([&] {
       SeededRng rng(seed);
       for (int i = 0; i < kRecords; ++i) {
-        const std::size_t n = 1 + rng.below(2000);
+        const std::size_t n = 1 + rng.below(c.body_max);
         std::uint8_t* b;
         while (!(b = r.prod.reserve(n))) {
           r.prod.publish();
@@ -178,9 +184,12 @@ TEST(Ring, TwoThreadStressKeepsEveryByte) {
     });
     SeededRng rng(seed);
     for (int i = 0; i < kRecords; ++i) {
-      const std::size_t n = 1 + rng.below(2000);
+      const std::size_t n = 1 + rng.below(c.body_max);
       const RecordHeader* h;
-      while (!(h = r.cons.peek())) std::this_thread::yield();
+      while (!(h = r.cons.peek())) {
+        r.cons.release();  // a producer may be waiting for the space of what we popped
+        std::this_thread::yield();
+      }
       ASSERT_EQ(h->bytes, n) << "record " << i;
       const auto* b = RingConsumer::body(h);
       for (std::size_t k = 0; k < n; ++k)
@@ -192,6 +201,9 @@ TEST(Ring, TwoThreadStressKeepsEveryByte) {
     producer.join();
   }
 }
+// A roomy ring, and a small one that is full and wraps all the time.
+INSTANTIATE_TEST_SUITE_P(Sizes, RingStress,
+                         ::testing::Values(StressCase{1 << 16, 2000}, StressCase{4096, 1000}));
 
 }  // namespace
 }  // namespace weft::io::shm
