@@ -10,6 +10,9 @@
 //                                   ~0.2-0.3 us of a cache line moving between two cores).
 //   io_baseline vm_writev SIZE ITERS process_vm_writev of SIZE bytes into another process's
 //                                   private buffer; prints Gb/s
+//   io_baseline memcpy SIZE ITERS    memcpy of SIZE bytes between two buffers of this process
+//                                   on one core (the floor issue 4 sets for transfers between
+//                                   buffers from Weft's shared-memory allocator); prints Gb/s
 // Output: one JSON object on stdout.
 #include <sched.h>
 #include <sys/mman.h>
@@ -121,6 +124,25 @@ int vm_writev(std::size_t size, std::uint32_t iters) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+int memcpy_bw(std::size_t size, std::uint32_t iters) {
+  auto* dst = static_cast<std::uint8_t*>(std::aligned_alloc(4096, size));
+  auto* src = static_cast<std::uint8_t*>(std::aligned_alloc(4096, size));
+  std::memset(src, 1, size);
+  std::memset(dst, 0, size);
+  const std::uint64_t t0 = now_ns();
+  for (std::uint32_t i = 0; i < iters; ++i) {
+    std::memcpy(dst, src, size);
+    asm volatile("" : : "r"(dst) : "memory");  // keep every copy
+  }
+  const double secs = static_cast<double>(now_ns() - t0) * 1e-9;
+  const bool ok = dst[size - 1] == 1;
+  std::printf("{\"baseline\":\"memcpy\",\"bytes\":%zu,\"iterations\":%u,\"bw_avg_gbps\":%.4f}\n",
+              size, iters, static_cast<double>(size) * iters * 8 / secs * 1e-9);
+  std::free(dst);
+  std::free(src);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +151,10 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "vm_writev") == 0)
     return vm_writev(std::strtoull(argv[2], nullptr, 10),
                      static_cast<std::uint32_t>(std::atoi(argv[3])));
-  std::fprintf(stderr, "usage: io_baseline pingpong ITERS | vm_writev SIZE ITERS\n");
+  if (argc == 4 && std::strcmp(argv[1], "memcpy") == 0)
+    return memcpy_bw(std::strtoull(argv[2], nullptr, 10),
+                     static_cast<std::uint32_t>(std::atoi(argv[3])));
+  std::fprintf(stderr,
+               "usage: io_baseline pingpong ITERS | vm_writev SIZE ITERS | memcpy SIZE ITERS\n");
   return 2;
 }

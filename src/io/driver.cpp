@@ -88,13 +88,18 @@ bool Driver::pass_in() {
   // microseconds stale — far below the IBA timers' granularity (4.096 us x 2^timeout) — and the
   // first pass after any work reads it afresh.
   constexpr std::uint64_t kClockEveryPasses = 8;
-  if (last_worked_ || counters_.passes % kClockEveryPasses == 0) last_now_ = monotonic_ns();
+  // For the same reason the Devices' deadlines are compared only when the clock moved or
+  // something happened (a Device's deadline changes only when it works: a packet in or out, a
+  // timer, a post, which shows as a packet out): next_deadline() walks the timer heap.
+  const bool fresh = last_worked_ || counters_.passes % kClockEveryPasses == 0;
+  if (fresh) last_now_ = monotonic_ns();
   const TimeNs now = last_now_;
   ++counters_.passes;
   bool worked = false;
   for (const auto& a : att_) {
-    if (a.medium->rx_burst(*a.dev, now, config_.burst_max)) worked = true;
-    if (a.dev->next_deadline() <= now) {
+    const bool rx = a.medium->rx_burst(*a.dev, now, config_.burst_max) != 0;
+    if (rx) worked = true;
+    if ((fresh || rx) && a.dev->next_deadline() <= now) {
       a.dev->on_deadline(now);
       worked = true;
     }
@@ -114,6 +119,12 @@ bool Driver::pass_out() {
   }
   if (worked) last_worked_ = true;
   return worked;
+}
+
+TimeNs Driver::spin_limit_ns() const {
+  for (const auto& a : att_)
+    if (a.medium->tx_blocked()) return std::max(config_.spin_ns, config_.blocked_spin_ns);
+  return config_.spin_ns;
 }
 
 void Driver::idle_pause(TimeNs now, TimeNs& last_yield) {
@@ -233,7 +244,7 @@ void Driver::thread_main() {
       last_work = idle = now;
       continue;
     }
-    if (now < last_work + config_.spin_ns) {
+    if (now < last_work + spin_limit_ns()) {
       idle_pause(now, idle);
       continue;
     }

@@ -33,6 +33,10 @@ namespace weft::io {
 
 struct DriverConfig {
   TimeNs spin_ns = 50'000;  // busy-poll this long after the last work before blocking
+  // ... or this long while a medium is back-pressured (Medium::tx_blocked): the peer is
+  // draining the wire and will make room soon; a sleeping sender costs the receiver a doorbell
+  // (an eventfd write, ~5-30 us here with the wake-up) per refill.
+  TimeNs blocked_spin_ns = 1'000'000;
   // While spinning, sched_yield() once per yield_ns of idling (0: never), so a peer sharing this
   // core gets it back within yield_ns. A yield costs 0.5-3 us here (it runs whoever else waits),
   // so yielding by pass count (every few hundred ns) dominated the direct-mode latency.
@@ -90,7 +94,7 @@ class Driver {
         continue;
       }
       // now may be a few passes stale (progress()), so it can lag last_work.
-      if (now < last_work + config_.spin_ns) {
+      if (now < last_work + spin_limit_ns()) {
         idle_pause(now, idle);
         continue;
       }
@@ -120,6 +124,8 @@ class Driver {
     Device* dev;
     Medium* medium;
   };
+  // How long to keep polling after the last work.
+  TimeNs spin_limit_ns() const;
   // One idle pass's pause: a pause instruction, or a sched_yield() when yield_ns passed since
   // `last_yield` (then updated).
   void idle_pause(TimeNs now, TimeNs& last_yield);

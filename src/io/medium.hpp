@@ -34,6 +34,11 @@ class Medium {
   virtual bool prepare_sleep() { return true; }
   virtual void finish_sleep() {}
 
+  // True when the last tx_burst stopped for lack of room on the wire (back-pressure): the peer
+  // is consuming, so the Driver keeps polling longer (DriverConfig::blocked_spin_ns) before it
+  // blocks, rather than make the peer wake it with a system call.
+  virtual bool tx_blocked() const { return false; }
+
   // Out-of-band events (peer death): a descriptor watched one-shot, and what to do when it fires.
   virtual int event_fd() const { return -1; }
   virtual void on_event(TimeNs now) { (void)now; }

@@ -59,8 +59,14 @@ TEST(Ring, FullRingRefusesUntilTheConsumerReleases) {
   Ring r(4096);
   int pushed = 0;
   while (push(r.prod, 7, 1000)) ++pushed;
-  EXPECT_EQ(pushed, 4);  // 4 x (8 + 1000) fits in 4096, a fifth does not
+  EXPECT_EQ(pushed, 4);  // 4 x (8 + 1000) + 8 (the zero header) fits in 4096, a fifth does not
   r.prod.publish();
+  r.cons.peek();
+  r.cons.pop();
+  r.cons.release();
+  // The fifth needs a 64-byte skip at the end, its 1008 bytes and the 8-byte zero header after
+  // it: 8 more than one freed record.
+  EXPECT_FALSE(push(r.prod, 7, 1000)) << "one record freed: 8 bytes short";
   r.cons.peek();
   r.cons.pop();
   EXPECT_FALSE(push(r.prod, 7, 1000)) << "popped but not released: the bytes are not free yet";
@@ -77,11 +83,13 @@ TEST(Ring, ProducerWaitingForSpaceIsWokenOnceByTheRelease) {
   EXPECT_EQ(head, 0u);
   EXPECT_FALSE(push(r.prod, 7, 1000)) << "still full after the announcement";
   EXPECT_FALSE(r.cons.release()) << "nothing popped: head unchanged, no doorbell";
-  r.cons.peek();
-  r.cons.pop();
+  for (int k = 0; k < 2; ++k) {  // two records make room for a wrapped one (see above)
+    r.cons.peek();
+    r.cons.pop();
+  }
   EXPECT_TRUE(r.cons.release()) << "the waiting producer must be rung";
   EXPECT_EQ(r.shared.producer_waiting.load(), 0u) << "the flag is consumed by the wake-up";
-  EXPECT_EQ(r.prod.consumed(), 1008u);
+  EXPECT_EQ(r.prod.consumed(), 2016u);
   EXPECT_TRUE(push(r.prod, 7, 1000));
   r.prod.publish();
   r.cons.peek();
@@ -106,6 +114,37 @@ TEST(Ring, RecordsNeverWrapASkipRecordFillsTheEnd) {
   }
 }
 
+TEST(Ring, StaleBytesThatLookLikeHeadersAreNeverRead) {
+  // Bodies full of valid-looking header words (what a previous lap leaves behind): the consumer
+  // must see exactly the records published, in every alignment the sizes produce, lap after lap.
+  Ring r(4096);
+  const RecordHeader fake{8, RecordKind::kWire, 0x55};
+  std::uint64_t word;
+  std::memcpy(&word, &fake, sizeof word);
+  for (int round = 0; round < 400; ++round) {
+    const int batch = 1 + round % 3;
+    for (int k = 0; k < batch; ++k) {
+      const std::size_t n = 8 + static_cast<std::size_t>(round * 7 + k * 13) % 120 * 8;
+      std::uint8_t* b = r.prod.reserve(n);
+      ASSERT_NE(b, nullptr) << round;
+      for (std::size_t i = 0; i < n; i += 8) std::memcpy(b + i, &word, 8);
+      r.prod.commit(n, RecordKind::kByRef, static_cast<std::uint16_t>(k));
+    }
+    EXPECT_EQ(r.cons.peek(), nullptr) << "round " << round << ": nothing before publish";
+    r.prod.publish();
+    for (int k = 0; k < batch; ++k) {
+      const RecordHeader* h = r.cons.peek();
+      ASSERT_NE(h, nullptr) << "round " << round;
+      ASSERT_EQ(h->kind, RecordKind::kByRef) << "round " << round;
+      ASSERT_EQ(h->flags, k) << "round " << round;
+      r.cons.pop();
+    }
+    ASSERT_EQ(r.cons.peek(), nullptr) << "round " << round << ": a stale record appeared";
+    ASSERT_TRUE(r.cons.empty());
+    r.cons.release();
+  }
+}
+
 TEST(Ring, SleepHandshakeNeverLosesAWakeup) {
   Ring r(4096);
   ASSERT_TRUE(r.cons.prepare_sleep()) << "empty ring: the consumer may sleep";
@@ -117,15 +156,21 @@ TEST(Ring, SleepHandshakeNeverLosesAWakeup) {
   EXPECT_FALSE(r.cons.prepare_sleep()) << "records are waiting: do not sleep";
 }
 
-TEST(Ring, TwoThreadStressKeepsEveryByte) {
+struct StressCase {
+  std::size_t cap, body_max;
+};
+class RingStress : public ::testing::TestWithParam<StressCase> {};
+
+TEST_P(RingStress, TwoThreadsKeepEveryByte) {
+  const StressCase c = GetParam();
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
     SCOPED_TRACE("SEED=" + std::to_string(seed));
-    Ring r(1 << 16);
+    Ring r(c.cap);
     constexpr int kRecords = 30000;
     std::thread producer([&] {
       SeededRng rng(seed);
       for (int i = 0; i < kRecords; ++i) {
-        const std::size_t n = 1 + rng.below(2000);
+        const std::size_t n = 1 + rng.below(c.body_max);
         std::uint8_t* b;
         while (!(b = r.prod.reserve(n))) {
           r.prod.publish();
@@ -139,9 +184,12 @@ TEST(Ring, TwoThreadStressKeepsEveryByte) {
     });
     SeededRng rng(seed);
     for (int i = 0; i < kRecords; ++i) {
-      const std::size_t n = 1 + rng.below(2000);
+      const std::size_t n = 1 + rng.below(c.body_max);
       const RecordHeader* h;
-      while (!(h = r.cons.peek())) std::this_thread::yield();
+      while (!(h = r.cons.peek())) {
+        r.cons.release();  // a producer may be waiting for the space of what we popped
+        std::this_thread::yield();
+      }
       ASSERT_EQ(h->bytes, n) << "record " << i;
       const auto* b = RingConsumer::body(h);
       for (std::size_t k = 0; k < n; ++k)
@@ -153,6 +201,9 @@ TEST(Ring, TwoThreadStressKeepsEveryByte) {
     producer.join();
   }
 }
+// A roomy ring, and a small one that is full and wraps all the time.
+INSTANTIATE_TEST_SUITE_P(Sizes, RingStress,
+                         ::testing::Values(StressCase{1 << 16, 2000}, StressCase{4096, 1000}));
 
 }  // namespace
 }  // namespace weft::io::shm

@@ -4,22 +4,31 @@
 // Layout: a RingShared control block (three cache lines) and `capacity` data bytes (a power of
 // two), both inside the segment both processes map. Indices are free-running byte counts.
 // Protocol (who writes what, with which memory order):
-// - tail: written only by the producer, with release, after the records it covers are fully
-//   written; read by the consumer with acquire.
+// - Record headers carry the publication. Every record starts with an 8-byte RecordHeader, stored
+//   as one 64-bit word; kind kEmpty (0) means "nothing published here yet". The producer keeps
+//   the header word at its tail position zero (kEmpty) at all times a consumer may look at it:
+//   when it publishes a batch it first stores a zero header just past the batch's last record
+//   (relaxed), then the batch's first header (release; the others were stored before it,
+//   relaxed). The consumer loads the header at its head with acquire and stops at kEmpty. So a
+//   record arrives in one cache-line transfer (the line the consumer polls is the one holding the
+//   record) instead of two (the tail index, then the record), and a batch appears all at once.
+//   The producer never fills the ring completely: it keeps 8 bytes free for that zero header.
+// - tail: stored by the producer at publish (relaxed), informational (a producer re-created on
+//   the same ring starts there); the consumer does not read it.
 // - head: written only by the consumer, with release, after it is done reading the records it
 //   frees; read by the producer with acquire (before it reuses the bytes).
-// - consumer_sleeping: the consumer stores 1 (seq_cst) and then re-reads tail (seq_cst) before it
-//   blocks; the producer, after storing tail, issues a seq_cst fence and, if it sees 1, exchanges
-//   it to 0 and rings the consumer's doorbell (an eventfd). Either the consumer sees the new tail
-//   or the producer sees the flag (Dekker), so no wake-up is lost and a busy consumer costs the
-//   producer no syscall.
+// - consumer_sleeping: the consumer stores 1 (seq_cst) and then re-reads the header at its head
+//   (seq_cst) before it blocks; the producer, after storing the batch's first header, issues a
+//   seq_cst fence and, if it sees 1, exchanges it to 0 and rings the consumer's doorbell (an
+//   eventfd). Either the consumer sees the new record or the producer sees the flag (Dekker), so
+//   no wake-up is lost and a busy consumer costs the producer no syscall.
 // - producer_waiting: the same handshake the other way. A producer that cannot go on (the ring is
 //   full, or the medium bounds what it may queue) stores 1 (seq_cst) and re-checks head; the
 //   consumer, after storing head, fences and, if it sees 1, exchanges it to 0 and rings the
 //   producer's doorbell. Without it a producer whose peer sends nothing back (READ responses,
 //   unacknowledged WRITE streams) would wait for its retransmission timer.
-// Each side keeps its own index and a cached copy of the other's in private memory, so the shared
-// lines move only when a side runs out of what it knows.
+// Each side keeps its own index and a cached copy of the other's in private memory, so the head
+// line moves only when the producer runs out of space it knows to be free.
 // Records: an 8-byte RecordHeader {bytes, kind, flags}, then `bytes` bytes, padded to 8. A record
 // never wraps; a kSkip record fills the end of the data area instead.
 //
@@ -44,18 +53,37 @@ struct alignas(64) RingShared {
 static_assert(sizeof(RingShared) == 192);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
-enum class RecordKind : std::uint16_t { kSkip = 0, kWire = 1, kByRef = 2, kUser = 3 };
+// kEmpty must be 0: a zeroed data area holds no records.
+enum class RecordKind : std::uint16_t { kEmpty = 0, kWire = 1, kByRef = 2, kUser = 3, kSkip = 4 };
 
 struct RecordHeader {
   std::uint32_t bytes;  // record body, without this header and without padding
   RecordKind kind;
   std::uint16_t flags;
 };
-static_assert(sizeof(RecordHeader) == 8);
+static_assert(sizeof(RecordHeader) == 8 && alignof(RecordHeader) <= 8);
 
 inline constexpr std::size_t record_span(std::size_t body) {
   return sizeof(RecordHeader) + ((body + 7) & ~std::size_t{7});
 }
+
+namespace detail {
+// A header is published and read as one 64-bit word (records start 8-byte aligned).
+inline std::uint64_t pack(const RecordHeader& h) {
+  std::uint64_t w;
+  std::memcpy(&w, &h, sizeof w);
+  return w;
+}
+inline RecordHeader unpack(std::uint64_t w) {
+  RecordHeader h;
+  std::memcpy(&h, &w, sizeof h);
+  return h;
+}
+inline std::atomic_ref<std::uint64_t> word_at(const std::uint8_t* p) {
+  return std::atomic_ref<std::uint64_t>(
+      *reinterpret_cast<std::uint64_t*>(const_cast<std::uint8_t*>(p)));
+}
+}  // namespace detail
 
 class RingProducer {
  public:
@@ -69,9 +97,10 @@ class RingProducer {
   // Largest body one record may have.
   std::size_t body_max() const { return cap_ / 4; }
 
-  // Room for a record of `body` bytes (allowing for a skip at the end)? Refreshes head on need.
+  // Room for a record of `body` bytes (allowing for a skip at the end and the zero header after
+  // it)? Refreshes head on need.
   bool can_reserve(std::size_t body) {
-    const std::size_t need = record_span(body) + skip_needed(body);
+    const std::size_t need = record_span(body) + skip_needed(body) + sizeof(RecordHeader);
     if (free_bytes() >= need) return true;
     head_cached_ = s_->head.load(std::memory_order_acquire);
     return free_bytes() >= need;
@@ -81,16 +110,15 @@ class RingProducer {
     WEFT_ASSERT(body <= body_max());
     if (!can_reserve(body)) return nullptr;
     if (const std::size_t skip = skip_needed(body)) {
-      auto* h = reinterpret_cast<RecordHeader*>(data_ + pos_in(tail_));
-      *h = RecordHeader{static_cast<std::uint32_t>(skip - sizeof(RecordHeader)), RecordKind::kSkip,
-                        0};
+      put_header(RecordHeader{static_cast<std::uint32_t>(skip - sizeof(RecordHeader)),
+                              RecordKind::kSkip, 0});
       tail_ += skip;
     }
     return data_ + pos_in(tail_) + sizeof(RecordHeader);
   }
   void commit(std::size_t body, RecordKind kind, std::uint16_t flags = 0) {
-    auto* h = reinterpret_cast<RecordHeader*>(data_ + pos_in(tail_));
-    *h = RecordHeader{static_cast<std::uint32_t>(body), kind, flags};
+    WEFT_ASSERT(kind != RecordKind::kEmpty);
+    put_header(RecordHeader{static_cast<std::uint32_t>(body), kind, flags});
     tail_ += record_span(body);
   }
   // The producer's index (after the last committed record) and the consumer's, refreshed.
@@ -106,13 +134,17 @@ class RingProducer {
     head_cached_ = s_->head.load(std::memory_order_seq_cst);
     return head_cached_;
   }
+  // Withdraws the announcement (the producer did not sleep after all, or woke up).
+  void cancel_wait() { s_->producer_waiting.store(0, std::memory_order_relaxed); }
   // Makes committed records visible. Returns true when the consumer sleeps and must be woken.
   bool publish() {
-    // Compare with a private copy: reading the shared tail line on every idle pass costs a
-    // cache miss whenever the consumer has just read it.
     if (published_ == tail_) return false;
+    // The header word at the new tail must read kEmpty before the batch appears (can_reserve
+    // kept these 8 bytes free); then the batch's first header releases the whole batch.
+    detail::word_at(data_ + pos_in(tail_)).store(0, std::memory_order_relaxed);
+    detail::word_at(data_ + pos_in(published_)).store(first_, std::memory_order_release);
     published_ = tail_;
-    s_->tail.store(tail_, std::memory_order_release);
+    s_->tail.store(tail_, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return s_->consumer_sleeping.load(std::memory_order_relaxed) &&
            s_->consumer_sleeping.exchange(0, std::memory_order_acq_rel);
@@ -126,10 +158,19 @@ class RingProducer {
     const std::size_t left = cap_ - pos_in(tail_);
     return left >= record_span(body) ? 0 : left;
   }
+  // The header at tail_: the batch's first is kept back until publish(), the rest are stored
+  // now (the consumer cannot reach them before the first).
+  void put_header(const RecordHeader& h) {
+    if (tail_ == published_)
+      first_ = detail::pack(h);
+    else
+      detail::word_at(data_ + pos_in(tail_)).store(detail::pack(h), std::memory_order_relaxed);
+  }
   RingShared* s_ = nullptr;
   std::uint8_t* data_ = nullptr;
   std::size_t cap_ = 0;
   std::uint64_t tail_ = 0, head_cached_ = 0, published_ = 0;
+  std::uint64_t first_ = 0;  // the unpublished batch's first header
 };
 
 class RingConsumer {
@@ -137,22 +178,21 @@ class RingConsumer {
   RingConsumer() = default;
   RingConsumer(RingShared* shared, std::uint8_t* data, std::size_t capacity)
       : s_(shared), data_(data), cap_(capacity) {
-    head_ = s_->head.load(std::memory_order_relaxed);
-    tail_cached_ = s_->tail.load(std::memory_order_acquire);
+    head_ = released_ = s_->head.load(std::memory_order_relaxed);
   }
   // The next record, or nullptr when the ring is empty. Stays valid until pop().
   const RecordHeader* peek() {
     for (;;) {
-      if (head_ == tail_cached_) {
-        // Start fetching the next record's line with the tail's, not after it: two cache-line
-        // transfers overlap instead of following each other when a record arrives.
-        __builtin_prefetch(data_ + (head_ & (cap_ - 1)));
-        tail_cached_ = s_->tail.load(std::memory_order_acquire);
-        if (head_ == tail_cached_) return nullptr;
+      const std::uint8_t* p = data_ + (head_ & (cap_ - 1));
+      const RecordHeader h = detail::unpack(detail::word_at(p).load(std::memory_order_acquire));
+      if (h.kind == RecordKind::kEmpty) return nullptr;
+      if (h.kind != RecordKind::kSkip) {
+        // A batch usually spans more than this line (an ACK and a request are ~110 bytes):
+        // start fetching the next one while this record is handled.
+        __builtin_prefetch(p + 64);
+        return reinterpret_cast<const RecordHeader*>(p);
       }
-      const auto* h = reinterpret_cast<const RecordHeader*>(data_ + (head_ & (cap_ - 1)));
-      if (h->kind != RecordKind::kSkip) return h;
-      head_ += record_span(h->bytes);
+      head_ += record_span(h.bytes);
     }
   }
   static const std::uint8_t* body(const RecordHeader* h) {
@@ -165,20 +205,18 @@ class RingConsumer {
   // Frees everything popped so far for the producer. Returns true when the producer waits for
   // space and must be woken.
   bool release() {
-    if (s_->head.load(std::memory_order_relaxed) == head_) return false;
+    if (released_ == head_) return false;
+    released_ = head_;
     s_->head.store(head_, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return s_->producer_waiting.load(std::memory_order_relaxed) &&
            s_->producer_waiting.exchange(0, std::memory_order_acq_rel);
   }
-  bool empty() {
-    return head_ == tail_cached_ &&
-           (tail_cached_ = s_->tail.load(std::memory_order_acquire)) == head_;
-  }
+  bool empty() { return header_kind(std::memory_order_acquire) == RecordKind::kEmpty; }
   // Sleep protocol (see the file comment). prepare_sleep() returns false when records arrived.
   bool prepare_sleep() {
     s_->consumer_sleeping.store(1, std::memory_order_seq_cst);
-    if (s_->tail.load(std::memory_order_seq_cst) != head_) {
+    if (header_kind(std::memory_order_seq_cst) != RecordKind::kEmpty) {
       s_->consumer_sleeping.store(0, std::memory_order_relaxed);
       return false;
     }
@@ -187,10 +225,14 @@ class RingConsumer {
   void finish_sleep() { s_->consumer_sleeping.store(0, std::memory_order_relaxed); }
 
  private:
+  RecordKind header_kind(std::memory_order mo) const {
+    return detail::unpack(detail::word_at(data_ + (head_ & (cap_ - 1))).load(mo)).kind;
+  }
   RingShared* s_ = nullptr;
   const std::uint8_t* data_ = nullptr;
   std::size_t cap_ = 0;
-  std::uint64_t head_ = 0, tail_cached_ = 0;
+  std::uint64_t head_ = 0;
+  std::uint64_t released_ = 0;  // the head last stored (saves reading the shared line)
 };
 
 }  // namespace weft::io::shm

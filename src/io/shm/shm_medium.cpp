@@ -124,22 +124,19 @@ void ShmMedium::ring_peer() {
 std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
   std::size_t n = 0;
   const bool dead = peer_dead();
-  const std::size_t body_max = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
   // A scratch packet kept across calls: zeroing its 96 header bytes (rep stos) for every poll was
   // a visible part of every idle pass. Only the fields after the headers are reset; the headers
   // are read up to header_bytes, which poll_transmit writes.
   static_assert(offsetof(TxPacket, headers) == 0 && std::is_trivially_copyable_v<TxPacket>);
   static const TxPacket kBlank{};
   TxPacket& pkt = tx_scratch_;
+  tx_blocked_ = false;
   while (n < max) {
-    if (!dead && (!tx_.can_reserve(body_max) || !by_ref_room())) {
-      // Ask the peer to ring us when it frees space, then look once more (it may have freed
-      // some between the check and the announcement).
-      tx_.wait_for_consumer();
-      if (!tx_.can_reserve(body_max) || !by_ref_room()) {
-        ++counters_.tx_full;
-        break;
-      }
+    // A full ring: stop; prepare_sleep asks the peer to ring us only if we go to sleep.
+    if (!dead && !tx_room()) {
+      tx_blocked_ = true;
+      ++counters_.tx_full;
+      break;
     }
     std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof pkt.headers,
                 reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof pkt.headers,
@@ -178,6 +175,7 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       tx_.commit(body, RecordKind::kWire, flags);
       ++counters_.tx_wire;
     }
+    if (n % kRecordsPerPublish == 0 && tx_.publish()) ring_peer();
   }
   if (tx_.publish()) ring_peer();
   return n;
@@ -223,6 +221,25 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
   }
   tx_.commit(body, RecordKind::kWire, flags);
   ++counters_.tx_wire;
+  return true;
+}
+
+bool ShmMedium::tx_room() {
+  constexpr std::size_t kBodyMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
+  return tx_.can_reserve(kBodyMax) && by_ref_room();
+}
+
+bool ShmMedium::prepare_sleep() {
+  if (!rx_.prepare_sleep()) return false;
+  if (tx_blocked_ && !peer_dead()) {
+    // Announce, then look once more: the peer may have freed space in between (Dekker).
+    tx_.wait_for_consumer();
+    if (tx_room()) {
+      tx_.cancel_wait();
+      rx_.finish_sleep();
+      return false;
+    }
+  }
   return true;
 }
 
@@ -276,6 +293,9 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
       ++counters_.rx_wire;
     }
     rx_.pop();
+    // Nothing refers to the popped records any more (a by-reference packet's payload is the
+    // sender's, which stays put until acknowledged), so their space may go back before the pull.
+    if (n % kRecordsPerPublish == 0 && rx_.release()) ring_peer();
   }
   cma_.flush();
   // Every refused or short flush counts (also those place() makes when its iovecs run out).
@@ -293,6 +313,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
 
 void ShmMedium::finish_sleep() {
   rx_.finish_sleep();
+  tx_.cancel_wait();
   std::uint64_t v;
   [[maybe_unused]] auto r = read(cfg_.rx_doorbell, &v, sizeof v);  // nonblocking eventfd
 }

@@ -39,11 +39,16 @@
 namespace weft::io::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
-inline constexpr std::uint32_t kSegmentVersion = 1;
+inline constexpr std::uint32_t kSegmentVersion = 2;  // 2: records publish themselves (ring.hpp)
 inline constexpr std::size_t kSegmentHeaderBytes = 4096;
 inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
 inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
 inline constexpr std::size_t kRingBytesDefault = std::size_t{4} << 20;
+// Within a burst the sender publishes, and the receiver frees ring space, every this many
+// records, so the other side can start on (or refill) the ring while a long burst goes on: with
+// 512-packet bursts (2 MiB by reference) a peer waiting for the whole burst outlasts its spin
+// and falls asleep, and waking it costs both sides a system call and the wake-up delay.
+inline constexpr std::size_t kRecordsPerPublish = 32;
 
 // The segment: this header, two RingShared blocks (A->B, B->A), then both rings' data.
 struct SegmentHeader {
@@ -124,10 +129,13 @@ class ShmMedium final : public Medium {
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
   int rx_wait_fd() const override { return cfg_.rx_doorbell; }
-  bool prepare_sleep() override { return rx_.prepare_sleep(); }
+  // Also announces a wait for ring space when the last transmit found the ring full
+  // (ring.hpp, producer_waiting): only a sleeping sender makes the receiver ring it.
+  bool prepare_sleep() override;
   void finish_sleep() override;
   int event_fd() const override { return pidfd_; }
   void on_event(TimeNs now) override;
+  bool tx_blocked() const override { return tx_blocked_; }
 
   // Packet-at-a-time transmit for callers that poll the Device themselves and route each packet
   // to one of several links (the libfabric provider's shm port): tx_packet writes one record
@@ -147,6 +155,7 @@ class ShmMedium final : public Medium {
  private:
   void ring_peer();
   bool by_ref_room();  // payload referred to by unconsumed records < ring_bytes
+  bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
   ShmLinkConfig cfg_;
   std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;  // (tail after record, bytes)
@@ -158,7 +167,8 @@ class ShmMedium final : public Medium {
   RingConsumer rx_;
   CrossMemory cma_;
   std::atomic<bool> peer_dead_{false};
-  TxPacket tx_scratch_{};  // tx_burst's packet, reused (see tx_burst)
+  bool tx_blocked_ = false;  // the last transmit stopped on a full ring
+  TxPacket tx_scratch_{};    // tx_burst's packet, reused (see tx_burst)
   ShmCounters counters_{};
 };
 
