@@ -11,6 +11,7 @@
 
 #include "emu/collsim/collsim.hpp"
 #include "src/coll/plan.hpp"
+#include "tests/common/cli_run.hpp"
 
 namespace weft::collsim {
 namespace {
@@ -20,22 +21,10 @@ using coll::CollKind;
 using coll::DataType;
 using coll::RedOp;
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-};
+using weft::test_util::CliRun;
 
 CliRun weft(const std::string& args) {
-  CliRun r;
-  const std::string cmd = std::string(WEFT_PATH) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  const int st = pclose(f);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return weft::test_util::run_command(std::string(WEFT_PATH) + " " + args);
 }
 
 nlohmann::json sim_json(const std::string& args) {

@@ -13,6 +13,7 @@
 #include "emu/collsim/collsim.hpp"
 #include "emu/topo/spec.hpp"
 #include "src/coll/plan.hpp"
+#include "tests/common/cli_run.hpp"
 
 namespace weft::collsim {
 namespace {
@@ -188,21 +189,10 @@ TEST(PacketFabric, CollectiveTimeoutNamesTheMissingPeer) {
   EXPECT_NE(o.error.find("timed out waiting for rank"), std::string::npos) << o.error;
 }
 
-struct Cli {
-  int status = -1;
-  std::string out;
-};
+using Cli = weft::test_util::CliRun;
 
 Cli weft_cli(const std::string& args) {
-  Cli r;
-  FILE* f = popen((std::string(WEFT_PATH) + " " + args + " 2>&1").c_str(), "r");
-  if (f == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  const int st = pclose(f);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return weft::test_util::run_command(std::string(WEFT_PATH) + " " + args);
 }
 
 TEST(PacketFabricCli, LinkDownIsLoggedAndACutOffRankExitsOne) {

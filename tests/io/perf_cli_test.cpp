@@ -11,25 +11,14 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "tests/common/cli_run.hpp"
 
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-};
+using weft::test_util::CliRun;
 
 CliRun weft(const std::string& args) {
-  CliRun r;
-  const std::string cmd = std::string(WEFT_PATH) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  const int st = pclose(f);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return weft::test_util::run_command(std::string(WEFT_PATH) + " " + args);
 }
 
 std::vector<nlohmann::json> json_lines(const std::string& s) {
