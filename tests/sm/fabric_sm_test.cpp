@@ -15,6 +15,7 @@
 #include "emu/sma/sma.hpp"
 #include "emu/topo/generators.hpp"
 #include "emu/topo/spec.hpp"
+#include "tests/sm/port_info_set.hpp"
 
 namespace weft::sm {
 namespace {
@@ -342,22 +343,8 @@ TEST(FabricSm, LostTrapIsRepeatedUntilRepressed) {
 // port's current PortInfo with `state` / `phys` written (read-modify-write as an SM does it).
 void set_port(Fabric& f, topo::NodeId target, std::uint8_t port, wire::PortState state,
               std::uint8_t phys, std::uint64_t tid) {
-  const sma::PortState& ps = f.node(target).state().ports[port];
-  wire::PortInfo v;
-  v.neighbor_mtu = ps.neighbor_mtu;
-  v.hoq_life = ps.hoq_life;
-  v.vl_stall_count = ps.vl_stall_count;
-  v.port_state = state;
-  v.port_phys_state = phys;
-  wire::SmpLid s;
-  s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
-  s.hdr.method = static_cast<std::uint8_t>(wire::MadMethod::kSet);
-  s.hdr.tid = tid;
-  s.hdr.attr_id = static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo);
-  s.hdr.attr_mod = port;
-  wire::encode(v, s.data);
-  std::array<std::uint8_t, wire::kMadBytes> mad{};
-  wire::encode_smp(s, mad);
+  const auto mad =
+      test_util::port_info_set(f.node(target).state().ports[port], port, state, phys, tid);
   ASSERT_TRUE(f.send_smp_from(2, 1, mad, f.lid(target), f.lid(2)));
 }
 

@@ -13,6 +13,7 @@
 #include "emu/sma/sma.hpp"
 #include "emu/topo/generators.hpp"
 #include "emu/topo/spec.hpp"
+#include "tests/sm/port_info_set.hpp"
 
 namespace weft::sm {
 namespace {
@@ -418,22 +419,7 @@ TEST(DirectFabric, LostTrapIsRepeatedUntilRepressed) {
 void set_port(Rig& r, topo::NodeId target, std::uint8_t port, wire::PortState state,
               std::uint8_t phys, std::uint64_t tid) {
   const sma::NodeState& n = r.fab.nodes()[target];
-  const sma::PortState& ps = n.ports[port];
-  wire::PortInfo v;
-  v.neighbor_mtu = ps.neighbor_mtu;
-  v.hoq_life = ps.hoq_life;
-  v.vl_stall_count = ps.vl_stall_count;
-  v.port_state = state;
-  v.port_phys_state = phys;
-  wire::SmpLid s;
-  s.hdr.mgmt_class = static_cast<std::uint8_t>(wire::MgmtClass::kSubnLidRouted);
-  s.hdr.method = static_cast<std::uint8_t>(wire::MadMethod::kSet);
-  s.hdr.tid = tid;
-  s.hdr.attr_id = static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo);
-  s.hdr.attr_mod = port;
-  wire::encode(v, s.data);
-  std::array<std::uint8_t, wire::kMadBytes> mad{};
-  wire::encode_smp(s, mad);
+  const auto mad = test_util::port_info_set(n.ports[port], port, state, phys, tid);
   ASSERT_TRUE(r.fab.send_from_sm(mad, n.lid_port(port).lid));
 }
 

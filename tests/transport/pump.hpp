@@ -42,6 +42,21 @@ class Pump {
   TimeNs now = 0;
   std::vector<Packet> log;  // every packet put on the wire, in order
 
+  // The wire image of `pkt`, sent by Device `from`: parsed (an engine packet must parse) and
+  // logged.
+  Packet record(std::size_t from, const TxPacket& pkt) {
+    Packet p;
+    p.from = from;
+    p.bytes.resize(pkt.wire_bytes());
+    pkt.write_to(p.bytes);
+    p.payload_bytes = pkt.payload_bytes;
+    auto parsed = wire::parse_packet(p.bytes);
+    EXPECT_TRUE(parsed.ok()) << "the engine emitted a packet that does not parse";
+    if (parsed) p.h = parsed->h;
+    log.push_back(p);
+    return p;
+  }
+
   // Moves packets until every Device is idle. Returns packets moved.
   std::size_t step() {
     if (burst && by_ref) return step_bursts();
@@ -50,15 +65,7 @@ class Pump {
       TxPacket pkt;
       while (devs_[i]->poll_transmit(now, pkt)) {
         ++moved;
-        Packet p;
-        p.from = i;
-        p.bytes.resize(pkt.wire_bytes());
-        pkt.write_to(p.bytes);
-        p.payload_bytes = pkt.payload_bytes;
-        auto parsed = wire::parse_packet(p.bytes);
-        EXPECT_TRUE(parsed.ok()) << "the engine emitted a packet that does not parse";
-        if (parsed) p.h = parsed->h;
-        log.push_back(p);
+        Packet p = record(i, pkt);
         const Action a = hook ? hook(p) : Action::kDeliver;
         if (a == Action::kDrop) continue;
         if (a == Action::kHold) {
@@ -88,15 +95,7 @@ class Pump {
         };
         for (std::size_t k = 0; k < n; ++k) {
           const TxPacket& pkt = pkts[k];
-          Packet p;
-          p.from = i;
-          p.bytes.resize(pkt.wire_bytes());
-          pkt.write_to(p.bytes);
-          p.payload_bytes = pkt.payload_bytes;
-          auto parsed = wire::parse_packet(p.bytes);
-          EXPECT_TRUE(parsed.ok()) << "the engine emitted a packet that does not parse";
-          if (parsed) p.h = parsed->h;
-          log.push_back(p);
+          Packet p = record(i, pkt);
           const Action a = hook ? hook(p) : Action::kDeliver;
           if (a == Action::kDrop) continue;
           if (a == Action::kHold) {
