@@ -324,14 +324,20 @@ std::optional<double> model_busbw(const ClusterConfig& c, const RunConfig& run, 
                       .alpha_s = c.nic_latency_s,
                       .channels = run.channels,
                       .pipeline_pieces = 1,
-                      .reduce_Bps = c.reduce_Bps};
+                      .reduce_Bps = c.reduce_Bps,
+                      .nvl_latency_s = c.nvl_latency_s,
+                      .spine_latency_s = c.spine_latency_s,
+                      .chunk_bytes = static_cast<double>(run.chunk_bytes),
+                      .slots = static_cast<int>(run.slots)};
   if (run.kind == CollKind::kAllReduce) {
-    if (algo != Algo::kRing && algo != Algo::kRing2 && algo != Algo::kRing2Pipe)
+    if (algo != Algo::kRing && algo != Algo::kRing2 && algo != Algo::kRing2Pipe &&
+        algo != Algo::kTree)
       return std::nullopt;
+    // ring2-pipe's pieces as plan.cpp cuts them (at least 2).
     const double piece =
         static_cast<double>(c.gpus) * static_cast<double>(run.chunk_bytes) * run.channels;
-    p.pipeline_pieces = std::max(1, static_cast<int>(std::ceil(bytes / piece)));
-    return coll::allreduce_busbw(bytes, coll::model_allreduce_s(algo, bytes, p), n);
+    p.pipeline_pieces = std::max(2, static_cast<int>(std::ceil(bytes / piece)));
+    return coll::allreduce_busbw(bytes, coll::model_allreduce_steps_s(algo, bytes, p), n);
   }
   if ((run.kind == CollKind::kReduceScatter || run.kind == CollKind::kAllGather) &&
       algo == Algo::kRing) {

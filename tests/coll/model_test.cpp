@@ -41,6 +41,40 @@ TEST(CollModel, Formulas) {
   EXPECT_EQ(allreduce_busbw(S, 1.0, 1), 0.0);
 }
 
+// The step model's terms (model.hpp): bandwidth, hop-latency chain and credit loop per step.
+TEST(CollModel, StepModelTerms) {
+  ModelParams p = issue_cluster();
+  p.nic_Bps = 38.5e9;
+  p.alpha_s = 1.17e-6;
+  p.nvl_latency_s = 0.5e-6;
+  p.spine_latency_s = 0.6e-6;
+  p.chunk_bytes = 1 << 20;
+  p.slots = 4;
+  p.reduce_Bps = 2e12;
+  // Large: the NIC bound alone (the reduction overlaps), 8 channels on 8 NICs.
+  const double S = 4.0 * (1 << 30);
+  p.channels = 8;
+  EXPECT_NEAR(model_allreduce_steps_s(Algo::kRing, S, p) / (2.0 * 63 / 64 * S / (8 * 38.5e9)), 1.0,
+              0.01);
+  // Tiny: no bandwidth; the NIC hop's credit loop (data 1.77 us between rails + grant 1.17 us,
+  // over 4 slots) is slower than the mean hop (8 NIC hops of 1.77, 56 NVLink hops of 0.5 us).
+  p.channels = 1;
+  const double credit = (1.77e-6 + 1.17e-6) / 4, chain = (8 * 1.77e-6 + 56 * 0.5e-6) / 64;
+  ASSERT_GT(credit, chain);
+  EXPECT_NEAR(model_allreduce_steps_s(Algo::kRing, 64, p), 126 * credit + 1.77e-6, 1e-8);
+  // With 64 slots the chain binds.
+  p.slots = 64;
+  EXPECT_NEAR(model_allreduce_steps_s(Algo::kRing, 64, p), 126 * chain + 1.77e-6, 1e-8);
+  // ring2 stage by stage: the phases add up; pipelined pieces cost less.
+  p.slots = 4;
+  p.pipeline_pieces = 16;
+  EXPECT_LT(model_allreduce_steps_s(Algo::kRing2Pipe, S, p),
+            model_allreduce_steps_s(Algo::kRing2, S, p));
+  // Tree: bandwidth-bound at the NIC's 4 chunks per chunk step (an interior GPU's 3 and its
+  // neighbour's lane-1 leaf chunk): S/2 x 4 / B_nic.
+  EXPECT_NEAR(model_allreduce_steps_s(Algo::kTree, S, p) / (S / 2 * 4 / 38.5e9), 1.0, 0.01);
+}
+
 TEST(CollPlan, AutoSelection) {
   const Topology flat{1}, nodes{8};
   EXPECT_EQ(select_algo(CollKind::kAllReduce, 1 << 10, 64, nodes), Algo::kRhd);

@@ -98,6 +98,47 @@ TEST(CollSim, FlatRingRunsAtTheNicRateAndChannelsSpreadOverRails) {
   EXPECT_NEAR(four.result->busbw / *four.result->model_busbw, 1.0, 0.1);
 }
 
+// Issue 6's goal "every algorithm within 10 % of its model on uncongested runs", on a small
+// rail cluster (2 x 4 and 4 x 2, calibrated NICs, default latencies and reduction rate) from
+// 1 MiB (the issue's range; at 64 KiB the model of ring2 and ring2-pipe is up to 25 % slow) to
+// bandwidth-bound sizes, with small and large chunks: the step model
+// (coll::model_allreduce_steps_s) against the link model.
+TEST(CollSim, EveryAlgorithmIsWithinTenPercentOfItsModel) {
+  for (const auto& [nodes, gpus] : {std::pair{2, 4}, std::pair{4, 2}}) {
+    const std::string topo =
+        "rail:nodes=" + std::to_string(nodes) + ",gpus=" + std::to_string(gpus) + ",spines=2";
+    ClusterConfig c{.nodes = nodes, .gpus = gpus, .topology = topo};
+    const auto cal = calibrate_nic(c.topology);
+    ASSERT_TRUE(cal);
+    c.nic_Bps = cal->nic_Bps;
+    c.nic_latency_s = cal->nic_latency_s;
+    const std::pair<Algo, int> algos[] = {{Algo::kRing, 1},
+                                          {Algo::kRing, 4},
+                                          {Algo::kRing2, 1},
+                                          {Algo::kRing2Pipe, 1},
+                                          {Algo::kTree, 1}};
+    for (const auto& [algo, channels] : algos) {
+      for (const std::size_t chunk : {std::size_t{64} << 10, std::size_t{1} << 20}) {
+        for (const std::size_t bytes :
+             {std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{64} << 20}) {
+          RunConfig run{.kind = CollKind::kAllReduce,
+                        .algo = algo,
+                        .dtype = DataType::kBf16,
+                        .channels = channels,
+                        .chunk_bytes = chunk,
+                        .verify = false};
+          const auto out = run_collective(c, run, bytes);
+          ASSERT_TRUE(out.result) << out.error;
+          ASSERT_TRUE(out.result->model_busbw);
+          EXPECT_NEAR(out.result->busbw / *out.result->model_busbw, 1.0, 0.10)
+              << topo << " " << coll::to_string(algo) << " x" << channels << " chunk " << chunk
+              << " size " << bytes;
+        }
+      }
+    }
+  }
+}
+
 // Issue 6's goal: on 8 nodes x 8 GPUs with 8 rails, `auto` (algorithm and channel count) is
 // within 5 % of the best of the algorithms at every size, from latency-bound to 64 MiB.
 TEST(CollSim, AutoIsWithinFivePercentOfTheBestAlgorithmOnTheRailCluster) {
@@ -170,7 +211,7 @@ TEST(CollSimCli, EveryAlgorithmIsCorrectAndBusbwFollowsNcclTests) {
       EXPECT_GT(t, 0.0);
       EXPECT_NEAR(algbw, static_cast<double>(size) / (t * 1e-6) / 1e9, 1e-9 + algbw * 1e-9);
       EXPECT_NEAR(busbw, algbw * 2 * 7 / 8, 1e-12 + busbw * 1e-9);
-      const bool modelled = std::string(algo).starts_with("ring");
+      const bool modelled = std::string(algo).starts_with("ring") || std::string(algo) == "tree";
       EXPECT_EQ(row["model_busbw"].is_number(), modelled) << row.dump();
       size *= 8;
     }

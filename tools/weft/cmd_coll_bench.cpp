@@ -119,6 +119,10 @@ void run(const CollBenchArgs& a) {
     if (!printer) return;
     if (!a.json) {
       coll::live::print_bench_row(stdout, o, r);
+      if (a.stats)
+        std::printf(
+            "#   per collective and rank: %.0f us CPU, %.0f us runnable waiting for a CPU\n",
+            r.cpu_us, r.runq_us);
       return;
     }
     nlohmann::json row{{"size", r.bytes},
@@ -128,7 +132,9 @@ void run(const CollBenchArgs& a) {
                        {"algo", std::string(coll::to_string(r.algo))},
                        {"time_us", r.time_us},
                        {"algbw", r.algbw},
-                       {"busbw", r.busbw}};
+                       {"busbw", r.busbw},
+                       {"cpu_us", r.cpu_us},
+                       {"runq_us", r.runq_us}};
     row["wrong"] = r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr);
     rows.push_back(row);
   });

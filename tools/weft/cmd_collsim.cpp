@@ -140,6 +140,9 @@ void add_collsim_options(CLI::App* cmd, CollSimArgs& a) {
   cmd->add_option("--chunk", a.chunk, "Pipelining chunk and inbox slot size")
       ->group(g)
       ->capture_default_str();
+  cmd->add_option("--slots", a.slots, "Inbox slots (credits) per connection")
+      ->group(g)
+      ->capture_default_str();
   cmd->add_option("--nvl-bw", a.nvl_gbps, "NVLink GB/s per GPU each way")
       ->group(g)
       ->capture_default_str();
@@ -264,6 +267,8 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
   run.chunk_bytes = need_bytes("--chunk", a.chunk);
   if (run.chunk_bytes < 4096 || run.chunk_bytes > (std::size_t{16} << 20))
     bad_input("--chunk must be between 4K and 16M");
+  if (a.slots < 1 || a.slots > 1024) bad_input("--slots must be in 1..1024");
+  run.slots = static_cast<std::uint32_t>(a.slots);
   const std::size_t lo = need_bytes("-b", a.minbytes), hi = need_bytes("-e", a.maxbytes);
   if (hi < lo) bad_input("-e must not be smaller than -b");
   char* end = nullptr;

@@ -21,6 +21,7 @@ struct CollSimArgs {
   std::string minbytes = "8", maxbytes = "8", stepfactor = "2";
   std::string dtype = "float", op = "sum";
   std::string chunk = "1M";
+  int slots = 4;          // inbox slots (credits) per connection
   double nvl_gbps = 450;  // GB/s per GPU each way
   double nvl_latency_us = 0.5;
   std::string nic_latency_us = "auto";  // us, or auto: the packet-level fabric's

@@ -2,6 +2,7 @@
 #include "src/coll/live/coll_bench.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "src/coll/communicator.hpp"
@@ -47,6 +48,23 @@ Shape shape_of(CollKind kind, std::size_t bytes, std::size_t es, std::size_t n) 
 }
 
 // This rank's expected output; empty when it has none to check (reduce off the root).
+// The process's CPU time and run-queue wait so far (/proc/self/schedstat; zeros without it).
+struct Sched {
+  double run_ns = 0, wait_ns = 0;
+};
+Sched sched_now() {
+  Sched s;
+  if (std::FILE* f = std::fopen("/proc/self/schedstat", "r")) {
+    unsigned long long run = 0, wait = 0;
+    if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) {
+      s.run_ns = static_cast<double>(run);
+      s.wait_ns = static_cast<double>(wait);
+    }
+    std::fclose(f);
+  }
+  return s;
+}
+
 std::vector<std::uint8_t> expected(const BenchOptions& o, const Shape& s, int rank, int n) {
   const std::size_t es = elem_bytes(o.dtype), blk = s.arg_count * es;
   std::vector<std::uint8_t> want(s.recv_elems * es);
@@ -118,10 +136,14 @@ std::optional<std::string> run_bench(LiveMesh& mesh, const BenchOptions& o,
     row.bytes = s.count * es;
     row.count = s.count;
     TimeNs t0 = 0;
+    Sched s0;
     for (int i = 0; i < o.warmup + o.iters; ++i) {
-      if (i == o.warmup) t0 = io::monotonic_ns();
+      if (i == o.warmup) t0 = io::monotonic_ns(), s0 = sched_now();
       if (mesh.run(comm, a, o.timeout_ns, &error) != CollState::kDone) return fail(error);
     }
+    if (o.iters <= 0) s0 = sched_now();
+    const Sched s1 = sched_now();
+    const double per = o.iters > 0 ? 1e3 * o.iters : 1;
     const double mine_us =
         o.iters > 0 ? static_cast<double>(io::monotonic_ns() - t0) / 1e3 / o.iters : 0;
     row.algo = comm.algo();
@@ -134,16 +156,20 @@ std::optional<std::string> run_bench(LiveMesh& mesh, const BenchOptions& o,
         wrong = static_cast<double>(count_wrong(recv.data(), want.data(), want.size() / es, es));
     }
     // Mean time over the ranks and total #wrong, by an all-reduce on the same mesh.
-    double stats[2] = {mine_us, wrong}, total[2] = {0, 0};
+    double stats[4] = {mine_us, wrong, (s1.run_ns - s0.run_ns) / per,
+                       (s1.wait_ns - s0.wait_ns) / per},
+           total[4] = {0, 0, 0, 0};
     const CollArgs sum{.kind = CollKind::kAllReduce,
                        .send = stats,
                        .recv = total,
-                       .count = 2,
+                       .count = 4,
                        .dtype = DataType::kF64,
                        .op = RedOp::kSum,
                        .algo = Algo::kRing};
     if (mesh.run(comm, sum, o.timeout_ns, &error) != CollState::kDone) return fail(error);
     row.time_us = total[0] / n;
+    row.cpu_us = total[2] / n;
+    row.runq_us = total[3] / n;
     if (o.check) row.wrong = static_cast<std::uint64_t>(total[1]);
     row.algbw = row.time_us > 0 ? static_cast<double>(row.bytes) / (row.time_us * 1e3) : 0;
     row.busbw = row.algbw * busbw_factor(o.kind, n);

@@ -42,6 +42,10 @@ struct BenchRow {
   Algo algo = Algo::kAuto;                   // what ran (auto resolved)
   double time_us = 0, algbw = 0, busbw = 0;  // GB/s
   std::optional<std::uint64_t> wrong;        // with check
+  // Per collective, mean over the ranks (Linux schedstat of the process, timed iterations):
+  // CPU time, and time runnable but waiting for a CPU (the machine's load, not Weft). 0 where
+  // /proc/self/schedstat is missing.
+  double cpu_us = 0, runq_us = 0;
 };
 
 // Runs every size; calls on_row on every rank as each size finishes (rank 0 prints). Returns
