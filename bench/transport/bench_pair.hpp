@@ -2,7 +2,9 @@
 // (4 KiB path MTU), and the loops transport_bench times and transport_profile counts.
 #pragma once
 
+#include <array>
 #include <cstring>
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -84,9 +86,11 @@ struct Pair {
       }
     }
   }
+  // Completions are polled into this (allocated once, as perftest does: a WorkCompletion array on
+  // the stack is value-initialised on every call, 3 KiB of stores per poll loop).
+  std::array<WorkCompletion, 64> wc;
   // Pumps until `n` completions arrive on cq.
   void pump_until(CompletionQueue* cq, std::size_t n) {
-    WorkCompletion wc[64];
     std::size_t got = 0;
     while (got < n) {
       move(*da, *db);
@@ -178,7 +182,7 @@ struct SendLoop {
       for (const SendWr& wr : wrs) p.qa->post_send(wr);
     }
     // Until every receive and every signaled send has completed.
-    WorkCompletion wc[kBatch];
+    const std::span<WorkCompletion> wc(p.wc.data(), kBatch);
     std::size_t recvs = 0, sends = 0;
     while (recvs < kBatch || sends < signaled) {
       p.move(*p.da, *p.db);

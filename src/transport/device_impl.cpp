@@ -553,11 +553,137 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
   return true;
 }
 
+std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstRoute& route,
+                                    DeferredAck& ack) {
+  QpImpl& qp = *route.qp;
+  constexpr std::size_t kHdr = wire::kLrhBytes + wire::kBthBytes;  // no extension header
+  // What no packet of the run changes: the QP's state (a SEND ONLY is only taken with a free CQ
+  // slot, so no overrun errors the QP inside the run), the responder's error and selective-repeat
+  // buffering (resp_fast_request's first checks), the message state (a MIDDLE neither starts nor
+  // ends a WRITE, a SEND ONLY leaves the responder idle).
+  if (qp.state_ == QpState::kReset || qp.state_ == QpState::kInit || qp.state_ == QpState::kErr ||
+      qp.resp_fatal_pending_ || qp.resp_state_ == RespState::kError ||
+      (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty()))
+    return 0;
+  const bool compute = config_.crc == CrcMode::kCompute;
+  const std::uint32_t mtu = qp.mtu();
+  const std::uint32_t coalesce = config_.ack_coalesce_max;
+  RemotePayload* rp = remote_payload_;
+  std::uint32_t epsn = qp.epsn_, since = qp.since_ack_, msn = qp.msn_;
+  std::uint64_t rx_bytes = 0;
+  std::size_t n = 0;
+  // The checks of fast_receive_burst every packet of a run makes: no extension header, not
+  // corrupt, CRCs not to be checked, TVer 0 and the PadCnt as given, the route of the run.
+  const auto same_route = [&](const TxPacket& p) {
+    const std::uint8_t* b = p.headers.data();
+    std::uint64_t lrh, bth;
+    std::memcpy(&lrh, b, 8);
+    std::memcpy(&bth, b + wire::kLrhBytes, 8);
+    return p.header_bytes == kHdr && !p.corrupt && !(compute && p.crcs_valid) &&
+           (b[wire::kLrhBytes + 1] & 0xF) == 0 &&
+           ((b[wire::kLrhBytes + 1] >> 4) & 3) == p.pad_bytes &&
+           (lrh & kLrhRouteMask) == route.lrh && (bth & kBthRouteMask) == route.bth;
+  };
+  const auto psn_of = [](const std::uint8_t* bth) {
+    std::uint32_t psn;
+    std::memcpy(&psn, bth + 8, 4);
+    return __builtin_bswap32(psn) & kPsnMask;
+  };
+  const auto pkt_len_ok = [](const std::uint8_t* b, std::size_t bytes) {
+    return (((unsigned{b[4]} << 8) | b[5]) & 0x7FF) * 4u == bytes + wire::kIcrcBytes;
+  };
+  if (qp.resp_state_ == RespState::kInWrite) {
+    // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3).
+    std::uint64_t bytes = qp.msg_bytes_;
+    const std::uint64_t write_len = qp.write_len_;
+    std::uint8_t* const dst = qp.write_dst_;
+    for (; n < pkts.size(); ++n) {
+      const TxPacket& p = pkts[n];
+      const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
+      if (bth[0] != static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle) || !same_route(p) ||
+          p.payload == nullptr || p.payload_bytes != mtu || p.pad_bytes != 0 ||
+          !pkt_len_ok(p.headers.data(), kHdr + mtu) || bytes + mtu >= write_len)
+        break;
+      const std::uint32_t psn = psn_of(bth);
+      if (psn != epsn) break;
+      if (rp)
+        rp->place(dst + bytes, p.payload, mtu);
+      else
+        std::memcpy(dst + bytes, p.payload, mtu);
+      bytes += mtu;
+      epsn = psn_add(psn, 1);
+      // IBA 9.7.6.1.2 as resp_fast_request: the ACK is held for the end of the run.
+      if ((bth[8] & 0x80) || ++since >= coalesce) {
+        since = 0;
+        ack = DeferredAck{&qp, psn, msn};
+      }
+      rx_bytes += p.wire_bytes();
+    }
+    qp.msg_bytes_ = bytes;
+  } else if (qp.resp_state_ == RespState::kIdle) {
+    // SEND ONLY into the receive at the head of the queue, completed in place.
+    RecvQueue& rq = qp.recv_queue();
+    auto* cq = static_cast<CqImpl*>(qp.init_.recv_cq);
+    std::uint32_t last_len = 0;
+    for (; n < pkts.size(); ++n) {
+      const TxPacket& p = pkts[n];
+      const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
+      const std::uint32_t len = p.payload_bytes;
+      if (bth[0] != static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly) || !same_route(p) ||
+          (len != 0 && p.payload == nullptr) || len > mtu ||
+          !pkt_len_ok(p.headers.data(), kHdr + len + p.pad_bytes) || rq.empty())
+        break;
+      const std::uint32_t psn = psn_of(bth);
+      const RecvWqe& r = rq.front();
+      if (psn != epsn || r.total_bytes < len) break;
+      WorkCompletion* wc = cqe_slot(cq);
+      if (wc == nullptr) break;
+      const Sge* sges = rq.front_sges();
+      if (r.num_sge == 1 && !rp && len != 0)
+        std::memcpy(reinterpret_cast<std::uint8_t*>(sges[0].addr), p.payload, len);
+      else
+        copy_to_sges(sges, r.num_sge, 0, p.payload, len, rp);
+      // complete_recv_ok's completion.
+      *wc = qp.wc_tmpl_;
+      wc->wr_id = r.wr_id;
+      wc->byte_len = len;
+      commit_cqe(cq, WcStatus::kSuccess);
+      rq.pop();
+      last_len = len;
+      msn = psn_add(msn, 1);
+      epsn = psn_add(psn, 1);
+      if ((bth[8] & 0x80) || ++since >= coalesce) {
+        since = 0;
+        ack = DeferredAck{&qp, psn, msn};
+      }
+      rx_bytes += p.wire_bytes();
+    }
+    if (n != 0) {
+      qp.seq_nak_sent_ = false;
+      qp.msg_bytes_ = last_len;
+      qp.have_recv_ = false;
+      qp.msn_ = msn;
+    }
+  }
+  if (n != 0) {
+    qp.seq_nak_sent_ = false;
+    qp.epsn_ = epsn;
+    qp.since_ack_ = since;
+    counters_.rx_packets += n;
+    counters_.rx_bytes += rx_bytes;
+  }
+  return n;
+}
+
 void DeviceImpl::on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
   BurstRoute route;
   DeferredAck ack;
-  for (const TxPacket& pkt : pkts) {
-    if (fast_receive_burst(pkt, route, ack)) continue;
+  for (std::size_t i = 0; i < pkts.size();) {
+    const TxPacket& pkt = pkts[i++];
+    if (fast_receive_burst(pkt, route, ack)) {
+      if (i < pkts.size()) i += receive_run(pkts.subspan(i), route, ack);
+      continue;
+    }
     ack.flush();  // the ACKs of the requests before it first, as the per-packet path queued them
     on_packet(pkt, now);
   }
