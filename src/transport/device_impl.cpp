@@ -553,6 +553,21 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
   return true;
 }
 
+namespace {
+// Places `bytes` bytes (whole packets of `mtu`) at dst: one copy, or packet by packet when the
+// ranges overlap (then the packets' copies in order are what the per-packet path does).
+inline void place_run(std::uint8_t* dst, const std::uint8_t* src, std::uint64_t bytes,
+                      std::uint32_t mtu) {
+  if (bytes == 0) return;
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  if (d + bytes <= s || s + bytes <= d) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  for (std::uint64_t k = 0; k < bytes; k += mtu) std::memcpy(dst + k, src + k, mtu);
+}
+}  // namespace
+
 std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstRoute& route,
                                     DeferredAck& ack) {
   QpImpl& qp = *route.qp;
@@ -594,22 +609,46 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
   };
   if (qp.resp_state_ == RespState::kInWrite) {
     // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3).
+    // A MIDDLE packet's LRH and first 8 BTH bytes are known in whole: the route's, the PktLen of
+    // one PMTU (reserved bits zero), the opcode, TVer 0 and PadCnt 0 (SE and M not looked at,
+    // as on the lean path). Each packet is compared with them in two words.
+    const auto pkt_len = static_cast<std::uint16_t>((kHdr + mtu + wire::kIcrcBytes) / 4);
+    const std::uint64_t lrh_want =
+        route.lrh | std::bit_cast<std::uint64_t>(std::array<std::uint8_t, 8>{
+                        0, 0, 0, 0, static_cast<std::uint8_t>(pkt_len >> 8),
+                        static_cast<std::uint8_t>(pkt_len), 0, 0});
+    constexpr std::uint64_t kBthMidMask = std::bit_cast<std::uint64_t>(
+        std::array<std::uint8_t, 8>{0xFF, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
+    const std::uint64_t bth_want =
+        route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle);
     std::uint64_t bytes = qp.msg_bytes_;
     const std::uint64_t write_len = qp.write_len_;
     std::uint8_t* const dst = qp.write_dst_;
+    const std::uint8_t* copy_src = nullptr;  // the payload bytes not yet placed, ending at
+    std::uint64_t copy_bytes = 0;            // dst + bytes
     for (; n < pkts.size(); ++n) {
       const TxPacket& p = pkts[n];
       const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
-      if (bth[0] != static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle) || !same_route(p) ||
-          p.payload == nullptr || p.payload_bytes != mtu || p.pad_bytes != 0 ||
-          !pkt_len_ok(p.headers.data(), kHdr + mtu) || bytes + mtu >= write_len)
+      std::uint64_t lrh_word, bth_word;
+      std::memcpy(&lrh_word, p.headers.data(), 8);
+      std::memcpy(&bth_word, bth, 8);
+      if (lrh_word != lrh_want || (bth_word & kBthMidMask) != bth_want || p.header_bytes != kHdr ||
+          p.payload_bytes != mtu || p.payload == nullptr || p.pad_bytes != 0 || p.corrupt ||
+          (compute && p.crcs_valid) || bytes + mtu >= write_len)
         break;
       const std::uint32_t psn = psn_of(bth);
       if (psn != epsn) break;
-      if (rp)
+      if (rp) {
         rp->place(dst + bytes, p.payload, mtu);
-      else
-        std::memcpy(dst + bytes, p.payload, mtu);
+      } else if (p.payload != copy_src + copy_bytes) {
+        // Payloads that follow each other in the sender's memory (a message's MIDDLE packets,
+        // by reference) are placed with one copy when the run ends: the same bytes.
+        place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
+        copy_src = p.payload;
+        copy_bytes = mtu;
+      } else {
+        copy_bytes += mtu;
+      }
       bytes += mtu;
       epsn = psn_add(psn, 1);
       // IBA 9.7.6.1.2 as resp_fast_request: the ACK is held for the end of the run.
@@ -619,6 +658,7 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       }
       rx_bytes += p.wire_bytes();
     }
+    place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
     qp.msg_bytes_ = bytes;
   } else if (qp.resp_state_ == RespState::kIdle) {
     // SEND ONLY into the receive at the head of the queue, completed in place.
