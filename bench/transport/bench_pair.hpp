@@ -21,13 +21,14 @@ struct Pair {
   std::vector<std::uint8_t> src, dst, wire;
   bool bytes_path;
   // Packets move in bursts (poll_transmit_burst / on_packet_burst) or one call per packet. The
-  // CRC-computing path always goes packet by packet, as wire images through write_to.
+  // CRC-computing path delivers packet by packet, as wire images through write_to (there is no
+  // burst form of on_packet(bytes)); with bursts its packets are taken with poll_transmit_burst.
   bool burst;
   static constexpr std::size_t kBurstPackets = 32;
   std::vector<TxPacket> pkts = std::vector<TxPacket>(kBurstPackets);
 
   Pair(std::size_t bytes, CrcMode crc, bool bursts = true)
-      : bytes_path(crc == CrcMode::kCompute), burst(bursts && crc == CrcMode::kModel) {
+      : bytes_path(crc == CrcMode::kCompute), burst(bursts) {
     src.assign(bytes, 0x5A);
     dst.assign(bytes, 0);
     wire.resize(8192);
@@ -72,8 +73,16 @@ struct Pair {
   }
   void move(Device& from, Device& to) {
     if (burst) {
-      while (const std::size_t n = from.poll_transmit_burst(0, pkts))
-        to.on_packet_burst({pkts.data(), n}, 0);
+      while (const std::size_t n = from.poll_transmit_burst(0, pkts)) {
+        if (!bytes_path) {
+          to.on_packet_burst({pkts.data(), n}, 0);
+          continue;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t k = pkts[i].write_to(wire);
+          to.on_packet(std::span<const std::uint8_t>(wire.data(), k), 0);
+        }
+      }
       return;
     }
     TxPacket pkt;

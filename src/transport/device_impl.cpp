@@ -587,38 +587,24 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
   std::uint32_t epsn = qp.epsn_, since = qp.since_ack_, msn = qp.msn_;
   std::uint64_t rx_bytes = 0;
   std::size_t n = 0;
-  // The checks of fast_receive_burst every packet of a run makes: no extension header, not
-  // corrupt, CRCs not to be checked, TVer 0 and the PadCnt as given, the route of the run.
-  const auto same_route = [&](const TxPacket& p) {
-    const std::uint8_t* b = p.headers.data();
-    std::uint64_t lrh, bth;
-    std::memcpy(&lrh, b, 8);
-    std::memcpy(&bth, b + wire::kLrhBytes, 8);
-    return p.header_bytes == kHdr && !p.corrupt && !(compute && p.crcs_valid) &&
-           (b[wire::kLrhBytes + 1] & 0xF) == 0 &&
-           ((b[wire::kLrhBytes + 1] >> 4) & 3) == p.pad_bytes &&
-           (lrh & kLrhRouteMask) == route.lrh && (bth & kBthRouteMask) == route.bth;
-  };
+  // The LRH and the BTH's first 8 bytes of a packet of the run are known in whole: the route's
+  // bytes, the PktLen of its length (reserved bits zero), the opcode, TVer 0 and the PadCnt (SE
+  // and M not looked at, as on the lean path); each packet is compared with them in two words.
+  constexpr std::uint64_t kBthMidMask = std::bit_cast<std::uint64_t>(
+      std::array<std::uint8_t, 8>{0xFF, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
   const auto psn_of = [](const std::uint8_t* bth) {
     std::uint32_t psn;
     std::memcpy(&psn, bth + 8, 4);
     return __builtin_bswap32(psn) & kPsnMask;
   };
-  const auto pkt_len_ok = [](const std::uint8_t* b, std::size_t bytes) {
-    return (((unsigned{b[4]} << 8) | b[5]) & 0x7FF) * 4u == bytes + wire::kIcrcBytes;
-  };
   if (qp.resp_state_ == RespState::kInWrite) {
-    // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3).
-    // A MIDDLE packet's LRH and first 8 BTH bytes are known in whole: the route's, the PktLen of
-    // one PMTU (reserved bits zero), the opcode, TVer 0 and PadCnt 0 (SE and M not looked at,
-    // as on the lean path). Each packet is compared with them in two words.
+    // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3); the
+    // other checks of fast_receive_burst: no extension header, not corrupt, CRCs not to check.
     const auto pkt_len = static_cast<std::uint16_t>((kHdr + mtu + wire::kIcrcBytes) / 4);
     const std::uint64_t lrh_want =
         route.lrh | std::bit_cast<std::uint64_t>(std::array<std::uint8_t, 8>{
                         0, 0, 0, 0, static_cast<std::uint8_t>(pkt_len >> 8),
                         static_cast<std::uint8_t>(pkt_len), 0, 0});
-    constexpr std::uint64_t kBthMidMask = std::bit_cast<std::uint64_t>(
-        std::array<std::uint8_t, 8>{0xFF, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
     const std::uint64_t bth_want =
         route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle);
     std::uint64_t bytes = qp.msg_bytes_;
@@ -669,9 +655,21 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       const TxPacket& p = pkts[n];
       const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
       const std::uint32_t len = p.payload_bytes;
-      if (bth[0] != static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly) || !same_route(p) ||
-          (len != 0 && p.payload == nullptr) || len > mtu ||
-          !pkt_len_ok(p.headers.data(), kHdr + len + p.pad_bytes) || rq.empty())
+      const unsigned pad = p.pad_bytes;
+      if (p.header_bytes != kHdr || len > mtu || pad > 3 || ((len + pad) & 3) != 0 ||
+          (len != 0 && p.payload == nullptr) || p.corrupt || (compute && p.crcs_valid) ||
+          rq.empty())
+        break;
+      // As for MIDDLE packets: the LRH and the first BTH bytes in two words, here with the
+      // PktLen and PadCnt of this packet's length.
+      const auto words = static_cast<std::uint64_t>((kHdr + len + pad + wire::kIcrcBytes) / 4);
+      std::uint64_t lrh_word, bth_word;
+      std::memcpy(&lrh_word, p.headers.data(), 8);
+      std::memcpy(&bth_word, bth, 8);
+      if (lrh_word != (route.lrh | (words >> 8) << 32 | (words & 0xFF) << 40) ||
+          (bth_word & kBthMidMask) !=
+              (route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly) |
+               std::uint64_t{pad} << 12))
         break;
       const std::uint32_t psn = psn_of(bth);
       const RecvWqe& r = rq.front();
