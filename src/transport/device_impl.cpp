@@ -564,7 +564,8 @@ inline void place_run(std::uint8_t* dst, const std::uint8_t* src, std::uint64_t 
     std::memcpy(dst, src, bytes);
     return;
   }
-  for (std::uint64_t k = 0; k < bytes; k += mtu) std::memcpy(dst + k, src + k, mtu);
+  for (std::uint64_t k = 0; k < bytes; k += mtu)
+    std::memcpy(dst + k, src + k, std::min<std::uint64_t>(mtu, bytes - k));
 }
 }  // namespace
 
@@ -598,45 +599,62 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     return __builtin_bswap32(psn) & kPsnMask;
   };
   if (qp.resp_state_ == RespState::kInWrite) {
-    // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3); the
-    // other checks of fast_receive_burst: no extension header, not corrupt, CRCs not to check.
-    const auto pkt_len = static_cast<std::uint16_t>((kHdr + mtu + wire::kIcrcBytes) / 4);
-    const std::uint64_t lrh_want =
-        route.lrh | std::bit_cast<std::uint64_t>(std::array<std::uint8_t, 8>{
-                        0, 0, 0, 0, static_cast<std::uint8_t>(pkt_len >> 8),
-                        static_cast<std::uint8_t>(pkt_len), 0, 0});
-    const std::uint64_t bth_want =
+    // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3), and
+    // the WRITE LAST that ends the RETH length exactly (it ends the run); the other checks of
+    // fast_receive_burst: no extension header, not corrupt, CRCs not to check.
+    const auto lrh_with_len = [&](std::uint64_t len, unsigned pad) {
+      const std::uint64_t words = (kHdr + len + pad + wire::kIcrcBytes) / 4;
+      return route.lrh | (words >> 8) << 32 | (words & 0xFF) << 40;
+    };
+    const std::uint64_t lrh_mid = lrh_with_len(mtu, 0);
+    const std::uint64_t bth_mid =
         route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle);
     std::uint64_t bytes = qp.msg_bytes_;
     const std::uint64_t write_len = qp.write_len_;
     std::uint8_t* const dst = qp.write_dst_;
     const std::uint8_t* copy_src = nullptr;  // the payload bytes not yet placed, ending at
     std::uint64_t copy_bytes = 0;            // dst + bytes
-    for (; n < pkts.size(); ++n) {
+    bool last = false;
+    for (; n < pkts.size() && !last; ++n) {
       const TxPacket& p = pkts[n];
       const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
       std::uint64_t lrh_word, bth_word;
       std::memcpy(&lrh_word, p.headers.data(), 8);
       std::memcpy(&bth_word, bth, 8);
-      if (lrh_word != lrh_want || (bth_word & kBthMidMask) != bth_want || p.header_bytes != kHdr ||
-          p.payload_bytes != mtu || p.payload == nullptr || p.pad_bytes != 0 || p.corrupt ||
-          (compute && p.crcs_valid) || bytes + mtu >= write_len)
+      std::uint32_t len = mtu;
+      bool is_last = false;
+      if (lrh_word == lrh_mid && (bth_word & kBthMidMask) == bth_mid) {
+        if (p.payload_bytes != mtu || p.pad_bytes != 0 || bytes + mtu >= write_len) break;
+      } else {
+        len = p.payload_bytes;
+        const unsigned pad = p.pad_bytes;
+        if (len > mtu || pad > 3 || ((len + pad) & 3) != 0 || bytes + len != write_len ||
+            lrh_word != lrh_with_len(len, pad) ||
+            (bth_word & kBthMidMask) !=
+                (route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcWriteLast) |
+                 std::uint64_t{pad} << 12))
+          break;
+        is_last = true;
+      }
+      if (p.header_bytes != kHdr || p.payload == nullptr || p.corrupt || (compute && p.crcs_valid))
         break;
       const std::uint32_t psn = psn_of(bth);
       if (psn != epsn) break;
+      last = is_last;  // taken
       if (rp) {
-        rp->place(dst + bytes, p.payload, mtu);
+        rp->place(dst + bytes, p.payload, len);
       } else if (p.payload != copy_src + copy_bytes) {
-        // Payloads that follow each other in the sender's memory (a message's MIDDLE packets,
-        // by reference) are placed with one copy when the run ends: the same bytes.
+        // Payloads that follow each other in the sender's memory (a message's packets, by
+        // reference) are placed with one copy when the run ends: the same bytes.
         place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
         copy_src = p.payload;
-        copy_bytes = mtu;
+        copy_bytes = len;
       } else {
-        copy_bytes += mtu;
+        copy_bytes += len;
       }
-      bytes += mtu;
+      bytes += len;
       epsn = psn_add(psn, 1);
+      if (last) msn = psn_add(msn, 1);
       // IBA 9.7.6.1.2 as resp_fast_request: the ACK is held for the end of the run.
       if ((bth[8] & 0x80) || ++since >= coalesce) {
         since = 0;
@@ -646,6 +664,10 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     }
     place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
     qp.msg_bytes_ = bytes;
+    if (last) {
+      qp.msn_ = msn;
+      qp.resp_state_ = RespState::kIdle;
+    }
   } else if (qp.resp_state_ == RespState::kIdle) {
     // SEND ONLY into the receive at the head of the queue, completed in place.
     RecvQueue& rq = qp.recv_queue();
