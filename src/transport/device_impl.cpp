@@ -553,11 +553,197 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
   return true;
 }
 
+namespace {
+// Places `bytes` bytes (whole packets of `mtu`) at dst: one copy, or packet by packet when the
+// ranges overlap (then the packets' copies in order are what the per-packet path does).
+inline void place_run(std::uint8_t* dst, const std::uint8_t* src, std::uint64_t bytes,
+                      std::uint32_t mtu) {
+  if (bytes == 0) return;
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  if (d + bytes <= s || s + bytes <= d) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  for (std::uint64_t k = 0; k < bytes; k += mtu)
+    std::memcpy(dst + k, src + k, std::min<std::uint64_t>(mtu, bytes - k));
+}
+}  // namespace
+
+std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstRoute& route,
+                                    DeferredAck& ack) {
+  QpImpl& qp = *route.qp;
+  constexpr std::size_t kHdr = wire::kLrhBytes + wire::kBthBytes;  // no extension header
+  // What no packet of the run changes: the QP's state (a SEND ONLY is only taken with a free CQ
+  // slot, so no overrun errors the QP inside the run), the responder's error and selective-repeat
+  // buffering (resp_fast_request's first checks), the message state (a MIDDLE neither starts nor
+  // ends a WRITE, a SEND ONLY leaves the responder idle).
+  if (qp.state_ == QpState::kReset || qp.state_ == QpState::kInit || qp.state_ == QpState::kErr ||
+      qp.resp_fatal_pending_ || qp.resp_state_ == RespState::kError ||
+      (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty()))
+    return 0;
+  const bool compute = config_.crc == CrcMode::kCompute;
+  const std::uint32_t mtu = qp.mtu();
+  const std::uint32_t coalesce = config_.ack_coalesce_max;
+  RemotePayload* rp = remote_payload_;
+  std::uint32_t epsn = qp.epsn_, since = qp.since_ack_, msn = qp.msn_;
+  std::uint64_t rx_bytes = 0;
+  std::size_t n = 0;
+  // The LRH and the BTH's first 8 bytes of a packet of the run are known in whole: the route's
+  // bytes, the PktLen of its length (reserved bits zero), the opcode, TVer 0 and the PadCnt (SE
+  // and M not looked at, as on the lean path); each packet is compared with them in two words.
+  constexpr std::uint64_t kBthMidMask = std::bit_cast<std::uint64_t>(
+      std::array<std::uint8_t, 8>{0xFF, 0x3F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
+  const auto psn_of = [](const std::uint8_t* bth) {
+    std::uint32_t psn;
+    std::memcpy(&psn, bth + 8, 4);
+    return __builtin_bswap32(psn) & kPsnMask;
+  };
+  if (qp.resp_state_ == RespState::kInWrite) {
+    // WRITE MIDDLE: one whole PMTU, unpadded, leaving bytes to come (9.7.2.1, 9.7.5.1.3), and
+    // the WRITE LAST that ends the RETH length exactly (it ends the run); the other checks of
+    // fast_receive_burst: no extension header, not corrupt, CRCs not to check.
+    const auto lrh_with_len = [&](std::uint64_t len, unsigned pad) {
+      const std::uint64_t words = (kHdr + len + pad + wire::kIcrcBytes) / 4;
+      return route.lrh | (words >> 8) << 32 | (words & 0xFF) << 40;
+    };
+    const std::uint64_t lrh_mid = lrh_with_len(mtu, 0);
+    const std::uint64_t bth_mid =
+        route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle);
+    std::uint64_t bytes = qp.msg_bytes_;
+    const std::uint64_t write_len = qp.write_len_;
+    std::uint8_t* const dst = qp.write_dst_;
+    const std::uint8_t* copy_src = nullptr;  // the payload bytes not yet placed, ending at
+    std::uint64_t copy_bytes = 0;            // dst + bytes
+    bool last = false;
+    for (; n < pkts.size() && !last; ++n) {
+      const TxPacket& p = pkts[n];
+      const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
+      std::uint64_t lrh_word, bth_word;
+      std::memcpy(&lrh_word, p.headers.data(), 8);
+      std::memcpy(&bth_word, bth, 8);
+      std::uint32_t len = mtu;
+      bool is_last = false;
+      if (lrh_word == lrh_mid && (bth_word & kBthMidMask) == bth_mid) {
+        if (p.payload_bytes != mtu || p.pad_bytes != 0 || bytes + mtu >= write_len) break;
+      } else {
+        len = p.payload_bytes;
+        const unsigned pad = p.pad_bytes;
+        if (len > mtu || pad > 3 || ((len + pad) & 3) != 0 || bytes + len != write_len ||
+            lrh_word != lrh_with_len(len, pad) ||
+            (bth_word & kBthMidMask) !=
+                (route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcWriteLast) |
+                 std::uint64_t{pad} << 12))
+          break;
+        is_last = true;
+      }
+      if (p.header_bytes != kHdr || p.payload == nullptr || p.corrupt || (compute && p.crcs_valid))
+        break;
+      const std::uint32_t psn = psn_of(bth);
+      if (psn != epsn) break;
+      last = is_last;  // taken
+      if (rp) {
+        rp->place(dst + bytes, p.payload, len);
+      } else if (p.payload != copy_src + copy_bytes) {
+        // Payloads that follow each other in the sender's memory (a message's packets, by
+        // reference) are placed with one copy when the run ends: the same bytes.
+        place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
+        copy_src = p.payload;
+        copy_bytes = len;
+      } else {
+        copy_bytes += len;
+      }
+      bytes += len;
+      epsn = psn_add(psn, 1);
+      if (last) msn = psn_add(msn, 1);
+      // IBA 9.7.6.1.2 as resp_fast_request: the ACK is held for the end of the run.
+      if ((bth[8] & 0x80) || ++since >= coalesce) {
+        since = 0;
+        ack = DeferredAck{&qp, psn, msn};
+      }
+      rx_bytes += p.wire_bytes();
+    }
+    place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
+    qp.msg_bytes_ = bytes;
+    if (last) {
+      qp.msn_ = msn;
+      qp.resp_state_ = RespState::kIdle;
+    }
+  } else if (qp.resp_state_ == RespState::kIdle) {
+    // SEND ONLY into the receive at the head of the queue, completed in place.
+    RecvQueue& rq = qp.recv_queue();
+    auto* cq = static_cast<CqImpl*>(qp.init_.recv_cq);
+    std::uint32_t last_len = 0;
+    for (; n < pkts.size(); ++n) {
+      const TxPacket& p = pkts[n];
+      const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
+      const std::uint32_t len = p.payload_bytes;
+      const unsigned pad = p.pad_bytes;
+      if (p.header_bytes != kHdr || len > mtu || pad > 3 || ((len + pad) & 3) != 0 ||
+          (len != 0 && p.payload == nullptr) || p.corrupt || (compute && p.crcs_valid) ||
+          rq.empty())
+        break;
+      // As for MIDDLE packets: the LRH and the first BTH bytes in two words, here with the
+      // PktLen and PadCnt of this packet's length.
+      const auto words = static_cast<std::uint64_t>((kHdr + len + pad + wire::kIcrcBytes) / 4);
+      std::uint64_t lrh_word, bth_word;
+      std::memcpy(&lrh_word, p.headers.data(), 8);
+      std::memcpy(&bth_word, bth, 8);
+      if (lrh_word != (route.lrh | (words >> 8) << 32 | (words & 0xFF) << 40) ||
+          (bth_word & kBthMidMask) !=
+              (route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly) |
+               std::uint64_t{pad} << 12))
+        break;
+      const std::uint32_t psn = psn_of(bth);
+      const RecvWqe& r = rq.front();
+      if (psn != epsn || r.total_bytes < len) break;
+      WorkCompletion* wc = cqe_slot(cq);
+      if (wc == nullptr) break;
+      const Sge* sges = rq.front_sges();
+      if (r.num_sge == 1 && !rp && len != 0)
+        std::memcpy(reinterpret_cast<std::uint8_t*>(sges[0].addr), p.payload, len);
+      else
+        copy_to_sges(sges, r.num_sge, 0, p.payload, len, rp);
+      // complete_recv_ok's completion.
+      *wc = qp.wc_tmpl_;
+      wc->wr_id = r.wr_id;
+      wc->byte_len = len;
+      commit_cqe(cq, WcStatus::kSuccess);
+      rq.pop();
+      last_len = len;
+      msn = psn_add(msn, 1);
+      epsn = psn_add(psn, 1);
+      if ((bth[8] & 0x80) || ++since >= coalesce) {
+        since = 0;
+        ack = DeferredAck{&qp, psn, msn};
+      }
+      rx_bytes += p.wire_bytes();
+    }
+    if (n != 0) {
+      qp.seq_nak_sent_ = false;
+      qp.msg_bytes_ = last_len;
+      qp.have_recv_ = false;
+      qp.msn_ = msn;
+    }
+  }
+  if (n != 0) {
+    qp.seq_nak_sent_ = false;
+    qp.epsn_ = epsn;
+    qp.since_ack_ = since;
+    counters_.rx_packets += n;
+    counters_.rx_bytes += rx_bytes;
+  }
+  return n;
+}
+
 void DeviceImpl::on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
   BurstRoute route;
   DeferredAck ack;
-  for (const TxPacket& pkt : pkts) {
-    if (fast_receive_burst(pkt, route, ack)) continue;
+  for (std::size_t i = 0; i < pkts.size();) {
+    const TxPacket& pkt = pkts[i++];
+    if (fast_receive_burst(pkt, route, ack)) {
+      if (i < pkts.size()) i += receive_run(pkts.subspan(i), route, ack);
+      continue;
+    }
     ack.flush();  // the ACKs of the requests before it first, as the per-packet path queued them
     on_packet(pkt, now);
   }

@@ -136,6 +136,13 @@ class RecvQueue {
     }
     ++head_;
   }
+  // push() of a validated WR of one SGE (post_recv_burst).
+  void push1(std::uint64_t wr_id, const Sge& s) {
+    const std::uint64_t slot = head_ & mask_;
+    sges_[slot * max_sge_] = s;
+    wqes_[slot] = RecvWqe{wr_id, 1, s.length};
+    ++head_;
+  }
   const RecvWqe& front() const { return wqes_[tail_ & mask_]; }
   const Sge* front_sges() const { return &sges_[(tail_ & mask_) * max_sge_]; }
   void pop() {

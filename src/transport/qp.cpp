@@ -445,6 +445,13 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
   std::uint32_t mr_key = 0;
   for (; posted < wrs.size(); ++posted) {
     const RecvWr& wr = wrs[posted];
+    // One SGE in the region of the previous WR's (the commonest list): its checks inline.
+    if (wr.sg_list.size() == 1 && mr != nullptr && wr.sg_list[0].lkey == mr_key &&
+        mr->contains(wr.sg_list[0].addr, wr.sg_list[0].length) && 1 <= rq_.max_sge() &&
+        !rq_.full()) {
+      rq_.push1(wr.wr_id, wr.sg_list[0]);
+      continue;
+    }
     // post_recv's checks (SGE count, room, IBA 10.6.3.2 L_Keys with local write); a WR that
     // fails one goes through post_recv for its error.
     bool ok = wr.sg_list.size() <= rq_.max_sge() && !rq_.full();

@@ -279,7 +279,8 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out);
 // ready and has no responses queued: exactly the packets and state changes of that many req_poll
 // calls. Single-packet SEND/WRITE WQEs (with or without immediate, payload contiguous) of an RC
 // QP in RTS with no GRH, nothing to resend and no RNR wait are built inline, with the QP's checks
-// made once per burst and per WQE only what can hold one back (fence, credits); any other packet
+// made once per burst and per WQE only what can hold one back (fence, credits); so are the
+// MIDDLE packets of a WQE under way (build_middle's, with the state in locals); any other packet
 // comes from req_poll. Ends when out is full (kFull), when req_poll has nothing to send (kIdle,
 // as a poll_transmit that found this QP idle), or after a packet whose payload is not stable
 // (kUnstable: the next packet may reuse the bounce buffer).

@@ -490,6 +490,56 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       comp_after_send(qp, now);
       continue;
     }
+    if (lean && slot < qp.sq_launched_ && slot != head) {
+      // A WQE under way (or resent by go-back-N): its run of MIDDLE packets, as build_middle
+      // makes them in req_poll (the same header, PSN and periodic AckReq), with the state in
+      // locals.
+      SendWqe& w = qp.sq_at(slot);
+      std::uint32_t idx = psn_sub(psn, w.first_psn);
+      if (idx != 0 && idx + 1 < w.npkts && w.contiguous && !is_rd_atomic(w.opcode)) {
+        const bool write =
+            w.opcode == WrOpcode::kRdmaWrite || w.opcode == WrOpcode::kRdmaWriteWithImm;
+        std::array<std::uint8_t, 24> hdr{};
+        std::memcpy(hdr.data(), qp.mid_hdr_[write].data(), QpImpl::kMidHdrBytes);
+        const std::uint8_t* payload = w.contiguous + std::uint64_t{idx} * mtu;
+        const std::size_t wire = QpImpl::kMidHdrBytes + mtu + wire::kIcrcBytes + wire::kVcrcBytes;
+        for (; n < out.size() && idx + 1 < w.npkts; ++n, ++idx, payload += mtu) {
+          const bool ack_req = ++since >= kAckReqEveryPackets;
+          if (ack_req) since = 0;
+          st32(hdr.data() + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | psn);
+          const std::uint32_t next = psn_add(psn, 1);
+          if (psn_lt(psn, high)) ++retransmits;
+          if (psn_lt(high, next)) high = next;
+          psn = next;
+          TxPacket& o = out[n];
+          std::memcpy(o.headers.data(), hdr.data(), hdr.size());
+          o.header_bytes = QpImpl::kMidHdrBytes;
+          o.dlid = dlid;
+          o.sl = sl;
+          o.payload = payload;
+          o.payload_bytes = mtu;
+          o.pad_bytes = 0;
+          o.port_num = port;
+          o.corrupt = false;
+          o.icrc = 0;
+          o.vcrc = 0;
+          o.crcs_valid = false;
+          if (compute) dev.compute_crcs(o);
+        }
+        tx_bytes = (n - run_first) * wire;
+      }
+    }
+    if (n != run_first) {
+      qp.req_psn_ = psn;
+      qp.psn_high_ = high;
+      qp.pkts_since_ackreq_ = since;
+      qp.req_state_ = ReqState::kSending;
+      dev.counters_.tx_packets += n - run_first;
+      dev.counters_.tx_bytes += tx_bytes;
+      dev.counters_.retransmit_packets += retransmits;
+      comp_after_send(qp, now);
+      continue;
+    }
     // Anything else: req_poll itself.
     if (!req_poll(qp, now, out[n])) return ReqBurst{n, ReqBurst::kIdle};
     if (!dev.payload_stable(out[n++])) return ReqBurst{n, ReqBurst::kUnstable};

@@ -1,7 +1,8 @@
 // transport/responder_lean.hpp — the responder's lean path (resp_fast_request, declared in
 // qp.hpp), inline so the Device's lean receive path (device_impl.cpp) runs it without a call.
 // It belongs to the responder (responder.cpp): the same checks and state changes as
-// resp_on_request for the requests it takes; keep the two in step
+// resp_on_request for the requests it takes; keep the two in step, and DeviceImpl::receive_run
+// (device_impl.cpp: runs of WRITE MIDDLE/LAST and SEND ONLY in on_packet_burst) with them
 // (RcData.LeanReceivePathMatchesTheGeneralPath compares them).
 #pragma once
 

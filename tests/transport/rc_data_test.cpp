@@ -333,9 +333,13 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
 // SEND ONLY, WRITE FIRST (with its RETH), WRITE MIDDLE/LAST and ACK packets without a GRH take
 // the Device's lean receive path (by reference in CrcMode::kModel, or as bytes once their CRCs
 // check); with a GRH they take the general one. The burst run posts each round's WRs as lists
-// (post_send_burst / post_recv_burst) and moves packets in bursts of 3-8 (poll_transmit_burst's
-// lean build of single-packet SEND/WRITE WQEs, on_packet_burst's per-burst routing checks and
-// held ACKs). Expect: under the same seeded drops, duplicates and RNR waits, lean (by reference,
+// (post_send_burst / post_recv_burst) and moves packets in bursts of 3-16 (poll_transmit_burst's
+// lean build of single-packet SEND/WRITE WQEs and its run of MIDDLE packets, on_packet_burst's
+// per-burst routing checks, held ACKs and its receive runs of WRITE MIDDLE and of SEND ONLY
+// packets). Each round has a run of small SENDs (zero-length and padded ones among them) and a
+// 20-packet WRITE, so the runs meet drops (gaps: out-of-sequence packets), duplicates, RNR
+// waits (fewer receives than SENDs) in their middle; seeds 21-26 give every CQ 6 entries, never
+// polled, so a CQ overrun errors the QPs in the middle of a burst. Expect: lean (by reference,
 // as bytes, in bursts) and general runs put the same packets on the wire (GRH aside), complete
 // the same work requests with the same statuses, count the same and leave the same bytes — so
 // neither the lean paths nor the bursts change anything observable.
@@ -355,10 +359,11 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
     o.grh = path == Path::kGeneral;
     o.mtu = Mtu::k1024;
     o.timeout = 10;
+    if (seed > 20) o.cq_depth = 6;
     Pair p(o);
     p.pump->by_ref = by_ref;
     p.pump->burst = burst;
-    p.pump->burst_packets = 3 + seed % 6;
+    p.pump->burst_packets = 3 + seed % 14;
     SeededRng faults(seed);
     p.pump->hook = [&](Packet&) {
       if (faults.chance(0.08)) return Action::kDrop;
@@ -406,7 +411,7 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
     std::uint64_t id = 0;
     for (int round = 0; round < 6; ++round) {
       // Fewer receives than SENDs in odd rounds: RNR NAKs, then the rest once receives arrive.
-      for (int i = 0; i < (round % 2 ? 3 : 5); ++i) recv(32768 + i * 4096, 100 + id + i);
+      for (int i = 0; i < (round % 2 ? 3 : 11); ++i) recv(32768 + i * 4096, 100 + id + i);
       send(WrOpcode::kSend, 64, 64, ++id, 0, kSignaled);
       send(WrOpcode::kRdmaWrite, 0, 10000, ++id, p.b.va(0), kSignaled);
       send(WrOpcode::kSend, 128, 7, ++id, 0, kSignaled);
@@ -414,6 +419,9 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
       send(WrOpcode::kSendWithImm, 256, 100, ++id, 0, 0);  // unsignaled
       send(WrOpcode::kRdmaWriteWithImm, 512, 33, ++id, p.b.va(30000), kSignaled);
       send(WrOpcode::kRdmaWrite, 1024, 1024, ++id, p.b.va(40000), 0);  // one whole PMTU
+      for (std::uint32_t k = 0; k < 6; ++k)                            // a run of SEND ONLY packets
+        send(WrOpcode::kSend, 2048 + k * 64, k * 13 % 65, ++id, 0, k % 2 ? kSignaled : 0u);
+      send(WrOpcode::kRdmaWrite, 4096, 20000, ++id, p.b.va(100000), kSignaled);  // 18 MIDDLEs
       post();
       if (round % 2) p.pump->run(200);
       for (int i = 0; i < (round % 2 ? 2 : 0); ++i) recv(32768 + i * 4096, 200 + id + i);
@@ -437,24 +445,30 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
     }
     for (auto* side : {&p.a, &p.b})
       for (auto* cq : {side->scq, side->rcq})
-        for (const WorkCompletion& wc : side->poll(cq))
-          out.wcs.emplace_back(wc.wr_id, wc.status, wc.opcode, wc.byte_len);
+        for (auto wcs = side->poll(cq); !wcs.empty(); wcs = side->poll(cq))
+          for (const WorkCompletion& wc : wcs)
+            out.wcs.emplace_back(wc.wr_id, wc.status, wc.opcode, wc.byte_len);
     for (auto* side : {&p.a, &p.b}) {
       const DeviceCounters& c = side->dev->counters();
       // rx_bytes aside: the general run's packets carry GRHs.
-      out.counters.insert(out.counters.end(),
-                          {c.tx_packets, c.rx_packets, c.rx_dropped_ooo, c.retransmit_packets,
-                           c.timeouts, c.rnr_waits, c.naks_tx_seq, c.naks_tx_rnr, c.acks_tx,
-                           c.dup_requests, c.completions, c.completions_error});
+      out.counters.insert(
+          out.counters.end(),
+          {c.tx_packets, c.rx_packets, c.rx_dropped_ooo, c.retransmit_packets, c.timeouts,
+           c.rnr_waits, c.naks_tx_seq, c.naks_tx_rnr, c.acks_tx, c.dup_requests, c.completions,
+           c.completions_error, static_cast<std::uint64_t>(side->qp->state())});
     }
     out.memory.assign(p.b.buf.begin(), p.b.buf.end());
     EXPECT_TRUE(p.b.guards_intact());
     return out;
   };
-  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+  for (std::uint64_t seed = 1; seed <= 26; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const Outcome general = run(Path::kGeneral, seed);
     EXPECT_FALSE(general.wcs.empty());
+    // Seeds 21-26: the 6-entry CQs overran and errored the QPs (the last counter of each side).
+    if (seed > 20) {
+      EXPECT_EQ(general.counters.back(), static_cast<std::uint64_t>(QpState::kErr));
+    }
     for (const Path path : {Path::kLeanByRef, Path::kLeanBytes, Path::kBurst}) {
       SCOPED_TRACE(path == Path::kLeanByRef   ? "lean by reference"
                    : path == Path::kLeanBytes ? "lean bytes"
