@@ -136,6 +136,14 @@ struct DeviceConfig {
   CrcMode crc = CrcMode::kCompute;
   std::uint32_t ack_coalesce_max = 4;      // responder: ACK at least every this many packets
   std::uint32_t ooo_window_packets = 256;  // selective repeat: packets buffered past a gap
+  // Delayed ACKs (IBA 9.7.5.1.1 allows coalescing): 0 = off. Otherwise the responder acknowledges
+  // a request that did not ask for an ACK at the latest this long after it came (or with a later
+  // ACK), and the requester asks for one (AckReq) only where its application waits for it: the
+  // end of a signaled or credit-consuming message, and every 32 packets of a stream — not merely
+  // because a packet ends what is queued. Unsignaled traffic (a ping-pong) then carries one ACK
+  // per ack_coalesce_max packets instead of one per message. Both ends must set it: a requester
+  // with it on and a responder with it off leaves a queue's unsignaled tail to the retry timer.
+  TimeNs ack_delay_ns = 0;
 };
 
 // One packet leaving the Device: serialized headers plus a reference to the payload.

@@ -204,6 +204,7 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   cfg.node_guid = 0x5746'0000'0000'0000ull | static_cast<std::uint64_t>(getpid());
   cfg.ports[0].lid = node->lid_;
   cfg.crc = CrcMode::kModel;  // shared memory does not corrupt; the ring carries no CRC work
+  cfg.ack_delay_ns = opts.ack_delay_ns;
   node->device_ = Device::create(cfg, node->rng_);
   node->medium_ = std::make_unique<shm::ShmMedium>(link);
   guard.l = nullptr;

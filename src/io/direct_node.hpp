@@ -45,6 +45,9 @@ struct DirectOptions {
   TimeNs timeout_ns = 10'000'000'000;  // accept / connect / handshake
   DriverConfig driver{};
   std::uint64_t seed = 1;  // the Device's Rng
+  // The Device's delayed ACKs (DeviceConfig::ack_delay_ns; both ends of a direct link are Weft):
+  // an unsignaled WR's ACK may wait this long to coalesce with later ones. 0: off.
+  TimeNs ack_delay_ns = 20'000;
 };
 
 class DirectNode {

@@ -17,6 +17,13 @@ namespace {
 constexpr std::uint32_t kParamsMagic = 0x57465046;  // "WFPF"
 constexpr std::uint32_t kRecvDepth = 512;
 constexpr std::uint32_t kCqDepth = 8192;
+// WRITE latency ping-pong: like perftest's CQ moderation, only every this many WRITEs (and the
+// last) ask for a completion; nobody waits for one (the peer's reply is the signal), and with
+// delayed ACKs (DirectOptions::ack_delay_ns) an unsignaled WRITE is not acknowledged one by one.
+constexpr std::uint32_t kLatSignalEvery = 16;
+bool lat_signaled(std::uint32_t i, std::uint32_t iters) {
+  return (i + 1) % kLatSignalEvery == 0 || i + 1 >= iters;
+}
 constexpr std::uint32_t kAtomicBytes = 8;
 
 struct Params {
@@ -119,7 +126,7 @@ struct Endpoint {
     if (error.empty()) error = what;
     return false;
   }
-  bool post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id) {
+  bool post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id, bool signaled = true) {
     Sge sge{reinterpret_cast<std::uint64_t>(
                 op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicFetchAndAdd ? recv_half()
                                                                                 : send_half()),
@@ -127,7 +134,7 @@ struct Endpoint {
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = op;
-    wr.send_flags = kSignaled;
+    wr.send_flags = signaled ? kSignaled : 0u;
     wr.sg_list = {&sge, sge.length ? 1u : 0u};
     wr.remote_addr = op == WrOpcode::kRdmaRead ? peer.src_addr : peer.addr;
     wr.rkey = peer.rkey;
@@ -244,7 +251,7 @@ bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::ui
     TimeNs t0 = monotonic_ns();
     if (o.verb == PerfVerb::kWrite && iters > 0) {
       ep.send_half()[size - 1] = tag_of(0);
-      if (!ep.post(op, size, 0)) return false;
+      if (!ep.post(op, size, 0, lat_signaled(0, iters))) return false;
     }
     for (std::uint32_t i = 0; i < iters; ++i) {
       if (o.verb == PerfVerb::kWrite) {
@@ -254,7 +261,7 @@ bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::ui
           t0 = t1;
           if (i + 1 == iters) return true;
           ep.send_half()[size - 1] = tag_of(i + 1);
-          return ep.post(op, size, i + 1);
+          return ep.post(op, size, i + 1, lat_signaled(i + 1, iters));
         });
         if (!ok) return false;
         continue;
@@ -332,7 +339,7 @@ bool server_size(Endpoint& ep, PerfVerb verb, PerfMode mode, std::uint32_t size,
       const std::uint8_t tag = tag_of(i);
       const bool ok = wait_tag(ep, size, tag, kTimeout, [&] {
         ep.send_half()[size - 1] = tag;
-        return ep.post(op, size, i);
+        return ep.post(op, size, i, lat_signaled(i, iters));
       });
       if (!ok) return false;
     }

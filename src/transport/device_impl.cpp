@@ -431,6 +431,7 @@ inline bool DeviceImpl::fast_receive(const std::uint8_t* b, std::uint8_t pad_byt
 }
 
 void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now) {
+  rx_now_ = now;
   constexpr std::size_t kCrcBytes = wire::kIcrcBytes + wire::kVcrcBytes;
   const bool check = config_.crc == CrcMode::kCompute;
   bool crcs_checked = false;
@@ -497,6 +498,7 @@ inline bool DeviceImpl::fast_receive(const TxPacket& pkt, TimeNs now) {
 }
 
 void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
+  rx_now_ = now;
   if (fast_receive(pkt, now)) return;
   receive_general(pkt, now);
 }
@@ -736,6 +738,7 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
 }
 
 void DeviceImpl::on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
+  rx_now_ = now;
   BurstRoute route;
   DeferredAck ack;
   for (std::size_t i = 0; i < pkts.size();) {
@@ -883,7 +886,10 @@ void DeviceImpl::on_deadline(TimeNs now) {
   for (const std::uint32_t qpn : due_) {
     QpImpl* qp = qps_[qpn].get();
     if (!qp) continue;
-    if (qp->next_deadline() <= now) comp_on_deadline(*qp, now);
+    if (qp->next_deadline() <= now) {
+      resp_on_deadline(*qp, now);
+      comp_on_deadline(*qp, now);
+    }
     note_deadline(*qp);
   }
 }

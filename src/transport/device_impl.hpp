@@ -157,6 +157,7 @@ class DeviceImpl final : public Device {
   Rng& rng_;
   std::uint64_t route_epoch_ = 1;  // bumped when a port's LID changes (QP header templates)
   RemotePayload* remote_payload_ = nullptr;  // set by a cross-process medium (src/io/shm)
+  TimeNs rx_now_ = 0;  // the `now` of the packet being received (delayed ACK deadlines)
   DeviceCounters counters_{};
 
  private:

@@ -115,7 +115,7 @@ RecvQueue& QpImpl::srq_rq() {
 
 TimeNs QpImpl::next_deadline() const {
   if (state_ == QpState::kErr || state_ == QpState::kReset) return kNoDeadline;
-  return std::min(rto_deadline_, rnr_deadline_);
+  return std::min({rto_deadline_, rnr_deadline_, ack_deadline_});
 }
 
 // ---- modify (IBA 11.2.5) ------------------------------------------------------------------
@@ -202,7 +202,7 @@ Errc QpImpl::modify(const QpAttr& a, std::uint32_t mask) {
       gap_rewound_ = false;
       credits_unlimited_ = false;
       resend_head_ = resend_count_ = 0;
-      rto_deadline_ = rnr_deadline_ = kNoDeadline;
+      rto_deadline_ = rnr_deadline_ = ack_deadline_ = kNoDeadline;
       respq_head_ = respq_count_ = 0;
       have_recv_ = false;
       resp_fatal_pending_ = false;
@@ -580,7 +580,7 @@ void QpImpl::enter_error() {
   req_state_ = ReqState::kError;
   resp_state_ = RespState::kError;
   comp_state_ = CompState::kError;
-  rto_deadline_ = rnr_deadline_ = kNoDeadline;
+  rto_deadline_ = rnr_deadline_ = ack_deadline_ = kNoDeadline;
   respq_count_ = 0;
   resend_count_ = 0;
   resp_fatal_pending_ = false;

@@ -234,6 +234,8 @@ class QpImpl final : public QueuePair {
   std::uint32_t msn_ = 0;      // 24 bits
   bool seq_nak_sent_ = false;  // go-back-N: one NAK per gap (IBA 9.7.5.1.2)
   std::uint32_t since_ack_ = 0;
+  // DeviceConfig::ack_delay_ns: when the ACK owed for requests accepted without one goes out.
+  TimeNs ack_deadline_ = kNoDeadline;
   // current message
   RecvWqe cur_recv_{};
   std::vector<Sge> cur_sges_;
@@ -261,6 +263,10 @@ class QpImpl final : public QueuePair {
 // queue_ack's queue part for an ACK whose responder-side effects (since_ack_ = 0, the MSN) were
 // applied when it was decided: merged into an ACK waiting at the tail, or queued.
 void resp_push_ack(QpImpl& qp, std::uint32_t psn, std::uint32_t msn);
+// Delayed ACKs (DeviceConfig::ack_delay_ns): a request was accepted and no ACK queued for it;
+// arms ack_deadline_ unless armed. resp_on_deadline queues the owed ACK when it is due.
+void resp_owe_ack(QpImpl& qp);
+void resp_on_deadline(QpImpl& qp, TimeNs now);
 // An ACK the lean burst path decided on and holds until the burst's run of requests to this QP
 // ends (on_packet_burst): the ACKs of one burst coalesce into the last one (IBA 9.7.5.1.1), and
 // queued then they are exactly the ACK the per-packet path leaves in the response queue.

@@ -219,7 +219,8 @@ std::uint32_t build_request(QpImpl& qp, std::uint64_t slot, std::uint32_t psn, T
     const std::uint8_t* payload = payload_ptr(qp, slot, w, offset, len);
     // IBA 9.7.6.1.2: AckReq where the requester needs to hear back — the end of a signaled or
     // credit-consuming message, the end of what is queued, and periodically in long streams.
-    const bool tail = slot + 1 == qp.sq_head_;
+    // (With delayed ACKs the responder acknowledges an unsignaled tail by itself.)
+    const bool tail = slot + 1 == qp.sq_head_ && dev.config_.ack_delay_ns == 0;
     const bool ack_req = (last && (w.signaled || tail || consumes_credit(w.opcode))) ||
                          qp.pkts_since_ackreq_ >= kAckReqEveryPackets;
     if (ack_req) qp.pkts_since_ackreq_ = 0;
@@ -409,6 +410,7 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
     // A run of lean packets, with the requester's state in locals, stored back after the run.
     std::uint64_t slot = qp.sq_req_;
     const std::uint64_t head = qp.sq_head_;
+    const bool delayed_acks = dev.config_.ack_delay_ns != 0;
     std::uint32_t psn = qp.req_psn_, high = qp.psn_high_, since = qp.pkts_since_ackreq_;
     const bool fence_held = qp.rd_atomic_inflight_ > 0, unlimited = qp.credits_unlimited_;
     const std::uint64_t climit = qp.credit_limit_, cacked = qp.cseq_acked_;
@@ -429,8 +431,8 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
           break;
         // req_poll's launch and build_request's ONLY packet (IBA 9.7.2: the whole message).
         ++since;
-        const bool ack_req =
-            w.signaled || slot + 1 == head || credit || since >= kAckReqEveryPackets;
+        const bool ack_req = w.signaled || (slot + 1 == head && !delayed_acks) || credit ||
+                             since >= kAckReqEveryPackets;
         if (ack_req) since = 0;
         w.first_psn = psn;
         w.npkts = 1;

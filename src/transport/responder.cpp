@@ -33,6 +33,7 @@ RespItem* push_item(QpImpl& qp) {
 // An ACK for everything through `psn` with MSN `msn`; merges with an ACK already waiting at the
 // tail.
 void push_ack(QpImpl& qp, std::uint32_t psn, std::uint32_t msn) {
+  if (psn == psn_sub(qp.epsn_, 1)) qp.ack_deadline_ = kNoDeadline;  // it covers what was owed
   if (qp.respq_count_ > 0) {
     RespItem& tail = qp.respq_[(qp.respq_head_ + qp.respq_count_ - 1) % kRespQueueMax];
     if (tail.kind == RespItem::Kind::kAck) {
@@ -360,7 +361,10 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
   qp.epsn_ = psn_add(psn, 1);
   ++qp.since_ack_;
   // IBA 9.7.6.1.2: always ACK when asked; otherwise coalesce up to ack_coalesce_max packets.
-  if (h.bth.ack_req || qp.since_ack_ >= qp.dev_->config_.ack_coalesce_max) queue_ack(qp, psn);
+  if (h.bth.ack_req || qp.since_ack_ >= qp.dev_->config_.ack_coalesce_max)
+    queue_ack(qp, psn);
+  else if (qp.dev_->config_.ack_delay_ns && qp.ack_deadline_ == kNoDeadline)
+    resp_owe_ack(qp);
   return true;
 }
 
@@ -530,6 +534,18 @@ void resp_queue_ack(QpImpl& qp, std::uint32_t psn) {
 
 void resp_push_ack(QpImpl& qp, std::uint32_t psn, std::uint32_t msn) {
   push_ack(qp, psn, msn);
+}
+
+void resp_owe_ack(QpImpl& qp) {
+  qp.ack_deadline_ = qp.dev_->rx_now_ + qp.dev_->config_.ack_delay_ns;
+  qp.dev_->note_deadline(qp);
+}
+
+void resp_on_deadline(QpImpl& qp, TimeNs now) {
+  if (qp.ack_deadline_ > now) return;
+  qp.ack_deadline_ = kNoDeadline;
+  if (qp.resp_state_ != RespState::kError && !qp.resp_fatal_pending_)
+    queue_ack(qp, psn_sub(qp.epsn_, 1));  // everything accepted so far (IBA 9.7.5.1.1)
 }
 
 bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,

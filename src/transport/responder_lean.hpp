@@ -21,6 +21,7 @@ namespace weft::transport {
     RespItem& tail = qp.respq_[(qp.respq_head_ + qp.respq_count_ - 1) % kRespQueueMax];
     if (tail.kind == RespItem::Kind::kAck) {
       qp.since_ack_ = 0;
+      if (psn == psn_sub(qp.epsn_, 1)) qp.ack_deadline_ = kNoDeadline;  // as push_ack
       if (psn_lt(tail.psn, psn)) tail.psn = psn;
       tail.msn = qp.msn_;
       return;
@@ -104,6 +105,8 @@ namespace weft::transport {
     } else {
       resp_queue_ack_lean(qp, psn);
     }
+  } else if (qp.dev_->config_.ack_delay_ns && qp.ack_deadline_ == kNoDeadline) {
+    resp_owe_ack(qp);
   }
   return true;
 }

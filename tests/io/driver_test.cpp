@@ -70,9 +70,10 @@ struct Fixture {
   Node n[2];
   std::unique_ptr<LoopMedium> m[2];
   Driver drv;
-  explicit Fixture(std::uint8_t timeout = 14) {
+  explicit Fixture(std::uint8_t timeout = 14, TimeNs ack_delay_ns = 0) {
     for (int i = 0; i < 2; ++i) {
       DeviceConfig c;
+      c.ack_delay_ns = ack_delay_ns;
       c.ports[0].lid = static_cast<std::uint16_t>(i + 1);
       c.crc = CrcMode::kModel;
       n[i].dev = Device::create(c, rng);
@@ -117,13 +118,13 @@ struct Fixture {
                   a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic),
               Errc::kOk);
   }
-  Errc write(std::size_t len, std::uint64_t wr_id) {
+  Errc write(std::size_t len, std::uint64_t wr_id, bool signaled = true) {
     Sge sge{reinterpret_cast<std::uint64_t>(n[0].buf.data()), static_cast<std::uint32_t>(len),
             n[0].mr->lkey()};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = WrOpcode::kRdmaWrite;
-    wr.send_flags = kSignaled;
+    wr.send_flags = signaled ? kSignaled : 0u;
     wr.sg_list = {&sge, 1};
     wr.remote_addr = reinterpret_cast<std::uint64_t>(n[1].buf.data());
     wr.rkey = n[1].mr->rkey();
@@ -192,6 +193,43 @@ TEST(Driver, DeadlinesFireThroughTheTimerWhileAsleep) {
   EXPECT_EQ(f.n[0].dev->counters().timeouts, 1u);
   EXPECT_GE(f.drv.counters().sleeps, 1u) << "waiting 16 ms for a timer is done asleep";
   EXPECT_GE(f.drv.counters().wakeups_timer, 1u);
+}
+
+// DeviceConfig::ack_delay_ns (IBA 9.7.5.1.1 coalesced ACKs) driven in real time: unsignaled WRITEs
+// are acknowledged by the count (ack_coalesce_max, 4) or, for a shorter tail, by the responder's
+// deadline through the Driver's timer; a signaled WRITE still asks for (and gets) its ACK at once.
+TEST(Driver, DelayedAcksCoalesceUnsignaledWritesAndFireOnTheirDeadline) {
+  constexpr TimeNs kDelayNs = 20'000'000;
+  Fixture f(14, kDelayNs);
+  const DeviceCounters& resp = f.n[1].dev->counters();
+  auto run_until_rx = [&](std::uint64_t rx) {
+    return f.drv.run_until([&] { return resp.rx_packets >= rx; }, 5'000'000'000);
+  };
+  // Four unsignaled one-packet WRITEs: the fourth reaches the count; the ACK leaves in the same
+  // pass, without AckReq and without waiting for the deadline.
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_EQ(f.write(64, i, false), Errc::kOk);
+  ASSERT_TRUE(run_until_rx(4));
+  EXPECT_EQ(resp.acks_tx, 1u) << "one ACK for four requests";
+  // Three more: below the count, so nothing is sent until the deadline fires.
+  const TimeNs t0 = monotonic_ns();
+  for (std::uint64_t i = 4; i < 7; ++i) ASSERT_EQ(f.write(64, i, false), Errc::kOk);
+  ASSERT_TRUE(run_until_rx(7));
+  EXPECT_EQ(resp.acks_tx, 1u) << "the tail's ACK waits";
+  const auto sleeps = f.drv.counters().sleeps;
+  ASSERT_TRUE(f.drv.run_until([&] { return resp.acks_tx >= 2; }, 5'000'000'000));
+  EXPECT_GE(monotonic_ns() - t0, kDelayNs) << "not before its deadline";
+  EXPECT_GT(f.drv.counters().sleeps, sleeps) << "waited for it asleep, on the timer";
+  // The requester heard every WR acknowledged (no retransmission), and the unsignaled ones gave
+  // no completions. A signaled WRITE asks for its ACK (AckReq) and completes without the delay.
+  ASSERT_EQ(f.write(64, 99, true), Errc::kOk);
+  ASSERT_TRUE(run_until_rx(8));
+  EXPECT_EQ(resp.acks_tx, 3u) << "acknowledged in the pass it arrived";
+  WorkCompletion wc{};
+  ASSERT_TRUE(f.drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  EXPECT_EQ(wc.wr_id, 99u);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(f.n[0].dev->counters().timeouts, 0u);
+  EXPECT_EQ(f.n[0].cq->poll({&wc, 1}), 0u);
 }
 
 TEST(Driver, AnIdleDriverThreadCostsAlmostNoCpu) {

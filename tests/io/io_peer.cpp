@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     return 6;
   node.driver().start();
 
+  std::unique_lock<std::mutex> paused;  // kPause .. kResume
   for (;;) {
     auto m = node.recv_oob(600'000'000'000);
     if (!m || m->size() != sizeof(test::PeerMsg)) return 7;
@@ -110,7 +112,14 @@ int main(int argc, char** argv) {
           rep.value = wc.byte_len;
           break;
         }
+        case test::PeerCmd::kPause:
+          paused = node.driver().lock();
+          break;
+        case test::PeerCmd::kResume:
+          if (paused.owns_lock()) paused.unlock();
+          break;
         case test::PeerCmd::kExit:
+          if (paused.owns_lock()) paused.unlock();
           node.driver().stop();
           std::free(buf);
           return 0;

@@ -16,6 +16,8 @@ enum class PeerCmd : std::uint32_t {
   kPostRecvUd,  // post a UD receive over [off, off+len)
   kWaitRecvUd,  // wait for a UD receive completion
   kExit,
+  kPause,   // hold the driver lock: the peer's driver stops taking packets off the medium
+  kResume,  // release it
 };
 
 struct PeerMsg {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "src/io/direct_node.hpp"
@@ -60,6 +61,7 @@ int serve_peer(End& node, std::size_t bytes) {
     return 6;
   node.driver().start();
 
+  std::unique_lock<std::mutex> paused;  // kPause .. kResume
   for (;;) {
     auto m = node.recv(600);
     if (!m || m->size() != sizeof(PeerMsg)) return 7;
@@ -97,7 +99,14 @@ int serve_peer(End& node, std::size_t bytes) {
           rep.value = wc.byte_len;
           break;
         }
+        case PeerCmd::kPause:
+          paused = node.driver().lock();
+          break;
+        case PeerCmd::kResume:
+          if (paused.owns_lock()) paused.unlock();
+          break;
         case PeerCmd::kExit:
+          if (paused.owns_lock()) paused.unlock();
           node.driver().stop();
           if (std::getenv("WEFT_PEER_COUNTERS")) {
             const auto& m = node.medium().counters();

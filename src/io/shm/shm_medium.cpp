@@ -26,6 +26,18 @@ std::uint8_t bth_opcode(const std::uint8_t* headers) {
   return headers[(headers[1] & 3) == 3 ? 48 : 8];
 }
 
+// Whether pkt may travel by reference: zero copy on, a payload worth it, and one that stays put
+// until the receiver has pulled it. The Device vouches for the buffer (payload_stable: registered
+// memory, not its gather bounce buffer), and the buffer is the application's again only when the
+// WR completes, which for RC (BTH opcode bits 7-5 = 000, IBA 9.2) is after the responder's ACK,
+// sent after its pull. UD and UC sends complete as soon as they leave (IBA 10.8.3.1): the
+// application may reuse or free the buffer before the receiver even looks at the record, so
+// their payloads are always copied onto the ring.
+bool by_reference(bool zero_copy_tx, const Device& dev, const TxPacket& pkt, std::uint8_t op) {
+  return zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && (op >> 5) == 0 &&
+         dev.payload_stable(pkt);
+}
+
 }  // namespace
 
 void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
@@ -150,7 +162,7 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
     const std::uint8_t op = bth_opcode(pkt.headers.data());
     const std::uint16_t flags =
         (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-    if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt)) {
+    if (by_reference(cfg_.zero_copy_tx, dev, pkt, op)) {
       const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
       std::uint8_t* p = tx_.reserve(body);
       const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes,
@@ -191,7 +203,7 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
       (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
   // No by-reference bound here: a caller of tx_packet has already taken the packet from its
   // Device, and a copy instead would only fill the ring and lose it (tx_burst checks first).
-  if (cfg_.zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && dev.payload_stable(pkt)) {
+  if (by_reference(cfg_.zero_copy_tx, dev, pkt, op)) {
     const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
     if (!tx_.can_reserve(body)) {
       ++counters_.tx_full;
