@@ -731,6 +731,10 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     qp.seq_nak_sent_ = false;
     qp.epsn_ = epsn;
     qp.since_ack_ = since;
+    // Delayed ACKs: requests after the run's last ACK are owed one by the deadline. The lean
+    // packet before the run has armed it in every case known; arming here keeps the rule local.
+    if (since != 0 && config_.ack_delay_ns != 0 && qp.ack_deadline_ == kNoDeadline)
+      resp_owe_ack(qp);
     counters_.rx_packets += n;
     counters_.rx_bytes += rx_bytes;
   }

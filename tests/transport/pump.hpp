@@ -225,6 +225,7 @@ struct PairOptions {
   std::uint8_t max_rd_atomic = 4, max_dest_rd_atomic = 4;
   std::uint32_t psn_a = 0x100, psn_b = 0x200;
   std::uint32_t ack_coalesce_max = 4;
+  TimeNs ack_delay_ns = 0;  // DeviceConfig::ack_delay_ns (delayed ACKs), both sides
   bool use_srq = false;
   QpType type = QpType::kRc;
   bool grh = false;  // RC: the primary path carries a GRH (av.global)
@@ -237,6 +238,7 @@ inline Side make_side(std::uint16_t lid, std::uint64_t guid, const PairOptions& 
   cfg.ports[0].lid = lid;
   cfg.crc = o.crc;
   cfg.ack_coalesce_max = o.ack_coalesce_max;
+  cfg.ack_delay_ns = o.ack_delay_ns;
   s.dev = Device::create(cfg, rng);
   s.pd = *s.dev->alloc_pd();
   s.scq = *s.dev->create_cq(o.cq_depth);

@@ -536,6 +536,44 @@ TEST(RcData, AckCoalescingAcksEveryNPacketsAndOnAckReq) {
   EXPECT_EQ(p.b.dev->counters().acks_tx, 3u);
 }
 
+// Delayed ACKs (DeviceConfig::ack_delay_ns, IBA 9.7.5.1.1) on the per-packet and the burst
+// receive paths: an unsignaled seven-packet RDMA WRITE asks for no ACK. The responder
+// acknowledges the first four (ack_coalesce_max; in bursts of four packets that ACK ends the
+// first burst, and the second burst is a lean packet and a run of MIDDLE, LAST). The last three
+// are owed: nothing more is sent until the deadline (the time of the packets plus the delay),
+// then one ACK for the last PSN; the requester never times out and the bytes arrive.
+TEST(RcData, DelayedAckOwedByAnUnsignaledWriteFiresAtItsDeadline) {
+  constexpr TimeNs kDelayNs = 1'000'000;
+  constexpr std::uint32_t kBytes = 7 * 1024;  // seven packets at the 1 KiB MTU
+  for (const bool burst : {false, true}) {
+    SCOPED_TRACE(burst ? "burst path" : "per-packet path");
+    PairOptions o;
+    o.crc = CrcMode::kModel;
+    o.ack_delay_ns = kDelayNs;
+    Pair p(o);
+    p.pump->by_ref = true;
+    p.pump->burst = burst;
+    p.pump->burst_packets = 4;
+    fill(p.a.data(), kBytes, 7);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, kBytes, 1, p.b.va(0), p.b.mr->rkey(), 0u),
+              Errc::kOk);
+    while (p.pump->step() > 0) {
+    }
+    EXPECT_EQ(std::memcmp(p.a.data(), p.b.data(), kBytes), 0);
+    EXPECT_EQ(p.b.dev->counters().acks_tx, 1u) << "only the coalesced ACK before the deadline";
+    EXPECT_EQ(p.b.dev->next_deadline(), kDelayNs);
+    p.pump->run();
+    EXPECT_EQ(p.b.dev->counters().acks_tx, 2u);
+    ASSERT_FALSE(p.pump->log.empty());
+    EXPECT_EQ(p.pump->log.back().h.bth.opcode, wire::Opcode::kRcAcknowledge);
+    EXPECT_EQ(p.pump->log.back().h.bth.psn, o.psn_a + 6);
+    EXPECT_EQ(p.pump->now, kDelayNs);
+    EXPECT_EQ(p.a.dev->counters().timeouts, 0u);
+    EXPECT_EQ(p.a.dev->next_deadline(), kNoDeadline) << "everything acknowledged";
+    EXPECT_TRUE(p.a.send_wcs().empty());
+  }
+}
+
 TEST(RcData, TwoQpsOnOneDeviceShareTheWire) {
   Pair p;
   PairOptions o;
