@@ -63,8 +63,11 @@ class MediumPort {
   // per pair of nodes. False: the destination node does not exist (or is gone).
   virtual bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) = 0;
   using CtrlFn = std::function<void(const NodeAddr& src, std::span<const std::uint8_t> msg)>;
-  // `now` is the caller's clock reading (a medium may rate-limit its system calls by it).
-  virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) = 0;
+  // `now` is the caller's clock reading (a medium rate-limits its system calls by it: this runs
+  // in every progress pass); `urgent`: the caller awaits an answer (a connection request is
+  // out), so look now.
+  virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now,
+                                bool urgent) = 0;
   // A file descriptor that becomes readable when rx_burst or ctrl_poll has work (for blocking
   // waits), or -1 when the medium offers none. The reader drains it with read(2) of 8 bytes.
   virtual int wait_fd() const = 0;

@@ -54,7 +54,7 @@ namespace shm = weft::io::shm;
 constexpr std::uint32_t kMagic = 0x5746'4F53;  // "WFOS"
 constexpr std::uint16_t kLidFirst = 1, kLidCount = 0xBFFF;
 constexpr std::uint32_t kCanRead = 1;
-constexpr TimeNs kEventCheckNs = 20'000;  // ctrl_poll looks at the sockets at most this often
+constexpr TimeNs kEventCheckNs = 100'000;  // ctrl_poll looks at the sockets at most this often
 constexpr std::size_t kDrainBurst = 256;
 constexpr std::uint64_t kProbeValue = 0x57454654'4F464950ull;
 volatile std::uint64_t g_probe = kProbeValue;
@@ -240,8 +240,8 @@ class ShmPort final : public MediumPort {
     return false;
   }
 
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) override {
-    if (now - last_check_ < kEventCheckNs && !expect_) return 0;
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now, bool urgent) override {
+    if (now - last_check_ < kEventCheckNs && !expect_ && !urgent) return 0;
     last_check_ = now;
     epoll_event evs[16];
     const int ready = epoll_wait(epfd_, evs, 16, 0);

@@ -85,8 +85,8 @@ class UdpPort final : public MediumPort {
     expect_ = true;
     return ctrl_.send_udp(self_, dst, ip_of(dst), ctrl_port_of(dst), msg);
   }
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) override {
-    if (!expect_ && now - last_check_ < kCtrlCheckNs) return 0;
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now, bool urgent) override {
+    if (!expect_ && !urgent && now - last_check_ < kCtrlCheckNs) return 0;
     last_check_ = now;
     const std::size_t got = ctrl_.poll(
         self_,
