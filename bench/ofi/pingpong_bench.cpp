@@ -2,7 +2,7 @@
 // the public libfabric API, for the weft provider (in-process loopback medium) and the shm
 // provider as the baseline measured in the same run. Runs interleave (weft, shm, weft, ...),
 // PAIRS pairs; each line reports both medians and the median of the per-pair ratios.
-// Usage: FI_PROVIDER_PATH=build/src/ofi ofi_pingpong_bench [iterations] [pairs]
+// Usage: FI_PROVIDER_PATH=build/src/ofi ofi_pingpong_bench [iterations] [pairs] [size]
 // (FI_WEFT_MEDIUM=shm: the two domains talk over the shared-memory medium, as two processes
 // would; WEFT_BENCH_CLOCK=cpu: thread CPU time, see g_clock.)
 #include <rdma/fabric.h>
@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
   const int pairs = argc > 2 ? std::atoi(argv[2]) : 5;
   const char* clk = std::getenv("WEFT_BENCH_CLOCK");
   if (clk && std::strcmp(clk, "cpu") == 0) g_clock = CLOCK_THREAD_CPUTIME_ID;
-  const std::size_t sizes[] = {8, 64, 64 * 1024, 1 << 20};
+  std::vector<std::size_t> sizes = {8, 64, 64 * 1024, 1 << 20};
+  if (argc > 3) sizes = {static_cast<std::size_t>(std::atol(argv[3]))};  // one size (profiling)
   Pair weft, shm;
   if (!open_pair("weft", 1 << 20, weft)) {
     std::fprintf(stderr, "weft provider not found (FI_PROVIDER_PATH?)\n");

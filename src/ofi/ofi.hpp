@@ -68,6 +68,9 @@ struct Params {
   // for tests of the provider's loss handling); seeded by FI_WEFT_LOOPBACK_SEED.
   std::size_t loopback_drop_ppm = 0;
   std::size_t loopback_seed = 1;
+  // FI_WEFT_UDP_CTRL_DROP: control datagrams per million the udp medium drops when sending (a
+  // fault for the test of their retransmission), seeded by FI_WEFT_LOOPBACK_SEED.
+  std::size_t udp_ctrl_drop_ppm = 0;
 };
 const char* to_string(Params::Medium m);
 extern Params g_params;

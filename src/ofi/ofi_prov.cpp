@@ -531,6 +531,8 @@ void define_params() {
                   "Packets per million the loopback medium drops, for tests (default: 0)");
   fi_param_define(&g_prov, "loopback_seed", FI_PARAM_SIZE_T,
                   "Seed of the loopback medium's drops (default: 1)");
+  fi_param_define(&g_prov, "udp_ctrl_drop", FI_PARAM_SIZE_T,
+                  "Control datagrams per million the udp medium drops, for tests (default: 0)");
   std::size_t v;
   int b;
   if (fi_param_get_bool(&g_prov, "eager_connect", &b) == FI_SUCCESS)
@@ -538,6 +540,8 @@ void define_params() {
   if (fi_param_get_size_t(&g_prov, "loopback_drop", &v) == FI_SUCCESS && v <= 1'000'000)
     g_params.loopback_drop_ppm = v;
   if (fi_param_get_size_t(&g_prov, "loopback_seed", &v) == FI_SUCCESS) g_params.loopback_seed = v;
+  if (fi_param_get_size_t(&g_prov, "udp_ctrl_drop", &v) == FI_SUCCESS && v <= 1'000'000)
+    g_params.udp_ctrl_drop_ppm = v;
   if (fi_param_get_size_t(&g_prov, "eager_size", &v) == FI_SUCCESS && v >= 64 && v <= (1u << 20))
     g_params.eager_bytes = v;
   if (fi_param_get_size_t(&g_prov, "inject_size", &v) == FI_SUCCESS) g_params.inject_bytes = v;
