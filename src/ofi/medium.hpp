@@ -78,6 +78,13 @@ class MediumPort {
   // medium that routes by something other than the LID (UDP: an IP address and port carried in
   // node_id) learns the route here.
   virtual void add_peer(const NodeAddr& peer) { (void)peer; }
+  // The pid of the process that holds `peer` when this process may read its memory directly
+  // (process_vm_readv): a rendezvous receiver then copies the payload itself, once, instead of
+  // READing it through the engine. 0: no such path (the payload must travel on the medium).
+  virtual int direct_read_pid(const NodeAddr& peer) const {
+    (void)peer;
+    return 0;
+  }
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can

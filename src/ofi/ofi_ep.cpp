@@ -2,7 +2,10 @@
 // (eager and rendezvous), tag matching with an unexpected queue, and RMA (see README.md).
 //
 // Every call takes the domain lock; completion handlers run inside Domain::progress() under it.
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <unordered_set>
 
@@ -400,6 +403,50 @@ void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
   send_internal(ep, c, h, nullptr, 0);
 }
 
+// Rendezvous on a medium that lets this process read the sender's (shm with cross-memory
+// attach): one process_vm_readv from the sender's buffer into the receive's iovs, no READ
+// through the engine (RTS and FIN are the only hops). False: no such path, or it failed (the
+// READ path then runs, so a refused read costs nothing but the attempt).
+bool read_directly(Ep* ep, Conn* c, RecvReq* r, std::uint64_t addr, std::size_t n) {
+  const int pid = ep->dom->port->direct_read_pid(c->peer.node());
+  if (pid <= 0) return false;
+  iovec local[kIovMax];
+  std::size_t cnt = 0, left = n;
+  for (std::size_t i = 0; i < r->iov_count && left; ++i) {
+    const std::size_t k = std::min(left, r->iov[i].iov_len);
+    local[cnt++] = {r->iov[i].iov_base, k};
+    left -= k;
+  }
+  std::size_t done = 0;
+  while (done < n) {
+    // Skip what the previous call moved (a short read stops at a page it could not fault in).
+    iovec l[kIovMax];
+    std::size_t lc = 0, skip = done;
+    for (std::size_t i = 0; i < cnt; ++i) {
+      if (skip >= local[i].iov_len) {
+        skip -= local[i].iov_len;
+        continue;
+      }
+      l[lc++] = {static_cast<std::uint8_t*>(local[i].iov_base) + skip, local[i].iov_len - skip};
+      skip = 0;
+    }
+    iovec remote{reinterpret_cast<void*>(addr + done), n - done};
+    const ssize_t got = process_vm_readv(pid, l, lc, &remote, 1, 0);
+    if (got <= 0) {
+      if (done == 0) {
+        WEFT_INFO(FI_LOG_EP_DATA, "rendezvous: direct read from pid %d failed (%s): READ instead",
+                  pid, std::strerror(errno));
+        return false;
+      }
+      break;
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  if (done == n) return true;
+  // Partly copied: the READ path rewrites all of it.
+  return false;
+}
+
 // Delivers a matched message (eager payload or RTS) into a posted receive.
 void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* payload) {
   const fi_addr_t src = ep->resolve(c->peer);
@@ -411,7 +458,7 @@ void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* p
   }
   // Rendezvous: READ min(len, cap) bytes from the sender's buffer, then FIN.
   const std::size_t n = std::min<std::size_t>(cap, h.len);
-  if (n == 0) {
+  if (n == 0 || read_directly(ep, c, r, h.addr, n)) {
     send_fin(ep, c, h.msg_id);
     rx_complete(ep, r, h, h.len, src);
     return;
