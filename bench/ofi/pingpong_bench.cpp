@@ -2,7 +2,9 @@
 // the public libfabric API, for the weft provider (in-process loopback medium) and the shm
 // provider as the baseline measured in the same run. Runs interleave (weft, shm, weft, ...),
 // PAIRS pairs; each line reports both medians and the median of the per-pair ratios.
-// Usage: FI_PROVIDER_PATH=build/src/ofi ofi_pingpong_bench [iterations] [pairs]
+// Usage: FI_PROVIDER_PATH=build/src/ofi ofi_pingpong_bench [iterations] [pairs] [size]
+// (FI_WEFT_MEDIUM=shm: the two domains talk over the shared-memory medium, as two processes
+// would; WEFT_BENCH_CLOCK=cpu: thread CPU time, see g_clock.)
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -21,9 +23,13 @@
 
 namespace {
 
+// WEFT_BENCH_CLOCK=cpu: the thread's CPU time instead of the wall clock, so a loaded machine's
+// descheduling does not count (what one round trip costs in provider and engine work).
+clockid_t g_clock = CLOCK_MONOTONIC;
+
 double now_s() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(g_clock, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -162,7 +168,10 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 5000;
   const int pairs = argc > 2 ? std::atoi(argv[2]) : 5;
-  const std::size_t sizes[] = {8, 64, 64 * 1024, 1 << 20};
+  const char* clk = std::getenv("WEFT_BENCH_CLOCK");
+  if (clk && std::strcmp(clk, "cpu") == 0) g_clock = CLOCK_THREAD_CPUTIME_ID;
+  std::vector<std::size_t> sizes = {8, 64, 64 * 1024, 1 << 20};
+  if (argc > 3) sizes = {static_cast<std::size_t>(std::atol(argv[3]))};  // one size (profiling)
   Pair weft, shm;
   if (!open_pair("weft", 1 << 20, weft)) {
     std::fprintf(stderr, "weft provider not found (FI_PROVIDER_PATH?)\n");
@@ -171,8 +180,9 @@ int main(int argc, char** argv) {
   // The shm baseline is opt-in: in one process its sends to a second endpoint return
   // -FI_EAGAIN forever here (1.17), so it only runs with WEFT_BENCH_SHM=1.
   const bool have_shm = std::getenv("WEFT_BENCH_SHM") && open_pair("shm", 1 << 20, shm);
-  std::printf("in-process tagged ping-pong, one-way latency (us), %d iterations, %d pairs%s\n",
-              iters, pairs, have_shm ? "" : " (shm provider unavailable: weft only)");
+  std::printf("in-process tagged ping-pong, one-way latency (us, %s), %d iterations, %d pairs%s\n",
+              g_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU time", iters, pairs,
+              have_shm ? "" : " (shm provider unavailable: weft only)");
   std::printf("%10s %12s %12s %14s\n", "bytes", "weft", "shm", "weft/shm");
   for (std::size_t bytes : sizes) {
     const int n = bytes >= (1 << 20) ? std::max(20, iters / 100)

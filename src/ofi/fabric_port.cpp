@@ -81,8 +81,8 @@ class FabricPort final : public MediumPort {
     expect_ = true;  // an answer is likely: read the socket on the next poll
     return ctrl_.send_abstract(self_, dst, name_of(dst.lid), msg);
   }
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) override {
-    if (!expect_ && now - last_check_ < kCtrlCheckNs) return 0;
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now, bool urgent) override {
+    if (!expect_ && !urgent && now - last_check_ < kCtrlCheckNs) return 0;
     last_check_ = now;
     const std::size_t got = ctrl_.poll(self_, fn, max_msgs);
     expect_ = got > 0;

@@ -130,7 +130,7 @@ class LoopbackPort final : public MediumPort {
     return true;
   }
 
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs) override {
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs, bool) override {
     std::deque<std::pair<NodeAddr, std::vector<std::uint8_t>>> got;
     {
       std::lock_guard lk(node_->mu);

@@ -63,8 +63,11 @@ class MediumPort {
   // per pair of nodes. False: the destination node does not exist (or is gone).
   virtual bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) = 0;
   using CtrlFn = std::function<void(const NodeAddr& src, std::span<const std::uint8_t> msg)>;
-  // `now` is the caller's clock reading (a medium may rate-limit its system calls by it).
-  virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) = 0;
+  // `now` is the caller's clock reading (a medium rate-limits its system calls by it: this runs
+  // in every progress pass); `urgent`: the caller awaits an answer (a connection request is
+  // out), so look now.
+  virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now,
+                                bool urgent) = 0;
   // A file descriptor that becomes readable when rx_burst or ctrl_poll has work (for blocking
   // waits), or -1 when the medium offers none. The reader drains it with read(2) of 8 bytes.
   virtual int wait_fd() const = 0;
@@ -75,6 +78,13 @@ class MediumPort {
   // medium that routes by something other than the LID (UDP: an IP address and port carried in
   // node_id) learns the route here.
   virtual void add_peer(const NodeAddr& peer) { (void)peer; }
+  // The pid of the process that holds `peer` when this process may read its memory directly
+  // (process_vm_readv): a rendezvous receiver then copies the payload itself, once, instead of
+  // READing it through the engine. 0: no such path (the payload must travel on the medium).
+  virtual int direct_read_pid(const NodeAddr& peer) const {
+    (void)peer;
+    return 0;
+  }
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can

@@ -54,6 +54,10 @@ struct Params {
   // or inbox is full, but a peer's "NIC" answers only when that process runs its progress: 16
   // (268 ms, about 2 s with the 7 retries) lets a descheduled or busy peer catch up.
   std::size_t ack_timeout = 16;
+  // FI_WEFT_EAGER_CONNECT: fi_av_insert starts the RDM connection (the medium's link and the RC
+  // handshake) to each new peer of the enabled endpoints bound to the AV, so the first message
+  // does not wait for it.
+  bool eager_connect = true;
   // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
   // when WEFT_FABRIC names a running fabric daemon.
   enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
@@ -64,6 +68,9 @@ struct Params {
   // for tests of the provider's loss handling); seeded by FI_WEFT_LOOPBACK_SEED.
   std::size_t loopback_drop_ppm = 0;
   std::size_t loopback_seed = 1;
+  // FI_WEFT_UDP_CTRL_DROP: control datagrams per million the udp medium drops when sending (a
+  // fault for the test of their retransmission), seeded by FI_WEFT_LOOPBACK_SEED.
+  std::size_t udp_ctrl_drop_ppm = 0;
 };
 const char* to_string(Params::Medium m);
 extern Params g_params;
@@ -288,10 +295,16 @@ struct Domain {
   void start_auto_progress();
   void stop_auto_progress();
 
+  // Clock of the progress passes (see pass_clock), and whether the last pass moved anything.
+  TimeNs now = 0, now_seen = 0;
+  std::uint32_t idle_passes = 0;
+  bool worked = true;
+  int connecting = 0;  // outgoing connection requests awaiting an answer: poll control tightly
+  TimeNs pass_clock();
+
   std::size_t progress();  // the work done (packets, control messages, completions)
   void dispatch(const WorkCompletion& wc);
   void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);
-  void kick();  // transmit whatever posts produced, without reading anything
 };
 
 // ---- FI_ATOMIC (ofi_atomic.cpp) ------------------------------------------------------------
@@ -360,6 +373,9 @@ struct Op {
   // Atomic and RTS: the op is freed once both its SEND completed and the answer (the atomic
   // response, the FIN) came; either may be first.
   std::uint8_t pending = 0;
+  // The endpoint's list of live Ops (or, once freed, its free list: live_next).
+  Op* live_prev = nullptr;
+  Op* live_next = nullptr;
 };
 
 struct RecvReq {
@@ -380,6 +396,7 @@ struct RecvReq {
   std::size_t offset = 0;
   std::size_t outstanding = 0;
   RecvReq* parent = nullptr;
+  RecvReq* next_free = nullptr;  // the endpoint's free list
 };
 
 // A message that arrived before its receive was posted.
@@ -396,6 +413,7 @@ struct Conn {
   QueuePair* qp = nullptr;
   bool outgoing = false;
   bool ready = false;
+  bool awaiting = false;     // outgoing: the request is out, no answer yet (Domain::connecting)
   std::uint32_t sq_psn = 0;  // outgoing: our requester's first PSN, sent in the REQ
   std::deque<Op*> backlog;
 };
@@ -435,7 +453,9 @@ struct Ep {
   std::uint64_t next_rndv_id = 1;
   std::unordered_map<std::uint64_t, Op*> rndv_sends;
   std::size_t ops_in_flight = 0;
-  std::unordered_set<Op*> ops;  // every live Op, freed at close
+  Op* live_ops = nullptr;  // every live Op (intrusive list), freed at close
+  Op* free_ops = nullptr;  // recycled Ops
+  RecvReq* free_recvs = nullptr;
   std::unordered_map<void*, Unexp*> claimed;
   // FI_EP_DGRAM: one UD QP; address handles made on first use per fi_addr.
   bool dgram = false;
@@ -468,6 +488,7 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
                 const fi_info* hints, fi_info** info);
 
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
+void ep_connect_eagerly(Ep* ep, fi_addr_t peer);  // FI_WEFT_EAGER_CONNECT, from fi_av_insert
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void cntr_inc(Cntr* c);

@@ -2,7 +2,10 @@
 // (eager and rendezvous), tag matching with an unexpected queue, and RMA (see README.md).
 //
 // Every call takes the domain lock; completion handlers run inside Domain::progress() under it.
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <unordered_set>
 
@@ -111,15 +114,21 @@ bool send_ctrl(Ep* ep, const NodeAddr& dst, const CtrlMsg& m) {
 }
 
 // ---- ops bookkeeping --------------------------------------------------------------------------
-std::unordered_set<Op*>& live_ops(Ep* ep) {
-  return ep->ops;
-}
-
+// Ops and receive requests come from per-endpoint free lists (no allocation per message once
+// warm); the live Ops form an intrusive list so that close frees what is still in flight.
 Op* new_op(Ep* ep, OpKind kind) {
-  Op* op = new Op;
+  Op* op = ep->free_ops;
+  if (op) {
+    ep->free_ops = op->live_next;
+    *op = Op{};
+  } else {
+    op = new Op;
+  }
   op->ep = ep;
   op->kind = kind;
-  live_ops(ep).insert(op);
+  op->live_next = ep->live_ops;
+  if (ep->live_ops) ep->live_ops->live_prev = op;
+  ep->live_ops = op;
   ++ep->ops_in_flight;
   return op;
 }
@@ -132,9 +141,30 @@ void free_stage(Ep* ep, Op* op) {
 void delete_op(Ep* ep, Op* op) {
   free_stage(ep, op);
   if (op->tmp_mr) ep->dom->dev->dereg_mr(op->tmp_mr);
-  live_ops(ep).erase(op);
+  op->tmp_mr = nullptr;
+  if (op->live_prev)
+    op->live_prev->live_next = op->live_next;
+  else
+    ep->live_ops = op->live_next;
+  if (op->live_next) op->live_next->live_prev = op->live_prev;
   --ep->ops_in_flight;
-  delete op;
+  if (op->linear.capacity()) std::vector<std::uint8_t>().swap(op->linear);
+  op->live_prev = nullptr;
+  op->live_next = ep->free_ops;
+  ep->free_ops = op;
+}
+
+RecvReq* alloc_recv(Ep* ep) {
+  RecvReq* r = ep->free_recvs;
+  if (!r) return new RecvReq;
+  ep->free_recvs = r->next_free;
+  *r = RecvReq{};
+  return r;
+}
+
+void free_recv(Ep* ep, RecvReq* r) {
+  r->next_free = ep->free_recvs;
+  ep->free_recvs = r;
 }
 
 std::uint8_t* alloc_stage(Ep* ep) {
@@ -168,9 +198,17 @@ void drain_backlog(Conn* c) {
 
 void tx_error(Ep* ep, Op* op, int err, WcStatus st);
 
+// The domain polls control datagrams tightly while any of its connection requests is unanswered.
+void conn_answered(Ep* ep, Conn* c) {
+  if (!c->awaiting) return;
+  c->awaiting = false;
+  --ep->dom->connecting;
+}
+
 // The peer endpoint does not exist (rejected, or its node is gone): every queued operation
 // completes with FI_EHOSTUNREACH and the connection is dropped; a later send tries again.
 void fail_conn(Ep* ep, Conn* c) {
+  conn_answered(ep, c);
   WEFT_WARN(FI_LOG_EP_CTRL, "no endpoint %u at lid %u: %zu queued operations fail", c->peer.ep_id,
             c->peer.lid, c->backlog.size());
   for (Op* op : c->backlog) {
@@ -213,6 +251,8 @@ Conn* out_conn(Ep* ep, fi_addr_t dest) {
     fail_conn(ep, raw);
     return nullptr;
   }
+  raw->awaiting = true;
+  ++ep->dom->connecting;
   return raw;
 }
 
@@ -300,8 +340,8 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
     }
     cntr_inc(ep->cntr_recv);
   }
-  delete r;
-  if (flags & FI_MULTI_RECV) delete parent;
+  free_recv(ep, r);
+  if (flags & FI_MULTI_RECV) free_recv(ep, parent);
 }
 
 // The next piece of a multi-receive buffer for a message of `len` bytes (truncated to what
@@ -309,7 +349,7 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
 RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::iterator it,
                     std::uint64_t len) {
   RecvReq* m = *it;
-  auto* r = new RecvReq;
+  RecvReq* r = alloc_recv(ep);
   r->context = m->context;
   r->completion = m->completion;
   r->parent = m;
@@ -363,6 +403,50 @@ void send_fin(Ep* ep, Conn* c, std::uint64_t msg_id) {
   send_internal(ep, c, h, nullptr, 0);
 }
 
+// Rendezvous on a medium that lets this process read the sender's (shm with cross-memory
+// attach): one process_vm_readv from the sender's buffer into the receive's iovs, no READ
+// through the engine (RTS and FIN are the only hops). False: no such path, or it failed (the
+// READ path then runs, so a refused read costs nothing but the attempt).
+bool read_directly(Ep* ep, Conn* c, RecvReq* r, std::uint64_t addr, std::size_t n) {
+  const int pid = ep->dom->port->direct_read_pid(c->peer.node());
+  if (pid <= 0) return false;
+  iovec local[kIovMax];
+  std::size_t cnt = 0, left = n;
+  for (std::size_t i = 0; i < r->iov_count && left; ++i) {
+    const std::size_t k = std::min(left, r->iov[i].iov_len);
+    local[cnt++] = {r->iov[i].iov_base, k};
+    left -= k;
+  }
+  std::size_t done = 0;
+  while (done < n) {
+    // Skip what the previous call moved (a short read stops at a page it could not fault in).
+    iovec l[kIovMax];
+    std::size_t lc = 0, skip = done;
+    for (std::size_t i = 0; i < cnt; ++i) {
+      if (skip >= local[i].iov_len) {
+        skip -= local[i].iov_len;
+        continue;
+      }
+      l[lc++] = {static_cast<std::uint8_t*>(local[i].iov_base) + skip, local[i].iov_len - skip};
+      skip = 0;
+    }
+    iovec remote{reinterpret_cast<void*>(addr + done), n - done};
+    const ssize_t got = process_vm_readv(pid, l, lc, &remote, 1, 0);
+    if (got <= 0) {
+      if (done == 0) {
+        WEFT_INFO(FI_LOG_EP_DATA, "rendezvous: direct read from pid %d failed (%s): READ instead",
+                  pid, std::strerror(errno));
+        return false;
+      }
+      break;
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  if (done == n) return true;
+  // Partly copied: the READ path rewrites all of it.
+  return false;
+}
+
 // Delivers a matched message (eager payload or RTS) into a posted receive.
 void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* payload) {
   const fi_addr_t src = ep->resolve(c->peer);
@@ -374,7 +458,7 @@ void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* p
   }
   // Rendezvous: READ min(len, cap) bytes from the sender's buffer, then FIN.
   const std::size_t n = std::min<std::size_t>(cap, h.len);
-  if (n == 0) {
+  if (n == 0 || read_directly(ep, c, r, h.addr, n)) {
     send_fin(ep, c, h.msg_id);
     rx_complete(ep, r, h, h.len, src);
     return;
@@ -685,7 +769,7 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
           ep->rx_cq->push_error(e);
         }
         cntr_err(ep->cntr_recv);
-        delete r;
+        free_recv(ep, r);
       } else {
         rx_complete(ep, r, h, len, src);
       }
@@ -693,6 +777,11 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
       return;
     }
   }
+}
+
+void ep_connect_eagerly(Ep* ep, fi_addr_t peer) {
+  if (!ep->enabled || ep->dgram || ep->msg) return;
+  (void)out_conn(ep, peer);  // a peer that is not there yet is tried again by the first send
 }
 
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> bytes) {
@@ -775,6 +864,7 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
     if (it == ep->out_conns.end()) return;
     Conn* c = it->second.get();
     if (c->ready) return;
+    conn_answered(ep, c);
     if (qp_to_rts(*c->qp, src.lid, m.qpn, m.psn, c->sq_psn) != Errc::kOk) {
       WEFT_WARN(FI_LOG_EP_CTRL, "connection to lid %u failed", src.lid);
       return;
@@ -934,9 +1024,9 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   return 0;
 }
 
-RecvReq* make_recv(const iovec* iov, std::size_t count, fi_addr_t src, std::uint64_t tag,
+RecvReq* make_recv(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, std::uint64_t tag,
                    std::uint64_t ignore, void* ctx, bool tagged, bool completion) {
-  auto* r = new RecvReq;
+  RecvReq* r = alloc_recv(ep);
   r->context = ctx;
   r->iov_count = count;
   for (std::size_t i = 0; i < count; ++i) r->iov[i] = iov[i];
@@ -989,7 +1079,9 @@ ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src,
   if (!(ep->info->caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
   if (ep->dgram && tagged) return -FI_ENOSYS;
   const bool completion = !ep->rx_selective || (flags & FI_COMPLETION);
-  ep->dom->progress();  // so that the unexpected queue is current
+  // A plain receive needs no progress first: a message still in the ring matches it when it
+  // is read, as it would have matched it from the unexpected queue. A peek must see arrivals.
+  if (flags & (FI_PEEK | FI_CLAIM)) ep->dom->progress();
   if (tagged && (flags & FI_PEEK)) {
     Unexp* u = find_unexp(ep, true, src, tag, ignore);
     if (!u) {
@@ -1030,7 +1122,7 @@ ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src,
       discard_unexp(ep, u);
       return 0;
     }
-    RecvReq* r = make_recv(iov, count, src, tag, ignore, ctx, true, completion);
+    RecvReq* r = make_recv(ep, iov, count, src, tag, ignore, ctx, true, completion);
     deliver(ep, r, u->conn, u->hdr, u->payload.data());
     delete u;
     ep->dom->progress();
@@ -1038,14 +1130,14 @@ ssize_t recv_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src,
   }
   if (Unexp* u = find_unexp(ep, tagged, src, tag, ignore)) {
     remove_unexp(ep, u);
-    RecvReq* r = make_recv(iov, count, src, tag, ignore, ctx, tagged, completion);
+    RecvReq* r = make_recv(ep, iov, count, src, tag, ignore, ctx, tagged, completion);
     deliver(ep, r, u->conn, u->hdr, u->payload.data());
     delete u;
     ep->dom->progress();
     return 0;
   }
   (tagged ? ep->posted_tag : ep->posted_msg)
-      .push_back(make_recv(iov, count, src, tag, ignore, ctx, tagged, completion));
+      .push_back(make_recv(ep, iov, count, src, tag, ignore, ctx, tagged, completion));
   return 0;
 }
 
@@ -1060,7 +1152,7 @@ ssize_t recv_multi(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, s
   if (!(ep->info->caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
   const bool completion = !ep->rx_selective || (flags & FI_COMPLETION);
   ep->dom->progress();
-  RecvReq* m = make_recv(iov, 1, src, 0, 0, ctx, false, completion);
+  RecvReq* m = make_recv(ep, iov, 1, src, 0, 0, ctx, false, completion);
   m->multi = true;
   ep->posted_msg.push_back(m);
   auto it = std::prev(ep->posted_msg.end());
@@ -1482,7 +1574,7 @@ ssize_t ep_cancel(fid* f, void* ctx) {
           r->released = true;  // the pieces still in flight free it (their last one says so)
           r->context = nullptr;
         } else {
-          delete r;
+          free_recv(ep, r);
         }
         return 0;
       }
@@ -1649,7 +1741,10 @@ int ep_close(fid* f) {
     if (ep->atomics_issued || ep->atomics_served)
       WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: %llu atomics issued, %llu executed as target", ep->id,
                 (unsigned long long)ep->atomics_issued, (unsigned long long)ep->atomics_served);
-    for (auto& [addr, c] : ep->out_conns) d->dev->destroy_qp(c->qp);
+    for (auto& [addr, c] : ep->out_conns) {
+      conn_answered(ep, c.get());
+      d->dev->destroy_qp(c->qp);
+    }
     for (auto& c : ep->in_conns) d->dev->destroy_qp(c->qp);
     if (ep->ud_qp) d->dev->destroy_qp(ep->ud_qp);
     for (auto& [fa, ah] : ep->ahs) d->dev->destroy_ah(ah);
@@ -1668,15 +1763,23 @@ int ep_close(fid* f) {
     }
     d->eps.erase(ep->id);
     if (ep->srq) d->dev->destroy_srq(ep->srq);
-    for (Op* op : ep->ops) {
+    while (Op* op = ep->live_ops) {
+      ep->live_ops = op->live_next;
       if (op->tmp_mr) d->dev->dereg_mr(op->tmp_mr);
       delete op;
     }
-    ep->ops.clear();
+    while (Op* op = ep->free_ops) {
+      ep->free_ops = op->live_next;
+      delete op;
+    }
     if (ep->bounce_mr) d->dev->dereg_mr(ep->bounce_mr);
     if (ep->stage_mr) d->dev->dereg_mr(ep->stage_mr);
     for (auto* r : ep->posted_msg) delete r;
     for (auto* r : ep->posted_tag) delete r;
+    while (RecvReq* r = ep->free_recvs) {
+      ep->free_recvs = r->next_free;
+      delete r;
+    }
     for (auto* u : ep->unexp_msg) delete u;
     for (auto* u : ep->unexp_tag) delete u;
     if (ep->av) --ep->av->refs;

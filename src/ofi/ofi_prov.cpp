@@ -523,14 +523,25 @@ void define_params() {
                   "WEFT_FABRIC is set), udp (RoCEv2 over UDP sockets) or loopback (in-process)");
   fi_param_define(&g_prov, "udp_ip", FI_PARAM_STRING,
                   "IPv4 address the udp medium binds (default: 127.0.0.1)");
+  fi_param_define(&g_prov, "eager_connect", FI_PARAM_BOOL,
+                  "Open the RDM connection to a peer when fi_av_insert names it, not on the "
+                  "first send (default: %d)",
+                  g_params.eager_connect ? 1 : 0);
   fi_param_define(&g_prov, "loopback_drop", FI_PARAM_SIZE_T,
                   "Packets per million the loopback medium drops, for tests (default: 0)");
   fi_param_define(&g_prov, "loopback_seed", FI_PARAM_SIZE_T,
                   "Seed of the loopback medium's drops (default: 1)");
+  fi_param_define(&g_prov, "udp_ctrl_drop", FI_PARAM_SIZE_T,
+                  "Control datagrams per million the udp medium drops, for tests (default: 0)");
   std::size_t v;
+  int b;
+  if (fi_param_get_bool(&g_prov, "eager_connect", &b) == FI_SUCCESS)
+    g_params.eager_connect = b != 0;
   if (fi_param_get_size_t(&g_prov, "loopback_drop", &v) == FI_SUCCESS && v <= 1'000'000)
     g_params.loopback_drop_ppm = v;
   if (fi_param_get_size_t(&g_prov, "loopback_seed", &v) == FI_SUCCESS) g_params.loopback_seed = v;
+  if (fi_param_get_size_t(&g_prov, "udp_ctrl_drop", &v) == FI_SUCCESS && v <= 1'000'000)
+    g_params.udp_ctrl_drop_ppm = v;
   if (fi_param_get_size_t(&g_prov, "eager_size", &v) == FI_SUCCESS && v >= 64 && v <= (1u << 20))
     g_params.eager_bytes = v;
   if (fi_param_get_size_t(&g_prov, "inject_size", &v) == FI_SUCCESS) g_params.inject_bytes = v;

@@ -54,7 +54,7 @@ namespace shm = weft::io::shm;
 constexpr std::uint32_t kMagic = 0x5746'4F53;  // "WFOS"
 constexpr std::uint16_t kLidFirst = 1, kLidCount = 0xBFFF;
 constexpr std::uint32_t kCanRead = 1;
-constexpr TimeNs kEventCheckNs = 20'000;  // ctrl_poll looks at the sockets at most this often
+constexpr TimeNs kEventCheckNs = 100'000;  // ctrl_poll looks at the sockets at most this often
 constexpr std::size_t kDrainBurst = 256;
 constexpr std::uint64_t kProbeValue = 0x57454654'4F464950ull;
 volatile std::uint64_t g_probe = kProbeValue;
@@ -163,6 +163,7 @@ struct Link {
   bool dead = false;
   bool dying = false;  // the peer is gone: rx_burst drains what it left in the ring, then dead
   bool dirty = false;  // tx since the last flush
+  bool can_read_peer = false;  // our probe of the peer's memory worked (process_vm_readv)
   ~Link() {
     if (medium) {
       const auto& c = medium->counters();
@@ -240,8 +241,8 @@ class ShmPort final : public MediumPort {
     return false;
   }
 
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) override {
-    if (now - last_check_ < kEventCheckNs && !expect_) return 0;
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now, bool urgent) override {
+    if (now - last_check_ < kEventCheckNs && !expect_ && !urgent) return 0;
     last_check_ = now;
     epoll_event evs[16];
     const int ready = epoll_wait(epfd_, evs, 16, 0);
@@ -275,6 +276,15 @@ class ShmPort final : public MediumPort {
   }
 
   int wait_fd() const override { return epfd_; }
+
+  int direct_read_pid(const NodeAddr& peer) const override {
+    auto it = routes_.find(peer.lid);
+    if (it == routes_.end()) return 0;
+    const Link& l = *it->second;
+    if (l.dead || l.dying || !l.can_read_peer) return 0;
+    if (peer.node_id && l.peer.node_id && peer.node_id != l.peer.node_id) return 0;
+    return l.pid;
+  }
 
  private:
   Msg header(Kind k) const {
@@ -427,7 +437,8 @@ class ShmPort final : public MediumPort {
           const bool want = zero_copy_wanted();
           l.medium->set_zero_copy_tx(want && (m.flags & kCanRead));
           Msg v = header(Kind::kVerdict);
-          v.flags = want && can_read(l.pid, m.probe_addr) ? kCanRead : 0;
+          l.can_read_peer = want && can_read(l.pid, m.probe_addr);
+          v.flags = l.can_read_peer ? kCanRead : 0;
           if (!send_msg(l.sock, v, nullptr, 0)) mark_dead(l);
           break;
         }
@@ -470,8 +481,8 @@ class ShmPort final : public MediumPort {
     if (l.medium->event_fd() >= 0) watch(l.medium->event_fd());
     routes_.emplace(m.lid, &l);  // keeps an existing link (simultaneous connects)
     Msg ack = header(Kind::kHelloAck);
-    ack.flags =
-        zero_copy_wanted() && (m.flags & kCanRead) && can_read(l.pid, m.probe_addr) ? kCanRead : 0;
+    l.can_read_peer = zero_copy_wanted() && (m.flags & kCanRead) && can_read(l.pid, m.probe_addr);
+    ack.flags = l.can_read_peer ? kCanRead : 0;
     if (!send_msg(l.sock, ack, nullptr, 0)) mark_dead(l);
   }
 

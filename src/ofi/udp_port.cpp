@@ -11,15 +11,26 @@
 // across hosts LIDs are only unique per peer table, which is what routing needs as long as no
 // two peers of one node share a LID (a known limit, README).
 //
-// Control datagrams are UDP: ordered and, on one host, lost only when the receiver's socket
-// buffer (1 MiB) overflows; the connection set-up has no retransmission of its own.
+// Control datagrams are UDP, which may lose, duplicate or reorder them; the medium seam promises
+// reliable, ordered delivery, so each carries a Rel header: the sender's epoch (random per port,
+// so a later process reusing the ports starts afresh), a sequence number per destination, and
+// the kind (data or ack). The receiver acknowledges every data datagram, delivers in sequence
+// order (holding any that arrive early) and drops duplicates; the sender retransmits an
+// unacknowledged datagram after 1 ms, doubling to 256 ms, and gives up after kRetriesMax tries
+// (the connection request then stays unanswered, as with a peer that never progresses).
+// FI_WEFT_UDP_CTRL_DROP (per million, seeded by FI_WEFT_LOOPBACK_SEED) drops sent control
+// datagrams, for the loss test.
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <algorithm>
+#include <map>
 #include <unordered_map>
+#include <vector>
 
 #include "src/io/udp/udp_medium.hpp"
 #include "src/ofi/ctrl_socket.hpp"
@@ -29,7 +40,18 @@ namespace weft::ofi {
 namespace {
 
 constexpr std::uint16_t kLidFirst = 1, kLidCount = 0xBFFF;
-constexpr TimeNs kCtrlCheckNs = 20'000;
+constexpr TimeNs kCtrlCheckNs = 100'000;
+constexpr TimeNs kRetryFirstNs = 1'000'000, kRetryMaxNs = 256'000'000;
+constexpr int kRetriesMax = 40;
+constexpr std::uint32_t kRelData = 0x5744'0001, kRelAck = 0x5744'0002;
+
+// Before the provider's bytes in every control datagram.
+struct Rel {
+  std::uint32_t kind;
+  std::uint32_t seq;
+  std::uint64_t epoch;
+};
+static_assert(sizeof(Rel) + 20 <= kCtrlBytesMax);
 
 std::uint32_t ip_of(const NodeAddr& a) {
   return static_cast<std::uint32_t>(a.node_id >> 32);
@@ -52,6 +74,9 @@ class UdpPort final : public MediumPort {
               self_.lid, (unsigned long long)c.tx_packets, (unsigned long long)c.rx_packets,
               (unsigned long long)c.tx_no_route, (unsigned long long)c.tx_errors,
               (unsigned long long)c.tx_full, (unsigned long long)c.rx_bad_icrc);
+    WEFT_INFO(FI_LOG_DOMAIN, "udp lid %u control: dropped %llu retransmitted %llu duplicates %llu",
+              self_.lid, (unsigned long long)dropped_, (unsigned long long)retransmitted_,
+              (unsigned long long)duplicates_);
     delete claim_;
     close(epfd_);
   }
@@ -82,16 +107,30 @@ class UdpPort final : public MediumPort {
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
     // An address whose ip:port belongs to a node with another LID names no node on the medium.
     if (!learn(dst)) return false;
+    if (msg.size() + sizeof(Rel) > kCtrlBytesMax) return false;
     expect_ = true;
-    return ctrl_.send_udp(self_, dst, ip_of(dst), ctrl_port_of(dst), msg);
+    Pending p;
+    p.dst = dst;
+    const Rel r{kRelData, ++next_seq_[dst.node_id], epoch_};
+    p.bytes.resize(sizeof r + msg.size());
+    std::memcpy(p.bytes.data(), &r, sizeof r);
+    std::memcpy(p.bytes.data() + sizeof r, msg.data(), msg.size());
+    p.seq = r.seq;
+    p.backoff = kRetryFirstNs;
+    p.due = now_ns() + p.backoff;
+    if (!send_frame(dst, p.bytes)) return false;
+    pending_.push_back(std::move(p));
+    return true;
   }
-  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now) override {
-    if (!expect_ && now - last_check_ < kCtrlCheckNs) return 0;
+  std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now, bool urgent) override {
+    if (!pending_.empty() && now >= next_due_) retransmit(now);
+    if (!expect_ && !urgent && now - last_check_ < kCtrlCheckNs) return 0;
     last_check_ = now;
-    const std::size_t got = ctrl_.poll(
+    std::size_t got = 0;
+    ctrl_.poll(
         self_,
         [&](const NodeAddr& src, std::span<const std::uint8_t> m) {
-          if (learn(src)) fn(src, m);
+          if (learn(src)) got += on_frame(src, m, fn);
         },
         max_msgs);
     expect_ = got > 0;
@@ -100,6 +139,93 @@ class UdpPort final : public MediumPort {
   int wait_fd() const override { return epfd_; }
 
  private:
+  struct Pending {
+    NodeAddr dst;
+    std::uint32_t seq = 0;
+    std::vector<std::uint8_t> bytes;  // Rel + the provider's message
+    TimeNs due = 0, backoff = 0;
+    int tries = 1;
+  };
+  // What arrived from one peer port instance (node id and epoch).
+  struct Inbound {
+    std::uint64_t epoch = 0;
+    std::uint32_t next = 1;  // the sequence number delivered next
+    std::map<std::uint32_t, std::vector<std::uint8_t>> early;
+  };
+
+  static TimeNs now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(ts.tv_nsec);
+  }
+
+  // Sends one datagram (or, with FI_WEFT_UDP_CTRL_DROP, pretends to: a loss on the way).
+  bool send_frame(const NodeAddr& dst, std::span<const std::uint8_t> bytes) {
+    if (drop_ppm_ && drop_rng_.next_u64() % 1'000'000 < drop_ppm_) {
+      ++dropped_;
+      return true;
+    }
+    return ctrl_.send_udp(self_, dst, ip_of(dst), ctrl_port_of(dst), bytes);
+  }
+
+  void retransmit(TimeNs now) {
+    next_due_ = kNoDeadline;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->due <= now) {
+        if (it->tries >= kRetriesMax) {
+          WEFT_WARN(FI_LOG_EP_CTRL, "udp: control datagram %u to lid %u unanswered after %d tries",
+                    it->seq, it->dst.lid, it->tries);
+          it = pending_.erase(it);
+          continue;
+        }
+        ++it->tries;
+        ++retransmitted_;
+        send_frame(it->dst, it->bytes);
+        it->backoff = std::min(it->backoff * 2, kRetryMaxNs);
+        it->due = now + it->backoff;
+      }
+      next_due_ = std::min(next_due_, it->due);
+      ++it;
+    }
+  }
+
+  // One arriving datagram: an ack retires a pending send; data is acknowledged, then delivered in
+  // sequence order (early ones wait, duplicates are dropped). Returns how many were delivered.
+  std::size_t on_frame(const NodeAddr& src, std::span<const std::uint8_t> m, const CtrlFn& fn) {
+    Rel r;
+    if (m.size() < sizeof r) return 0;
+    std::memcpy(&r, m.data(), sizeof r);
+    if (r.kind == kRelAck) {
+      std::erase_if(pending_, [&](const Pending& p) {
+        return p.seq == r.seq && p.dst.node_id == src.node_id && r.epoch == epoch_;
+      });
+      return 0;
+    }
+    if (r.kind != kRelData) return 0;
+    const Rel ack{kRelAck, r.seq, r.epoch};
+    send_frame(src, {reinterpret_cast<const std::uint8_t*>(&ack), sizeof ack});
+    Inbound& in = inbound_[src.node_id];
+    if (in.epoch != r.epoch) in = Inbound{r.epoch, 1, {}};  // a new instance of that port
+    if (r.seq < in.next || in.early.count(r.seq)) {
+      ++duplicates_;
+      return 0;
+    }
+    if (r.seq > in.next) {
+      in.early.emplace(r.seq, std::vector<std::uint8_t>(m.begin() + sizeof r, m.end()));
+      return 0;
+    }
+    fn(src, m.subspan(sizeof r));
+    std::size_t got = 1;
+    ++in.next;
+    for (auto it = in.early.find(in.next); it != in.early.end(); it = in.early.find(in.next)) {
+      fn(src, it->second);
+      in.early.erase(it);
+      ++in.next;
+      ++got;
+    }
+    return got;
+  }
+
   // Routes peer.lid to the data socket named by peer.node_id; false when that socket is known
   // under another LID (one LID per socket: the medium maps a source address back to one SLID).
   bool learn(const NodeAddr& peer) {
@@ -119,6 +245,15 @@ class UdpPort final : public MediumPort {
   std::unordered_map<std::uint64_t, std::uint16_t> lids_;  // ip << 16 | data port -> LID
   TimeNs last_check_ = 0;
   bool expect_ = true;
+  // Reliable control datagrams (see the file comment).
+  std::uint64_t epoch_ = (static_cast<std::uint64_t>(getpid()) << 32) ^ now_ns();
+  std::unordered_map<std::uint64_t, std::uint32_t> next_seq_;  // per destination node id
+  std::vector<Pending> pending_;
+  TimeNs next_due_ = 0;
+  std::unordered_map<std::uint64_t, Inbound> inbound_;  // per source node id
+  std::size_t drop_ppm_ = g_params.udp_ctrl_drop_ppm;
+  SeededRng drop_rng_{g_params.loopback_seed};
+  std::uint64_t dropped_ = 0, retransmitted_ = 0, duplicates_ = 0;
 };
 
 }  // namespace
