@@ -20,8 +20,10 @@
 #include <sstream>
 #include <vector>
 
+#include "emu/fabricd/gsi_relay.hpp"
 #include "emu/faults/injector.hpp"
 #include "src/base/log.hpp"
+#include "src/cm/gsi_device.hpp"
 #include "src/io/clock.hpp"
 #include "src/io/driver.hpp"
 #include "src/io/fabric_attach.hpp"
@@ -71,7 +73,8 @@ struct Pipe {
   std::uint16_t lid = 0;
   bool attached = false;
   std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
-  std::uint64_t to_client_dropped = 0;  // the queue toward the process was full
+  std::uint64_t to_client_dropped = 0;    // the queue toward the process was full
+  std::uint64_t gsi_out = 0, gsi_in = 0;  // QP1 MADs from / to the process (GsiRelay)
   std::size_t to_client_max = SIZE_MAX, to_fabric_max = SIZE_MAX;
   std::size_t to_fabric_peak = 0, to_client_peak = 0;
   bool to_fabric_full() const { return to_fabric.size() >= to_fabric_max; }
@@ -224,8 +227,13 @@ class FabricFace final : public StubDevice {
 // Facing the attached process, driven by the io::Driver over its ShmMedium.
 class ClientFace final : public StubDevice {
  public:
-  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send)
-      : StubDevice(std::move(cfg)), pipe_(pipe), lids_(lids), on_send_(std::move(on_send)) {}
+  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send,
+             std::function<void(const cm::GsiMad&)> on_gsi)
+      : StubDevice(std::move(cfg)),
+        pipe_(pipe),
+        lids_(lids),
+        on_send_(std::move(on_send)),
+        on_gsi_(std::move(on_gsi)) {}
   void set_remote_payload(RemotePayload* rp) override { remote_ = rp; }
   // A packet whose payload is still in the process (a by-reference record): the headers here,
   // the payload pulled by the medium straight into the packet (RemotePayload::place; done before
@@ -246,6 +254,17 @@ class ClientFace final : public StubDevice {
     sent();
   }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    if (cm::dest_qp_of(wire) == 1) {  // QP1: a MAD for the GsiRelay, not a data packet
+      cm::GsiMad m;
+      if (cm::gsi_mad_of(wire, 1, m)) {
+        m.lid = static_cast<std::uint16_t>(wire[2] << 8 | wire[3]);  // outgoing: the LRH DLID
+        pipe_.gsi_out++;
+        on_gsi_(m);
+      } else {
+        counters_.rx_malformed++;
+      }
+      return;
+    }
     take().assign(wire.begin(), wire.end());
     sent();
   }
@@ -279,6 +298,7 @@ class ClientFace final : public StubDevice {
   LidTable& lids_;
   RemotePayload* remote_ = nullptr;
   std::function<void()> on_send_;
+  std::function<void(const cm::GsiMad&)> on_gsi_;
   std::vector<std::uint8_t> cur_;
 };
 
@@ -390,11 +410,15 @@ class FabricDaemon::Impl {
   class SmCtl final : public faults::SmControl {
    public:
     explicit SmCtl(Impl& d) : d_(d) {}
-    void sm_down(TimeNs) override { d_.sm_.reset(); }
+    void sm_down(TimeNs) override {
+      d_.sm_.reset();
+      if (d_.gsi) d_.gsi->set_sa_node(topo::kNoNode);  // the SA goes with its SM
+    }
     void sm_up(TimeNs) override {
       if (d_.sm_ || d_.sm_node == topo::kNoNode) return;
       d_.sm_ = std::make_unique<sm::FabricSm>(*d_.fabric, d_.sm_node, d_.opt.sm.sm);
       d_.sm_->start();
+      if (d_.gsi) d_.gsi->set_sa_node(d_.sm_node);
     }
     void link_changed(topo::LinkId, bool, TimeNs) override {}  // the SMAs send trap 128
 
@@ -434,6 +458,7 @@ class FabricDaemon::Impl {
   sim::Simulator sim;
   std::unique_ptr<fabric::Fabric> fabric;
   std::unique_ptr<sm::FabricSm> sm_;
+  std::unique_ptr<GsiRelay> gsi;  // after fabric: goes first
   sm::BringUpReport report;
   std::vector<topo::NodeId> hcas;
   std::vector<std::unique_ptr<Pipe>> pipes;  // per HCA index
@@ -658,10 +683,16 @@ class FabricDaemon::Impl {
     const topo::NodeId node = hcas[h];
     DeviceConfig dc;
     dc.name = "client-face";
-    c.face = std::make_unique<ClientFace>(dc, pipe, lids, [this, node] {
-      fabric->kick(node);
-      clock->due = true;
-    });
+    c.face = std::make_unique<ClientFace>(
+        dc, pipe, lids,
+        [this, node] {
+          fabric->kick(node);
+          clock->due = true;
+        },
+        [this, h](const cm::GsiMad& m) {
+          gsi->from_client(h, m);
+          clock->due = true;
+        });
     driver.attach(*c.face, *c.medium);
     log()->info("pid {} attached to HCA {} ({}), LID {}", cred.pid, h,
                 fabric->topology().node(node).description, rep.lid);
@@ -730,7 +761,8 @@ class FabricDaemon::Impl {
             << " to_client_direct " << pp.to_client_direct << " to_fabric_by_ref "
             << pp.to_fabric_by_ref << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
             << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
-            << pp.to_client_peak << " stalls " << pp.stalls;
+            << pp.to_client_peak << " stalls " << pp.stalls << " gsi_out " << pp.gsi_out
+            << " gsi_in " << pp.gsi_in;
         }
       }
       o << "\n";
@@ -860,6 +892,24 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
   if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
   if (d->sm_) d->sm_node = d->sm_->node();
+  {
+    Impl* self = d.get();
+    d->gsi = std::make_unique<GsiRelay>(
+        *d->fabric, d->hcas, options.sa, [self](std::size_t h, const cm::GsiMad& in) {
+          Pipe& pipe = *self->pipes[h];
+          if (!pipe.attached) return false;
+          // The MAD as the UD packet that reached the HCA's QP1 (LRH SLID = its sender).
+          TxPacket pkt;
+          cm::gsi_packet(in.lid, pipe.lid, in.mad, pkt);
+          std::vector<std::uint8_t> b(pkt.wire_bytes());
+          pkt.write_to(b);
+          pipe.gsi_in++;
+          self->fabric->device(self->hcas[h])
+              .on_packet(std::span<const std::uint8_t>(b), self->sim.now());
+          return true;
+        });
+    d->gsi->set_sa_node(d->sm_node);
+  }
   Impl* self = d.get();
   d->lids.release = [self] {
     self->lids.any_stalled = false;
