@@ -107,7 +107,13 @@ struct Pipe {
   bool to_fabric_full() const { return to_fabric.size() >= to_fabric_max; }
   // Congestion toward the process: above half the bound, the HCAs sending to it stop injecting
   // (their packets wait, as behind a link without credits) until it is below a quarter.
-  bool congested() const { return to_client.size() >= to_client_max / 2; }
+  bool congested() const { return to_client.size() >= congested_packets(); }
+  std::size_t congested_packets() const { return std::min(to_client_max / 2, kCongestedMax); }
+  std::size_t released_packets() const { return std::min(to_client_max / 4, kCongestedMax / 4); }
+  // A packet queued here costs a copy more than one put straight on the ring (and one arriving
+  // while anything is queued must queue behind it): stall the senders early, so most packets
+  // wait unpulled in their sender's ring instead.
+  static constexpr std::size_t kCongestedMax = 64;
   bool stalled = false;      // this HCA's head packet waits for a congested destination
   std::uint64_t stalls = 0;  // times it began waiting
 };
@@ -310,7 +316,7 @@ class ClientFace final : public StubDevice {
       pipe_.buffers.put(std::move(cur_));
       cur_ = std::move(pipe_.to_client.front());
       pipe_.to_client.pop_front();
-      if (lids_.any_stalled && pipe_.to_client.size() < pipe_.to_client_max / 4 && lids_.release)
+      if (lids_.any_stalled && pipe_.to_client.size() < pipe_.released_packets() && lids_.release)
         lids_.release();
       if (to_tx(cur_, out)) return true;
     }
