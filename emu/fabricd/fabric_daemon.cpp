@@ -229,6 +229,7 @@ class FabricFace final : public StubDevice {
     pipe_.to_client_peak = std::max(pipe_.to_client_peak, pipe_.to_client.size());
   }
   bool poll_transmit(TimeNs, TxPacket& out) override {
+    cur_out_ = false;
     while (!pipe_.to_fabric.empty()) {
       const std::vector<std::uint8_t>& head = pipe_.to_fabric.front();
       if (head.size() >= 4) {
@@ -245,17 +246,27 @@ class FabricFace final : public StubDevice {
       pipe_.to_fabric.pop_front();
       if (to_tx(cur_, out)) {
         counters_.tx_packets++;
+        cur_out_ = true;
         return true;
       }
       counters_.rx_malformed++;
     }
     return false;
   }
+  // HcaNode::WireSwap: the packet poll_transmit just returned is the image in cur_; the fabric
+  // takes that buffer instead of copying it (and leaves its old one, reused next time).
+  bool swap_wire(std::vector<std::uint8_t>& bytes) {
+    if (!cur_out_) return false;
+    cur_out_ = false;
+    bytes.swap(cur_);
+    return true;
+  }
 
  private:
   Pipe& pipe_;
   LidTable& lids_;
   std::vector<std::uint8_t> cur_;
+  bool cur_out_ = false;  // cur_ is the packet last returned by poll_transmit
 };
 
 // Facing the attached process, driven by the io::Driver over its ShmMedium.
@@ -917,7 +928,11 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
     DeviceConfig dc;
     dc.name = "relay";
     dc.node_guid = topo.node(n).guid;
-    d->fabric->hca(n).replace_device(std::make_unique<FabricFace>(dc, *d->pipes.back(), d->lids));
+    auto face = std::make_unique<FabricFace>(dc, *d->pipes.back(), d->lids);
+    FabricFace* f = face.get();
+    d->fabric->hca(n).replace_device(std::move(face));
+    d->fabric->hca(n).set_wire_swap(
+        [f](std::vector<std::uint8_t>& bytes) { return f->swap_wire(bytes); });
   }
   d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
   if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
