@@ -425,6 +425,12 @@ class HcaNode final : public Node {
   // Called after the Device took a packet or a deadline (when new completions may be in its
   // CQs), so a driver can poll them at the exact virtual time. Empty = none.
   void set_completion_hook(std::function<void()> hook) { completion_hook_ = std::move(hook); }
+  // kVerified only: for a packet its Device just returned from poll_transmit, `swap(bytes)` may
+  // exchange `bytes` (the fabric packet's buffer) with a buffer already holding that packet's
+  // whole wire image (what TxPacket::write_to would write) and return true; the copy is then
+  // skipped. The fabric daemon's relay hands over the image it pulled from a process this way.
+  using WireSwap = std::function<bool(std::vector<std::uint8_t>& bytes)>;
+  void set_wire_swap(WireSwap swap) { wire_swap_ = std::move(swap); }
   // General services on QP1 (SA, CM; every class but PerfMgt, which the PMA answers): each MAD
   // that arrives goes to `hook` (port, LRH SLID, the 256 MAD bytes) instead of being dropped.
   using GsiHook = std::function<void(std::uint8_t, std::uint16_t, std::span<const std::uint8_t>)>;
@@ -466,6 +472,7 @@ class HcaNode final : public Node {
   bool pull_posted_ = false;
   std::uint64_t data_delivered_ = 0;
   std::function<void()> completion_hook_;
+  WireSwap wire_swap_;
   GsiHook gsi_agent_;
 };
 

@@ -73,8 +73,10 @@ std::uint32_t HcaNode::materialize(const TxPacket& tx) {
   p.tail_ns = 0;
   p.ready_ns = 0;
   if (fabric_.config().mode == DataMode::kVerified) {
-    p.bytes.resize(p.wire_bytes);
-    tx.write_to(p.bytes);
+    if (!wire_swap_ || !wire_swap_(p.bytes)) {
+      p.bytes.resize(p.wire_bytes);
+      tx.write_to(p.bytes);
+    }
   } else {
     std::copy_n(tx.headers.begin(), tx.header_bytes, p.headers.begin());
   }

@@ -20,8 +20,10 @@
 #include <sstream>
 #include <vector>
 
+#include "emu/fabricd/gsi_relay.hpp"
 #include "emu/faults/injector.hpp"
 #include "src/base/log.hpp"
+#include "src/cm/gsi_device.hpp"
 #include "src/io/clock.hpp"
 #include "src/io/driver.hpp"
 #include "src/io/fabric_attach.hpp"
@@ -38,30 +40,57 @@ std::shared_ptr<spdlog::logger> log() {
 }
 
 // A packet kept as its wire image, re-presented as a TxPacket (headers + payload reference).
+// Every packet passes here once or twice, so instead of a full parse it reads what it needs:
+// LNH (GRH or not), the opcode's extension bytes (IBA 9.2, the wire opcode table), PadCnt and
+// LRH PktLen, which must agree with the image's length (IBA 7.7.8: LRH..ICRC in words).
 bool to_tx(std::span<const std::uint8_t> b, TxPacket& out) {
-  auto r = wire::parse_packet(b, wire::ParseOptions{false, false});
-  if (!r.ok()) return false;
-  const wire::ParsedPacket& p = r.value();
-  if (p.header_bytes > TxPacket::kHeaderBytesMax) return false;
+  if (b.size() < 8) return false;
+  const std::uint8_t lnh = b[1] & 0x3;
+  const std::size_t bth = lnh == 2 ? 8 : lnh == 3 ? 48 : 0;
+  if (bth == 0 || b.size() < bth + 12) return false;
+  const wire::OpcodeInfo& op = wire::opcode_info(b[bth]);
+  if (!op.valid) return false;
+  const std::size_t hb = bth + 12 + op.ext_bytes;
+  const std::uint8_t pad = (b[bth + 1] >> 4) & 0x3;
+  const std::size_t pkt_words = (std::size_t{b[4]} << 8 | b[5]) & 0x7FF;
+  if (hb > TxPacket::kHeaderBytesMax || b.size() < hb + pad + 6 || pkt_words * 4 + 2 != b.size())
+    return false;
   out = TxPacket{};
-  std::memcpy(out.headers.data(), b.data(), p.header_bytes);
-  out.header_bytes = static_cast<std::uint16_t>(p.header_bytes);
-  out.payload = p.payload.data();
-  out.payload_bytes = static_cast<std::uint32_t>(p.payload.size());
-  out.pad_bytes = p.h.bth.pad_cnt;
-  out.icrc = p.icrc;
-  out.vcrc = p.vcrc;
+  std::memcpy(out.headers.data(), b.data(), hb);
+  out.header_bytes = static_cast<std::uint16_t>(hb);
+  out.payload = b.data() + hb;
+  out.payload_bytes = static_cast<std::uint32_t>(b.size() - hb - pad - 6);
+  out.pad_bytes = pad;
+  out.icrc = wire::get_icrc(b.subspan(b.size() - 6).first<4>());
+  out.vcrc = wire::get_vcrc(b.subspan(b.size() - 2).first<2>());
   out.crcs_valid = true;
   out.port_num = 1;
-  out.dlid = p.h.lrh.dlid;
-  out.sl = p.h.lrh.sl;
+  out.dlid = static_cast<std::uint16_t>(b[2] << 8 | b[3]);
+  out.sl = b[1] >> 4;
   return true;
 }
+
+// Packet buffers of one HCA's relay queues, reused: a steady stream then costs no malloc / free
+// per packet. Holds at most buffers_max (~2 MiB of 4 KiB packets; a daemon-wide pool of 4096
+// measured slower: a larger working set).
+struct BufferPool {
+  static constexpr std::size_t buffers_max = 512;
+  std::vector<std::vector<std::uint8_t>> free;
+  std::vector<std::uint8_t> get() {
+    if (free.empty()) return {};
+    std::vector<std::uint8_t> b = std::move(free.back());
+    free.pop_back();
+    return b;
+  }
+  void put(std::vector<std::uint8_t>&& b) {
+    if (b.capacity() && free.size() < buffers_max) free.push_back(std::move(b));
+  }
+};
 
 // What travels between the two faces of one HCA's relay.
 struct Pipe {
   std::deque<std::vector<std::uint8_t>> to_fabric, to_client;
-  std::vector<std::vector<std::uint8_t>> spare;  // buffers of to_fabric, reused
+  BufferPool buffers;
   // The attached process's medium: a packet leaving the fabric goes straight onto its ring when
   // nothing waits before it in to_client (one copy fewer); its driver pass publishes it.
   io::shm::ShmMedium* ring = nullptr;
@@ -71,13 +100,20 @@ struct Pipe {
   std::uint16_t lid = 0;
   bool attached = false;
   std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
-  std::uint64_t to_client_dropped = 0;  // the queue toward the process was full
+  std::uint64_t to_client_dropped = 0;    // the queue toward the process was full
+  std::uint64_t gsi_out = 0, gsi_in = 0;  // QP1 MADs from / to the process (GsiRelay)
   std::size_t to_client_max = SIZE_MAX, to_fabric_max = SIZE_MAX;
   std::size_t to_fabric_peak = 0, to_client_peak = 0;
   bool to_fabric_full() const { return to_fabric.size() >= to_fabric_max; }
   // Congestion toward the process: above half the bound, the HCAs sending to it stop injecting
   // (their packets wait, as behind a link without credits) until it is below a quarter.
-  bool congested() const { return to_client.size() >= to_client_max / 2; }
+  bool congested() const { return to_client.size() >= congested_packets(); }
+  std::size_t congested_packets() const { return std::min(to_client_max / 2, kCongestedMax); }
+  std::size_t released_packets() const { return std::min(to_client_max / 4, kCongestedMax / 4); }
+  // A packet queued here costs a copy more than one put straight on the ring (and one arriving
+  // while anything is queued must queue behind it): stall the senders early, so most packets
+  // wait unpulled in their sender's ring instead.
+  static constexpr std::size_t kCongestedMax = 64;
   bool stalled = false;      // this HCA's head packet waits for a congested destination
   std::uint64_t stalls = 0;  // times it began waiting
 };
@@ -187,11 +223,13 @@ class FabricFace final : public StubDevice {
       pipe_.to_client_dropped++;
       return;
     }
-    pipe_.to_client.emplace_back(wire.begin(), wire.end());
+    pipe_.to_client.push_back(pipe_.buffers.get());
+    pipe_.to_client.back().assign(wire.begin(), wire.end());
     pipe_.to_client_packets++;
     pipe_.to_client_peak = std::max(pipe_.to_client_peak, pipe_.to_client.size());
   }
   bool poll_transmit(TimeNs, TxPacket& out) override {
+    cur_out_ = false;
     while (!pipe_.to_fabric.empty()) {
       const std::vector<std::uint8_t>& head = pipe_.to_fabric.front();
       if (head.size() >= 4) {
@@ -203,29 +241,44 @@ class FabricFace final : public StubDevice {
           return false;
         }
       }
-      if (cur_.capacity() && pipe_.spare.size() < 256) pipe_.spare.push_back(std::move(cur_));
+      pipe_.buffers.put(std::move(cur_));
       cur_ = std::move(pipe_.to_fabric.front());
       pipe_.to_fabric.pop_front();
       if (to_tx(cur_, out)) {
         counters_.tx_packets++;
+        cur_out_ = true;
         return true;
       }
       counters_.rx_malformed++;
     }
     return false;
   }
+  // HcaNode::WireSwap: the packet poll_transmit just returned is the image in cur_; the fabric
+  // takes that buffer instead of copying it (and leaves its old one, reused next time).
+  bool swap_wire(std::vector<std::uint8_t>& bytes) {
+    if (!cur_out_) return false;
+    cur_out_ = false;
+    bytes.swap(cur_);
+    return true;
+  }
 
  private:
   Pipe& pipe_;
   LidTable& lids_;
   std::vector<std::uint8_t> cur_;
+  bool cur_out_ = false;  // cur_ is the packet last returned by poll_transmit
 };
 
 // Facing the attached process, driven by the io::Driver over its ShmMedium.
 class ClientFace final : public StubDevice {
  public:
-  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send)
-      : StubDevice(std::move(cfg)), pipe_(pipe), lids_(lids), on_send_(std::move(on_send)) {}
+  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send,
+             std::function<void(const cm::GsiMad&)> on_gsi)
+      : StubDevice(std::move(cfg)),
+        pipe_(pipe),
+        lids_(lids),
+        on_send_(std::move(on_send)),
+        on_gsi_(std::move(on_gsi)) {}
   void set_remote_payload(RemotePayload* rp) override { remote_ = rp; }
   // A packet whose payload is still in the process (a by-reference record): the headers here,
   // the payload pulled by the medium straight into the packet (RemotePayload::place; done before
@@ -246,16 +299,22 @@ class ClientFace final : public StubDevice {
     sent();
   }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    if (cm::dest_qp_of(wire) == 1) {  // QP1: a MAD for the GsiRelay, not a data packet
+      cm::GsiMad m;
+      if (cm::gsi_mad_of(wire, 1, m)) {
+        m.lid = static_cast<std::uint16_t>(wire[2] << 8 | wire[3]);  // outgoing: the LRH DLID
+        pipe_.gsi_out++;
+        on_gsi_(m);
+      } else {
+        counters_.rx_malformed++;
+      }
+      return;
+    }
     take().assign(wire.begin(), wire.end());
     sent();
   }
   std::vector<std::uint8_t>& take() {
-    if (pipe_.spare.empty()) {
-      pipe_.to_fabric.emplace_back();
-    } else {
-      pipe_.to_fabric.push_back(std::move(pipe_.spare.back()));
-      pipe_.spare.pop_back();
-    }
+    pipe_.to_fabric.push_back(pipe_.buffers.get());
     return pipe_.to_fabric.back();
   }
   void sent() {
@@ -265,9 +324,10 @@ class ClientFace final : public StubDevice {
   }
   bool poll_transmit(TimeNs, TxPacket& out) override {
     while (!pipe_.to_client.empty()) {
+      pipe_.buffers.put(std::move(cur_));
       cur_ = std::move(pipe_.to_client.front());
       pipe_.to_client.pop_front();
-      if (lids_.any_stalled && pipe_.to_client.size() < pipe_.to_client_max / 4 && lids_.release)
+      if (lids_.any_stalled && pipe_.to_client.size() < pipe_.released_packets() && lids_.release)
         lids_.release();
       if (to_tx(cur_, out)) return true;
     }
@@ -279,6 +339,7 @@ class ClientFace final : public StubDevice {
   LidTable& lids_;
   RemotePayload* remote_ = nullptr;
   std::function<void()> on_send_;
+  std::function<void(const cm::GsiMad&)> on_gsi_;
   std::vector<std::uint8_t> cur_;
 };
 
@@ -390,11 +451,15 @@ class FabricDaemon::Impl {
   class SmCtl final : public faults::SmControl {
    public:
     explicit SmCtl(Impl& d) : d_(d) {}
-    void sm_down(TimeNs) override { d_.sm_.reset(); }
+    void sm_down(TimeNs) override {
+      d_.sm_.reset();
+      if (d_.gsi) d_.gsi->set_sa_node(topo::kNoNode);  // the SA goes with its SM
+    }
     void sm_up(TimeNs) override {
       if (d_.sm_ || d_.sm_node == topo::kNoNode) return;
       d_.sm_ = std::make_unique<sm::FabricSm>(*d_.fabric, d_.sm_node, d_.opt.sm.sm);
       d_.sm_->start();
+      if (d_.gsi) d_.gsi->set_sa_node(d_.sm_node);
     }
     void link_changed(topo::LinkId, bool, TimeNs) override {}  // the SMAs send trap 128
 
@@ -434,6 +499,7 @@ class FabricDaemon::Impl {
   sim::Simulator sim;
   std::unique_ptr<fabric::Fabric> fabric;
   std::unique_ptr<sm::FabricSm> sm_;
+  std::unique_ptr<GsiRelay> gsi;  // after fabric: goes first
   sm::BringUpReport report;
   std::vector<topo::NodeId> hcas;
   std::vector<std::unique_ptr<Pipe>> pipes;  // per HCA index
@@ -658,10 +724,16 @@ class FabricDaemon::Impl {
     const topo::NodeId node = hcas[h];
     DeviceConfig dc;
     dc.name = "client-face";
-    c.face = std::make_unique<ClientFace>(dc, pipe, lids, [this, node] {
-      fabric->kick(node);
-      clock->due = true;
-    });
+    c.face = std::make_unique<ClientFace>(
+        dc, pipe, lids,
+        [this, node] {
+          fabric->kick(node);
+          clock->due = true;
+        },
+        [this, h](const cm::GsiMad& m) {
+          gsi->from_client(h, m);
+          clock->due = true;
+        });
     driver.attach(*c.face, *c.medium);
     log()->info("pid {} attached to HCA {} ({}), LID {}", cred.pid, h,
                 fabric->topology().node(node).description, rep.lid);
@@ -730,7 +802,8 @@ class FabricDaemon::Impl {
             << " to_client_direct " << pp.to_client_direct << " to_fabric_by_ref "
             << pp.to_fabric_by_ref << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
             << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
-            << pp.to_client_peak << " stalls " << pp.stalls;
+            << pp.to_client_peak << " stalls " << pp.stalls << " gsi_out " << pp.gsi_out
+            << " gsi_in " << pp.gsi_in;
         }
       }
       o << "\n";
@@ -855,11 +928,33 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
     DeviceConfig dc;
     dc.name = "relay";
     dc.node_guid = topo.node(n).guid;
-    d->fabric->hca(n).replace_device(std::make_unique<FabricFace>(dc, *d->pipes.back(), d->lids));
+    auto face = std::make_unique<FabricFace>(dc, *d->pipes.back(), d->lids);
+    FabricFace* f = face.get();
+    d->fabric->hca(n).replace_device(std::move(face));
+    d->fabric->hca(n).set_wire_swap(
+        [f](std::vector<std::uint8_t>& bytes) { return f->swap_wire(bytes); });
   }
   d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
   if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
   if (d->sm_) d->sm_node = d->sm_->node();
+  {
+    Impl* self = d.get();
+    d->gsi = std::make_unique<GsiRelay>(
+        *d->fabric, d->hcas, options.sa, [self](std::size_t h, const cm::GsiMad& in) {
+          Pipe& pipe = *self->pipes[h];
+          if (!pipe.attached) return false;
+          // The MAD as the UD packet that reached the HCA's QP1 (LRH SLID = its sender).
+          TxPacket pkt;
+          cm::gsi_packet(in.lid, pipe.lid, in.mad, pkt);
+          std::vector<std::uint8_t> b(pkt.wire_bytes());
+          pkt.write_to(b);
+          pipe.gsi_in++;
+          self->fabric->device(self->hcas[h])
+              .on_packet(std::span<const std::uint8_t>(b), self->sim.now());
+          return true;
+        });
+    d->gsi->set_sa_node(d->sm_node);
+  }
   Impl* self = d.get();
   d->lids.release = [self] {
     self->lids.any_stalled = false;

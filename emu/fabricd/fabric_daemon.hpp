@@ -27,6 +27,7 @@
 
 #include "emu/fabric/fabric.hpp"
 #include "emu/faults/scenario.hpp"
+#include "emu/sa/subnet_admin.hpp"
 #include "emu/sm/fabric_sm.hpp"
 #include "emu/topo/topology.hpp"
 
@@ -51,6 +52,14 @@ struct DaemonOptions {
   // (cross-memory attach; see io/fabric_attach.hpp). false: always copy through the rings.
   bool zero_copy = true;
   std::size_t to_client_packets_max = 4096;
+  // The SA on the SM's HCA (gsi_relay.hpp). PathRecord PacketLifeTime 13 (33.5 ms): the CM
+  // derives the RC ACK timeout from it (+1: 67 ms), and a real-time relay on a loaded host can
+  // be descheduled for milliseconds.
+  sa::SaConfig sa = [] {
+    sa::SaConfig c;
+    c.packet_life_time = 13;
+    return c;
+  }();
 };
 
 class FabricDaemon {

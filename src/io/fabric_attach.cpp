@@ -155,6 +155,7 @@ Result<std::unique_ptr<FabricAttach>, IoError> FabricAttach::connect(std::string
   cfg.ports[0].lid = r.lid;
   cfg.crc = CrcMode::kModel;  // the emulated links model CRC failures as drops
   a->device_ = Device::create(cfg, a->rng_);
+  if (o.wrap_device) a->device_ = o.wrap_device(std::move(a->device_), r);
   a->driver_ = std::make_unique<Driver>(o.driver);
   a->driver_->attach(*a->device_, *a->medium_);
   return a;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -76,6 +77,10 @@ struct FabricAttachOptions {
   DriverConfig driver{};
   std::uint64_t seed = 1;
   bool zero_copy = true;  // WEFT_SHM_ZERO_COPY=0 in the environment forces false
+  // When set, FabricAttach::connect hands it the Device it created (and the daemon's reply) and
+  // drives what it returns instead: a decorator such as cm::GsiDevice (QP1, emu/fabricd's
+  // fabric_gsi.hpp).
+  std::function<std::unique_ptr<Device>(std::unique_ptr<Device>, const AttachReply&)> wrap_device;
 };
 
 // The attach handshake alone, for a client that owns its Device and progress (the libfabric
