@@ -20,12 +20,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <weft/types.hpp>
 
 #include "emu/fabric/fabric.hpp"
+#include "emu/fabricd/cross_host.hpp"
 #include "emu/faults/scenario.hpp"
 #include "emu/sm/fabric_sm.hpp"
 #include "emu/topo/topology.hpp"
@@ -51,6 +53,10 @@ struct DaemonOptions {
   // (cross-memory attach; see io/fabric_attach.hpp). false: always copy through the rings.
   bool zero_copy = true;
   std::size_t to_client_packets_max = 4096;
+  // A fabric across two hosts (cross_host.hpp): this daemon runs the part the config names and
+  // carries the links to the other part over a LinkTunnel. The SM runs on the daemon holding
+  // the SM's HCA (sm.sm_node, default the topology's first HCA); the other runs none.
+  std::optional<CrossHostConfig> cross_host;
 };
 
 class FabricDaemon {
