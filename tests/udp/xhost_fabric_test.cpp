@@ -1,0 +1,180 @@
+// tests/udp/xhost_fabric_test.cpp — one fabric over two daemons (issue 7, section 5;
+// emu/fabricd/cross_host): two network namespaces joined by a veth pair the test creates and
+// removes, `weft fabric up --part ... --bind ... --peer ...` in each, on a 2-leaf 2-spine
+// leaf-spine split so that each daemon runs one leaf and one spine (two crossing links, one
+// each way between a leaf and the other host's spine). The SM on the first daemon brings every
+// port of both to Active with LIDs and LFTs; then four ranks of tests/fabricd/alltoall, two
+// attached to each daemon, write 64 KiB to each other byte-exact through switches of both
+// daemons. Needs root (skipped otherwise).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/common/cli_run.hpp"
+
+namespace {
+
+using weft::test_util::run_command;
+
+bool sh(const std::string& c) {
+  return std::system((c + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Two namespaces of their own, joined by veth: a at 10.216.x.1, b at .2.
+class NetnsPair {
+ public:
+  NetnsPair() {
+    const std::string id = std::to_string(getpid() % 100000);
+    ns_[0] = "weft-xa-" + id;
+    ns_[1] = "weft-xb-" + id;
+    const std::string va = "wxha" + id, vb = "wxhb" + id;
+    net_ = "10.216." + std::to_string(static_cast<unsigned>(getpid()) % 250 + 1) + ".";
+    ok_ = sh("ip netns add " + ns_[0]) && sh("ip netns add " + ns_[1]) &&
+          sh("ip link add " + va + " type veth peer name " + vb) &&
+          sh("ip link set " + va + " netns " + ns_[0]) &&
+          sh("ip link set " + vb + " netns " + ns_[1]);
+    for (int i = 0; i < 2 && ok_; ++i) {
+      const std::string n = "ip -n " + ns_[i] + " ", dev = i == 0 ? va : vb;
+      ok_ = sh(n + "addr add " + ip(i) + "/24 dev " + dev) &&
+            sh(n + "link set " + dev + " mtu 9000 up") && sh(n + "link set lo up");
+    }
+  }
+  ~NetnsPair() {
+    for (const auto& n : ns_) sh("ip netns del " + n);  // takes the veth pair with it
+  }
+  bool ok() const { return ok_; }
+  const std::string& ns(int i) const { return ns_[i]; }
+  std::string ip(int i) const { return net_ + std::to_string(i + 1); }
+
+ private:
+  std::string ns_[2], net_;
+  bool ok_ = false;
+};
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (FILE* f = std::freopen(log.c_str(), "w", stdout)) (void)f;
+    dup2(STDOUT_FILENO, STDERR_FILENO);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execvp(a[0], a.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to timeout for `pid`; its exit status, or -1 (killed when it did not end).
+int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  int st = 0;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Every port Active, every node with a LID, every crossing link up.
+bool ready(const std::string& status) {
+  return status.find("cross link") != std::string::npos &&
+         status.find("state Active") != std::string::npos &&
+         !std::regex_search(status, std::regex("state (Down|Init|Armed)|lid 0 | down epoch"));
+}
+
+std::uint64_t counter(const std::string& status, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(status, m, std::regex(" " + name + " ([0-9]+)"))) return UINT64_MAX;
+  return std::stoull(m[1]);
+}
+
+TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+  NetnsPair net;
+  if (!net.ok()) GTEST_SKIP() << "cannot create network namespaces and a veth pair here";
+  const std::string weft = WEFT_PATH, fab = "xh";
+  const std::string topo = "leaf-spine:leaves=2,spines=2,hosts=2,radix=4";
+  const std::string part[2] = {"leaf000,spine000", "leaf001,spine001"};
+  char dir_tmpl[] = "/tmp/weft-xhost-XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir_tmpl));
+  const std::string dir = dir_tmpl;
+  auto in_ns = [&](int i, std::vector<std::string> cmd) {
+    std::vector<std::string> v{"ip", "netns", "exec", net.ns(i)};
+    v.insert(v.end(), cmd.begin(), cmd.end());
+    return v;
+  };
+  auto status = [&](int i) {
+    return run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric status " + fab).out;
+  };
+  pid_t daemon[2];
+  for (int i = 0; i < 2; ++i)
+    daemon[i] = spawn(
+        in_ns(i, {weft, "fabric", "up", "--name", fab, "--topology", topo, "--part", part[i],
+                  "--bind", net.ip(i), "--peer", std::string(i ? "a=" : "b=") + net.ip(1 - i)}),
+        dir + "/daemon" + std::to_string(i) + ".log");
+  std::string st[2];
+  bool up = false;
+  for (int t = 0; t < 200 && !up; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    st[0] = status(0);
+    st[1] = status(1);
+    up = ready(st[0]) && ready(st[1]);
+  }
+  EXPECT_TRUE(up) << st[0] << "\n" << st[1];
+  if (up) {
+    // One subnet: the 8 nodes' LIDs (4 HCAs, 4 switches) are distinct across both daemons.
+    std::set<std::string> lids;
+    const std::regex node_lid("\nnode [0-9]+ \\S+ \\S+ lid ([0-9]+)");
+    for (const auto& s : st)
+      for (std::sregex_iterator it(s.begin(), s.end(), node_lid), e; it != e; ++it)
+        lids.insert((*it)[1]);
+    EXPECT_EQ(lids.size(), 8u) << st[0] << "\n" << st[1];
+    // Ranks 0, 1 on the first daemon's HCAs, 2, 3 on the second's.
+    std::vector<pid_t> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.push_back(
+          spawn(in_ns(r / 2, {"env", "WEFT_FABRIC=" + fab, "WEFT_RANK=" + std::to_string(r),
+                              "WEFT_SIZE=4", "WEFT_RANK_DIR=" + dir, ALLTOALL_PATH}),
+                dir + "/rank" + std::to_string(r) + ".log"));
+    for (int r = 0; r < 4; ++r) {
+      const int rc = wait_exit(ranks[r], std::chrono::seconds(30));
+      EXPECT_EQ(rc, 0) << "rank " << r << ": "
+                       << run_command("cat " + dir + "/rank" + std::to_string(r) + ".log").out;
+    }
+    for (int i = 0; i < 2; ++i) {
+      const std::string s = status(i);
+      // 2 local x 2 remote ranks' 64 KiB blocks each way crossed the tunnel, with their ACKs.
+      EXPECT_GE(counter(s, "tx_packets"), 2u * 2 * 16) << s;
+      EXPECT_GE(counter(s, "rx_packets"), 2u * 2 * 16) << s;
+      EXPECT_GT(counter(s, "tx_fc"), 0u) << s;
+      EXPECT_EQ(counter(s, "rx_bad_crc"), 0u) << s;
+      EXPECT_EQ(counter(s, "rx_malformed"), 0u) << s;
+      EXPECT_EQ(counter(s, "rx_while_down"), 0u) << s;
+      EXPECT_EQ(counter(s, "tx_dropped"), 0u) << s;
+      EXPECT_EQ(s.find("ups 2"), std::string::npos) << "a link trained twice\n" << s;
+    }
+  }
+  for (int i = 0; i < 2; ++i)
+    run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric down " + fab);
+  for (int i = 0; i < 2; ++i) {
+    const int rc = wait_exit(daemon[i], std::chrono::seconds(10));
+    EXPECT_EQ(rc, 0) << run_command("cat " + dir + "/daemon" + std::to_string(i) + ".log").out;
+  }
+  run_command("rm -rf " + dir);
+}
+
+}  // namespace
