@@ -5,7 +5,9 @@
 // each way between a leaf and the other host's spine). The SM on the first daemon brings every
 // port of both to Active with LIDs and LFTs; then four ranks of tests/fabricd/alltoall, two
 // attached to each daemon, write 64 KiB to each other byte-exact through switches of both
-// daemons. Needs root (skipped otherwise).
+// daemons. Then the second daemon stops: the first takes its crossing links down (a silent
+// peer); a new second daemon trains them again, the SM re-sweeps, and a second all-to-all
+// passes. Needs root (skipped otherwise).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -120,20 +122,47 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
   auto status = [&](int i) {
     return run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric status " + fab).out;
   };
-  pid_t daemon[2];
-  for (int i = 0; i < 2; ++i)
+  pid_t daemon[2] = {-1, -1};
+  auto start = [&](int i) {
     daemon[i] = spawn(
         in_ns(i, {weft, "fabric", "up", "--name", fab, "--topology", topo, "--part", part[i],
                   "--bind", net.ip(i), "--peer", std::string(i ? "a=" : "b=") + net.ip(1 - i)}),
         dir + "/daemon" + std::to_string(i) + ".log");
+  };
+  auto stop = [&](int i) {
+    run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric down " + fab);
+    const int rc = wait_exit(daemon[i], std::chrono::seconds(10));
+    EXPECT_EQ(rc, 0) << run_command("cat " + dir + "/daemon" + std::to_string(i) + ".log").out;
+  };
   std::string st[2];
-  bool up = false;
-  for (int t = 0; t < 200 && !up; ++t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    st[0] = status(0);
-    st[1] = status(1);
-    up = ready(st[0]) && ready(st[1]);
-  }
+  auto wait_ready = [&] {
+    for (int t = 0; t < 200; ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      st[0] = status(0);
+      st[1] = status(1);
+      if (ready(st[0]) && ready(st[1])) return true;
+    }
+    return false;
+  };
+  // Ranks 0, 1 on the first daemon's HCAs, 2, 3 on the second's; a fresh exchange directory.
+  auto all_to_all = [&](const std::string& round) {
+    const std::string d = dir + "/" + round;
+    ASSERT_TRUE(run_command("mkdir " + d).status == 0);
+    std::vector<pid_t> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.push_back(
+          spawn(in_ns(r / 2, {"env", "WEFT_FABRIC=" + fab, "WEFT_RANK=" + std::to_string(r),
+                              "WEFT_SIZE=4", "WEFT_RANK_DIR=" + d, ALLTOALL_PATH}),
+                d + "/rank" + std::to_string(r) + ".log"));
+    for (int r = 0; r < 4; ++r) {
+      const int rc = wait_exit(ranks[r], std::chrono::seconds(30));
+      EXPECT_EQ(rc, 0) << round << " rank " << r << ": "
+                       << run_command("cat " + d + "/rank" + std::to_string(r) + ".log").out;
+    }
+  };
+  start(0);
+  start(1);
+  const bool up = wait_ready();
   EXPECT_TRUE(up) << st[0] << "\n" << st[1];
   if (up) {
     // One subnet: the 8 nodes' LIDs (4 HCAs, 4 switches) are distinct across both daemons.
@@ -143,18 +172,7 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
       for (std::sregex_iterator it(s.begin(), s.end(), node_lid), e; it != e; ++it)
         lids.insert((*it)[1]);
     EXPECT_EQ(lids.size(), 8u) << st[0] << "\n" << st[1];
-    // Ranks 0, 1 on the first daemon's HCAs, 2, 3 on the second's.
-    std::vector<pid_t> ranks;
-    for (int r = 0; r < 4; ++r)
-      ranks.push_back(
-          spawn(in_ns(r / 2, {"env", "WEFT_FABRIC=" + fab, "WEFT_RANK=" + std::to_string(r),
-                              "WEFT_SIZE=4", "WEFT_RANK_DIR=" + dir, ALLTOALL_PATH}),
-                dir + "/rank" + std::to_string(r) + ".log"));
-    for (int r = 0; r < 4; ++r) {
-      const int rc = wait_exit(ranks[r], std::chrono::seconds(30));
-      EXPECT_EQ(rc, 0) << "rank " << r << ": "
-                       << run_command("cat " + dir + "/rank" + std::to_string(r) + ".log").out;
-    }
+    all_to_all("first");
     for (int i = 0; i < 2; ++i) {
       const std::string s = status(i);
       // 2 local x 2 remote ranks' 64 KiB blocks each way crossed the tunnel, with their ACKs.
@@ -167,13 +185,24 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
       EXPECT_EQ(counter(s, "tx_dropped"), 0u) << s;
       EXPECT_EQ(s.find("ups 2"), std::string::npos) << "a link trained twice\n" << s;
     }
+    // The second daemon goes away: its silent links go down at the first (after 1 s)...
+    stop(1);
+    bool down = false;
+    for (int t = 0; t < 60 && !down; ++t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      st[0] = status(0);
+      down = std::regex_search(st[0], std::regex("leaf000/4 down epoch 2")) &&
+             std::regex_search(st[0], std::regex("spine000/2 down epoch 2"));
+    }
+    EXPECT_TRUE(down) << st[0];
+    // ...and a new one (another boot) trains them again; the SM, told by trap 128, brings its
+    // half back into the subnet.
+    start(1);
+    EXPECT_TRUE(wait_ready()) << st[0] << "\n" << st[1];
+    all_to_all("second");
   }
   for (int i = 0; i < 2; ++i)
-    run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric down " + fab);
-  for (int i = 0; i < 2; ++i) {
-    const int rc = wait_exit(daemon[i], std::chrono::seconds(10));
-    EXPECT_EQ(rc, 0) << run_command("cat " + dir + "/daemon" + std::to_string(i) + ".log").out;
-  }
+    if (daemon[i] > 0 && waitpid(daemon[i], nullptr, WNOHANG) == 0) stop(i);
   run_command("rm -rf " + dir);
 }
 
