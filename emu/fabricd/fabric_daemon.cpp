@@ -840,7 +840,7 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
     d->fabric->hca(n).replace_device(std::make_unique<FabricFace>(dc, *d->pipes.back(), d->lids));
   }
   if (d->cross) {
-    // The SM waits for the crossing links (run() starts it); its SMPs cross the tunnel, so
+    // The SM waits for the crossing links (advance() starts it); its SMPs cross the tunnel, so
     // an attempt gets more time than on one host.
     d->opt.sm.sm.timeout_ns = std::max<TimeNs>(d->opt.sm.sm.timeout_ns, 20'000'000);
     topo::NodeId smn = options.sm.sm_node;
