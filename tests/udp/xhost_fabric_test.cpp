@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -62,18 +64,44 @@ class NetnsPair {
   bool ok_ = false;
 };
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+// Runs argv in network namespace `ns` (setns in the child, as link_tunnel_test does; no mount
+// namespace needed), its stdout and stderr to `out_fd`.
+pid_t spawn_fd(const std::string& ns, const std::vector<std::string>& argv, int out_fd) {
   const pid_t pid = fork();
   if (pid == 0) {
-    if (FILE* f = std::freopen(log.c_str(), "w", stdout)) (void)f;
-    dup2(STDOUT_FILENO, STDERR_FILENO);
+    const int nsfd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) _exit(126);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(out_fd, STDERR_FILENO);
     std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
     a.push_back(nullptr);
     execvp(a[0], a.data());
     _exit(127);
   }
   return pid;
+}
+
+pid_t spawn(const std::string& ns, const std::vector<std::string>& argv, const std::string& log) {
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t pid = spawn_fd(ns, argv, fd);
+  close(fd);
+  return pid;
+}
+
+// Runs argv in `ns` to completion; its output.
+std::string run_in(const std::string& ns, const std::vector<std::string>& argv) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return {};
+  const pid_t pid = spawn_fd(ns, argv, p[1]);
+  close(p[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(p[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  close(p[0]);
+  waitpid(pid, nullptr, 0);
+  return out;
 }
 
 // Waits up to timeout for `pid`; its exit status, or -1 (killed when it did not end).
@@ -114,23 +142,16 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
   char dir_tmpl[] = "/tmp/weft-xhost-XXXXXX";
   ASSERT_TRUE(mkdtemp(dir_tmpl));
   const std::string dir = dir_tmpl;
-  auto in_ns = [&](int i, std::vector<std::string> cmd) {
-    std::vector<std::string> v{"ip", "netns", "exec", net.ns(i)};
-    v.insert(v.end(), cmd.begin(), cmd.end());
-    return v;
-  };
-  auto status = [&](int i) {
-    return run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric status " + fab).out;
-  };
+  auto status = [&](int i) { return run_in(net.ns(i), {weft, "fabric", "status", fab}); };
   pid_t daemon[2] = {-1, -1};
   auto start = [&](int i) {
-    daemon[i] = spawn(
-        in_ns(i, {weft, "fabric", "up", "--name", fab, "--topology", topo, "--part", part[i],
-                  "--bind", net.ip(i), "--peer", std::string(i ? "a=" : "b=") + net.ip(1 - i)}),
-        dir + "/daemon" + std::to_string(i) + ".log");
+    daemon[i] = spawn(net.ns(i),
+                      {weft, "fabric", "up", "--name", fab, "--topology", topo, "--part", part[i],
+                       "--bind", net.ip(i), "--peer", std::string(i ? "a=" : "b=") + net.ip(1 - i)},
+                      dir + "/daemon" + std::to_string(i) + ".log");
   };
   auto stop = [&](int i) {
-    run_command("ip netns exec " + net.ns(i) + " " + weft + " fabric down " + fab);
+    run_in(net.ns(i), {weft, "fabric", "down", fab});
     const int rc = wait_exit(daemon[i], std::chrono::seconds(10));
     EXPECT_EQ(rc, 0) << run_command("cat " + dir + "/daemon" + std::to_string(i) + ".log").out;
   };
@@ -150,10 +171,10 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
     ASSERT_TRUE(run_command("mkdir " + d).status == 0);
     std::vector<pid_t> ranks;
     for (int r = 0; r < 4; ++r)
-      ranks.push_back(
-          spawn(in_ns(r / 2, {"env", "WEFT_FABRIC=" + fab, "WEFT_RANK=" + std::to_string(r),
-                              "WEFT_SIZE=4", "WEFT_RANK_DIR=" + d, ALLTOALL_PATH}),
-                d + "/rank" + std::to_string(r) + ".log"));
+      ranks.push_back(spawn(net.ns(r / 2),
+                            {"env", "WEFT_FABRIC=" + fab, "WEFT_RANK=" + std::to_string(r),
+                             "WEFT_SIZE=4", "WEFT_RANK_DIR=" + d, ALLTOALL_PATH},
+                            d + "/rank" + std::to_string(r) + ".log"));
     for (int r = 0; r < 4; ++r) {
       const int rc = wait_exit(ranks[r], std::chrono::seconds(30));
       EXPECT_EQ(rc, 0) << round << " rank " << r << ": "
