@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "emu/fabricd/cross_host.hpp"
+#include "emu/topo/spec.hpp"
 #include "tests/common/cli_run.hpp"
 
 namespace {
@@ -130,6 +132,46 @@ std::uint64_t counter(const std::string& status, const std::string& name) {
   std::smatch m;
   if (!std::regex_search(status, m, std::regex(" " + name + " ([0-9]+)"))) return UINT64_MAX;
   return std::stoull(m[1]);
+}
+
+// How `--part` splits a topology (no root needed).
+TEST(CrossHostSplit, SwitchesByNameGlobOrIndexHcasFollowTheirSwitch) {
+  using weft::fabricd::split_topology;
+  auto t = weft::topo::from_spec("leaf-spine:leaves=2,spines=2,hosts=2,radix=4");
+  ASSERT_TRUE(t.ok());
+  const weft::topo::Topology& topo = t.value();
+  auto names = [&](const std::vector<bool>& local) {
+    std::string o;
+    for (weft::topo::NodeId n = 0; n < topo.node_count(); ++n)
+      if (local[n]) o += topo.node(n).description + " ";
+    return o;
+  };
+  auto crossing = [&](const weft::fabricd::Split& s) {
+    std::string o;
+    for (const auto l : s.crossing) {
+      const auto& k = topo.link(l);
+      o += topo.node(k.a.node).description + "-" + topo.node(k.b.node).description + " ";
+    }
+    return o;
+  };
+  auto a = split_topology(topo, {"leaf000", "spine000"});
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_EQ(names(a.value().local), "hca00000 hca00001 leaf000 spine000 ");
+  EXPECT_EQ(crossing(a.value()), "leaf000-spine001 leaf001-spine000 ");
+  auto b = split_topology(topo, {"spine*"});
+  ASSERT_TRUE(b.ok()) << b.error();
+  EXPECT_EQ(names(b.value().local), "spine000 spine001 ");
+  EXPECT_EQ(b.value().crossing.size(), 4u);
+  auto c = split_topology(topo, {"5"});  // by index: leaf001
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(names(c.value().local), "hca00002 hca00003 leaf001 ");
+  auto none = split_topology(topo, {"leaf000", "nosuch"});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error(), "part pattern 'nosuch' matches no switch");
+  auto all = split_topology(topo, {"*"});
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.error(), "no link joins this host's part to the other's");
+  EXPECT_FALSE(split_topology(topo, {}).ok());
 }
 
 TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
