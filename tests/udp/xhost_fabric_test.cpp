@@ -125,7 +125,7 @@ int wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
 bool ready(const std::string& status) {
   return status.find("cross link") != std::string::npos &&
          status.find("state Active") != std::string::npos &&
-         !std::regex_search(status, std::regex("state (Down|Init|Armed)|lid 0 | down epoch"));
+         !std::regex_search(status, std::regex("state (Down|Init|Armed)|lid 0\\s| down epoch"));
 }
 
 std::uint64_t counter(const std::string& status, const std::string& name) {
