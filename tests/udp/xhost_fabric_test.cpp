@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <set>
@@ -225,7 +226,14 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
   };
   start(0);
   start(1);
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  auto t0 = Clock::now();
   const bool up = wait_ready();
+  std::printf("subnet over both daemons up (status polled every 50 ms) in %lld ms\n",
+              static_cast<long long>(ms_since(t0)));
   EXPECT_TRUE(up) << st[0] << "\n" << st[1];
   if (up) {
     // One subnet: the 8 nodes' LIDs (4 HCAs, 4 switches) are distinct across both daemons.
@@ -235,7 +243,10 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
       for (std::sregex_iterator it(s.begin(), s.end(), node_lid), e; it != e; ++it)
         lids.insert((*it)[1]);
     EXPECT_EQ(lids.size(), 8u) << st[0] << "\n" << st[1];
+    t0 = Clock::now();
     all_to_all("first");
+    std::printf("all-to-all of 4 ranks x 64 KiB in %lld ms\n",
+                static_cast<long long>(ms_since(t0)));
     for (int i = 0; i < 2; ++i) {
       const std::string s = status(i);
       // 2 local x 2 remote ranks' 64 KiB blocks each way crossed the tunnel, with their ACKs.
@@ -261,7 +272,9 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
     // ...and a new one (another boot) trains them again; the SM, told by trap 128, brings its
     // half back into the subnet.
     start(1);
+    t0 = Clock::now();
     EXPECT_TRUE(wait_ready()) << st[0] << "\n" << st[1];
+    std::printf("again up after the restart in %lld ms\n", static_cast<long long>(ms_since(t0)));
     all_to_all("second");
   }
   for (int i = 0; i < 2; ++i)
