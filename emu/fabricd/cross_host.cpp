@@ -473,7 +473,7 @@ std::string CrossHost::status() const {
   for (const Impl::Cross& c : d.cross)
     o << "cross link " << c.link << " " << t.node(c.node).description << "/" << c.port << " "
       << (c.up ? "up" : "down") << " epoch " << c.epoch << " ups " << c.ups << " downs " << c.downs
-      << "\n";
+      << " dropped_down " << c.dropped_down << "\n";
   return o.str();
 }
 
