@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "emu/fabricd/gsi_relay.hpp"
+#include "emu/fabricd/stub_device.hpp"
 #include "emu/faults/injector.hpp"
 #include "src/base/log.hpp"
 #include "src/cm/gsi_device.hpp"
@@ -135,58 +136,6 @@ bool can_read(pid_t pid, std::uint64_t addr) {
   errno = EFAULT;
   return false;
 }
-
-// A Device that owns no transport: the base of both relay faces and of the clock.
-class StubDevice : public Device {
- public:
-  explicit StubDevice(DeviceConfig cfg) : cfg_(std::move(cfg)) {}
-  const DeviceConfig& config() const override { return cfg_; }
-  std::uint64_t node_guid() const override { return cfg_.node_guid; }
-  std::uint16_t lid(std::uint8_t) const override { return lid_; }
-  Errc set_port_lid(std::uint8_t, std::uint16_t lid) override {
-    lid_ = lid;
-    return Errc::kOk;
-  }
-  Errc set_port_state(std::uint8_t, PortState) override { return Errc::kOk; }
-  Result<ProtectionDomain*, Errc> alloc_pd() override { return Errc::kInvalidState; }
-  Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain*, void*, std::size_t,
-                                     std::uint32_t) override {
-    return Errc::kInvalidState;
-  }
-  Result<CompletionQueue*, Errc> create_cq(std::uint32_t) override { return Errc::kInvalidState; }
-  Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain*, std::uint32_t,
-                                               std::uint32_t) override {
-    return Errc::kInvalidState;
-  }
-  Result<QueuePair*, Errc> create_qp(const QpInitAttr&) override { return Errc::kInvalidState; }
-  Result<AddressHandle*, Errc> create_ah(ProtectionDomain*, const AddressVector&) override {
-    return Errc::kInvalidState;
-  }
-  Errc destroy_qp(QueuePair*) override { return Errc::kNotFound; }
-  Errc destroy_cq(CompletionQueue*) override { return Errc::kNotFound; }
-  Errc destroy_srq(SharedReceiveQueue*) override { return Errc::kNotFound; }
-  Errc dereg_mr(MemoryRegion*) override { return Errc::kNotFound; }
-  Errc destroy_ah(AddressHandle*) override { return Errc::kNotFound; }
-  Errc dealloc_pd(ProtectionDomain*) override { return Errc::kNotFound; }
-  void on_packet(const TxPacket& pkt, TimeNs now) override {
-    std::vector<std::uint8_t> b(pkt.wire_bytes());
-    pkt.write_to(b);
-    on_packet(std::span<const std::uint8_t>(b), now);
-  }
-  void on_packet(std::span<const std::uint8_t>, TimeNs) override {}
-  bool poll_transmit(TimeNs, TxPacket&) override { return false; }
-  TimeNs next_deadline() const override { return kNoDeadline; }
-  void on_deadline(TimeNs) override {}
-  bool poll_async_event(AsyncEvent&) override { return false; }
-  const DeviceCounters& counters() const override { return counters_; }
-  void set_remote_payload(RemotePayload*) override {}
-  bool payload_stable(const TxPacket&) const override { return true; }
-
- protected:
-  DeviceConfig cfg_;
-  DeviceCounters counters_{};
-  std::uint16_t lid_ = 0;
-};
 
 // Inside the Fabric, in place of the HCA's Device.
 class FabricFace final : public StubDevice {
@@ -434,6 +383,7 @@ class FabricDaemon::Impl {
       const TimeNs ev = d_.next_fault < d_.fault_steps.size()
                             ? d_.fault_steps[d_.next_fault].wall_ns
                             : kNoDeadline;
+      backstop = std::min(backstop, d_.sm_start_wall);
       const TimeNs nt = d_.sim.next_time();
       if (nt == kNoDeadline) return std::min(ev, backstop);
       const std::int64_t wall = static_cast<std::int64_t>(nt) - d_.delta;
@@ -509,6 +459,10 @@ class FabricDaemon::Impl {
   io::Driver driver;
   ControlMedium control;
   std::unique_ptr<Clock> clock;
+  // Across hosts: the tunnel and the crossing links; the SM starts when they are all up (or
+  // at sm_start_wall), on the daemon that holds the SM's HCA.
+  std::unique_ptr<CrossHost> cross;
+  TimeNs sm_start_wall = kNoDeadline;
   int listen_fd = -1, ctl_fd = -1, wake_fd = -1;
   std::atomic<bool> stopping{false};
   bool zero_copy_refused_logged = false;
@@ -525,6 +479,7 @@ class FabricDaemon::Impl {
     }
     clients.clear();
     driver.detach(*clock);
+    if (cross) driver.detach(cross->device());
     sm_.reset();
     injector.reset();
     for (int fd : {listen_fd, ctl_fd, wake_fd})
@@ -590,6 +545,16 @@ class FabricDaemon::Impl {
       if (static_cast<std::int64_t>(sim.now()) > target)
         delta += static_cast<std::int64_t>(sim.now()) - target;
     }
+    if (sm_start_wall != kNoDeadline && (now >= sm_start_wall || cross->all_up())) start_sm();
+  }
+
+  // Across hosts: the SM's first heavy sweep, now that the crossing links are up.
+  void start_sm() {
+    sm_start_wall = kNoDeadline;
+    log()->info("fabric {}: crossing links {}; starting the SM", opt.name,
+                cross->all_up() ? "up" : "not all up");
+    sm_ = std::make_unique<sm::FabricSm>(*fabric, sm_node, opt.sm.sm);
+    sm_->start();
   }
 
   void accept_main() {
@@ -785,7 +750,9 @@ class FabricDaemon::Impl {
       << " attached "
       << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
       << " vtime_ns " << sim.now() << "\n";
+    if (cross) o << cross->status();
     for (topo::NodeId n = 0; n < t.node_count(); ++n) {
+      if (cross && !cross->local(n)) continue;  // run by the other host's daemon
       const auto& st = fabric->node(n).state();
       const bool sw = t.node(n).is_switch();
       o << "node " << n << " " << (sw ? "switch " : "hca ") << t.node(n).description << " lid "
@@ -921,6 +888,21 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   fc.mode = fabric::DataMode::kVerified;
   d->fabric = std::make_unique<fabric::Fabric>(d->sim, topo, fc);
   d->hcas = d->fabric->hcas();
+  if (options.cross_host) {
+    Impl* self = d.get();
+    auto ch = CrossHost::create(
+        *d->fabric, *options.cross_host,
+        [self] {
+          const std::int64_t w = static_cast<std::int64_t>(io::monotonic_ns()) + self->delta;
+          return std::max(self->sim.now(), static_cast<TimeNs>(std::max<std::int64_t>(w, 0)));
+        },
+        [self] {
+          if (self->clock) self->clock->due = true;
+        });
+    if (!ch.ok()) return ch.error();
+    d->cross = std::move(ch).value();
+    std::erase_if(d->hcas, [&](topo::NodeId n) { return !d->cross->local(n); });
+  }
   for (topo::NodeId n : d->hcas) {
     d->pipes.push_back(std::make_unique<Pipe>());
     d->pipes.back()->to_fabric_max = std::max<std::size_t>(options.to_fabric_packets_max, 1);
@@ -934,8 +916,22 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
     d->fabric->hca(n).set_wire_swap(
         [f](std::vector<std::uint8_t>& bytes) { return f->swap_wire(bytes); });
   }
-  d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
-  if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
+  if (d->cross) {
+    // The SM waits for the crossing links (advance() starts it); its SMPs cross the tunnel, so
+    // an attempt gets more time than on one host.
+    d->opt.sm.sm.timeout_ns = std::max<TimeNs>(d->opt.sm.sm.timeout_ns, 20'000'000);
+    topo::NodeId smn = options.sm.sm_node;
+    for (topo::NodeId n = 0; smn == topo::kNoNode && n < topo.node_count(); ++n)
+      if (!topo.node(n).is_switch()) smn = n;
+    if (smn != topo::kNoNode && d->cross->local(smn)) {
+      d->sm_node = smn;
+      d->sm_start_wall = io::monotonic_ns() + options.cross_host->sm_wait_ns;
+    }
+    d->report.ok = true;
+  } else {
+    d->report = sm::bring_up(*d->fabric, options.sm, d->sm_);
+    if (!d->report.ok) return "subnet bring-up failed: " + d->report.error;
+  }
   if (d->sm_) d->sm_node = d->sm_->node();
   {
     Impl* self = d.get();
@@ -980,6 +976,7 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   d->start_wall = io::monotonic_ns();
   d->schedule_faults(options.faults);
   d->driver.attach(*d->clock, d->control);
+  if (d->cross) d->driver.attach(d->cross->device(), d->cross->medium());
   Impl* raw = d.get();
   d->acceptor = std::thread([raw] { raw->accept_main(); });
   log()->info("fabric {}: {} nodes, {} HCAs, subnet up in {} virtual ns", options.name,

@@ -20,12 +20,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <weft/types.hpp>
 
 #include "emu/fabric/fabric.hpp"
+#include "emu/fabricd/cross_host.hpp"
 #include "emu/faults/scenario.hpp"
 #include "emu/sa/subnet_admin.hpp"
 #include "emu/sm/fabric_sm.hpp"
@@ -60,6 +62,10 @@ struct DaemonOptions {
     c.packet_life_time = 13;
     return c;
   }();
+  // A fabric across two hosts (cross_host.hpp): this daemon runs the part the config names and
+  // carries the links to the other part over a LinkTunnel. The SM runs on the daemon holding
+  // the SM's HCA (sm.sm_node, default the topology's first HCA); the other runs none.
+  std::optional<CrossHostConfig> cross_host;
 };
 
 class FabricDaemon {

@@ -176,9 +176,15 @@ bool LinkTunnel::send_fc(std::uint16_t link, const link::FcPacket& fc) {
 }
 
 bool LinkTunnel::send_hello(std::uint16_t link) {
+  return send_hello(link, {});
+}
+
+bool LinkTunnel::send_hello(std::uint16_t link, std::span<const std::uint8_t> body) {
+  if (body.size() > kTunnelBodyMax) return false;
   std::uint8_t* h = next_tx(TunnelKind::kHello, link);
   if (!h) return false;
-  tx_[tx_n_++].iov = {h, kTunnelHeaderBytes};
+  if (!body.empty()) std::memcpy(h + kTunnelHeaderBytes, body.data(), body.size());
+  tx_[tx_n_++].iov = {h, kTunnelHeaderBytes + body.size()};
   return true;
 }
 

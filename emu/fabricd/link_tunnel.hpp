@@ -18,9 +18,8 @@
 // and dropped, as a real link drops a frame with a bad CRC.
 //
 // Sends are queued and go out in batches (sendmmsg) on flush(); poll() reads in batches
-// (recvmmsg). IPv4 or IPv6 (a peer address of either family). Not yet done: joining the Fabric
-// — a port whose partner is on the other daemon (credits, link training, the SM's sweep across;
-// see emu/fabricd/README.md "Across hosts").
+// (recvmmsg). IPv4 or IPv6 (a peer address of either family). The Fabric side (ports whose
+// partner is on the other daemon, link training, one SM) is emu/fabricd/cross_host.hpp.
 //
 // Thread-safety: owned by one thread (the daemon's driver thread).
 #pragma once
@@ -88,6 +87,8 @@ class LinkTunnel {
   bool send_packet(std::uint16_t link, std::span<const std::uint8_t> lrh_to_vcrc);
   bool send_fc(std::uint16_t link, const link::FcPacket& fc);
   bool send_hello(std::uint16_t link);
+  // A hello with a body (at most kTunnelBodyMax bytes; the cross-host link training's state).
+  bool send_hello(std::uint16_t link, std::span<const std::uint8_t> body);
   // Puts the queued frames on the wire; returns how many went (the rest stay queued when the
   // socket buffer is full).
   std::size_t flush();

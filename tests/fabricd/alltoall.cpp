@@ -1,7 +1,9 @@
 // tests/fabricd/alltoall.cpp — a rank of `weft run`: attaches to WEFT_FABRIC, exchanges QP numbers
 // with every other rank over abstract sockets "weft/fabric/<F>/rank/<r>", RDMA WRITEs a block to
 // each peer, then SENDs it a note; checks every block it received byte for byte. Exit 0 = all
-// correct. `--crash R`: rank R aborts after attaching (the launcher must name it).
+// correct. `--crash R`: rank R aborts after attaching (the launcher must name it). With
+// WEFT_RANK_DIR the exchange goes through files there instead (ranks in other network
+// namespaces, attached to the daemons of a fabric across hosts).
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +28,67 @@ struct Info {
   std::uint32_t rkey;
   std::uint64_t addr;
 };
+
+// WEFT_RANK_DIR: the exchange through files in a directory every rank sees, for ranks that share
+// no abstract socket namespace (attached to daemons in different network namespaces: a fabric
+// across hosts). Rank r writes "r.p" (its Info for p) and reads "p.r".
+bool exchange_dir(const std::string& dir, int rank, const std::vector<Info>& mine,
+                  std::vector<Info>& theirs) {
+  const int size = static_cast<int>(mine.size());
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    const std::string f = dir + "/" + std::to_string(rank) + "." + std::to_string(p);
+    FILE* out = std::fopen((f + ".tmp").c_str(), "wb");
+    if (!out || std::fwrite(&mine[p], sizeof mine[p], 1, out) != 1 || std::fclose(out) != 0 ||
+        std::rename((f + ".tmp").c_str(), f.c_str()) != 0)
+      return false;
+  }
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    const std::string f = dir + "/" + std::to_string(p) + "." + std::to_string(rank);
+    bool got = false;
+    for (int t = 0; t < 2000 && !got; ++t) {
+      if (FILE* in = std::fopen(f.c_str(), "rb")) {
+        got = std::fread(&theirs[p], sizeof theirs[p], 1, in) == 1;
+        std::fclose(in);
+      }
+      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!got || theirs[p].from != static_cast<std::uint32_t>(p)) return false;
+  }
+  return true;
+}
+
+// Listens on our name "<base><rank>", sends our Info to every peer, collects theirs. 0 or the
+// exit code of what failed.
+int exchange_sockets(const std::string& base, int rank, const std::vector<Info>& mine,
+                     std::vector<Info>& theirs) {
+  const int size = static_cast<int>(mine.size());
+  const int ls = io::fabric_proto::listen_abstract(base + std::to_string(rank));
+  if (ls < 0) return 13;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    int s = -1;
+    for (int t = 0; t < 2000 && s < 0; ++t) {
+      s = io::fabric_proto::connect_abstract(base + std::to_string(p));
+      if (s < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (s < 0) return 14;
+    if (send(s, &mine[p], sizeof mine[p], MSG_NOSIGNAL) != sizeof mine[p]) return 15;
+    close(s);
+  }
+  for (int k = 0; k < size - 1; ++k) {
+    const int s = accept(ls, nullptr, nullptr);
+    Info in{};
+    if (s < 0 || recv(s, &in, sizeof in, MSG_WAITALL) != sizeof in ||
+        in.from >= static_cast<std::uint32_t>(size))
+      return 16;
+    theirs[in.from] = in;
+    close(s);
+  }
+  close(ls);
+  return 0;
+}
 
 std::uint8_t pattern(int from, int to, std::size_t i) {
   return static_cast<std::uint8_t>(i * 7 + from * 31 + to * 101 + (i >> 9));
@@ -64,34 +127,17 @@ int main(int argc, char** argv) {
     qa.recv_cq = cq;
     qps[p] = *dev.create_qp(qa);
   }
-  // Exchange: listen on our name, send our Info to every peer, collect theirs.
-  const std::string base = std::string("weft/fabric/") + fab + "/rank/";
-  const int ls = io::fabric_proto::listen_abstract(base + std::to_string(rank));
-  if (ls < 0) return 13;
-  std::vector<Info> theirs(size);
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    int s = -1;
-    for (int t = 0; t < 2000 && s < 0; ++t) {
-      s = io::fabric_proto::connect_abstract(base + std::to_string(p));
-      if (s < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    if (s < 0) return 14;
-    Info mine{static_cast<std::uint32_t>(rank), a.lid(), qps[p]->qp_num(), rmr->rkey(),
-              reinterpret_cast<std::uint64_t>(recv_buf.data() + kBlock * p)};
-    if (send(s, &mine, sizeof mine, MSG_NOSIGNAL) != sizeof mine) return 15;
-    close(s);
+  std::vector<Info> mine(size), theirs(size);
+  for (int p = 0; p < size; ++p)
+    if (p != rank)
+      mine[p] = {static_cast<std::uint32_t>(rank), a.lid(), qps[p]->qp_num(), rmr->rkey(),
+                 reinterpret_cast<std::uint64_t>(recv_buf.data() + kBlock * p)};
+  if (const char* dir = std::getenv("WEFT_RANK_DIR")) {
+    if (!exchange_dir(dir, rank, mine, theirs)) return 13;
+  } else if (const int rc = exchange_sockets(std::string("weft/fabric/") + fab + "/rank/", rank,
+                                             mine, theirs)) {
+    return rc;
   }
-  for (int k = 0; k < size - 1; ++k) {
-    const int s = accept(ls, nullptr, nullptr);
-    Info in{};
-    if (s < 0 || recv(s, &in, sizeof in, MSG_WAITALL) != sizeof in ||
-        in.from >= static_cast<std::uint32_t>(size))
-      return 16;
-    theirs[in.from] = in;
-    close(s);
-  }
-  close(ls);
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     if (io::connect_rc(qps[p], {static_cast<std::uint16_t>(theirs[p].lid), theirs[p].qpn, 0}, 0) !=

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "emu/fabricd/fabric_daemon.hpp"
@@ -19,7 +21,30 @@ namespace {
 struct UpArgs {
   std::string name, topology, faults;
   bool pace = false;
+  std::string peer, bind;         // across hosts: NAME=HOST:PORT, HOST[:PORT]
+  std::vector<std::string> part;  // the switches this daemon runs
 };
+
+// Across hosts (--peer/--bind/--part, all three or none): the tunnel and this daemon's part.
+std::optional<fabricd::CrossHostConfig> cross_host(const UpArgs& a) {
+  if (a.peer.empty() && a.bind.empty() && a.part.empty()) return std::nullopt;
+  auto fail = [](const std::string& m) {
+    std::cerr << "weft fabric up: " << m << "\n";
+    throw CLI::RuntimeError(2);
+  };
+  if (a.peer.empty() || a.bind.empty() || a.part.empty())
+    fail("a fabric across hosts needs --peer, --bind and --part together");
+  fabricd::CrossHostConfig c;
+  const auto eq = a.peer.find('=');
+  if (eq == std::string::npos || eq == 0) fail("--peer wants NAME=HOST:PORT, got " + a.peer);
+  c.peer_name = a.peer.substr(0, eq);
+  if (!fabricd::parse_endpoint(a.peer.substr(eq + 1), c.peer))
+    fail("--peer: not an IPv4/IPv6 address with an optional port: " + a.peer.substr(eq + 1));
+  if (!fabricd::parse_endpoint(a.bind, c.bind))
+    fail("--bind: not an IPv4/IPv6 address with an optional port: " + a.bind);
+  c.part = a.part;
+  return c;
+}
 
 struct InjectArgs {
   std::string name, link;
@@ -54,6 +79,15 @@ void add_fabric(CLI::App& app) {
   u->add_option("--faults", up->faults,
                 "fault scenario (TOML, as weft sim's): port faults at once, events at their "
                 "times after the start on the wall clock");
+  u->add_option("--peer", up->peer,
+                "across hosts: the other host's daemon, NAME=HOST:PORT (its --bind)");
+  u->add_option("--bind", up->bind,
+                "across hosts: this daemon's tunnel address, HOST[:PORT] "
+                "(UDP, port 4792 by default)");
+  u->add_option("--part", up->part,
+                "across hosts: the switches this daemon runs (descriptions, globs or indices, "
+                "comma-separated); HCAs go with their switch, the rest is the peer's")
+      ->delimiter(',');
   u->callback([up] {
     const topo::Topology t = load_topology("fabric up", up->topology);
     // Signals go to a waiting thread (the daemon's threads inherit the mask).
@@ -65,6 +99,7 @@ void add_fabric(CLI::App& app) {
     fabricd::DaemonOptions o;
     o.name = up->name;
     o.pace = up->pace;
+    o.cross_host = cross_host(*up);
     if (!up->faults.empty()) {
       auto sc = faults::load_scenario(t, up->faults);
       if (!sc.ok()) {

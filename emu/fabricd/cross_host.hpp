@@ -1,0 +1,96 @@
+// emu/fabricd/cross_host.hpp — one subnet over fabric daemons on two hosts (issue 7, section 5).
+//
+// Both daemons load the same topology. Each runs its part: the switches named by its `part`
+// patterns and the HCAs attached to them; the other nodes exist in its Fabric only as inert
+// ghosts (never reached: no link leads to them). A link between a switch of this part and a
+// switch of the other ("crossing" link) is carried by a LinkTunnel: the local switch port's
+// partner is a RemoteEnd, a Node standing for the far port, that puts what the port sends on the
+// tunnel — data packets (kEvArrive), flow-control packets (kEvFc) and SMPs of the management
+// path (kEvSmp), each as an LRH..VCRC image or an FC packet — and frames from the tunnel enter at
+// the port as arrivals at the daemon's current virtual time (each daemon keeps its own).
+//
+// Link training: a crossing port starts Down. Hellos (every hello_ns, and at once on a change)
+// carry (boot id, epoch, up): a Down port goes up when it hears the peer at the same or a newer
+// epoch (an Up one hearing a newer epoch goes down and up again: the peer reset its end); an Up
+// port goes down, to a newer epoch, when the peer's boot id changes (the daemon restarted) or
+// when nothing was heard for dead_ns. A port that hears an older epoch answers at once, so the
+// peer catches up. Going up, the port sends its hello before anything else, so the FC init packets
+// of IBA 7.9.4.1 (sent by the Fabric at link up) always reach a port that is up. A port going up or
+// down is a real Fabric link change: the switch's SMA sends trap 128 to the SM.
+//
+// One SM: the daemon whose part holds the first HCA of the topology (sm::bring_up's default)
+// starts its FabricSm once every crossing link is up (or after sm_wait_ns); its directed-route
+// SMPs reach the other daemon's switches through the tunnel on VL15.
+//
+// Thread-safety: the daemon's driver thread owns it (the tunnel, the Fabric, the Simulator).
+// Lifetime: the Fabric keeps the RemoteEnds (adopted components); they go inert when the
+// CrossHost is destroyed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <weft/types.hpp>
+
+#include "emu/fabric/fabric.hpp"
+#include "emu/fabricd/link_tunnel.hpp"
+#include "emu/topo/topology.hpp"
+#include "src/io/medium.hpp"
+
+namespace weft::fabricd {
+
+struct CrossHostConfig {
+  std::string peer_name;           // for messages only
+  TunnelEndpoint bind, peer;       // this daemon's tunnel address and the peer's
+  std::vector<std::string> part;   // switches this daemon runs: descriptions, `*` globs or indices
+  TimeNs hello_ns = 20'000'000;    // between hellos on each crossing link
+  TimeNs dead_ns = 1'000'000'000;  // an Up link hearing nothing this long goes down
+  TimeNs sm_wait_ns = 3'000'000'000;  // the SM starts at the latest after this
+};
+
+// Which nodes run here: the switches `patterns` match, and every HCA whose first linked port
+// leads to one. Also the crossing links (switch to switch, one end here). One sentence of error
+// when a pattern matches nothing, or a link joins an HCA here to a switch there.
+struct Split {
+  std::vector<bool> local;             // per node
+  std::vector<topo::LinkId> crossing;  // by link id
+};
+Result<Split, std::string> split_topology(const topo::Topology& topo,
+                                          const std::vector<std::string>& patterns);
+
+class CrossHost {
+ public:
+  // Wires the crossing links of `fabric` (built from the whole topology) to a tunnel and takes
+  // their local ports down until the peer answers. `vnow` gives the virtual time at which
+  // frames from the tunnel arrive (the daemon's wall-mapped now, >= the Simulator's now);
+  // `wake` asks the daemon to run the Simulator soon.
+  static Result<std::unique_ptr<CrossHost>, std::string> create(fabric::Fabric& fabric,
+                                                                const CrossHostConfig& config,
+                                                                std::function<TimeNs()> vnow,
+                                                                std::function<void()> wake);
+  ~CrossHost();
+  CrossHost(const CrossHost&) = delete;
+  CrossHost& operator=(const CrossHost&) = delete;
+
+  bool local(topo::NodeId n) const { return split_.local[n]; }
+  // Every crossing link trained and up in the Fabric.
+  bool all_up() const;
+  // The Driver moves the tunnel through these (rx: frames in; deadline: hellos and timeouts;
+  // tx: queued frames out).
+  Device& device();
+  io::Medium& medium();
+  // Status lines: "tunnel ..." counters and one "cross link L NODE/PORT up|down epoch E" each.
+  std::string status() const;
+
+  class Impl;
+
+ private:
+  explicit CrossHost(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  Split split_;
+};
+
+}  // namespace weft::fabricd
