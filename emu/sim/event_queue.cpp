@@ -20,7 +20,7 @@ EventQueue::EventQueue(const EventQueueConfig& config)
     : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
   WEFT_ASSERT(seq_limit_ <= kSeqLimit);
   heap_reserve(std::max<std::size_t>(config.reserve_events, 16));
-  tails_.assign(kWheelSlots, kNil);
+  buckets_.assign(kWheelSlots, Bucket{kNil, kNil});
   nodes_.reserve(std::max<std::size_t>(config.reserve_events, 16));
 }
 
@@ -36,15 +36,14 @@ void EventQueue::grow_nodes() {
 }
 
 void EventQueue::wheel_pop_front(std::size_t b) {
-  const std::uint32_t tail = tails_[b];
-  const std::uint32_t head = nodes_[tail].next;
-  if (head == tail) {
-    tails_[b] = kNil;
+  Bucket& bucket = buckets_[b];
+  const std::uint32_t head = bucket.head;
+  const std::uint32_t next = nodes_[head].next;
+  bucket.head = next;
+  if (next == kNil) {
     std::uint64_t& word = bits_[b >> 6];
     word &= ~(1ULL << (b & 63));
     if (word == 0) summary_ &= ~(1ULL << (b >> 6));
-  } else {
-    nodes_[tail].next = nodes_[head].next;
   }
   nodes_[head].next = free_node_;
   free_node_ = head;
@@ -55,7 +54,7 @@ void EventQueue::wheel_clear() {
   for (std::uint64_t sum = summary_; sum != 0; sum &= sum - 1) {
     const auto w = static_cast<std::size_t>(__builtin_ctzll(sum));
     for (std::uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1)
-      tails_[(w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits))] = kNil;
+      buckets_[(w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits))] = Bucket{kNil, kNil};
     bits_[w] = 0;
   }
   summary_ = 0;
@@ -220,63 +219,61 @@ EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
   return EventId{slot, s.gen};
 }
 
-void EventQueue::settle_top() {
-  for (;;) {
-    const Key* top;
-    if (wheel_keys_ > 0) {
-      top_bucket_ = wheel_first_bucket();
-      top = &nodes_[nodes_[tails_[top_bucket_]].next].key;
-      top_ = Top::kWheel;
-      if (heap_size_ > 0 && less(heap_.get()[0], *top)) {
-        top = &heap_.get()[0];
-        top_ = Top::kHeap;
-      }
-    } else if (heap_size_ > 0) {
+const EventQueue::Key* EventQueue::find_top() {
+  const Key* top;
+  if (wheel_keys_ > 0) {
+    top_bucket_ = wheel_first_bucket();
+    top = &nodes_[buckets_[top_bucket_].head].key;
+    top_ = Top::kWheel;
+    if (heap_size_ > 0 && less(heap_.get()[0], *top)) {
       top = &heap_.get()[0];
       top_ = Top::kHeap;
-    } else {
-      top_ = Top::kEmpty;
-      return;
     }
+  } else if (heap_size_ > 0) {
+    top = &heap_.get()[0];
+    top_ = Top::kHeap;
+  } else {
+    top_ = Top::kEmpty;
+    return nullptr;
+  }
+  return top;
+}
+
+void EventQueue::retire_top(const Key& top, std::uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.state == SlotState::kPending && !s.live_key && top.time_ns <= s.time_ns) {
+    // A carrier: the event was pushed back after this key was made; re-insert it at its
+    // current time. Its sequence number is not the newest, so it goes to the heap.
+    s.live_key = true;
+    Key k = top;
+    k.time_ns = s.time_ns;
+    k.tag = (s.seq << kSlotBits) | slot;
+    remove_top();
+    heap_push(k);
+    return;
+  }
+  remove_top();
+  release_key(slot);
+}
+
+void EventQueue::settle_top() {
+  for (;;) {
+    const Key* top = find_top();
+    if (top == nullptr) return;
     const std::uint32_t slot = slot_of(*top);
     if (slot == kNoSlot) return;  // posted events are always live
-    Slot& s = slots_[slot];
-    if (s.state == SlotState::kPending) {
-      if (seq_of(*top) == s.seq) return;  // the live key
-      if (!s.live_key && top->time_ns <= s.time_ns) {
-        // A carrier: the event was pushed back after this key was made; re-insert it at its
-        // current time. Its sequence number is not the newest, so it goes to the heap.
-        s.live_key = true;
-        Key k = *top;
-        k.time_ns = s.time_ns;
-        k.tag = (s.seq << kSlotBits) | slot;
-        remove_top();
-        heap_push(k);
-        continue;
-      }
-    }
-    remove_top();
-    release_key(slot);
+    const Slot& s = slots_[slot];
+    if (s.state == SlotState::kPending && seq_of(*top) == s.seq) return;  // the live key
+    retire_top(*top, slot);
   }
 }
 
-bool EventQueue::pop(Event& out) {
-  if (peek_time() == kNoDeadline) return false;
-  pop_peeked(out);
-  return true;
-}
-
-void EventQueue::pop_peeked(Event& out) {
-  WEFT_ASSERT_MSG(top_ == Top::kWheel || top_ == Top::kHeap, "pop_peeked without peek_time");
-  Key top;
-  if (top_ == Top::kWheel) {
-    const std::uint32_t head = nodes_[tails_[top_bucket_]].next;
-    top = nodes_[head].key;
+void EventQueue::take_top(const Key& key, Event& out) {
+  const Key top = key;  // (the removal below overwrites the node or the heap's root)
+  if (top_ == Top::kWheel)
     wheel_pop_front(top_bucket_);
-  } else {
-    top = heap_.get()[0];
+  else
     heap_pop_top();
-  }
   top_ = Top::kUnknown;
   if (top.time_ns > base_) base_ = top.time_ns;  // the window moves on
   --pending_;
@@ -284,7 +281,7 @@ void EventQueue::pop_peeked(Event& out) {
   out.component = top.component;
   out.kind = top.kind;
   out.data = top.data;
-  std::uint32_t slot = slot_of(top);
+  const std::uint32_t slot = slot_of(top);
   if (slot == kNoSlot) {
     out.id = EventId{};
     return;
@@ -296,11 +293,47 @@ void EventQueue::pop_peeked(Event& out) {
   release_key(slot);
 }
 
+bool EventQueue::pop(Event& out) {
+  if (peek_time() == kNoDeadline) return false;
+  pop_peeked(out);
+  return true;
+}
+
+void EventQueue::pop_peeked(Event& out) {
+  WEFT_ASSERT_MSG(top_ == Top::kWheel || top_ == Top::kHeap, "pop_peeked without peek_time");
+  take_top(top_ == Top::kWheel ? nodes_[buckets_[top_bucket_].head].key : heap_.get()[0], out);
+}
+
+void EventQueue::post_slow(TimeNs time_ns, ComponentId component, EventKind kind,
+                           std::uint64_t data) {
+  const std::uint64_t tag = next_tag(kNoSlot);  // may renumber: before counting this one
+  ++pending_;
+  insert_fresh(Key{time_ns, tag, data, component, kind});
+}
+
+bool EventQueue::pop_until_slow(TimeNs limit, Event& out) {
+  for (;;) {
+    const Key* top = find_top();
+    if (top == nullptr) return false;
+    const std::uint32_t slot = slot_of(*top);
+    if (slot != kNoSlot) {
+      const Slot& s = slots_[slot];
+      if (s.state != SlotState::kPending || seq_of(*top) != s.seq) {
+        retire_top(*top, slot);
+        continue;
+      }
+    }
+    if (top->time_ns > limit) return false;  // top_ stays settled for peek_time()
+    take_top(*top, out);
+    return true;
+  }
+}
+
 TimeNs EventQueue::peek_time() {
   if (top_ == Top::kUnknown) settle_top();
   switch (top_) {
     case Top::kWheel:
-      return nodes_[nodes_[tails_[top_bucket_]].next].key.time_ns;
+      return nodes_[buckets_[top_bucket_].head].key.time_ns;
     case Top::kHeap:
       return heap_.get()[0].time_ns;
     default:
@@ -391,11 +424,9 @@ void EventQueue::rebuild(bool renumber) {
     const auto w = static_cast<std::size_t>(__builtin_ctzll(sum));
     for (std::uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1) {
       const std::size_t b = (w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits));
-      std::uint32_t n = nodes_[tails_[b]].next;  // the head
-      std::uint32_t kept_tail = kNil, kept_head = kNil;
-      for (;;) {
+      std::uint32_t kept_head = kNil, kept_tail = kNil;
+      for (std::uint32_t n = buckets_[b].head; n != kNil;) {
         const std::uint32_t next = nodes_[n].next;
-        const bool last = n == tails_[b];
         Key k = nodes_[n].key;
         if (keep(k, converted) && !converted) {
           if (kept_tail == kNil)
@@ -409,16 +440,14 @@ void EventQueue::rebuild(bool renumber) {
           free_node_ = n;
           --wheel_keys_;
         }
-        if (last) break;
         n = next;
       }
       if (kept_tail == kNil) {
-        tails_[b] = kNil;
         bits_[w] &= ~(1ULL << (b & 63));
       } else {
-        nodes_[kept_tail].next = kept_head;
-        tails_[b] = kept_tail;
+        nodes_[kept_tail].next = kNil;
       }
+      buckets_[b] = Bucket{kept_head, kept_tail};
     }
     if (bits_[w] == 0) summary_ &= ~(1ULL << w);
   }
@@ -446,11 +475,8 @@ void EventQueue::rebuild(bool renumber) {
       const auto w = static_cast<std::size_t>(__builtin_ctzll(sum));
       for (std::uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1) {
         const std::size_t b = (w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits));
-        std::uint32_t n = tails_[b];
-        do {
-          n = nodes_[n].next;
+        for (std::uint32_t n = buckets_[b].head; n != kNil; n = nodes_[n].next)
           all.push_back(nodes_[n].key);
-        } while (n != tails_[b]);
       }
     }
     wheel_clear();

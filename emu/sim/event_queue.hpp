@@ -8,10 +8,10 @@
 //   - a timing wheel of 1-ns buckets covering the next kWheelSlots ns after the last popped
 //     time (`base_`): a key scheduled inside that window with a fresh sequence number (every
 //     post() and push(), the bulk of a fabric simulation: serialization, propagation, switch
-//     and HCA latencies are all well under 4 us) is appended to its bucket's FIFO (a circular
-//     singly-linked list of pooled nodes); a bitmap of non-empty buckets with a one-word
-//     summary finds the next bucket with two tzcnt. One bucket holds one time, and keys enter
-//     it in sequence order, so its FIFO order is the (time, seq) order. O(1) both ways;
+//     and HCA latencies are all well under 4 us) is appended to its bucket's FIFO (a singly-linked
+//     list of pooled nodes, head and tail per bucket); a bitmap of non-empty buckets with a
+//     one-word summary finds the next bucket with two tzcnt. One bucket holds one time, and keys
+//     enter it in sequence order, so its FIFO order is the (time, seq) order. O(1) both ways;
 //   - a 4-ary min-heap (children of a node fill two aligned 64-byte cache lines; bottom-up
 //     deletion) for everything else: keys beyond the window (timers), keys earlier than the
 //     window (EventQueue used on its own may schedule before the last popped time) and keys
@@ -100,10 +100,15 @@ class EventQueue {
   // Schedules an event that can be cancelled or re-armed; returns its handle.
   EventId push(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0);
   // Schedules an event that cannot be cancelled (no slab record): the fast path.
+  // The common case (inside the window, a free node, no renumbering due) makes no call.
   void post(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data = 0) {
-    const std::uint64_t tag = next_tag(kNoSlot);  // may renumber: before counting this one
-    ++pending_;
-    insert_fresh(Key{time_ns, tag, data, component, kind});
+    if (time_ns - base_ < kWheelSlots && free_node_ != kNil && seq_ < seq_limit_) [[likely]] {
+      ++pending_;
+      top_ = Top::kUnknown;
+      wheel_link(Key{time_ns, (seq_++ << kSlotBits) | kNoSlot, data, component, kind});
+      return;
+    }
+    post_slow(time_ns, component, kind, data);
   }
 
   // Removes the earliest pending event into `out`; false when nothing is pending.
@@ -111,6 +116,39 @@ class EventQueue {
   // pop() right after peek_time() returned a time (not kNoDeadline): the top is settled, so
   // this skips looking at it again.
   void pop_peeked(Event& out);
+  // Removes the earliest pending event into `out` if its time is <= limit; false (nothing
+  // removed) when nothing is pending or the earliest lies later. The Simulator's loop: one call
+  // per event instead of peek_time() and pop_peeked().
+  bool pop_until(TimeNs limit, Event& out) {
+    if (wheel_keys_ > 0) {
+      const std::size_t b = wheel_first_bucket();
+      Bucket& bucket = buckets_[b];
+      const std::uint32_t n = bucket.head;
+      Node& node = nodes_[n];
+      if (slot_of(node.key) == kNoSlot && node.key.time_ns <= limit &&
+          (heap_size_ == 0 || less(node.key, heap_.get()[0]))) [[likely]] {
+        out.time_ns = node.key.time_ns;
+        out.component = node.key.component;
+        out.kind = node.key.kind;
+        out.data = node.key.data;
+        out.id = EventId{};
+        base_ = node.key.time_ns;  // (a wheel key is never before base_)
+        bucket.head = node.next;
+        if (node.next == kNil) {
+          std::uint64_t& word = bits_[b >> 6];
+          word &= ~(1ULL << (b & 63));
+          if (word == 0) summary_ &= ~(1ULL << (b >> 6));
+        }
+        node.next = free_node_;
+        free_node_ = n;
+        --wheel_keys_;
+        --pending_;
+        top_ = Top::kUnknown;
+        return true;
+      }
+    }
+    return pop_until_slow(limit, out);
+  }
 
   // Time of the earliest pending event, kNoDeadline when none. Not const: it discards stale
   // keys that have surfaced at the top.
@@ -173,7 +211,7 @@ class EventQueue {
     void operator()(Key* p) const { ::operator delete (p - 1, std::align_val_t{64}); }
   };
 
-  // A wheel node: a key and the next node of its bucket's circular list (or of the free list).
+  // A wheel node: a key and the next node of its bucket's list (or of the free list).
   struct Node {
     Key key;
     std::uint32_t next;
@@ -194,21 +232,25 @@ class EventQueue {
   void wheel_append(const Key& k) {
     if (free_node_ == kNil) [[unlikely]]
       grow_nodes();
+    wheel_link(k);
+  }
+  // wheel_append with a free node at hand.
+  void wheel_link(const Key& k) {
     const std::uint32_t n = free_node_;
     Node& node = nodes_[n];
     free_node_ = node.next;
     node.key = k;
+    node.next = kNil;
     const std::size_t b = k.time_ns & (kWheelSlots - 1);
-    const std::uint32_t tail = tails_[b];
-    if (tail == kNil) {
-      node.next = n;
+    Bucket& bucket = buckets_[b];
+    if (bucket.head == kNil) {
+      bucket.head = n;
       bits_[b >> 6] |= 1ULL << (b & 63);
       summary_ |= 1ULL << (b >> 6);
     } else {
-      node.next = nodes_[tail].next;
-      nodes_[tail].next = n;
+      nodes_[bucket.tail].next = n;
     }
-    tails_[b] = n;
+    bucket.tail = n;
     ++wheel_keys_;
   }
   // The first non-empty bucket at or after base_'s (circularly); the wheel is not empty.
@@ -222,6 +264,17 @@ class EventQueue {
     return (w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits_[w]));
   }
   void wheel_pop_front(std::size_t b);
+  void post_slow(TimeNs time_ns, ComponentId component, EventKind kind, std::uint64_t data);
+  // pop_until past its fast path (a posted key first in the wheel, nothing earlier in the heap).
+  bool pop_until_slow(TimeNs limit, Event& out);
+  // The least key of the wheel and the heap, with top_ and top_bucket_ set; nullptr (top_ =
+  // kEmpty) when nothing is held.
+  const Key* find_top();
+  // For a top key that names a slot and is not its live key: drops it (stale) or turns it into
+  // the live key (a carrier, re-inserted in the heap).
+  void retire_top(const Key& top, std::uint32_t slot);
+  // Removes the top key (found by find_top) into `out`.
+  void take_top(const Key& top, Event& out);
   void grow_nodes();
   void wheel_clear();
   void remove_top();
@@ -246,7 +299,11 @@ class EventQueue {
   // The wheel. All its keys lie in [base_, base_ + kWheelSlots).
   std::vector<Node> nodes_;
   std::uint32_t free_node_ = kNil;
-  std::vector<std::uint32_t> tails_;           // per bucket: its last node, kNil if empty
+  struct Bucket {
+    std::uint32_t head;  // kNil: empty
+    std::uint32_t tail;
+  };
+  std::vector<Bucket> buckets_;
   std::uint64_t bits_[kWheelSlots / 64] = {};  // non-empty buckets
   std::uint64_t summary_ = 0;                  // non-empty words of bits_
   static_assert(kWheelSlots / 64 <= 64, "one summary word");

@@ -213,7 +213,8 @@ TEST(EventQueue, SequenceRenumberingKeepsOrder) {
   EXPECT_EQ(got, want);
 }
 
-// Reference model: an ordered set of (time, seq, token); tokens map to queue handles.
+// Reference model (pop() and pop_until() against it): an ordered set of (time, seq, token); tokens
+// map to queue handles.
 struct Reference {
   std::set<std::tuple<TimeNs, std::uint64_t, std::uint64_t>> order;
   std::map<std::uint64_t, std::pair<TimeNs, std::uint64_t>> where;  // token -> (time, seq)
@@ -291,7 +292,19 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit, Time
       Event ev;
       TimeNs rt = 0;
       std::uint64_t rtok = 0;
-      bool got = q.pop(ev);
+      bool got;
+      if (rng.chance(0.5)) {
+        got = q.pop(ev);
+      } else {
+        // The Simulator's call: only an event at or before the limit.
+        const TimeNs limit = now + rng.below(2'000);
+        got = q.pop_until(limit, ev);
+        if (!ref.order.empty() && std::get<0>(*ref.order.begin()) > limit) {
+          ASSERT_FALSE(got) << "op " << op;
+          ASSERT_EQ(q.peek_time(), std::get<0>(*ref.order.begin())) << "op " << op;
+          continue;
+        }
+      }
       ASSERT_EQ(got, ref.pop(rt, rtok)) << "op " << op;
       if (got) {
         ASSERT_EQ(ev.time_ns, rt) << "op " << op;
