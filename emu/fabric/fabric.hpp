@@ -474,6 +474,9 @@ class HcaNode final : public Node {
   std::function<void()> completion_hook_;
   WireSwap wire_swap_;
   GsiHook gsi_agent_;
+  // pump()'s packet, reused: Device::poll_transmit sets what it sends in every call (callers
+  // loop with one TxPacket), and a fresh one per pump() cost a ~150-byte zeroing (rep stos).
+  TxPacket tx_;
 };
 
 class Fabric {

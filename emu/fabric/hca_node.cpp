@@ -87,7 +87,7 @@ void HcaNode::pump() {
   const TimeNs t = now();
   const HcaModel& m = fabric_.config().hca;
   const TimeNs gap = rate_gap_ns_;
-  TxPacket tx;
+  TxPacket& tx = tx_;
   while (inflight_ < m.tx_pipeline_packets_max && device_->poll_transmit(t, tx)) {
     const std::uint32_t pk = materialize(tx);
     const TimeNs t0 = std::max(t, tx_rate_free_ns_);

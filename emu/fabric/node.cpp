@@ -87,9 +87,11 @@ void Node::try_send(int port) {
   if (pe.busy || !pe.up) return;
   const std::uint8_t data_vls = fabric_.config().data_vls;
   std::array<std::uint32_t, 16> head{};
+  std::array<std::uint32_t, 16> heads;  // the head packet of each VL looked at
   bool any = false;
   auto look = [&](std::uint8_t vl) {
     const std::uint32_t pk = head_packet(port, vl);
+    heads[vl] = pk;
     if (pk == kNoPacket) return;
     any = true;
     const std::uint32_t wire = fabric_.pool()[pk].wire_bytes;
@@ -117,7 +119,7 @@ void Node::try_send(int port) {
     end_wait(port, t);
   }
   const auto v = static_cast<std::uint8_t>(vl);
-  const std::uint32_t pk = head_packet(port, v);
+  const std::uint32_t pk = heads[v];  // (the arbiter only picks a VL that was looked at)
   take_head(port, v);
   Packet& p = fabric_.pool()[pk];
   if (v != link::kVl15) pe.credit->sender().on_sent(v, p.wire_bytes);

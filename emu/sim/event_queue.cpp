@@ -1,5 +1,6 @@
-// emu/sim/event_queue.cpp — 4-ary heap of self-contained keys, pooled slab for cancellable
-// events, lazy cancellation and re-arming (see event_queue.hpp).
+// emu/sim/event_queue.cpp — a 1-ns timing wheel for the near future and a 4-ary heap for the
+// rest, self-contained keys, pooled slab for cancellable events, lazy cancellation and
+// re-arming (see event_queue.hpp).
 #include "emu/sim/event_queue.hpp"
 
 #include <algorithm>
@@ -19,6 +20,58 @@ EventQueue::EventQueue(const EventQueueConfig& config)
     : config_(config), seq_limit_(config.seq_limit ? config.seq_limit : kSeqLimit) {
   WEFT_ASSERT(seq_limit_ <= kSeqLimit);
   heap_reserve(std::max<std::size_t>(config.reserve_events, 16));
+  buckets_.assign(kWheelSlots, Bucket{kNil, kNil});
+  nodes_.reserve(std::max<std::size_t>(config.reserve_events, 16));
+}
+
+void EventQueue::grow_nodes() {
+  // Grow by half (at least 64): the new nodes form the free list, lowest index first.
+  const std::size_t old = nodes_.size();
+  const std::size_t add = std::max<std::size_t>(64, old / 2);
+  WEFT_ASSERT_MSG(old + add < kNil, "EventQueue: wheel nodes");
+  nodes_.resize(old + add);
+  for (std::size_t i = old; i < old + add; ++i)
+    nodes_[i].next = i + 1 < old + add ? static_cast<std::uint32_t>(i + 1) : free_node_;
+  free_node_ = static_cast<std::uint32_t>(old);
+}
+
+void EventQueue::wheel_pop_front(std::size_t b) {
+  Bucket& bucket = buckets_[b];
+  const std::uint32_t head = bucket.head;
+  const std::uint32_t next = nodes_[head].next;
+  bucket.head = next;
+  if (next == kNil) {
+    std::uint64_t& word = bits_[b >> 6];
+    word &= ~(1ULL << (b & 63));
+    if (word == 0) summary_ &= ~(1ULL << (b >> 6));
+  }
+  nodes_[head].next = free_node_;
+  free_node_ = head;
+  --wheel_keys_;
+}
+
+void EventQueue::wheel_clear() {
+  for (std::uint64_t sum = summary_; sum != 0; sum &= sum - 1) {
+    const auto w = static_cast<std::size_t>(__builtin_ctzll(sum));
+    for (std::uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1)
+      buckets_[(w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits))] = Bucket{kNil, kNil};
+    bits_[w] = 0;
+  }
+  summary_ = 0;
+  wheel_keys_ = 0;
+  // Every node free again, lowest index first.
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    nodes_[i].next = i + 1 < nodes_.size() ? static_cast<std::uint32_t>(i + 1) : kNil;
+  free_node_ = nodes_.empty() ? kNil : 0;
+}
+
+void EventQueue::remove_top() {
+  WEFT_ASSERT(top_ == Top::kWheel || top_ == Top::kHeap);
+  if (top_ == Top::kWheel)
+    wheel_pop_front(top_bucket_);
+  else
+    heap_pop_top();
+  top_ = Top::kUnknown;
 }
 
 void EventQueue::heap_reserve(std::size_t n) {
@@ -162,56 +215,73 @@ EventId EventQueue::push(TimeNs time_ns, ComponentId component, EventKind kind,
   s.state = SlotState::kPending;
   s.live_key = true;
   ++pending_;
-  heap_push(Key{time_ns, (seq << kSlotBits) | slot, data, component, kind});
+  insert_fresh(Key{time_ns, (seq << kSlotBits) | slot, data, component, kind});
   return EventId{slot, s.gen};
 }
 
-void EventQueue::settle_top() {
-  while (heap_size_ > 0) {
-    Key& top = heap_.get()[0];
-    std::uint32_t slot = slot_of(top);
-    if (slot == kNoSlot) return;  // posted events are always live
-    Slot& s = slots_[slot];
-    if (s.state == SlotState::kPending) {
-      if (seq_of(top) == s.seq) return;  // the live key
-      if (!s.live_key && top.time_ns <= s.time_ns) {
-        // A carrier: the event was pushed back after this key was made; re-insert it at its
-        // current time. Replacing the top in place is one sift instead of a pop and a push.
-        s.live_key = true;
-        Key k = top;
-        k.time_ns = s.time_ns;
-        k.tag = (s.seq << kSlotBits) | slot;
-        sift_down(0, k);
-        continue;
-      }
+const EventQueue::Key* EventQueue::find_top() {
+  const Key* top;
+  if (wheel_keys_ > 0) {
+    top_bucket_ = wheel_first_bucket();
+    top = &nodes_[buckets_[top_bucket_].head].key;
+    top_ = Top::kWheel;
+    if (heap_size_ > 0 && less(heap_.get()[0], *top)) {
+      top = &heap_.get()[0];
+      top_ = Top::kHeap;
     }
+  } else if (heap_size_ > 0) {
+    top = &heap_.get()[0];
+    top_ = Top::kHeap;
+  } else {
+    top_ = Top::kEmpty;
+    return nullptr;
+  }
+  return top;
+}
+
+void EventQueue::retire_top(const Key& top, std::uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (s.state == SlotState::kPending && !s.live_key && top.time_ns <= s.time_ns) {
+    // A carrier: the event was pushed back after this key was made; re-insert it at its
+    // current time. Its sequence number is not the newest, so it goes to the heap.
+    s.live_key = true;
+    Key k = top;
+    k.time_ns = s.time_ns;
+    k.tag = (s.seq << kSlotBits) | slot;
+    remove_top();
+    heap_push(k);
+    return;
+  }
+  remove_top();
+  release_key(slot);
+}
+
+void EventQueue::settle_top() {
+  for (;;) {
+    const Key* top = find_top();
+    if (top == nullptr) return;
+    const std::uint32_t slot = slot_of(*top);
+    if (slot == kNoSlot) return;  // posted events are always live
+    const Slot& s = slots_[slot];
+    if (s.state == SlotState::kPending && seq_of(*top) == s.seq) return;  // the live key
+    retire_top(*top, slot);
+  }
+}
+
+void EventQueue::take_top(const Key& key, Event& out) {
+  const Key top = key;  // (the removal below overwrites the node or the heap's root)
+  if (top_ == Top::kWheel)
+    wheel_pop_front(top_bucket_);
+  else
     heap_pop_top();
-    release_key(slot);
-  }
-}
-
-bool EventQueue::pop(Event& out) {
-  settle_top();
-  if (heap_size_ == 0) return false;
-  pop_peeked(out);
-  return true;
-}
-
-void EventQueue::pop_peeked(Event& out) {
-  WEFT_ASSERT(heap_size_ > 0);
-  const Key top = heap_.get()[0];
-  heap_pop_top();
-  if (heap_size_ > 0) {
-    // The next pop checks the next top's slab record; fetch it while the caller works.
-    std::uint32_t next = slot_of(heap_.get()[0]);
-    if (next != kNoSlot) __builtin_prefetch(&slots_[next]);
-  }
+  top_ = Top::kUnknown;
+  if (top.time_ns > base_) base_ = top.time_ns;  // the window moves on
   --pending_;
   out.time_ns = top.time_ns;
   out.component = top.component;
   out.kind = top.kind;
   out.data = top.data;
-  std::uint32_t slot = slot_of(top);
+  const std::uint32_t slot = slot_of(top);
   if (slot == kNoSlot) {
     out.id = EventId{};
     return;
@@ -223,9 +293,52 @@ void EventQueue::pop_peeked(Event& out) {
   release_key(slot);
 }
 
+bool EventQueue::pop(Event& out) {
+  if (peek_time() == kNoDeadline) return false;
+  pop_peeked(out);
+  return true;
+}
+
+void EventQueue::pop_peeked(Event& out) {
+  WEFT_ASSERT_MSG(top_ == Top::kWheel || top_ == Top::kHeap, "pop_peeked without peek_time");
+  take_top(top_ == Top::kWheel ? nodes_[buckets_[top_bucket_].head].key : heap_.get()[0], out);
+}
+
+void EventQueue::post_slow(TimeNs time_ns, ComponentId component, EventKind kind,
+                           std::uint64_t data) {
+  const std::uint64_t tag = next_tag(kNoSlot);  // may renumber: before counting this one
+  ++pending_;
+  insert_fresh(Key{time_ns, tag, data, component, kind});
+}
+
+bool EventQueue::pop_until_slow(TimeNs limit, Event& out) {
+  for (;;) {
+    const Key* top = find_top();
+    if (top == nullptr) return false;
+    const std::uint32_t slot = slot_of(*top);
+    if (slot != kNoSlot) {
+      const Slot& s = slots_[slot];
+      if (s.state != SlotState::kPending || seq_of(*top) != s.seq) {
+        retire_top(*top, slot);
+        continue;
+      }
+    }
+    if (top->time_ns > limit) return false;  // top_ stays settled for peek_time()
+    take_top(*top, out);
+    return true;
+  }
+}
+
 TimeNs EventQueue::peek_time() {
-  settle_top();
-  return heap_size_ == 0 ? kNoDeadline : heap_.get()[0].time_ns;
+  if (top_ == Top::kUnknown) settle_top();
+  switch (top_) {
+    case Top::kWheel:
+      return nodes_[buckets_[top_bucket_].head].key.time_ns;
+    case Top::kHeap:
+      return heap_.get()[0].time_ns;
+    default:
+      return kNoDeadline;
+  }
 }
 
 bool EventQueue::pending(EventId id) const {
@@ -243,6 +356,7 @@ bool EventQueue::cancel(EventId id) {
   s.state = SlotState::kDone;
   ++s.gen;
   --pending_;
+  top_ = Top::kUnknown;
   // Its keys stay in the heap as stale keys until they surface or a compaction drops them.
   maybe_rebuild();
   return true;
@@ -252,6 +366,7 @@ bool EventQueue::reschedule(EventId id, TimeNs time_ns) {
   if (!pending(id)) return false;
   std::uint64_t seq = next_seq();  // may renumber: read the slot after it
   Slot& s = slots_[id.slot];
+  top_ = Top::kUnknown;
   if (time_ns >= s.time_ns) {
     // Later (or same time, ordered after what is already there): the key in the heap, whose
     // time is <= the old time, carries the event forward when it surfaces. O(1).
@@ -266,37 +381,79 @@ bool EventQueue::reschedule(EventId id, TimeNs time_ns) {
   s.seq = seq;
   s.live_key = true;
   ++s.keys;
-  heap_push(k);
+  insert_fresh(k);
   maybe_rebuild();
   return true;
 }
 
 void EventQueue::maybe_rebuild() {
-  if (heap_size_ > 2 * pending_ + config_.stale_slack_keys) rebuild(/*renumber=*/false);
+  if (keys() > 2 * pending_ + config_.stale_slack_keys) rebuild(/*renumber=*/false);
 }
 
 void EventQueue::rebuild(bool renumber) {
   ++rebuilds_;
-  Key* h = heap_.get();
+  top_ = Top::kUnknown;
   // Compact in place: keep posted keys and one live key per pending slot (a carrier becomes
   // the live key); drop the rest. Then every pending slot has one key, every other none.
+  // Returns false for a key to drop; turns a carrier into the live key.
+  auto keep = [&](Key& k, bool& converted) {
+    converted = false;
+    const std::uint32_t slot = slot_of(k);
+    if (slot == kNoSlot) return true;
+    Slot& s = slots_[slot];
+    if (s.state != SlotState::kPending) return false;
+    if (s.live_key) return seq_of(k) == s.seq;
+    k.time_ns = s.time_ns;
+    k.tag = (s.seq << kSlotBits) | slot;
+    s.live_key = true;
+    converted = true;
+    return true;
+  };
+  Key* h = heap_.get();
   std::size_t out = 0;
+  bool converted;
   for (std::size_t i = 0; i < heap_size_; ++i) {
     Key k = h[i];
-    std::uint32_t slot = slot_of(k);
-    if (slot != kNoSlot) {
-      Slot& s = slots_[slot];
-      if (s.state != SlotState::kPending) continue;
-      if (s.live_key) {
-        if (seq_of(k) != s.seq) continue;
-      } else {
-        k.time_ns = s.time_ns;
-        k.tag = (s.seq << kSlotBits) | slot;
-        s.live_key = true;
-      }
-    }
-    h[out++] = k;
+    if (keep(k, converted)) h[out++] = k;
   }
+  heap_size_ = out;
+  // The wheel, bucket by bucket in FIFO order; a carrier's live key (an old sequence number)
+  // moves to the heap.
+  std::vector<Key> moved;
+  for (std::uint64_t sum = summary_; sum != 0; sum &= sum - 1) {
+    const auto w = static_cast<std::size_t>(__builtin_ctzll(sum));
+    for (std::uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1) {
+      const std::size_t b = (w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits));
+      std::uint32_t kept_head = kNil, kept_tail = kNil;
+      for (std::uint32_t n = buckets_[b].head; n != kNil;) {
+        const std::uint32_t next = nodes_[n].next;
+        Key k = nodes_[n].key;
+        if (keep(k, converted) && !converted) {
+          if (kept_tail == kNil)
+            kept_head = n;
+          else
+            nodes_[kept_tail].next = n;
+          kept_tail = n;
+        } else {
+          if (converted) moved.push_back(k);
+          nodes_[n].next = free_node_;
+          free_node_ = n;
+          --wheel_keys_;
+        }
+        n = next;
+      }
+      if (kept_tail == kNil) {
+        bits_[w] &= ~(1ULL << (b & 63));
+      } else {
+        nodes_[kept_tail].next = kNil;
+      }
+      buckets_[b] = Bucket{kept_head, kept_tail};
+    }
+    if (bits_[w] == 0) summary_ &= ~(1ULL << w);
+  }
+  heap_reserve(heap_size_ + moved.size());
+  h = heap_.get();
+  for (const Key& k : moved) h[heap_size_++] = k;
   for (std::uint32_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (s.state == SlotState::kPending) {
@@ -307,17 +464,37 @@ void EventQueue::rebuild(bool renumber) {
       free_.push_back(i);
     }
   }
-  heap_size_ = out;
-  WEFT_ASSERT(heap_size_ == pending_);
+  WEFT_ASSERT(keys() == pending_);
   if (renumber) {
-    // Sorted keys form a valid heap; new sequence numbers 0..n-1 keep the order.
-    std::sort(h, h + heap_size_, less);
-    for (std::size_t i = 0; i < heap_size_; ++i) {
-      std::uint32_t slot = slot_of(h[i]);
-      if (slot != kNoSlot) slots_[slot].seq = i;
-      h[i].tag = (static_cast<std::uint64_t>(i) << kSlotBits) | slot;
+    // Every key in order, new sequence numbers 0..n-1 (the order kept), then each key back to
+    // the wheel (in order, so each bucket stays in sequence order) or the heap (sorted keys
+    // form a valid heap).
+    std::vector<Key> all(h, h + heap_size_);
+    all.reserve(pending_);
+    for (std::uint64_t sum = summary_; sum != 0; sum &= sum - 1) {
+      const auto w = static_cast<std::size_t>(__builtin_ctzll(sum));
+      for (std::uint64_t bits = bits_[w]; bits != 0; bits &= bits - 1) {
+        const std::size_t b = (w << 6) | static_cast<std::size_t>(__builtin_ctzll(bits));
+        for (std::uint32_t n = buckets_[b].head; n != kNil; n = nodes_[n].next)
+          all.push_back(nodes_[n].key);
+      }
     }
-    seq_ = heap_size_;
+    wheel_clear();
+    heap_size_ = 0;
+    heap_reserve(all.size());
+    h = heap_.get();
+    std::sort(all.begin(), all.end(), less);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      Key& k = all[i];
+      const std::uint32_t slot = slot_of(k);
+      if (slot != kNoSlot) slots_[slot].seq = i;
+      k.tag = (static_cast<std::uint64_t>(i) << kSlotBits) | slot;
+      if (k.time_ns - base_ < kWheelSlots)
+        wheel_append(k);
+      else
+        h[heap_size_++] = k;
+    }
+    seq_ = all.size();
     WEFT_ASSERT_MSG(seq_ < seq_limit_, "EventQueue: more pending events than sequence numbers");
     return;
   }

@@ -30,6 +30,7 @@ ComponentId Simulator::add_component(Component& component, std::string_view name
   WEFT_ASSERT_MSG(fresh, "duplicate component name");
   WEFT_ASSERT(components_.size() < kNoComponent);
   components_.push_back(Entry{&component, std::string(name), make_stream(config_.seed, name)});
+  component_count_ = static_cast<ComponentId>(components_.size());
   return static_cast<ComponentId>(components_.size() - 1);
 }
 
@@ -58,32 +59,14 @@ bool Simulator::reschedule(EventId id, TimeNs time_ns) {
 StopReason Simulator::run_bounded(TimeNs until_ns, std::uint64_t max_events) {
   WEFT_ASSERT_MSG(until_ns >= now_, "run_until into the past");
   stop_requested_ = false;
+  // Every bound folded into two numbers up front; why the loop stopped is worked out after it.
+  const TimeNs limit = until_ns < config_.time_ns_max ? until_ns : config_.time_ns_max;
+  const std::uint64_t left =
+      config_.events_max > dispatched_ ? config_.events_max - dispatched_ : 0;
+  const std::uint64_t budget = max_events < left ? max_events : left;
   std::uint64_t done = 0;
   Event ev;
-  for (;;) {
-    if (done >= max_events) return StopReason::kCallEventLimit;
-    if (dispatched_ >= config_.events_max) return StopReason::kEventsMax;
-    TimeNs t = queue_.peek_time();
-    if (t == kNoDeadline) {
-      if (until_ns != kNoDeadline) {
-        now_ = until_ns < config_.time_ns_max ? until_ns : config_.time_ns_max;
-        return until_ns <= config_.time_ns_max ? StopReason::kTimeReached : StopReason::kTimeMax;
-      }
-      return StopReason::kEmpty;
-    }
-    if (t > until_ns) {
-      if (until_ns > config_.time_ns_max) {
-        now_ = config_.time_ns_max;
-        return StopReason::kTimeMax;
-      }
-      now_ = until_ns;
-      return StopReason::kTimeReached;
-    }
-    if (t > config_.time_ns_max) {
-      now_ = config_.time_ns_max;
-      return StopReason::kTimeMax;
-    }
-    queue_.pop_peeked(ev);
+  while (done < budget && queue_.pop_until(limit, ev)) {
     now_ = ev.time_ns;
     ++dispatched_;
     ++done;
@@ -99,6 +82,27 @@ StopReason Simulator::run_bounded(TimeNs until_ns, std::uint64_t max_events) {
       return StopReason::kStopped;
     }
   }
+  if (done >= max_events) return StopReason::kCallEventLimit;
+  if (dispatched_ >= config_.events_max) return StopReason::kEventsMax;
+  const TimeNs t = queue_.peek_time();
+  if (t == kNoDeadline) {
+    if (until_ns != kNoDeadline) {
+      now_ = until_ns < config_.time_ns_max ? until_ns : config_.time_ns_max;
+      return until_ns <= config_.time_ns_max ? StopReason::kTimeReached : StopReason::kTimeMax;
+    }
+    return StopReason::kEmpty;
+  }
+  if (t > until_ns) {
+    if (until_ns > config_.time_ns_max) {
+      now_ = config_.time_ns_max;
+      return StopReason::kTimeMax;
+    }
+    now_ = until_ns;
+    return StopReason::kTimeReached;
+  }
+  // t <= until_ns, so t > time_ns_max stopped the loop.
+  now_ = config_.time_ns_max;
+  return StopReason::kTimeMax;
 }
 
 }  // namespace weft::sim

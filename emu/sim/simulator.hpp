@@ -105,7 +105,7 @@ class Simulator {
   // cancelled or re-armed.
   void post_at(TimeNs time_ns, ComponentId target, EventKind kind, std::uint64_t data = 0) {
     WEFT_ASSERT_MSG(time_ns >= now_, "event posted in the past");
-    WEFT_ASSERT(target < components_.size());
+    WEFT_ASSERT(target < component_count_);
     queue_.post(time_ns, target, kind, data);
   }
   void post_in(TimeNs delay_ns, ComponentId target, EventKind kind, std::uint64_t data = 0) {
@@ -153,6 +153,7 @@ class Simulator {
   EventQueue queue_;
   std::vector<Entry> components_;
   std::unordered_set<std::string> component_names_;  // duplicate check, O(1) per add
+  ComponentId component_count_ = 0;                  // components_.size(), for post_at's check
   TimeNs now_ = 0;
   std::uint64_t dispatched_ = 0;
   TraceHash hash_;

@@ -120,7 +120,7 @@ TEST(EventQueue, RescheduleLaterAndEarlier) {
   EXPECT_TRUE(q.reschedule(t, 5));   // earlier: a new key
   EXPECT_TRUE(q.reschedule(t, 30));  // same time as event 2, scheduled after it
   EXPECT_EQ(drain_data(q), (std::vector<std::uint64_t>{1, 2, 100}));
-  EXPECT_EQ(q.heap_keys(), 0u);
+  EXPECT_EQ(q.keys(), 0u);
 }
 
 TEST(EventQueue, RescheduledEventOrderedAsIfScheduledNow) {
@@ -130,6 +130,26 @@ TEST(EventQueue, RescheduledEventOrderedAsIfScheduledNow) {
   EXPECT_TRUE(q.reschedule(t, 50));
   q.push(50, 0, 0, 2);
   EXPECT_EQ(drain_data(q), (std::vector<std::uint64_t>{1, 100, 2}));
+}
+
+// Events at one time scheduled before it entered the wheel's window (heap) and after (wheel)
+// still come out in scheduling order, and so do events before the last popped time.
+TEST(EventQueue, EqualTimesSplitBetweenHeapAndWheelKeepOrder) {
+  EventQueue q;
+  q.post(10'000, 0, 0, 1);  // beyond the window (0 + 4,096): the heap
+  q.post(7'000, 0, 0, 2);
+  EventId t = q.push(10'000, 0, 0, 3);
+  Event ev;
+  ASSERT_TRUE(q.pop(ev));
+  EXPECT_EQ(ev.data, 2u);                // the window now starts at 7,000
+  q.post(10'000, 0, 0, 4);               // the wheel
+  EXPECT_TRUE(q.reschedule(t, 10'000));  // after 4 now
+  q.post(10'000, 0, 0, 5);
+  q.post(9'000, 0, 0, 6);
+  EXPECT_EQ(q.heap_keys(), 2u);  // 1 and 3's key (its carrier)
+  q.post(6'000, 0, 0, 7);        // before the last popped time: the heap, first out
+  EXPECT_EQ(drain_data(q), (std::vector<std::uint64_t>{7, 6, 1, 4, 3, 5}));
+  EXPECT_EQ(q.keys(), 0u);
 }
 
 TEST(EventQueue, CancelChurnKeepsMemoryBounded) {
@@ -148,7 +168,7 @@ TEST(EventQueue, CancelChurnKeepsMemoryBounded) {
     ASSERT_TRUE(q.cancel(id));
   }
   EXPECT_EQ(q.size(), 100u);
-  EXPECT_LE(q.heap_keys(), 2 * 100u + 64u + 1u);
+  EXPECT_LE(q.keys(), 2 * 100u + 64u + 1u);
   EXPECT_LE(q.slab_slots(), 2 * 100u + 64u + 2u);
   EXPECT_GT(q.rebuilds(), 0u);
   std::vector<std::uint64_t> got = drain_data(q);
@@ -165,7 +185,7 @@ TEST(EventQueue, RearmChurnKeepsMemoryBounded) {
   for (int i = 0; i < 100'000; ++i)
     ASSERT_TRUE(q.reschedule(timer, (i % 2) ? 2000 + i : 1000 - (i % 500)));
   EXPECT_EQ(q.size(), 1u);
-  EXPECT_LE(q.heap_keys(), 2u + 64u + 1u);
+  EXPECT_LE(q.keys(), 2u + 64u + 1u);
   Event ev;
   ASSERT_TRUE(q.pop(ev));
   EXPECT_EQ(ev.data, 7u);
@@ -193,7 +213,8 @@ TEST(EventQueue, SequenceRenumberingKeepsOrder) {
   EXPECT_EQ(got, want);
 }
 
-// Reference model: an ordered set of (time, seq, token); tokens map to queue handles.
+// Reference model (pop() and pop_until() against it): an ordered set of (time, seq, token); tokens
+// map to queue handles.
 struct Reference {
   std::set<std::tuple<TimeNs, std::uint64_t, std::uint64_t>> order;
   std::map<std::uint64_t, std::pair<TimeNs, std::uint64_t>> where;  // token -> (time, seq)
@@ -225,7 +246,9 @@ struct Reference {
   }
 };
 
-void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
+// `far`: the upper bound of the far half of the delays (the wheel covers 4,096 ns: 100,000
+// sends most of them to the heap, 6,000 straddles the window's end).
+void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit, TimeNs far = 100'000) {
   SCOPED_TRACE(::testing::Message() << "SEED=" << seed);
   SeededRng rng(seed);
   EventQueueConfig cfg;
@@ -240,7 +263,7 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
     std::uint64_t r = rng.below(100);
     if (r < 40) {
       // Coarse times so that ties are frequent; a third are posted (no handle).
-      TimeNs t = now + rng.below(rng.chance(0.5) ? 16 : 100'000);
+      TimeNs t = now + rng.below(rng.chance(0.5) ? 16 : far);
       std::uint64_t token = handles.size();
       if (rng.below(3) == 0) {
         q.post(t, static_cast<ComponentId>(token % 7), 1, token);
@@ -259,7 +282,7 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
       ASSERT_EQ(q.cancel(handles[token]), ref.cancel(token)) << "op " << op;
     } else if (r < 75 && !handles.empty()) {
       std::uint64_t token = rng.below(handles.size());
-      TimeNs t = now + rng.below(rng.chance(0.5) ? 16 : 100'000);
+      TimeNs t = now + rng.below(rng.chance(0.5) ? 16 : far);
       if (posted.count(token)) {
         ASSERT_FALSE(q.reschedule(handles[token], t));
         continue;
@@ -269,7 +292,19 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
       Event ev;
       TimeNs rt = 0;
       std::uint64_t rtok = 0;
-      bool got = q.pop(ev);
+      bool got;
+      if (rng.chance(0.5)) {
+        got = q.pop(ev);
+      } else {
+        // The Simulator's call: only an event at or before the limit.
+        const TimeNs limit = now + rng.below(2'000);
+        got = q.pop_until(limit, ev);
+        if (!ref.order.empty() && std::get<0>(*ref.order.begin()) > limit) {
+          ASSERT_FALSE(got) << "op " << op;
+          ASSERT_EQ(q.peek_time(), std::get<0>(*ref.order.begin())) << "op " << op;
+          continue;
+        }
+      }
       ASSERT_EQ(got, ref.pop(rt, rtok)) << "op " << op;
       if (got) {
         ASSERT_EQ(ev.time_ns, rt) << "op " << op;
@@ -291,7 +326,7 @@ void run_random_schedule(std::uint64_t seed, int ops, bool small_seq_limit) {
     ASSERT_EQ(ev.data, rtok);
   }
   EXPECT_TRUE(ref.order.empty());
-  EXPECT_EQ(q.heap_keys(), 0u);
+  EXPECT_EQ(q.keys(), 0u);
   if (small_seq_limit) {
     EXPECT_GT(q.rebuilds(), 0u);  // sequence numbers were renumbered
   }
@@ -303,6 +338,11 @@ TEST(EventQueue, LargeRandomScheduleMatchesReference) {
 
 TEST(EventQueue, RandomScheduleWithRenumberingMatchesReference) {
   for (std::uint64_t seed = 100; seed <= 104; ++seed) run_random_schedule(seed, 100'000, true);
+}
+
+TEST(EventQueue, RandomScheduleAcrossTheWheelWindowMatchesReference) {
+  for (std::uint64_t seed = 200; seed <= 204; ++seed)
+    run_random_schedule(seed, 100'000, seed % 2 == 0, 6'000);
 }
 
 }  // namespace
