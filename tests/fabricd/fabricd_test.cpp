@@ -11,23 +11,13 @@
 #include "emu/fabricd/fabric_daemon.hpp"
 #include "emu/faults/scenario.hpp"
 #include "emu/topo/generators.hpp"
+#include "tests/fabricd/two_switches.hpp"
 #include "src/io/fabric_attach.hpp"
 
 namespace weft {
 namespace {
 
-// Two 4-port switches, two HCAs on each, one inter-switch link (s1 port 3 - s2 port 3).
-topo::Topology two_switches() {
-  topo::Topology t;
-  const auto s1 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 0), 4, "s1");
-  const auto s2 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 1), 4, "s2");
-  for (int h = 0; h < 4; ++h) {
-    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
-    t.connect({h < 2 ? s1 : s2, h % 2 + 1}, {n, 1});
-  }
-  t.connect({s1, 3}, {s2, 3});
-  return t;
-}
+using test::two_switches;
 
 std::string unique_name(const char* what) {
   return std::string(what) + "-" + std::to_string(getpid());

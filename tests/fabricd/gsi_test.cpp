@@ -14,24 +14,14 @@
 #include "emu/fabricd/fabric_daemon.hpp"
 #include "emu/fabricd/fabric_gsi.hpp"
 #include "emu/topo/generators.hpp"
+#include "tests/fabricd/two_switches.hpp"
 
 extern char** environ;
 
 namespace weft {
 namespace {
 
-// Two 4-port switches, two HCAs on each, one inter-switch link (as fabricd_test).
-topo::Topology two_switches() {
-  topo::Topology t;
-  const auto s1 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 0), 4, "s1");
-  const auto s2 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 1), 4, "s2");
-  for (int h = 0; h < 4; ++h) {
-    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
-    t.connect({h < 2 ? s1 : s2, h % 2 + 1}, {n, 1});
-  }
-  t.connect({s1, 3}, {s2, 3});
-  return t;
-}
+using test::two_switches;
 
 struct Daemon {
   explicit Daemon(const std::string& name) {

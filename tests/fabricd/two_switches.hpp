@@ -1,0 +1,24 @@
+// tests/fabricd/two_switches.hpp — the daemon tests' fabric: two 4-port switches, two HCAs on
+// each (h0, h1 on s1 ports 1-2; h2, h3 on s2 ports 1-2), one inter-switch link (s1 port 3 - s2
+// port 3).
+#pragma once
+
+#include <string>
+
+#include "emu/topo/generators.hpp"
+
+namespace weft::test {
+
+inline topo::Topology two_switches() {
+  topo::Topology t;
+  const auto s1 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 0), 4, "s1");
+  const auto s2 = t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, 1), 4, "s2");
+  for (int h = 0; h < 4; ++h) {
+    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
+    t.connect({h < 2 ? s1 : s2, h % 2 + 1}, {n, 1});
+  }
+  t.connect({s1, 3}, {s2, 3});
+  return t;
+}
+
+}  // namespace weft::test
