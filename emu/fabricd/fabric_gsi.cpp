@@ -156,24 +156,12 @@ Result<CmConnection, GsiError> FabricGsi::connect_rc(QueuePair& qp, std::uint16_
     }
     c.id = r.value();
   }
-  cm::CmEvent e;
-  const TimeNs now = io::monotonic_ns();
-  if (!wait([&] { return take_event(c.id, e); }, end > now ? end - now : 0))
-    return GsiError::kTimeout;
-  c.remote_lid = e.remote_lid;
-  c.remote_qpn = e.remote_qpn;
-  c.rej_reason = e.rej_reason;
-  c.private_data = std::move(e.private_data);
-  switch (e.type) {
-    case cm::CmEventType::kEstablished:
-      return c;
-    case cm::CmEventType::kRejected:
-      return GsiError::kRejected;
-    case cm::CmEventType::kTimeout:
-      return GsiError::kCmTimeout;
-    default:
-      return GsiError::kDisconnected;
-  }
+  auto e = await_established(c.id, end);
+  if (!e) return e.error();
+  c.remote_lid = e->remote_lid;
+  c.remote_qpn = e->remote_qpn;
+  c.private_data = std::move(e->private_data);
+  return c;
 }
 
 Result<CmConnection, GsiError> FabricGsi::accept_rc(std::uint64_t service_id, QueuePair& qp,
@@ -214,14 +202,21 @@ Result<CmConnection, GsiError> FabricGsi::accept_rc(std::uint64_t service_id, Qu
       return GsiError::kInvalid;
     }
   }
+  auto e = await_established(c.id, end);
+  if (!e) return e.error();
+  return c;
+}
+
+Result<cm::CmEvent, GsiError> FabricGsi::await_established(cm::ConnId id, TimeNs end) {
   cm::CmEvent e;
   const TimeNs now = io::monotonic_ns();
-  if (!wait([&] { return take_event(c.id, e); }, end > now ? end - now : 0))
+  if (!wait([&] { return take_event(id, e); }, end > now ? end - now : 0))
     return GsiError::kTimeout;
   switch (e.type) {
     case cm::CmEventType::kEstablished:
-      return c;
+      return e;
     case cm::CmEventType::kRejected:
+      last_rej_reason_ = e.rej_reason;
       return GsiError::kRejected;
     case cm::CmEventType::kTimeout:
       return GsiError::kCmTimeout;

@@ -32,7 +32,7 @@ namespace weft::fabricd {
 enum class GsiError : std::uint8_t {
   kTimeout,       // no answer (or no connection) within the helper's timeout
   kSaError,       // the SA answered with an error status (or no record), or RMPP failed
-  kRejected,      // the peer sent REJ (rej_reason in the connection result)
+  kRejected,      // the peer sent REJ (its reason: FabricGsi::last_rej_reason())
   kCmTimeout,     // the CM gave up after its retries
   kInvalid,       // the CM refused the call (see the log for its Errc)
   kDisconnected,  // the peer disconnected before the connection was established
@@ -52,7 +52,6 @@ struct CmConnection {
   cm::ConnId id = 0;
   std::uint16_t remote_lid = 0;
   std::uint32_t remote_qpn = 0;
-  std::uint16_t rej_reason = 0;            // kRejected
   std::vector<std::uint8_t> private_data;  // the peer's REQ (accept) or REP (connect)
   wire::PathRecord path{};                 // connect: the SA's path
 };
@@ -89,6 +88,8 @@ class FabricGsi {
   std::optional<GsiError> disconnect(cm::ConnId id, TimeNs timeout_ns = 5'000'000'000);
   // Waits for the peer's DREQ on `id` (answered by the CM).
   std::optional<GsiError> wait_disconnected(cm::ConnId id, TimeNs timeout_ns = 5'000'000'000);
+  // The REJ reason (IBA Table 112) of the last connect_rc/accept_rc that gave kRejected.
+  std::uint16_t last_rej_reason() const { return last_rej_reason_; }
 
  private:
   FabricGsi() = default;
@@ -97,6 +98,10 @@ class FabricGsi {
   bool wait(Pred pred, TimeNs timeout_ns);
   void drain();  // CM events and SA results into the queues below (lock held)
   bool take_event(cm::ConnId id, cm::CmEvent& out);
+  // The connection's next CM event by wall time `end`, or the error it (or its absence) means:
+  // only ESTABLISHED is a success.
+  Result<cm::CmEvent, GsiError> await_established(cm::ConnId id, TimeNs end);
+  std::uint16_t last_rej_reason_ = 0;
   std::unique_ptr<io::FabricAttach> attach_;
   cm::GsiDevice* gsi_ = nullptr;
   std::deque<cm::CmEvent> events_;

@@ -112,6 +112,32 @@ TEST(FabricdGsi, PathRecordQueriesFromAttachedProcesses) {
   EXPECT_EQ(y->gsi().gsi_stats().mads_ignored, 0u);
 }
 
+// A REQ for a service nobody listens on: the peer's CM answers REJ "invalid service ID" (IBA
+// 12.6.7.2, reason 8), which connect_rc reports with its reason; the QP is not connected.
+TEST(FabricdGsi, AConnectToAServiceNobodyListensOnIsRejectedWithItsReason) {
+  const std::string name = "gsi-rej-" + std::to_string(getpid());
+  Daemon d(name);
+  ASSERT_TRUE(d.d);
+  auto x = attach(name, 0);
+  auto y = attach(name, 3);
+  ASSERT_TRUE(x && y);
+  Device& dev = x->device();
+  ProtectionDomain* pd = *dev.alloc_pd();
+  CompletionQueue* cq = *dev.create_cq(16);
+  QpInitAttr qa;
+  qa.pd = pd;
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  QueuePair* qp = *dev.create_qp(qa);
+  y->driver().start();  // y's CM answers on its own thread
+  auto r = x->connect_rc(*qp, y->lid(), 0x5151, {}, 5'000'000'000);
+  y->driver().stop();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), fabricd::GsiError::kRejected);
+  EXPECT_EQ(x->last_rej_reason(), static_cast<std::uint16_t>(wire::RejReason::kInvalidServiceId));
+  EXPECT_NE(qp->state(), QpState::kRts);
+}
+
 TEST(FabricdGsi, TwoProcessesConnectThroughTheCmAndExchangeData) {
   const std::string name = "gsi-cm-" + std::to_string(getpid());
   Daemon d(name);
