@@ -416,6 +416,19 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
     const std::uint64_t climit = qp.credit_limit_, cacked = qp.cseq_acked_;
     std::uint64_t retransmits = 0, tx_bytes = 0;
     const std::size_t run_first = n;
+    // The run's state stored back; the first call of comp_after_send arms the timer and the
+    // others find it armed (or, with no timeout, do the same again), so once after the run is
+    // the same as after each packet in req_poll.
+    const auto end_run = [&] {
+      qp.req_psn_ = psn;
+      qp.psn_high_ = high;
+      qp.pkts_since_ackreq_ = since;
+      qp.req_state_ = ReqState::kSending;
+      dev.counters_.tx_packets += n - run_first;
+      dev.counters_.tx_bytes += tx_bytes;
+      dev.counters_.retransmit_packets += retransmits;
+      comp_after_send(qp, now);
+    };
     if (lean && slot >= qp.sq_launched_) {
       for (; n < out.size() && slot != head; ++n, ++slot) {
         SendWqe& w = qp.sq_at(slot);
@@ -480,16 +493,7 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
     }
     if (n != run_first) {
       qp.sq_req_ = qp.sq_launched_ = slot;
-      qp.req_psn_ = psn;
-      qp.psn_high_ = high;
-      qp.pkts_since_ackreq_ = since;
-      qp.req_state_ = ReqState::kSending;
-      dev.counters_.tx_packets += n - run_first;
-      dev.counters_.tx_bytes += tx_bytes;
-      dev.counters_.retransmit_packets += retransmits;
-      // After each packet in req_poll; the first call arms the timer, the others find it armed
-      // (or, with no timeout, do the same again), so once after the run is the same.
-      comp_after_send(qp, now);
+      end_run();
       continue;
     }
     if (lean && slot < qp.sq_launched_ && slot != head) {
@@ -532,14 +536,7 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       }
     }
     if (n != run_first) {
-      qp.req_psn_ = psn;
-      qp.psn_high_ = high;
-      qp.pkts_since_ackreq_ = since;
-      qp.req_state_ = ReqState::kSending;
-      dev.counters_.tx_packets += n - run_first;
-      dev.counters_.tx_bytes += tx_bytes;
-      dev.counters_.retransmit_packets += retransmits;
-      comp_after_send(qp, now);
+      end_run();
       continue;
     }
     // Anything else: req_poll itself.
