@@ -543,10 +543,25 @@ constexpr FoldKey fold_key_signed(std::uint64_t poly, long bytes) {
           static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 - 1)))};
 }
 constexpr long kChunkBytes = 64;
-// The last fold's keys, by distance in bytes from -64 (drop 64 trailing zeros) to +3 (a pad).
-constexpr auto kEndKeys = [] {
-  std::array<FoldKey, kChunkBytes + 4> k{};
-  for (long d = -kChunkBytes; d <= 3; ++d) k[d + kChunkBytes] = fold_key_signed(kFusedPolyFull, d);
+// The last step folds the chunk's four 16-byte lanes into one block, lane i moved by its distance
+// to the chunk's end (48 - 16 i bytes) plus d, the net shift of the end: from -64 (drop 64
+// trailing zeros) to +3 (a pad). One 512-bit key per d, so the shift costs no fold of its own.
+struct alignas(64) LaneKeys {
+  long long q[8];  // lane i: q[2 i] multiplies its low qword, q[2 i + 1] its high one
+};
+constexpr long kLaneKeyMin = -kChunkBytes, kLaneKeyMax = 3;
+constexpr auto kLaneKeys = [] {
+  constexpr long kDistMin = kLaneKeyMin, kDistMax = 48 + kLaneKeyMax;
+  std::array<FoldKey, kDistMax - kDistMin + 1> dist{};
+  for (long b = kDistMin; b <= kDistMax; ++b)
+    dist[b - kDistMin] = fold_key_signed(kFusedPolyFull, b);
+  std::array<LaneKeys, kLaneKeyMax - kLaneKeyMin + 1> k{};
+  for (long d = kLaneKeyMin; d <= kLaneKeyMax; ++d)
+    for (long i = 0; i < 4; ++i) {
+      const FoldKey f = dist[48 - 16 * i + d - kDistMin];
+      k[d - kLaneKeyMin].q[2 * i] = f.lo;
+      k[d - kLaneKeyMin].q[2 * i + 1] = f.hi;
+    }
   return k;
 }();
 
@@ -563,9 +578,6 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
   static constexpr FoldKey k64 = fold_key(kFusedPolyFull, 64), k128 = fold_key(kFusedPolyFull, 128),
                            k192 = fold_key(kFusedPolyFull, 192),
                            k256 = fold_key(kFusedPolyFull, 256);
-  static constexpr FoldKey k0 = fold_key_signed(kFusedPolyFull, 0),
-                           k16 = fold_key(kFusedPolyFull, 16), k32 = fold_key(kFusedPolyFull, 32),
-                           k48 = fold_key(kFusedPolyFull, 48);
   const std::size_t total = hb + n;
   const auto below = [](std::size_t bytes) -> __mmask64 {  // mask of the first `bytes` bytes
     return bytes >= 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1;
@@ -606,20 +618,15 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
       trailing = 64 - rest;
     }
   }
-  // The four lanes into one block, each moved by its distance to the chunk's end.
-  const __m512i k_lanes =
-      _mm512_set_epi64(k0.hi, k0.lo, k16.hi, k16.lo, k32.hi, k32.lo, k48.hi, k48.lo);
+  // The four lanes into one block, each moved by its distance to the stream's end.
+  const long d = static_cast<long>(pad_bytes) - static_cast<long>(trailing);
+  const __m512i k_lanes = _mm512_load_si512(kLaneKeys[static_cast<std::size_t>(d - kLaneKeyMin)].q);
   const __m512i t = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k_lanes, 0x00),
                                      _mm512_clmulepi64_epi128(x, k_lanes, 0x11));
   // (maskz forms: GCC 12's unmasked shuffles and extracts read an "undefined" operand and warn)
   const __m512i t2 = _mm512_xor_si512(t, _mm512_maskz_shuffle_i64x2(0xFF, t, t, 0x4E));
   const __m512i t3 = _mm512_xor_si512(t2, _mm512_maskz_shuffle_i64x2(0xFF, t2, t2, 0xB1));
-  __m128i y = _mm512_maskz_extracti32x4_epi32(0xF, t3, 0);
-  const long d = static_cast<long>(pad_bytes) - static_cast<long>(trailing);
-  if (d != 0) {
-    const FoldKey k = kEndKeys[static_cast<std::size_t>(d + kChunkBytes)];
-    y = fold(y, _mm_set_epi64x(k.hi, k.lo));
-  }
+  const __m128i y = _mm512_maskz_extracti32x4_epi32(0xF, t3, 0);
   return {~crc_of_block<kIcrcPolyFull>(y),
           static_cast<std::uint16_t>(crc_of_block<kVcrcPolyFull>(y))};
 }
@@ -711,10 +718,15 @@ VcrcPath fused_path() {
   return VcrcPath::kTables;
 }
 
-std::uint16_t vcrc_over_icrc(std::uint16_t vcrc_reg, std::uint32_t icrc_value) {
-  std::uint8_t ic[kIcrcBytes];
-  put_icrc(ic, icrc_value);
-  return vcrc_finish(vcrc_tables(vcrc_reg, ic, kIcrcBytes));
+// The VCRC register over the ICRC's four bytes (low byte first), finished: one slicing-by-4
+// step inline (the table code's call and loop cost more than the step on every packet).
+inline std::uint16_t vcrc_over_icrc(std::uint16_t vcrc_reg, std::uint32_t icrc_value) {
+  static_assert(kIcrcBytes == 4);
+  const auto& t = kVcrcTables;
+  const unsigned x = vcrc_reg ^ (icrc_value & 0xFFFF);
+  const unsigned c =
+      t[3][x & 0xFF] ^ t[2][x >> 8] ^ t[1][(icrc_value >> 16) & 0xFF] ^ t[0][icrc_value >> 24];
+  return vcrc_finish(static_cast<std::uint16_t>(c));
 }
 
 }  // namespace
