@@ -220,12 +220,17 @@ TEST(PacketCrcs, KnownAnswers) {
   }
 }
 
-// Every payload length up to 1300 bytes (each fold's stride tails and lane reductions at every
-// residue), each pad, on every path, for a local and a global packet, with the payload apart
-// from the headers and right behind them (a received packet), against icrc() and vcrc().
+// Every payload length up to 1300 bytes and from 4 KiB - 100 to 4 KiB + 200 (each fold's stride
+// tails and lane reductions at every residue, the 512-bit pass's 256-byte stride around an MTU),
+// with every pad (the last fold's shift: every pad at every residue), on every path, for a local
+// and a global packet, with the payload apart from the headers and right behind them (a received
+// packet), against icrc() and vcrc().
 TEST(PacketCrcs, EveryPathEqualsTheSeparateFunctionsAtEveryLength) {
   SeededRng rng(17);
-  std::vector<std::uint8_t> d(1400), wire(1500);
+  std::vector<std::size_t> lengths;
+  for (std::size_t len = 0; len <= 1300; ++len) lengths.push_back(len);
+  for (std::size_t len = 4096 - 100; len <= 4096 + 200; ++len) lengths.push_back(len);
+  std::vector<std::uint8_t> d(4400), wire(4500);
   for (auto& b : d) b = static_cast<std::uint8_t>(rng.next_u64());
   for (bool global : {false, true}) {
     auto h = test::make_headers(Opcode::kRcWriteFirst, global);
@@ -235,25 +240,27 @@ TEST(PacketCrcs, EveryPathEqualsTheSeparateFunctionsAtEveryLength) {
     std::copy(hdr.begin(), hdr.end(), wire.begin());
     for (VcrcPath p : kAllPaths) {
       if (!vcrc_path_available(p)) continue;
-      for (std::size_t len = 0; len <= 1300; ++len) {
-        const auto pl = std::span(d).subspan(len % 3, len);
-        const auto pad = static_cast<std::uint8_t>(len % 4);
-        const std::uint32_t ic = icrc(hdr, pl, pad);
-        const std::uint16_t vc = vcrc_of_packet(hdr, pl, pad, ic, false);
-        const PacketCrcs c = packet_crcs_path(p, hdr, pl, pad);
-        ASSERT_EQ(c.icrc, ic) << "global=" << global << " path=" << static_cast<int>(p)
-                              << " len=" << len;
-        ASSERT_EQ(c.vcrc, vc) << "global=" << global << " path=" << static_cast<int>(p)
-                              << " len=" << len;
-        std::copy(pl.begin(), pl.end(), wire.begin() + static_cast<long>(hdr.size()));
-        const auto w = std::span<const std::uint8_t>(wire);
-        const PacketCrcs cw =
-            packet_crcs_path(p, w.first(hdr.size()), w.subspan(hdr.size(), len), pad);
-        ASSERT_EQ(cw.icrc, ic) << "contiguous global=" << global << " path=" << static_cast<int>(p)
-                               << " len=" << len;
-        ASSERT_EQ(cw.vcrc, vc) << "contiguous global=" << global << " path=" << static_cast<int>(p)
-                               << " len=" << len;
-      }
+      for (const std::size_t len : lengths)
+        for (std::uint8_t pad = 0; pad <= 3; ++pad) {
+          const auto pl = std::span(d).subspan(len % 3, len);
+          const std::uint32_t ic = icrc(hdr, pl, pad);
+          const std::uint16_t vc = vcrc_of_packet(hdr, pl, pad, ic, false);
+          const PacketCrcs c = packet_crcs_path(p, hdr, pl, pad);
+          ASSERT_EQ(c.icrc, ic) << "global=" << global << " path=" << static_cast<int>(p)
+                                << " len=" << len << " pad=" << int{pad};
+          ASSERT_EQ(c.vcrc, vc) << "global=" << global << " path=" << static_cast<int>(p)
+                                << " len=" << len << " pad=" << int{pad};
+          std::copy(pl.begin(), pl.end(), wire.begin() + static_cast<long>(hdr.size()));
+          const auto w = std::span<const std::uint8_t>(wire);
+          const PacketCrcs cw =
+              packet_crcs_path(p, w.first(hdr.size()), w.subspan(hdr.size(), len), pad);
+          ASSERT_EQ(cw.icrc, ic) << "contiguous global=" << global
+                                 << " path=" << static_cast<int>(p) << " len=" << len
+                                 << " pad=" << int{pad};
+          ASSERT_EQ(cw.vcrc, vc) << "contiguous global=" << global
+                                 << " path=" << static_cast<int>(p) << " len=" << len
+                                 << " pad=" << int{pad};
+        }
     }
   }
 }
