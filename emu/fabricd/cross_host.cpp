@@ -121,6 +121,7 @@ class CrossHost::Impl {
       link::FcPacket fc{};
       std::uint32_t blocks_since = 0;
       TimeNs sent_wall = 0;
+      TimeNs wait = 0;  // until the next repeat: fc_refresh_ns, doubling per repeat
     };
     std::array<FcLast, link::kVl15> fc_last{};
     std::uint64_t fc_refreshes = 0;
@@ -224,8 +225,8 @@ class CrossHost::Impl {
         fc.op = static_cast<link::FcOp>((ev.data >> 28) & 0x1);
         if (fc.vl < link::kVl15) {
           Cross::FcLast& l = c.fc_last[fc.vl];
-          l = {true, fc, 0, io::monotonic_ns()};
-          arm_refresh(l.sent_wall + cfg.fc_refresh_ns);
+          l = {true, fc, 0, io::monotonic_ns(), cfg.fc_refresh_ns};
+          arm_refresh(l.sent_wall + l.wait);
         }
         send([&] { return tunnel.send_fc(static_cast<std::uint16_t>(c.link), fc); });
         wake();
@@ -244,25 +245,26 @@ class CrossHost::Impl {
     }
   }
 
-  // Sends again every VL's latest FC packet that has gone fc_refresh_ns without a newer one, its
-  // FCTBS brought up to the data sent since; sets next_refresh.
+  // Sends again every VL's latest FC packet whose wait has passed without a newer one, its FCTBS
+  // brought up to the data sent since, and doubles the wait; sets next_refresh.
   void refresh_fc(TimeNs now) {
     next_refresh = kNoDeadline;
     for (Cross& c : cross) {
       if (!c.up) continue;
       for (Cross::FcLast& l : c.fc_last) {
         if (!l.valid) continue;
-        if (now >= l.sent_wall + cfg.fc_refresh_ns) {
+        if (now >= l.sent_wall + l.wait) {
           link::FcPacket fc = l.fc;
           fc.op = link::FcOp::kNormal;
           fc.fctbs = link::fc_mod(fc.fctbs + l.blocks_since);
           l.fc = fc;
           l.blocks_since = 0;
           l.sent_wall = now;
+          l.wait = std::min(2 * l.wait, std::max(cfg.fc_refresh_max_ns, cfg.fc_refresh_ns));
           if (send([&] { return tunnel.send_fc(static_cast<std::uint16_t>(c.link), fc); }))
             ++c.fc_refreshes;
         }
-        next_refresh = std::min(next_refresh, l.sent_wall + cfg.fc_refresh_ns);
+        next_refresh = std::min(next_refresh, l.sent_wall + l.wait);
       }
     }
   }

@@ -282,7 +282,7 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
   run_command("rm -rf " + dir);
 }
 
-// Both daemons drop 5 % of the tunnel frames they receive (`--tunnel-drop 0.05`, seeded): hellos,
+// Both daemons drop 10 % of the tunnel frames they receive (`--tunnel-drop 0.1`, seeded): hellos,
 // SMPs, data and flow-control packets alike. The subnet still comes up (hellos repeat, the SM
 // retries its SMPs), and the all-to-all still passes byte-exact (RC retransmits lost data; the
 // periodic FC refresh of the crossing links, IBA 7.9.4, replaces lost FC packets so no VL stalls).
@@ -302,7 +302,7 @@ TEST(CrossHostFabric, LossyTunnelStillOneSubnetAndAllToAll) {
     daemon[i] = spawn(net.ns(i),
                       {weft, "fabric", "up", "--name", fab, "--topology", topo, "--part", part[i],
                        "--bind", net.ip(i), "--peer", std::string(i ? "a=" : "b=") + net.ip(1 - i),
-                       "--tunnel-drop", "0.05", "--tunnel-seed", std::to_string(7 + i)},
+                       "--tunnel-drop", "0.1", "--tunnel-seed", std::to_string(7 + i)},
                       dir + "/daemon" + std::to_string(i) + ".log");
   std::string st[2];
   bool up = false;
