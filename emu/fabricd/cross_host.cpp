@@ -185,7 +185,8 @@ class CrossHost::Impl {
       case fabric::kEvArrive: {
         const auto pk = static_cast<std::uint32_t>(ev.data);
         fabric::Packet& p = pool[pk];
-        if (p.vl < link::kVl15)  // the port's FCTBS counts it, sent on or not
+        // The port's FCTBS counts it, sent on or not (unless it left before the link reset).
+        if (p.vl < link::kVl15 && p.link_gen == fabric.node(c.node).port(c.port).gen)
           c.fc_last[p.vl].blocks_since += link::credit_blocks(p.wire_bytes);
         if (c.up && p.bytes.size() >= wire::kLrhBytes + wire::kVcrcBytes) {
           // The VL it is on here (a switch changes VLs without rewriting its copy), and a VCRC
