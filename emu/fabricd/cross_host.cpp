@@ -4,12 +4,14 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 #include <sstream>
 
 #include "emu/fabricd/stub_device.hpp"
 #include "src/io/clock.hpp"
+#include "src/link/credit.hpp"
 #include "src/wire/mad.hpp"
 #include "src/wire/packet.hpp"
 
@@ -112,12 +114,23 @@ class CrossHost::Impl {
     std::uint16_t gen = 0;  // the local port's generation once the posted changes are done
     TimeNs last_rx = 0;
     std::uint64_t ups = 0, downs = 0, dropped_down = 0;
+    // Per data VL: the latest FC packet sent, when (wall), and the blocks of data sent on the
+    // VL since (what the port's FCTBS has counted beyond the packet's).
+    struct FcLast {
+      bool valid = false;
+      link::FcPacket fc{};
+      std::uint32_t blocks_since = 0;
+      TimeNs sent_wall = 0;
+      TimeNs wait = 0;  // until the next repeat: fc_refresh_ns, doubling per repeat
+    };
+    std::array<FcLast, link::kVl15> fc_last{};
+    std::uint64_t fc_refreshes = 0;
   };
 
   class TunnelDevice final : public StubDevice {
    public:
     explicit TunnelDevice(Impl& d) : StubDevice(DeviceConfig{}), d_(d) {}
-    TimeNs next_deadline() const override { return d_.next_hello; }
+    TimeNs next_deadline() const override { return std::min(d_.next_hello, d_.next_refresh); }
     void on_deadline(TimeNs now) override { d_.tick(now); }
 
    private:
@@ -172,6 +185,9 @@ class CrossHost::Impl {
       case fabric::kEvArrive: {
         const auto pk = static_cast<std::uint32_t>(ev.data);
         fabric::Packet& p = pool[pk];
+        // The port's FCTBS counts it, sent on or not (unless it left before the link reset).
+        if (p.vl < link::kVl15 && p.link_gen == fabric.node(c.node).port(c.port).gen)
+          c.fc_last[p.vl].blocks_since += link::credit_blocks(p.wire_bytes);
         if (c.up && p.bytes.size() >= wire::kLrhBytes + wire::kVcrcBytes) {
           // The VL it is on here (a switch changes VLs without rewriting its copy), and a VCRC
           // over that (packets from attached processes carry none: CrcMode::kModel).
@@ -208,12 +224,49 @@ class CrossHost::Impl {
         fc.fccl = static_cast<std::uint16_t>((ev.data >> 12) & 0xFFF);
         fc.vl = static_cast<std::uint8_t>((ev.data >> 24) & 0xF);
         fc.op = static_cast<link::FcOp>((ev.data >> 28) & 0x1);
+        if (fc.vl < link::kVl15) {
+          Cross::FcLast& l = c.fc_last[fc.vl];
+          l = {true, fc, 0, io::monotonic_ns(), cfg.fc_refresh_ns};
+          arm_refresh(l.sent_wall + l.wait);
+        }
         send([&] { return tunnel.send_fc(static_cast<std::uint16_t>(c.link), fc); });
         wake();
         return;
       }
       default:
         return;
+    }
+  }
+
+  // ---- the periodic FC update (IBA 7.9.4) ----
+  void arm_refresh(TimeNs at) {
+    if (at < next_refresh) {
+      next_refresh = at;
+      wake();  // the Driver reads the tunnel device's deadline again
+    }
+  }
+
+  // Sends again every VL's latest FC packet whose wait has passed without a newer one, its FCTBS
+  // brought up to the data sent since, and doubles the wait; sets next_refresh.
+  void refresh_fc(TimeNs now) {
+    next_refresh = kNoDeadline;
+    for (Cross& c : cross) {
+      if (!c.up) continue;
+      for (Cross::FcLast& l : c.fc_last) {
+        if (!l.valid) continue;
+        if (now >= l.sent_wall + l.wait) {
+          link::FcPacket fc = l.fc;
+          fc.op = link::FcOp::kNormal;
+          fc.fctbs = link::fc_mod(fc.fctbs + l.blocks_since);
+          l.fc = fc;
+          l.blocks_since = 0;
+          l.sent_wall = now;
+          l.wait = std::min(2 * l.wait, std::max(cfg.fc_refresh_max_ns, cfg.fc_refresh_ns));
+          if (send([&] { return tunnel.send_fc(static_cast<std::uint16_t>(c.link), fc); }))
+            ++c.fc_refreshes;
+        }
+        next_refresh = std::min(next_refresh, l.sent_wall + l.wait);
+      }
     }
   }
 
@@ -337,6 +390,7 @@ class CrossHost::Impl {
 
   void set_port(Cross& c, bool up, TimeNs wall) {
     c.up = up;
+    c.fc_last = {};  // a new link generation: its FC init packets start over
     (up ? c.ups : c.downs)++;
     c.last_rx = wall;
     c.gen++;
@@ -368,6 +422,11 @@ class CrossHost::Impl {
   }
 
   void tick(TimeNs now) {
+    if (now >= next_refresh) refresh_fc(now);
+    if (now < next_hello) {
+      tunnel.flush();
+      return;
+    }
     for (Cross& c : cross) {
       if (c.up && now > c.last_rx + cfg.dead_ns) {  // a silent peer: the link is down
         set_port(c, false, now);
@@ -390,6 +449,7 @@ class CrossHost::Impl {
   std::vector<Cross> cross;  // by link id
   std::uint32_t boot = 1;
   TimeNs next_hello = 0;
+  TimeNs next_refresh = kNoDeadline;
   std::vector<std::uint8_t> scratch;
   std::uint64_t tx_dropped = 0, rx_unknown = 0, rx_while_down = 0, rx_unparsed = 0;
 };
@@ -411,6 +471,7 @@ Result<std::unique_ptr<CrossHost>, std::string> CrossHost::create(fabric::Fabric
   auto impl =
       std::make_unique<Impl>(fabric, config, split.value(), std::move(vnow), std::move(wake));
   if (!impl->tunnel.ok()) return impl->tunnel.error();
+  if (config.rx_drop > 0.0) impl->tunnel.set_rx_drop(config.rx_drop, config.rx_drop_seed);
   const topo::Topology& t = fabric.topology();
   for (const topo::LinkId l : split.value().crossing) {
     const topo::Link& k = t.link(l);
@@ -462,18 +523,21 @@ io::Medium& CrossHost::medium() {
 std::string CrossHost::status() const {
   const Impl& d = *impl_;
   const TunnelCounters& k = d.tunnel.counters();
+  std::uint64_t refreshes = 0;
+  for (const Impl::Cross& c : d.cross) refreshes += c.fc_refreshes;
   std::ostringstream o;
   o << "tunnel peer " << d.cfg.peer_name << " " << d.cfg.peer.host << ":" << d.cfg.peer.port
     << " tx_packets " << k.tx_packets << " tx_fc " << k.tx_fc << " tx_errors " << k.tx_errors
     << " tx_dropped " << d.tx_dropped << " rx_packets " << k.rx_packets << " rx_fc " << k.rx_fc
     << " rx_hello " << k.rx_hello << " rx_malformed " << k.rx_malformed << " rx_bad_crc "
     << k.rx_bad_crc << " rx_foreign " << k.rx_foreign << " rx_lost " << k.rx_lost
-    << " rx_while_down " << d.rx_while_down << "\n";
+    << " rx_while_down " << d.rx_while_down << " rx_dropped " << k.rx_dropped << " fc_refreshes "
+    << refreshes << "\n";
   const topo::Topology& t = d.fabric.topology();
   for (const Impl::Cross& c : d.cross)
     o << "cross link " << c.link << " " << t.node(c.node).description << "/" << c.port << " "
       << (c.up ? "up" : "down") << " epoch " << c.epoch << " ups " << c.ups << " downs " << c.downs
-      << " dropped_down " << c.dropped_down << "\n";
+      << " dropped_down " << c.dropped_down << " fc_refreshes " << c.fc_refreshes << "\n";
   return o.str();
 }
 

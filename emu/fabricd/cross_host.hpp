@@ -18,6 +18,16 @@
 // of IBA 7.9.4.1 (sent by the Fabric at link up) always reach a port that is up. A port going up or
 // down is a real Fabric link change: the switch's SMA sends trap 128 to the SM.
 //
+// Lost frames: the tunnel is UDP. A lost data packet is the transport's (RC retransmits), a lost
+// SMP the SM's (it retries), as on a lossy link. A lost flow-control packet would leave the
+// partner short of credits until the next FC packet of that VL, and stall the VL for good if none
+// followed, so each crossing link remembers the latest FC packet it sent per VL and sends it again
+// after fc_refresh_ns while no newer one went, and again at doubling waits up to
+// fc_refresh_max_ns (IBA 7.9.4: FC packets are sent periodically; they
+// carry absolute counts, so a repeat is idempotent). Its FCTBS is brought up to the blocks of that
+// VL the port sent through the tunnel since (data lost on the way included), so the partner's ABR
+// resyncs as IBA 7.9.4.3 intends and a lost data packet's credit comes back.
+//
 // One SM: the daemon whose part holds the first HCA of the topology (sm::bring_up's default)
 // starts its FabricSm once every crossing link is up (or after sm_wait_ns); its directed-route
 // SMPs reach the other daemon's switches through the tunnel on VL15.
@@ -42,13 +52,25 @@
 
 namespace weft::fabricd {
 
+// A VL's latest flow-control packet on a crossing link is sent again when no newer one went
+// for this long (nanoseconds of wall time), while the link is up: the periodic FC update of
+// IBA 7.9.4. Each repeat without a newer packet doubles the wait, up to kFcRefreshMaxNs, so an
+// idle link is not woken every millisecond (a VL starved by a lost FC packet gets it back after
+// 1 ms with the loss rate's probability, after 1 + 2 ms with its square, ...).
+inline constexpr TimeNs kFcRefreshNs = 1'000'000;
+inline constexpr TimeNs kFcRefreshMaxNs = 64'000'000;
+
 struct CrossHostConfig {
   std::string peer_name;           // for messages only
   TunnelEndpoint bind, peer;       // this daemon's tunnel address and the peer's
   std::vector<std::string> part;   // switches this daemon runs: descriptions, `*` globs or indices
   TimeNs hello_ns = 20'000'000;    // between hellos on each crossing link
   TimeNs dead_ns = 1'000'000'000;  // an Up link hearing nothing this long goes down
-  TimeNs sm_wait_ns = 3'000'000'000;  // the SM starts at the latest after this
+  TimeNs sm_wait_ns = 3'000'000'000;    // the SM starts at the latest after this
+  TimeNs fc_refresh_ns = kFcRefreshNs;  // see kFcRefreshNs
+  TimeNs fc_refresh_max_ns = kFcRefreshMaxNs;
+  double rx_drop = 0.0;  // loss injection: drop this share of tunnel frames read
+  std::uint64_t rx_drop_seed = 1;
 };
 
 // Which nodes run here: the switches `patterns` match, and every HCA whose first linked port

@@ -223,7 +223,16 @@ std::size_t LinkTunnel::flush() {
   return sent;
 }
 
+void LinkTunnel::set_rx_drop(double p, std::uint64_t seed) {
+  rx_drop_ = p;
+  drop_rng_.seed(seed);
+}
+
 void LinkTunnel::check(Slot& s, std::size_t n, const std::function<void(const Frame&)>& on) {
+  if (rx_drop_ > 0.0 && std::uniform_real_distribution<double>(0.0, 1.0)(drop_rng_) < rx_drop_) {
+    ++counters_.rx_dropped;
+    return;
+  }
   if (!same_peer(s.from, peer_)) {
     ++counters_.rx_foreign;
     return;

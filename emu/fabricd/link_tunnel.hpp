@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,6 +60,7 @@ struct TunnelCounters {
   std::uint64_t rx_bad_crc = 0;    // VCRC (packets) or LPCRC (flow control)
   std::uint64_t rx_foreign = 0;    // from an address that is not the peer's
   std::uint64_t rx_lost = 0;       // sequence gaps
+  std::uint64_t rx_dropped = 0;    // dropped on purpose on receipt (set_rx_drop: loss injection)
 };
 
 class LinkTunnel {
@@ -100,6 +102,12 @@ class LinkTunnel {
 
   const TunnelCounters& counters() const { return counters_; }
 
+  // Loss injection (tests, `weft fabric up --tunnel-drop P`): each datagram read is dropped with
+  // probability `p` before it is checked, as if lost on the way (counted in rx_dropped, and in
+  // rx_lost once a later frame of its link shows the gap). Seeded: the same seed and the same
+  // arrivals drop the same frames. p <= 0 turns it off.
+  void set_rx_drop(double p, std::uint64_t seed);
+
  private:
   static constexpr std::size_t kBatch = 64;
   struct Slot {
@@ -122,6 +130,8 @@ class LinkTunnel {
   std::vector<std::uint16_t> tx_seq_, rx_seq_;
   std::vector<bool> rx_seen_;
   TunnelCounters counters_{};
+  double rx_drop_ = 0.0;
+  std::mt19937_64 drop_rng_;
 };
 
 }  // namespace weft::fabricd

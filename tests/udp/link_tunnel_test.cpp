@@ -268,5 +268,57 @@ TEST(LinkTunnel, FramesCrossTwoNamespacesByteExact) {
   EXPECT_FALSE(sh("ip netns list | grep -q '^" + ns_name + "\\b'")) << "namespace left behind";
 }
 
+// Loss injection on the receive side (no root: one tunnel on loopback whose peer is itself):
+// about the asked share of the frames is dropped, counted in rx_dropped and seen as sequence
+// gaps (rx_lost); the same seed drops the same frames.
+std::vector<std::uint16_t> received_after_drop(std::uint64_t seed, TunnelCounters& k) {
+  std::vector<std::uint16_t> got;
+  for (std::uint16_t port = static_cast<std::uint16_t>(20000 + getpid() % 20000), n = 0; n < 50;
+       ++n, ++port) {
+    LinkTunnel t({"127.0.0.1", port}, {"127.0.0.1", port});
+    if (!t.ok()) continue;
+    t.set_rx_drop(0.1, seed);
+    constexpr int kFrames = 2000;
+    for (int i = 0; i < kFrames;) {
+      for (int j = 0; j < 32 && i < kFrames; ++j, ++i) {
+        std::uint8_t body[2] = {static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i)};
+        EXPECT_TRUE(t.send_hello(3, body));
+      }
+      t.flush();
+      for (int spin = 0; spin < 1000 && t.poll([&](const LinkTunnel::Frame& f) {
+             got.push_back(static_cast<std::uint16_t>(f.body[0] << 8 | f.body[1]));
+           }) == 0;
+           ++spin)
+        usleep(100);
+    }
+    for (int spin = 0; spin < 20; ++spin) {
+      t.poll([&](const LinkTunnel::Frame& f) {
+        got.push_back(static_cast<std::uint16_t>(f.body[0] << 8 | f.body[1]));
+      });
+      usleep(1000);
+    }
+    k = t.counters();
+    return got;
+  }
+  ADD_FAILURE() << "no free loopback port";
+  return got;
+}
+
+TEST(LinkTunnel, RxDropIsSeededAndCounted) {
+  TunnelCounters k1, k2, k3;
+  const auto a = received_after_drop(11, k1);
+  const auto b = received_after_drop(11, k2);
+  const auto c = received_after_drop(12, k3);
+  EXPECT_EQ(a.size() + k1.rx_dropped, 2000u);
+  EXPECT_GT(k1.rx_dropped, 120u);  // 10 % of 2000 is 200
+  EXPECT_LT(k1.rx_dropped, 280u);
+  EXPECT_EQ(k1.rx_hello, a.size());
+  // Every drop but trailing ones shows as a gap.
+  EXPECT_LE(k1.rx_lost, k1.rx_dropped);
+  EXPECT_GE(k1.rx_lost + 10, k1.rx_dropped);
+  EXPECT_EQ(a, b) << "seed 11 dropped different frames in two runs";
+  EXPECT_NE(a, c);
+}
+
 }  // namespace
 }  // namespace weft::fabricd

@@ -282,4 +282,76 @@ TEST(CrossHostFabric, OneSubnetAndAllToAllThroughBothDaemons) {
   run_command("rm -rf " + dir);
 }
 
+// Both daemons drop 10 % of the tunnel frames they receive (`--tunnel-drop 0.1`, seeded): hellos,
+// SMPs, data and flow-control packets alike. The subnet still comes up (hellos repeat, the SM
+// retries its SMPs), and the all-to-all still passes byte-exact (RC retransmits lost data; the
+// periodic FC refresh of the crossing links, IBA 7.9.4, replaces lost FC packets so no VL stalls).
+TEST(CrossHostFabric, LossyTunnelStillOneSubnetAndAllToAll) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+  NetnsPair net;
+  if (!net.ok()) GTEST_SKIP() << "cannot create network namespaces and a veth pair here";
+  const std::string weft = WEFT_PATH, fab = "xl";
+  const std::string topo = "leaf-spine:leaves=2,spines=2,hosts=2,radix=4";
+  const std::string part[2] = {"leaf000,spine000", "leaf001,spine001"};
+  char dir_tmpl[] = "/tmp/weft-xloss-XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir_tmpl));
+  const std::string dir = dir_tmpl;
+  auto status = [&](int i) { return run_in(net.ns(i), {weft, "fabric", "status", fab}); };
+  pid_t daemon[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i)
+    daemon[i] = spawn(net.ns(i),
+                      {weft, "fabric", "up", "--name", fab, "--topology", topo, "--part", part[i],
+                       "--bind", net.ip(i), "--peer", std::string(i ? "a=" : "b=") + net.ip(1 - i),
+                       "--tunnel-drop", "0.1", "--tunnel-seed", std::to_string(7 + i)},
+                      dir + "/daemon" + std::to_string(i) + ".log");
+  std::string st[2];
+  bool up = false;
+  for (int t = 0; t < 200 && !up; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    st[0] = status(0);
+    st[1] = status(1);
+    up = ready(st[0]) && ready(st[1]);
+  }
+  EXPECT_TRUE(up) << st[0] << "\n" << st[1];
+  if (up) {
+    const std::string d = dir + "/lossy";
+    ASSERT_TRUE(run_command("mkdir " + d).status == 0);
+    std::vector<pid_t> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.push_back(spawn(net.ns(r / 2),
+                            {"env", "WEFT_FABRIC=" + fab, "WEFT_RANK=" + std::to_string(r),
+                             "WEFT_SIZE=4", "WEFT_RANK_DIR=" + d, ALLTOALL_PATH},
+                            d + "/rank" + std::to_string(r) + ".log"));
+    for (int r = 0; r < 4; ++r) {
+      const int rc = wait_exit(ranks[r], std::chrono::seconds(30));
+      EXPECT_EQ(rc, 0) << "rank " << r << ": "
+                       << run_command("cat " + d + "/rank" + std::to_string(r) + ".log").out;
+    }
+    for (int i = 0; i < 2; ++i) {
+      const std::string s = status(i);
+      std::printf(
+          "daemon %d: rx_packets %llu rx_fc %llu rx_dropped %llu rx_lost %llu "
+          "fc_refreshes %llu\n",
+          i, static_cast<unsigned long long>(counter(s, "rx_packets")),
+          static_cast<unsigned long long>(counter(s, "rx_fc")),
+          static_cast<unsigned long long>(counter(s, "rx_dropped")),
+          static_cast<unsigned long long>(counter(s, "rx_lost")),
+          static_cast<unsigned long long>(counter(s, "fc_refreshes")));
+      EXPECT_GT(counter(s, "rx_dropped"), 0u) << s;
+      EXPECT_NE(counter(s, "rx_dropped"), UINT64_MAX) << s;
+      EXPECT_GT(counter(s, "fc_refreshes"), 0u) << s;
+      EXPECT_NE(counter(s, "fc_refreshes"), UINT64_MAX) << s;
+      EXPECT_EQ(counter(s, "rx_bad_crc"), 0u) << s;
+      EXPECT_EQ(counter(s, "rx_malformed"), 0u) << s;
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (daemon[i] <= 0) continue;
+    run_in(net.ns(i), {weft, "fabric", "down", fab});
+    EXPECT_EQ(wait_exit(daemon[i], std::chrono::seconds(10)), 0)
+        << run_command("cat " + dir + "/daemon" + std::to_string(i) + ".log").out;
+  }
+  run_command("rm -rf " + dir);
+}
+
 }  // namespace

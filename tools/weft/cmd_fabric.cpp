@@ -23,11 +23,19 @@ struct UpArgs {
   bool pace = false;
   std::string peer, bind;         // across hosts: NAME=HOST:PORT, HOST[:PORT]
   std::vector<std::string> part;  // the switches this daemon runs
+  double tunnel_drop = 0.0;       // loss injection on the tunnel's receive side
+  std::uint64_t tunnel_seed = 1;
 };
 
 // Across hosts (--peer/--bind/--part, all three or none): the tunnel and this daemon's part.
 std::optional<fabricd::CrossHostConfig> cross_host(const UpArgs& a) {
-  if (a.peer.empty() && a.bind.empty() && a.part.empty()) return std::nullopt;
+  if (a.peer.empty() && a.bind.empty() && a.part.empty()) {
+    if (a.tunnel_drop > 0.0) {
+      std::cerr << "weft fabric up: --tunnel-drop needs --peer, --bind and --part\n";
+      throw CLI::RuntimeError(2);
+    }
+    return std::nullopt;
+  }
   auto fail = [](const std::string& m) {
     std::cerr << "weft fabric up: " << m << "\n";
     throw CLI::RuntimeError(2);
@@ -43,6 +51,8 @@ std::optional<fabricd::CrossHostConfig> cross_host(const UpArgs& a) {
   if (!fabricd::parse_endpoint(a.bind, c.bind))
     fail("--bind: not an IPv4/IPv6 address with an optional port: " + a.bind);
   c.part = a.part;
+  c.rx_drop = a.tunnel_drop;
+  c.rx_drop_seed = a.tunnel_seed;
   return c;
 }
 
@@ -88,6 +98,11 @@ void add_fabric(CLI::App& app) {
                 "across hosts: the switches this daemon runs (descriptions, globs or indices, "
                 "comma-separated); HCAs go with their switch, the rest is the peer's")
       ->delimiter(',');
+  u->add_option("--tunnel-drop", up->tunnel_drop,
+                "across hosts, testing: drop this share of the tunnel frames received "
+                "(0..1, seeded by --tunnel-seed)")
+      ->check(CLI::Range(0.0, 1.0));
+  u->add_option("--tunnel-seed", up->tunnel_seed, "seed of --tunnel-drop");
   u->callback([up] {
     const topo::Topology t = load_topology("fabric up", up->topology);
     // Signals go to a waiting thread (the daemon's threads inherit the mask).
