@@ -246,8 +246,10 @@ bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::ui
     std::vector<double> us;
     us.reserve(iters);
     const bool pingpong = o.verb == PerfVerb::kWrite || o.verb == PerfVerb::kSend;
-    // WRITE: the reply's tag is seen inside a Driver pass, which stamps the time and posts the
-    // next WRITE at once (it leaves with the ACK for the reply).
+    // WRITE: the reply's tag is seen inside a Driver pass, which posts the next WRITE at once (it
+    // leaves with the ACK for the reply, in the same pass); the time is stamped once that pass
+    // has sent it, while it travels: each sample is still one whole round trip (stamp to stamp,
+    // at the same point of every round), and the clock read (~0.1 us here) is not on its path.
     TimeNs t0 = monotonic_ns();
     if (o.verb == PerfVerb::kWrite && iters > 0) {
       ep.send_half()[size - 1] = tag_of(0);
@@ -256,14 +258,14 @@ bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::ui
     for (std::uint32_t i = 0; i < iters; ++i) {
       if (o.verb == PerfVerb::kWrite) {
         const bool ok = wait_tag(ep, size, tag_of(i), o.timeout_ns, [&] {
-          const TimeNs t1 = monotonic_ns();
-          us.push_back(static_cast<double>(t1 - t0) / 2000.0);
-          t0 = t1;
           if (i + 1 == iters) return true;
           ep.send_half()[size - 1] = tag_of(i + 1);
           return ep.post(op, size, i + 1, lat_signaled(i + 1, iters));
         });
         if (!ok) return false;
+        const TimeNs t1 = monotonic_ns();
+        us.push_back(static_cast<double>(t1 - t0) / 2000.0);
+        t0 = t1;
         continue;
       }
       t0 = monotonic_ns();

@@ -371,8 +371,8 @@ void DeviceImpl::compute_crcs(TxPacket& out) const {
 
 namespace {
 // Header bytes of the packets the lean receive path takes (LRH + BTH, and the RETH of a WRITE
-// FIRST or the AETH of an ACK), or 0 for any other opcode; by table, as it is the first test of
-// every packet.
+// FIRST or ONLY or the AETH of an ACK), or 0 for any other opcode; by table, as it is the first
+// test of every packet.
 constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
   std::array<std::uint8_t, 256> t{};
   constexpr auto kBase = static_cast<std::uint8_t>(wire::kLrhBytes + wire::kBthBytes);
@@ -380,6 +380,7 @@ constexpr std::array<std::uint8_t, 256> kLeanHeaderBytes = [] {
   t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteMiddle)] = kBase;
   t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteLast)] = kBase;
   t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteFirst)] = kBase + wire::kRethBytes;
+  t[static_cast<std::uint8_t>(wire::Opcode::kRcWriteOnly)] = kBase + wire::kRethBytes;
   t[static_cast<std::uint8_t>(wire::Opcode::kRcAcknowledge)] = kBase + wire::kAethBytes;
   return t;
 }();

@@ -307,7 +307,7 @@ void resp_on_request(QpImpl& qp, const wire::Headers& h, std::span<const std::ui
 bool resp_poll(QpImpl& qp, TxPacket& out);
 // The responder's lean path for the commonest in-sequence requests — RDMA WRITE FIRST (with
 // its RETH) and MIDDLE/LAST inside the current WRITE, and SEND ONLY into a receive that holds it
-// — given the raw BTH (`bth`, 12 bytes, followed by the RETH of a WRITE FIRST; no other
+// — given the raw BTH (`bth`, 12 bytes, followed by the RETH of a WRITE FIRST or ONLY; no other
 // extension headers) of a packet the Device has already routed to this RC QP. It makes exactly
 // the checks and state changes resp_on_request would; anything else (duplicates, gaps, errors,
 // RNR, selective-repeat buffering) returns false having changed nothing, and the packet takes
@@ -317,9 +317,12 @@ bool resp_poll(QpImpl& qp, TxPacket& out);
 // whose completion could not be written in place (CQ full or in error) is not taken.
 inline bool resp_fast_request(QpImpl& qp, const std::uint8_t* bth,
                               std::span<const std::uint8_t> payload, DeferredAck* defer = nullptr);
-// Its out-of-line parts: a WRITE FIRST (false: not taken, nothing changed) and an ACK to queue.
+// Its out-of-line parts: a WRITE FIRST or a WRITE ONLY without immediate (false: not taken,
+// nothing changed) and an ACK to queue.
 bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
                            std::span<const std::uint8_t> payload);
+bool resp_fast_write_only(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                          std::span<const std::uint8_t> payload);
 void resp_queue_ack(QpImpl& qp, std::uint32_t psn);
 void resp_on_ud(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes);

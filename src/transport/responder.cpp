@@ -469,14 +469,16 @@ void drain_ooo(QpImpl& qp) {
   if (drained && !qp.resp_fatal_pending_) queue_ack(qp, psn_sub(qp.epsn_, 1));
 }
 
-// resp_fast_request's WRITE FIRST, as process(): opcode sequence (9.7.5.1.3), one whole PMTU
-// (9.7.2.1), remote write allowed, the R_Key (10.6.3.3), a RETH length beyond one packet; any
-// failure is the general path's NAK (false, nothing changed). Out of line: once per message.
+// resp_fast_request's WRITE FIRST and WRITE ONLY (no immediate), as process(): opcode sequence
+// (9.7.5.1.3), one whole PMTU for a FIRST (9.7.2.1), remote write allowed, the R_Key (10.6.3.3;
+// none for a zero-length ONLY), a RETH length beyond one packet for a FIRST and equal to the
+// payload for an ONLY; any failure is the general path's NAK (false, nothing changed). Out of
+// line: once per message.
 [[gnu::noinline]] bool fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
-                                        std::span<const std::uint8_t> payload) {
+                                        std::span<const std::uint8_t> payload, bool only) {
   const std::uint32_t mtu = qp.mtu();
   const auto len = static_cast<std::uint32_t>(payload.size());
-  if (qp.resp_state_ != RespState::kIdle || len != mtu ||
+  if (qp.resp_state_ != RespState::kIdle || (!only && len != mtu) ||
       !(qp.attr_.access_flags & kAccessRemoteWrite))
     return false;
   const std::uint8_t* reth = bth + wire::kBthBytes;
@@ -486,16 +488,24 @@ void drain_ooo(QpImpl& qp) {
                              (std::uint32_t{reth[10]} << 8) | reth[11];
   const std::uint32_t dma = (std::uint32_t{reth[12]} << 24) | (std::uint32_t{reth[13]} << 16) |
                             (std::uint32_t{reth[14]} << 8) | reth[15];
-  if (dma <= mtu) return false;
-  std::uint8_t* dst = check_rkey(qp, rkey, va, dma, kAccessRemoteWrite);
-  if (!dst) return false;
+  if (only ? dma != len : dma <= mtu) return false;
+  std::uint8_t* dst = nullptr;
+  if (dma != 0) {
+    dst = check_rkey(qp, rkey, va, dma, kAccessRemoteWrite);
+    if (!dst) return false;
+  }
   qp.seq_nak_sent_ = false;
   qp.write_dst_ = dst;
   qp.write_len_ = dma;
   qp.msg_first_psn_ = psn;
-  place_bytes(qp, dst, payload.data(), len);
+  if (len) place_bytes(qp, dst, payload.data(), len);
   qp.msg_bytes_ = len;
-  qp.resp_state_ = RespState::kInWrite;
+  if (only) {
+    qp.msn_ = psn_add(qp.msn_, 1);
+    qp.resp_state_ = RespState::kIdle;
+  } else {
+    qp.resp_state_ = RespState::kInWrite;
+  }
   return true;
 }
 
@@ -550,7 +560,12 @@ void resp_on_deadline(QpImpl& qp, TimeNs now) {
 
 bool resp_fast_write_first(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
                            std::span<const std::uint8_t> payload) {
-  return fast_write_first(qp, bth, psn, payload);
+  return fast_write_first(qp, bth, psn, payload, false);
+}
+
+bool resp_fast_write_only(QpImpl& qp, const std::uint8_t* bth, std::uint32_t psn,
+                          std::span<const std::uint8_t> payload) {
+  return fast_write_first(qp, bth, psn, payload, true);
 }
 
 namespace {

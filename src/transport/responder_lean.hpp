@@ -68,6 +68,8 @@ namespace weft::transport {
     qp.have_recv_ = false;
     qp.msn_ = psn_add(qp.msn_, 1);
     qp.complete_recv_ok(wr_id, len);
+  } else if (op == wire::Opcode::kRcWriteOnly) {
+    if (!resp_fast_write_only(qp, bth, psn, payload)) return false;
   } else if (op == wire::Opcode::kRcWriteFirst) {
     if (!resp_fast_write_first(qp, bth, psn, payload)) return false;
   } else if (op == wire::Opcode::kRcWriteMiddle || op == wire::Opcode::kRcWriteLast) {

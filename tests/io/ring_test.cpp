@@ -58,30 +58,30 @@ TEST(Ring, RecordsComeOutInOrderWithTheirBytesKindAndFlags) {
 TEST(Ring, FullRingRefusesUntilTheConsumerReleases) {
   Ring r(4096);
   int pushed = 0;
-  while (push(r.prod, 7, 1000)) ++pushed;
-  EXPECT_EQ(pushed, 4);  // 4 x (8 + 1000) + 8 (the zero header) fits in 4096, a fifth does not
+  while (push(r.prod, 7, 952)) ++pushed;
+  EXPECT_EQ(pushed, 4);  // 4 x (8 + 952) + 8 (the zero header) fits in 4096, a fifth does not
   r.prod.publish();
   r.cons.peek();
   r.cons.pop();
   r.cons.release();
-  // The fifth needs a 64-byte skip at the end, its 1008 bytes and the 8-byte zero header after
-  // it: 8 more than one freed record.
-  EXPECT_FALSE(push(r.prod, 7, 1000)) << "one record freed: 8 bytes short";
+  // The fifth needs a 256-byte skip at the end, its 960 bytes and the 8-byte zero header after
+  // it: 8 more than one freed record (960-byte records: whole cache lines, kRecordAlign).
+  EXPECT_FALSE(push(r.prod, 7, 952)) << "one record freed: 8 bytes short";
   r.cons.peek();
   r.cons.pop();
-  EXPECT_FALSE(push(r.prod, 7, 1000)) << "popped but not released: the bytes are not free yet";
+  EXPECT_FALSE(push(r.prod, 7, 952)) << "popped but not released: the bytes are not free yet";
   EXPECT_FALSE(r.cons.release()) << "nobody waits: no doorbell";
-  EXPECT_TRUE(push(r.prod, 7, 1000));
+  EXPECT_TRUE(push(r.prod, 7, 952));
 }
 
 TEST(Ring, ProducerWaitingForSpaceIsWokenOnceByTheRelease) {
   Ring r(4096);
-  while (push(r.prod, 7, 1000)) {
+  while (push(r.prod, 7, 952)) {
   }
   r.prod.publish();
   const std::uint64_t head = r.prod.wait_for_consumer();
   EXPECT_EQ(head, 0u);
-  EXPECT_FALSE(push(r.prod, 7, 1000)) << "still full after the announcement";
+  EXPECT_FALSE(push(r.prod, 7, 952)) << "still full after the announcement";
   EXPECT_FALSE(r.cons.release()) << "nothing popped: head unchanged, no doorbell";
   for (int k = 0; k < 2; ++k) {  // two records make room for a wrapped one (see above)
     r.cons.peek();
@@ -89,8 +89,8 @@ TEST(Ring, ProducerWaitingForSpaceIsWokenOnceByTheRelease) {
   }
   EXPECT_TRUE(r.cons.release()) << "the waiting producer must be rung";
   EXPECT_EQ(r.shared.producer_waiting.load(), 0u) << "the flag is consumed by the wake-up";
-  EXPECT_EQ(r.prod.consumed(), 2016u);
-  EXPECT_TRUE(push(r.prod, 7, 1000));
+  EXPECT_EQ(r.prod.consumed(), 1920u);
+  EXPECT_TRUE(push(r.prod, 7, 952));
   r.prod.publish();
   r.cons.peek();
   r.cons.pop();

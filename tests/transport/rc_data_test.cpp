@@ -381,15 +381,16 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
       recvs.push_back(RecvWr{wr_id, {&sges.back(), 1}});
     };
     const auto send = [&](WrOpcode op, std::size_t off, std::uint32_t len, std::uint64_t wr_id,
-                          std::uint64_t remote_addr, std::uint32_t flags) {
+                          std::uint64_t remote_addr, std::uint32_t flags,
+                          std::uint32_t rkey_xor = 0) {
       sges.push_back(Sge{p.a.va(off), len, p.a.mr->lkey()});
       SendWr wr;
       wr.wr_id = wr_id;
       wr.opcode = op;
       wr.send_flags = flags;
-      wr.sg_list = {&sges.back(), 1};
+      wr.sg_list = {&sges.back(), len ? 1u : 0u};
       wr.remote_addr = remote_addr;
-      wr.rkey = p.b.mr->rkey();
+      wr.rkey = p.b.mr->rkey() ^ rkey_xor;
       wr.imm_data = static_cast<std::uint32_t>(wr_id * 7);
       sends.push_back(wr);
     };
@@ -422,6 +423,19 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
       for (std::uint32_t k = 0; k < 6; ++k)                            // a run of SEND ONLY packets
         send(WrOpcode::kSend, 2048 + k * 64, k * 13 % 65, ++id, 0, k % 2 ? kSignaled : 0u);
       send(WrOpcode::kRdmaWrite, 4096, 20000, ++id, p.b.va(100000), kSignaled);  // 18 MIDDLEs
+      // WRITE ONLY packets (the lean path's single-packet WRITEs): a run of 8-byte ones,
+      // zero-length ones (no R_Key to check), and in the first round of some seeds a bad R_Key or
+      // a range beyond the region (a NAK remote access error: the requester's QP ends in error).
+      for (std::uint32_t k = 0; k < 4; ++k)
+        send(WrOpcode::kRdmaWrite, 8192 + k * 8, 8, ++id, p.b.va(50000 + k * 8),
+             k == 3 ? kSignaled : 0u);
+      send(WrOpcode::kRdmaWrite, 0, 0, ++id, p.b.va(0), kSignaled);
+      send(WrOpcode::kRdmaWrite, 0, 0, ++id, p.b.va(p.b.size() + 4096), 0);  // beyond the region
+      if (round == 0 && seed % 4 == 1)
+        send(WrOpcode::kRdmaWrite, 64, 8, ++id, p.b.va(60000), 0, 0x100);
+      if (round == 0 && seed % 4 == 2)
+        send(WrOpcode::kRdmaWrite, 64, 8, ++id, p.b.va(p.b.size() - 4), kSignaled);
+      send(WrOpcode::kRdmaWrite, 72, 8, ++id, p.b.va(60008), kSignaled);
       post();
       if (round % 2) p.pump->run(200);
       for (int i = 0; i < (round % 2 ? 2 : 0); ++i) recv(32768 + i * 4096, 200 + id + i);

@@ -29,7 +29,8 @@
 //   unacknowledged WRITE streams) would wait for its retransmission timer.
 // Each side keeps its own index and a cached copy of the other's in private memory, so the head
 // line moves only when the producer runs out of space it knows to be free.
-// Records: an 8-byte RecordHeader {bytes, kind, flags}, then `bytes` bytes, padded to 8. A record
+// Records: an 8-byte RecordHeader {bytes, kind, flags}, then `bytes` bytes, padded to a cache
+// line (kRecordAlign, 64). A record
 // never wraps; a kSkip record fills the end of the data area instead.
 //
 // Thread-safety: one producer thread and one consumer thread (in any processes).
@@ -63,8 +64,13 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == 8 && alignof(RecordHeader) <= 8);
 
+// Records take whole cache lines: every header the consumer polls starts a line, so a small
+// record (an ACK, an 8-byte WRITE: at most 64 bytes with its header) arrives in one line transfer
+// and never straddles two (with 8-byte padding, a mix of 40- and 64-byte records left most
+// WRITEs across a line boundary).
+inline constexpr std::size_t kRecordAlign = 64;
 inline constexpr std::size_t record_span(std::size_t body) {
-  return sizeof(RecordHeader) + ((body + 7) & ~std::size_t{7});
+  return (sizeof(RecordHeader) + body + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
 
 namespace detail {
