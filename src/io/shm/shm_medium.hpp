@@ -39,7 +39,8 @@
 namespace weft::io::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
-inline constexpr std::uint32_t kSegmentVersion = 2;  // 2: records publish themselves (ring.hpp)
+// 2: records publish themselves; 3: records padded to a cache line (ring.hpp kRecordAlign).
+inline constexpr std::uint32_t kSegmentVersion = 3;
 inline constexpr std::size_t kSegmentHeaderBytes = 4096;
 inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
 inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
