@@ -23,23 +23,7 @@ std::string unique_name(const char* what) {
   return std::string(what) + "-" + std::to_string(getpid());
 }
 
-// The daemon on its own thread for the test's lifetime.
-struct Daemon {
-  explicit Daemon(const std::string& name, fabricd::DaemonOptions o = {}) {
-    o.name = name;
-    auto r = fabricd::FabricDaemon::create(two_switches(), o);
-    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
-    if (!r.ok()) return;
-    d = std::move(r).value();
-    th = std::thread([this] { d->run(); });
-  }
-  ~Daemon() {
-    if (d) d->stop();
-    if (th.joinable()) th.join();
-  }
-  std::unique_ptr<fabricd::FabricDaemon> d;
-  std::thread th;
-};
+using test::Daemon;
 
 constexpr std::size_t kBytes = 1 << 20;
 

@@ -23,23 +23,7 @@ namespace {
 
 using test::two_switches;
 
-struct Daemon {
-  explicit Daemon(const std::string& name) {
-    fabricd::DaemonOptions o;
-    o.name = name;
-    auto r = fabricd::FabricDaemon::create(two_switches(), o);
-    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
-    if (!r.ok()) return;
-    d = std::move(r).value();
-    th = std::thread([this] { d->run(); });
-  }
-  ~Daemon() {
-    if (d) d->stop();
-    if (th.joinable()) th.join();
-  }
-  std::unique_ptr<fabricd::FabricDaemon> d;
-  std::thread th;
-};
+using test::Daemon;
 
 std::unique_ptr<fabricd::FabricGsi> attach(const std::string& name, std::uint32_t hca) {
   io::FabricAttachOptions o;

@@ -1,10 +1,15 @@
 // tests/fabricd/two_switches.hpp — the daemon tests' fabric: two 4-port switches, two HCAs on
 // each (h0, h1 on s1 ports 1-2; h2, h3 on s2 ports 1-2), one inter-switch link (s1 port 3 - s2
-// port 3).
+// port 3); and a daemon running it on its own thread for a test's lifetime.
 #pragma once
 
-#include <string>
+#include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "emu/fabricd/fabric_daemon.hpp"
 #include "emu/topo/generators.hpp"
 
 namespace weft::test {
@@ -20,5 +25,22 @@ inline topo::Topology two_switches() {
   t.connect({s1, 3}, {s2, 3});
   return t;
 }
+
+struct Daemon {
+  explicit Daemon(const std::string& name, fabricd::DaemonOptions o = {}) {
+    o.name = name;
+    auto r = fabricd::FabricDaemon::create(two_switches(), o);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+    if (!r.ok()) return;
+    d = std::move(r).value();
+    th = std::thread([this] { d->run(); });
+  }
+  ~Daemon() {
+    if (d) d->stop();
+    if (th.joinable()) th.join();
+  }
+  std::unique_ptr<fabricd::FabricDaemon> d;
+  std::thread th;
+};
 
 }  // namespace weft::test
