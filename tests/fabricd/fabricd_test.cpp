@@ -142,18 +142,7 @@ void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
   ASSERT_EQ(std::memcmp(x.buf, y.buf, n), 0);
 }
 
-// "key value" pairs of one status line.
-std::uint64_t field(const std::string& line, const std::string& key) {
-  std::istringstream in(line);
-  std::string k;
-  while (in >> k)
-    if (k == key) {
-      std::uint64_t v = 0;
-      in >> v;
-      return v;
-    }
-  return UINT64_MAX;
-}
+using test::field;
 
 TEST(Fabricd, WriteReadSendThroughTwoSwitches) {
   const std::string name = unique_name("t1");

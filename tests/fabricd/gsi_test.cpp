@@ -43,17 +43,7 @@ std::string hca_line(const std::string& name, std::uint32_t h) {
     if (line.find(" hca_index " + std::to_string(h) + " ") != std::string::npos) return line;
   return {};
 }
-std::uint64_t field(const std::string& line, const std::string& key) {
-  std::istringstream in(line);
-  std::string k;
-  while (in >> k)
-    if (k == key) {
-      std::uint64_t v = 0;
-      in >> v;
-      return v;
-    }
-  return UINT64_MAX;
-}
+using test::field;
 
 TEST(FabricdGsi, PathRecordQueriesFromAttachedProcesses) {
   const std::string name = "gsi-pr-" + std::to_string(getpid());

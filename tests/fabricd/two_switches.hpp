@@ -1,11 +1,14 @@
 // tests/fabricd/two_switches.hpp — the daemon tests' fabric: two 4-port switches, two HCAs on
 // each (h0, h1 on s1 ports 1-2; h2, h3 on s2 ports 1-2), one inter-switch link (s1 port 3 - s2
-// port 3); and a daemon running it on its own thread for a test's lifetime.
+// port 3); a daemon running it on its own thread for a test's lifetime; and reading the daemon's
+// status lines.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -42,5 +45,18 @@ struct Daemon {
   std::unique_ptr<fabricd::FabricDaemon> d;
   std::thread th;
 };
+
+// The value of `key` in a status line of "key value" pairs; UINT64_MAX when absent.
+inline std::uint64_t field(const std::string& line, const std::string& key) {
+  std::istringstream in(line);
+  std::string k;
+  while (in >> k)
+    if (k == key) {
+      std::uint64_t v = 0;
+      in >> v;
+      return v;
+    }
+  return UINT64_MAX;
+}
 
 }  // namespace weft::test
