@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -21,6 +22,23 @@ extern char** environ;
 
 namespace weft::cli {
 namespace {
+
+// One write(2) per message: ranks share our stderr and log from their own processes, and
+// std::cerr writes a message in pieces, so another process's line could land inside ours.
+// A write of fewer than PIPE_BUF bytes to a pipe is atomic (pipe(7)).
+void say(const std::string& msg) {
+  const char* p = msg.data();
+  std::size_t left = msg.size();
+  while (left > 0) {
+    const ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
 
 struct RunArgs {
   int n = 2;
@@ -93,7 +111,7 @@ int run(const RunArgs& a) {
     pid_t pid;
     const int e = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
     if (e != 0) {
-      std::cerr << "weft run: cannot start " << a.cmd[0] << ": " << std::strerror(e) << "\n";
+      say("weft run: cannot start " + a.cmd[0] + ": " + std::strerror(e) + "\n");
       rc = 127;
       break;
     }
@@ -123,12 +141,13 @@ int run(const RunArgs& a) {
         --live;
         int code = 0;
         if (WIFSIGNALED(st)) {
-          std::cerr << "weft run: rank " << r << " (pid " << p << ") killed by signal "
-                    << WTERMSIG(st) << " (" << strsignal(WTERMSIG(st)) << ")\n";
+          say("weft run: rank " + std::to_string(r) + " (pid " + std::to_string(p) +
+              ") killed by signal " + std::to_string(WTERMSIG(st)) + " (" +
+              strsignal(WTERMSIG(st)) + ")\n");
           code = 128 + WTERMSIG(st);
         } else if (WEXITSTATUS(st) != 0) {
-          std::cerr << "weft run: rank " << r << " (pid " << p << ") exited with status "
-                    << WEXITSTATUS(st) << "\n";
+          say("weft run: rank " + std::to_string(r) + " (pid " + std::to_string(p) +
+              ") exited with status " + std::to_string(WEXITSTATUS(st)) + "\n");
           code = WEXITSTATUS(st);
         }
         if (code && !rc) {
