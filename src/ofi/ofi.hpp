@@ -22,6 +22,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -54,6 +55,7 @@ struct Params {
   // or inbox is full, but a peer's "NIC" answers only when that process runs its progress: 16
   // (268 ms, about 2 s with the 7 retries) lets a descheduled or busy peer catch up.
   std::size_t ack_timeout = 16;
+  std::size_t keeper_ms = 10;  // FI_WEFT_KEEPER_MS: manual progress's keeper period; 0: none
   // FI_WEFT_EAGER_CONNECT: fi_av_insert starts the RDM connection (the medium's link and the RC
   // handshake) to each new peer of the enabled endpoints bound to the AV, so the first message
   // does not wait for it.
@@ -290,9 +292,16 @@ struct Domain {
 
   // FI_PROGRESS_AUTO: a thread that runs progress() under `mu` every 50 us while there is work,
   // backing off to every 1 ms when idle (stop_efd wakes it for domain close).
+  // FI_PROGRESS_MANUAL: the same thread as a keeper (start_keeper): every FI_WEFT_KEEPER_MS it
+  // runs one pass if the application made none since its last look. Our ACKs and
+  // retransmissions are software: without it a peer whose application blocks elsewhere (in
+  // fi_pingpong's TCP sync, say) answers nothing, and its peer's send ends in RETRY_EXC.
   std::thread progress_thread;
   int stop_efd = -1;
+  std::atomic<std::uint64_t> passes{0};  // progress() calls, for the keeper
+  std::uint64_t keeper_passes = 0;        // the keeper's passes that found work (under mu)
   void start_auto_progress();
+  void start_keeper(std::uint32_t period_ms);
   void stop_auto_progress();
 
   // Clock of the progress passes (see pass_clock), and whether the last pass moved anything.

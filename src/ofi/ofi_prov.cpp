@@ -517,6 +517,11 @@ void define_params() {
                   "RC local ACK timeout exponent (4.096 us << n), 1..24; a peer that does not "
                   "answer for 8 such periods is declared unreachable (default: %zu)",
                   g_params.ack_timeout);
+  fi_param_define(&g_prov, "keeper_ms", FI_PARAM_SIZE_T,
+                  "With manual progress, a keeper thread runs a progress pass when the "
+                  "application made none for this many ms, so that ACKs and retransmissions "
+                  "go on while it blocks elsewhere; 0 turns it off (default: %zu)",
+                  g_params.keeper_ms);
   fi_param_define(&g_prov, "medium", FI_PARAM_STRING,
                   "Medium carrying the packets: shm (between processes; the default), fabric "
                   "(through the emulated fabric daemon named by WEFT_FABRIC; the default when "
@@ -554,6 +559,8 @@ void define_params() {
     g_params.mtu_bytes = v;
   if (fi_param_get_size_t(&g_prov, "ack_timeout", &v) == FI_SUCCESS && v >= 1 && v <= 24)
     g_params.ack_timeout = v;
+  if (fi_param_get_size_t(&g_prov, "keeper_ms", &v) == FI_SUCCESS && v <= 10'000)
+    g_params.keeper_ms = v;
   // Only parameters are read here (fi_prov_ini runs in every libfabric process): the daemon is
   // looked up when a domain opens.
   const char* fabric = std::getenv("WEFT_FABRIC");

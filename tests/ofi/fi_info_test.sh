@@ -12,7 +12,7 @@ verbose=$("$FI_INFO" -p weft -v)
 echo "$verbose" | grep -q 'mem_tag_format: 0xa' || { echo "FAIL: mem_tag_format bit 63"; exit 1; }
 echo "$verbose" | grep -q 'cq_data_size: 4' || { echo "FAIL: cq_data_size"; exit 1; }
 params=$("$FI_INFO" -p weft -e | tr -d '\000')
-for p in FI_WEFT_EAGER_SIZE FI_WEFT_INJECT_SIZE FI_WEFT_RX_SIZE FI_WEFT_TX_SIZE FI_WEFT_MTU FI_WEFT_ACK_TIMEOUT \
+for p in FI_WEFT_EAGER_SIZE FI_WEFT_INJECT_SIZE FI_WEFT_RX_SIZE FI_WEFT_TX_SIZE FI_WEFT_MTU FI_WEFT_ACK_TIMEOUT FI_WEFT_KEEPER_MS \
          FI_WEFT_MEDIUM; do
   echo "$params" | grep -q "$p" || { echo "FAIL: parameter $p not listed"; exit 1; }
 done

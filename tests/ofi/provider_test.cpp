@@ -1165,6 +1165,39 @@ TEST_F(AutoProgressProvider, RendezvousCompletesWithoutApplicationCalls) {
   expect_tx(a(), &sctx);
 }
 
+// FI_PROGRESS_MANUAL with the keeper (FI_WEFT_KEEPER_MS, 10 ms by default): B's application
+// makes no call at all while A sends to it, as when a process blocks in a socket between test
+// phases; B's keeper answers the connection request and ACKs the message, so A's send (which
+// asks for FI_DELIVERY_COMPLETE: it completes only on B's ACK) completes. Without the keeper A
+// would wait forever (and an RC retry would end in RETRY_EXC).
+TEST_F(Provider, KeeperAnswersForAnIdleApplication) {
+  auto msg = pattern(2000, 41);
+  int sctx;
+  iovec iov{msg.data(), msg.size()};
+  fi_msg_tagged m{};
+  m.msg_iov = &iov;
+  m.iov_count = 1;
+  m.addr = 1;
+  m.tag = 9;
+  m.context = &sctx;
+  ASSERT_EQ(fi_tsendmsg(a().ep, &m, FI_DELIVERY_COMPLETE), 0);
+  fi_cq_tagged_entry e;
+  ssize_t rc = -FI_EAGAIN;
+  for (int i = 0; i < 10000 && rc == -FI_EAGAIN; ++i) {  // at most about 10 s; B is never called
+    rc = fi_cq_read(a().txcq, &e, 1);
+    if (rc == -FI_EAGAIN) usleep(1000);
+  }
+  ASSERT_EQ(rc, 1) << "A's send did not complete while B's application was idle";
+  EXPECT_EQ(e.op_context, &sctx);
+  std::vector<std::uint8_t> buf(msg.size(), 0);
+  int rctx;
+  ASSERT_EQ(fi_trecv(b().ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, 9, 0, &rctx), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  EXPECT_EQ(e.op_context, &rctx);
+  EXPECT_EQ(e.len, msg.size());
+  EXPECT_EQ(buf, msg);
+}
+
 // FI_EP_MSG through the connection manager: a passive endpoint listens; a client connects, the
 // server gets FI_CONNREQ (with the client's address), accepts, both see FI_CONNECTED, messages
 // flow both ways (byte-exact), the client shuts down and the server sees FI_SHUTDOWN. A second
