@@ -206,8 +206,11 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   const rte_bus* bus = info.device ? rte_dev_bus(info.device) : nullptr;
   physical_ = !bus || std::strcmp(rte_bus_name(bus), "vdev") != 0;
   csum_ = choose_tx_checksum(info.tx_offload_capa, cfg.checksum_offload);
-  // A chain needs the port to take multi-segment packets.
-  zero_copy_ = cfg.zero_copy && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  // A chain needs the port to take multi-segment packets. WEFT_DPDK_ZERO_COPY=0|1 overrides the
+  // config (benchmarks compare both through weft perf).
+  bool zc = cfg.zero_copy;
+  if (const char* e = std::getenv("WEFT_DPDK_ZERO_COPY"); e && *e) zc = *e != '0';
+  zero_copy_ = zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
   rte_eth_conf conf{};
   conf.txmode.offloads =
       tx_checksum_offloads(csum_) | (zero_copy_ ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0);
@@ -285,7 +288,7 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
             cfg.checksum_offload ? "" : " (offload disabled)",
             zero_copy_ ? "from " + std::to_string(cfg.zero_copy_min_bytes) + " B" +
                              (physical_ ? " (registered memory only)" : "")
-            : cfg.zero_copy ? std::string("off (the port takes no multi-segment packets)")
+            : zc ? std::string("off (the port takes no multi-segment packets)")
                             : std::string("off"));
 }
 

@@ -86,7 +86,8 @@ struct DpdkConfig {
   // has connected); traffic sent before that would only be retransmitted.
   TimeNs link_wait_ns = 10'000'000'000;
   // Zero-copy transmit (see above): payloads of at least zero_copy_min_bytes go by reference.
-  // Below it a copy is cheaper than the two extra mbufs of a chain.
+  // Below it a copy is cheaper than the two extra mbufs of a chain. WEFT_DPDK_ZERO_COPY=0|1 in
+  // the environment overrides zero_copy (for benchmarks through weft perf).
   bool zero_copy = true;
   std::uint32_t zero_copy_min_bytes = 1024;
   // false: compute checksums in software even when the port could offload them.
