@@ -1,4 +1,7 @@
 // io/dpdk/dpdk_medium.cpp — RoCEv2 frames over a DPDK ethdev (see dpdk_medium.hpp).
+// rte_dev_dma_map/unmap (the DMA mapping of registered memory for a physical port) are still
+// experimental in DPDK 22.11; this is how DPDK asks a user to opt in to them.
+#define ALLOW_EXPERIMENTAL_API 1
 #include "src/io/dpdk/dpdk_medium.hpp"
 
 #include <rte_bus.h>
@@ -6,8 +9,11 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_memory.h>
 #include <rte_mempool.h>
+#include <rte_udp.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <net/if.h>
@@ -32,6 +38,14 @@ namespace weft::io::dpdk {
 namespace {
 
 constexpr std::size_t kBurst = 32;
+// Data room of a trailer mbuf: pad (up to 3) and ICRC (4), rounded up.
+constexpr std::uint16_t kTrailerRoomBytes = 16;
+// Private area of an aux mbuf: the external buffer's shared info (refcount, free callback), which
+// must outlive the mbuf's attachment — it lives exactly as long as the mbuf does.
+constexpr std::uint16_t kAuxPrivBytes =
+    (sizeof(rte_mbuf_ext_shared_info) + RTE_MBUF_PRIV_ALIGN - 1) & ~(RTE_MBUF_PRIV_ALIGN - 1);
+static_assert(kAuxPrivBytes >= sizeof(rte_mbuf_ext_shared_info));
+static_assert(kTrailerRoomBytes >= 3 + 4);
 constexpr TimeNs kBackoffMinNs = 20'000, kBackoffMaxNs = 1'000'000;
 
 std::mutex g_eal_mu;
@@ -107,6 +121,38 @@ void eal_cleanup() {
   if (!dir.empty()) std::filesystem::remove_all(dir, ec);
 }
 
+TxChecksum choose_tx_checksum(std::uint64_t capa, bool allow) {
+  TxChecksum c;
+  if (!allow) return c;
+  c.ip = (capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
+  c.udp = (capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+  return c;
+}
+
+std::uint64_t tx_checksum_offloads(TxChecksum c) {
+  return (c.ip ? RTE_ETH_TX_OFFLOAD_IPV4_CKSUM : 0) | (c.udp ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM : 0);
+}
+
+void prepare_tx_checksum(rte_mbuf* m, TxChecksum c) {
+  if (!c.ip && !c.udp) return;
+  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, wire::kEthHeaderBytes);
+  // rte_mbuf_core.h, RTE_MBUF_F_TX_IP_CKSUM / RTE_MBUF_F_TX_UDP_CKSUM: the offsets of the L3 and
+  // L4 headers, RTE_MBUF_F_TX_IPV4, the IP checksum 0, the UDP checksum the pseudo-header's.
+  m->l2_len = wire::kEthHeaderBytes;
+  m->l3_len = wire::kIpv4HeaderBytes;
+  m->ol_flags |= RTE_MBUF_F_TX_IPV4;
+  if (c.ip) {
+    m->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+    ip->hdr_checksum = 0;
+  }
+  if (c.udp) {
+    m->ol_flags |= RTE_MBUF_F_TX_UDP_CKSUM;
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(reinterpret_cast<std::uint8_t*>(ip) +
+                                               wire::kIpv4HeaderBytes);
+    udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+  }
+}
+
 // The MTU frames on this port may have. An ethdev starts at 1500 whatever it can carry, so: with
 // an `iface=NAME` argument (net_af_packet, net_pcap) the kernel interface's MTU, which is what
 // bounds the frames; otherwise the port is raised to the largest MTU it and our mbufs allow.
@@ -155,7 +201,19 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
     error_ = "dpdk: rte_eth_dev_info_get: " + std::string(rte_strerror(-r));
     return;
   }
+  // A physical port DMAs from memory DPDK has mapped; a virtual device reads with the CPU.
+  device_ = info.device;
+  const rte_bus* bus = info.device ? rte_dev_bus(info.device) : nullptr;
+  physical_ = !bus || std::strcmp(rte_bus_name(bus), "vdev") != 0;
+  csum_ = choose_tx_checksum(info.tx_offload_capa, cfg.checksum_offload);
+  // A chain needs the port to take multi-segment packets. WEFT_DPDK_ZERO_COPY=0|1 overrides the
+  // config (benchmarks compare both through weft perf).
+  bool zc = cfg.zero_copy;
+  if (const char* e = std::getenv("WEFT_DPDK_ZERO_COPY"); e && *e) zc = *e != '0';
+  zero_copy_ = zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
   rte_eth_conf conf{};
+  conf.txmode.offloads =
+      tx_checksum_offloads(csum_) | (zero_copy_ ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0);
   if (const int r = rte_eth_dev_configure(port_id_, 1, 1, &conf); r != 0) {
     error_ = "dpdk: rte_eth_dev_configure(" + dev_name_ + "): " + rte_strerror(-r);
     return;
@@ -178,6 +236,18 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
     error_ = "dpdk: cannot create a pool of " + std::to_string(n - 1) +
              " mbufs: " + rte_strerror(rte_errno) + " (raise -m in the EAL arguments)";
     return;
+  }
+  if (zero_copy_) {
+    // Two per packet in flight (payload and trailer), on the same bound as the main pool.
+    aux_pool_ = rte_pktmbuf_pool_create(
+        (pool_name + "z").c_str(), 2 * n - 1, 64, kAuxPrivBytes,
+        static_cast<std::uint16_t>(RTE_PKTMBUF_HEADROOM + kTrailerRoomBytes),
+        socket < 0 ? static_cast<int>(SOCKET_ID_ANY) : socket);
+    if (!aux_pool_) {
+      error_ = "dpdk: cannot create a pool of " + std::to_string(2 * n - 1) +
+               " zero-copy mbufs: " + rte_strerror(rte_errno) + " (raise -m in the EAL arguments)";
+      return;
+    }
   }
   if (const int r = rte_eth_rx_queue_setup(port_id_, 0, nrx, socket < 0 ? SOCKET_ID_ANY : socket,
                                            nullptr, pool_);
@@ -210,16 +280,40 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
     log->error("dpdk: cannot open pcap file {}", cfg.pcap_path);
   log->debug("dpdk: port {} ({}) started, {} rx / {} tx descriptors, {} mbufs", port_id_, dev_name_,
              nrx, ntx, n - 1);
+  const char* how = csum_.ip && csum_.udp ? "IPv4 and UDP checksums offloaded"
+                    : csum_.ip ? "IPv4 checksum offloaded, UDP checksum 0"
+                    : csum_.udp ? "UDP checksum offloaded, IPv4 checksum in software"
+                                : "IPv4 checksum in software, UDP checksum 0";
+  log->info("dpdk: {}: {}{}; zero-copy transmit {}", dev_name_, how,
+            cfg.checksum_offload ? "" : " (offload disabled)",
+            zero_copy_ ? "from " + std::to_string(cfg.zero_copy_min_bytes) + " B" +
+                             (physical_ ? " (registered memory only)" : "")
+            : zc ? std::string("off (the port takes no multi-segment packets)")
+                            : std::string("off"));
 }
 
 DpdkMedium::~DpdkMedium() {
   for (std::size_t i = pending_head_; i < pending_.size(); ++i) rte_pktmbuf_free(pending_[i]);
-  if (started_) rte_eth_dev_stop(port_id_);
+  if (started_) {
+    // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
+    // before the pools go.
+    rte_mbuf* m[kBurst];
+    for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
+      rte_pktmbuf_free_bulk(m, k);
+    rte_eth_dev_stop(port_id_);
+  }
+  for (const Region& r : regions_) {
+    if (!physical_) continue;
+    void* p = reinterpret_cast<void*>(r.page_begin);
+    rte_dev_dma_unmap(device_, p, r.page_begin, r.page_end - r.page_begin);
+    rte_extmem_unregister(p, r.page_end - r.page_begin);
+  }
   if (probed_) {
     rte_eth_dev_close(port_id_);
     rte_eal_hotplug_remove("vdev", dev_name_.c_str());
   }
   if (pool_) rte_mempool_free(pool_);
+  if (aux_pool_) rte_mempool_free(aux_pool_);
   if (timer_fd_ >= 0) close(timer_fd_);
 }
 
@@ -240,6 +334,98 @@ bool DpdkMedium::wait_link(TimeNs timeout_ns) const {
 void DpdkMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port,
                           const roce::Mac& mac) {
   peers_.add({lid, ip, port, mac});
+}
+
+bool DpdkMedium::register_memory(void* addr, std::size_t bytes, std::string* error) {
+  Region r;
+  r.begin = reinterpret_cast<std::uintptr_t>(addr);
+  r.end = r.begin + bytes;
+  if (physical_) {
+    // rte_extmem_register takes whole pages; the DMA map uses IOVA = VA (no page table walk).
+    if (rte_eal_iova_mode() != RTE_IOVA_VA) {
+      if (error) *error = "dpdk: zero copy on a physical port needs --iova-mode=va";
+      return false;
+    }
+    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    r.page_begin = r.begin & ~(page - 1);
+    r.page_end = (r.end + page - 1) & ~(page - 1);
+    void* p = reinterpret_cast<void*>(r.page_begin);
+    const std::size_t len = r.page_end - r.page_begin;
+    if (rte_extmem_register(p, len, nullptr, 0, page) != 0) {
+      if (error) *error = "dpdk: rte_extmem_register: " + std::string(rte_strerror(rte_errno));
+      return false;
+    }
+    if (rte_dev_dma_map(device_, p, r.page_begin, len) != 0) {
+      if (error) *error = "dpdk: rte_dev_dma_map: " + std::string(rte_strerror(rte_errno));
+      rte_extmem_unregister(p, len);
+      return false;
+    }
+  }
+  regions_.push_back(r);
+  return true;
+}
+
+bool DpdkMedium::unregister_memory(void* addr) {
+  const auto a = reinterpret_cast<std::uintptr_t>(addr);
+  const auto it = std::find_if(regions_.begin(), regions_.end(),
+                               [a](const Region& r) { return a >= r.begin && a < r.end; });
+  if (it == regions_.end()) return true;
+  if (zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
+  if (zc_in_flight_ > 0) return false;
+  if (physical_) {
+    void* p = reinterpret_cast<void*>(it->page_begin);
+    rte_dev_dma_unmap(device_, p, it->page_begin,
+                      it->page_end - it->page_begin);
+    rte_extmem_unregister(p, it->page_end - it->page_begin);
+  }
+  regions_.erase(it);
+  return true;
+}
+
+bool DpdkMedium::zero_copy_allowed(const std::uint8_t* p, std::size_t bytes) const {
+  if (!physical_) return true;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (const Region& r : regions_)
+    if (a >= r.begin && a + bytes <= r.end) return true;
+  return false;
+}
+
+void DpdkMedium::extbuf_freed(void* /*addr*/, void* opaque) {
+  --static_cast<DpdkMedium*>(opaque)->zc_in_flight_;
+}
+
+bool DpdkMedium::attach_zero_copy(rte_mbuf* b, const TxPacket& pkt, const roce::FrameAddr& a) {
+  rte_mbuf* zt[2];
+  if (rte_pktmbuf_alloc_bulk(aux_pool_, zt, 2) != 0) return false;  // copy it instead
+  rte_mbuf* z = zt[0];
+  rte_mbuf* t = zt[1];
+  std::size_t head = 0, tail = 0;
+  roce::build_frame_gather(pkt, a, rte_pktmbuf_mtod(b, std::uint8_t*),
+                           rte_pktmbuf_mtod(t, std::uint8_t*), head, tail);
+  head += a.head();  // build_frame_gather counts the datagram's headers only
+  // The shared info lives in z's private area, so it outlasts the attachment; the callback runs
+  // when the last reference to the payload goes (rte_pktmbuf_free of z, by the PMD or the
+  // receiver).
+  auto* shinfo = static_cast<rte_mbuf_ext_shared_info*>(rte_mbuf_to_priv(z));
+  shinfo->free_cb = &DpdkMedium::extbuf_freed;
+  shinfo->fcb_opaque = this;
+  rte_mbuf_ext_refcnt_set(shinfo, 1);
+  auto* payload = const_cast<std::uint8_t*>(pkt.payload);
+  const auto len = static_cast<std::uint16_t>(pkt.payload_bytes);
+  // IOVA: virtual devices never use it; physical ports only see registered regions, mapped with
+  // IOVA = VA (register_memory).
+  rte_pktmbuf_attach_extbuf(z, payload,
+                            physical_ ? reinterpret_cast<rte_iova_t>(payload) : RTE_BAD_IOVA, len,
+                            shinfo);
+  ++zc_in_flight_;
+  z->data_len = len;
+  b->data_len = static_cast<std::uint16_t>(head);
+  t->data_len = static_cast<std::uint16_t>(tail);
+  b->next = z;
+  z->next = t;
+  b->nb_segs = 3;
+  b->pkt_len = static_cast<std::uint32_t>(head + len + tail);
+  return true;
 }
 
 bool DpdkMedium::flush_pending() {
@@ -291,10 +477,22 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       a.dst_port = p->port;
       m[built++] = b;
       auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
-      const std::size_t bytes = roce::build_frame(pkt, a, f);
-      b->data_len = static_cast<std::uint16_t>(bytes);
-      b->pkt_len = static_cast<std::uint32_t>(bytes);
-      if (pcap_.is_open()) pcap_.write(now, {f, bytes});
+      std::size_t bytes;
+      if (zero_copy_ && pkt.payload_bytes >= cfg_.zero_copy_min_bytes && dev.payload_stable(pkt) &&
+          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, a)) {
+        bytes = b->pkt_len;
+        ++counters_.tx_zero_copy;
+        if (pcap_.is_open()) {
+          const void* whole = rte_pktmbuf_read(b, 0, b->pkt_len, scratch_.data());
+          pcap_.write(now, {static_cast<const std::uint8_t*>(whole), bytes});
+        }
+      } else {
+        bytes = roce::build_frame(pkt, a, f);
+        b->data_len = static_cast<std::uint16_t>(bytes);
+        b->pkt_len = static_cast<std::uint32_t>(bytes);
+        if (pcap_.is_open()) pcap_.write(now, {f, bytes});
+      }
+      prepare_tx_checksum(b, csum_);
       ++counters_.tx_packets;
       counters_.tx_bytes += bytes - roce::kFrameHead;
     }
@@ -318,6 +516,9 @@ std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   while (n < max) {
     const auto want = static_cast<std::uint16_t>(std::min(max - n, kBurst));
     const std::uint16_t k = rte_eth_rx_burst(port_id_, 0, m, want);
+    // An ACK in this burst may complete a WR whose payload a NIC still holds as an external
+    // buffer (it frees sent mbufs lazily): reclaim what it has sent before the Device sees it.
+    if (k && zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
     for (std::uint16_t i = 0; i < k; ++i) {
       rte_mbuf* b = m[i];
       auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);

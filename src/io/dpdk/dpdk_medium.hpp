@@ -11,11 +11,34 @@
 // thread's CPU affinity is restored after rte_eal_init (which pins it to lcore 0's CPU). Each
 // medium probes its own vdev (rte_dev_probe) and owns the port it names.
 //
-// Transmit: mbufs from a pool sized from the descriptor rings; each packet is copied into one
-// mbuf as a whole frame (IPv4 header checksum in software: 20 bytes; the ICRC masks it anyway);
-// frames the port did not take wait for the next pass (back-pressure, nothing is dropped).
+// Transmit: mbufs from a pool sized from the descriptor rings. A packet is copied into one mbuf
+// as a whole frame, or — zero copy, payloads of zero_copy_min_bytes and more that stay put until
+// acknowledged (Device::payload_stable: registered memory) — goes out as a chain: the headers in
+// an ordinary mbuf, the payload as an external buffer attached where it lies
+// (rte_pktmbuf_attach_extbuf), pad and ICRC in a small third mbuf. The external buffer's free
+// callback (run by whoever frees the mbuf: the PMD after sending, or the receiver of net_ring)
+// drops the medium's count of buffers in flight; see "Zero copy and reuse" below. Frames the port
+// did not take wait for the next pass (back-pressure, nothing is dropped).
+// Checksums: IPv4 header and UDP checksums are offloaded when the port offers them
+// (RTE_ETH_TX_OFFLOAD_IPV4_CKSUM / UDP_CKSUM: ol_flags, l2_len, l3_len, and the pseudo-header
+// sum in the UDP field, as rte_mbuf_core.h asks); otherwise the IPv4 header checksum is computed
+// here (20 bytes) and the UDP checksum is 0, which IPv4 allows (RFC 768) and RoCE NICs send (the
+// ICRC covers the datagram and masks both checksums). DpdkConfig::checksum_offload = false
+// forces the software path. Which one a port uses is logged once, when it starts.
 // Receive: bursts of frames; anything that is not IPv4/UDP to our address and port is counted
 // (rx_other) and freed; the rest is checked (ICRC) and handed to the Device, then freed.
+//
+// Zero copy and reuse: a WR completes only when its ACK comes back, that is after the peer got the
+// bytes, so the PMD has read them by then. PMDs that copy (net_memif in copy mode, net_af_packet)
+// free the chain inside rte_eth_tx_burst; a NIC frees it when it reclaims its ring, so before a
+// received burst is handed to the Device (where ACKs become completions) the medium reclaims
+// finished transmits (rte_eth_tx_done_cleanup) while any external buffer is in flight. A physical
+// port (not on the vdev bus) can only DMA from memory DPDK knows: register_memory() registers it
+// with rte_extmem_register and maps it with rte_dev_dma_map (IOVA = VA: run the EAL with
+// --iova-mode=va), and only payloads inside such regions go by reference there; call it when the
+// memory region is registered with the Device (reg_mr) and unregister_memory() before dereg_mr,
+// which refuses while buffers are in flight. Virtual devices read with the CPU: any stable
+// payload goes by reference, no registration needed.
 //
 // Sleeping: virtual devices here have no receive interrupt, so rx_wait_fd() is a timerfd the
 // medium arms before the Driver sleeps, backing off from 20 us to 1 ms while the port stays idle
@@ -36,6 +59,7 @@
 struct rte_mempool;
 struct rte_mbuf;
 struct rte_eth_dev_info;
+struct rte_device;
 
 namespace weft::io::dpdk {
 
@@ -61,7 +85,28 @@ struct DpdkConfig {
   // How long the constructor waits for the link to come up (net_memif: until the other process
   // has connected); traffic sent before that would only be retransmitted.
   TimeNs link_wait_ns = 10'000'000'000;
+  // Zero-copy transmit (see above): payloads of at least zero_copy_min_bytes go by reference.
+  // Below it a copy is cheaper than the two extra mbufs of a chain. WEFT_DPDK_ZERO_COPY=0|1 in
+  // the environment overrides zero_copy (for benchmarks through weft perf).
+  bool zero_copy = true;
+  std::uint32_t zero_copy_min_bytes = 1024;
+  // false: compute checksums in software even when the port could offload them.
+  bool checksum_offload = true;
 };
+
+// Which checksums the port computes for us (the rest is done in software, see above).
+struct TxChecksum {
+  bool ip = false, udp = false;
+};
+// The offloads to use given a port's dev_info.tx_offload_capa (allow = DpdkConfig::checksum_offload).
+TxChecksum choose_tx_checksum(std::uint64_t tx_offload_capa, bool allow);
+// The RTE_ETH_TX_OFFLOAD_* bits to enable in rte_eth_conf.txmode.offloads for `c`.
+std::uint64_t tx_checksum_offloads(TxChecksum c);
+// Prepares the IPv4/UDP frame starting in mbuf m (Ethernet + IPv4 without options + UDP, all in
+// the first segment, software IPv4 checksum already in place) for the offloads in `c`: sets
+// ol_flags, l2_len and l3_len, zeroes the IPv4 checksum for the port to fill in, and puts the
+// pseudo-header checksum (rte_ipv4_phdr_cksum) in the UDP field. Nothing when c offloads nothing.
+void prepare_tx_checksum(rte_mbuf* m, TxChecksum c);
 
 struct DpdkCounters {
   std::uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
@@ -69,6 +114,7 @@ struct DpdkCounters {
   std::uint64_t tx_full = 0;      // the port or the pool had no room: kept for the next pass
   std::uint64_t rx_other = 0;     // not RoCEv2 to us (ARP, IPv6 ND, other ports): freed
   std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
+  std::uint64_t tx_zero_copy = 0;  // packets whose payload went by reference (external buffer)
 };
 
 class DpdkMedium final : public Medium {
@@ -95,6 +141,19 @@ class DpdkMedium final : public Medium {
   // Where packets for `lid` go: its IPv4 address, UDP port and MAC.
   void add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port, const roce::Mac& mac);
 
+  // Zero copy from [addr, addr + bytes) (see "Zero copy and reuse"). On a physical port: registers
+  // the pages with rte_extmem_register and maps them for the device's DMA; false (and *error)
+  // when that fails. On a virtual device it only records the region. Regions must not overlap.
+  bool register_memory(void* addr, std::size_t bytes, std::string* error);
+  // Forgets the region of `addr` (unmaps and unregisters it on a physical port). False while
+  // external buffers are still in flight (after reclaiming what the port has finished): try
+  // again after the next passes; the memory must not be released before it returns true.
+  bool unregister_memory(void* addr);
+  // External buffers handed to the port whose free callback has not run yet.
+  std::uint64_t zero_copy_in_flight() const { return zc_in_flight_; }
+  bool physical() const { return physical_; }
+  TxChecksum tx_checksum() const { return csum_; }
+
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
   int rx_wait_fd() const override { return timer_fd_; }
@@ -106,6 +165,16 @@ class DpdkMedium final : public Medium {
  private:
   bool flush_pending();
   std::uint32_t port_mtu(const rte_eth_dev_info& info);
+  // The frame of pkt in mbuf b (headers), by reference when it may go so: true and b heads a
+  // three-segment chain; false (nothing changed) when it must be copied.
+  bool attach_zero_copy(rte_mbuf* b, const TxPacket& pkt, const roce::FrameAddr& a);
+  bool zero_copy_allowed(const std::uint8_t* p, std::size_t bytes) const;
+  static void extbuf_freed(void* addr, void* opaque);
+
+  struct Region {
+    std::uintptr_t begin = 0, end = 0;          // what the caller registered
+    std::uintptr_t page_begin = 0, page_end = 0;  // what DPDK mapped (physical ports)
+  };
 
   DpdkConfig cfg_;
   std::string error_, dev_name_;
@@ -114,6 +183,14 @@ class DpdkMedium final : public Medium {
   std::uint32_t if_mtu_ = 0;
   roce::Mac mac_{};
   rte_mempool* pool_ = nullptr;
+  // Payload segments (no data room; the external buffer's shared info in the private area) and
+  // trailers (pad + ICRC: a few bytes of data room), for zero-copy chains.
+  rte_mempool* aux_pool_ = nullptr;
+  rte_device* device_ = nullptr;  // the port's device (DMA mapping)
+  bool zero_copy_ = false, physical_ = false;
+  TxChecksum csum_{};
+  std::vector<Region> regions_;
+  std::uint64_t zc_in_flight_ = 0;
   roce::PeerTable peers_;
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
