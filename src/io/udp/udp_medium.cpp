@@ -344,7 +344,7 @@ bool UdpMedium::build(Device& dev, const TxPacket& pkt, Slot& s, TimeNs now) {
   return true;
 }
 
-void UdpMedium::deliver_run(Device& dev, Slot& s, std::size_t bytes, TimeNs now) {
+std::size_t UdpMedium::deliver_run(Device& dev, Slot& s, std::size_t bytes, TimeNs now) {
   std::size_t seg = bytes;
   for (cmsghdr* c = CMSG_FIRSTHDR(&s.msg); c; c = CMSG_NXTHDR(&s.msg, c))
     if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
@@ -355,8 +355,10 @@ void UdpMedium::deliver_run(Device& dev, Slot& s, std::size_t bytes, TimeNs now)
   if (seg < bytes) ++counters_.rx_gro_runs;
   // Each datagram's frame head goes over the tail of the one before, already delivered (the
   // Device copies what it keeps before on_packet returns).
-  for (std::size_t off = 0; off < bytes; off += seg)
+  std::size_t n = 0;
+  for (std::size_t off = 0; off < bytes; off += seg, ++n)
     deliver(dev, s, off, std::min(seg, bytes - off), now);
+  return n;
 }
 
 void UdpMedium::deliver(Device& dev, Slot& s, std::size_t offset, std::size_t n, TimeNs now) {
@@ -396,6 +398,7 @@ void UdpMedium::deliver(Device& dev, Slot& s, std::size_t offset, std::size_t n,
 
 // ---- sendmmsg / recvmmsg ----
 
+// Counts datagrams, so with GRO a burst may pass `max` by the runs of its last receive.
 std::size_t UdpMedium::rx_mmsg(Device& dev, TimeNs now, std::size_t max) {
   std::size_t n = 0;
   while (n < max) {
@@ -409,9 +412,8 @@ std::size_t UdpMedium::rx_mmsg(Device& dev, TimeNs now, std::size_t max) {
     if (r <= 0) break;
     for (int i = 0; i < r; ++i) {
       rx_[i].msg = mm_[i].msg_hdr;  // the kernel's controllen and flags
-      deliver_run(dev, rx_[i], mm_[i].msg_len, now);
+      n += deliver_run(dev, rx_[i], mm_[i].msg_len, now);
     }
-    n += static_cast<std::size_t>(r);
     if (static_cast<std::size_t>(r) < k) break;
   }
   return n;
@@ -583,8 +585,7 @@ std::size_t UdpMedium::rx_uring(Device& dev, TimeNs now, std::size_t max) {
     const std::uint32_t i = rx_ready_[rx_ready_head_];
     const std::int32_t res = rx_res_[rx_ready_head_++];
     if (res > 0) {
-      deliver_run(dev, rx_[i], static_cast<std::size_t>(res), now);
-      ++n;
+      n += deliver_run(dev, rx_[i], static_cast<std::size_t>(res), now);
     }
     arm_recv(i);
   }

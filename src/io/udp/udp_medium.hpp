@@ -155,7 +155,8 @@ class UdpMedium final : public Medium {
   // The datagram at s.buf[head_ + offset, + datagram_bytes) (offset: its place in a GRO run).
   void deliver(Device& dev, Slot& s, std::size_t offset, std::size_t datagram_bytes, TimeNs now);
   // A completed receive of `bytes`: one datagram, or a GRO run cut at the size its cmsg gives.
-  void deliver_run(Device& dev, Slot& s, std::size_t bytes, TimeNs now);
+  // Returns how many datagrams it held.
+  std::size_t deliver_run(Device& dev, Slot& s, std::size_t bytes, TimeNs now);
   void arm_rx_msg(Slot& s);
   std::size_t group_unsent();
   void flatten_unsent();
