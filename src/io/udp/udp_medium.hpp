@@ -6,7 +6,8 @@
 // completions) and sendmmsg/recvmmsg. kAuto is mmsg (measured faster: see udp_medium.cpp);
 // kUring (UdpConfig::backend or WEFT_UDP_BACKEND=uring) tries io_uring and falls back to mmsg
 // when the kernel refuses it (EPERM in containers that block it, ENOSYS on old kernels), logging
-// that once per process.
+// that once per process. The mmsg back end sends runs of equal datagrams as one UDP GSO message
+// and receives with UDP GRO (UdpConfig::gso/gro; udp(7)): one RoCEv2 packet per datagram still.
 //
 // Addressing (GRH semantics mapped to IP): a packet with a GRH goes to the IPv4 address of its
 // DGID when that is IPv4-mapped (::ffff:a.b.c.d); otherwise its DLID is looked up in the peer
