@@ -6,7 +6,8 @@
 // completions) and sendmmsg/recvmmsg. kAuto is mmsg (measured faster: see udp_medium.cpp);
 // kUring (UdpConfig::backend or WEFT_UDP_BACKEND=uring) tries io_uring and falls back to mmsg
 // when the kernel refuses it (EPERM in containers that block it, ENOSYS on old kernels), logging
-// that once per process.
+// that once per process. The mmsg back end sends runs of equal datagrams as one UDP GSO message
+// and receives with UDP GRO (UdpConfig::gso/gro; udp(7)): one RoCEv2 packet per datagram still.
 //
 // Addressing (GRH semantics mapped to IP): a packet with a GRH goes to the IPv4 address of its
 // DGID when that is IPv4-mapped (::ffff:a.b.c.d); otherwise its DLID is looked up in the peer
@@ -61,7 +62,24 @@ struct UdpConfig {
   // Payloads of at least this many bytes in registered memory go to the kernel in place (a
   // gathered sendmsg: no copy in user space); smaller ones and captured ones are copied.
   std::size_t gather_min_bytes = 512;
+  // UDP GSO (udp(7) UDP_SEGMENT): a run of datagrams to one peer, each the size of the first
+  // (the last may be shorter), goes to the kernel as one message that it cuts into exactly those
+  // datagrams — still one RoCEv2 packet per datagram on the wire — so the stack is walked once
+  // per run instead of once per packet. Off where the kernel refuses it (logged once) or with
+  // WEFT_UDP_GSO=0.
+  bool gso = true;
+  // UDP GRO (udp(7) UDP_GRO): the kernel may hand over a run of equal datagrams from one sender
+  // in one receive (on loopback a GSO run arrives whole, never cut); the medium splits it at the
+  // segment size it reports. Receive buffers then hold kGroBytesMax each. WEFT_UDP_GRO=0: off.
+  bool gro = true;
 };
+
+// The largest run one GSO message carries: the kernel's limits are 64 segments (UDP_MAX_SEGMENTS
+// before Linux 6.x raised it) and one IPv4 datagram's 65,507 bytes of UDP payload.
+inline constexpr std::size_t kGsoSegmentsMax = 64;
+inline constexpr std::size_t kGsoBytesMax = 65'507;
+// A GRO receive is at most one maximal IP packet.
+inline constexpr std::size_t kGroBytesMax = 65'536;
 
 struct UdpCounters {
   std::uint64_t tx_packets = 0, rx_packets = 0, tx_bytes = 0, rx_bytes = 0;
@@ -70,6 +88,8 @@ struct UdpCounters {
   std::uint64_t tx_full = 0;      // tx_burst stopped for lack of a free send buffer
   std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
   std::uint64_t syscalls = 0;  // sendmmsg / recvmmsg / io_uring_enter
+  std::uint64_t tx_gso_runs = 0;  // messages that carried more than one datagram (GSO)
+  std::uint64_t rx_gro_runs = 0;  // receives that held more than one datagram (GRO)
 };
 
 class UdpMedium final : public Medium {
@@ -83,6 +103,8 @@ class UdpMedium final : public Medium {
   bool ok() const { return fd_ >= 0; }
   const std::string& error() const { return error_; }
   UdpBackend backend() const { return backend_; }
+  bool gso() const { return gso_; }  // UdpConfig::gso, and the kernel accepted it
+  bool gro() const { return gro_; }
   std::uint16_t local_port() const { return local_port_; }
   // The MTU of the interface that holds the local address (0: not found, e.g. a wildcard
   // address), and the largest RoCE MTU (256..4096 bytes) whose datagrams it carries without
@@ -119,12 +141,25 @@ class UdpMedium final : public Medium {
     iovec iov[3]{};  // the datagram; gathered: headers, payload (in place), pad + ICRC
     msghdr msg{};
     std::size_t frame_bytes = 0;
+    std::size_t datagram_bytes = 0;  // transmit: the sum of the iovecs
     std::uint8_t trailer[8]{};
+    alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(int))]{};  // receive: UDP_GRO
+  };
+  // Transmit messages: one per datagram, or one per GSO run (with its UDP_SEGMENT cmsg).
+  struct TxMsg {
+    alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(std::uint16_t))]{};
+    std::size_t slot_end = 0;  // one past its last slot
   };
   bool setup_uring();
   // Builds slot's frame from pkt; false when there is no route.
   bool build(Device& dev, const TxPacket& pkt, Slot& s, TimeNs now);
-  void deliver(Device& dev, Slot& s, std::size_t datagram_bytes, TimeNs now);
+  // The datagram at s.buf[head_ + offset, + datagram_bytes) (offset: its place in a GRO run).
+  void deliver(Device& dev, Slot& s, std::size_t offset, std::size_t datagram_bytes, TimeNs now);
+  // A completed receive of `bytes`: one datagram, or a GRO run cut at the size its cmsg gives.
+  // Returns how many datagrams it held.
+  std::size_t deliver_run(Device& dev, Slot& s, std::size_t bytes, TimeNs now);
+  void arm_rx_msg(Slot& s);
+  std::size_t group_unsent();
   void flatten_unsent();
   void arm_recv(std::size_t i);
   void reap();
@@ -145,6 +180,10 @@ class UdpMedium final : public Medium {
   roce::PeerTable peers_;
   std::vector<Slot> rx_, tx_;
   std::vector<mmsghdr> mm_;
+  std::vector<TxMsg> tx_msgs_;  // parallel to mm_ on transmit
+  std::vector<iovec> tx_iov_;   // the messages' gathered iovecs
+  bool gso_ = false, gro_ = false;
+  std::size_t rx_bytes_ = roce::kDatagramMax;  // a receive buffer (kGroBytesMax with GRO)
   std::vector<std::uint32_t> tx_free_;   // io_uring: free send slots
   std::vector<std::uint32_t> rx_ready_;  // io_uring: completed receives (slot << 0), in order
   std::vector<std::int32_t> rx_res_;     // their results
