@@ -403,30 +403,33 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
       if (err != Errc::kOk) break;
       continue;
     }
-    // post_send's WQE, field by field.
+    // post_send's WQE, field by field, from the WR's fields loaded first (a store into the
+    // WQE may alias the WR, and would make the compiler reload it). Not written: the atomic
+    // operands and the UD destination (read for atomics and UD QPs only), the fields post_send
+    // zeroes for them.
+    const Sge sge = *s;
+    const std::uint64_t wr_id = wr.wr_id, remote_addr = wr.remote_addr;
+    const std::uint32_t flags = wr.send_flags, imm = wr.imm_data, rkey = wr.rkey;
+    const WrOpcode op = wr.opcode;
     SendWqe& w = sq_[head & mask];
-    w.wr_id = wr.wr_id;
-    w.opcode = wr.opcode;
-    w.signaled = sig_all || (wr.send_flags & kSignaled);
-    w.fence = (wr.send_flags & kFence) != 0;
+    w.wr_id = wr_id;
+    w.opcode = op;
+    w.signaled = sig_all || (flags & kSignaled);
+    w.fence = (flags & kFence) != 0;
     w.is_inline = false;
-    w.solicited = (wr.send_flags & kSolicited) != 0;
+    w.solicited = (flags & kSolicited) != 0;
     w.credit_stalled = false;
-    w.total_bytes = s->length;
-    w.imm = wr.imm_data;
-    w.remote_addr = wr.remote_addr;
-    w.rkey = wr.rkey;
-    w.compare_add = wr.compare_add;
-    w.swap = wr.swap;
+    w.total_bytes = sge.length;
+    w.imm = imm;
+    w.remote_addr = remote_addr;
+    w.rkey = rkey;
     w.first_psn = 0;
     w.npkts = 0;
-    w.remote_qpn = 0;
-    w.remote_qkey = 0;
     w.num_sge = 1;
-    w.contiguous = reinterpret_cast<const std::uint8_t*>(s->addr);
-    sq_sge_[(head & mask) * sge_stride] = *s;
+    w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
+    sq_sge_[(head & mask) * sge_stride] = sge;
     w.cseq = cseq;
-    if (consumes_credit(wr.opcode)) ++cseq;
+    if (consumes_credit(op)) ++cseq;
     ++head;
   }
   sq_head_ = head;
@@ -444,14 +447,14 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
   const MrImpl* mr = nullptr;  // as post_send_burst
   std::uint32_t mr_key = 0;
   for (; posted < wrs.size(); ++posted) {
-    const RecvWr& wr = wrs[posted];
-    // One SGE in the region of the previous WR's (the commonest list): its checks inline.
-    if (wr.sg_list.size() == 1 && mr != nullptr && wr.sg_list[0].lkey == mr_key &&
-        mr->contains(wr.sg_list[0].addr, wr.sg_list[0].length) && 1 <= rq_.max_sge() &&
-        !rq_.full()) {
-      rq_.push1(wr.wr_id, wr.sg_list[0]);
-      continue;
+    // WRs of one SGE in the region of the previous WR's (the commonest list): a run of them
+    // with its checks inline (RecvQueue::push1_run).
+    if (mr != nullptr && 1 <= rq_.max_sge()) {
+      posted += rq_.push1_run(wrs.subspan(posted), mr_key,
+                              reinterpret_cast<std::uintptr_t>(mr->addr()), mr->length());
+      if (posted == wrs.size()) break;
     }
+    const RecvWr& wr = wrs[posted];
     // post_recv's checks (SGE count, room, IBA 10.6.3.2 L_Keys with local write); a WR that
     // fails one goes through post_recv for its error.
     bool ok = wr.sg_list.size() <= rq_.max_sge() && !rq_.full();
