@@ -14,14 +14,6 @@ namespace {
 
 using wire::Opcode;
 
-bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
-         op == WrOpcode::kAtomicFetchAndAdd;
-}
-bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
-
 bool outstanding(const QpImpl& qp) {
   return qp.sq_comp_ != qp.sq_launched_;
 }
@@ -95,6 +87,7 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
     // meanwhile); a signaled WQE without a free slot stops the loop (complete_front's overrun).
     const std::uint64_t room = cq->overrun_ ? 0 : cq->room();
     std::uint64_t wcs = 0;
+    const CqImpl::Slots slots = cq->slots();
     const WorkCompletion tmpl = qp.wc_tmpl_;
     const SendWqe* const sq = qp.sq_.data();
     const std::uint64_t mask = qp.sq_mask_;
@@ -110,7 +103,7 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
       if (w.signaled) {
         const std::uint64_t wr_id = w.wr_id;
         const std::uint32_t bytes = w.total_bytes;
-        WorkCompletion* wc = cq->slot_after(wcs++);
+        WorkCompletion* wc = slots.after(wcs++);
         *wc = tmpl;
         wc->wr_id = wr_id;
         wc->opcode = kSendWcOpcode[static_cast<unsigned>(op)];

@@ -708,7 +708,15 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     const std::uint64_t cq_room = cq->overrun_ ? 0 : cq->room();
     const std::uint64_t took_max = std::min(recvs, cq_room);
     const WorkCompletion tmpl = qp.wc_tmpl_;
+    const RecvQueue::Front rx = rq.front_view();
+    const CqImpl::Slots wcs = cq->slots();
     std::uint32_t last_len = 0;
+    // The held ACK's PSN and MSN (stored into `ack` after the loop: a store through the
+    // reference would make the compiler reload the loop's state), and the bytes as 4-byte words
+    // through the ICRC (a run's packets are whole words; + the VCRC's 2 bytes each).
+    bool ack_due = false;
+    std::uint32_t ack_psn = 0, ack_msn = 0;
+    std::uint64_t words_sum = 0;
     for (; n < pkts.size(); ++n) {
       const TxPacket& p = pkts[n];
       const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
@@ -730,16 +738,16 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
                std::uint64_t{pad} << 12))
         break;
       const std::uint32_t psn = psn_of(bth);
-      const RecvWqe& r = rq.after_front(n);
+      const RecvWqe& r = rx.wqe(n);
       if (psn != epsn || r.total_bytes < len) break;
       const std::uint64_t wr_id = r.wr_id;
-      const Sge* sges = rq.sges_after_front(n);
+      const Sge* sges = rx.sges_of(n);
       if (r.num_sge == 1 && !rp)
         copy_small(reinterpret_cast<std::uint8_t*>(sges[0].addr), p.payload, len);
       else
         copy_to_sges(sges, r.num_sge, 0, p.payload, len, rp);
       // complete_recv_ok's completion.
-      WorkCompletion* wc = cq->slot_after(n);
+      WorkCompletion* wc = wcs.after(n);
       *wc = tmpl;
       wc->wr_id = wr_id;
       wc->byte_len = len;
@@ -748,10 +756,14 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       epsn = psn_add(psn, 1);
       if ((bth[8] & 0x80) || ++since >= coalesce) {
         since = 0;
-        ack = DeferredAck{&qp, psn, msn};
+        ack_due = true;
+        ack_psn = psn;
+        ack_msn = msn;
       }
-      rx_bytes += p.wire_bytes();
+      words_sum += words;
     }
+    if (ack_due) ack = DeferredAck{&qp, ack_psn, ack_msn};
+    rx_bytes = words_sum * 4 + n * wire::kVcrcBytes;
     if (n != 0) {
       rq.pop_n(n);
       cq->commit(n);  // commit_cqe's counts, for n successful completions

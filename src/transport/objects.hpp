@@ -86,11 +86,16 @@ class CqImpl final : public CompletionQueue {
   WorkCompletion* slot() { return head_ - tail_ >= depth_ ? nullptr : &ring_[head_ & mask_]; }
   void commit() { ++head_; }
   // The batch form, for a loop that completes several WRs with nothing else completing into this
-  // CQ meanwhile: the free slots now (room()), the k-th slot after the head (k < room()), and
-  // commit(n) appending the first n of them. Keeps the head out of memory across the loop (each
+  // CQ meanwhile: the free slots now (room()), the k-th slot after the head (slots().after(k),
+  // k < room()), and commit(n) appending the first n of them. Keeps the head out of memory across the loop (each
   // completion's stores would otherwise make the compiler reload it).
   std::uint64_t room() const { return depth_ - (head_ - tail_); }
-  WorkCompletion* slot_after(std::uint64_t k) { return &ring_[(head_ + k) & mask_]; }
+  struct Slots {  // the ring as it is now, copied into the caller's locals
+    WorkCompletion* ring;
+    std::uint64_t head, mask;
+    WorkCompletion* after(std::uint64_t k) const { return &ring[(head + k) & mask]; }
+  };
+  Slots slots() { return Slots{ring_.data(), head_, mask_}; }
   void commit(std::uint64_t n) { head_ += n; }
   // Appends; false when full (the caller turns that into an overrun, IBA 11.4.2.1).
   bool push(const WorkCompletion& wc) {
@@ -147,11 +152,16 @@ class RecvQueue {
   const RecvWqe& front() const { return wqes_[tail_ & mask_]; }
   const Sge* front_sges() const { return &sges_[(tail_ & mask_) * max_sge_]; }
   // A run of pops with the positions in the caller's locals (DeviceImpl::receive_run): the WQE
-  // and SGEs `k` places after the front (k < outstanding()), then pop_n(k) for the k taken.
-  const RecvWqe& after_front(std::uint64_t k) const { return wqes_[(tail_ + k) & mask_]; }
-  const Sge* sges_after_front(std::uint64_t k) const {
-    return &sges_[((tail_ + k) & mask_) * max_sge_];
-  }
+  // and SGEs `k` places after the front (front_view(), k < outstanding()), then pop_n(k) for
+  // the k taken.
+  struct Front {  // the ring as it is now, copied into the caller's locals
+    const RecvWqe* wqes;
+    const Sge* sges;
+    std::uint64_t tail, mask, stride;
+    const RecvWqe& wqe(std::uint64_t k) const { return wqes[(tail + k) & mask]; }
+    const Sge* sges_of(std::uint64_t k) const { return &sges[((tail + k) & mask) * stride]; }
+  };
+  Front front_view() const { return Front{wqes_.data(), sges_.data(), tail_, mask_, max_sge_}; }
   void pop_n(std::uint64_t k) {
     WEFT_ASSERT(k <= head_ - tail_);
     tail_ += k;

@@ -34,10 +34,6 @@ WcOpcode wc_opcode(WrOpcode op) {
   return WcOpcode::kSend;
 }
 
-bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
-
 }  // namespace
 
 std::string_view to_string(ReqState s) {
@@ -370,15 +366,17 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
   // from one region (nothing deregisters it inside this call).
   const MrImpl* mr = nullptr;
   std::uint32_t mr_key = 0;
-  // The queue's state in locals (stores into WQEs would make the compiler reload it), stored
-  // back before post_send and at the end.
+  std::uint64_t mr_base = 0, mr_bytes = 0;  // mr's extent
+  // The queue's state and the WR count in locals (stores into WQEs would make the compiler
+  // reload them), stored back before post_send and at the end.
   std::uint64_t head = sq_head_, cseq = cseq_next_;
-  const std::uint64_t comp = sq_comp_, mask = sq_mask_;
-  const std::uint32_t depth = sq_depth_, sge_stride = max_send_sge_;
+  const std::uint64_t mask = sq_mask_, head_end = sq_comp_ + sq_depth_;
+  const std::uint32_t sge_stride = max_send_sge_;
   const bool sig_all = init_.sq_sig_all;
   Errc err = Errc::kOk;
-  for (; posted < wrs.size(); ++posted) {
-    const SendWr& wr = wrs[posted];
+  std::size_t i = 0;
+  for (; i < wrs.size(); ++i) {
+    const SendWr& wr = wrs[i];
     // post_send's checks for a SEND/WRITE (with or without immediate) of one SGE, not inline, in
     // RTS: the opcode, the queue's room, the L_Key (IBA 10.6.3.2: region of this PD, holding the
     // bytes; a local read needs no access bit) and the size. Any other WR, or one that fails a
@@ -386,17 +384,24 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
     const Sge* s = wr.sg_list.data();
     const bool lean =
         static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
-        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head - comp < depth &&
+        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head < head_end &&
         s->length <= kMessageBytesMax;
     if (lean && (mr == nullptr || s->lkey != mr_key)) {
       mr = dev_->find_mr(s->lkey);
       mr_key = s->lkey;
       if (mr != nullptr && mr->pd_ != pd) mr = nullptr;
+      if (mr != nullptr) {
+        mr_base = reinterpret_cast<std::uintptr_t>(mr->addr());
+        mr_bytes = mr->length();
+      }
     }
-    if (!lean || mr == nullptr || !mr->contains(s->addr, s->length)) {
+    // MrImpl::contains on the extent.
+    if (!lean || mr == nullptr || s->addr < mr_base || s->length > mr_bytes ||
+        s->addr - mr_base > mr_bytes - s->length) {
       if (lean) mr = nullptr;
       sq_head_ = head;
       cseq_next_ = cseq;
+      posted = i;
       err = post_send(wr);
       head = sq_head_;
       cseq = cseq_next_;
@@ -432,6 +437,7 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
     if (consumes_credit(op)) ++cseq;
     ++head;
   }
+  posted = i;
   sq_head_ = head;
   cseq_next_ = cseq;
   // post_send schedules the QP on every post; the first schedule is the one that counts.
