@@ -504,8 +504,11 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         o.icrc = 0;
         o.vcrc = 0;
         o.crcs_valid = false;
-        if (compute) dev.compute_crcs(o);
       }
+      // The CRCs after the loop: a call inside it would keep its state out of the registers a
+      // call clobbers.
+      if (compute)
+        for (TxPacket* o = out.data() + n; o != o_next; ++o) dev.compute_crcs(*o);
       n += slot - first_slot;
       tx_bytes = words_sum * 4 + (slot - first_slot) * wire::kVcrcBytes;
     }
