@@ -14,14 +14,6 @@ namespace {
 
 using wire::Opcode;
 
-bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
-         op == WrOpcode::kAtomicFetchAndAdd;
-}
-bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
-
 bool outstanding(const QpImpl& qp) {
   return qp.sq_comp_ != qp.sq_launched_;
 }
@@ -91,23 +83,36 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
     std::uint32_t comp_psn = qp.comp_psn_;
     std::uint64_t cseq_acked = qp.cseq_acked_;
     auto* cq = static_cast<CqImpl*>(qp.init_.send_cq);
-    DeviceImpl& dev = *qp.dev_;
+    // The CQ slots taken, committed once after the loop (nothing else completes into the CQ
+    // meanwhile); a signaled WQE without a free slot stops the loop (complete_front's overrun).
+    const std::uint64_t room = cq->overrun_ ? 0 : cq->room();
+    std::uint64_t wcs = 0;
+    const CqImpl::Slots slots = cq->slots();
+    const WorkCompletion tmpl = qp.wc_tmpl_;
+    const SendWqe* const sq = qp.sq_.data();
+    const std::uint64_t mask = qp.sq_mask_;
     for (; comp < launched; ++comp) {
-      const SendWqe& w = qp.sq_at(comp);
-      if (is_rd_atomic(w.opcode)) break;
+      const SendWqe& w = sq[comp & mask];
+      const WrOpcode op = w.opcode;
+      if (is_rd_atomic(op)) break;
       const std::uint32_t last = psn_add(w.first_psn, w.npkts - 1);
       if (!psn_le(last, psn)) break;
-      WorkCompletion* wc = nullptr;
-      if (w.signaled && (wc = dev.cqe_slot(cq)) == nullptr) break;  // overrun: complete_front's
+      if (w.signaled && wcs == room) break;
       comp_psn = psn_add(last, 1);
-      if (consumes_credit(w.opcode)) cseq_acked = w.cseq + 1;
-      if (wc) {
-        *wc = qp.wc_tmpl_;
-        wc->wr_id = w.wr_id;
-        wc->opcode = kSendWcOpcode[static_cast<unsigned>(w.opcode)];
-        wc->byte_len = w.total_bytes;
-        dev.commit_cqe(cq, WcStatus::kSuccess);
+      if (consumes_credit(op)) cseq_acked = w.cseq + 1;
+      if (w.signaled) {
+        const std::uint64_t wr_id = w.wr_id;
+        const std::uint32_t bytes = w.total_bytes;
+        WorkCompletion* wc = slots.after(wcs++);
+        *wc = tmpl;
+        wc->wr_id = wr_id;
+        wc->opcode = kSendWcOpcode[static_cast<unsigned>(op)];
+        wc->byte_len = bytes;
       }
+    }
+    if (wcs != 0) {
+      cq->commit(wcs);  // commit_cqe's counts, for wcs successful completions
+      qp.dev_->counters_.completions += wcs;
     }
     if (comp != qp.sq_comp_) {
       qp.sq_comp_ = comp;

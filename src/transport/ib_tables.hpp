@@ -31,6 +31,24 @@ constexpr bool psn_le(std::uint32_t a, std::uint32_t b) {
   return psn_diff(a, b) <= 0;
 }
 
+// ---- Send WR classes, as bit tests on the opcode (one instruction, not a chain of compares).
+// READ and atomics: responses carry the data, bounded by max_rd_atomic (IBA 9.7.4.1.4).
+constexpr bool is_rd_atomic(WrOpcode op) {
+  constexpr unsigned kMask = 1u << static_cast<unsigned>(WrOpcode::kRdmaRead) |
+                             1u << static_cast<unsigned>(WrOpcode::kAtomicCmpAndSwp) |
+                             1u << static_cast<unsigned>(WrOpcode::kAtomicFetchAndAdd);
+  return (kMask >> static_cast<unsigned>(op)) & 1u;
+}
+// What consumes a receive WQE at the responder, hence an end-to-end credit (IBA 9.7.7.2): SEND
+// and RDMA WRITE with immediate.
+constexpr bool consumes_credit(WrOpcode op) {
+  constexpr unsigned kMask = 1u << static_cast<unsigned>(WrOpcode::kSend) |
+                             1u << static_cast<unsigned>(WrOpcode::kSendWithImm) |
+                             1u << static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm);
+  return (kMask >> static_cast<unsigned>(op)) & 1u;
+}
+static_assert(static_cast<unsigned>(WrOpcode::kAtomicFetchAndAdd) < 32);
+
 // ---- End-to-end credits (IBA 9.7.7.2.6, Table 44): a 5-bit logarithmic code. ---------------
 inline constexpr std::uint8_t kCreditCodeInvalid = 31;
 inline constexpr std::array<std::uint32_t, 31> kCreditCodeValue = {

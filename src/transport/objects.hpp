@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include <weft/device.hpp>
@@ -84,6 +85,18 @@ class CqImpl final : public CompletionQueue {
   // slot in place saves building the completion on the stack and copying it.
   WorkCompletion* slot() { return head_ - tail_ >= depth_ ? nullptr : &ring_[head_ & mask_]; }
   void commit() { ++head_; }
+  // The batch form, for a loop that completes several WRs with nothing else completing into this
+  // CQ meanwhile: the free slots now (room()), the k-th slot after the head (slots().after(k),
+  // k < room()), and commit(n) appending the first n of them. Keeps the head out of memory across the loop (each
+  // completion's stores would otherwise make the compiler reload it).
+  std::uint64_t room() const { return depth_ - (head_ - tail_); }
+  struct Slots {  // the ring as it is now, copied into the caller's locals
+    WorkCompletion* ring;
+    std::uint64_t head, mask;
+    WorkCompletion* after(std::uint64_t k) const { return &ring[(head + k) & mask]; }
+  };
+  Slots slots() { return Slots{ring_.data(), head_, mask_}; }
+  void commit(std::uint64_t n) { head_ += n; }
   // Appends; false when full (the caller turns that into an overrun, IBA 11.4.2.1).
   bool push(const WorkCompletion& wc) {
     if (head_ - tail_ >= depth_) return false;
@@ -136,15 +149,48 @@ class RecvQueue {
     }
     ++head_;
   }
-  // push() of a validated WR of one SGE (post_recv_burst).
-  void push1(std::uint64_t wr_id, const Sge& s) {
-    const std::uint64_t slot = head_ & mask_;
-    sges_[slot * max_sge_] = s;
-    wqes_[slot] = RecvWqe{wr_id, 1, s.length};
-    ++head_;
-  }
   const RecvWqe& front() const { return wqes_[tail_ & mask_]; }
   const Sge* front_sges() const { return &sges_[(tail_ & mask_) * max_sge_]; }
+  // A run of pops with the positions in the caller's locals (DeviceImpl::receive_run): the WQE
+  // and SGEs `k` places after the front (front_view(), k < outstanding()), then pop_n(k) for
+  // the k taken.
+  struct Front {  // the ring as it is now, copied into the caller's locals
+    const RecvWqe* wqes;
+    const Sge* sges;
+    std::uint64_t tail, mask, stride;
+    const RecvWqe& wqe(std::uint64_t k) const { return wqes[(tail + k) & mask]; }
+    const Sge* sges_of(std::uint64_t k) const { return &sges[((tail + k) & mask) * stride]; }
+  };
+  Front front_view() const { return Front{wqes_.data(), sges_.data(), tail_, mask_, max_sge_}; }
+  void pop_n(std::uint64_t k) {
+    WEFT_ASSERT(k <= head_ - tail_);
+    tail_ += k;
+  }
+  // push() over a list (post_recv_burst): from the front of `wrs`, the WRs of one SGE with L_Key
+  // `lkey` inside [base, base + length), while there is room; returns how many were pushed. The
+  // caller has checked that key's region (PD, local write) and max_sge >= 1.
+  std::size_t push1_run(std::span<const RecvWr> wrs, std::uint32_t lkey, std::uint64_t base,
+                        std::uint64_t length) {
+    std::uint64_t head = head_;
+    const std::uint64_t end = tail_ + max_wr_, mask = mask_, stride = max_sge_;
+    RecvWqe* const wqes = wqes_.data();
+    Sge* const sges = sges_.data();
+    std::size_t i = 0;
+    for (; i < wrs.size() && head != end; ++i, ++head) {
+      const RecvWr& wr = wrs[i];
+      if (wr.sg_list.size() != 1) break;
+      const Sge s = wr.sg_list[0];
+      const std::uint64_t wr_id = wr.wr_id;  // loaded before the stores, which may alias it
+      // MrImpl::contains
+      if (s.lkey != lkey || s.addr < base || s.length > length || s.addr - base > length - s.length)
+        break;
+      const std::uint64_t slot = head & mask;
+      sges[slot * stride] = s;
+      wqes[slot] = RecvWqe{wr_id, 1, s.length};
+    }
+    head_ = head;
+    return i;
+  }
   void pop() {
     WEFT_ASSERT(head_ != tail_);
     ++tail_;

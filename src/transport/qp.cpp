@@ -34,10 +34,6 @@ WcOpcode wc_opcode(WrOpcode op) {
   return WcOpcode::kSend;
 }
 
-bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
-
 }  // namespace
 
 std::string_view to_string(ReqState s) {
@@ -370,15 +366,17 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
   // from one region (nothing deregisters it inside this call).
   const MrImpl* mr = nullptr;
   std::uint32_t mr_key = 0;
-  // The queue's state in locals (stores into WQEs would make the compiler reload it), stored
-  // back before post_send and at the end.
+  std::uint64_t mr_base = 0, mr_bytes = 0;  // mr's extent
+  // The queue's state and the WR count in locals (stores into WQEs would make the compiler
+  // reload them), stored back before post_send and at the end.
   std::uint64_t head = sq_head_, cseq = cseq_next_;
-  const std::uint64_t comp = sq_comp_, mask = sq_mask_;
-  const std::uint32_t depth = sq_depth_, sge_stride = max_send_sge_;
+  const std::uint64_t mask = sq_mask_, head_end = sq_comp_ + sq_depth_;
+  const std::uint32_t sge_stride = max_send_sge_;
   const bool sig_all = init_.sq_sig_all;
   Errc err = Errc::kOk;
-  for (; posted < wrs.size(); ++posted) {
-    const SendWr& wr = wrs[posted];
+  std::size_t i = 0;
+  for (; i < wrs.size(); ++i) {
+    const SendWr& wr = wrs[i];
     // post_send's checks for a SEND/WRITE (with or without immediate) of one SGE, not inline, in
     // RTS: the opcode, the queue's room, the L_Key (IBA 10.6.3.2: region of this PD, holding the
     // bytes; a local read needs no access bit) and the size. Any other WR, or one that fails a
@@ -386,49 +384,60 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
     const Sge* s = wr.sg_list.data();
     const bool lean =
         static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
-        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head - comp < depth &&
+        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head < head_end &&
         s->length <= kMessageBytesMax;
     if (lean && (mr == nullptr || s->lkey != mr_key)) {
       mr = dev_->find_mr(s->lkey);
       mr_key = s->lkey;
       if (mr != nullptr && mr->pd_ != pd) mr = nullptr;
+      if (mr != nullptr) {
+        mr_base = reinterpret_cast<std::uintptr_t>(mr->addr());
+        mr_bytes = mr->length();
+      }
     }
-    if (!lean || mr == nullptr || !mr->contains(s->addr, s->length)) {
+    // MrImpl::contains on the extent.
+    if (!lean || mr == nullptr || s->addr < mr_base || s->length > mr_bytes ||
+        s->addr - mr_base > mr_bytes - s->length) {
       if (lean) mr = nullptr;
       sq_head_ = head;
       cseq_next_ = cseq;
+      posted = i;
       err = post_send(wr);
       head = sq_head_;
       cseq = cseq_next_;
       if (err != Errc::kOk) break;
       continue;
     }
-    // post_send's WQE, field by field.
+    // post_send's WQE, field by field, from the WR's fields loaded first (a store into the
+    // WQE may alias the WR, and would make the compiler reload it). Not written: the atomic
+    // operands and the UD destination (read for atomics and UD QPs only), the fields post_send
+    // zeroes for them.
+    const Sge sge = *s;
+    const std::uint64_t wr_id = wr.wr_id, remote_addr = wr.remote_addr;
+    const std::uint32_t flags = wr.send_flags, imm = wr.imm_data, rkey = wr.rkey;
+    const WrOpcode op = wr.opcode;
     SendWqe& w = sq_[head & mask];
-    w.wr_id = wr.wr_id;
-    w.opcode = wr.opcode;
-    w.signaled = sig_all || (wr.send_flags & kSignaled);
-    w.fence = (wr.send_flags & kFence) != 0;
+    w.wr_id = wr_id;
+    w.opcode = op;
+    w.signaled = sig_all || (flags & kSignaled);
+    w.fence = (flags & kFence) != 0;
     w.is_inline = false;
-    w.solicited = (wr.send_flags & kSolicited) != 0;
+    w.solicited = (flags & kSolicited) != 0;
     w.credit_stalled = false;
-    w.total_bytes = s->length;
-    w.imm = wr.imm_data;
-    w.remote_addr = wr.remote_addr;
-    w.rkey = wr.rkey;
-    w.compare_add = wr.compare_add;
-    w.swap = wr.swap;
+    w.total_bytes = sge.length;
+    w.imm = imm;
+    w.remote_addr = remote_addr;
+    w.rkey = rkey;
     w.first_psn = 0;
     w.npkts = 0;
-    w.remote_qpn = 0;
-    w.remote_qkey = 0;
     w.num_sge = 1;
-    w.contiguous = reinterpret_cast<const std::uint8_t*>(s->addr);
-    sq_sge_[(head & mask) * sge_stride] = *s;
+    w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
+    sq_sge_[(head & mask) * sge_stride] = sge;
     w.cseq = cseq;
-    if (consumes_credit(wr.opcode)) ++cseq;
+    if (consumes_credit(op)) ++cseq;
     ++head;
   }
+  posted = i;
   sq_head_ = head;
   cseq_next_ = cseq;
   // post_send schedules the QP on every post; the first schedule is the one that counts.
@@ -444,14 +453,14 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
   const MrImpl* mr = nullptr;  // as post_send_burst
   std::uint32_t mr_key = 0;
   for (; posted < wrs.size(); ++posted) {
-    const RecvWr& wr = wrs[posted];
-    // One SGE in the region of the previous WR's (the commonest list): its checks inline.
-    if (wr.sg_list.size() == 1 && mr != nullptr && wr.sg_list[0].lkey == mr_key &&
-        mr->contains(wr.sg_list[0].addr, wr.sg_list[0].length) && 1 <= rq_.max_sge() &&
-        !rq_.full()) {
-      rq_.push1(wr.wr_id, wr.sg_list[0]);
-      continue;
+    // WRs of one SGE in the region of the previous WR's (the commonest list): a run of them
+    // with its checks inline (RecvQueue::push1_run).
+    if (mr != nullptr && 1 <= rq_.max_sge()) {
+      posted += rq_.push1_run(wrs.subspan(posted), mr_key,
+                              reinterpret_cast<std::uintptr_t>(mr->addr()), mr->length());
+      if (posted == wrs.size()) break;
     }
+    const RecvWr& wr = wrs[posted];
     // post_recv's checks (SGE count, room, IBA 10.6.3.2 L_Keys with local write); a WR that
     // fails one goes through post_recv for its error.
     bool ok = wr.sg_list.size() <= rq_.max_sge() && !rq_.full();

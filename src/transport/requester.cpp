@@ -7,6 +7,7 @@
 // a packet whose payload straddles two SGEs is gathered into the Device's bounce buffer.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include "src/transport/device_impl.hpp"
@@ -21,14 +22,6 @@ namespace {
 constexpr std::uint32_t kAckReqEveryPackets = 32;
 
 using wire::Opcode;
-
-bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpAndSwp ||
-         op == WrOpcode::kAtomicFetchAndAdd;
-}
-bool consumes_credit(WrOpcode op) {
-  return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWriteWithImm;
-}
 
 // Payload bytes [offset, offset+len) of a WQE: a pointer into one SGE, or a gather into bounce.
 const std::uint8_t* gather_payload(QpImpl& qp, std::uint64_t slot, const SendWqe& w,
@@ -399,12 +392,19 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
   const bool compute = dev.config_.crc == CrcMode::kCompute;
   const std::uint16_t dlid = qp.attr_.av.dlid;
   const std::uint8_t sl = qp.attr_.av.sl, port = qp.attr_.port_num;
-  // The headers are built in a local buffer and stored whole: byte stores into the packet may
+  // The headers are built in registers and stored in words: byte stores into the packet may
   // alias anything, and would make the compiler reload every QP field after each one.
-  constexpr std::size_t kOnlyHdrBytesMax =
-      QpImpl::kMidHdrBytes + wire::kRethBytes + wire::kImmBytes;
-  std::array<std::uint8_t, kOnlyHdrBytesMax> tmpl{};
-  std::memcpy(tmpl.data(), qp.hdr_tmpl_.data(), QpImpl::kMidHdrBytes);
+  // The template's LRH and first 8 BTH bytes, without the fields each packet sets: LRH PktLen
+  // (bytes 4-5), BTH opcode and SE/M/PadCnt/TVer (bytes 0-1). Words in memory order.
+  constexpr std::uint64_t kLrhNoLen = std::bit_cast<std::uint64_t>(
+      std::array<std::uint8_t, 8>{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF});
+  constexpr std::uint64_t kBthNoOp = std::bit_cast<std::uint64_t>(
+      std::array<std::uint8_t, 8>{0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF});
+  std::uint64_t lrh_base, bth_base;
+  std::memcpy(&lrh_base, qp.hdr_tmpl_.data(), 8);
+  std::memcpy(&bth_base, qp.hdr_tmpl_.data() + wire::kLrhBytes, 8);
+  lrh_base &= kLrhNoLen;
+  bth_base &= kBthNoOp;
   std::size_t n = 0;
   while (n < out.size()) {
     // A run of lean packets, with the requester's state in locals, stored back after the run.
@@ -430,8 +430,16 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       comp_after_send(qp, now);
     };
     if (lean && slot >= qp.sq_launched_) {
-      for (; n < out.size() && slot != head; ++n, ++slot) {
-        SendWqe& w = qp.sq_at(slot);
+      SendWqe* const sq = qp.sq_.data();
+      const std::uint64_t mask = qp.sq_mask_;
+      // Fewer values live across the loop (they would be spilled): its end as one slot, the
+      // packet count from the slot, the bytes as 4-byte words up to the ICRC (+ the VCRC's 2).
+      const std::uint64_t first_slot = slot;
+      const std::uint64_t stop = slot + std::min<std::uint64_t>(out.size() - n, head - slot);
+      TxPacket* o_next = out.data() + n;
+      std::uint64_t words_sum = 0;
+      for (; slot != stop; ++slot, ++o_next) {
+        SendWqe& w = sq[slot & mask];
         const auto opi = static_cast<unsigned>(w.opcode);
         const std::uint32_t len = w.total_bytes;
         const bool credit = consumes_credit(w.opcode);
@@ -449,33 +457,41 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         if (ack_req) since = 0;
         w.first_psn = psn;
         w.npkts = 1;
+        // The WQE's fields before the packet's stores (byte stores may alias anything).
+        const bool write = opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite);
+        const std::uint64_t remote_addr = w.remote_addr;
+        const std::uint32_t rkey = w.rkey, imm = w.imm;
+        const std::uint8_t* payload = len ? w.contiguous : nullptr;
         const auto pad = static_cast<std::uint8_t>(-len & 3);
-        std::array<std::uint8_t, kOnlyHdrBytesMax> hdr = tmpl;  // encode_from_template
-        std::uint8_t* bth = hdr.data() + wire::kLrhBytes;
-        bth[0] = static_cast<std::uint8_t>(kDataOpcodes[opi][0]);
-        bth[1] = static_cast<std::uint8_t>((w.solicited ? 0x80u : 0u) | (unsigned{pad} << 4));
-        st32(bth + 8, (ack_req ? 0x80000000u : 0u) | psn);
-        std::uint8_t* e = bth + wire::kBthBytes;
-        if (opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite)) {  // WRITE ONLY: RETH
-          st64(e, w.remote_addr);
-          st32(e + 8, w.rkey);
+        // encode_from_template: the LRH and the BTH's first 8 bytes as two words of the
+        // template's with PktLen (7.7.8), opcode, SE and PadCnt (9.2) set, then the PSN word;
+        // WRITE ONLY: the RETH (9.3.3); with immediate: ImmDt (9.3.1).
+        const auto hb =
+            static_cast<std::uint16_t>(QpImpl::kMidHdrBytes + (write ? wire::kRethBytes : 0) +
+                                       ((opi & 1) ? wire::kImmBytes : 0));
+        const std::uint64_t words = (hb + len + pad + wire::kIcrcBytes) / 4;
+        const std::uint64_t lrh = lrh_base | (words >> 8) << 32 | (words & 0xFF) << 40;
+        const std::uint64_t bth_word =
+            bth_base | static_cast<std::uint8_t>(kDataOpcodes[opi][0]) |
+            std::uint64_t{(w.solicited ? 0x80u : 0u) | (unsigned{pad} << 4)} << 8;
+        TxPacket& o = *o_next;
+        std::uint8_t* const h = o.headers.data();
+        std::memcpy(h, &lrh, 8);
+        std::memcpy(h + wire::kLrhBytes, &bth_word, 8);
+        st32(h + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | psn);
+        std::uint8_t* e = h + QpImpl::kMidHdrBytes;
+        if (write) {
+          st64(e, remote_addr);
+          st32(e + 8, rkey);
           st32(e + 12, len);
           e += wire::kRethBytes;
         }
-        if (opi & 1) {  // SEND / WRITE with immediate: ImmDt
-          st32(e, w.imm);
-          e += wire::kImmBytes;
-        }
-        const auto hb = static_cast<std::uint16_t>(e - hdr.data());
-        st16(hdr.data() + 4, static_cast<unsigned>((hb + len + pad + wire::kIcrcBytes) / 4));
-        const std::uint8_t* payload = len ? w.contiguous : nullptr;
+        if (opi & 1) st32(e, imm);
         const std::uint32_t next = psn_add(psn, 1);
         if (psn_lt(psn, high)) ++retransmits;
         if (psn_lt(high, next)) high = next;
         psn = next;
-        tx_bytes += std::size_t{hb} + len + pad + wire::kIcrcBytes + wire::kVcrcBytes;
-        TxPacket& o = out[n];
-        std::memcpy(o.headers.data(), hdr.data(), kOnlyHdrBytesMax);
+        words_sum += words;
         o.header_bytes = hb;
         o.dlid = dlid;
         o.sl = sl;
@@ -488,8 +504,13 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         o.icrc = 0;
         o.vcrc = 0;
         o.crcs_valid = false;
-        if (compute) dev.compute_crcs(o);
       }
+      // The CRCs after the loop: a call inside it would keep its state out of the registers a
+      // call clobbers.
+      if (compute)
+        for (TxPacket* o = out.data() + n; o != o_next; ++o) dev.compute_crcs(*o);
+      n += slot - first_slot;
+      tx_bytes = words_sum * 4 + (slot - first_slot) * wire::kVcrcBytes;
     }
     if (n != run_first) {
       qp.sq_req_ = qp.sq_launched_ = slot;
