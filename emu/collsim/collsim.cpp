@@ -6,12 +6,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <limits>
 #include <memory>
 #include <queue>
 
 #include "emu/collsim/fabric_net.hpp"
+#include "emu/collsim/plan_sim.hpp"
 #include "emu/topo/spec.hpp"
 
 #include "src/coll/communicator.hpp"
@@ -147,22 +149,11 @@ class Cluster {
     }
     if (payload_ && bytes > 0) std::memcpy(box(to, from, lane, slot, bytes), src, bytes);
     const double t0 = compute_free(from);
-    Port* eg;
-    Port* ig;
-    double rate, lat;
-    const int g = cfg_.gpus;
-    if (from / g == to / g) {
-      eg = &nvl_out_[static_cast<std::size_t>(from)];
-      ig = &nvl_in_[static_cast<std::size_t>(to)];
-      rate = cfg_.nvl_Bps;
-      lat = cfg_.nvl_latency_s;
-    } else {
-      const int gf = (from % g + lane) % g, gt = (to % g + lane) % g;
-      eg = &nic_out_[static_cast<std::size_t>(from / g * g + gf)];
-      ig = &nic_in_[static_cast<std::size_t>(to / g * g + gt)];
-      rate = cfg_.nic_Bps;
-      lat = cfg_.nic_latency_s + (gf != gt ? cfg_.spine_latency_s : 0.0);
-    }
+    const Hop h = hop_of(cfg_, from, to, lane);
+    const auto ue = static_cast<std::size_t>(h.egress), ui = static_cast<std::size_t>(h.ingress);
+    Port* eg = h.nvlink ? &nvl_out_[ue] : &nic_out_[ue];
+    Port* ig = h.nvlink ? &nvl_in_[ui] : &nic_in_[ui];
+    const double rate = h.rate_Bps, lat = h.latency_s;
     const double ser = static_cast<double>(bytes) / rate;
     const double start = std::max(t0, eg->free);
     eg->free = start + ser;
@@ -465,32 +456,70 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
   }
 
   const coll::Topology topo{.ranks_per_node = cluster.gpus};
+  auto args_of = [&](int r) {
+    const std::size_t b = run.verify ? static_cast<std::size_t>(r) : 0;
+    return coll::CollArgs{.kind = run.kind,
+                          .send = send[b].data(),
+                          .recv = recv[b].data(),
+                          .count = arg_count,
+                          .dtype = run.dtype,
+                          .op = run.op,
+                          .algo = run.algo,
+                          .channels = run.channels,
+                          .chunk_bytes = run.chunk_bytes,
+                          .timeout_ns = run.timeout_ns,
+                          .skip_arithmetic = !run.verify};
+  };
+  auto cannot_run = [&](coll::CollErrc e) {
+    return RunOutcome{std::nullopt, std::string("algorithm ") +
+                                        std::string(coll::to_string(run.algo)) + " cannot run " +
+                                        std::string(coll::to_string(run.kind)) +
+                                        " here: " + std::string(coll::to_string(e))};
+  };
+  auto fill_rates = [&](double finish, std::size_t used_chunk) {
+    res.time_s = finish;
+    res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
+    res.busbw = res.algbw * coll::busbw_factor(run.kind, n);
+    RunConfig used = run;  // what auto chose
+    used.channels = res.channels;
+    if (used_chunk != 0) used.chunk_bytes = used_chunk;
+    res.model_busbw = model_busbw(cluster, used, res.algo, static_cast<double>(res.bytes), n);
+  };
+
+  if (!run.verify && !run.packet && run.plan_engine) {
+    // Timing only on the coarse model: the plans alone decide the times (plan_sim.hpp).
+    std::vector<coll::Plan> plans;
+    plans.reserve(un);
+    for (int r = 0; r < n; ++r) {
+      auto p = coll::build_plan(args_of(r), r, n, lanes, topo);
+      if (!p) return cannot_run(p.error());
+      plans.push_back(std::move(p.value()));
+    }
+    res.algo = plans.front().algo;
+    res.channels = plans.front().channels;
+    PlanSim sim(cluster, plans, lanes, run.slots, slot_bytes);
+    const auto wall0 = std::chrono::steady_clock::now();
+    const std::clock_t cpu0 = std::clock();
+    const PlanSimResult ps = sim.run();
+    res.cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+    res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    res.messages = ps.messages;
+    fill_rates(ps.time_s, plans.front().chunk_bytes);
+    out.result = res;
+    return out;
+  }
+
   std::vector<std::unique_ptr<coll::Communicator>> comms;
   for (int r = 0; r < n; ++r) {
     comms.push_back(std::make_unique<coll::Communicator>(c.transport(r), topo));
-    const std::size_t b = run.verify ? static_cast<std::size_t>(r) : 0;
-    coll::CollArgs a{.kind = run.kind,
-                     .send = send[b].data(),
-                     .recv = recv[b].data(),
-                     .count = arg_count,
-                     .dtype = run.dtype,
-                     .op = run.op,
-                     .algo = run.algo,
-                     .channels = run.channels,
-                     .chunk_bytes = run.chunk_bytes,
-                     .timeout_ns = run.timeout_ns,
-                     .skip_arithmetic = !run.verify};
-    const auto e = comms.back()->start(a);
-    if (e != coll::CollErrc::kOk) {
-      return {std::nullopt, std::string("algorithm ") + std::string(coll::to_string(run.algo)) +
-                                " cannot run " + std::string(coll::to_string(run.kind)) +
-                                " here: " + std::string(coll::to_string(e))};
-    }
+    const auto e = comms.back()->start(args_of(r));
+    if (e != coll::CollErrc::kOk) return cannot_run(e);
   }
   res.algo = comms.front()->algo();
   res.channels = comms.front()->channels();
   const std::size_t used_chunk = comms.front()->chunk_bytes();
   const auto wall0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();
   if (net) net->start_faults();
   // The collectives' time starts with the fabric's clock after the SM's bring-up.
   const double t_base = net ? static_cast<double>(net->sim().now()) * 1e-9 : 0.0;
@@ -566,17 +595,12 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
         if (!done[static_cast<std::size_t>(r)]) active.push_back(r);
     }
   }
+  res.cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   finish -= t_base;
-  res.time_s = finish;
   res.fabric = fabric_info();
   res.messages = c.messages();
-  res.algbw = finish > 0 ? static_cast<double>(res.bytes) / finish : 0;
-  res.busbw = res.algbw * coll::busbw_factor(run.kind, n);
-  RunConfig used = run;  // what auto chose
-  used.channels = res.channels;
-  if (used_chunk != 0) used.chunk_bytes = used_chunk;
-  res.model_busbw = model_busbw(cluster, used, res.algo, static_cast<double>(res.bytes), n);
+  fill_rates(finish, used_chunk);
 
   if (run.verify) {
     // The reference: the ranks' send buffers folded in rank order with the same kernels.

@@ -65,6 +65,10 @@ struct RunConfig {
   std::uint64_t seed = 1;   // packet only: the Simulator's seed
   TimeNs timeout_ns = 0;    // CollArgs::timeout_ns (0 = none)
   double stall_s = 1.0;     // packet only: no rank progressing this long = an error
+  // Timing only (verify false) on the coarse model: run the plans on plan_sim.hpp's engine
+  // (the same model, 4-7x less CPU at 64 GPUs) instead of a Communicator per rank over
+  // ClusterTransport.
+  bool plan_engine = true;
 };
 
 // What the packet-level fabric did during a run.
@@ -92,6 +96,9 @@ struct RunResult {
   std::optional<double> model_busbw;   // the alpha-beta model, where it covers the collective
   std::uint64_t messages = 0;
   double wall_s = 0;                 // host time of the simulation (setup excluded)
+  // Its CPU time (std::clock; the simulation is single-threaded): what a loaded machine's
+  // scheduler does not inflate, so speed ratios are taken on it.
+  double cpu_s = 0;
   std::optional<FabricInfo> fabric;  // packet-level runs
 };
 

@@ -78,6 +78,57 @@ TEST(CollSim, EveryTypeAndOpMatchesTheReference) {
   }
 }
 
+// Timing-only runs take plan_sim.hpp's engine; it is the Communicator path's model, so both
+// give the same times (within 1 %; the tree below) and the same message count, for every
+// collective and algorithm.
+TEST(CollSim, PlanEngineMatchesTheCommunicatorPath) {
+  for (const auto& [nodes, gpus] : {std::pair{2, 4}, std::pair{4, 2}}) {
+    const ClusterConfig c{.nodes = nodes, .gpus = gpus};
+    const struct {
+      CollKind kind;
+      Algo algo;
+      int channels;
+    } cases[] = {{CollKind::kAllReduce, Algo::kRing, 1},
+                 {CollKind::kAllReduce, Algo::kRing, 2},
+                 {CollKind::kAllReduce, Algo::kRing2, 1},
+                 {CollKind::kAllReduce, Algo::kRing2Pipe, 1},
+                 {CollKind::kAllReduce, Algo::kTree, 1},
+                 {CollKind::kAllReduce, Algo::kRhd, 1},
+                 {CollKind::kAllReduce, Algo::kAuto, 1},
+                 {CollKind::kReduceScatter, Algo::kRing, 2},
+                 {CollKind::kAllGather, Algo::kRing, 1},
+                 {CollKind::kBroadcast, Algo::kTree, 1},
+                 {CollKind::kReduce, Algo::kRing, 1},
+                 {CollKind::kAllToAll, Algo::kDirect, 1}};
+    for (const auto& k : cases) {
+      for (const std::size_t bytes : {std::size_t{96} << 10, std::size_t{3} << 20}) {
+        RunConfig run{.kind = k.kind,
+                      .algo = k.algo,
+                      .dtype = DataType::kBf16,
+                      .channels = k.channels,
+                      .chunk_bytes = 256 << 10,
+                      .verify = false};
+        const auto plans = run_collective(c, run, bytes);
+        run.plan_engine = false;
+        const auto comms = run_collective(c, run, bytes);
+        const std::string what = std::to_string(nodes) + "x" + std::to_string(gpus) + " " +
+                                 std::string(coll::to_string(k.kind)) + " " +
+                                 std::string(coll::to_string(k.algo)) + " x" +
+                                 std::to_string(k.channels) + " " + std::to_string(bytes);
+        ASSERT_TRUE(plans.result) << what << ": " << plans.error;
+        ASSERT_TRUE(comms.result) << what << ": " << comms.error;
+        // The tree differs by up to 3.1 % (faster) at 96 KiB, latency-bound: not explained yet
+        // (the order in which a rank's up- and down-tree sends take its port?).
+        const double tol = k.algo == Algo::kTree && bytes < (1u << 20) ? 0.04 : 0.01;
+        EXPECT_NEAR(plans.result->time_s / comms.result->time_s, 1.0, tol) << what;
+        EXPECT_EQ(plans.result->messages, comms.result->messages) << what;
+        EXPECT_EQ(plans.result->algo, comms.result->algo) << what;
+        EXPECT_EQ(plans.result->channels, comms.result->channels) << what;
+      }
+    }
+  }
+}
+
 TEST(CollSim, FlatRingRunsAtTheNicRateAndChannelsSpreadOverRails) {
   // A large all-reduce on 2 x 4: one channel is bound by one NIC (50 GB/s), four channels by
   // four NICs; ring2 sends 1/g of the buffer over each rail.

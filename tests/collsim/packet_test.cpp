@@ -87,14 +87,18 @@ TEST(PacketFabric, OtherCollectivesAreExact) {
 }
 
 TEST(PacketFabric, CoarseModelIsWithinFivePercent) {
-  // Timing only, 2 nodes x 4 GPUs, sizes where bandwidth dominates.
+  // Timing only (so the coarse side runs on plan_sim.hpp's engine), 2 nodes x 4 GPUs, sizes
+  // where bandwidth dominates.
   const std::string spec = "rail:nodes=2,gpus=4,spines=1";
   ClusterConfig c{.nodes = 2, .gpus = 4, .topology = spec};
   const auto cal = calibrate_nic(spec);
   ASSERT_TRUE(cal);
   c.nic_Bps = cal->nic_Bps;
   c.nic_latency_s = cal->nic_latency_s;
-  for (Algo a : {Algo::kRing, Algo::kRing2}) {
+  // Not ring with several channels (coarse 10 % faster here at 4) nor tree (22 %): their flows
+  // across rails meet on the switches' up- and downlinks under the SM's routes, which the
+  // coarse model, non-blocking past the NICs, does not see (emu/collsim/README.md).
+  for (Algo a : {Algo::kRing, Algo::kRing2, Algo::kRing2Pipe}) {
     SCOPED_TRACE(std::string(coll::to_string(a)));
     RunConfig run{.kind = CollKind::kAllReduce,
                   .algo = a,

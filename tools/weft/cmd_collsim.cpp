@@ -158,8 +158,9 @@ void add_collsim_options(CLI::App* cmd, CollSimArgs& a) {
       ->group(g)
       ->capture_default_str();
   cmd->add_option("--fabric", a.fabric,
-                  "coarse: whole-message NIC model; packet: emu/fabric HCAs, switches and SM "
-                  "(with --fault/--event)")
+                  "coarse: whole-message NIC model (timing only: on the plans directly); "
+                  "coarse-comm: the same model under a Communicator per rank; packet: "
+                  "emu/fabric HCAs, switches and SM (with --fault/--event)")
       ->group(g)
       ->capture_default_str();
   cmd->add_option("--timeout", a.timeout, "A collective fails after this virtual time (0: none)")
@@ -277,9 +278,10 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
     bad_input("-f must be a number greater than 1, not \"" + a.stepfactor + "\"");
   if (!(a.nvl_gbps > 0) || !(a.nvl_latency_us >= 0) || !(a.reduce_gbps >= 0))
     bad_input("--nvl-bw must be positive; latencies and --reduce-rate must not be negative");
-  if (a.fabric != "coarse" && a.fabric != "packet")
-    bad_input("--fabric must be coarse or packet, not \"" + a.fabric + "\"");
+  if (a.fabric != "coarse" && a.fabric != "coarse-comm" && a.fabric != "packet")
+    bad_input("--fabric must be coarse, coarse-comm or packet, not \"" + a.fabric + "\"");
   run.packet = a.fabric == "packet";
+  run.plan_engine = a.fabric == "coarse";
   const auto timeout = faults::parse_time(a.timeout);
   if (!timeout) bad_input("--timeout must be a time such as 10ms, not \"" + a.timeout + "\"");
   run.timeout_ns = *timeout;
@@ -369,6 +371,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
       row["channels"] = r.channels;
       row["messages"] = r.messages;
       row["wall_s"] = r.wall_s;
+      row["cpu_s"] = r.cpu_s;
       if (r.fabric) {
         nlohmann::json log = nlohmann::json::array();
         for (const auto& e : r.fabric->log)

@@ -2,7 +2,8 @@
 //   weft sim --workload allreduce|reducescatter|allgather|broadcast|reduce|alltoall
 //            --algo ring|ring2|ring2-pipe|tree|rhd|auto [--channels C] -b 8 -e 8G -f 2
 //            --dtype bf16 --op sum --topology rail:nodes=4,gpus=8 [--json] [--timing-only]
-//            [--fabric coarse|packet] [--event at=50us,action=link-down,link=rail00/p9 ...]
+//            [--fabric coarse|coarse-comm|packet]
+//            [--event at=50us,action=link-down,link=rail00/p9 ...]
 // prints nccl-tests' table (plus the alpha-beta model's busbw and measured/model).
 #pragma once
 
@@ -26,7 +27,7 @@ struct CollSimArgs {
   double nvl_latency_us = 0.5;
   std::string nic_latency_us = "auto";  // us, or auto: the packet-level fabric's
   std::string nic_gbps = "auto";        // GB/s, or auto: the fabric's payload goodput
-  std::string fabric = "coarse";        // coarse (whole-message NIC model) or packet (emu/fabric)
+  std::string fabric = "coarse";        // coarse, coarse-comm (whole-message NIC model) or packet
   std::string timeout = "0";            // a collective failing after this virtual time (0: none)
   double reduce_gbps = 2000;            // GB/s per GPU; 0 = free
   std::string verify_limit = "2G";      // full payload while ranks x buffers stay under this

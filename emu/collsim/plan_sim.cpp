@@ -1,0 +1,441 @@
+// emu/collsim/plan_sim.cpp — see plan_sim.hpp.
+#include "emu/collsim/plan_sim.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "src/base/assert.hpp"
+
+namespace weft::collsim {
+
+using coll::Buf;
+using coll::Plan;
+using coll::PlanOp;
+
+Hop hop_of(const ClusterConfig& c, int from, int to, int lane) {
+  const int g = c.gpus;
+  if (from / g == to / g) return Hop{true, from, to, c.nvl_Bps, c.nvl_latency_s};
+  const int gf = (from % g + lane) % g, gt = (to % g + lane) % g;
+  return Hop{false, from / g * g + gf, to / g * g + gt, c.nic_Bps,
+             c.nic_latency_s + (gf != gt ? c.spine_latency_s : 0.0)};
+}
+
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+struct Op {
+  PlanOp::Kind kind = PlanOp::Kind::kSend;
+  bool reduce = false;
+  std::uint32_t rank = 0;
+  std::uint32_t conn = kNone;  // send/recv: this rank's connection
+  std::size_t bytes = 0;
+  std::uint32_t frags = 0, frags_posted = 0, frags_done = 0;
+  std::uint32_t deps_left = 0;
+  std::uint32_t dep_begin = 0, dep_end = 0;  // dependents_[dep_begin, dep_end)
+};
+
+// One (rank, peer, lane) end of a connection. Sends go out through `egress`/`ingress`.
+struct Conn {
+  std::uint64_t key = 0;  // (rank x n + peer) x lanes + lane
+  std::uint32_t rank = 0;
+  std::uint32_t mate = kNone;  // the peer's end (peer, rank, lane)
+  std::uint32_t credits = 0;
+  std::uint32_t arrived = 0;                // chunks in the inbox not yet applied
+  std::vector<std::uint32_t> sends, recvs;  // op indices, program order
+  std::size_t send_head = 0, recv_head = 0;
+  double* egress = nullptr;
+  double* ingress = nullptr;
+  double rate_Bps = 0, latency_s = 0, grant_latency_s = 0;
+  bool dirty = false;
+};
+
+struct Rank {
+  std::size_t ops_left = 0;
+  // Reduction arithmetic: free at `free_s` plus `acc_bytes` reduced at instant `acc_s` (those
+  // delay only writes posted at a later instant, as the Communicator path charges them after
+  // the rank's progress call).
+  double free_s = 0, acc_s = 0, acc_bytes = 0;
+};
+
+enum class EvKind : std::uint8_t { kData, kGrant, kWriteDone };
+struct Ev {
+  double t;
+  std::uint64_t seq;
+  std::uint32_t conn;
+  std::uint32_t arg;  // grant: credits; write done: op
+  EvKind kind;
+};
+struct Later {
+  bool operator()(const Ev& a, const Ev& b) const {
+    return a.t > b.t || (a.t == b.t && a.seq > b.seq);
+  }
+};
+
+}  // namespace
+
+class PlanSim::Engine {
+ public:
+  Engine(const ClusterConfig& c, std::span<const Plan> plans, int lanes, std::uint32_t slots,
+         std::uint32_t slot_bytes)
+      : cfg_(c),
+        n_(static_cast<int>(plans.size())),
+        lanes_(lanes),
+        slot_bytes_(slot_bytes),
+        ranks_(plans.size()),
+        nvl_out_(plans.size(), 0.0),
+        nvl_in_(plans.size(), 0.0),
+        nic_out_(plans.size(), 0.0),
+        nic_in_(plans.size(), 0.0) {
+    build_ops(plans, slots);
+  }
+
+  PlanSimResult run() {
+    for (std::uint32_t i = 0; i < ops_.size(); ++i) {
+      if (ops_[i].deps_left == 0 && is_local(ops_[i])) local_.push_back(i);
+    }
+    for (std::uint32_t k = 0; k < conns_.size(); ++k) mark(k);
+    drain_in_order();
+    while (!pq_.empty()) {
+      // Every event of the instant first, then the marked connections in (rank, peer, lane)
+      // order: as the Communicator path, whose ranks each take in all of their events before
+      // posting, rank by rank. (Who posts first onto a shared port decides ties.)
+      now_ = pq_.top().t;
+      while (!pq_.empty() && pq_.top().t == now_) {
+        const Ev e = pq_.top();
+        pq_.pop();
+        ++events_;
+        Conn& c = conns_[e.conn];
+        switch (e.kind) {
+          case EvKind::kData:
+            ++c.arrived;
+            break;
+          case EvKind::kGrant:
+            c.credits += e.arg;
+            break;
+          case EvKind::kWriteDone:
+            complete(e.arg);
+            break;
+        }
+        mark(e.conn);
+      }
+      drain_in_order();
+    }
+    for (const Rank& r : ranks_) WEFT_ASSERT_MSG(r.ops_left == 0, "plans do not match (stalled)");
+    return PlanSimResult{finish_, messages_, events_};
+  }
+
+ private:
+  static bool is_local(const Op& o) {
+    return o.kind == PlanOp::Kind::kCopy || o.kind == PlanOp::Kind::kAvg;
+  }
+
+  std::uint32_t conn_of(std::uint32_t rank, int peer, int lane) {
+    const std::uint64_t key =
+        (std::uint64_t{rank} * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(peer)) *
+            static_cast<std::uint64_t>(lanes_) +
+        static_cast<std::uint64_t>(lane);
+    auto [it, fresh] = conn_index_.try_emplace(key, static_cast<std::uint32_t>(conns_.size()));
+    if (fresh) {
+      Conn c;
+      c.rank = rank;
+      c.key = key;
+      const Hop h = hop_of(cfg_, static_cast<int>(rank), peer, lane);
+      const auto e = static_cast<std::size_t>(h.egress), i = static_cast<std::size_t>(h.ingress);
+      c.egress = h.nvlink ? &nvl_out_[e] : &nic_out_[e];
+      c.ingress = h.nvlink ? &nvl_in_[i] : &nic_in_[i];
+      c.rate_Bps = h.rate_Bps;
+      c.latency_s = h.latency_s;
+      // A grant is a zero-length message: one latency (no spine term, as ClusterTransport).
+      c.grant_latency_s = h.nvlink ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
+      conns_.push_back(std::move(c));
+    }
+    return it->second;
+  }
+
+  void build_ops(std::span<const Plan> plans, std::uint32_t slots) {
+    std::size_t total = 0;
+    for (const Plan& p : plans) total += p.ops.size();
+    ops_.reserve(total);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;  // (before, after)
+    for (std::uint32_t r = 0; r < plans.size(); ++r) {
+      const auto base = static_cast<std::uint32_t>(ops_.size());
+      const Plan& p = plans[r];
+      for (const PlanOp& po : p.ops) {
+        Op o;
+        o.kind = po.kind;
+        o.reduce = po.reduce;
+        o.rank = r;
+        o.bytes = po.bytes;
+        if (po.kind == PlanOp::Kind::kSend || po.kind == PlanOp::Kind::kRecv) {
+          WEFT_ASSERT(po.bytes > 0 && po.peer >= 0 && po.peer < n_ && po.lane < lanes_);
+          o.conn = conn_of(r, po.peer, po.lane);
+          o.frags = static_cast<std::uint32_t>((po.bytes + slot_bytes_ - 1) / slot_bytes_);
+          auto& q = po.kind == PlanOp::Kind::kSend ? conns_[o.conn].sends : conns_[o.conn].recvs;
+          q.push_back(static_cast<std::uint32_t>(ops_.size()));
+        }
+        ops_.push_back(o);
+      }
+      ranks_[r].ops_left = p.ops.size();
+      add_deps(p, base, edges);
+    }
+    // Dependents as one array grouped by op (counting sort of the edges).
+    for (const auto& [j, i] : edges) {
+      ++ops_[i].deps_left;
+      ++ops_[j].dep_end;
+    }
+    std::uint32_t at = 0;
+    for (Op& o : ops_) {
+      o.dep_begin = at;
+      at += o.dep_end;
+      o.dep_end = o.dep_begin;
+    }
+    dependents_.resize(edges.size());
+    for (const auto& [j, i] : edges) dependents_[ops_[j].dep_end++] = i;
+    // Pair the ends of every connection; each end starts with all of its peer's slots.
+    for (auto& [key, k] : conn_index_) {
+      const auto lane = static_cast<int>(key % static_cast<std::uint64_t>(lanes_));
+      const auto peer = static_cast<int>(key / static_cast<std::uint64_t>(lanes_) %
+                                         static_cast<std::uint64_t>(n_));
+      const auto mate_key =
+          (static_cast<std::uint64_t>(peer) * static_cast<std::uint64_t>(n_) + conns_[k].rank) *
+              static_cast<std::uint64_t>(lanes_) +
+          static_cast<std::uint64_t>(lane);
+      const auto m = conn_index_.find(mate_key);
+      WEFT_ASSERT_MSG(m != conn_index_.end(), "a plan talks to a peer whose plan does not");
+      conns_[k].mate = m->second;
+      conns_[k].credits = slots;
+    }
+  }
+
+  // Rank's dependencies from byte ranges, as the Communicator derives them (communicator.cpp
+  // compute_deps): an op waits for the last earlier writer of any byte it touches and, if it
+  // writes, for the readers since. Here the byte ranges are cut at every op boundary once
+  // (sorted boundaries per buffer), so each access walks whole elementary segments.
+  void add_deps(const Plan& p, std::uint32_t base,
+                std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges) {
+    struct Access {
+      Buf buf;
+      std::size_t lo, hi;
+      bool write;
+    };
+    auto accesses = [](const PlanOp& o, auto&& f) {
+      if (o.bytes == 0) return;
+      switch (o.kind) {
+        case PlanOp::Kind::kSend:
+          f(Access{o.a.buf, o.a.off, o.a.off + o.bytes, false});
+          break;
+        case PlanOp::Kind::kRecv:
+        case PlanOp::Kind::kAvg:
+          f(Access{o.a.buf, o.a.off, o.a.off + o.bytes, true});
+          break;
+        case PlanOp::Kind::kCopy:
+          f(Access{o.a.buf, o.a.off, o.a.off + o.bytes, false});
+          f(Access{o.b.buf, o.b.off, o.b.off + o.bytes, true});
+          break;
+      }
+    };
+    std::vector<std::size_t> bounds[3];
+    for (const PlanOp& o : p.ops) {
+      accesses(o, [&](const Access& a) {
+        auto& b = bounds[static_cast<std::size_t>(a.buf)];
+        b.push_back(a.lo);
+        b.push_back(a.hi);
+      });
+    }
+    struct Segment {
+      std::uint32_t writer = kNone;
+      std::vector<std::uint32_t> readers;
+    };
+    std::vector<Segment> segs[3];
+    for (std::size_t b = 0; b < 3; ++b) {
+      std::sort(bounds[b].begin(), bounds[b].end());
+      bounds[b].erase(std::unique(bounds[b].begin(), bounds[b].end()), bounds[b].end());
+      segs[b].resize(bounds[b].size());
+    }
+    std::vector<std::uint32_t> stamp(p.ops.size(), kNone);
+    for (std::uint32_t i = 0; i < p.ops.size(); ++i) {
+      auto depend = [&](std::uint32_t j) {
+        if (j == kNone || j == i || stamp[j] == i) return;
+        stamp[j] = i;
+        edges.emplace_back(base + j, base + i);
+      };
+      accesses(p.ops[i], [&](const Access& a) {
+        const auto b = static_cast<std::size_t>(a.buf);
+        const auto& bd = bounds[b];
+        for (auto s = static_cast<std::size_t>(std::lower_bound(bd.begin(), bd.end(), a.lo) -
+                                               bd.begin());
+             bd[s] < a.hi; ++s) {
+          Segment& seg = segs[b][s];
+          depend(seg.writer);
+          if (a.write) {
+            for (std::uint32_t r : seg.readers) depend(r);
+            seg.readers.clear();
+            seg.writer = i;
+          } else {
+            seg.readers.push_back(i);
+          }
+        }
+      });
+    }
+  }
+
+  void push(double t, std::uint32_t conn, EvKind k, std::uint32_t arg) {
+    pq_.push(Ev{t, seq_++, conn, arg, k});
+  }
+  void mark(std::uint32_t k) {
+    if (conns_[k].dirty) return;
+    conns_[k].dirty = true;
+    dirty_.push_back(k);
+  }
+
+  // Folds reductions of instants before now into free_s; returns when the rank's compute is
+  // free for a write posted now.
+  double compute_free(Rank& r) {
+    if (r.acc_bytes > 0 && r.acc_s < now_) {
+      r.free_s = std::max(r.free_s, r.acc_s) + r.acc_bytes / cfg_.reduce_Bps;
+      r.acc_bytes = 0;
+    }
+    return std::max(now_, r.free_s);
+  }
+  void charge(Rank& r, double bytes) {
+    if (cfg_.reduce_Bps <= 0 || bytes <= 0) return;
+    compute_free(r);
+    r.acc_s = now_;
+    r.acc_bytes += bytes;
+  }
+
+  void complete(std::uint32_t i) {
+    Op& o = ops_[i];
+    Rank& r = ranks_[o.rank];
+    WEFT_ASSERT(r.ops_left > 0);
+    if (--r.ops_left == 0) {
+      compute_free(r);
+      const double end =
+          r.acc_bytes > 0 ? std::max(r.free_s, r.acc_s) + r.acc_bytes / cfg_.reduce_Bps : 0.0;
+      finish_ = std::max({finish_, now_, r.free_s, end});
+    }
+    for (std::uint32_t k = o.dep_begin; k < o.dep_end; ++k) {
+      Op& d = ops_[dependents_[k]];
+      WEFT_ASSERT(d.deps_left > 0);
+      if (--d.deps_left != 0) continue;
+      if (is_local(d)) {
+        local_.push_back(dependents_[k]);
+      } else {
+        mark(d.conn);
+      }
+    }
+  }
+
+  void drain_in_order() {
+    std::sort(dirty_.begin() + static_cast<std::ptrdiff_t>(dirty_head_), dirty_.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return conns_[a].key < conns_[b].key; });
+    drain();
+  }
+
+  // Runs ready local ops and pumps marked connections until nothing more can happen now.
+  void drain() {
+    for (;;) {
+      if (!local_.empty()) {
+        const std::uint32_t i = local_.back();
+        local_.pop_back();
+        complete(i);  // copies and the avg division cost no time in this model
+        continue;
+      }
+      if (dirty_head_ == dirty_.size()) {
+        dirty_.clear();
+        dirty_head_ = 0;
+        break;
+      }
+      // First marked, first pumped: a rank's sends that become ready together go out in
+      // program order (the Communicator path visits connections in (peer, lane) order).
+      const std::uint32_t k = dirty_[dirty_head_++];
+      conns_[k].dirty = false;
+      pump_recv(k);
+      pump_send(k);
+    }
+  }
+
+  void pump_recv(std::uint32_t k) {
+    Conn& c = conns_[k];
+    std::uint32_t applied = 0;
+    while (c.arrived > 0 && c.recv_head < c.recvs.size()) {
+      const std::uint32_t i = c.recvs[c.recv_head];
+      Op& o = ops_[i];
+      if (o.deps_left > 0) break;
+      const std::uint32_t take = std::min(c.arrived, o.frags - o.frags_done);
+      if (o.reduce) {
+        const std::size_t lo = std::size_t{o.frags_done} * slot_bytes_;
+        const std::size_t hi = std::min(o.bytes, std::size_t{o.frags_done + take} * slot_bytes_);
+        charge(ranks_[c.rank], static_cast<double>(hi - lo));
+      }
+      o.frags_done += take;
+      c.arrived -= take;
+      applied += take;
+      if (o.frags_done < o.frags) break;
+      ++c.recv_head;
+      complete(i);
+    }
+    if (applied == 0) return;
+    ++messages_;  // one grant per connection per pass, as the Communicator batches them
+    push(now_ + c.grant_latency_s, c.mate, EvKind::kGrant, applied);
+  }
+
+  void pump_send(std::uint32_t k) {
+    Conn& c = conns_[k];
+    while (c.send_head < c.sends.size()) {
+      const std::uint32_t i = c.sends[c.send_head];
+      Op& o = ops_[i];
+      if (o.deps_left > 0) return;
+      while (o.frags_posted < o.frags) {
+        if (c.credits == 0) return;
+        const std::size_t off = std::size_t{o.frags_posted} * slot_bytes_;
+        const double len = static_cast<double>(std::min<std::size_t>(slot_bytes_, o.bytes - off));
+        // Whole-message serialisation at the egress port, cut-through to the ingress port
+        // (serialised there behind earlier arrivals), as ClusterTransport's write.
+        const double ser = len / c.rate_Bps;
+        const double start = std::max(compute_free(ranks_[c.rank]), *c.egress);
+        *c.egress = start + ser;
+        const double done = std::max(start + c.latency_s + ser, *c.ingress + ser);
+        *c.ingress = done;
+        --c.credits;
+        ++o.frags_posted;
+        ++messages_;
+        push(done, c.mate, EvKind::kData, 0);
+        // Per connection the ports are fixed, so the last chunk's ack is the op's last.
+        if (o.frags_posted == o.frags) push(done + c.latency_s, k, EvKind::kWriteDone, i);
+      }
+      ++c.send_head;
+    }
+  }
+
+  ClusterConfig cfg_;
+  int n_, lanes_;
+  std::uint32_t slot_bytes_;
+  std::vector<Rank> ranks_;
+  std::vector<double> nvl_out_, nvl_in_, nic_out_, nic_in_;  // when each port is free (s)
+  std::vector<Op> ops_;
+  std::vector<std::uint32_t> dependents_;
+  std::vector<Conn> conns_;
+  std::unordered_map<std::uint64_t, std::uint32_t> conn_index_;
+  std::priority_queue<Ev, std::vector<Ev>, Later> pq_;
+  std::vector<std::uint32_t> local_, dirty_;
+  std::size_t dirty_head_ = 0;
+  std::uint64_t seq_ = 0, messages_ = 0, events_ = 0;
+  double now_ = 0, finish_ = 0;
+};
+
+PlanSim::PlanSim(const ClusterConfig& c, std::span<const coll::Plan> plans, int lanes,
+                 std::uint32_t slots, std::uint32_t slot_bytes) {
+  WEFT_ASSERT(lanes >= 1 && slots >= 1 && slot_bytes >= 1);
+  engine_ = std::make_unique<Engine>(c, plans, lanes, slots, slot_bytes);
+}
+PlanSim::~PlanSim() = default;
+PlanSimResult PlanSim::run() {
+  return engine_->run();
+}
+
+}  // namespace weft::collsim
