@@ -37,6 +37,8 @@ struct CollBenchArgs {
   bool json = false, copy = false, stats = false;
   double timeout_s = 60;
   double spin_us = 50;
+  int rc_timeout = 16;
+  std::string recovery = "sr";
 };
 
 [[noreturn]] void bad(const std::string& what) {
@@ -137,6 +139,10 @@ void run(const CollBenchArgs& a) {
   lo.zero_copy = !a.copy;
   if (!(a.spin_us >= 0) || a.spin_us > 1e6) bad("--spin-us must be in 0..1000000");
   lo.driver.spin_ns = static_cast<TimeNs>(a.spin_us * 1e3);
+  if (a.rc_timeout < 1 || a.rc_timeout > 31) bad("--rc-timeout must be in 1..31");
+  lo.rc_timeout = static_cast<std::uint8_t>(a.rc_timeout);
+  if (a.recovery != "gbn" && a.recovery != "sr") bad("--recovery must be gbn or sr");
+  lo.recovery = a.recovery == "sr" ? RecoveryMode::kSelectiveRepeat : RecoveryMode::kGoBackN;
   auto mesh = coll::live::LiveMesh::create(lo);
   if (!mesh) {
     std::fprintf(stderr, "weft coll-bench: rank %d: %s\n", lo.rank, mesh.error().c_str());
@@ -171,11 +177,7 @@ void run(const CollBenchArgs& a) {
     row["wrong"] = r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr);
     rows.push_back(row);
   });
-  if (err) {
-    std::fprintf(stderr, "weft coll-bench: %s\n", err->c_str());
-    throw CLI::RuntimeError(1);
-  }
-  if (a.stats) {
+  if (a.stats) {  // also after a failure: the counters say what went wrong
     const DeviceCounters c = m.counters();
     std::fprintf(
         stderr,
@@ -196,6 +198,10 @@ void run(const CollBenchArgs& a) {
                  static_cast<unsigned long long>(d.wakeups_rx),
                  static_cast<unsigned long long>(d.wakeups_timer),
                  static_cast<unsigned long long>(d.wakeups_kick));
+  }
+  if (err) {
+    std::fprintf(stderr, "weft coll-bench: %s\n", err->c_str());
+    throw CLI::RuntimeError(1);
   }
   // Everyone finished every collective: nobody waits for an ACK from a rank that leaves.
   const bool parted = m.barrier(o.timeout_ns);
@@ -264,6 +270,13 @@ void add_coll_bench(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--spin-us", a->spin_us,
                 "Microseconds the driver polls after the last work before it sleeps")
+      ->capture_default_str();
+  c->add_option("--rc-timeout", a->rc_timeout,
+                "RC ACK timeout exponent: 4.096 us x 2^T per try, 7 tries")
+      ->capture_default_str();
+  c->add_option("--recovery", a->recovery,
+                "Through a fabric: RC loss recovery, sr (selective repeat, Weft's extension) or "
+                "gbn (go-back-N, the IBA's; direct links always use it)")
       ->capture_default_str();
   c->add_flag("--copy", a->copy, "Copy payloads through the rings (no cross-memory attach)");
   c->add_flag("--json", a->json, "One JSON object instead of the table");

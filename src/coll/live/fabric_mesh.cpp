@@ -26,6 +26,16 @@ struct LaneInfo {
 };
 static_assert(sizeof(LaneInfo) == 24, "LaneInfo crosses the socket as bytes");
 
+// RESET -> INIT with the recovery mode, which only INIT and RTR take (io::connect_rc's
+// INIT -> INIT then keeps it).
+Errc set_recovery(QueuePair* qp, RecoveryMode mode) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.port_num = 1;
+  a.recovery = mode;
+  return qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags | kQpRecoveryMode);
+}
+
 class FabricMesh final : public LiveMesh {
  public:
   explicit FabricMesh(const LiveOptions& o) : LiveMesh(o) {}
@@ -121,14 +131,15 @@ Result<std::unique_ptr<LiveMesh>, std::string> FabricMesh::create(const LiveOpti
       return "lost rank " + std::to_string(p) + " during the exchange";
   }
   io::RcOptions rc;
-  rc.timeout = o.rc_timeout ? o.rc_timeout : kRcTimeoutFabric;
+  rc.timeout = o.rc_timeout;
   for (int p = 0; p < o.size; ++p) {
     if (p == o.rank) continue;
     if (!m->oob_->recv(p, info.data(), info.size() * sizeof(LaneInfo), o.setup_timeout_ns))
       return "no queue pairs from rank " + std::to_string(p);
     for (int l = 0; l < o.lanes; ++l) {
       const LaneInfo& li = info[static_cast<std::size_t>(l)];
-      if (io::connect_rc(vt.qp(p, l), io::RcPeer{li.lid, li.qpn, li.psn}, kFirstPsn, rc) !=
+      if (set_recovery(vt.qp(p, l), o.recovery) != Errc::kOk ||
+          io::connect_rc(vt.qp(p, l), io::RcPeer{li.lid, li.qpn, li.psn}, kFirstPsn, rc) !=
               Errc::kOk ||
           vt.connect(p, l, li.inbox_addr, li.rkey) != Errc::kOk)
         return "cannot connect the queue pairs to rank " + std::to_string(p) + " (LID " +

@@ -9,7 +9,8 @@
 // Setup: the out-of-band mesh (oob_mesh.hpp, names "weft/coll/<job>/fabric/<r>") carries, per
 // (peer, lane), our QP number, first PSN, LID (the SM's, from the attach reply), inbox address and
 // rkey; each rank brings its QPs to RTS toward the peer's LID (io::connect_rc: RC, MTU 4096,
-// kRcTimeoutFabric), posts its receives, and says "ready" on the barrier before any data moves.
+// LiveOptions::rc_timeout), posts its receives, and says "ready" on the barrier before any data
+// moves.
 // The sockets stay open: they are the barrier of the bench and how a rank notices a dead peer.
 // The daemon going away shows on the attach medium (its pidfd).
 // Thread-safety: single owner thread (the Driver runs inline).

@@ -213,7 +213,7 @@ Result<std::unique_ptr<LiveMesh>, std::string> DirectMesh::create(const LiveOpti
     m->mesh_->set_peer(p, std::move(*t));
   }
   io::RcOptions rc;
-  rc.timeout = o.rc_timeout ? o.rc_timeout : kRcTimeoutDirect;
+  rc.timeout = o.rc_timeout;
   for (int p = 0; p < o.size; ++p) {
     if (p == o.rank) continue;
     io::DirectNode& n = *m->nodes_[static_cast<std::size_t>(p)];

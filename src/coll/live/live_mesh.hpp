@@ -89,16 +89,21 @@ struct LiveOptions {
   bool zero_copy = true;                     // WEFT_SHM_ZERO_COPY=0 forces false
   TimeNs setup_timeout_ns = 30'000'000'000;  // rendezvous, handshakes and the exchange
   io::DriverConfig driver{};                 // the one Driver of every link
-  // RC ACK timeout exponent (4.096 us x 2^t per try, IBA 9.7.6.1.3; retry_cnt 7). 0: the
-  // medium's default, kRcTimeoutDirect or kRcTimeoutFabric.
-  std::uint8_t rc_timeout = 0;
+  // RC ACK timeout exponent (4.096 us x 2^t per try, IBA 9.7.6.1.3; retry_cnt 7): 268 ms. On
+  // direct links nothing is lost and ranks outnumber cores here. Through a fabric daemon a
+  // packet can wait in its sender's ring, the daemon's queues and the emulated switches behind
+  // every rank's window (8 ranks x 14 QPs x slots x chunk) for longer than 67 ms (14): with 14,
+  // 8-rank 16 MiB all-reduces failed with RETRY_EXC at load 18, with 16 none did. A lost packet
+  // is mostly recovered by the next one's sequence NAK; only a lost tail waits this long.
+  std::uint8_t rc_timeout = 16;
+  // kFabric: how the RC QPs recover from a lost or out-of-order packet (QpAttr::recovery, Weft's
+  // extension; both ends are Weft). Selective repeat: through the daemon packets also arrive out
+  // of order without any drop (2-4 % out of sequence at 2 ranks, not root-caused), and with 1 %
+  // dropped on a link go-back-N ended with RETRY_EXC in ~1 of 20 4-rank runs (the receiver
+  // counting every retransmission as out of sequence), selective repeat in none of 24. Direct
+  // links keep the IBA's go-back-N: they never lose or reorder a packet.
+  RecoveryMode recovery = RecoveryMode::kSelectiveRepeat;
 };
-// 268 ms per try: nothing is ever lost on a direct link, and ranks outnumber cores here.
-inline constexpr std::uint8_t kRcTimeoutDirect = 16;
-// 67 ms per try (the fabric daemon's SA advertises the same, emu/fabricd/README.md): a fabric
-// link with drops injected loses packets, and a lost last packet of a burst costs one time-out,
-// while the daemon's relay on a loaded host can still be descheduled for tens of milliseconds.
-inline constexpr std::uint8_t kRcTimeoutFabric = 14;
 
 // One rank's end of a live job on either medium. Subclasses (the direct mesh in live_mesh.cpp,
 // FabricMesh) build the transport and own the Devices; run() and the bench are medium-blind.
