@@ -1,6 +1,7 @@
 // tools/weft/cmd_run.cpp — `weft run -n N [--fabric F | --topology SPEC] -- prog args...`: starts
 // a fabric daemon when none is named, launches N ranks attached to it (WEFT_RANK, WEFT_SIZE,
-// WEFT_FABRIC, WEFT_HCA), forwards SIGINT/SIGTERM, names a rank that fails, and tears down.
+// WEFT_FABRIC, WEFT_HCA, and WEFT_FABRIC_DEFAULT=1 when it started one of its default topology),
+// forwards SIGINT/SIGTERM, names a rank that fails, and tears down.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -98,13 +99,16 @@ int run(const RunArgs& a) {
     for (char** e = environ; *e; ++e) {
       const std::string v = *e;
       if (v.rfind("WEFT_RANK=", 0) && v.rfind("WEFT_SIZE=", 0) && v.rfind("WEFT_FABRIC=", 0) &&
-          v.rfind("WEFT_HCA=", 0))
+          v.rfind("WEFT_HCA=", 0) && v.rfind("WEFT_FABRIC_DEFAULT=", 0))
         env_s.push_back(v);
     }
     env_s.push_back("WEFT_RANK=" + std::to_string(r));
     env_s.push_back("WEFT_SIZE=" + std::to_string(a.n));
     env_s.push_back("WEFT_FABRIC=" + name);
     env_s.push_back("WEFT_HCA=" + std::to_string(r));
+    // Nobody chose this fabric (neither --fabric nor --topology): a rank that can also run
+    // without one may (weft coll-bench uses direct links then).
+    if (a.fabric.empty() && a.topology.empty()) env_s.push_back("WEFT_FABRIC_DEFAULT=1");
     std::vector<char*> envp;
     for (auto& s : env_s) envp.push_back(s.data());
     envp.push_back(nullptr);

@@ -1,10 +1,10 @@
 // coll/live/coll_bench.hpp — the runner behind `weft coll-bench` (live mode, nccl-tests' perf
 // programs): for each size, `warmup` untimed and `iters` timed collectives back to back on a
-// LiveMesh, then (check) one more on freshly poisoned output buffers whose every element is
-// compared with the reference each rank rebuilds from the other ranks' inputs (pattern.hpp).
-// Time is the mean per collective on each rank, averaged over the ranks (as nccl-tests does by
-// default); #wrong is summed over the ranks. Both are combined with an all-reduce on the same
-// mesh. tools/weft only parses arguments and prints.
+// LiveMesh (either medium), then (check) one more on freshly poisoned output buffers whose every
+// element is compared with the reference each rank rebuilds from the other ranks' inputs
+// (pattern.hpp). Time is the mean per collective on each rank, averaged over the ranks (as
+// nccl-tests does by default); #wrong is summed over the ranks. Both are combined with an
+// all-reduce on the same mesh. tools/weft only parses arguments and prints.
 // Thread-safety: single owner thread.
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "src/base/assert.hpp"
+#include "src/coll/live/fabric_mesh.hpp"
 #include "src/io/clock.hpp"
 
 namespace weft::coll::live {
@@ -71,7 +72,7 @@ const std::uint8_t* MeshTransport::inbox(int peer, int lane, std::uint32_t slot)
   return subs_[static_cast<std::size_t>(peer)]->inbox(other(peer), lane, slot);
 }
 
-// ---- LiveMesh ------------------------------------------------------------------------------
+// ---- DirectMesh ----------------------------------------------------------------------------
 
 namespace {
 
@@ -101,27 +102,43 @@ std::string io_error(std::string_view what, int peer, io::IoError e) {
   return std::string(what) + " rank " + std::to_string(peer) + ": " + std::string(io::to_string(e));
 }
 
-}  // namespace
+// The direct medium: one DirectNode (Device, shared-memory link, out-of-band socket) per peer.
+class DirectMesh final : public LiveMesh {
+ public:
+  explicit DirectMesh(const LiveOptions& o) : LiveMesh(o) {}
+  ~DirectMesh() override;
+  static Result<std::unique_ptr<LiveMesh>, std::string> create(const LiveOptions& o);
 
-LiveMesh::~LiveMesh() {
+  std::string describe() const override {
+    return zero_copy_ ? "direct shared memory (zero copy)" : "direct shared memory";
+  }
+  DeviceCounters counters() const override;
+  bool barrier(TimeNs timeout_ns) override;
+
+ private:
+  std::optional<std::string> lost(bool cheap) const override;
+
+  std::vector<std::unique_ptr<io::DirectNode>> nodes_;  // by peer
+  std::unique_ptr<MeshTransport> mesh_;
+  std::unique_ptr<io::Driver> own_driver_;
+};
+
+DirectMesh::~DirectMesh() {
   // QPs and MRs go before the Devices; the Devices leave the shared Driver before they go.
-  if (transport_) transport_->clear();
-  if (driver_)
+  if (mesh_) mesh_->clear();
+  if (own_driver_)
     for (auto& n : nodes_)
-      if (n) driver_->detach(n->device());
-  driver_.reset();
+      if (n) own_driver_->detach(n->device());
+  own_driver_.reset();
   nodes_.clear();
 }
 
-Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOptions& o) {
-  if (o.size < 1 || o.rank < 0 || o.rank >= o.size || o.lanes < 1 || o.slots < 1 ||
-      o.slot_bytes == 0 || o.slot_bytes % 8 != 0)
-    return std::string("bad rank, size, lanes or slots");
-  std::unique_ptr<LiveMesh> m(new LiveMesh());
-  m->opts_ = o;
+Result<std::unique_ptr<LiveMesh>, std::string> DirectMesh::create(const LiveOptions& o) {
+  auto m = std::make_unique<DirectMesh>(o);
   const auto un = static_cast<std::size_t>(o.size);
   m->nodes_.resize(un);
-  m->transport_ = std::make_unique<MeshTransport>(o.rank, o.size, o.lanes, o.slots, o.slot_bytes);
+  m->mesh_ = std::make_unique<MeshTransport>(o.rank, o.size, o.lanes, o.slots, o.slot_bytes);
+  m->transport_ = m->mesh_.get();
   io::DirectOptions dopts;
   dopts.zero_copy = o.zero_copy;
   dopts.timeout_ns = o.setup_timeout_ns;
@@ -175,7 +192,7 @@ Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOption
     io::DirectNode& n = *m->nodes_[static_cast<std::size_t>(p)];
     auto pd = n.device().alloc_pd();
     if (!pd) return std::string("alloc_pd failed");
-    VerbsTransportConfig vc{.rank = m->transport_->local_index(p),
+    VerbsTransportConfig vc{.rank = m->mesh_->local_index(p),
                             .size = 2,
                             .lanes = o.lanes,
                             .slots = o.slots,
@@ -193,7 +210,7 @@ Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOption
     if (!n.send_oob(
             {reinterpret_cast<const std::uint8_t*>(info.data()), info.size() * sizeof(LaneInfo)}))
       return "lost rank " + std::to_string(p);
-    m->transport_->set_peer(p, std::move(*t));
+    m->mesh_->set_peer(p, std::move(*t));
   }
   io::RcOptions rc;
   rc.timeout = o.rc_timeout;
@@ -204,8 +221,8 @@ Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOption
     if (!msg) return io_error("no queue pairs from", p, msg.error());
     if (msg->size() != static_cast<std::size_t>(o.lanes) * sizeof(LaneInfo))
       return "bad queue pair message from rank " + std::to_string(p);
-    VerbsTransport& t = *m->transport_->peer_transport(p);
-    const int other = 1 - m->transport_->local_index(p);
+    VerbsTransport& t = *m->mesh_->peer_transport(p);
+    const int other = 1 - m->mesh_->local_index(p);
     for (int l = 0; l < o.lanes; ++l) {
       LaneInfo li{};
       std::memcpy(&li, msg->data() + static_cast<std::size_t>(l) * sizeof li, sizeof li);
@@ -217,16 +234,17 @@ Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOption
   }
   // 3. Ready (our receives are posted) both ways on every link; then one Driver for all links.
   if (!m->barrier(o.setup_timeout_ns)) return std::string("a peer left during the setup");
-  m->driver_ = std::make_unique<io::Driver>(o.driver);
+  m->own_driver_ = std::make_unique<io::Driver>(o.driver);
+  m->driver_ = m->own_driver_.get();
   for (auto& n : m->nodes_) {
     if (!n) continue;
     n->driver().detach(n->device());
     m->driver_->attach(n->device(), n->medium());
   }
-  return m;
+  return std::unique_ptr<LiveMesh>(std::move(m));
 }
 
-DeviceCounters LiveMesh::counters() const {
+DeviceCounters DirectMesh::counters() const {
   DeviceCounters t{};
   for (const auto& n : nodes_) {
     if (!n) continue;
@@ -244,7 +262,7 @@ DeviceCounters LiveMesh::counters() const {
   return t;
 }
 
-bool LiveMesh::barrier(TimeNs timeout_ns) {
+bool DirectMesh::barrier(TimeNs timeout_ns) {
   const std::uint32_t ready = kReadyMagic;
   for (auto& n : nodes_)
     if (n && !send_pod(*n, ready)) return false;
@@ -256,6 +274,34 @@ bool LiveMesh::barrier(TimeNs timeout_ns) {
   return true;
 }
 
+std::optional<std::string> DirectMesh::lost(bool cheap) const {
+  (void)cheap;  // a dead peer's medium saw its pidfd fire: one relaxed load per link
+  for (std::size_t p = 0; p < nodes_.size(); ++p)
+    if (nodes_[p] && nodes_[p]->medium().peer_dead()) return "rank " + std::to_string(p) + " exited";
+  return std::nullopt;
+}
+
+}  // namespace
+
+// ---- LiveMesh ------------------------------------------------------------------------------
+
+std::string_view to_string(LiveMedium m) {
+  switch (m) {
+    case LiveMedium::kDirect:
+      return "direct";
+    case LiveMedium::kFabric:
+      return "fabric";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<LiveMesh>, std::string> LiveMesh::create(const LiveOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size || o.lanes < 1 || o.slots < 1 ||
+      o.slot_bytes == 0 || o.slot_bytes % 8 != 0)
+    return std::string("bad rank, size, lanes or slots");
+  return o.medium == LiveMedium::kFabric ? create_fabric_mesh(o) : DirectMesh::create(o);
+}
+
 CollState LiveMesh::run(Communicator& comm, const CollArgs& a, TimeNs limit_ns,
                         std::string* error) {
   const CollErrc e = comm.start(a);
@@ -264,23 +310,28 @@ CollState LiveMesh::run(Communicator& comm, const CollArgs& a, TimeNs limit_ns,
     return CollState::kFailed;
   }
   CollState st = CollState::kRunning;
-  int gone = -1;  // a peer whose process exited (its medium saw the pidfd fire)
-  const bool finished = driver_->run_until(
-      [&] {
-        st = comm.progress(io::monotonic_ns());
-        if (st != CollState::kRunning) return true;
-        // A rank waiting only to receive from a dead peer has nothing outstanding that could
-        // time out: look at the media (one relaxed load per link).
-        for (std::size_t p = 0; p < nodes_.size() && gone < 0; ++p)
-          if (nodes_[p] && nodes_[p]->medium().peer_dead()) gone = static_cast<int>(p);
-        return gone >= 0;
-      },
-      limit_ns);
-  if (gone >= 0) {
-    if (error) *error = "rank " + std::to_string(gone) + " exited";
+  // A rank waiting only to receive from a dead peer has nothing outstanding that could time
+  // out: ask the medium (cheaply on every pass, thoroughly between slices).
+  std::optional<std::string> gone;
+  const TimeNs end = io::monotonic_ns() + limit_ns;
+  bool finished = false;
+  for (TimeNs now = io::monotonic_ns(); !finished && !gone && now < end;
+       now = io::monotonic_ns()) {
+    finished = driver_->run_until(
+        [&] {
+          st = comm.progress(io::monotonic_ns());
+          if (st != CollState::kRunning) return true;
+          gone = lost(true);
+          return gone.has_value();
+        },
+        std::min(end - now, kLivenessSliceNs));
+    if (!finished && !gone) gone = lost(false);
+  }
+  if (gone && st == CollState::kRunning) {
+    if (error) *error = *gone;
     return CollState::kFailed;
   }
-  if (!finished) {
+  if (st == CollState::kRunning) {
     if (error) *error = "timed out after " + std::to_string(limit_ns / 1'000'000) + " ms";
     return CollState::kFailed;
   }
