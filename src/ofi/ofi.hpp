@@ -58,6 +58,9 @@ struct Params {
   // handshake) to each new peer of the enabled endpoints bound to the AV, so the first message
   // does not wait for it.
   bool eager_connect = true;
+  // FI_WEFT_DIRECT: small eager messages as direct messages where the medium offers them
+  // (README, "Direct messages").
+  bool direct = true;
   // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
   // when WEFT_FABRIC names a running fabric daemon.
   enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
@@ -303,6 +306,7 @@ struct Domain {
   TimeNs pass_clock();
 
   std::size_t progress();  // the work done (packets, control messages, completions)
+  void on_direct(std::span<const std::uint8_t> msg);  // a direct message from the medium
   void dispatch(const WorkCompletion& wc);
   void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);
 };
@@ -415,8 +419,25 @@ struct Conn {
   bool ready = false;
   bool awaiting = false;     // outgoing: the request is out, no answer yet (Domain::connecting)
   std::uint32_t sq_psn = 0;  // outgoing: our requester's first PSN, sent in the REQ
+  std::uint32_t remote_qpn = 0;  // outgoing: the peer's QP (its ConnRep), names us in direct sends
+  // Work requests posted on qp whose completion has not been dispatched yet. A direct send
+  // (README, "Direct messages") may go only while this is 0 and the backlog is empty: then
+  // every earlier message of this connection has been acknowledged, so the peer has matched
+  // it, and the direct one cannot overtake it (FI_ORDER_SAS, tag matching order).
+  std::uint32_t posted_wrs = 0;
   std::deque<Op*> backlog;
 };
+
+// Before the MsgHdr of a direct message: which endpoint, and which of its connections (the QP
+// number of the receiver's end), the message belongs to.
+struct DirectHdr {
+  std::uint32_t dst_ep;
+  std::uint32_t dst_qpn;
+};
+static_assert(sizeof(DirectHdr) == 8);
+// Direct sends carry eager messages of at most this many payload bytes (and at most
+// FI_WEFT_EAGER_SIZE): one copy into the peer's ring, one out of it.
+inline constexpr std::size_t kDirectBytesMax = 4096;
 
 struct Ep {
   fid_ep ep{};
@@ -488,6 +509,7 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
                 const fi_info* hints, fi_info** info);
 
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
+void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg);
 void ep_connect_eagerly(Ep* ep, fi_addr_t peer);  // FI_WEFT_EAGER_CONNECT, from fi_av_insert
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);

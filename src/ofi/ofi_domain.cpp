@@ -126,6 +126,15 @@ void Domain::dispatch(const WorkCompletion& wc) {
   ep_on_completion(op->ep, op, wc);
 }
 
+void Domain::on_direct(std::span<const std::uint8_t> msg) {
+  DirectHdr dh;
+  if (msg.size() < sizeof dh) return;
+  std::memcpy(&dh, msg.data(), sizeof dh);
+  auto it = eps.find(dh.dst_ep);
+  if (it == eps.end()) return;  // the endpoint closed: as a packet to a destroyed QP
+  ep_on_direct(it->second, dh.dst_qpn, msg.subspan(sizeof dh));
+}
+
 void Domain::on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg) {
   // Every control datagram starts with the destination endpoint id (see ofi_ep.cpp).
   if (msg.size() < 8) return;
@@ -276,6 +285,10 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   d->rng.reseed(d->port->local().node_id * 7919 + 1);
   d->dev = Device::create(dc, d->rng);
   d->port->bind_device(*d->dev);
+  if (g_params.direct)
+    d->port->set_direct_handler(
+        [](void* ctx, std::span<const std::uint8_t> msg) { static_cast<Domain*>(ctx)->on_direct(msg); },
+        d.get());
   d->pd = d->dev->alloc_pd().value();
   auto cq = d->dev->create_cq(kDeviceCqDepth);
   if (!cq) return -FI_ENOMEM;

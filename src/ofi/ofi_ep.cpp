@@ -180,7 +180,10 @@ std::uint8_t* alloc_stage(Ep* ep) {
 void post_now_or_backlog(Conn* c, Op* op) {
   if (c->ready && c->backlog.empty()) {
     const Errc rc = c->qp->post_send(op->wr);
-    if (rc == Errc::kOk) return;
+    if (rc == Errc::kOk) {
+      ++c->posted_wrs;
+      return;
+    }
     if (rc != Errc::kQueueFull)
       WEFT_WARN(FI_LOG_EP_DATA, "post_send: %.*s", static_cast<int>(to_string(rc).size()),
                 to_string(rc).data());
@@ -192,6 +195,7 @@ void drain_backlog(Conn* c) {
   while (c && c->ready && !c->backlog.empty()) {
     Op* op = c->backlog.front();
     if (c->qp->post_send(op->wr) != Errc::kOk) return;
+    ++c->posted_wrs;
     c->backlog.pop_front();
   }
 }
@@ -670,6 +674,8 @@ void on_datagram(Ep* ep, Op* b, const WorkCompletion& wc) {
 // ---- device completions ---------------------------------------------------------------------
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
   const bool ok = wc.status == WcStatus::kSuccess;
+  // Every op but a bounce buffer is one signalled WR on its connection's QP.
+  if (op->kind != OpKind::kBounce && op->conn && op->conn->posted_wrs) --op->conn->posted_wrs;
   switch (op->kind) {
     case OpKind::kBounce: {
       if (!ok) {
@@ -779,6 +785,15 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
   }
 }
 
+// A direct message (README, "Direct messages"): the same MsgHdr and payload an eager SEND
+// carries, for the connection whose QP at this end is `qpn`.
+void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg) {
+  if (!ep->enabled || ep->dgram) return;
+  auto it = ep->by_qpn.find(qpn);
+  if (it == ep->by_qpn.end()) return;
+  on_message(ep, it->second, msg.data(), msg.size());
+}
+
 void ep_connect_eagerly(Ep* ep, fi_addr_t peer) {
   if (!ep->enabled || ep->dgram || ep->msg) return;
   (void)out_conn(ep, peer);  // a peer that is not there yet is tried again by the first send
@@ -870,6 +885,7 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
       return;
     }
     c->ready = true;
+    c->remote_qpn = m.qpn;
     drain_backlog(c);
   }
 }
@@ -945,6 +961,50 @@ ssize_t send_dgram(Ep* ep, const iovec* iov, std::size_t count, std::size_t len,
   return 0;
 }
 
+// An eager message as one direct message (README, "Direct messages"), when the connection has
+// nothing in flight through the engine (Conn::posted_wrs). The send is complete once the
+// message is in the peer's ring: the buffer is free and the medium does not lose it
+// (FI_TRANSMIT_COMPLETE; FI_DELIVERY_COMPLETE sends take the engine). False: send it through
+// the engine instead.
+bool send_direct(Ep* ep, Conn* c, const iovec* iov, std::size_t count, std::size_t len,
+                 std::uint64_t tag, std::uint64_t data, std::uint64_t flags, void* ctx,
+                 bool tagged) {
+  struct {
+    DirectHdr d;
+    MsgHdr h;
+  } head{};
+  static_assert(sizeof head == sizeof(DirectHdr) + sizeof(MsgHdr));
+  head.d = {c->peer.ep_id, c->remote_qpn};
+  head.h.op = MsgOp::kEager;
+  head.h.flags = static_cast<std::uint8_t>((tagged ? kHdrTagged : 0) |
+                                           ((flags & FI_REMOTE_CQ_DATA) ? kHdrData : 0));
+  head.h.tag = tag;
+  head.h.data = data;
+  head.h.len = len;
+  std::uint8_t linear[kDirectBytesMax];
+  const std::uint8_t* body = count ? static_cast<const std::uint8_t*>(iov[0].iov_base) : nullptr;
+  if (count > 1) {
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::memcpy(linear + off, iov[i].iov_base, iov[i].iov_len);
+      off += iov[i].iov_len;
+    }
+    body = linear;
+  }
+  if (!ep->dom->port->tx_direct(c->peer.node(),
+                                {reinterpret_cast<const std::uint8_t*>(&head), sizeof head},
+                                {body, len}))
+    return false;
+  if (want_tx_completion(ep, flags) && ep->tx_cq) {
+    fi_cq_tagged_entry e{};
+    e.op_context = ctx;
+    e.flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+    ep->tx_cq->push(e, FI_ADDR_NOTAVAIL);
+  }
+  cntr_inc(ep->cntr_send);
+  return true;
+}
+
 // Every send variant funnels here.
 ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest, std::uint64_t tag,
                      std::uint64_t data, std::uint64_t flags, void* ctx, bool tagged) {
@@ -960,9 +1020,13 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   }
   Conn* c = out_conn(ep, dest);
   if (!c) return -FI_EINVAL;
+  const bool eager = len <= g_params.eager_bytes;
+  if (eager && len <= kDirectBytesMax && c->ready && c->posted_wrs == 0 && c->backlog.empty() &&
+      !(flags & FI_DELIVERY_COMPLETE) && g_params.direct &&
+      send_direct(ep, c, iov, count, len, tag, data, flags, ctx, tagged))
+    return 0;
   std::uint8_t* slot = alloc_stage(ep);
   if (!slot) return -FI_EAGAIN;
-  const bool eager = len <= g_params.eager_bytes;
   Op* op = new_op(ep, eager ? OpKind::kSend : OpKind::kRts);
   op->stage = slot;
   op->conn = c;
