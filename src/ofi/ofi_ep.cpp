@@ -370,8 +370,25 @@ RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::it
   return r;
 }
 
+// One message (header h, n payload bytes) on connection c as a direct message (README, "Direct
+// messages"), if the medium offers them and c has nothing in flight in the engine
+// (Conn::posted_wrs), so that it cannot overtake an earlier message of c. False: use the engine.
+bool try_direct(Ep* ep, Conn* c, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
+  if (!g_params.direct || !c->ready || c->posted_wrs || !c->backlog.empty() || !c->remote_qpn ||
+      n > kDirectBytesMax)
+    return false;
+  struct {
+    DirectHdr d;
+    MsgHdr h;
+  } head{{c->peer.ep_id, c->remote_qpn}, h};
+  static_assert(sizeof head == sizeof(DirectHdr) + sizeof(MsgHdr));
+  return ep->dom->port->tx_direct(
+      c->peer.node(), {reinterpret_cast<const std::uint8_t*>(&head), sizeof head}, {payload, n});
+}
+
 // A provider-internal message (FIN, atomic response) on connection c: no completion.
 void send_internal(Ep* ep, Conn* c, const MsgHdr& h, const void* payload, std::size_t n) {
+  if (try_direct(ep, c, h, static_cast<const std::uint8_t*>(payload), n)) return;
   Op* op = new_op(ep, OpKind::kFin);
   op->conn = c;
   op->completion = false;
@@ -863,6 +880,7 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
     c->peer = peer;
     c->qp = qp.value();
     c->ready = true;
+    c->remote_qpn = m.qpn;
     ep->by_qpn[c->qp->qp_num()] = c.get();
     CtrlMsg rep{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), my_psn};
     ep->in_conns.push_back(std::move(c));
@@ -969,18 +987,13 @@ ssize_t send_dgram(Ep* ep, const iovec* iov, std::size_t count, std::size_t len,
 bool send_direct(Ep* ep, Conn* c, const iovec* iov, std::size_t count, std::size_t len,
                  std::uint64_t tag, std::uint64_t data, std::uint64_t flags, void* ctx,
                  bool tagged) {
-  struct {
-    DirectHdr d;
-    MsgHdr h;
-  } head{};
-  static_assert(sizeof head == sizeof(DirectHdr) + sizeof(MsgHdr));
-  head.d = {c->peer.ep_id, c->remote_qpn};
-  head.h.op = MsgOp::kEager;
-  head.h.flags = static_cast<std::uint8_t>((tagged ? kHdrTagged : 0) |
-                                           ((flags & FI_REMOTE_CQ_DATA) ? kHdrData : 0));
-  head.h.tag = tag;
-  head.h.data = data;
-  head.h.len = len;
+  MsgHdr h{};
+  h.op = MsgOp::kEager;
+  h.flags = static_cast<std::uint8_t>((tagged ? kHdrTagged : 0) |
+                                      ((flags & FI_REMOTE_CQ_DATA) ? kHdrData : 0));
+  h.tag = tag;
+  h.data = data;
+  h.len = len;
   std::uint8_t linear[kDirectBytesMax];
   const std::uint8_t* body = count ? static_cast<const std::uint8_t*>(iov[0].iov_base) : nullptr;
   if (count > 1) {
@@ -991,10 +1004,7 @@ bool send_direct(Ep* ep, Conn* c, const iovec* iov, std::size_t count, std::size
     }
     body = linear;
   }
-  if (!ep->dom->port->tx_direct(c->peer.node(),
-                                {reinterpret_cast<const std::uint8_t*>(&head), sizeof head},
-                                {body, len}))
-    return false;
+  if (!try_direct(ep, c, h, body, len)) return false;
   if (want_tx_completion(ep, flags) && ep->tx_cq) {
     fi_cq_tagged_entry e{};
     e.op_context = ctx;
@@ -1021,8 +1031,7 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   Conn* c = out_conn(ep, dest);
   if (!c) return -FI_EINVAL;
   const bool eager = len <= g_params.eager_bytes;
-  if (eager && len <= kDirectBytesMax && c->ready && c->posted_wrs == 0 && c->backlog.empty() &&
-      !(flags & FI_DELIVERY_COMPLETE) && g_params.direct &&
+  if (eager && !(flags & FI_DELIVERY_COMPLETE) &&
       send_direct(ep, c, iov, count, len, tag, data, flags, ctx, tagged))
     return 0;
   std::uint8_t* slot = alloc_stage(ep);
@@ -1075,6 +1084,12 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
     h.msg_id = op->rndv_id;
     h.addr = reinterpret_cast<std::uintptr_t>(src);
     h.rkey = op->tmp_mr->rkey();
+    // The RTS as a direct message: no SEND to complete, only the FIN.
+    if (try_direct(ep, c, h, nullptr, 0)) {
+      free_stage(ep, op);
+      op->pending = 1;
+      return 0;
+    }
   }
   std::memcpy(slot, &h, sizeof h);
   op->sge = {reinterpret_cast<std::uintptr_t>(slot), bytes, ep->stage_mr->lkey()};

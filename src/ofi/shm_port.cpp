@@ -286,7 +286,9 @@ class ShmPort final : public MediumPort {
 
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
     std::size_t n = 0;
-    for (auto& l : links_) {
+    // By index: a direct message's handler may send (a FIN), which may append a link.
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      Link* l = links_[i].get();
       if (!l->medium || l->dead) continue;
       if (l->dying) {
         // What the peer published before it exited (its last ACKs) still counts.
