@@ -61,6 +61,10 @@ struct Params {
   // FI_WEFT_DIRECT: small eager messages as direct messages where the medium offers them
   // (README, "Direct messages").
   bool direct = true;
+  // FI_WEFT_SPLIT_SIZE: a rendezvous of at least this many bytes whose two sides may read and
+  // write each other's memory is copied by both at once, half each (README, "Split rendezvous");
+  // 0: never.
+  std::size_t split_bytes_min = 65536;
   // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
   // when WEFT_FABRIC names a running fabric daemon.
   enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
@@ -328,7 +332,18 @@ void atomic_execute(fi_op op, fi_datatype dt, void* dst, const void* operand, co
 // kAtomicReq: reserved = fi_op | fi_datatype << 8, len = count, addr/rkey = the target, msg_id =
 // the request id; payload = operand values, then compare values. kAtomicResp: msg_id, data = 0
 // or a positive FI_E* code, payload = the old values (fetch and compare forms).
-enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3, kAtomicReq = 4, kAtomicResp = 5 };
+// kCts, kDone: the split rendezvous (README, "Split rendezvous"): kCts (receiver -> sender):
+// msg_id, addr = where the sender writes, len = how much, data = the offset in the message;
+// kDone (sender -> receiver): msg_id, data = 0 written, 1 not (the receiver reads it instead).
+enum class MsgOp : std::uint8_t {
+  kEager = 1,
+  kRts = 2,
+  kFin = 3,
+  kAtomicReq = 4,
+  kAtomicResp = 5,
+  kCts = 6,
+  kDone = 7,
+};
 struct MsgHdr {
   MsgOp op;
   std::uint8_t flags;  // kHdr*
@@ -374,6 +389,8 @@ struct Op {
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   // Atomic: where the old values go (fetch and compare forms).
   void* result = nullptr;
+  // RTS: the message's bytes (the application's buffer or `linear`), for a split rendezvous.
+  const std::uint8_t* rndv_src = nullptr;
   // Atomic and RTS: the op is freed once both its SEND completed and the answer (the atomic
   // response, the FIN) came; either may be first.
   std::uint8_t pending = 0;
@@ -473,6 +490,15 @@ struct Ep {
   std::list<Unexp*> unexp_msg, unexp_tag;
   std::uint64_t next_rndv_id = 1;
   std::unordered_map<std::uint64_t, Op*> rndv_sends;
+  // Split rendezvous receives waiting for the sender's kDone, by (connection, sender's msg_id).
+  struct SplitRecv {
+    RecvReq* r;
+    MsgHdr h;
+    fi_addr_t src;
+    std::size_t n, split;  // bytes delivered; the receiver's part is [0, split)
+    bool read_ok;
+  };
+  std::map<std::pair<const Conn*, std::uint64_t>, SplitRecv> split_recvs;
   std::size_t ops_in_flight = 0;
   Op* live_ops = nullptr;  // every live Op (intrusive list), freed at close
   Op* free_ops = nullptr;  // recycled Ops

@@ -468,6 +468,91 @@ bool read_directly(Ep* ep, Conn* c, RecvReq* r, std::uint64_t addr, std::size_t 
   return false;
 }
 
+// [off, off + n) of a one-buffer receive, read straight from the sender's addr (read_directly).
+bool read_part(Ep* ep, Conn* c, const RecvReq* r, std::size_t off, std::uint64_t addr,
+               std::size_t n) {
+  RecvReq part{};
+  part.iov[0] = {static_cast<std::uint8_t*>(r->iov[0].iov_base) + off, n};
+  part.iov_count = 1;
+  return read_directly(ep, c, &part, addr, n);
+}
+
+// The split rendezvous (README, "Split rendezvous"): the sender writes the second half of the
+// message into the receive buffer (asked by kCts) while we read the first; the receive
+// completes on its kDone. False: not possible here (the whole message is read as before).
+bool split_rendezvous(Ep* ep, Conn* c, RecvReq* r, const MsgHdr& h, fi_addr_t src,
+                      std::size_t n) {
+  if (!g_params.split_bytes_min || n < g_params.split_bytes_min || r->iov_count != 1 ||
+      ep->dom->port->direct_read_pid(c->peer.node()) <= 0)
+    return false;
+  const std::size_t split = (n / 2) & ~std::size_t{4095};  // ours: [0, split), page aligned
+  if (split == 0) return false;
+  MsgHdr cts{};
+  cts.op = MsgOp::kCts;
+  cts.msg_id = h.msg_id;
+  cts.addr = reinterpret_cast<std::uintptr_t>(r->iov[0].iov_base) + split;
+  cts.len = n - split;
+  cts.data = split;
+  // Only as a direct message: the sender must see it now, not after an engine round trip.
+  if (!try_direct(ep, c, cts, nullptr, 0)) return false;
+  const bool ok = read_part(ep, c, r, 0, h.addr, split);
+  ep->split_recvs[{c, h.msg_id}] = Ep::SplitRecv{r, h, src, n, split, ok};
+  return true;
+}
+
+// The sender's side of a split rendezvous: write what kCts asks, answer kDone.
+void on_cts(Ep* ep, Conn* c, const MsgHdr& h) {
+  bool ok = false;
+  auto it = ep->rndv_sends.find(h.msg_id);
+  const int pid = ep->dom->port->direct_read_pid(c->peer.node());
+  if (it != ep->rndv_sends.end() && pid > 0 && it->second->rndv_src &&
+      h.data + h.len <= it->second->len) {
+    const std::uint8_t* from = it->second->rndv_src + h.data;
+    std::size_t done = 0;
+    while (done < h.len) {
+      iovec l{const_cast<std::uint8_t*>(from + done), h.len - done};
+      iovec r{reinterpret_cast<void*>(h.addr + done), h.len - done};
+      const ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+      if (put <= 0) break;
+      done += static_cast<std::size_t>(put);
+    }
+    ok = done == h.len;
+    if (!ok)
+      WEFT_INFO(FI_LOG_EP_DATA, "split rendezvous: write to pid %d failed (%s): the receiver reads",
+                pid, std::strerror(errno));
+  }
+  MsgHdr d{};
+  d.op = MsgOp::kDone;
+  d.msg_id = h.msg_id;
+  d.data = ok ? 0 : 1;
+  send_internal(ep, c, d, nullptr, 0);
+}
+
+// The receiver's side: the sender's half is in place (or we read it now); complete and FIN.
+void on_done(Ep* ep, Conn* c, const MsgHdr& h) {
+  auto it = ep->split_recvs.find({c, h.msg_id});
+  if (it == ep->split_recvs.end()) return;
+  const Ep::SplitRecv s = it->second;
+  ep->split_recvs.erase(it);
+  bool ok = s.read_ok;
+  if (ok && h.data != 0) ok = read_part(ep, c, s.r, s.split, s.h.addr + s.split, s.n - s.split);
+  send_fin(ep, c, h.msg_id);
+  if (ok) {
+    rx_complete(ep, s.r, s.h, s.h.len, s.src);
+    return;
+  }
+  if (ep->rx_cq) {
+    fi_cq_err_entry e{};
+    e.op_context = s.r->context;
+    e.flags = FI_RECV | (s.r->tagged ? FI_TAGGED : FI_MSG);
+    e.tag = s.h.tag;
+    e.err = FI_EIO;
+    ep->rx_cq->push_error(e);
+  }
+  cntr_err(ep->cntr_recv);
+  free_recv(ep, s.r);
+}
+
 // Delivers a matched message (eager payload or RTS) into a posted receive.
 void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* payload) {
   const fi_addr_t src = ep->resolve(c->peer);
@@ -479,6 +564,7 @@ void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* p
   }
   // Rendezvous: READ min(len, cap) bytes from the sender's buffer, then FIN.
   const std::size_t n = std::min<std::size_t>(cap, h.len);
+  if (split_rendezvous(ep, c, r, h, src, n)) return;
   if (n == 0 || read_directly(ep, c, r, h.addr, n)) {
     send_fin(ep, c, h.msg_id);
     rx_complete(ep, r, h, h.len, src);
@@ -618,6 +704,14 @@ void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
   std::memcpy(&h, bytes, sizeof h);
   if (h.op == MsgOp::kFin) {
     on_fin(ep, h);
+    return;
+  }
+  if (h.op == MsgOp::kCts) {
+    on_cts(ep, c, h);
+    return;
+  }
+  if (h.op == MsgOp::kDone) {
+    on_done(ep, c, h);
     return;
   }
   if (h.op == MsgOp::kAtomicReq) {
@@ -1078,6 +1172,7 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
       return -FI_ENOMEM;
     }
     op->tmp_mr = mr.value();
+    op->rndv_src = src;
     op->pending = 2;  // the RTS's SEND completion and the FIN (either first)
     op->rndv_id = ep->next_rndv_id++;
     ep->rndv_sends[op->rndv_id] = op;
