@@ -309,7 +309,10 @@ struct Domain {
   int connecting = 0;  // outgoing connection requests awaiting an answer: poll control tightly
   TimeNs pass_clock();
 
-  std::size_t progress();  // the work done (packets, control messages, completions)
+  // The work done (packets, control messages, completions). `want`: the CQ the caller reads,
+  // which lets a pass end one round early (see the loop).
+  std::size_t progress(const Cq* want = nullptr);
+  MediumPort::CtrlFn ctrl_fn;  // on_ctrl, made once (not per round)
   void on_direct(std::span<const std::uint8_t> msg);  // a direct message from the medium
   void dispatch(const WorkCompletion& wc);
   void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);
