@@ -421,6 +421,52 @@ struct RecvReq {
   std::size_t outstanding = 0;
   RecvReq* parent = nullptr;
   RecvReq* next_free = nullptr;  // the endpoint's free list
+  RecvReq* posted_prev = nullptr;  // RecvList
+  RecvReq* posted_next = nullptr;
+};
+
+// The posted receives of one queue in post order: an intrusive list through
+// RecvReq::posted_prev/next, so posting and matching allocate nothing (a std::list node per
+// receive was a malloc and a free per message). An iterator has read its successor already, so
+// the element it points at may be erased or freed before ++.
+class RecvList {
+ public:
+  class iterator {
+   public:
+    explicit iterator(RecvReq* r = nullptr) : cur_(r), next_(r ? r->posted_next : nullptr) {}
+    RecvReq* operator*() const { return cur_; }
+    iterator& operator++() {
+      cur_ = next_;
+      next_ = cur_ ? cur_->posted_next : nullptr;
+      return *this;
+    }
+    bool operator==(const iterator& o) const { return cur_ == o.cur_; }
+
+   private:
+    RecvReq* cur_;
+    RecvReq* next_;
+  };
+  iterator begin() const { return iterator(head_); }
+  iterator end() const { return iterator(); }
+  bool empty() const { return head_ == nullptr; }
+  RecvReq* front() const { return head_; }
+  void push_back(RecvReq* r) {
+    r->posted_prev = tail_;
+    r->posted_next = nullptr;
+    (tail_ ? tail_->posted_next : head_) = r;
+    tail_ = r;
+  }
+  void erase(RecvReq* r) {
+    (r->posted_prev ? r->posted_prev->posted_next : head_) = r->posted_next;
+    (r->posted_next ? r->posted_next->posted_prev : tail_) = r->posted_prev;
+    r->posted_prev = r->posted_next = nullptr;
+  }
+  void erase(iterator it) { erase(*it); }
+  void pop_front() { erase(head_); }
+
+ private:
+  RecvReq* head_ = nullptr;
+  RecvReq* tail_ = nullptr;
 };
 
 // A message that arrived before its receive was posted.
@@ -488,7 +534,7 @@ struct Ep {
   std::unordered_map<EpAddr, std::unique_ptr<Conn>, EpAddrHash> out_conns;
   std::vector<std::unique_ptr<Conn>> in_conns;
   std::unordered_map<std::uint32_t, Conn*> by_qpn;
-  std::list<RecvReq*> posted_msg, posted_tag;
+  RecvList posted_msg, posted_tag;
   std::size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV
   std::list<Unexp*> unexp_msg, unexp_tag;
   std::uint64_t next_rndv_id = 1;

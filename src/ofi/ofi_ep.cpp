@@ -350,7 +350,7 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
 
 // The next piece of a multi-receive buffer for a message of `len` bytes (truncated to what
 // remains); releases the buffer from `posted` when less than min_multi_recv is left after it.
-RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::iterator it,
+RecvReq* take_piece(Ep* ep, RecvList& posted, RecvList::iterator it,
                     std::uint64_t len) {
   RecvReq* m = *it;
   RecvReq* r = alloc_recv(ep);
@@ -1329,7 +1329,7 @@ ssize_t recv_multi(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, s
   RecvReq* m = make_recv(ep, iov, 1, src, 0, 0, ctx, false, completion);
   m->multi = true;
   ep->posted_msg.push_back(m);
-  auto it = std::prev(ep->posted_msg.end());
+  const RecvList::iterator it(m);
   for (;;) {
     Unexp* u = find_unexp(ep, false, src, 0, 0);
     if (!u) break;
