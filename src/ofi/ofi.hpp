@@ -63,8 +63,9 @@ struct Params {
   bool direct = true;
   // FI_WEFT_SPLIT_SIZE: a rendezvous of at least this many bytes whose two sides may read and
   // write each other's memory is copied by both at once, half each (README, "Split rendezvous");
-  // 0: never.
-  std::size_t split_bytes_min = 65536;
+  // 0: never. 256 KiB: at 64 KiB, on this loaded 2-vCPU machine, waiting for the sender to be
+  // scheduled cost more than half the copy saved (bench/ofi/README.md).
+  std::size_t split_bytes_min = 256 * 1024;
   // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
   // when WEFT_FABRIC names a running fabric daemon.
   enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
