@@ -314,6 +314,7 @@ struct Domain {
   // which lets a pass end one round early (see the loop).
   std::size_t progress(const Cq* want = nullptr);
   MediumPort::CtrlFn ctrl_fn;  // on_ctrl, made once (not per round)
+  std::uint64_t direct_rx = 0;  // direct messages received (progress: rounds that took only these)
   void on_direct(std::span<const std::uint8_t> msg);  // a direct message from the medium
   void dispatch(const WorkCompletion& wc);
   void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);

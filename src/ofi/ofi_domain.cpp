@@ -49,6 +49,7 @@ std::size_t Domain::progress(const Cq* want) {
   for (int round = 0; round < kProgressRoundsMax; ++round) {
     // A round after one that worked reads the clock again (a busy call may last a while).
     const TimeNs t = round == 0 ? t0 : (now = mono_ns());
+    const std::uint64_t direct_before = direct_rx;
     const std::size_t rx = port->rx_burst(*dev, t, kRxBurstPackets);
     // Work that may leave more behind for the next round: everything but received packets.
     std::size_t engine = port->ctrl_poll(ctrl_fn, kCtrlBurstMsgs, t, connecting > 0);
@@ -84,7 +85,7 @@ std::size_t Domain::progress(const Cq* want) {
     // packet out, nothing for the engine) leaves nothing behind: when the caller's CQ has
     // something now, the next round would only look for new arrivals, which the caller's next
     // read does anyway (one idle round less per received message).
-    if (want && engine == 0 && rx < kRxBurstPackets && !want->entries.empty()) break;
+    if (want && engine == 0 && rx == direct_rx - direct_before && !want->entries.empty()) break;
   }
   worked = total > 0;
   in_progress = false;
@@ -130,6 +131,7 @@ void Domain::dispatch(const WorkCompletion& wc) {
 }
 
 void Domain::on_direct(std::span<const std::uint8_t> msg) {
+  ++direct_rx;
   DirectHdr dh;
   if (msg.size() < sizeof dh) return;
   std::memcpy(&dh, msg.data(), sizeof dh);
