@@ -99,6 +99,10 @@ class MediumPort {
     (void)body;
     return false;
   }
+  // The last tx_direct failed only for lack of room (the peer is slow to read its ring): a
+  // sender should back off (-FI_EAGAIN) rather than send through the Device, whose packet the
+  // full ring would drop, leaving it to the RC retransmission timer.
+  virtual bool direct_full() const { return false; }
   // Who gets the direct messages rx_burst finds, in ring order with the packets it hands to the
   // Device: fn(ctx, head and body as sent, contiguous), valid only during the call.
   using DirectFn = void (*)(void* ctx, std::span<const std::uint8_t> msg);

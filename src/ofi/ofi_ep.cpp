@@ -1125,9 +1125,14 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   Conn* c = out_conn(ep, dest);
   if (!c) return -FI_EINVAL;
   const bool eager = len <= g_params.eager_bytes;
-  if (eager && !(flags & FI_DELIVERY_COMPLETE) &&
-      send_direct(ep, c, iov, count, len, tag, data, flags, ctx, tagged))
-    return 0;
+  if (eager && !(flags & FI_DELIVERY_COMPLETE)) {
+    if (send_direct(ep, c, iov, count, len, tag, data, flags, ctx, tagged)) return 0;
+    if (ep->dom->port->direct_full()) {
+      // The peer's ring is full: let it catch up (the engine's packet would be dropped there).
+      ep->dom->progress();
+      return -FI_EAGAIN;
+    }
+  }
   std::uint8_t* slot = alloc_stage(ep);
   if (!slot) return -FI_EAGAIN;
   Op* op = new_op(ep, eager ? OpKind::kSend : OpKind::kRts);

@@ -311,9 +311,10 @@ class ShmPort final : public MediumPort {
 
   bool tx_direct(const NodeAddr& dst, std::span<const std::uint8_t> head,
                  std::span<const std::uint8_t> body) override {
+    direct_full_ = false;
     if (!dev_ || head.size() > TxPacket::kHeaderBytesMax - kDirectHeaderBytes) return false;
     Link* l = route(dst.lid, dst.node_id);
-    if (!l || l->dying || l->dead || !l->medium) return false;
+    if (!l || l->dying || l->dead || !l->medium || l->medium->peer_dead()) return false;
     TxPacket pkt;
     const auto pad = static_cast<std::uint8_t>((4 - body.size() % 4) % 4);
     const std::size_t words = (kDirectHeaderBytes + head.size() + body.size() + pad + 4) / 4;
@@ -334,7 +335,10 @@ class ShmPort final : public MediumPort {
     pkt.payload = body.data();
     pkt.payload_bytes = static_cast<std::uint32_t>(body.size());
     pkt.pad_bytes = pad;
-    if (!l->medium->tx_packet(*dev_, pkt)) return false;
+    if (!l->medium->tx_packet(*dev_, pkt)) {
+      direct_full_ = true;
+      return false;
+    }
     if (!l->dirty) {
       l->dirty = true;
       dirty_.push_back(l);
@@ -342,6 +346,7 @@ class ShmPort final : public MediumPort {
     tx_flush();
     return true;
   }
+  bool direct_full() const override { return direct_full_; }
 
   void set_direct_handler(DirectFn fn, void* ctx) override {
     tap_.fn = fn;
@@ -612,6 +617,7 @@ class ShmPort final : public MediumPort {
   int epfd_;
   const Device* dev_ = nullptr;
   TapDevice tap_;
+  bool direct_full_ = false;  // the last tx_direct found the ring full
   std::vector<std::unique_ptr<Link>> links_;
   std::map<std::uint16_t, Link*> routes_;
   std::vector<Link*> dirty_;
