@@ -85,6 +85,31 @@ class MediumPort {
     (void)peer;
     return 0;
   }
+
+  // Direct messages: a provider message that does not go through the Device (README, "Direct
+  // messages"). tx_direct puts `head` then `body` on the medium as one record towards dst, in
+  // order after every packet tx() took before it, and publishes it at once. False: the medium
+  // offers no such path or has no room now; the caller then sends through the Device. A medium
+  // offers it only where it is reliable and ordered by itself (shm's rings), so what the RC
+  // engine would add (PSNs, ACKs, retransmission) buys nothing there.
+  virtual bool tx_direct(const NodeAddr& dst, std::span<const std::uint8_t> head,
+                         std::span<const std::uint8_t> body) {
+    (void)dst;
+    (void)head;
+    (void)body;
+    return false;
+  }
+  // The last tx_direct failed only for lack of room (the peer is slow to read its ring): a
+  // sender should back off (-FI_EAGAIN) rather than send through the Device, whose packet the
+  // full ring would drop, leaving it to the RC retransmission timer.
+  virtual bool direct_full() const { return false; }
+  // Who gets the direct messages rx_burst finds, in ring order with the packets it hands to the
+  // Device: fn(ctx, head and body as sent, contiguous), valid only during the call.
+  using DirectFn = void (*)(void* ctx, std::span<const std::uint8_t> msg);
+  virtual void set_direct_handler(DirectFn fn, void* ctx) {
+    (void)fn;
+    (void)ctx;
+  }
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can

@@ -60,6 +60,14 @@ struct Params {
   // handshake) to each new peer of the enabled endpoints bound to the AV, so the first message
   // does not wait for it.
   bool eager_connect = true;
+  // FI_WEFT_DIRECT: small eager messages as direct messages where the medium offers them
+  // (README, "Direct messages").
+  bool direct = true;
+  // FI_WEFT_SPLIT_SIZE: a rendezvous of at least this many bytes whose two sides may read and
+  // write each other's memory is copied by both at once, half each (README, "Split rendezvous");
+  // 0: never. 256 KiB: at 64 KiB, on this loaded 2-vCPU machine, waiting for the sender to be
+  // scheduled cost more than half the copy saved (bench/ofi/README.md).
+  std::size_t split_bytes_min = 256 * 1024;
   // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
   // when WEFT_FABRIC names a running fabric daemon.
   enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
@@ -311,7 +319,12 @@ struct Domain {
   int connecting = 0;  // outgoing connection requests awaiting an answer: poll control tightly
   TimeNs pass_clock();
 
-  std::size_t progress();  // the work done (packets, control messages, completions)
+  // The work done (packets, control messages, completions). `want`: the CQ the caller reads,
+  // which lets a pass end one round early (see the loop).
+  std::size_t progress(const Cq* want = nullptr);
+  MediumPort::CtrlFn ctrl_fn;  // on_ctrl, made once (not per round)
+  std::uint64_t direct_rx = 0;  // direct messages received (progress: rounds that took only these)
+  void on_direct(std::span<const std::uint8_t> msg);  // a direct message from the medium
   void dispatch(const WorkCompletion& wc);
   void on_ctrl(const NodeAddr& src, std::span<const std::uint8_t> msg);
 };
@@ -333,7 +346,18 @@ void atomic_execute(fi_op op, fi_datatype dt, void* dst, const void* operand, co
 // kAtomicReq: reserved = fi_op | fi_datatype << 8, len = count, addr/rkey = the target, msg_id =
 // the request id; payload = operand values, then compare values. kAtomicResp: msg_id, data = 0
 // or a positive FI_E* code, payload = the old values (fetch and compare forms).
-enum class MsgOp : std::uint8_t { kEager = 1, kRts = 2, kFin = 3, kAtomicReq = 4, kAtomicResp = 5 };
+// kCts, kDone: the split rendezvous (README, "Split rendezvous"): kCts (receiver -> sender):
+// msg_id, addr = where the sender writes, len = how much, data = the offset in the message;
+// kDone (sender -> receiver): msg_id, data = 0 written, 1 not (the receiver reads it instead).
+enum class MsgOp : std::uint8_t {
+  kEager = 1,
+  kRts = 2,
+  kFin = 3,
+  kAtomicReq = 4,
+  kAtomicResp = 5,
+  kCts = 6,
+  kDone = 7,
+};
 struct MsgHdr {
   MsgOp op;
   std::uint8_t flags;  // kHdr*
@@ -379,6 +403,8 @@ struct Op {
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   // Atomic: where the old values go (fetch and compare forms).
   void* result = nullptr;
+  // RTS: the message's bytes (the application's buffer or `linear`), for a split rendezvous.
+  const std::uint8_t* rndv_src = nullptr;
   // Atomic and RTS: the op is freed once both its SEND completed and the answer (the atomic
   // response, the FIN) came; either may be first.
   std::uint8_t pending = 0;
@@ -406,6 +432,52 @@ struct RecvReq {
   std::size_t outstanding = 0;
   RecvReq* parent = nullptr;
   RecvReq* next_free = nullptr;  // the endpoint's free list
+  RecvReq* posted_prev = nullptr;  // RecvList
+  RecvReq* posted_next = nullptr;
+};
+
+// The posted receives of one queue in post order: an intrusive list through
+// RecvReq::posted_prev/next, so posting and matching allocate nothing (a std::list node per
+// receive was a malloc and a free per message). An iterator has read its successor already, so
+// the element it points at may be erased or freed before ++.
+class RecvList {
+ public:
+  class iterator {
+   public:
+    explicit iterator(RecvReq* r = nullptr) : cur_(r), next_(r ? r->posted_next : nullptr) {}
+    RecvReq* operator*() const { return cur_; }
+    iterator& operator++() {
+      cur_ = next_;
+      next_ = cur_ ? cur_->posted_next : nullptr;
+      return *this;
+    }
+    bool operator==(const iterator& o) const { return cur_ == o.cur_; }
+
+   private:
+    RecvReq* cur_;
+    RecvReq* next_;
+  };
+  iterator begin() const { return iterator(head_); }
+  iterator end() const { return iterator(); }
+  bool empty() const { return head_ == nullptr; }
+  RecvReq* front() const { return head_; }
+  void push_back(RecvReq* r) {
+    r->posted_prev = tail_;
+    r->posted_next = nullptr;
+    (tail_ ? tail_->posted_next : head_) = r;
+    tail_ = r;
+  }
+  void erase(RecvReq* r) {
+    (r->posted_prev ? r->posted_prev->posted_next : head_) = r->posted_next;
+    (r->posted_next ? r->posted_next->posted_prev : tail_) = r->posted_prev;
+    r->posted_prev = r->posted_next = nullptr;
+  }
+  void erase(iterator it) { erase(*it); }
+  void pop_front() { erase(head_); }
+
+ private:
+  RecvReq* head_ = nullptr;
+  RecvReq* tail_ = nullptr;
 };
 
 // A message that arrived before its receive was posted.
@@ -424,8 +496,25 @@ struct Conn {
   bool ready = false;
   bool awaiting = false;     // outgoing: the request is out, no answer yet (Domain::connecting)
   std::uint32_t sq_psn = 0;  // outgoing: our requester's first PSN, sent in the REQ
+  std::uint32_t remote_qpn = 0;  // outgoing: the peer's QP (its ConnRep), names us in direct sends
+  // Work requests posted on qp whose completion has not been dispatched yet. A direct send
+  // (README, "Direct messages") may go only while this is 0 and the backlog is empty: then
+  // every earlier message of this connection has been acknowledged, so the peer has matched
+  // it, and the direct one cannot overtake it (FI_ORDER_SAS, tag matching order).
+  std::uint32_t posted_wrs = 0;
   std::deque<Op*> backlog;
 };
+
+// Before the MsgHdr of a direct message: which endpoint, and which of its connections (the QP
+// number of the receiver's end), the message belongs to.
+struct DirectHdr {
+  std::uint32_t dst_ep;
+  std::uint32_t dst_qpn;
+};
+static_assert(sizeof(DirectHdr) == 8);
+// Direct sends carry eager messages of at most this many payload bytes (and at most
+// FI_WEFT_EAGER_SIZE): one copy into the peer's ring, one out of it.
+inline constexpr std::size_t kDirectBytesMax = 4096;
 
 struct Ep {
   fid_ep ep{};
@@ -456,11 +545,20 @@ struct Ep {
   std::unordered_map<EpAddr, std::unique_ptr<Conn>, EpAddrHash> out_conns;
   std::vector<std::unique_ptr<Conn>> in_conns;
   std::unordered_map<std::uint32_t, Conn*> by_qpn;
-  std::list<RecvReq*> posted_msg, posted_tag;
+  RecvList posted_msg, posted_tag;
   std::size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV
   std::list<Unexp*> unexp_msg, unexp_tag;
   std::uint64_t next_rndv_id = 1;
   std::unordered_map<std::uint64_t, Op*> rndv_sends;
+  // Split rendezvous receives waiting for the sender's kDone, by (connection, sender's msg_id).
+  struct SplitRecv {
+    RecvReq* r;
+    MsgHdr h;
+    fi_addr_t src;
+    std::size_t n, split;  // bytes delivered; the receiver's part is [0, split)
+    bool read_ok;
+  };
+  std::map<std::pair<const Conn*, std::uint64_t>, SplitRecv> split_recvs;
   std::size_t ops_in_flight = 0;
   Op* live_ops = nullptr;  // every live Op (intrusive list), freed at close
   Op* free_ops = nullptr;  // recycled Ops
@@ -497,6 +595,7 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
                 const fi_info* hints, fi_info** info);
 
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
+void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg);
 void ep_connect_eagerly(Ep* ep, fi_addr_t peer);  // FI_WEFT_EAGER_CONNECT, from fi_av_insert
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);

@@ -180,7 +180,10 @@ std::uint8_t* alloc_stage(Ep* ep) {
 void post_now_or_backlog(Conn* c, Op* op) {
   if (c->ready && c->backlog.empty()) {
     const Errc rc = c->qp->post_send(op->wr);
-    if (rc == Errc::kOk) return;
+    if (rc == Errc::kOk) {
+      ++c->posted_wrs;
+      return;
+    }
     if (rc != Errc::kQueueFull)
       WEFT_WARN(FI_LOG_EP_DATA, "post_send: %.*s", static_cast<int>(to_string(rc).size()),
                 to_string(rc).data());
@@ -192,6 +195,7 @@ void drain_backlog(Conn* c) {
   while (c && c->ready && !c->backlog.empty()) {
     Op* op = c->backlog.front();
     if (c->qp->post_send(op->wr) != Errc::kOk) return;
+    ++c->posted_wrs;
     c->backlog.pop_front();
   }
 }
@@ -346,7 +350,7 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
 
 // The next piece of a multi-receive buffer for a message of `len` bytes (truncated to what
 // remains); releases the buffer from `posted` when less than min_multi_recv is left after it.
-RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::iterator it,
+RecvReq* take_piece(Ep* ep, RecvList& posted, RecvList::iterator it,
                     std::uint64_t len) {
   RecvReq* m = *it;
   RecvReq* r = alloc_recv(ep);
@@ -366,8 +370,25 @@ RecvReq* take_piece(Ep* ep, std::list<RecvReq*>& posted, std::list<RecvReq*>::it
   return r;
 }
 
+// One message (header h, n payload bytes) on connection c as a direct message (README, "Direct
+// messages"), if the medium offers them and c has nothing in flight in the engine
+// (Conn::posted_wrs), so that it cannot overtake an earlier message of c. False: use the engine.
+bool try_direct(Ep* ep, Conn* c, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
+  if (!g_params.direct || !c->ready || c->posted_wrs || !c->backlog.empty() || !c->remote_qpn ||
+      n > kDirectBytesMax)
+    return false;
+  struct {
+    DirectHdr d;
+    MsgHdr h;
+  } head{{c->peer.ep_id, c->remote_qpn}, h};
+  static_assert(sizeof head == sizeof(DirectHdr) + sizeof(MsgHdr));
+  return ep->dom->port->tx_direct(
+      c->peer.node(), {reinterpret_cast<const std::uint8_t*>(&head), sizeof head}, {payload, n});
+}
+
 // A provider-internal message (FIN, atomic response) on connection c: no completion.
 void send_internal(Ep* ep, Conn* c, const MsgHdr& h, const void* payload, std::size_t n) {
+  if (try_direct(ep, c, h, static_cast<const std::uint8_t*>(payload), n)) return;
   Op* op = new_op(ep, OpKind::kFin);
   op->conn = c;
   op->completion = false;
@@ -447,6 +468,91 @@ bool read_directly(Ep* ep, Conn* c, RecvReq* r, std::uint64_t addr, std::size_t 
   return false;
 }
 
+// [off, off + n) of a one-buffer receive, read straight from the sender's addr (read_directly).
+bool read_part(Ep* ep, Conn* c, const RecvReq* r, std::size_t off, std::uint64_t addr,
+               std::size_t n) {
+  RecvReq part{};
+  part.iov[0] = {static_cast<std::uint8_t*>(r->iov[0].iov_base) + off, n};
+  part.iov_count = 1;
+  return read_directly(ep, c, &part, addr, n);
+}
+
+// The split rendezvous (README, "Split rendezvous"): the sender writes the second half of the
+// message into the receive buffer (asked by kCts) while we read the first; the receive
+// completes on its kDone. False: not possible here (the whole message is read as before).
+bool split_rendezvous(Ep* ep, Conn* c, RecvReq* r, const MsgHdr& h, fi_addr_t src,
+                      std::size_t n) {
+  if (!g_params.split_bytes_min || n < g_params.split_bytes_min || r->iov_count != 1 ||
+      ep->dom->port->direct_read_pid(c->peer.node()) <= 0)
+    return false;
+  const std::size_t split = (n / 2) & ~std::size_t{4095};  // ours: [0, split), page aligned
+  if (split == 0) return false;
+  MsgHdr cts{};
+  cts.op = MsgOp::kCts;
+  cts.msg_id = h.msg_id;
+  cts.addr = reinterpret_cast<std::uintptr_t>(r->iov[0].iov_base) + split;
+  cts.len = n - split;
+  cts.data = split;
+  // Only as a direct message: the sender must see it now, not after an engine round trip.
+  if (!try_direct(ep, c, cts, nullptr, 0)) return false;
+  const bool ok = read_part(ep, c, r, 0, h.addr, split);
+  ep->split_recvs[{c, h.msg_id}] = Ep::SplitRecv{r, h, src, n, split, ok};
+  return true;
+}
+
+// The sender's side of a split rendezvous: write what kCts asks, answer kDone.
+void on_cts(Ep* ep, Conn* c, const MsgHdr& h) {
+  bool ok = false;
+  auto it = ep->rndv_sends.find(h.msg_id);
+  const int pid = ep->dom->port->direct_read_pid(c->peer.node());
+  if (it != ep->rndv_sends.end() && pid > 0 && it->second->rndv_src &&
+      h.data + h.len <= it->second->len) {
+    const std::uint8_t* from = it->second->rndv_src + h.data;
+    std::size_t done = 0;
+    while (done < h.len) {
+      iovec l{const_cast<std::uint8_t*>(from + done), h.len - done};
+      iovec r{reinterpret_cast<void*>(h.addr + done), h.len - done};
+      const ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+      if (put <= 0) break;
+      done += static_cast<std::size_t>(put);
+    }
+    ok = done == h.len;
+    if (!ok)
+      WEFT_INFO(FI_LOG_EP_DATA, "split rendezvous: write to pid %d failed (%s): the receiver reads",
+                pid, std::strerror(errno));
+  }
+  MsgHdr d{};
+  d.op = MsgOp::kDone;
+  d.msg_id = h.msg_id;
+  d.data = ok ? 0 : 1;
+  send_internal(ep, c, d, nullptr, 0);
+}
+
+// The receiver's side: the sender's half is in place (or we read it now); complete and FIN.
+void on_done(Ep* ep, Conn* c, const MsgHdr& h) {
+  auto it = ep->split_recvs.find({c, h.msg_id});
+  if (it == ep->split_recvs.end()) return;
+  const Ep::SplitRecv s = it->second;
+  ep->split_recvs.erase(it);
+  bool ok = s.read_ok;
+  if (ok && h.data != 0) ok = read_part(ep, c, s.r, s.split, s.h.addr + s.split, s.n - s.split);
+  send_fin(ep, c, h.msg_id);
+  if (ok) {
+    rx_complete(ep, s.r, s.h, s.h.len, s.src);
+    return;
+  }
+  if (ep->rx_cq) {
+    fi_cq_err_entry e{};
+    e.op_context = s.r->context;
+    e.flags = FI_RECV | (s.r->tagged ? FI_TAGGED : FI_MSG);
+    e.tag = s.h.tag;
+    e.err = FI_EIO;
+    ep->rx_cq->push_error(e);
+  }
+  cntr_err(ep->cntr_recv);
+  free_recv(ep, s.r);
+}
+
 // Delivers a matched message (eager payload or RTS) into a posted receive.
 void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* payload) {
   const fi_addr_t src = ep->resolve(c->peer);
@@ -458,6 +564,7 @@ void deliver(Ep* ep, RecvReq* r, Conn* c, const MsgHdr& h, const std::uint8_t* p
   }
   // Rendezvous: READ min(len, cap) bytes from the sender's buffer, then FIN.
   const std::size_t n = std::min<std::size_t>(cap, h.len);
+  if (split_rendezvous(ep, c, r, h, src, n)) return;
   if (n == 0 || read_directly(ep, c, r, h.addr, n)) {
     send_fin(ep, c, h.msg_id);
     rx_complete(ep, r, h, h.len, src);
@@ -599,6 +706,14 @@ void on_message(Ep* ep, Conn* c, const std::uint8_t* bytes, std::size_t n) {
     on_fin(ep, h);
     return;
   }
+  if (h.op == MsgOp::kCts) {
+    on_cts(ep, c, h);
+    return;
+  }
+  if (h.op == MsgOp::kDone) {
+    on_done(ep, c, h);
+    return;
+  }
   if (h.op == MsgOp::kAtomicReq) {
     on_atomic_req(ep, c, h, bytes + sizeof h, n - sizeof h);
     return;
@@ -670,6 +785,8 @@ void on_datagram(Ep* ep, Op* b, const WorkCompletion& wc) {
 // ---- device completions ---------------------------------------------------------------------
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
   const bool ok = wc.status == WcStatus::kSuccess;
+  // Every op but a bounce buffer is one signalled WR on its connection's QP.
+  if (op->kind != OpKind::kBounce && op->conn && op->conn->posted_wrs) --op->conn->posted_wrs;
   switch (op->kind) {
     case OpKind::kBounce: {
       if (!ok) {
@@ -779,6 +896,15 @@ void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
   }
 }
 
+// A direct message (README, "Direct messages"): the same MsgHdr and payload an eager SEND
+// carries, for the connection whose QP at this end is `qpn`.
+void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg) {
+  if (!ep->enabled || ep->dgram) return;
+  auto it = ep->by_qpn.find(qpn);
+  if (it == ep->by_qpn.end()) return;
+  on_message(ep, it->second, msg.data(), msg.size());
+}
+
 void ep_connect_eagerly(Ep* ep, fi_addr_t peer) {
   if (!ep->enabled || ep->dgram || ep->msg) return;
   (void)out_conn(ep, peer);  // a peer that is not there yet is tried again by the first send
@@ -848,6 +974,7 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
     c->peer = peer;
     c->qp = qp.value();
     c->ready = true;
+    c->remote_qpn = m.qpn;
     ep->by_qpn[c->qp->qp_num()] = c.get();
     CtrlMsg rep{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), my_psn};
     ep->in_conns.push_back(std::move(c));
@@ -870,6 +997,7 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
       return;
     }
     c->ready = true;
+    c->remote_qpn = m.qpn;
     drain_backlog(c);
   }
 }
@@ -945,6 +1073,42 @@ ssize_t send_dgram(Ep* ep, const iovec* iov, std::size_t count, std::size_t len,
   return 0;
 }
 
+// An eager message as one direct message (README, "Direct messages"), when the connection has
+// nothing in flight through the engine (Conn::posted_wrs). The send is complete once the
+// message is in the peer's ring: the buffer is free and the medium does not lose it
+// (FI_TRANSMIT_COMPLETE; FI_DELIVERY_COMPLETE sends take the engine). False: send it through
+// the engine instead.
+bool send_direct(Ep* ep, Conn* c, const iovec* iov, std::size_t count, std::size_t len,
+                 std::uint64_t tag, std::uint64_t data, std::uint64_t flags, void* ctx,
+                 bool tagged) {
+  MsgHdr h{};
+  h.op = MsgOp::kEager;
+  h.flags = static_cast<std::uint8_t>((tagged ? kHdrTagged : 0) |
+                                      ((flags & FI_REMOTE_CQ_DATA) ? kHdrData : 0));
+  h.tag = tag;
+  h.data = data;
+  h.len = len;
+  std::uint8_t linear[kDirectBytesMax];
+  const std::uint8_t* body = count ? static_cast<const std::uint8_t*>(iov[0].iov_base) : nullptr;
+  if (count > 1) {
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::memcpy(linear + off, iov[i].iov_base, iov[i].iov_len);
+      off += iov[i].iov_len;
+    }
+    body = linear;
+  }
+  if (!try_direct(ep, c, h, body, len)) return false;
+  if (want_tx_completion(ep, flags) && ep->tx_cq) {
+    fi_cq_tagged_entry e{};
+    e.op_context = ctx;
+    e.flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+    ep->tx_cq->push(e, FI_ADDR_NOTAVAIL);
+  }
+  cntr_inc(ep->cntr_send);
+  return true;
+}
+
 // Every send variant funnels here.
 ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest, std::uint64_t tag,
                      std::uint64_t data, std::uint64_t flags, void* ctx, bool tagged) {
@@ -960,9 +1124,17 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   }
   Conn* c = out_conn(ep, dest);
   if (!c) return -FI_EINVAL;
+  const bool eager = len <= g_params.eager_bytes;
+  if (eager && !(flags & FI_DELIVERY_COMPLETE)) {
+    if (send_direct(ep, c, iov, count, len, tag, data, flags, ctx, tagged)) return 0;
+    if (ep->dom->port->direct_full()) {
+      // The peer's ring is full: let it catch up (the engine's packet would be dropped there).
+      ep->dom->progress();
+      return -FI_EAGAIN;
+    }
+  }
   std::uint8_t* slot = alloc_stage(ep);
   if (!slot) return -FI_EAGAIN;
-  const bool eager = len <= g_params.eager_bytes;
   Op* op = new_op(ep, eager ? OpKind::kSend : OpKind::kRts);
   op->stage = slot;
   op->conn = c;
@@ -1005,12 +1177,19 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
       return -FI_ENOMEM;
     }
     op->tmp_mr = mr.value();
+    op->rndv_src = src;
     op->pending = 2;  // the RTS's SEND completion and the FIN (either first)
     op->rndv_id = ep->next_rndv_id++;
     ep->rndv_sends[op->rndv_id] = op;
     h.msg_id = op->rndv_id;
     h.addr = reinterpret_cast<std::uintptr_t>(src);
     h.rkey = op->tmp_mr->rkey();
+    // The RTS as a direct message: no SEND to complete, only the FIN.
+    if (try_direct(ep, c, h, nullptr, 0)) {
+      free_stage(ep, op);
+      op->pending = 1;
+      return 0;
+    }
   }
   std::memcpy(slot, &h, sizeof h);
   op->sge = {reinterpret_cast<std::uintptr_t>(slot), bytes, ep->stage_mr->lkey()};
@@ -1155,7 +1334,7 @@ ssize_t recv_multi(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t src, s
   RecvReq* m = make_recv(ep, iov, 1, src, 0, 0, ctx, false, completion);
   m->multi = true;
   ep->posted_msg.push_back(m);
-  auto it = std::prev(ep->posted_msg.end());
+  const RecvList::iterator it(m);
   for (;;) {
     Unexp* u = find_unexp(ep, false, src, 0, 0);
     if (!u) break;

@@ -532,6 +532,16 @@ void define_params() {
                   "Open the RDM connection to a peer when fi_av_insert names it, not on the "
                   "first send (default: %d)",
                   g_params.eager_connect ? 1 : 0);
+  fi_param_define(&g_prov, "direct", FI_PARAM_BOOL,
+                  "Send eager messages of at most 4 KiB as direct messages on media that are "
+                  "reliable and ordered by themselves (shm), past the RC engine, while the "
+                  "connection has nothing else in flight (default: %d)",
+                  g_params.direct ? 1 : 0);
+  fi_param_define(&g_prov, "split_size", FI_PARAM_SIZE_T,
+                  "Rendezvous of at least this many bytes between processes that may read and "
+                  "write each other's memory: the receiver reads the first half while the sender "
+                  "writes the second; 0: never (default: %zu)",
+                  g_params.split_bytes_min);
   fi_param_define(&g_prov, "loopback_drop", FI_PARAM_SIZE_T,
                   "Packets per million the loopback medium drops, for tests (default: 0)");
   fi_param_define(&g_prov, "loopback_seed", FI_PARAM_SIZE_T,
@@ -542,6 +552,8 @@ void define_params() {
   int b;
   if (fi_param_get_bool(&g_prov, "eager_connect", &b) == FI_SUCCESS)
     g_params.eager_connect = b != 0;
+  if (fi_param_get_bool(&g_prov, "direct", &b) == FI_SUCCESS) g_params.direct = b != 0;
+  if (fi_param_get_size_t(&g_prov, "split_size", &v) == FI_SUCCESS) g_params.split_bytes_min = v;
   if (fi_param_get_size_t(&g_prov, "loopback_drop", &v) == FI_SUCCESS && v <= 1'000'000)
     g_params.loopback_drop_ppm = v;
   if (fi_param_get_size_t(&g_prov, "loopback_seed", &v) == FI_SUCCESS) g_params.loopback_seed = v;

@@ -179,6 +179,79 @@ struct Link {
   }
 };
 
+// Direct messages (MediumPort::tx_direct) travel as IBA-shaped packets with a BTH opcode from
+// the manufacturer-specific range (IBA 9.2, Table 35: 0xC0-0xFF), so they are ordinary records
+// on the ring, ordered with the Device's packets, and src/io's ShmMedium carries them unchanged
+// (always copied: by reference needs an RC opcode). LRH (no GRH) + BTH, then the message.
+constexpr std::uint8_t kDirectOpcode = 0xC0;
+constexpr std::size_t kDirectHeaderBytes = 8 + 12;  // LRH + BTH (IBA 7.7, 9.2)
+
+// What ShmMedium::rx_burst hands packets to: the port's Device, except that direct messages go
+// to the provider's handler. Everything else is the Device's own.
+class TapDevice final : public Device {
+ public:
+  Device* dev = nullptr;
+  MediumPort::DirectFn fn = nullptr;
+  void* ctx = nullptr;
+
+  void on_packet(std::span<const std::uint8_t> wire, TimeNs now) override {
+    if (wire.size() >= kDirectHeaderBytes + 6 && wire[8] == kDirectOpcode && (wire[1] & 3) == 2) {
+      const std::size_t pad = (wire[9] >> 4) & 3;
+      if (wire.size() >= kDirectHeaderBytes + pad + 6)
+        fn(ctx, wire.subspan(kDirectHeaderBytes, wire.size() - kDirectHeaderBytes - pad - 6));
+      return;
+    }
+    dev->on_packet(wire, now);
+  }
+  void on_packet(const TxPacket& pkt, TimeNs now) override { dev->on_packet(pkt, now); }
+  const DeviceConfig& config() const override { return dev->config(); }
+  std::uint64_t node_guid() const override { return dev->node_guid(); }
+  std::uint16_t lid(std::uint8_t port_num) const override { return dev->lid(port_num); }
+  Errc set_port_lid(std::uint8_t port_num, std::uint16_t lid) override {
+    return dev->set_port_lid(port_num, lid);
+  }
+  Errc set_port_state(std::uint8_t port_num, PortState state) override {
+    return dev->set_port_state(port_num, state);
+  }
+  Result<ProtectionDomain*, Errc> alloc_pd() override { return dev->alloc_pd(); }
+  Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain* pd, void* addr, std::size_t length,
+                                     std::uint32_t access) override {
+    return dev->reg_mr(pd, addr, length, access);
+  }
+  Result<CompletionQueue*, Errc> create_cq(std::uint32_t depth) override {
+    return dev->create_cq(depth);
+  }
+  Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain* pd, std::uint32_t max_wr,
+                                               std::uint32_t max_sge) override {
+    return dev->create_srq(pd, max_wr, max_sge);
+  }
+  Result<QueuePair*, Errc> create_qp(const QpInitAttr& attr) override {
+    return dev->create_qp(attr);
+  }
+  Result<AddressHandle*, Errc> create_ah(ProtectionDomain* pd, const AddressVector& av) override {
+    return dev->create_ah(pd, av);
+  }
+  Errc destroy_qp(QueuePair* qp) override { return dev->destroy_qp(qp); }
+  Errc destroy_cq(CompletionQueue* cq) override { return dev->destroy_cq(cq); }
+  Errc destroy_srq(SharedReceiveQueue* srq) override { return dev->destroy_srq(srq); }
+  Errc dereg_mr(MemoryRegion* mr) override { return dev->dereg_mr(mr); }
+  Errc destroy_ah(AddressHandle* ah) override { return dev->destroy_ah(ah); }
+  Errc dealloc_pd(ProtectionDomain* pd) override { return dev->dealloc_pd(pd); }
+  bool poll_transmit(TimeNs now, TxPacket& out) override { return dev->poll_transmit(now, out); }
+  std::size_t poll_transmit_burst(TimeNs now, std::span<TxPacket> out) override {
+    return dev->poll_transmit_burst(now, out);
+  }
+  void on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) override {
+    dev->on_packet_burst(pkts, now);
+  }
+  TimeNs next_deadline() const override { return dev->next_deadline(); }
+  void on_deadline(TimeNs now) override { dev->on_deadline(now); }
+  bool poll_async_event(AsyncEvent& out) override { return dev->poll_async_event(out); }
+  const DeviceCounters& counters() const override { return dev->counters(); }
+  void set_remote_payload(RemotePayload* rp) override { dev->set_remote_payload(rp); }
+  bool payload_stable(const TxPacket& pkt) const override { return dev->payload_stable(pkt); }
+};
+
 class ShmPort final : public MediumPort {
  public:
   ShmPort(std::string fabric, NodeAddr self, int listen_fd, int epfd)
@@ -213,7 +286,9 @@ class ShmPort final : public MediumPort {
 
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
     std::size_t n = 0;
-    for (auto& l : links_) {
+    // By index: a direct message's handler may send (a FIN), which may append a link.
+    for (std::size_t i = 0; i < links_.size(); ++i) {
+      Link* l = links_[i].get();
       if (!l->medium || l->dead) continue;
       if (l->dying) {
         // What the peer published before it exited (its last ACKs) still counts.
@@ -223,9 +298,59 @@ class ShmPort final : public MediumPort {
         mark_dead(*l);
         continue;
       }
-      if (n < max_packets) n += l->medium->rx_burst(dev, now, max_packets - n);
+      if (n >= max_packets) continue;
+      if (tap_.fn) {
+        tap_.dev = &dev;
+        n += l->medium->rx_burst(tap_, now, max_packets - n);
+      } else {
+        n += l->medium->rx_burst(dev, now, max_packets - n);
+      }
     }
     return n;
+  }
+
+  bool tx_direct(const NodeAddr& dst, std::span<const std::uint8_t> head,
+                 std::span<const std::uint8_t> body) override {
+    direct_full_ = false;
+    if (!dev_ || head.size() > TxPacket::kHeaderBytesMax - kDirectHeaderBytes) return false;
+    Link* l = route(dst.lid, dst.node_id);
+    if (!l || l->dying || l->dead || !l->medium || l->medium->peer_dead()) return false;
+    TxPacket pkt;
+    const auto pad = static_cast<std::uint8_t>((4 - body.size() % 4) % 4);
+    const std::size_t words = (kDirectHeaderBytes + head.size() + body.size() + pad + 4) / 4;
+    std::uint8_t* h = pkt.headers.data();
+    h[0] = 0;  // VL 0, LVer 0
+    h[1] = 2;  // SL 0, LNH 2: IBA local, BTH follows (IBA 7.7.1)
+    h[2] = static_cast<std::uint8_t>(dst.lid >> 8);
+    h[3] = static_cast<std::uint8_t>(dst.lid);
+    h[4] = static_cast<std::uint8_t>((words >> 8) & 7);
+    h[5] = static_cast<std::uint8_t>(words);
+    h[6] = static_cast<std::uint8_t>(self_.lid >> 8);
+    h[7] = static_cast<std::uint8_t>(self_.lid);
+    std::memset(h + 8, 0, 12);
+    h[8] = kDirectOpcode;
+    h[9] = static_cast<std::uint8_t>(pad << 4);
+    std::memcpy(h + kDirectHeaderBytes, head.data(), head.size());
+    pkt.header_bytes = static_cast<std::uint16_t>(kDirectHeaderBytes + head.size());
+    pkt.payload = body.data();
+    pkt.payload_bytes = static_cast<std::uint32_t>(body.size());
+    pkt.pad_bytes = pad;
+    if (!l->medium->tx_packet(*dev_, pkt)) {
+      direct_full_ = true;
+      return false;
+    }
+    if (!l->dirty) {
+      l->dirty = true;
+      dirty_.push_back(l);
+    }
+    tx_flush();
+    return true;
+  }
+  bool direct_full() const override { return direct_full_; }
+
+  void set_direct_handler(DirectFn fn, void* ctx) override {
+    tap_.fn = fn;
+    tap_.ctx = ctx;
   }
 
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
@@ -491,6 +616,8 @@ class ShmPort final : public MediumPort {
   int listen_fd_;
   int epfd_;
   const Device* dev_ = nullptr;
+  TapDevice tap_;
+  bool direct_full_ = false;  // the last tx_direct found the ring full
   std::vector<std::unique_ptr<Link>> links_;
   std::map<std::uint16_t, Link*> routes_;
   std::vector<Link*> dirty_;
