@@ -31,7 +31,7 @@ constexpr std::uint64_t kProbeValue = 0x57454654'50524F42ull;
 volatile std::uint64_t g_probe = kProbeValue;
 
 // share_pool's message (with the memfd) and accept_pool's answer.
-constexpr std::uint32_t kPoolMagic = 0x5746504C;  // "WFPL"
+constexpr std::uint32_t kPoolMagic = 0x5746504C;   // "WFPL"
 constexpr std::uint32_t kPoolMapped = 0x5746504D;  // "WFPM"
 struct PoolMsg {
   std::uint32_t magic;

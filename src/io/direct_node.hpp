@@ -97,9 +97,9 @@ class DirectNode {
   SeededRng rng_{1};
   std::unique_ptr<Device> device_;
   std::unique_ptr<shm::ShmMedium> medium_;
-  std::unique_ptr<Medium> data_medium_;  // use_medium's, when set
+  std::unique_ptr<Medium> data_medium_;                    // use_medium's, when set
   std::vector<std::unique_ptr<shm::ShmPool>> peer_pools_;  // accept_pool's mappings
-  std::unique_ptr<Driver> driver_;       // declared last: stops before the rest goes
+  std::unique_ptr<Driver> driver_;  // declared last: stops before the rest goes
   int sock_ = -1;
   std::uint16_t lid_ = 0, peer_lid_ = 0;
   pid_t peer_pid_ = 0;

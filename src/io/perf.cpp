@@ -75,7 +75,7 @@ struct Endpoint {
   QueuePair* qp = nullptr;
   MemoryRegion* mr = nullptr;
   std::unique_ptr<std::uint8_t, FreeDeleter> own;  // the private buffer
-  std::unique_ptr<shm::ShmPool> pool;               // or the pool the buffer comes from
+  std::unique_ptr<shm::ShmPool> pool;              // or the pool the buffer comes from
   std::uint8_t* buf = nullptr;
   std::size_t half = 0;
   Info peer{};
@@ -607,7 +607,9 @@ void perf_print_table(std::FILE* out, const PerfOptions& opts, const std::vector
   std::fprintf(out, "                    RDMA_%s %s (weft, %s%s)\n",
                std::string(to_string(opts.verb)).c_str(),
                opts.mode == PerfMode::kBw ? "BW" : "Latency", via.c_str(),
-               opts.shm_buffers ? ", shared-memory buffers" : zero_copy ? ", zero copy" : ", copy");
+               opts.shm_buffers ? ", shared-memory buffers"
+               : zero_copy      ? ", zero copy"
+                                : ", copy");
   std::fprintf(out, "%s", line);
   if (opts.mode == PerfMode::kBw)
     std::fprintf(out, " %-10s %-13s %-17s %-20s %-19s %s\n", "#bytes", "#iterations",
@@ -648,8 +650,7 @@ void perf_print_json(std::FILE* out, const PerfOptions& opts, const std::vector<
           "\"bw_peak_gbps\":%.4f,\"bw_avg_gbps\":%.4f,\"bw_avg_mbps\":%.2f,"
           "\"msg_rate_mpps\":%.6f}\n",
           verb.c_str(), zero_copy ? "true" : "false", opts.shm_buffers ? "true" : "false", x.bytes,
-          x.iterations, x.bw_peak_gbps,
-          x.bw_avg_gbps, x.bw_avg_gbps * 1e3 / 8, x.msg_rate_mpps);
+          x.iterations, x.bw_peak_gbps, x.bw_avg_gbps, x.bw_avg_gbps * 1e3 / 8, x.msg_rate_mpps);
     else
       std::fprintf(
           out,
@@ -659,9 +660,8 @@ void perf_print_json(std::FILE* out, const PerfOptions& opts, const std::vector<
           "\"lat_avg_us\":%.4f,\"lat_stdev_us\":%.4f,\"lat_p99_us\":%.4f,"
           "\"lat_p999_us\":%.4f}\n",
           verb.c_str(), zero_copy ? "true" : "false", opts.shm_buffers ? "true" : "false", x.bytes,
-          x.iterations, x.lat_min_us,
-          x.lat_max_us, x.lat_typical_us, x.lat_avg_us, x.lat_stdev_us, x.lat_p99_us,
-          x.lat_p999_us);
+          x.iterations, x.lat_min_us, x.lat_max_us, x.lat_typical_us, x.lat_avg_us, x.lat_stdev_us,
+          x.lat_p99_us, x.lat_p999_us);
   }
 }
 

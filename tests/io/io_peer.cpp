@@ -54,8 +54,7 @@ int main(int argc, char** argv) {
     buf = static_cast<std::uint8_t*>(pool->alloc(bytes));
     if (!node.share_pool(*pool, 30'000'000'000) || !node.accept_pool(30'000'000'000)) return 10;
   } else {
-    buf =
-        static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}));
+    buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}));
   }
   std::memset(buf, 0, bytes);
   ProtectionDomain* pd = *dev.alloc_pd();

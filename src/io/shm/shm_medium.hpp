@@ -189,7 +189,7 @@ class ShmMedium final : public Medium {
   bool in_tx_pool(const TxPacket& pkt) const;
   ShmLinkConfig cfg_;
   std::vector<std::pair<const std::uint8_t*, std::size_t>> tx_pools_;  // (base, bytes)
-  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;  // (tail after record, bytes)
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;         // (tail after record, bytes)
   std::uint64_t by_ref_bytes_ = 0;
   void* base_ = nullptr;
   std::size_t map_bytes_ = 0;

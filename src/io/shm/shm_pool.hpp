@@ -38,9 +38,9 @@ class ShmPool {
   // Maps a pool the peer created (fd owned by the pool from here on); nullptr on failure.
   static std::unique_ptr<ShmPool> map(int fd, std::size_t bytes);
 
-  // A block of at least `bytes` (rounded up to kPoolAlignBytes), page aligned (a fresh pool reads zero;
-  // a block given back and taken again keeps its bytes);
-  // nullptr when no free block is large enough. Only for pools made by create().
+  // A block of at least `bytes` (rounded up to kPoolAlignBytes), page aligned (a fresh pool reads
+  // zero; a block given back and taken again keeps its bytes); nullptr when no free block is large
+  // enough. Only for pools made by create().
   void* alloc(std::size_t bytes);
   // Returns a block alloc() gave (nullptr: nothing).
   void free(void* p);
