@@ -308,6 +308,7 @@ struct Domain {
   int stop_efd = -1;
   std::atomic<std::uint64_t> passes{0};  // progress() calls, for the keeper
   std::uint64_t keeper_passes = 0;        // the keeper's passes that found work (under mu)
+  std::size_t split_pending = 0;          // split receives awaiting kDone, every endpoint
   void start_auto_progress();
   void start_keeper(std::uint32_t period_ms);
   void stop_auto_progress();
@@ -595,6 +596,7 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
                 const fi_info* hints, fi_info** info);
 
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
+void ep_reap_dead_splits(Ep* ep);  // split receives whose sender is gone fail (FI_EIO)
 void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg);
 void ep_connect_eagerly(Ep* ep, fi_addr_t peer);  // FI_WEFT_EAGER_CONNECT, from fi_av_insert
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);

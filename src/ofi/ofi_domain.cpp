@@ -88,6 +88,9 @@ std::size_t Domain::progress(const Cq* want) {
     // read does anyway (one idle round less per received message).
     if (want && engine == 0 && rx == direct_rx - direct_before && !want->entries.empty()) break;
   }
+  if (split_pending)
+    for (auto& [id, ep] : eps)
+      if (!ep->split_recvs.empty()) ep_reap_dead_splits(ep);
   worked = total > 0;
   in_progress = false;
   return total;

@@ -201,6 +201,7 @@ void drain_backlog(Conn* c) {
 }
 
 void tx_error(Ep* ep, Op* op, int err, WcStatus st);
+void fail_split(Ep* ep, const Ep::SplitRecv& s);
 
 // The domain polls control datagrams tightly while any of its connection requests is unanswered.
 void conn_answered(Ep* ep, Conn* c) {
@@ -221,6 +222,16 @@ void fail_conn(Ep* ep, Conn* c) {
     delete_op(ep, op);
   }
   c->backlog.clear();
+  for (auto it = ep->split_recvs.begin(); it != ep->split_recvs.end();) {
+    if (it->first.first != c) {
+      ++it;
+      continue;
+    }
+    const Ep::SplitRecv s = it->second;
+    it = ep->split_recvs.erase(it);
+    --ep->dom->split_pending;
+    fail_split(ep, s);
+  }
   ep->by_qpn.erase(c->qp->qp_num());
   ep->dom->dev->destroy_qp(c->qp);
   ep->out_conns.erase(c->peer);
@@ -497,7 +508,22 @@ bool split_rendezvous(Ep* ep, Conn* c, RecvReq* r, const MsgHdr& h, fi_addr_t sr
   if (!try_direct(ep, c, cts, nullptr, 0)) return false;
   const bool ok = read_part(ep, c, r, 0, h.addr, split);
   ep->split_recvs[{c, h.msg_id}] = Ep::SplitRecv{r, h, src, n, split, ok};
+  ++ep->dom->split_pending;
   return true;
+}
+
+// A split receive that will not complete: its error completion (FI_EIO) and the request back.
+void fail_split(Ep* ep, const Ep::SplitRecv& s) {
+  if (ep->rx_cq) {
+    fi_cq_err_entry e{};
+    e.op_context = s.r->context;
+    e.flags = FI_RECV | (s.r->tagged ? FI_TAGGED : FI_MSG);
+    e.tag = s.h.tag;
+    e.err = FI_EIO;
+    ep->rx_cq->push_error(e);
+  }
+  cntr_err(ep->cntr_recv);
+  free_recv(ep, s.r);
 }
 
 // The sender's side of a split rendezvous: write what kCts asks, answer kDone.
@@ -534,6 +560,7 @@ void on_done(Ep* ep, Conn* c, const MsgHdr& h) {
   if (it == ep->split_recvs.end()) return;
   const Ep::SplitRecv s = it->second;
   ep->split_recvs.erase(it);
+  --ep->dom->split_pending;
   bool ok = s.read_ok;
   if (ok && h.data != 0) ok = read_part(ep, c, s.r, s.split, s.h.addr + s.split, s.n - s.split);
   send_fin(ep, c, h.msg_id);
@@ -541,16 +568,7 @@ void on_done(Ep* ep, Conn* c, const MsgHdr& h) {
     rx_complete(ep, s.r, s.h, s.h.len, s.src);
     return;
   }
-  if (ep->rx_cq) {
-    fi_cq_err_entry e{};
-    e.op_context = s.r->context;
-    e.flags = FI_RECV | (s.r->tagged ? FI_TAGGED : FI_MSG);
-    e.tag = s.h.tag;
-    e.err = FI_EIO;
-    ep->rx_cq->push_error(e);
-  }
-  cntr_err(ep->cntr_recv);
-  free_recv(ep, s.r);
+  fail_split(ep, s);
 }
 
 // Delivers a matched message (eager payload or RTS) into a posted receive.
@@ -781,6 +799,22 @@ void on_datagram(Ep* ep, Op* b, const WorkCompletion& wc) {
 }
 
 }  // namespace
+
+// A split receive waits for the sender's kDone, which no engine timer guards: when the sender's
+// process is gone (the medium no longer names a pid to read), fail it instead of waiting forever.
+void ep_reap_dead_splits(Ep* ep) {
+  for (auto it = ep->split_recvs.begin(); it != ep->split_recvs.end();) {
+    if (ep->dom->port->direct_read_pid(it->first.first->peer.node()) > 0) {
+      ++it;
+      continue;
+    }
+    const Ep::SplitRecv s = it->second;
+    it = ep->split_recvs.erase(it);
+    --ep->dom->split_pending;
+    WEFT_WARN(FI_LOG_EP_DATA, "split rendezvous: the sender is gone; the receive fails (FI_EIO)");
+    fail_split(ep, s);
+  }
+}
 
 // ---- device completions ---------------------------------------------------------------------
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc) {
@@ -1955,6 +1989,9 @@ int ep_close(fid* f) {
     if (ep->stage_mr) d->dev->dereg_mr(ep->stage_mr);
     for (auto* r : ep->posted_msg) delete r;
     for (auto* r : ep->posted_tag) delete r;
+    for (auto& [key, sr] : ep->split_recvs) free_recv(ep, sr.r);  // matched, never completed
+    d->split_pending -= ep->split_recvs.size();
+    ep->split_recvs.clear();
     while (RecvReq* r = ep->free_recvs) {
       ep->free_recvs = r->next_free;
       delete r;
