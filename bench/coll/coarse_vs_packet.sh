@@ -15,6 +15,10 @@
 #   TOPO (rail:nodes=8,gpus=8,spines=2), SIZES ("16M 64M"), CASES ("ring:1M ringx8:1M ring2:1M
 #   ring2-pipe:4M tree:1M": algorithm[xCHANNELS]:chunk) override the matrix; COMM=0 skips the
 #   coarse-comm runs.
+# The coarse model shares the switch links of the SM's routes (switch_paths.hpp); `free` is the
+# same plan engine with non-blocking switches (`--fabric coarse-free`, the model before) and
+# `r_free` its ratio to the packet level, `flows` the most connections routed over one switch
+# link (1 = none shared).
 set -eu
 build=${1:-build}
 runs=${2:-3}
@@ -26,13 +30,13 @@ comm=${COMM:-1}
 [ -x "$weft" ] || { echo "build $weft first (ninja -C $build tools/weft/weft)"; exit 1; }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-row() {  # fabric algo channels chunk size -> "busbw cpu_s wall_s process_s"
+row() {  # fabric algo channels chunk size -> "busbw cpu_s wall_s process_s switch_flows_max"
   local t0 t1 out
   t0=$(date +%s.%N)
   out=$("$weft" sim --workload allreduce --topology "$topo" --algo "$2" --channels "$3" \
     --chunk "$4" -b "$5" -e "$5" --dtype bf16 --timing-only --fabric "$1" --json)
   t1=$(date +%s.%N)
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1])["rows"][0]; print(r["busbw"], r["cpu_s"], r["wall_s"], float(sys.argv[3]) - float(sys.argv[2]))' \
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1])["rows"][0]; print(r["busbw"], r["cpu_s"], r["wall_s"], float(sys.argv[3]) - float(sys.argv[2]), r.get("switch_flows_max", 0))' \
     "$out" "$t0" "$t1"
 }
 med() { printf '%s\n' "$@" | median; }
@@ -41,9 +45,9 @@ summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 echo "# $(uptime)"
 printf '# %s, bf16 sum all-reduce, timing only; busbw GB/s; s (median of %s)\n' "$topo" "$runs"
-printf '%-13s %5s %5s %8s %8s %7s %9s %9s %9s %7s %7s %9s %9s %7s %8s %8s\n' algo size chunk \
+printf '%-13s %5s %5s %8s %8s %7s %9s %9s %9s %7s %7s %9s %9s %7s %8s %8s %8s %7s %5s\n' algo size chunk \
   coarse packet ratio cpu_crs cpu_comm cpu_pkt speedup sp_comm wall_crs wall_pkt sp_wall \
-  proc_crs proc_pkt
+  proc_crs proc_pkt free r_free flows
 for c in $cases; do
   algo=${c%%:*}
   chunk=${c##*:}
@@ -56,15 +60,16 @@ for c in $cases; do
     cc=() cw=() cp=() mc=() pc=() pw=() pp=()
     mb=0
     for _ in $(seq "$runs"); do
-      read -r cb u w p < <(row coarse "$algo" "$ch" "$chunk" "$s")
+      read -r cb u w p fl < <(row coarse "$algo" "$ch" "$chunk" "$s")
       cc+=("$u") cw+=("$w") cp+=("$p")
       if [ "$comm" = 1 ]; then
-        read -r mb u w p < <(row coarse-comm "$algo" "$ch" "$chunk" "$s")
+        read -r mb u w p _ < <(row coarse-comm "$algo" "$ch" "$chunk" "$s")
         mc+=("$u")
       fi
-      read -r pb u w p < <(row packet "$algo" "$ch" "$chunk" "$s")
+      read -r pb u w p _ < <(row packet "$algo" "$ch" "$chunk" "$s")
       pc+=("$u") pw+=("$w") pp+=("$p")
     done
+    read -r fb _ < <(row coarse-free "$algo" "$ch" "$chunk" "$s")  # virtual: one run suffices
     ccm=$(med "${cc[@]}")
     cwm=$(med "${cw[@]}")
     cpm=$(med "${cp[@]}")
@@ -75,11 +80,11 @@ for c in $cases; do
     name=$algo
     [ "$ch" != 1 ] && name="$algo x$ch"
     awk -v a="$name" -v s="$s" -v k="$chunk" -v cb="$cb" -v pb="$pb" -v mb="$mb" -v ccm="$ccm" \
-      -v mcm="$mcm" -v pcm="$pcm" -v cwm="$cwm" -v pwm="$pwm" -v cpm="$cpm" -v ppm="$ppm" 'BEGIN {
+      -v mcm="$mcm" -v pcm="$pcm" -v cwm="$cwm" -v pwm="$pwm" -v cpm="$cpm" -v ppm="$ppm" -v fb="$fb" -v fl="$fl" 'BEGIN {
         if (mb != 0 && mb != cb) printf "# note: coarse-comm busbw %.2f (plans %.2f)\n", mb, cb
-        printf "%-13s %5s %5s %8.2f %8.2f %7.4f %9.5f %9.5f %9.4f %6.0fx %6.0fx %9.5f %9.4f %6.0fx %8.3f %8.3f\n",
+        printf "%-13s %5s %5s %8.2f %8.2f %7.4f %9.5f %9.5f %9.4f %6.0fx %6.0fx %9.5f %9.4f %6.0fx %8.3f %8.3f %8.2f %7.4f %5d\n",
           a, s, k, cb, pb, cb / pb, ccm, mcm, pcm, pcm / ccm, (mcm > 0 ? pcm / mcm : 0), cwm, pwm,
-          pwm / cwm, cpm, ppm }'
+          pwm / cwm, cpm, ppm, fb, fb / pb, fl }'
     printf '%s %s %s %s %s\n' "${name// /}" "$cb" "$pb" "$ccm" "$pcm" >>"$summary"
   done
 done

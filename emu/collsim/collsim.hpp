@@ -69,6 +69,10 @@ struct RunConfig {
   // (the same model, 4-7x less CPU at 64 GPUs) instead of a Communicator per rank over
   // ClusterTransport.
   bool plan_engine = true;
+  // Plan engine with ClusterConfig::topology: messages between NICs also pass the switch links
+  // of the subnet manager's routes (switch_paths.hpp), shared by the flows routed over them.
+  // false = switches non-blocking (the model before; the Communicator path still is).
+  bool switch_links = true;
 };
 
 // What the packet-level fabric did during a run.
@@ -100,6 +104,12 @@ struct RunResult {
   // scheduler does not inflate, so speed ratios are taken on it.
   double cpu_s = 0;
   std::optional<FabricInfo> fabric;  // packet-level runs
+  // Plan engine with switch links: the most connections routed over one switch-to-switch port
+  // (0 = none crosses a switch link, 1 = no two share one).
+  int max_flows_per_switch_port = 0;
+  // Coarse runs outside the cases where the coarse model was measured within 5 % of the
+  // packet-level fabric (coarse_caveat): why its time may be off. Empty otherwise.
+  std::string coarse_caveat;
 };
 
 // Runs one collective of `bytes` (nccl-tests' size: the whole buffer for all-reduce, broadcast
@@ -114,6 +124,15 @@ struct RunOutcome {
   std::optional<FabricInfo> fabric;
 };
 RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, std::size_t bytes);
+
+// Empty when the coarse model (RunConfig::packet false) is known to be within 5 % of the
+// packet-level fabric for this collective, algorithm and channel count (what ran, auto
+// resolved) on this cluster — measured by bench/coll/coarse_vs_packet.sh on 8 x 8 rail and
+// tests/collsim PacketFabric.CoarseModelIsWithinFivePercent on 2 x 4 (README "Coarse against
+// packet-level"); otherwise one sentence saying it is not, for the CLI to print next to the
+// table (a timing-only run of 64+ GPUs cannot fall back to the packet level in useful time).
+std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, coll::Algo algo,
+                          int channels);
 
 // nccl-tests' bus bandwidth factor for `kind` on n ranks.
 double busbw_factor(coll::CollKind kind, int n);

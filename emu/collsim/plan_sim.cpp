@@ -50,6 +50,8 @@ struct Conn {
   double* egress = nullptr;
   double* ingress = nullptr;
   double rate_Bps = 0, latency_s = 0, grant_latency_s = 0;
+  // Switch-to-switch ports of the route (switch_paths.hpp): sw_path_[sw_begin, sw_end).
+  std::uint32_t sw_begin = 0, sw_end = 0;
   bool dirty = false;
 };
 
@@ -80,8 +82,9 @@ struct Later {
 class PlanSim::Engine {
  public:
   Engine(const ClusterConfig& c, std::span<const Plan> plans, int lanes, std::uint32_t slots,
-         std::uint32_t slot_bytes)
+         std::uint32_t slot_bytes, const SwitchPaths* paths)
       : cfg_(c),
+        paths_(paths),
         n_(static_cast<int>(plans.size())),
         lanes_(lanes),
         slot_bytes_(slot_bytes),
@@ -90,6 +93,10 @@ class PlanSim::Engine {
         nvl_in_(plans.size(), 0.0),
         nic_out_(plans.size(), 0.0),
         nic_in_(plans.size(), 0.0) {
+    if (paths_ != nullptr) {
+      sw_free_.assign(paths_->ports(), 0.0);
+      sw_flows_.assign(paths_->ports(), 0);
+    }
     build_ops(plans, slots);
   }
 
@@ -125,7 +132,14 @@ class PlanSim::Engine {
       drain_in_order();
     }
     for (const Rank& r : ranks_) WEFT_ASSERT_MSG(r.ops_left == 0, "plans do not match (stalled)");
-    return PlanSimResult{finish_, messages_, events_};
+    PlanSimResult res{finish_, messages_, events_, 0, {}};
+    for (std::uint32_t p = 0; p < sw_flows_.size(); ++p) {
+      if (sw_flows_[p] > res.max_flows_per_switch_port) {
+        res.max_flows_per_switch_port = sw_flows_[p];
+        res.busiest_switch_port = paths_->port_name(p);
+      }
+    }
+    return res;
   }
 
  private:
@@ -151,6 +165,11 @@ class PlanSim::Engine {
       c.latency_s = h.latency_s;
       // A grant is a zero-length message: one latency (no spine term, as ClusterTransport).
       c.grant_latency_s = h.nvlink ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
+      if (!h.nvlink && paths_ != nullptr) {
+        c.sw_begin = static_cast<std::uint32_t>(sw_path_.size());
+        paths_->path(h.egress, h.ingress, sw_path_);
+        c.sw_end = static_cast<std::uint32_t>(sw_path_.size());
+      }
       conns_.push_back(std::move(c));
     }
     return it->second;
@@ -208,6 +227,9 @@ class PlanSim::Engine {
       WEFT_ASSERT_MSG(m != conn_index_.end(), "a plan talks to a peer whose plan does not");
       conns_[k].mate = m->second;
       conns_[k].credits = slots;
+      if (conns_[k].sends.empty()) continue;  // a flow only where data goes this way
+      for (std::uint32_t j = conns_[k].sw_begin; j < conns_[k].sw_end; ++j)
+        ++sw_flows_[sw_path_[j]];
     }
   }
 
@@ -399,7 +421,18 @@ class PlanSim::Engine {
         const double ser = len / c.rate_Bps;
         const double start = std::max(compute_free(ranks_[c.rank]), *c.egress);
         *c.egress = start + ser;
-        const double done = std::max(start + c.latency_s + ser, *c.ingress + ser);
+        // Then each switch link of the route in turn, likewise (cut-through: the message
+        // starts on a link when its head does, or when the link has sent what it took
+        // earlier); the latency is charged once, as on a route without contention.
+        double head = start, tail = start + ser;
+        for (std::uint32_t j = c.sw_begin; j < c.sw_end; ++j) {
+          double& f = sw_free_[sw_path_[j]];
+          head = std::max(head, f);
+          f = head + len / (c.rate_Bps * paths_->rate_scale(sw_path_[j]));
+          tail = std::max(tail, f);
+        }
+        const double done =
+            std::max({head + c.latency_s + ser, tail + c.latency_s, *c.ingress + ser});
         *c.ingress = done;
         --c.credits;
         ++o.frags_posted;
@@ -413,6 +446,10 @@ class PlanSim::Engine {
   }
 
   ClusterConfig cfg_;
+  const SwitchPaths* paths_;
+  std::vector<double> sw_free_;  // when each switch port is free (s)
+  std::vector<int> sw_flows_;    // connections routed through each switch port
+  std::vector<std::uint32_t> sw_path_;
   int n_, lanes_;
   std::uint32_t slot_bytes_;
   std::vector<Rank> ranks_;
@@ -429,9 +466,9 @@ class PlanSim::Engine {
 };
 
 PlanSim::PlanSim(const ClusterConfig& c, std::span<const coll::Plan> plans, int lanes,
-                 std::uint32_t slots, std::uint32_t slot_bytes) {
+                 std::uint32_t slots, std::uint32_t slot_bytes, const SwitchPaths* paths) {
   WEFT_ASSERT(lanes >= 1 && slots >= 1 && slot_bytes >= 1);
-  engine_ = std::make_unique<Engine>(c, plans, lanes, slots, slot_bytes);
+  engine_ = std::make_unique<Engine>(c, plans, lanes, slots, slot_bytes, paths);
 }
 PlanSim::~PlanSim() = default;
 PlanSimResult PlanSim::run() {

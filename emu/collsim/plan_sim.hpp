@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "emu/collsim/collsim.hpp"
+#include "emu/collsim/switch_paths.hpp"
 #include "src/coll/plan.hpp"
 
 namespace weft::collsim {
@@ -38,16 +40,23 @@ struct PlanSimResult {
   double time_s = 0;           // the last rank's finish (its reduction arithmetic included)
   std::uint64_t messages = 0;  // chunk writes and credit grants, as the Communicator path counts
   std::uint64_t events = 0;    // events the queue delivered
+  // With switch paths: the most connections whose route crosses one switch port (1 = no two
+  // flows share a switch link), and that port ("spine000/p3").
+  int max_flows_per_switch_port = 0;
+  std::string busiest_switch_port;
 };
 
 // Runs plans[r] as rank r's program on `c` (n = plans.size() ranks). The ranks' buffers are
 // taken as distinct (run_collective never runs in place). lanes, slots and slot_bytes are the
 // transport's (ClusterTransport's). The constructor is the setup (connections, dependencies);
 // run() the simulation, once. Asserts that every plan is matched by its peers' plans.
+// With `paths` (not null), a message between NICs also passes the switch-to-switch output ports
+// of its route (switch_paths.hpp), each serialising it whole as the NIC ports do, so flows the
+// routes put on one link share its bandwidth; without, switches are non-blocking.
 class PlanSim {
  public:
   PlanSim(const ClusterConfig& c, std::span<const coll::Plan> plans, int lanes, std::uint32_t slots,
-          std::uint32_t slot_bytes);
+          std::uint32_t slot_bytes, const SwitchPaths* paths = nullptr);
   ~PlanSim();
   PlanSim(const PlanSim&) = delete;
   PlanSim& operator=(const PlanSim&) = delete;

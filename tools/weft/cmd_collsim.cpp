@@ -159,7 +159,9 @@ void add_collsim_options(CLI::App* cmd, CollSimArgs& a) {
       ->capture_default_str();
   cmd->add_option("--fabric", a.fabric,
                   "coarse: whole-message NIC model (timing only: on the plans directly); "
-                  "coarse-comm: the same model under a Communicator per rank; packet: "
+                  "with a topology, also the switch links of the SM's routes; coarse-free: "
+                  "the plans with non-blocking switches; coarse-comm: the NIC model under a "
+                  "Communicator per rank (non-blocking switches); packet: "
                   "emu/fabric HCAs, switches and SM (with --fault/--event)")
       ->group(g)
       ->capture_default_str();
@@ -278,10 +280,13 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
     bad_input("-f must be a number greater than 1, not \"" + a.stepfactor + "\"");
   if (!(a.nvl_gbps > 0) || !(a.nvl_latency_us >= 0) || !(a.reduce_gbps >= 0))
     bad_input("--nvl-bw must be positive; latencies and --reduce-rate must not be negative");
-  if (a.fabric != "coarse" && a.fabric != "coarse-comm" && a.fabric != "packet")
-    bad_input("--fabric must be coarse, coarse-comm or packet, not \"" + a.fabric + "\"");
+  if (a.fabric != "coarse" && a.fabric != "coarse-comm" && a.fabric != "coarse-free" &&
+      a.fabric != "packet")
+    bad_input("--fabric must be coarse, coarse-comm, coarse-free or packet, not \"" + a.fabric +
+              "\"");
   run.packet = a.fabric == "packet";
-  run.plan_engine = a.fabric == "coarse";
+  run.plan_engine = a.fabric == "coarse" || a.fabric == "coarse-free";
+  run.switch_links = a.fabric == "coarse";
   const auto timeout = faults::parse_time(a.timeout);
   if (!timeout) bad_input("--timeout must be a time such as 10ms, not \"" + a.timeout + "\"");
   run.timeout_ns = *timeout;
@@ -333,6 +338,7 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
   }
 
   nlohmann::json rows = nlohmann::json::array();
+  std::string caveat_shown;  // a caveat is printed once, under the first row it concerns
   if (!json) {
     std::printf(
         "# %s on %s: %d nodes x %d GPUs, NVLink %.0f GB/s, NIC %.1f GB/s, algo %s, "
@@ -372,6 +378,9 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
       row["messages"] = r.messages;
       row["wall_s"] = r.wall_s;
       row["cpu_s"] = r.cpu_s;
+      row["switch_flows_max"] = r.max_flows_per_switch_port;
+      row["coarse_caveat"] =
+          r.coarse_caveat.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.coarse_caveat);
       if (r.fabric) {
         nlohmann::json log = nlohmann::json::array();
         for (const auto& e : r.fabric->log)
@@ -397,6 +406,10 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
                   type.c_str(), redop.c_str(), r.time_s * 1e6, r.algbw / 1e9, r.busbw / 1e9,
                   wrong.c_str(), model, ratio, algo_name.c_str());
       if (r.fabric) print_fabric(*r.fabric, stdout);
+      if (!r.coarse_caveat.empty() && r.coarse_caveat != caveat_shown) {
+        std::printf("#   warning: %s\n", r.coarse_caveat.c_str());
+        caveat_shown = r.coarse_caveat;
+      }
       std::fflush(stdout);
     }
     if (s * factor > static_cast<double>(hi) * (1 + 1e-9)) break;
