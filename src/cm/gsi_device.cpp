@@ -55,7 +55,8 @@ bool gsi_mad_of(std::span<const std::uint8_t> wire, std::uint8_t port, GsiMad& o
 }
 
 GsiDevice::GsiDevice(std::unique_ptr<Device> inner, CmConfig cm, SaClientConfig sa)
-    : inner_(std::move(inner)),
+    : ForwardingDevice(inner.get()),
+      inner_(std::move(inner)),
       cm_([&] {
         if (cm.lid == 0) cm.lid = inner_->lid(cm.port);
         if (cm.ca_guid == 0) cm.ca_guid = inner_->node_guid();

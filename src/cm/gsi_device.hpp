@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <weft/device.hpp>
+#include <weft/forwarding_device.hpp>
 
 #include "src/cm/comm_manager.hpp"
 #include "src/cm/gsi.hpp"
@@ -45,7 +46,7 @@ struct GsiDeviceStats {
   std::uint64_t mads_in = 0, mads_out = 0, mads_ignored = 0;  // ignored: not SA / CM, or bad
 };
 
-class GsiDevice final : public Device {
+class GsiDevice final : public ForwardingDevice {
  public:
   // cm.lid / cm.ca_guid default to the wrapped Device's port-1 LID and node GUID when 0.
   GsiDevice(std::unique_ptr<Device> inner, CmConfig cm, SaClientConfig sa);
@@ -55,38 +56,7 @@ class GsiDevice final : public Device {
   SaClient& sa_client() { return sa_; }
   const GsiDeviceStats& gsi_stats() const { return stats_; }
 
-  const DeviceConfig& config() const override { return inner_->config(); }
-  std::uint64_t node_guid() const override { return inner_->node_guid(); }
-  std::uint16_t lid(std::uint8_t port_num) const override { return inner_->lid(port_num); }
   Errc set_port_lid(std::uint8_t port_num, std::uint16_t lid) override;
-  Errc set_port_state(std::uint8_t port_num, PortState state) override {
-    return inner_->set_port_state(port_num, state);
-  }
-  Result<ProtectionDomain*, Errc> alloc_pd() override { return inner_->alloc_pd(); }
-  Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain* pd, void* addr, std::size_t length,
-                                     std::uint32_t access) override {
-    return inner_->reg_mr(pd, addr, length, access);
-  }
-  Result<CompletionQueue*, Errc> create_cq(std::uint32_t depth) override {
-    return inner_->create_cq(depth);
-  }
-  Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain* pd, std::uint32_t max_wr,
-                                               std::uint32_t max_sge) override {
-    return inner_->create_srq(pd, max_wr, max_sge);
-  }
-  Result<QueuePair*, Errc> create_qp(const QpInitAttr& attr) override {
-    return inner_->create_qp(attr);
-  }
-  Result<AddressHandle*, Errc> create_ah(ProtectionDomain* pd, const AddressVector& av) override {
-    return inner_->create_ah(pd, av);
-  }
-  Errc destroy_qp(QueuePair* qp) override { return inner_->destroy_qp(qp); }
-  Errc destroy_cq(CompletionQueue* cq) override { return inner_->destroy_cq(cq); }
-  Errc destroy_srq(SharedReceiveQueue* srq) override { return inner_->destroy_srq(srq); }
-  Errc dereg_mr(MemoryRegion* mr) override { return inner_->dereg_mr(mr); }
-  Errc destroy_ah(AddressHandle* ah) override { return inner_->destroy_ah(ah); }
-  Errc dealloc_pd(ProtectionDomain* pd) override { return inner_->dealloc_pd(pd); }
-
   void on_packet(std::span<const std::uint8_t> wire, TimeNs now) override;
   void on_packet(const TxPacket& pkt, TimeNs now) override;
   void on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) override;
@@ -94,9 +64,6 @@ class GsiDevice final : public Device {
   std::size_t poll_transmit_burst(TimeNs now, std::span<TxPacket> out) override;
   TimeNs next_deadline() const override;
   void on_deadline(TimeNs now) override;
-  bool poll_async_event(AsyncEvent& out) override { return inner_->poll_async_event(out); }
-  const DeviceCounters& counters() const override { return inner_->counters(); }
-  void set_remote_payload(RemotePayload* rp) override { inner_->set_remote_payload(rp); }
   bool payload_stable(const TxPacket& pkt) const override;
 
  private:

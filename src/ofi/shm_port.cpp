@@ -45,6 +45,7 @@
 
 #include "src/io/shm/shm_medium.hpp"
 #include "src/ofi/ofi.hpp"
+#include "weft/forwarding_device.hpp"
 
 namespace weft::ofi {
 namespace {
@@ -188,12 +189,12 @@ constexpr std::size_t kDirectHeaderBytes = 8 + 12;  // LRH + BTH (IBA 7.7, 9.2)
 
 // What ShmMedium::rx_burst hands packets to: the port's Device, except that direct messages go
 // to the provider's handler. Everything else is the Device's own.
-class TapDevice final : public Device {
+class TapDevice final : public ForwardingDevice {
  public:
-  Device* dev = nullptr;
   MediumPort::DirectFn fn = nullptr;
   void* ctx = nullptr;
 
+  using ForwardingDevice::on_packet;
   void on_packet(std::span<const std::uint8_t> wire, TimeNs now) override {
     if (wire.size() >= kDirectHeaderBytes + 6 && wire[8] == kDirectOpcode && (wire[1] & 3) == 2) {
       const std::size_t pad = (wire[9] >> 4) & 3;
@@ -201,55 +202,8 @@ class TapDevice final : public Device {
         fn(ctx, wire.subspan(kDirectHeaderBytes, wire.size() - kDirectHeaderBytes - pad - 6));
       return;
     }
-    dev->on_packet(wire, now);
+    target_->on_packet(wire, now);
   }
-  void on_packet(const TxPacket& pkt, TimeNs now) override { dev->on_packet(pkt, now); }
-  const DeviceConfig& config() const override { return dev->config(); }
-  std::uint64_t node_guid() const override { return dev->node_guid(); }
-  std::uint16_t lid(std::uint8_t port_num) const override { return dev->lid(port_num); }
-  Errc set_port_lid(std::uint8_t port_num, std::uint16_t lid) override {
-    return dev->set_port_lid(port_num, lid);
-  }
-  Errc set_port_state(std::uint8_t port_num, PortState state) override {
-    return dev->set_port_state(port_num, state);
-  }
-  Result<ProtectionDomain*, Errc> alloc_pd() override { return dev->alloc_pd(); }
-  Result<MemoryRegion*, Errc> reg_mr(ProtectionDomain* pd, void* addr, std::size_t length,
-                                     std::uint32_t access) override {
-    return dev->reg_mr(pd, addr, length, access);
-  }
-  Result<CompletionQueue*, Errc> create_cq(std::uint32_t depth) override {
-    return dev->create_cq(depth);
-  }
-  Result<SharedReceiveQueue*, Errc> create_srq(ProtectionDomain* pd, std::uint32_t max_wr,
-                                               std::uint32_t max_sge) override {
-    return dev->create_srq(pd, max_wr, max_sge);
-  }
-  Result<QueuePair*, Errc> create_qp(const QpInitAttr& attr) override {
-    return dev->create_qp(attr);
-  }
-  Result<AddressHandle*, Errc> create_ah(ProtectionDomain* pd, const AddressVector& av) override {
-    return dev->create_ah(pd, av);
-  }
-  Errc destroy_qp(QueuePair* qp) override { return dev->destroy_qp(qp); }
-  Errc destroy_cq(CompletionQueue* cq) override { return dev->destroy_cq(cq); }
-  Errc destroy_srq(SharedReceiveQueue* srq) override { return dev->destroy_srq(srq); }
-  Errc dereg_mr(MemoryRegion* mr) override { return dev->dereg_mr(mr); }
-  Errc destroy_ah(AddressHandle* ah) override { return dev->destroy_ah(ah); }
-  Errc dealloc_pd(ProtectionDomain* pd) override { return dev->dealloc_pd(pd); }
-  bool poll_transmit(TimeNs now, TxPacket& out) override { return dev->poll_transmit(now, out); }
-  std::size_t poll_transmit_burst(TimeNs now, std::span<TxPacket> out) override {
-    return dev->poll_transmit_burst(now, out);
-  }
-  void on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) override {
-    dev->on_packet_burst(pkts, now);
-  }
-  TimeNs next_deadline() const override { return dev->next_deadline(); }
-  void on_deadline(TimeNs now) override { dev->on_deadline(now); }
-  bool poll_async_event(AsyncEvent& out) override { return dev->poll_async_event(out); }
-  const DeviceCounters& counters() const override { return dev->counters(); }
-  void set_remote_payload(RemotePayload* rp) override { dev->set_remote_payload(rp); }
-  bool payload_stable(const TxPacket& pkt) const override { return dev->payload_stable(pkt); }
 };
 
 class ShmPort final : public MediumPort {
@@ -300,7 +254,7 @@ class ShmPort final : public MediumPort {
       }
       if (n >= max_packets) continue;
       if (tap_.fn) {
-        tap_.dev = &dev;
+        tap_.set_target(&dev);
         n += l->medium->rx_burst(tap_, now, max_packets - n);
       } else {
         n += l->medium->rx_burst(dev, now, max_packets - n);
