@@ -359,10 +359,11 @@ std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, co
                           int channels) {
   if (run.packet) return {};
   const std::string what = std::string(coll::to_string(algo)) +
-                           (channels > 1 ? " x" + std::to_string(channels) : std::string()) +
-                           " " + std::string(coll::to_string(run.kind));
-  const std::string advice = ": its time may be off by more than 5 %; --fabric packet is the "
-                             "reference";
+                           (channels > 1 ? " x" + std::to_string(channels) : std::string()) + " " +
+                           std::string(coll::to_string(run.kind));
+  const std::string advice =
+      ": its time may be off by more than 5 %; --fabric packet is the "
+      "reference";
   // Measured: all-reduce on rail topologies (8 x 8 spines=2, 2 x 4 spines=1), the NICs
   // calibrated to the fabric (--nic-bw/--nic-latency auto).
   if (run.kind != CollKind::kAllReduce || !cluster.topology.starts_with("rail:"))

@@ -99,7 +99,7 @@ struct RunResult {
   std::optional<std::uint64_t> wrong;  // elements differing from the reference (verify only)
   std::optional<double> model_busbw;   // the alpha-beta model, where it covers the collective
   std::uint64_t messages = 0;
-  double wall_s = 0;                 // host time of the simulation (setup excluded)
+  double wall_s = 0;  // host time of the simulation (setup excluded)
   // Its CPU time (std::clock; the simulation is single-threaded): what a loaded machine's
   // scheduler does not inflate, so speed ratios are taken on it.
   double cpu_s = 0;

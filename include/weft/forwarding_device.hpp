@@ -66,9 +66,7 @@ class ForwardingDevice : public Device {
   bool poll_async_event(AsyncEvent& out) override { return target_->poll_async_event(out); }
   const DeviceCounters& counters() const override { return target_->counters(); }
   void set_remote_payload(RemotePayload* rp) override { target_->set_remote_payload(rp); }
-  bool payload_stable(const TxPacket& pkt) const override {
-    return target_->payload_stable(pkt);
-  }
+  bool payload_stable(const TxPacket& pkt) const override { return target_->payload_stable(pkt); }
 
  protected:
   Device* target_;

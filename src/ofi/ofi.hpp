@@ -307,8 +307,8 @@ struct Domain {
   std::thread progress_thread;
   int stop_efd = -1;
   std::atomic<std::uint64_t> passes{0};  // progress() calls, for the keeper
-  std::uint64_t keeper_passes = 0;        // the keeper's passes that found work (under mu)
-  std::size_t split_pending = 0;          // split receives awaiting kDone, every endpoint
+  std::uint64_t keeper_passes = 0;       // the keeper's passes that found work (under mu)
+  std::size_t split_pending = 0;         // split receives awaiting kDone, every endpoint
   void start_auto_progress();
   void start_keeper(std::uint32_t period_ms);
   void stop_auto_progress();
@@ -323,7 +323,7 @@ struct Domain {
   // The work done (packets, control messages, completions). `want`: the CQ the caller reads,
   // which lets a pass end one round early (see the loop).
   std::size_t progress(const Cq* want = nullptr);
-  MediumPort::CtrlFn ctrl_fn;  // on_ctrl, made once (not per round)
+  MediumPort::CtrlFn ctrl_fn;   // on_ctrl, made once (not per round)
   std::uint64_t direct_rx = 0;  // direct messages received (progress: rounds that took only these)
   void on_direct(std::span<const std::uint8_t> msg);  // a direct message from the medium
   void dispatch(const WorkCompletion& wc);
@@ -432,7 +432,7 @@ struct RecvReq {
   std::size_t offset = 0;
   std::size_t outstanding = 0;
   RecvReq* parent = nullptr;
-  RecvReq* next_free = nullptr;  // the endpoint's free list
+  RecvReq* next_free = nullptr;    // the endpoint's free list
   RecvReq* posted_prev = nullptr;  // RecvList
   RecvReq* posted_next = nullptr;
 };
@@ -495,8 +495,8 @@ struct Conn {
   QueuePair* qp = nullptr;
   bool outgoing = false;
   bool ready = false;
-  bool awaiting = false;     // outgoing: the request is out, no answer yet (Domain::connecting)
-  std::uint32_t sq_psn = 0;  // outgoing: our requester's first PSN, sent in the REQ
+  bool awaiting = false;         // outgoing: the request is out, no answer yet (Domain::connecting)
+  std::uint32_t sq_psn = 0;      // outgoing: our requester's first PSN, sent in the REQ
   std::uint32_t remote_qpn = 0;  // outgoing: the peer's QP (its ConnRep), names us in direct sends
   // Work requests posted on qp whose completion has not been dispatched yet. A direct send
   // (README, "Direct messages") may go only while this is 0 and the backlog is empty: then

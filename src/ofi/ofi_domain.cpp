@@ -329,7 +329,9 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   };
   if (g_params.direct)
     d->port->set_direct_handler(
-        [](void* ctx, std::span<const std::uint8_t> msg) { static_cast<Domain*>(ctx)->on_direct(msg); },
+        [](void* ctx, std::span<const std::uint8_t> msg) {
+          static_cast<Domain*>(ctx)->on_direct(msg);
+        },
         d.get());
   d->pd = d->dev->alloc_pd().value();
   auto cq = d->dev->create_cq(kDeviceCqDepth);

@@ -361,8 +361,7 @@ void rx_complete(Ep* ep, RecvReq* r, const MsgHdr& h, std::uint64_t total, fi_ad
 
 // The next piece of a multi-receive buffer for a message of `len` bytes (truncated to what
 // remains); releases the buffer from `posted` when less than min_multi_recv is left after it.
-RecvReq* take_piece(Ep* ep, RecvList& posted, RecvList::iterator it,
-                    std::uint64_t len) {
+RecvReq* take_piece(Ep* ep, RecvList& posted, RecvList::iterator it, std::uint64_t len) {
   RecvReq* m = *it;
   RecvReq* r = alloc_recv(ep);
   r->context = m->context;
@@ -491,8 +490,7 @@ bool read_part(Ep* ep, Conn* c, const RecvReq* r, std::size_t off, std::uint64_t
 // The split rendezvous (README, "Split rendezvous"): the sender writes the second half of the
 // message into the receive buffer (asked by kCts) while we read the first; the receive
 // completes on its kDone. False: not possible here (the whole message is read as before).
-bool split_rendezvous(Ep* ep, Conn* c, RecvReq* r, const MsgHdr& h, fi_addr_t src,
-                      std::size_t n) {
+bool split_rendezvous(Ep* ep, Conn* c, RecvReq* r, const MsgHdr& h, fi_addr_t src, std::size_t n) {
   if (!g_params.split_bytes_min || n < g_params.split_bytes_min || r->iov_count != 1 ||
       ep->dom->port->direct_read_pid(c->peer.node()) <= 0)
     return false;

@@ -87,8 +87,8 @@ class CqImpl final : public CompletionQueue {
   void commit() { ++head_; }
   // The batch form, for a loop that completes several WRs with nothing else completing into this
   // CQ meanwhile: the free slots now (room()), the k-th slot after the head (slots().after(k),
-  // k < room()), and commit(n) appending the first n of them. Keeps the head out of memory across the loop (each
-  // completion's stores would otherwise make the compiler reload it).
+  // k < room()), and commit(n) appending the first n of them. Keeps the head out of memory across
+  // the loop (each completion's stores would otherwise make the compiler reload it).
   std::uint64_t room() const { return depth_ - (head_ - tail_); }
   struct Slots {  // the ring as it is now, copied into the caller's locals
     WorkCompletion* ring;

@@ -170,7 +170,9 @@ void a_rank_that_dies_is_named(const std::string& medium_args) {
   std::remove((logs[0] + ".out").c_str());
 }
 
-TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) { a_rank_that_dies_is_named("--medium direct"); }
+TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) {
+  a_rank_that_dies_is_named("--medium direct");
+}
 
 // ---- through a fabric daemon ----------------------------------------------------------------
 
@@ -223,9 +225,9 @@ TEST(CollLiveFabric, AllReduceThroughTheDaemonOnFourRanksIsExact) {
   } cases[] = {{"ring", "float", "sum"}, {"tree", "bf16", "avg"}};
   for (const auto& c : cases) {
     const std::string what = std::string(c.algo) + " " + c.dtype + " " + c.op;
-    const auto j = bench(4, std::string("--medium fabric --algo ") + c.algo + " --dtype " +
-                                c.dtype + " --op " + c.op +
-                                " --gpus-per-node 2 --chunk 16K -b 1000 -e 200000 -f 200");
+    const auto j =
+        bench(4, std::string("--medium fabric --algo ") + c.algo + " --dtype " + c.dtype +
+                     " --op " + c.op + " --gpus-per-node 2 --chunk 16K -b 1000 -e 200000 -f 200");
     expect_exact(j, what, 2, c.algo);
     EXPECT_EQ(j["medium"], "fabric") << what;
   }
@@ -244,7 +246,8 @@ TEST(CollLiveFabric, AllReduceThroughTheDaemonOnEightRanksIsExact) {
 
 // --medium auto: a fabric the user chose (weft run --topology) carries the data.
 TEST(CollLiveFabric, AutoGoesThroughAFabricTheUserChose) {
-  const auto j = bench(3, "--algo ring -b 4K -e 4K", "--topology leaf-spine:leaves=2,spines=1,hosts=2");
+  const auto j =
+      bench(3, "--algo ring -b 4K -e 4K", "--topology leaf-spine:leaves=2,spines=1,hosts=2");
   expect_exact(j, "auto medium", 1, "ring");
   EXPECT_EQ(j["medium"], "fabric");
   const CliRun r = run("coll-bench --medium fabric --rank 0 --size 2");
@@ -260,10 +263,9 @@ TEST(CollLiveFabric, OnePercentDropOnALinkStillVerifies) {
   const CliRun inj = run("fabric inject " + d.name() + " --link leaf000/3 --drop 0.01");
   ASSERT_EQ(inj.status, 0) << inj.out;
   for (const char* algo : {"ring", "rhd"}) {
-    const auto j = bench(4,
-                         std::string("--algo ") + algo +
-                             " --dtype float --chunk 16K -b 256K -e 256K",
-                         "--fabric " + d.name());
+    const auto j =
+        bench(4, std::string("--algo ") + algo + " --dtype float --chunk 16K -b 256K -e 256K",
+              "--fabric " + d.name());
     expect_exact(j, algo, 1, algo);
     EXPECT_EQ(j["medium"], "fabric") << algo;
   }

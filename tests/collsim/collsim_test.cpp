@@ -88,18 +88,13 @@ TEST(CollSim, PlanEngineMatchesTheCommunicatorPath) {
       CollKind kind;
       Algo algo;
       int channels;
-    } cases[] = {{CollKind::kAllReduce, Algo::kRing, 1},
-                 {CollKind::kAllReduce, Algo::kRing, 2},
-                 {CollKind::kAllReduce, Algo::kRing2, 1},
-                 {CollKind::kAllReduce, Algo::kRing2Pipe, 1},
-                 {CollKind::kAllReduce, Algo::kTree, 1},
-                 {CollKind::kAllReduce, Algo::kRhd, 1},
-                 {CollKind::kAllReduce, Algo::kAuto, 1},
-                 {CollKind::kReduceScatter, Algo::kRing, 2},
-                 {CollKind::kAllGather, Algo::kRing, 1},
-                 {CollKind::kBroadcast, Algo::kTree, 1},
-                 {CollKind::kReduce, Algo::kRing, 1},
-                 {CollKind::kAllToAll, Algo::kDirect, 1}};
+    } cases[] = {
+        {CollKind::kAllReduce, Algo::kRing, 1},  {CollKind::kAllReduce, Algo::kRing, 2},
+        {CollKind::kAllReduce, Algo::kRing2, 1}, {CollKind::kAllReduce, Algo::kRing2Pipe, 1},
+        {CollKind::kAllReduce, Algo::kTree, 1},  {CollKind::kAllReduce, Algo::kRhd, 1},
+        {CollKind::kAllReduce, Algo::kAuto, 1},  {CollKind::kReduceScatter, Algo::kRing, 2},
+        {CollKind::kAllGather, Algo::kRing, 1},  {CollKind::kBroadcast, Algo::kTree, 1},
+        {CollKind::kReduce, Algo::kRing, 1},     {CollKind::kAllToAll, Algo::kDirect, 1}};
     for (const auto& k : cases) {
       for (const std::size_t bytes : {std::size_t{96} << 10, std::size_t{3} << 20}) {
         RunConfig run{.kind = k.kind,

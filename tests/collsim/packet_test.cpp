@@ -102,8 +102,8 @@ TEST(PacketFabric, CoarseModelIsWithinFivePercent) {
   c.nic_latency_s = cal->nic_latency_s;
   // Not ring with several channels (coarse 10 % faster here at 4) nor tree (22 %): those runs
   // carry a caveat instead (coarse_caveat; emu/collsim/README.md "Coarse against packet-level").
-  for (auto [a, ch] : {std::pair{Algo::kRing, 1}, std::pair{Algo::kRing2, 1},
-                       std::pair{Algo::kRing2Pipe, 1}}) {
+  for (auto [a, ch] :
+       {std::pair{Algo::kRing, 1}, std::pair{Algo::kRing2, 1}, std::pair{Algo::kRing2Pipe, 1}}) {
     SCOPED_TRACE(std::string(coll::to_string(a)) + " x" + std::to_string(ch));
     RunConfig run{.kind = CollKind::kAllReduce,
                   .algo = a,

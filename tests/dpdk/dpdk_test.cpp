@@ -105,8 +105,9 @@ void check_verbs(const std::string& vdev_a, const std::string& vdev_b, const std
   cfg.local_ip = kIpA;
   cfg.pcap_path = pcap;
   cfg.zero_copy = zero_copy;
-  std::vector<std::string> argv{DPDK_PEER_PATH,        "{fd}", std::to_string(4 << 20), vdev_b,
-                                std::to_string(kIpB), std::to_string(wire::kRoceV2UdpPort)};
+  std::vector<std::string> argv{DPDK_PEER_PATH,          "{fd}",
+                                std::to_string(4 << 20), vdev_b,
+                                std::to_string(kIpB),    std::to_string(wire::kRoceV2UdpPort)};
   if (!zero_copy) argv.push_back("copy");
   test::MediumPeer<End> p(4 << 20, argv, cfg, netns);
   ASSERT_TRUE(p.ready());
@@ -218,8 +219,8 @@ TEST_F(Dpdk, EveryVerbByteExactOverMemifBetweenTwoProcesses) {
   // No MTU setting in net_memif: its bsize bounds the frames.
   for (bool zero_copy : {true, false}) {
     SCOPED_TRACE(zero_copy ? "zero copy" : "copy");
-    check_verbs("net_memif0,role=server" + args, "net_memif0,role=client" + args, "", "",
-                8192 - 14, zero_copy);
+    check_verbs("net_memif0,role=server" + args, "net_memif0,role=client" + args, "", "", 8192 - 14,
+                zero_copy);
     if (HasFatalFailure()) return;
   }
 }
@@ -366,8 +367,8 @@ TEST_F(Dpdk, ChecksumOffloadFlagsFollowTheCapabilitiesAndDpdkRules) {
 
   std::string err;
   ASSERT_TRUE(eal_init({}, &err)) << err;
-  rte_mempool* pool = rte_pktmbuf_pool_create("weft_csum_test", 63, 0, 0,
-                                              RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  rte_mempool* pool =
+      rte_pktmbuf_pool_create("weft_csum_test", 63, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   ASSERT_NE(pool, nullptr);
   roce::FrameAddr a;
   a.src_ip = kIpA;
@@ -412,7 +413,8 @@ TEST_F(Dpdk, ChecksumOffloadFlagsFollowTheCapabilitiesAndDpdkRules) {
 
 // One's-complement sum of 16-bit big-endian words (RFC 1071), not complemented.
 std::uint32_t ones_sum(const std::uint8_t* p, std::size_t n, std::uint32_t sum = 0) {
-  for (std::size_t i = 0; i + 1 < n; i += 2) sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+  for (std::size_t i = 0; i + 1 < n; i += 2)
+    sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
   if (n & 1) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
   while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
   return sum;

@@ -45,8 +45,8 @@ void check_sizes(Peer& p, std::uint64_t seed) {
 
 struct Case {
   const char* name;
-  bool gso, gro;    // our end's UdpConfig
-  bool env_off;     // WEFT_UDP_GSO=0 WEFT_UDP_GRO=0 for both ends
+  bool gso, gro;  // our end's UdpConfig
+  bool env_off;   // WEFT_UDP_GSO=0 WEFT_UDP_GRO=0 for both ends
 };
 
 class Offloads : public ::testing::TestWithParam<Case> {};

@@ -180,13 +180,13 @@ std::optional<std::string> run_bench(LiveMesh& mesh, const BenchOptions& o,
 }
 
 void print_bench_header(std::FILE* out, const LiveMesh& mesh, const BenchOptions& o) {
-  std::fprintf(
-      out,
-      "# %s, live: %d ranks (processes), %s, %d per node, algo %s, "
-      "channels %d, chunk %zu, iters %d, warmup %d, check %d\n",
-      std::string(to_string(o.kind)).c_str(), mesh.size(), mesh.describe().c_str(),
-      o.ranks_per_node > 0 ? o.ranks_per_node : mesh.size(), std::string(to_string(o.algo)).c_str(),
-      o.channels, o.chunk_bytes, o.iters, o.warmup, o.check ? 1 : 0);
+  std::fprintf(out,
+               "# %s, live: %d ranks (processes), %s, %d per node, algo %s, "
+               "channels %d, chunk %zu, iters %d, warmup %d, check %d\n",
+               std::string(to_string(o.kind)).c_str(), mesh.size(), mesh.describe().c_str(),
+               o.ranks_per_node > 0 ? o.ranks_per_node : mesh.size(),
+               std::string(to_string(o.algo)).c_str(), o.channels, o.chunk_bytes, o.iters, o.warmup,
+               o.check ? 1 : 0);
   std::fprintf(out, "#%11s %12s %9s %6s %5s %10s %9s %9s %7s %-10s\n", "size", "count", "type",
                "redop", "root", "time", "algbw", "busbw", "#wrong", "algo");
   std::fprintf(out, "#%11s %12s %9s %6s %5s %10s %9s %9s %7s %-10s\n", "(B)", "(elements)", "", "",

@@ -99,10 +99,10 @@ Result<std::unique_ptr<LiveMesh>, std::string> FabricMesh::create(const LiveOpti
   m->zero_copy_ = m->attach_->zero_copy_tx();
 
   // 2. The out-of-band mesh; every rank must agree on the transport's shape.
-  const std::uint64_t shape = std::uint64_t{o.slot_bytes} << 32 |
-                              std::uint64_t{o.slots} << 16 | static_cast<std::uint64_t>(o.lanes);
-  auto oob = OobMesh::create("coll/" + o.job + "/fabric/", o.rank, o.size, shape,
-                             o.setup_timeout_ns);
+  const std::uint64_t shape = std::uint64_t{o.slot_bytes} << 32 | std::uint64_t{o.slots} << 16 |
+                              static_cast<std::uint64_t>(o.lanes);
+  auto oob =
+      OobMesh::create("coll/" + o.job + "/fabric/", o.rank, o.size, shape, o.setup_timeout_ns);
   if (!oob) return oob.error();
   m->oob_ = std::move(oob).value();
 
@@ -110,8 +110,11 @@ Result<std::unique_ptr<LiveMesh>, std::string> FabricMesh::create(const LiveOpti
   Device& dev = m->attach_->device();
   auto pd = dev.alloc_pd();
   if (!pd) return std::string("alloc_pd failed");
-  const VerbsTransportConfig vc{
-      .rank = o.rank, .size = o.size, .lanes = o.lanes, .slots = o.slots, .slot_bytes = o.slot_bytes};
+  const VerbsTransportConfig vc{.rank = o.rank,
+                                .size = o.size,
+                                .lanes = o.lanes,
+                                .slots = o.slots,
+                                .slot_bytes = o.slot_bytes};
   auto t = VerbsTransport::create(dev, *pd, vc);
   if (!t) return std::string("cannot create the transport (too many ranks x lanes x slots?)");
   m->verbs_ = std::move(t).value();
@@ -124,7 +127,7 @@ Result<std::unique_ptr<LiveMesh>, std::string> FabricMesh::create(const LiveOpti
     for (int l = 0; l < o.lanes; ++l) {
       auto qp = vt.create_qp(p, l);
       if (!qp) return std::string("create_qp failed");
-      info[static_cast<std::size_t>(l)] = {(*qp)->qp_num(), kFirstPsn, vt.inbox_addr(p, l),
+      info[static_cast<std::size_t>(l)] = {(*qp)->qp_num(), kFirstPsn,         vt.inbox_addr(p, l),
                                            vt.inbox_rkey(), m->attach_->lid(), 0};
     }
     if (!m->oob_->send(p, info.data(), info.size() * sizeof(LaneInfo)))

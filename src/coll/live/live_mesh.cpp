@@ -277,7 +277,8 @@ bool DirectMesh::barrier(TimeNs timeout_ns) {
 std::optional<std::string> DirectMesh::lost(bool cheap) const {
   (void)cheap;  // a dead peer's medium saw its pidfd fire: one relaxed load per link
   for (std::size_t p = 0; p < nodes_.size(); ++p)
-    if (nodes_[p] && nodes_[p]->medium().peer_dead()) return "rank " + std::to_string(p) + " exited";
+    if (nodes_[p] && nodes_[p]->medium().peer_dead())
+      return "rank " + std::to_string(p) + " exited";
   return std::nullopt;
 }
 
@@ -315,8 +316,7 @@ CollState LiveMesh::run(Communicator& comm, const CollArgs& a, TimeNs limit_ns,
   std::optional<std::string> gone;
   const TimeNs end = io::monotonic_ns() + limit_ns;
   bool finished = false;
-  for (TimeNs now = io::monotonic_ns(); !finished && !gone && now < end;
-       now = io::monotonic_ns()) {
+  for (TimeNs now = io::monotonic_ns(); !finished && !gone && now < end; now = io::monotonic_ns()) {
     finished = driver_->run_until(
         [&] {
           st = comm.progress(io::monotonic_ns());

@@ -81,8 +81,8 @@ struct LiveOptions {
   int size = 1;
   std::string job = "coll";  // rendezvous names weft/coll/<job>/...
   LiveMedium medium = LiveMedium::kDirect;
-  std::string fabric;                 // kFabric: the fabric's name (WEFT_FABRIC when empty)
-  std::uint32_t hca = io::kAnyHca;    // kFabric: the HCA to attach (WEFT_HCA when kAnyHca)
+  std::string fabric;               // kFabric: the fabric's name (WEFT_FABRIC when empty)
+  std::uint32_t hca = io::kAnyHca;  // kFabric: the HCA to attach (WEFT_HCA when kAnyHca)
   int lanes = 2;
   std::uint32_t slots = 4;
   std::uint32_t slot_bytes = 128 * 1024;

@@ -281,15 +281,15 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   log->debug("dpdk: port {} ({}) started, {} rx / {} tx descriptors, {} mbufs", port_id_, dev_name_,
              nrx, ntx, n - 1);
   const char* how = csum_.ip && csum_.udp ? "IPv4 and UDP checksums offloaded"
-                    : csum_.ip ? "IPv4 checksum offloaded, UDP checksum 0"
-                    : csum_.udp ? "UDP checksum offloaded, IPv4 checksum in software"
-                                : "IPv4 checksum in software, UDP checksum 0";
+                    : csum_.ip            ? "IPv4 checksum offloaded, UDP checksum 0"
+                    : csum_.udp           ? "UDP checksum offloaded, IPv4 checksum in software"
+                                          : "IPv4 checksum in software, UDP checksum 0";
   log->info("dpdk: {}: {}{}; zero-copy transmit {}", dev_name_, how,
             cfg.checksum_offload ? "" : " (offload disabled)",
             zero_copy_ ? "from " + std::to_string(cfg.zero_copy_min_bytes) + " B" +
                              (physical_ ? " (registered memory only)" : "")
             : zc ? std::string("off (the port takes no multi-segment packets)")
-                            : std::string("off"));
+                 : std::string("off"));
 }
 
 DpdkMedium::~DpdkMedium() {
@@ -374,8 +374,7 @@ bool DpdkMedium::unregister_memory(void* addr) {
   if (zc_in_flight_ > 0) return false;
   if (physical_) {
     void* p = reinterpret_cast<void*>(it->page_begin);
-    rte_dev_dma_unmap(device_, p, it->page_begin,
-                      it->page_end - it->page_begin);
+    rte_dev_dma_unmap(device_, p, it->page_begin, it->page_end - it->page_begin);
     rte_extmem_unregister(p, it->page_end - it->page_begin);
   }
   regions_.erase(it);
@@ -414,9 +413,8 @@ bool DpdkMedium::attach_zero_copy(rte_mbuf* b, const TxPacket& pkt, const roce::
   const auto len = static_cast<std::uint16_t>(pkt.payload_bytes);
   // IOVA: virtual devices never use it; physical ports only see registered regions, mapped with
   // IOVA = VA (register_memory).
-  rte_pktmbuf_attach_extbuf(z, payload,
-                            physical_ ? reinterpret_cast<rte_iova_t>(payload) : RTE_BAD_IOVA, len,
-                            shinfo);
+  rte_pktmbuf_attach_extbuf(
+      z, payload, physical_ ? reinterpret_cast<rte_iova_t>(payload) : RTE_BAD_IOVA, len, shinfo);
   ++zc_in_flight_;
   z->data_len = len;
   b->data_len = static_cast<std::uint16_t>(head);

@@ -98,7 +98,8 @@ struct DpdkConfig {
 struct TxChecksum {
   bool ip = false, udp = false;
 };
-// The offloads to use given a port's dev_info.tx_offload_capa (allow = DpdkConfig::checksum_offload).
+// The offloads to use given a port's dev_info.tx_offload_capa (allow =
+// DpdkConfig::checksum_offload).
 TxChecksum choose_tx_checksum(std::uint64_t tx_offload_capa, bool allow);
 // The RTE_ETH_TX_OFFLOAD_* bits to enable in rte_eth_conf.txmode.offloads for `c`.
 std::uint64_t tx_checksum_offloads(TxChecksum c);
@@ -172,7 +173,7 @@ class DpdkMedium final : public Medium {
   static void extbuf_freed(void* addr, void* opaque);
 
   struct Region {
-    std::uintptr_t begin = 0, end = 0;          // what the caller registered
+    std::uintptr_t begin = 0, end = 0;            // what the caller registered
     std::uintptr_t page_begin = 0, page_end = 0;  // what DPDK mapped (physical ports)
   };
 

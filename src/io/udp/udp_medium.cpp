@@ -437,10 +437,10 @@ std::size_t UdpMedium::group_unsent() {
     std::size_t k = 0, total = 0;
     while (i < tx_built_) {
       const Slot& t = tx_[i];
-      if (k > 0 && (!gso_ || k == kGsoSegmentsMax || t.datagram_bytes > seg ||
-                    total + t.datagram_bytes > kGsoBytesMax ||
-                    t.msg.msg_namelen != first.msg.msg_namelen ||
-                    std::memcmp(&t.addr, &first.addr, t.msg.msg_namelen) != 0))
+      if (k > 0 &&
+          (!gso_ || k == kGsoSegmentsMax || t.datagram_bytes > seg ||
+           total + t.datagram_bytes > kGsoBytesMax || t.msg.msg_namelen != first.msg.msg_namelen ||
+           std::memcmp(&t.addr, &first.addr, t.msg.msg_namelen) != 0))
         break;
       for (std::size_t j = 0; j < t.msg.msg_iovlen; ++j) tx_iov_[iv++] = t.iov[j];
       h.msg_iovlen += t.msg.msg_iovlen;

@@ -87,7 +87,7 @@ struct UdpCounters {
   std::uint64_t tx_errors = 0;    // the kernel refused a datagram
   std::uint64_t tx_full = 0;      // tx_burst stopped for lack of a free send buffer
   std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
-  std::uint64_t syscalls = 0;  // sendmmsg / recvmmsg / io_uring_enter
+  std::uint64_t syscalls = 0;     // sendmmsg / recvmmsg / io_uring_enter
   std::uint64_t tx_gso_runs = 0;  // messages that carried more than one datagram (GSO)
   std::uint64_t rx_gro_runs = 0;  // receives that held more than one datagram (GRO)
 };
@@ -184,9 +184,9 @@ class UdpMedium final : public Medium {
   std::vector<iovec> tx_iov_;   // the messages' gathered iovecs
   bool gso_ = false, gro_ = false;
   std::size_t rx_bytes_ = roce::kDatagramMax;  // a receive buffer (kGroBytesMax with GRO)
-  std::vector<std::uint32_t> tx_free_;   // io_uring: free send slots
-  std::vector<std::uint32_t> rx_ready_;  // io_uring: completed receives (slot << 0), in order
-  std::vector<std::int32_t> rx_res_;     // their results
+  std::vector<std::uint32_t> tx_free_;         // io_uring: free send slots
+  std::vector<std::uint32_t> rx_ready_;        // io_uring: completed receives (slot << 0), in order
+  std::vector<std::int32_t> rx_res_;           // their results
   std::size_t rx_ready_head_ = 0;
   std::size_t tx_sent_ = 0, tx_built_ = 0;  // mmsg: frames [tx_sent_, tx_built_) not yet sent
   std::unique_ptr<io_uring> ring_;
