@@ -47,6 +47,8 @@ constexpr std::uint16_t kAuxPrivBytes =
 static_assert(kAuxPrivBytes >= sizeof(rte_mbuf_ext_shared_info));
 static_assert(kTrailerRoomBytes >= 3 + 4);
 constexpr TimeNs kBackoffMinNs = 20'000, kBackoffMaxNs = 1'000'000;
+// How long a net_memif server's destructor waits for its client to leave first (see ~DpdkMedium).
+constexpr TimeNs kMemifLeaveWaitNs = 2'000'000'000;
 
 std::mutex g_eal_mu;
 bool g_eal_tried = false, g_eal_ok = false;
@@ -181,6 +183,10 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   auto log = base::get_logger("weft.io");
   if (!eal_init(cfg.eal_args, &error_)) return;
   dev_name_ = cfg.vdev.substr(0, cfg.vdev.find(','));
+  // net_memif's role defaults to server (DPDK's memif guide); "slave" is 22.11's old name for client.
+  memif_server_ = dev_name_.starts_with("net_memif") &&
+                  cfg.vdev.find("role=client") == std::string::npos &&
+                  cfg.vdev.find("role=slave") == std::string::npos;
   if (dev_name_.empty()) {
     error_ = "dpdk: no device given (DpdkConfig::vdev, e.g. net_af_packet0,iface=eth0)";
     return;
@@ -300,6 +306,19 @@ DpdkMedium::~DpdkMedium() {
     rte_mbuf* m[kBurst];
     for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
       rte_pktmbuf_free_bulk(m, k);
+    // DPDK 22.11's net_memif tears a connection down in memif_disconnect, both on EAL's interrupt
+    // thread (the peer's disconnect message, or its socket closing) and from rte_eth_dev_stop on
+    // this thread, and the two can run at once: a client leaving while its server stopped crashed
+    // the server (SEGV under rte_eth_dev_stop, CI, ASan build). So the two sides leave in turn:
+    // a server whose client is still connected waits, bounded, for the client to leave first
+    // (link down), and then stops a connection that is already gone.
+    if (memif_server_ && link_up()) {
+      const TimeNs from = monotonic_ns(), until = from + kMemifLeaveWaitNs;
+      while (link_up() && monotonic_ns() < until) usleep(1000);
+      base::get_logger("weft.io")->debug("dpdk: {} waited {} ms for its memif client to leave{}",
+                                         dev_name_, (monotonic_ns() - from) / 1'000'000,
+                                         link_up() ? " (it did not)" : "");
+    }
     rte_eth_dev_stop(port_id_);
   }
   for (const Region& r : regions_) {

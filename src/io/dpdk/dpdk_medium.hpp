@@ -189,6 +189,7 @@ class DpdkMedium final : public Medium {
   rte_mempool* aux_pool_ = nullptr;
   rte_device* device_ = nullptr;  // the port's device (DMA mapping)
   bool zero_copy_ = false, physical_ = false;
+  bool memif_server_ = false;  // a net_memif port in the server role: leaves after its client
   TxChecksum csum_{};
   std::vector<Region> regions_;
   std::uint64_t zc_in_flight_ = 0;
