@@ -183,7 +183,8 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   auto log = base::get_logger("weft.io");
   if (!eal_init(cfg.eal_args, &error_)) return;
   dev_name_ = cfg.vdev.substr(0, cfg.vdev.find(','));
-  // net_memif's role defaults to server (DPDK's memif guide); "slave" is 22.11's old name for client.
+  // net_memif's role defaults to server (DPDK's memif guide); "slave" is 22.11's old name for
+  // client.
   memif_server_ = dev_name_.starts_with("net_memif") &&
                   cfg.vdev.find("role=client") == std::string::npos &&
                   cfg.vdev.find("role=slave") == std::string::npos;
