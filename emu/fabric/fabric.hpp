@@ -466,7 +466,7 @@ class HcaNode final : public Node {
   TimeNs rate_gap_ns_ = 0;       // HcaModel::message_rate_mpps_max as a gap per packet
   std::uint32_t inflight_ = 0;   // pulled, not yet on the wire
   TimeNs tx_rate_free_ns_ = 0, pcie_tx_free_ps_ = 0, last_ready_ns_ = 0;
-  TimeNs rx_rate_free_ns_ = 0, pcie_rx_free_ps_ = 0;
+  TimeNs rx_rate_free_ns_ = 0, pcie_rx_free_ps_ = 0, last_rx_ns_ = 0;
   sim::EventId deadline_{};
   TimeNs deadline_ns_ = kNoDeadline;
   bool pull_posted_ = false;

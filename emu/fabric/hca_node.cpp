@@ -6,7 +6,7 @@
 // its payload's DMA read over PCIe (bandwidth, then host latency) and the NIC pipeline, then
 // queues on its VL. Receive: rate cap, NIC pipeline, the payload's DMA write over PCIe, host
 // latency, then Device::on_packet; the port's receive buffer is freed then. Packets without
-// payload (ACKs) skip PCIe. Ready times are kept monotonic, so nothing is reordered.
+// payload (ACKs) skip PCIe. Ready and delivery times are kept monotonic, so nothing is reordered.
 // Thread-safety: the Simulator's thread.
 #include <algorithm>
 #include <cassert>
@@ -178,6 +178,12 @@ TimeNs HcaNode::rx_delivery_ns(const Packet& p, TimeNs arrival) {
     pcie_rx_free_ps_ = start_ps + pcie_ps(p.payload_bytes, m.pcie_mbytes_per_s);
     at = ps_to_ns_up(pcie_rx_free_ps_) + m.host_latency_ns;
   }
+  // In arrival order, as on transmit: a packet without payload (an ACK, a zero-length SEND)
+  // skips PCIe but not the packets before it (PCIe keeps posted writes in order). Without this a
+  // zero-length SEND overtook the WRITE ahead of it on its QP by the DMA write and host latency,
+  // and the responder saw a PSN gap with nothing lost (IBA 9.7.5.1.2: NAK, drop, resend).
+  at = std::max(at, last_rx_ns_);
+  last_rx_ns_ = at;
   return at;
 }
 

@@ -117,6 +117,12 @@ struct Pipe {
   static constexpr std::size_t kCongestedMax = 64;
   bool stalled = false;      // this HCA's head packet waits for a congested destination
   std::uint64_t stalls = 0;  // times it began waiting
+  // Per-path order check (see PathOrder): this HCA's index, the last number given to a packet
+  // toward each HCA, and the highest number received from each.
+  std::uint32_t index = 0;
+  std::vector<std::uint32_t> order_tx, order_rx;
+  std::uint64_t order_reordered = 0;  // received after a packet that entered the fabric later
+  std::uint64_t order_lost = 0;       // numbers never received: lost between the two relays
 };
 
 // Unicast LID -> the HCA's Pipe: what the sources look up before injecting toward a process.
@@ -125,6 +131,51 @@ struct LidTable {
   bool any_stalled = false;
   std::function<void()> release;  // kicks the stalled sources (set by the daemon)
 };
+
+// The per-path order check. The fabric routes each (source, destination) pair over one path
+// (LFTs, one SL and VL), links and switch VL queues are FIFO and the fabric is lossless, so the
+// packets of a pair must leave it in the order they entered (the reliable transports count on
+// it: a responder meeting a PSN ahead of the expected one sees a sequence error, IBA 9.7.5.1.2).
+// Each data packet from an attached process is numbered per (source HCA, destination HCA) as it
+// enters the fabric, in its ICRC field: processes use CrcMode::kModel, whose ICRC is zero and
+// never checked, and the fabric checks no ICRC. The destination's relay compares the number with
+// the highest it delivered from that source (a lower one: reordered inside the daemon; a gap:
+// packets lost between the relays, fault drops included) and zeroes the field again. So a
+// responder's out-of-sequence count can be split into true reordering (here) and loss or a
+// retransmission (the transport's counters).
+struct PathOrder {
+  static constexpr std::size_t kMinBytes = wire::kLrhBytes + wire::kBthBytes + wire::kIcrcBytes +
+                                           wire::kVcrcBytes;
+  static std::size_t icrc_at(std::size_t size) { return size - wire::kIcrcBytes - wire::kVcrcBytes; }
+  // Numbers a packet leaving `src` for `dst` (a process's data packet, not QP1).
+  static std::uint32_t stamp(Pipe& src, const Pipe& dst, std::vector<std::uint8_t>& b) {
+    if (b.size() < kMinBytes) return 0;
+    const std::uint32_t n = ++src.order_tx[dst.index];
+    wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(b.data() + icrc_at(b.size()), 4), n);
+    return n;
+  }
+  // The number a packet reaching `dst` carries (0: none), checked against its source's.
+  static std::uint32_t check(Pipe& dst, const LidTable& lids, std::span<const std::uint8_t> w);
+};
+
+std::uint32_t PathOrder::check(Pipe& dst, const LidTable& lids, std::span<const std::uint8_t> w) {
+  if (w.size() < kMinBytes || cm::dest_qp_of(w) == 1) return 0;
+  const auto slid = static_cast<std::uint16_t>(w[6] << 8 | w[7]);  // LRH.SLID
+  const Pipe* src = slid < lids.by_lid.size() ? lids.by_lid[slid] : nullptr;
+  if (!src) return 0;  // another daemon's HCA (across hosts): not numbered
+  const std::uint32_t n =
+      wire::get_icrc(std::span<const std::uint8_t, wire::kIcrcBytes>(w.data() + icrc_at(w.size()), 4));
+  if (n == 0) return 0;
+  std::uint32_t& last = dst.order_rx[src->index];
+  if (n <= last) {
+    ++dst.order_reordered;
+    --dst.order_lost;  // numbers are unique: this one was counted as skipped
+  } else {
+    dst.order_lost += n - last - 1;
+    last = n;
+  }
+  return n;
+}
 
 // Whether process_vm_readv reads the probe word at `addr` in `pid` (errno kept when not).
 bool can_read(pid_t pid, std::uint64_t addr) {
@@ -152,6 +203,7 @@ class FabricFace final : public StubDevice {
   }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
     counters_.rx_packets++;
+    const bool numbered = PathOrder::check(pipe_, lids_, wire) != 0;
     if (!pipe_.attached) {
       pipe_.dropped_unattached++;
       return;
@@ -162,6 +214,7 @@ class FabricFace final : public StubDevice {
         counters_.rx_malformed++;
         return;
       }
+      if (numbered) pkt.icrc = 0;  // as the sender wrote it (CrcMode::kModel)
       if (pipe_.ring->tx_packet(*this, pkt)) {
         pipe_.to_client_packets++;
         pipe_.to_client_direct++;
@@ -173,7 +226,9 @@ class FabricFace final : public StubDevice {
       return;
     }
     pipe_.to_client.push_back(pipe_.buffers.get());
-    pipe_.to_client.back().assign(wire.begin(), wire.end());
+    std::vector<std::uint8_t>& b = pipe_.to_client.back();
+    b.assign(wire.begin(), wire.end());
+    if (numbered) std::memset(b.data() + PathOrder::icrc_at(b.size()), 0, wire::kIcrcBytes);
     pipe_.to_client_packets++;
     pipe_.to_client_peak = std::max(pipe_.to_client_peak, pipe_.to_client.size());
   }
@@ -181,9 +236,10 @@ class FabricFace final : public StubDevice {
     cur_out_ = false;
     while (!pipe_.to_fabric.empty()) {
       const std::vector<std::uint8_t>& head = pipe_.to_fabric.front();
+      const Pipe* dst = nullptr;
       if (head.size() >= 4) {
         const auto dlid = static_cast<std::uint16_t>(head[2] << 8 | head[3]);  // LRH.DLID
-        const Pipe* dst = dlid < lids_.by_lid.size() ? lids_.by_lid[dlid] : nullptr;
+        dst = dlid < lids_.by_lid.size() ? lids_.by_lid[dlid] : nullptr;
         if (dst && dst->attached && dst->congested()) {
           if (!pipe_.stalled) ++pipe_.stalls;
           pipe_.stalled = lids_.any_stalled = true;
@@ -194,6 +250,7 @@ class FabricFace final : public StubDevice {
       cur_ = std::move(pipe_.to_fabric.front());
       pipe_.to_fabric.pop_front();
       if (to_tx(cur_, out)) {
+        if (dst) out.icrc = PathOrder::stamp(pipe_, *dst, cur_);
         counters_.tx_packets++;
         cur_out_ = true;
         return true;
@@ -770,7 +827,8 @@ class FabricDaemon::Impl {
             << pp.to_fabric_by_ref << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
             << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
             << pp.to_client_peak << " stalls " << pp.stalls << " gsi_out " << pp.gsi_out
-            << " gsi_in " << pp.gsi_in;
+            << " gsi_in " << pp.gsi_in << " reordered " << pp.order_reordered << " path_lost "
+            << pp.order_lost;
         }
       }
       o << "\n";
@@ -905,6 +963,9 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   }
   for (topo::NodeId n : d->hcas) {
     d->pipes.push_back(std::make_unique<Pipe>());
+    d->pipes.back()->index = static_cast<std::uint32_t>(d->pipes.size() - 1);
+    d->pipes.back()->order_tx.assign(d->hcas.size(), 0);
+    d->pipes.back()->order_rx.assign(d->hcas.size(), 0);
     d->pipes.back()->to_fabric_max = std::max<std::size_t>(options.to_fabric_packets_max, 1);
     d->pipes.back()->to_client_max = std::max<std::size_t>(options.to_client_packets_max, 1);
     DeviceConfig dc;

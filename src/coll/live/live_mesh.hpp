@@ -100,8 +100,11 @@ struct LiveOptions {
   // extension; both ends are Weft). Selective repeat: through the daemon packets also arrive out
   // of order without any drop (2-4 % out of sequence at 2 ranks, not root-caused), and with 1 %
   // dropped on a link go-back-N ended with RETRY_EXC in ~1 of 20 4-rank runs (the receiver
-  // counting every retransmission as out of sequence), selective repeat in none of 24. Direct
-  // links keep the IBA's go-back-N: they never lose or reorder a packet.
+  // counting every retransmission as out of sequence), selective repeat in none of 24. Both
+  // since root-caused and fixed: the fabric's receive timing let a zero-length grant overtake the
+  // WRITE packets ahead of it (emu/fabric HcaNode), and a rank in the final barrier stopped
+  // answering a peer whose last ACK was lost (FabricMesh::barrier); go-back-N then passed 120 of
+  // 120 such runs. Direct links keep the IBA's go-back-N: they never lose or reorder a packet.
   RecoveryMode recovery = RecoveryMode::kSelectiveRepeat;
 };
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <chrono>
@@ -108,13 +109,20 @@ bool OobMesh::recv(int peer, void* data, std::size_t len, TimeNs timeout_ns) {
                                  timeout_ns) == 0;
 }
 
-bool OobMesh::barrier(TimeNs timeout_ns) {
+bool OobMesh::barrier(TimeNs timeout_ns, const std::function<void(TimeNs)>& idle) {
+  // How long idle() runs before the sockets are looked at again (a barrier waits this long
+  // more at most).
+  constexpr TimeNs kIdleSliceNs = 1'000'000;
   const TimeNs end = io::monotonic_ns() + timeout_ns;
   const std::uint32_t here = kBarrierMagic;
   for (int p = 0; p < size(); ++p)
     if (p != rank_ && !send(p, &here, sizeof here)) return false;
   for (int p = 0; p < size(); ++p) {
     if (p == rank_) continue;
+    while (idle && !io::sock::wait_readable(socks_[static_cast<std::size_t>(p)], 0)) {
+      if (left(end) == 0) return false;
+      idle(std::min(left(end), kIdleSliceNs));
+    }
     std::uint32_t got = 0;
     if (!recv(p, &got, sizeof got, left(end)) || got != kBarrierMagic) return false;
   }

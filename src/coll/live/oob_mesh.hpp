@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,8 +39,9 @@ class OobMesh {
   bool send(int peer, const void* data, std::size_t len);
   bool recv(int peer, void* data, std::size_t len, TimeNs timeout_ns);
   // Every rank tells every peer it arrived, then waits for theirs; false on a lost peer or the
-  // timeout.
-  bool barrier(TimeNs timeout_ns);
+  // timeout. While no peer's message is there, `idle(slice_ns)` (when set) runs for up to
+  // slice_ns at a time: the caller's Driver, so its HCA keeps answering meanwhile.
+  bool barrier(TimeNs timeout_ns, const std::function<void(TimeNs)>& idle = {});
   // A peer whose socket hung up (its process exited), or -1. One poll() over every socket.
   int hung_up_peer() const;
 
