@@ -1,6 +1,7 @@
 // tests/io/shm_test.cpp — direct mode over the shared-memory medium between two processes: this
 // test forks and execs io_peer, drives every verb at it and has the peer check its memory byte for
-// byte, on the zero-copy path (cross-memory attach) and the copy path (through the ring). Also:
+// byte, on the zero-copy path (cross-memory attach), the copy path (through the ring) and between
+// buffers of shared-memory pools (shm_pool.hpp: one memcpy, no system call). Also:
 // SIGKILL of the peer ends in RETRY_EXC_ERR + flushed WRs within a bound, and nothing is left
 // behind (no child process, nothing in /dev/shm).
 #include <dirent.h>
@@ -61,7 +62,8 @@ std::string children_of_self() {
 // One io_peer child and our side of the connection (inline Driver mode).
 class Peer {
  public:
-  Peer(std::size_t bytes, bool zero_copy, RcOptions rc = {}) : bytes_(bytes) {
+  // pools: both buffers come from shared-memory pools, each mapped by the other side.
+  Peer(std::size_t bytes, bool zero_copy, RcOptions rc = {}, bool pools = false) : bytes_(bytes) {
     static int counter = 0;
     name_ = "io-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
     auto l = DirectListener::bind(name_);
@@ -71,7 +73,8 @@ class Peer {
     if (child_ == 0) {
       if (!zero_copy) setenv("WEFT_SHM_ZERO_COPY", "0", 1);
       const std::string b = std::to_string(bytes);
-      execl(IO_PEER_PATH, "io_peer", name_.c_str(), b.c_str(), static_cast<char*>(nullptr));
+      execl(IO_PEER_PATH, "io_peer", name_.c_str(), b.c_str(), pools ? "pool" : nullptr,
+            static_cast<char*>(nullptr));
       _exit(127);
     }
     DirectOptions o;
@@ -81,11 +84,23 @@ class Peer {
     if (!n) return;
     node_ = std::move(*n);
     Device& dev = node_->device();
-    buf_.reset(
-        static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095})));
+    if (pools) {
+      // The peer shares first (io_peer), then maps ours.
+      pool_ = shm::ShmPool::create(bytes);
+      EXPECT_TRUE(pool_);
+      if (!pool_) return;
+      pool_buf_ = static_cast<std::uint8_t*>(pool_->alloc(bytes));
+      const bool shared =
+          node_->accept_pool(30'000'000'000).ok() && node_->share_pool(*pool_, 30'000'000'000).ok();
+      EXPECT_TRUE(shared);
+      if (!shared) return;
+    } else {
+      buf_.reset(static_cast<std::uint8_t*>(
+          std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095})));
+    }
     pd_ = *dev.alloc_pd();
     cq_ = *dev.create_cq(1024);
-    mr_ = *dev.reg_mr(pd_, buf_.get(), bytes, kAccessLocalWrite);
+    mr_ = *dev.reg_mr(pd_, buf(), bytes, kAccessLocalWrite);
     QpInitAttr qa;
     qa.pd = pd_;
     qa.send_cq = qa.recv_cq = cq_;
@@ -131,7 +146,7 @@ class Peer {
   }
   bool ready() const { return ready_; }
   DirectNode& node() { return *node_; }
-  std::uint8_t* buf() { return buf_.get(); }
+  std::uint8_t* buf() { return pool_ ? pool_buf_ : buf_.get(); }
   QueuePair* rc() { return rc_; }
 
   test::PeerReply cmd(PeerCmd c, std::uint64_t off, std::uint32_t len, std::uint64_t seed) {
@@ -144,7 +159,7 @@ class Peer {
   }
   Errc post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id, std::uint64_t remote_off = 0,
             std::uint64_t cmp = 0, std::uint64_t swap = 0, std::uint32_t imm = 0) {
-    Sge sge{reinterpret_cast<std::uint64_t>(buf_.get()), len, mr_->lkey()};
+    Sge sge{reinterpret_cast<std::uint64_t>(buf()), len, mr_->lkey()};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = op;
@@ -158,7 +173,7 @@ class Peer {
     return rc_->post_send(wr);
   }
   Errc post_ud(std::uint32_t len, std::uint64_t wr_id) {
-    Sge sge{reinterpret_cast<std::uint64_t>(buf_.get()), len, mr_->lkey()};
+    Sge sge{reinterpret_cast<std::uint64_t>(buf()), len, mr_->lkey()};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = WrOpcode::kSend;
@@ -198,6 +213,8 @@ class Peer {
   bool ready_ = false, killed_ = false, reaped_ = false;
   std::unique_ptr<DirectNode> node_;
   std::unique_ptr<std::uint8_t, FreeDeleter> buf_;
+  std::unique_ptr<shm::ShmPool> pool_;  // with pools: buf() is pool_buf_, a block of pool_
+  std::uint8_t* pool_buf_ = nullptr;
   ProtectionDomain* pd_ = nullptr;
   CompletionQueue* cq_ = nullptr;
   MemoryRegion* mr_ = nullptr;
@@ -314,6 +331,58 @@ TEST_P(ShmPaths, EveryVerbByteExactFromOneByteToThreeMiB) {
 
 INSTANTIATE_TEST_SUITE_P(Io, ShmPaths, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "ZeroCopy" : "Copy"; });
+
+// Buffers from shared-memory pools, with cross-memory attach switched off: payloads of 1 KiB and
+// more still travel by reference (the peer maps the pool) and each lands with one memcpy by the
+// receiver — no process_vm_readv at all.
+TEST(Shm, EveryVerbByteExactBetweenSharedPoolBuffers) {
+  Peer p(4 << 20, false, {}, true);
+  ASSERT_TRUE(p.ready());
+  EXPECT_FALSE(p.node().zero_copy_tx());
+  EXPECT_FALSE(p.node().zero_copy_rx());
+  std::uint64_t seed = 700;
+  for (std::uint32_t size : {1u, 8u, 1023u, 1024u, 4097u, 65539u, (1u << 20) + 5, 3u << 20}) {
+    check_rc_verbs(p, size, seed += 10);
+    if (HasFatalFailure()) return;
+  }
+  check_atomics(p);
+  for (std::uint32_t size : {1u, 1024u, 4096u}) check_ud(p, size, seed += 10);
+  const auto& c = p.node().medium().counters();
+  EXPECT_GT(c.tx_by_ref, 0u) << "WRITE and SEND payloads by reference into the shared pool";
+  EXPECT_GT(c.rx_by_ref, 0u) << "READ responses by reference from the peer's pool";
+  EXPECT_GT(c.pool_bytes, 0u) << "copied out of our mapping of the peer's pool";
+  EXPECT_EQ(c.cma_calls, 0u) << "no cross-memory attach";
+  EXPECT_EQ(c.cma_errors, 0u);
+}
+
+TEST(ShmPool, AllocatesPageBlocksAndCoalescesWhatIsFreed) {
+  auto pool = shm::ShmPool::create(10 * shm::kPoolAlignBytes);
+  ASSERT_TRUE(pool);
+  EXPECT_EQ(pool->bytes(), 10 * shm::kPoolAlignBytes);
+  auto* a = static_cast<std::uint8_t*>(pool->alloc(1));
+  auto* b = static_cast<std::uint8_t*>(pool->alloc(shm::kPoolAlignBytes + 1));
+  auto* c = static_cast<std::uint8_t*>(pool->alloc(3 * shm::kPoolAlignBytes));
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a, pool->base());
+  EXPECT_EQ(b, a + shm::kPoolAlignBytes);
+  EXPECT_EQ(c, b + 2 * shm::kPoolAlignBytes);
+  EXPECT_EQ(pool->free_bytes(), 4 * shm::kPoolAlignBytes);
+  EXPECT_EQ(pool->alloc(5 * shm::kPoolAlignBytes), nullptr) << "larger than any free block";
+  EXPECT_TRUE(pool->contains(c, 3 * shm::kPoolAlignBytes));
+  EXPECT_FALSE(pool->contains(c, 8 * shm::kPoolAlignBytes));
+  pool->free(b);
+  pool->free(a);  // merges with b's block
+  EXPECT_EQ(pool->alloc(3 * shm::kPoolAlignBytes), a) << "a and b coalesced";
+  pool->free(c);
+  EXPECT_EQ(pool->free_bytes(), 7 * shm::kPoolAlignBytes);
+  // The same memory through a second mapping of the memfd (what the peer does).
+  std::memset(a, 0x5A, 100);
+  auto again = shm::ShmPool::map(dup(pool->fd()), pool->bytes());
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->base(), pool->base());
+  EXPECT_EQ(again->base()[99], 0x5A);
+  EXPECT_EQ(shm::ShmPool::create(0), nullptr);
+}
 
 TEST(Shm, SixtyFourMiBMessagesOnBothPaths) {
   constexpr std::uint32_t kSize = 64u << 20;

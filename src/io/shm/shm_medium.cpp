@@ -33,6 +33,7 @@ std::uint8_t bth_opcode(const std::uint8_t* headers) {
 // sent after its pull. UD and UC sends complete as soon as they leave (IBA 10.8.3.1): the
 // application may reuse or free the buffer before the receiver even looks at the record, so
 // their payloads are always copied onto the ring.
+// A payload in a pool the peer maps (shm_pool.hpp) qualifies without cross-memory attach.
 bool by_reference(bool zero_copy_tx, const Device& dev, const TxPacket& pkt, std::uint8_t op) {
   return zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && (op >> 5) == 0 &&
          dev.payload_stable(pkt);
@@ -40,20 +41,37 @@ bool by_reference(bool zero_copy_tx, const Device& dev, const TxPacket& pkt, std
 
 }  // namespace
 
+void CrossMemory::add_window(std::uint64_t remote_base, const std::uint8_t* local,
+                             std::size_t bytes) {
+  windows_.push_back({remote_base, local, bytes});
+}
+
+const std::uint8_t* CrossMemory::in_window(const std::uint8_t* src, std::size_t len) const {
+  const auto a = reinterpret_cast<std::uint64_t>(src);
+  for (const Window& w : windows_)
+    if (a >= w.remote_base && len <= w.bytes && a - w.remote_base <= w.bytes - len)
+      return w.local + (a - w.remote_base);
+  return nullptr;
+}
+
 void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
   if (len == 0) return;
+  const std::uint8_t* local = windows_.empty() ? nullptr : in_window(src, len);
+  const bool is_local = local != nullptr;
+  if (local) src = local;
   if (!local_.empty()) {
     iovec& l = local_.back();
     iovec& r = remote_.back();
-    if (static_cast<std::uint8_t*>(l.iov_base) + l.iov_len == dst &&
+    if (pending_local_ == is_local && static_cast<std::uint8_t*>(l.iov_base) + l.iov_len == dst &&
         static_cast<std::uint8_t*>(r.iov_base) + r.iov_len == src) {
       l.iov_len += len;
       r.iov_len += len;
       pending_bytes_ += len;
       return;
     }
-    if (local_.size() == kIovMax) flush();
+    if (local_.size() == kIovMax || pending_local_ != is_local) flush();
   }
+  pending_local_ = is_local;
   local_.push_back({dst, len});
   remote_.push_back({const_cast<std::uint8_t*>(src), len});
   pending_bytes_ += len;
@@ -61,14 +79,22 @@ void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t 
 
 bool CrossMemory::flush() {
   if (local_.empty()) return true;
-  ++calls_;
-  const ssize_t n =
-      process_vm_readv(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
-  const bool ok = n >= 0 && static_cast<std::size_t>(n) == pending_bytes_;
-  if (n > 0) bytes_ += static_cast<std::uint64_t>(n);
-  errno_ = ok ? 0 : (n < 0 ? errno : EFAULT);
-  if (!ok) ++failures_;
-
+  bool ok = true;
+  if (pending_local_) {
+    // From this process's mapping of the peer's pool: the sender wrote the bytes before it
+    // published the records (release), which the ring's consumer read with acquire.
+    for (std::size_t i = 0; i < local_.size(); ++i)
+      std::memcpy(local_[i].iov_base, remote_[i].iov_base, local_[i].iov_len);
+    memcpy_bytes_ += pending_bytes_;
+  } else {
+    ++calls_;
+    const ssize_t n =
+        process_vm_readv(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
+    ok = n >= 0 && static_cast<std::size_t>(n) == pending_bytes_;
+    if (n > 0) bytes_ += static_cast<std::uint64_t>(n);
+    errno_ = ok ? 0 : (n < 0 ? errno : EFAULT);
+    if (!ok) ++failures_;
+  }
   local_.clear();
   remote_.clear();
   pending_bytes_ = 0;
@@ -133,82 +159,12 @@ void ShmMedium::ring_peer() {
   [[maybe_unused]] auto r = write(cfg_.tx_doorbell, &one, sizeof one);
 }
 
-std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
-  std::size_t n = 0;
-  const bool dead = peer_dead();
-  // A scratch packet kept across calls: zeroing its 96 header bytes (rep stos) for every poll was
-  // a visible part of every idle pass. Only the fields after the headers are reset; the headers
-  // are read up to header_bytes, which poll_transmit writes.
-  static_assert(offsetof(TxPacket, headers) == 0 && std::is_trivially_copyable_v<TxPacket>);
-  static const TxPacket kBlank{};
-  TxPacket& pkt = tx_scratch_;
-  tx_blocked_ = false;
-  while (n < max) {
-    // A full ring: stop; prepare_sleep asks the peer to ring us only if we go to sleep.
-    if (!dead && !tx_room()) {
-      tx_blocked_ = true;
-      ++counters_.tx_full;
-      break;
-    }
-    std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof pkt.headers,
-                reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof pkt.headers,
-                sizeof pkt - sizeof pkt.headers);
-    if (!dev.poll_transmit(now, pkt)) break;
-    ++n;
-    if (dead) {
-      ++counters_.dropped_dead;
-      continue;
-    }
-    const std::uint8_t op = bth_opcode(pkt.headers.data());
-    const std::uint16_t flags =
-        (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-    if (by_reference(cfg_.zero_copy_tx, dev, pkt, op)) {
-      const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
-      std::uint8_t* p = tx_.reserve(body);
-      const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes,
-                      pkt.pad_bytes, static_cast<std::uint8_t>(pkt.header_bytes), 0};
-      std::memcpy(p, &ref, sizeof ref);
-      std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
-      tx_.commit(body, RecordKind::kByRef, flags);
-      note_by_ref(pkt.payload_bytes);
-      ++counters_.tx_by_ref;
-    } else {
-      const std::size_t body = pkt.wire_bytes();
-      std::uint8_t* p = tx_.reserve(body);
-      if (pkt.crcs_valid || pkt.corrupt) {
-        pkt.write_to({p, body});
-      } else {
-        // CrcMode::kModel: the same IBA layout with the ICRC/VCRC fields left zero (write_to
-        // would compute them; shared memory does not corrupt and the receiver does not check).
-        std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
-        if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
-        std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
-      }
-      tx_.commit(body, RecordKind::kWire, flags);
-      ++counters_.tx_wire;
-    }
-    if (n % kRecordsPerPublish == 0 && tx_.publish()) ring_peer();
-  }
-  if (tx_.publish()) ring_peer();
-  return n;
-}
-
-bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
-  if (peer_dead()) {
-    ++counters_.dropped_dead;
-    return false;
-  }
+bool ShmMedium::write_record(const Device& dev, const TxPacket& pkt) {
   const std::uint8_t op = bth_opcode(pkt.headers.data());
   const std::uint16_t flags =
       (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-  // No by-reference bound here: a caller of tx_packet has already taken the packet from its
-  // Device, and a copy instead would only fill the ring and lose it (tx_burst checks first).
-  if (by_reference(cfg_.zero_copy_tx, dev, pkt, op)) {
+  if (by_reference(cfg_.zero_copy_tx || in_tx_pool(pkt), dev, pkt, op)) {
     const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
-    if (!tx_.can_reserve(body)) {
-      ++counters_.tx_full;
-      return false;
-    }
     std::uint8_t* p = tx_.reserve(body);
     const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes, pkt.pad_bytes,
                     static_cast<std::uint8_t>(pkt.header_bytes), 0};
@@ -219,25 +175,123 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
     return true;
   }
   const std::size_t body = pkt.wire_bytes();
-  if (!tx_.can_reserve(body)) {
-    ++counters_.tx_full;
-    return false;
-  }
   std::uint8_t* p = tx_.reserve(body);
   if (pkt.crcs_valid || pkt.corrupt) {
     pkt.write_to({p, body});
   } else {
+    // CrcMode::kModel: the same IBA layout with the ICRC/VCRC fields left zero (write_to would
+    // compute them; shared memory does not corrupt and the receiver does not check).
     std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
     if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
     std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
   }
   tx_.commit(body, RecordKind::kWire, flags);
   ++counters_.tx_wire;
+  return false;
+}
+
+namespace {
+// The largest record body a packet makes (a wire image of a 4 KiB payload).
+constexpr std::size_t kBodyMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
+constexpr std::size_t kPayloadMax = 4096;
+}  // namespace
+
+std::size_t ShmMedium::tx_batch_room() {
+  // Each packet takes at most record_span(kBodyMax); a batch wraps the ring at most once (one
+  // kSkip shorter than a record) and the zero header after it stays free (ring.hpp).
+  constexpr std::size_t kSpan = record_span(kBodyMax);
+  const std::size_t ring = tx_.free_bytes_refreshed(kPacketsPerBatch * kSpan + kSpan + 8);
+  const std::size_t by_ring = ring > kSpan + 8 ? (ring - kSpan - 8) / kSpan : 0;
+  // The by-reference bound as before (by_ref_room): a packet may start while less than
+  // ring_bytes of payload is referred to, so the batch may pass it by less than one packet.
+  if (!by_ref_room()) return 0;
+  const std::size_t by_ref = (cfg_.ring_bytes - by_ref_bytes_ + kPayloadMax - 1) / kPayloadMax;
+  return std::min({by_ring, by_ref, kPacketsPerBatch});
+}
+
+std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
+  std::size_t n = 0;
+  const bool dead = peer_dead();
+  // tx_batch_ entries are blank except while the Device's packets are in them: an entry is reset
+  // after its record is written, and only the fields after the headers (the headers are read up
+  // to header_bytes, which the Device writes), so an idle poll costs no clearing at all.
+  static_assert(offsetof(TxPacket, headers) == 0 && std::is_trivially_copyable_v<TxPacket>);
+  static const TxPacket kBlank{};
+  constexpr std::size_t kTail = sizeof kBlank - sizeof kBlank.headers;
+  tx_blocked_ = false;
+  while (n < max) {
+    std::size_t k = std::min(max - n, kPacketsPerBatch);
+    if (!dead) {
+      // A full ring: stop; prepare_sleep asks the peer to ring us only if we go to sleep.
+      k = std::min(k, tx_batch_room());
+      if (k == 0) {
+        tx_blocked_ = true;
+        ++counters_.tx_full;
+        break;
+      }
+    }
+    const std::size_t got = dev.poll_transmit_burst(now, {tx_batch_.data(), k});
+    n += got;
+    for (std::size_t i = 0; i < got; ++i) {
+      TxPacket& pkt = tx_batch_[i];
+      if (dead)
+        ++counters_.dropped_dead;
+      else if (write_record(dev, pkt))
+        note_by_ref(pkt.payload_bytes);
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
+                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers, kTail);
+    }
+    // One publish per batch (kPacketsPerBatch <= kRecordsPerPublish): the peer starts on it
+    // while the next batch is built.
+    if (got && tx_.publish()) ring_peer();
+    if (got < k) {
+      // The entry the Device looked at last but did not fill may hold what it wrote there.
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&tx_batch_[got]) + sizeof kBlank.headers,
+                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers, kTail);
+      break;
+    }
+  }
+  return n;
+}
+
+bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
+  if (peer_dead()) {
+    ++counters_.dropped_dead;
+    return false;
+  }
+  // No by-reference bound here: a caller of tx_packet has already taken the packet from its
+  // Device, and a copy instead would only fill the ring and lose it (tx_burst checks first).
+  const std::uint8_t op = bth_opcode(pkt.headers.data());
+  const std::size_t body = by_reference(cfg_.zero_copy_tx || in_tx_pool(pkt), dev, pkt, op)
+                               ? sizeof(ByRef) + pkt.header_bytes
+                               : pkt.wire_bytes();
+  if (!tx_.can_reserve(body)) {
+    ++counters_.tx_full;
+    return false;
+  }
+  write_record(dev, pkt);
   return true;
 }
 
+void ShmMedium::add_tx_pool(const std::uint8_t* base, std::size_t bytes) {
+  tx_pools_.emplace_back(base, bytes);
+}
+
+void ShmMedium::add_rx_pool(std::uint64_t remote_base, const std::uint8_t* local,
+                            std::size_t bytes) {
+  cma_.add_window(remote_base, local, bytes);
+}
+
+bool ShmMedium::in_tx_pool(const TxPacket& pkt) const {
+  const auto a = reinterpret_cast<std::uintptr_t>(pkt.payload);
+  for (const auto& [base, bytes] : tx_pools_) {
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    if (a >= b && pkt.payload_bytes <= bytes && a - b <= bytes - pkt.payload_bytes) return true;
+  }
+  return false;
+}
+
 bool ShmMedium::tx_room() {
-  constexpr std::size_t kBodyMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
   return tx_.can_reserve(kBodyMax) && by_ref_room();
 }
 
@@ -277,6 +331,18 @@ void ShmMedium::tx_publish() {
 std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   std::size_t n = 0;
   const bool dead = peer_dead();
+  // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
+  // is handed over before any record that is not part of it.
+  std::size_t batched = 0;
+  const auto hand_over = [&] {
+    if (batched == 0) return;
+    dev.set_remote_payload(&cma_);
+    dev.on_packet_burst({rx_batch_.data(), batched}, now);
+    dev.set_remote_payload(nullptr);
+    counters_.rx_by_ref += batched;
+    batched = 0;
+  };
+  static const TxPacket kBlank{};
   while (n < max) {
     const RecordHeader* h = rx_.peek();
     if (!h) break;
@@ -287,28 +353,32 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     } else if (h->kind == RecordKind::kByRef) {
       ByRef ref;
       std::memcpy(&ref, body, sizeof ref);
-      TxPacket pkt;
-      pkt.header_bytes = ref.header_bytes;
-      std::memcpy(pkt.headers.data(), body + sizeof ref,
-                  std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
+      TxPacket& pkt = rx_batch_[batched++];
+      // The headers are read up to header_bytes: only the fields after them are reset.
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
+                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers,
+                  sizeof kBlank - sizeof kBlank.headers);
+      pkt.header_bytes = static_cast<std::uint16_t>(
+          std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
+      std::memcpy(pkt.headers.data(), body + sizeof ref, pkt.header_bytes);
       pkt.payload = reinterpret_cast<const std::uint8_t*>(ref.src);
       pkt.payload_bytes = ref.payload_bytes;
       pkt.pad_bytes = ref.pad_bytes;
-      dev.set_remote_payload(&cma_);
-      dev.on_packet(pkt, now);
-      dev.set_remote_payload(nullptr);
-      ++counters_.rx_by_ref;
+      if (batched == rx_batch_.size()) hand_over();
     } else if (h->kind == RecordKind::kWire) {
+      hand_over();
       // Deferred cross-memory copies land before anything that writes memory after them.
       if (h->flags & kFlagTouchesMemory) cma_.flush();
       dev.on_packet({body, h->bytes}, now);
       ++counters_.rx_wire;
     }
     rx_.pop();
-    // Nothing refers to the popped records any more (a by-reference packet's payload is the
-    // sender's, which stays put until acknowledged), so their space may go back before the pull.
+    // Nothing refers to the popped records any more (a batched packet's headers were copied, a
+    // by-reference payload lives in the sender and stays put until acknowledged), so their space
+    // may go back before the Device has seen them.
     if (n % kRecordsPerPublish == 0 && rx_.release()) ring_peer();
   }
+  hand_over();
   cma_.flush();
   // Every refused or short flush counts (also those place() makes when its iovecs run out).
   if (cma_.failures() != counters_.cma_errors) {
@@ -319,6 +389,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   }
   counters_.cma_calls = cma_.calls();
   counters_.cma_bytes = cma_.bytes();
+  counters_.pool_bytes = cma_.memcpy_bytes();
   if (n && rx_.release()) ring_peer();
   return n;
 }

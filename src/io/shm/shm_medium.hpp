@@ -26,6 +26,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,9 @@ inline constexpr std::size_t kRingBytesDefault = std::size_t{4} << 20;
 // 512-packet bursts (2 MiB by reference) a peer waiting for the whole burst outlasts its spin
 // and falls asleep, and waking it costs both sides a system call and the wake-up delay.
 inline constexpr std::size_t kRecordsPerPublish = 32;
+// Packets handed to or taken from the Device in one burst call (a slice of a Driver burst).
+inline constexpr std::size_t kPacketsPerBatch = 32;
+static_assert(kPacketsPerBatch <= kRecordsPerPublish, "publish at least once per batch");
 
 // The segment: this header, two RingShared blocks (A->B, B->A), then both rings' data.
 struct SegmentHeader {
@@ -76,7 +80,10 @@ static_assert(sizeof(ByRef) == 16);
 inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is an atomic request
 
 // The RemotePayload of the receiving side: gathers (dst, remote src) pairs, merging contiguous
-// ones, and moves them with process_vm_readv at flush().
+// ones, and moves them with process_vm_readv at flush(). A source inside a window (a pool of
+// the peer's that this process maps too, shm_pool.hpp) is copied with memcpy from the local
+// mapping instead, also at flush(); the two kinds are never pending together, so the copies
+// land in the order they were placed.
 class CrossMemory final : public RemotePayload {
  public:
   explicit CrossMemory(pid_t pid) : pid_(pid) {
@@ -87,15 +94,27 @@ class CrossMemory final : public RemotePayload {
   // Returns false when the kernel refused or fell short (errno kept in last_errno()).
   bool flush();
   bool pending() const { return !local_.empty(); }
+  // The peer's [remote_base, remote_base + bytes) is mapped here at `local`.
+  void add_window(std::uint64_t remote_base, const std::uint8_t* local, std::size_t bytes);
+  std::uint64_t memcpy_bytes() const { return memcpy_bytes_; }
   int last_errno() const { return errno_; }
   std::uint64_t calls() const { return calls_; }
   std::uint64_t failures() const { return failures_; }  // flushes refused or short
   std::uint64_t bytes() const { return bytes_; }
 
  private:
+  struct Window {
+    std::uint64_t remote_base;
+    const std::uint8_t* local;
+    std::size_t bytes;
+  };
+  const std::uint8_t* in_window(const std::uint8_t* src, std::size_t len) const;
   pid_t pid_;
+  std::vector<Window> windows_;
   std::vector<iovec> local_, remote_;
+  bool pending_local_ = false;  // what is pending are memcpys from a window, not a readv
   std::size_t pending_bytes_ = 0;
+  std::uint64_t memcpy_bytes_ = 0;
   int errno_ = 0;
   std::uint64_t calls_ = 0, bytes_ = 0, failures_ = 0;
 };
@@ -106,6 +125,7 @@ struct ShmCounters {
   std::uint64_t doorbells = 0;     // eventfd writes to wake the peer
   std::uint64_t dropped_dead = 0;  // packets dropped after the peer died
   std::uint64_t cma_calls = 0, cma_bytes = 0, cma_errors = 0;
+  std::uint64_t pool_bytes = 0;  // payload copied out of a shared pool (memcpy, no syscall)
 };
 
 struct ShmLinkConfig {
@@ -145,6 +165,11 @@ class ShmMedium final : public Medium {
   bool tx_packet(const Device& dev, const TxPacket& pkt);
   void tx_publish();
   void set_zero_copy_tx(bool on) { cfg_.zero_copy_tx = on; }
+  // Shared pools (shm_pool.hpp). add_tx_pool: the peer maps [base, base + bytes) of ours, so
+  // payloads in it travel by reference even without cross-memory attach. add_rx_pool: the
+  // peer's [remote_base, +bytes) is mapped here at `local`; its payloads are memcpy'd from there.
+  void add_tx_pool(const std::uint8_t* base, std::size_t bytes);
+  void add_rx_pool(std::uint64_t remote_base, const std::uint8_t* local, std::size_t bytes);
 
   bool peer_dead() const { return peer_dead_.load(std::memory_order_relaxed); }
   bool zero_copy_tx() const { return cfg_.zero_copy_tx; }
@@ -158,8 +183,13 @@ class ShmMedium final : public Medium {
   bool by_ref_room();  // payload referred to by unconsumed records < ring_bytes
   bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
+  std::size_t tx_batch_room();  // packets of any size the ring and the by-reference bound take
+  // Writes pkt's record (room checked by the caller); true when it went by reference.
+  bool write_record(const Device& dev, const TxPacket& pkt);
+  bool in_tx_pool(const TxPacket& pkt) const;
   ShmLinkConfig cfg_;
-  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;  // (tail after record, bytes)
+  std::vector<std::pair<const std::uint8_t*, std::size_t>> tx_pools_;  // (base, bytes)
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;         // (tail after record, bytes)
   std::uint64_t by_ref_bytes_ = 0;
   void* base_ = nullptr;
   std::size_t map_bytes_ = 0;
@@ -169,7 +199,12 @@ class ShmMedium final : public Medium {
   CrossMemory cma_;
   std::atomic<bool> peer_dead_{false};
   bool tx_blocked_ = false;  // the last transmit stopped on a full ring
-  TxPacket tx_scratch_{};    // tx_burst's packet, reused (see tx_burst)
+  // Packets moved through the Device's burst calls (poll_transmit_burst, on_packet_burst): a
+  // run of one message's packets then costs the engines one set of per-QP checks, and a run of
+  // by-reference packets becomes one coalesced place() (device_impl.cpp receive_run). Kept across
+  // calls: zeroing them for every idle pass would cost more than the pass.
+  std::array<TxPacket, kPacketsPerBatch> tx_batch_{};
+  std::array<TxPacket, kPacketsPerBatch> rx_batch_{};
   ShmCounters counters_{};
 };
 
