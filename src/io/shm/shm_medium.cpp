@@ -251,6 +251,9 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       break;
     }
   }
+  // Also when the Device had nothing: records written through tx_packet since the last pass (the
+  // fabric daemon puts packets for its client straight on this ring) wait for this publish.
+  if (tx_.publish()) ring_peer();
   return n;
 }
 

@@ -161,7 +161,9 @@ class ShmMedium final : public Medium {
   // Packet-at-a-time transmit for callers that poll the Device themselves and route each packet
   // to one of several links (the libfabric provider's shm port): tx_packet writes one record
   // (false: no room, or the peer is dead: the packet is dropped), tx_publish publishes the records
-  // and rings the peer if it sleeps. zero_copy_tx may be turned on once the peer's probe answered.
+  // and rings the peer if it sleeps; tx_burst publishes them too (the fabric daemon writes with
+  // tx_packet and leaves the publish to its driver's pass over this medium).
+  // zero_copy_tx may be turned on once the peer's probe answered.
   bool tx_packet(const Device& dev, const TxPacket& pkt);
   void tx_publish();
   void set_zero_copy_tx(bool on) { cfg_.zero_copy_tx = on; }
