@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+
+#include "emu/fabricd/stub_device.hpp"
 #include "src/io/direct_node.hpp"
 #include "tests/io/peer_protocol.hpp"
 
@@ -158,8 +162,9 @@ class Peer {
     return r;
   }
   Errc post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id, std::uint64_t remote_off = 0,
-            std::uint64_t cmp = 0, std::uint64_t swap = 0, std::uint32_t imm = 0) {
-    Sge sge{reinterpret_cast<std::uint64_t>(buf()), len, mr_->lkey()};
+            std::uint64_t cmp = 0, std::uint64_t swap = 0, std::uint32_t imm = 0,
+            std::uint64_t local_off = 0) {
+    Sge sge{reinterpret_cast<std::uint64_t>(buf() + local_off), len, mr_->lkey()};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = op;
@@ -398,6 +403,38 @@ TEST(Shm, SixtyFourMiBMessagesOnBothPaths) {
 // completes only after the responder pulled its payload and acknowledged it; a UD send completes
 // as soon as it leaves (IBA 10.8.3.1), so its payload must be copied onto the ring: here the peer
 // is held (its driver cannot take packets) while our buffer is overwritten after completion.
+// Copy delegation (shm_medium.hpp CopyArea): the receiver hands chunks of its copies to the
+// sender, and the chunks in flight may land in any order — so two WRITEs over the same bytes,
+// posted back to back (one receive burst), must still leave the second one's bytes, and two READs
+// into the same local bytes the second READ's. Messages of 1 MiB make chunks of 64 KiB and more.
+TEST(Shm, LaterBytesOverTheSameDestinationWinWhileThePeerCopies) {
+  constexpr std::uint32_t kMsg = 1 << 20;
+  Peer p(4 * kMsg, true);
+  ASSERT_TRUE(p.ready());
+  for (std::uint64_t round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::uint64_t a = 100 + 4 * round, b = a + 1, c = a + 2, d = a + 3;
+    test::fill_pattern(p.buf(), kMsg, a);
+    test::fill_pattern(p.buf() + kMsg, kMsg, b);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, kMsg, 1, 0, 0, 0, 0, 0), Errc::kOk);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, kMsg, 2, 0, 0, 0, 0, kMsg), Errc::kOk);
+    auto wcs = p.wait(2);
+    ASSERT_EQ(wcs.size(), 2u);
+    for (const auto& wc : wcs) ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    auto r = p.cmd(PeerCmd::kCheck, 0, kMsg, b);
+    EXPECT_EQ(r.ok, 1u) << "WRITE over WRITE: first bad byte " << r.value;
+    ASSERT_EQ(p.cmd(PeerCmd::kFill, 0, kMsg, c).ok, 1u);
+    ASSERT_EQ(p.cmd(PeerCmd::kFill, kMsg, kMsg, d).ok, 1u);
+    std::memset(p.buf(), 0, kMsg);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaRead, kMsg, 3, 0), Errc::kOk);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaRead, kMsg, 4, kMsg), Errc::kOk);
+    wcs = p.wait(2);
+    ASSERT_EQ(wcs.size(), 2u);
+    for (const auto& wc : wcs) ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    EXPECT_EQ(test::check_pattern(p.buf(), kMsg, d), kMsg) << "READ over READ";
+  }
+}
+
 TEST(Shm, ABufferIsReusableOnceItsWrCompletesOnTheZeroCopyPath) {
   Peer p(1 << 20, true);
   ASSERT_TRUE(p.ready());
@@ -473,6 +510,63 @@ TEST(Shm, ANameIsTakenOnce) {
   auto b = DirectListener::bind(name);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.error(), IoError::kAddressInUse);
+}
+
+// A Device that sends nothing and keeps the wire images it receives.
+class Sink final : public fabricd::StubDevice {
+ public:
+  Sink() : StubDevice(DeviceConfig{}) {}
+  using StubDevice::on_packet;
+  void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    got.emplace_back(wire.begin(), wire.end());
+  }
+  std::vector<std::vector<std::uint8_t>> got;
+};
+
+// The fabric daemon writes its client's packets with tx_packet and leaves the publish to its
+// driver's next pass, tx_burst over a Device with nothing to send: that pass must publish them
+// (a burst that published only what its own Device gave left every such packet unseen).
+TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
+  constexpr std::size_t kRing = 1 << 16;
+  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
+  const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // Both sides in this process; each owns its fds (the medium closes them).
+  shm::ShmLinkConfig ca{.memfd = memfd, .ring_bytes = kRing, .side_a = true,
+                        .rx_doorbell = bell_ba, .tx_doorbell = bell_ab, .peer_pid = getpid()};
+  shm::ShmLinkConfig cb{.memfd = dup(memfd), .ring_bytes = kRing, .side_a = false,
+                        .rx_doorbell = dup(bell_ab), .tx_doorbell = dup(bell_ba),
+                        .peer_pid = getpid()};
+  shm::ShmMedium a(ca), b(cb);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Sink idle, sink;
+  // An RC SEND ONLY (IBA Table 35 opcode 0x04), LRH (LNH 2: BTH next) + BTH, 16 payload bytes.
+  std::uint8_t payload[16];
+  for (std::uint8_t i = 0; i < 16; ++i) payload[i] = static_cast<std::uint8_t>(0xA0 + i);
+  TxPacket pkt{};
+  pkt.headers[1] = 2;
+  pkt.headers[8] = 0x04;
+  pkt.header_bytes = 20;
+  pkt.payload = payload;
+  pkt.payload_bytes = sizeof payload;
+  for (int i = 0; i < 3; ++i) {
+    pkt.headers[19] = static_cast<std::uint8_t>(i);  // BTH PSN, low byte
+    ASSERT_TRUE(a.tx_packet(idle, pkt));
+  }
+  EXPECT_EQ(b.rx_burst(sink, 0, 16), 0u);  // written, not yet published
+  EXPECT_EQ(a.tx_burst(idle, 0, 16), 0u);  // the Device had nothing; the records go out
+  // Expect: the three packets, in order, byte for byte (headers, payload, zero pad and CRCs).
+  EXPECT_EQ(b.rx_burst(sink, 0, 16), 3u);
+  ASSERT_EQ(sink.got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<std::uint8_t>& w = sink.got[static_cast<std::size_t>(i)];
+    ASSERT_EQ(w.size(), pkt.wire_bytes());
+    EXPECT_EQ(w[8], 0x04);
+    EXPECT_EQ(w[19], i);
+    EXPECT_EQ(std::memcmp(w.data() + 20, payload, sizeof payload), 0);
+  }
 }
 
 // After every test of the binary: nothing of ours survives (no child, nothing in /dev/shm).

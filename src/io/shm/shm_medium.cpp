@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +41,12 @@ bool by_reference(bool zero_copy_tx, const Device& dev, const TxPacket& pkt, std
          dev.payload_stable(pkt);
 }
 
+std::uint64_t slot_bytes(const CopySlot& slot) {
+  std::uint64_t n = 0;
+  for (std::uint32_t i = 0; i < slot.count && i < kCopyIovMax; ++i) n += slot.iov[i].len;
+  return n;
+}
+
 }  // namespace
 
 void CrossMemory::add_window(std::uint64_t remote_base, const std::uint8_t* local,
@@ -56,6 +64,9 @@ const std::uint8_t* CrossMemory::in_window(const std::uint8_t* src, std::size_t 
 
 void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
   if (len == 0) return;
+  // Bytes over a chunk the peer may be writing: that chunk first (the later bytes must win).
+  if (!inflight_.empty() && overlaps_inflight(dst, len)) wait_inflight();
+  const auto orig = reinterpret_cast<std::uint64_t>(src);
   const std::uint8_t* local = windows_.empty() ? nullptr : in_window(src, len);
   const bool is_local = local != nullptr;
   if (local) src = local;
@@ -67,17 +78,27 @@ void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t 
       l.iov_len += len;
       r.iov_len += len;
       pending_bytes_ += len;
+      if (area_ && pending_bytes_ >= kDelegateBytesMin) hand_off();
       return;
     }
-    if (local_.size() == kIovMax || pending_local_ != is_local) flush();
+    if (local_.size() == kIovMax || pending_local_ != is_local) flush_pending();
   }
   pending_local_ = is_local;
   local_.push_back({dst, len});
   remote_.push_back({const_cast<std::uint8_t*>(src), len});
+  orig_.push_back(orig);
   pending_bytes_ += len;
+  if (area_ && pending_bytes_ >= kDelegateBytesMin) hand_off();
 }
 
 bool CrossMemory::flush() {
+  // The tail chunk is copied here: the peer would start on it no sooner than this process.
+  bool ok = flush_pending();
+  if (!inflight_.empty()) ok = wait_inflight() && ok;
+  return ok;
+}
+
+bool CrossMemory::flush_pending() {
   if (local_.empty()) return true;
   bool ok = true;
   if (pending_local_) {
@@ -97,8 +118,153 @@ bool CrossMemory::flush() {
   }
   local_.clear();
   remote_.clear();
+  orig_.clear();
   pending_bytes_ = 0;
   return ok;
+}
+
+bool CrossMemory::overlaps_inflight(const std::uint8_t* dst, std::size_t len) const {
+  const auto a = reinterpret_cast<std::uint64_t>(dst);
+  return a < inflight_hi_ && a + len > inflight_lo_;
+}
+
+void CrossMemory::hand_off() {
+  // A slot the peer finished goes back to the free list first (oldest first: they are posted
+  // and finished roughly in order).
+  while (!inflight_.empty()) {
+    const std::uint32_t st = area_->state[inflight_.front()].load(std::memory_order_acquire);
+    if (st != kCopyDone) break;
+    delegated_bytes_ += slot_bytes(area_->slot[inflight_.front()]);
+    area_->state[inflight_.front()].store(kCopyFree, std::memory_order_relaxed);
+    inflight_.erase(inflight_.begin());
+  }
+  if (inflight_.empty()) inflight_lo_ = UINT64_MAX, inflight_hi_ = 0;
+  std::size_t s = kCopySlots;
+  // A slot is kFree exactly when it is not in inflight_ (this side frees it when it leaves).
+  if (local_.size() <= kCopyIovMax && !area_->refused.load(std::memory_order_relaxed))
+    for (std::size_t i = 0; i < kCopySlots; ++i)
+      if (area_->state[i].load(std::memory_order_relaxed) == kCopyFree) {
+        s = i;
+        break;
+      }
+  if (s == kCopySlots) {
+    flush_pending();
+    return;
+  }
+  CopySlot& slot = area_->slot[s];
+  slot.count = static_cast<std::uint32_t>(local_.size());
+  for (std::size_t i = 0; i < local_.size(); ++i) {
+    const auto d = reinterpret_cast<std::uint64_t>(local_[i].iov_base);
+    slot.iov[i] = {d, orig_[i], local_[i].iov_len};
+    inflight_lo_ = std::min(inflight_lo_, d);
+    inflight_hi_ = std::max<std::uint64_t>(inflight_hi_, d + local_[i].iov_len);
+  }
+  slot.reserved = pending_local_ ? 1 : 0;
+  area_->state[s].store(kCopyPosted, std::memory_order_release);
+  inflight_.push_back(s);
+  local_.clear();
+  remote_.clear();
+  orig_.clear();
+  pending_bytes_ = 0;
+}
+
+bool CrossMemory::take_back(std::size_t s) {
+  const CopySlot& slot = area_->slot[s];
+  const bool was_local = slot.reserved != 0;
+  bool ok = true;
+  for (std::uint32_t i = 0; i < slot.count && i < kCopyIovMax; ++i) {
+    auto* dst = reinterpret_cast<std::uint8_t*>(slot.iov[i].dst);
+    const auto* src = reinterpret_cast<const std::uint8_t*>(slot.iov[i].src);
+    const std::size_t len = slot.iov[i].len;
+    const std::uint8_t* local = was_local ? in_window(src, len) : nullptr;
+    pending_local_ = local != nullptr;
+    local_.push_back({dst, len});
+    remote_.push_back({const_cast<std::uint8_t*>(local ? local : src), len});
+    orig_.push_back(slot.iov[i].src);
+    pending_bytes_ += len;
+    ok = flush_pending() && ok;  // one chunk, one iovec at a time: kinds may differ
+  }
+  return ok;
+}
+
+bool CrossMemory::peer_gone() const {
+  return kill(pid_, 0) != 0 && errno == ESRCH;
+}
+
+bool CrossMemory::wait_inflight() {
+  bool ok = flush_pending();  // take_back uses the pending list
+  for (const std::size_t s : inflight_) {
+    std::atomic<std::uint32_t>& st = area_->state[s];
+    std::uint32_t v = kCopyPosted;
+    if (st.compare_exchange_strong(v, kCopyStolen, std::memory_order_acquire)) {
+      ok = take_back(s) && ok;
+    } else {
+      // The peer is copying it (a chunk takes it microseconds); it may be preempted, so after a
+      // while yield the CPU, and give up on a peer that has exited.
+      for (std::uint32_t spins = 0; (v = st.load(std::memory_order_acquire)) == kCopyClaimed;
+           ++spins) {
+        if (spins < 4096) {
+          __builtin_ia32_pause();
+        } else {
+          sched_yield();
+          if (spins % 1024 == 0 && peer_gone()) break;
+        }
+      }
+      if (v == kCopyDone) {
+        delegated_bytes_ += slot_bytes(area_->slot[s]);
+      } else {
+        // Failed or abandoned: do it here (a dead peer's bytes cannot be read either: counted).
+        ok = take_back(s) && ok;
+      }
+    }
+    st.store(kCopyFree, std::memory_order_relaxed);
+  }
+  inflight_.clear();
+  inflight_lo_ = UINT64_MAX;
+  inflight_hi_ = 0;
+  return ok;
+}
+
+std::uint64_t CrossMemory::serve(CopyArea* area) {
+  std::uint64_t bytes = 0;
+  if (serve_refused_) return 0;
+  for (std::size_t s = 0; s < kCopySlots; ++s) {
+    std::atomic<std::uint32_t>& st = area->state[s];
+    if (st.load(std::memory_order_relaxed) != kCopyPosted) continue;
+    std::uint32_t v = kCopyPosted;
+    if (!st.compare_exchange_strong(v, kCopyClaimed, std::memory_order_acquire)) continue;
+    const CopySlot& slot = area->slot[s];
+    iovec l[kCopyIovMax], r[kCopyIovMax];
+    std::size_t n = 0, want = 0;
+    bool ok = true;
+    for (std::uint32_t i = 0; i < slot.count && i < kCopyIovMax; ++i) {
+      auto* dst = reinterpret_cast<std::uint8_t*>(slot.iov[i].dst);
+      auto* src = reinterpret_cast<std::uint8_t*>(slot.iov[i].src);
+      const std::size_t len = slot.iov[i].len;
+      // The destination in the peer's pool, which this process maps: a plain memcpy.
+      if (const std::uint8_t* mine = windows_.empty() ? nullptr : in_window(dst, len)) {
+        std::memcpy(const_cast<std::uint8_t*>(mine), src, len);
+        continue;
+      }
+      l[n] = {src, len};
+      r[n] = {dst, len};
+      ++n;
+      want += len;
+    }
+    if (n) {
+      const ssize_t got = process_vm_writev(pid_, l, n, r, n, 0);
+      ok = got >= 0 && static_cast<std::size_t>(got) == want;
+      if (got < 0 && (errno == EPERM || errno == EACCES)) {
+        // Not allowed to write the receiver (ptrace access mode, Yama): it copies from now on.
+        serve_refused_ = true;
+        area->refused.store(1, std::memory_order_relaxed);
+      }
+    }
+    if (ok) bytes += slot_bytes(slot);
+    st.store(ok ? kCopyDone : kCopyFailed, std::memory_order_release);
+  }
+  served_bytes_ += bytes;
+  return bytes;
 }
 
 bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
@@ -116,6 +282,11 @@ bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
     new (&rings[i].head) std::atomic<std::uint64_t>(0);
     new (&rings[i].consumer_sleeping) std::atomic<std::uint32_t>(0);
     new (&rings[i].producer_waiting) std::atomic<std::uint32_t>(0);
+  }
+  auto* areas = reinterpret_cast<CopyArea*>(static_cast<std::uint8_t*>(p) + kCopyAreaOffset);
+  for (int i = 0; i < 2; ++i) {
+    for (auto& st : areas[i].state) new (&st) std::atomic<std::uint32_t>(kCopyFree);
+    new (&areas[i].refused) std::atomic<std::uint32_t>(0);
   }
   munmap(p, kSegmentHeaderBytes);
   return true;
@@ -144,6 +315,10 @@ ShmMedium::ShmMedium(const ShmLinkConfig& cfg) : cfg_(cfg), cma_(cfg.peer_pid) {
     tx_ = RingProducer(&rings[1], data1, cfg.ring_bytes);
     rx_ = RingConsumer(&rings[0], data0, cfg.ring_bytes);
   }
+  // Area 0 holds the copies A hands to B (A receives its payloads through it), area 1 B's.
+  auto* areas = reinterpret_cast<CopyArea*>(bytes + kCopyAreaOffset);
+  if (cfg.delegate_copies) cma_.set_delegation(&areas[cfg.side_a ? 0 : 1]);
+  serve_area_ = &areas[cfg.side_a ? 1 : 0];
   pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, cfg.peer_pid, 0));
 }
 
@@ -334,6 +509,9 @@ void ShmMedium::tx_publish() {
 std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   std::size_t n = 0;
   const bool dead = peer_dead();
+  // Copies the peer handed to us (it receives our by-reference payloads): this side is the
+  // sender of those bytes and has little else to do while the peer works on its packets.
+  if (!dead && cma_.serve(serve_area_)) counters_.served_bytes = cma_.served_bytes();
   // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
   // is handed over before any record that is not part of it.
   std::size_t batched = 0;
@@ -393,6 +571,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   counters_.cma_calls = cma_.calls();
   counters_.cma_bytes = cma_.bytes();
   counters_.pool_bytes = cma_.memcpy_bytes();
+  counters_.delegated_bytes = cma_.delegated_bytes();
   if (n && rx_.release()) ring_peer();
   return n;
 }
