@@ -107,8 +107,7 @@ DirectNode::~DirectNode() {
         "shm stats: tx wire {} by-ref {} full {} | rx wire {} by-ref {} | cma calls {} bytes {} "
         "errors {} | pool bytes {} | copied by peer {} for peer {} | doorbells {} dropped {}",
         c.tx_wire, c.tx_by_ref, c.tx_full, c.rx_wire, c.rx_by_ref, c.cma_calls, c.cma_bytes,
-        c.cma_errors, c.pool_bytes, c.delegated_bytes, c.served_bytes, c.doorbells,
-        c.dropped_dead);
+        c.cma_errors, c.pool_bytes, c.delegated_bytes, c.served_bytes, c.doorbells, c.dropped_dead);
   }
   if (sock_ >= 0) close(sock_);
 }
@@ -205,10 +204,11 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   }
   if (side_a) link.ring_bytes = opts.ring_bytes;
   link.zero_copy_tx = want && (theirs.flags & kWantZeroCopy) && peer_reads_me;
-  // The peer copies parts of what it sends us by reference (shm_medium.hpp CopyArea); off with
-  // WEFT_SHM_DELEGATE=0 (to measure against). A peer denied writing here says so and stops.
+  // WEFT_SHM_DELEGATE=1: the peer copies parts of what it sends us by reference (shm_medium.hpp
+  // CopyArea). Opt-in: at load 7-15 it measured no gain (bench/io/README.md, session 16), and a
+  // preempted peer holding a claimed chunk stalls our burst. A peer denied writing here stops.
   const char* delegate = std::getenv("WEFT_SHM_DELEGATE");
-  link.delegate_copies = !(delegate && std::strcmp(delegate, "0") == 0);
+  link.delegate_copies = delegate && std::strcmp(delegate, "1") == 0;
   if (want && !node->zero_copy_rx_)
     log()->warn("shm: cross-memory attach to pid {} not available{}; copying through the ring",
                 cred.pid, (theirs.flags & kWantZeroCopy) ? "" : " (peer copies)");

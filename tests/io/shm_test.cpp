@@ -409,7 +409,9 @@ TEST(Shm, SixtyFourMiBMessagesOnBothPaths) {
 // into the same local bytes the second READ's. Messages of 1 MiB make chunks of 64 KiB and more.
 TEST(Shm, LaterBytesOverTheSameDestinationWinWhileThePeerCopies) {
   constexpr std::uint32_t kMsg = 1 << 20;
+  setenv("WEFT_SHM_DELEGATE", "1", 1);  // both sides (the peer inherits it)
   Peer p(4 * kMsg, true);
+  unsetenv("WEFT_SHM_DELEGATE");
   ASSERT_TRUE(p.ready());
   for (std::uint64_t round = 0; round < 4; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
@@ -534,10 +536,17 @@ TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
   const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   // Both sides in this process; each owns its fds (the medium closes them).
-  shm::ShmLinkConfig ca{.memfd = memfd, .ring_bytes = kRing, .side_a = true,
-                        .rx_doorbell = bell_ba, .tx_doorbell = bell_ab, .peer_pid = getpid()};
-  shm::ShmLinkConfig cb{.memfd = dup(memfd), .ring_bytes = kRing, .side_a = false,
-                        .rx_doorbell = dup(bell_ab), .tx_doorbell = dup(bell_ba),
+  shm::ShmLinkConfig ca{.memfd = memfd,
+                        .ring_bytes = kRing,
+                        .side_a = true,
+                        .rx_doorbell = bell_ba,
+                        .tx_doorbell = bell_ab,
+                        .peer_pid = getpid()};
+  shm::ShmLinkConfig cb{.memfd = dup(memfd),
+                        .ring_bytes = kRing,
+                        .side_a = false,
+                        .rx_doorbell = dup(bell_ab),
+                        .tx_doorbell = dup(bell_ba),
                         .peer_pid = getpid()};
   shm::ShmMedium a(ca), b(cb);
   ASSERT_TRUE(a.ok() && b.ok());

@@ -95,10 +95,16 @@ inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is
 // `refused` (stored by the sender, relaxed): it cannot write the receiver's memory (ptrace
 // denied); the receiver posts nothing more.
 inline constexpr std::size_t kCopySlots = 4;
-inline constexpr std::size_t kCopyIovMax = 8;                // (dst, src) pairs per slot
-inline constexpr std::size_t kDelegateBytesMin = 64 << 10;   // smaller chunks: not worth a post
-enum CopyState : std::uint32_t { kCopyFree, kCopyPosted, kCopyClaimed, kCopyDone, kCopyFailed,
-                                 kCopyStolen };
+inline constexpr std::size_t kCopyIovMax = 8;               // (dst, src) pairs per slot
+inline constexpr std::size_t kDelegateBytesMin = 64 << 10;  // smaller chunks: not worth a post
+enum CopyState : std::uint32_t {
+  kCopyFree,
+  kCopyPosted,
+  kCopyClaimed,
+  kCopyDone,
+  kCopyFailed,
+  kCopyStolen
+};
 struct CopyIov {
   std::uint64_t dst;  // in the receiver
   std::uint64_t src;  // in the sender
@@ -158,10 +164,10 @@ class CrossMemory final : public RemotePayload {
     std::size_t bytes;
   };
   const std::uint8_t* in_window(const std::uint8_t* src, std::size_t len) const;
-  bool flush_pending();             // the pending chunk, by this process
-  void hand_off();                  // the pending chunk to a free slot, or flush_pending()
+  bool flush_pending();              // the pending chunk, by this process
+  void hand_off();                   // the pending chunk to a free slot, or flush_pending()
   bool take_back(std::size_t slot);  // a slot's chunk, by this process (pending must be empty)
-  bool wait_inflight();             // every posted chunk done, slots free again
+  bool wait_inflight();              // every posted chunk done, slots free again
   bool overlaps_inflight(const std::uint8_t* dst, std::size_t len) const;
   bool peer_gone() const;
   pid_t pid_;
@@ -169,7 +175,7 @@ class CrossMemory final : public RemotePayload {
   std::vector<iovec> local_, remote_;
   std::vector<std::uint64_t> orig_;  // each pending src as the peer knows it (remote_ may be local)
   CopyArea* area_ = nullptr;
-  std::vector<std::size_t> inflight_;  // slots posted, oldest first
+  std::vector<std::size_t> inflight_;                         // slots posted, oldest first
   std::uint64_t inflight_lo_ = UINT64_MAX, inflight_hi_ = 0;  // their destinations' hull
   std::uint64_t delegated_bytes_ = 0, served_bytes_ = 0;
   bool serve_refused_ = false;
@@ -186,7 +192,7 @@ struct ShmCounters {
   std::uint64_t doorbells = 0;     // eventfd writes to wake the peer
   std::uint64_t dropped_dead = 0;  // packets dropped after the peer died
   std::uint64_t cma_calls = 0, cma_bytes = 0, cma_errors = 0;
-  std::uint64_t pool_bytes = 0;  // payload copied out of a shared pool (memcpy, no syscall)
+  std::uint64_t pool_bytes = 0;       // payload copied out of a shared pool (memcpy, no syscall)
   std::uint64_t delegated_bytes = 0;  // payload the peer copied into us (CopyArea)
   std::uint64_t served_bytes = 0;     // payload we copied into the peer for it
 };
@@ -198,7 +204,7 @@ struct ShmLinkConfig {
   int rx_doorbell = -1;  // eventfd the peer rings when it fills our rx ring (owned)
   int tx_doorbell = -1;  // eventfd we ring (owned)
   pid_t peer_pid = 0;
-  bool zero_copy_tx = false;  // the peer can read our memory and wants zero copy
+  bool zero_copy_tx = false;     // the peer can read our memory and wants zero copy
   bool delegate_copies = false;  // hand receive copies to the peer (CopyArea; direct mode)
 };
 
