@@ -205,8 +205,9 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   if (side_a) link.ring_bytes = opts.ring_bytes;
   link.zero_copy_tx = want && (theirs.flags & kWantZeroCopy) && peer_reads_me;
   // WEFT_SHM_DELEGATE=1: the peer copies parts of what it sends us by reference (shm_medium.hpp
-  // CopyArea). Opt-in: at load 7-15 it measured no gain (bench/io/README.md, session 16), and a
-  // preempted peer holding a claimed chunk stalls our burst. A peer denied writing here stops.
+  // CopyArea). Opt-in: it measured no gain at load 7-15 and was slower on a quiet machine
+  // (bench/io/README.md, session 16), and a preempted peer holding a claimed chunk stalls our
+  // burst. A peer denied writing here stops.
   const char* delegate = std::getenv("WEFT_SHM_DELEGATE");
   link.delegate_copies = delegate && std::strcmp(delegate, "1") == 0;
   if (want && !node->zero_copy_rx_)
