@@ -328,16 +328,24 @@ class ClientFace final : public StubDevice {
     pipe_.to_fabric_peak = std::max(pipe_.to_fabric_peak, pipe_.to_fabric.size());
     on_send_();
   }
-  bool poll_transmit(TimeNs, TxPacket& out) override {
-    while (!pipe_.to_client.empty()) {
-      pipe_.buffers.put(std::move(cur_));
-      cur_ = std::move(pipe_.to_client.front());
+  bool poll_transmit(TimeNs now, TxPacket& out) override {
+    return poll_transmit_burst(now, {&out, 1}) == 1;
+  }
+  // Every packet of a burst refers to its own buffer, kept until the next call (Device's burst
+  // contract): the default burst, poll_transmit over one buffer, would hand the medium packets
+  // whose payloads had gone back to the pool (freed when the pool is full).
+  std::size_t poll_transmit_burst(TimeNs, std::span<TxPacket> out) override {
+    for (auto& b : cur_) pipe_.buffers.put(std::move(b));
+    cur_.clear();
+    std::size_t n = 0;
+    while (n < out.size() && !pipe_.to_client.empty()) {
+      cur_.push_back(std::move(pipe_.to_client.front()));
       pipe_.to_client.pop_front();
       if (lids_.any_stalled && pipe_.to_client.size() < pipe_.released_packets() && lids_.release)
         lids_.release();
-      if (to_tx(cur_, out)) return true;
+      if (to_tx(cur_.back(), out[n])) ++n;
     }
-    return false;
+    return n;
   }
 
  private:
@@ -346,7 +354,7 @@ class ClientFace final : public StubDevice {
   RemotePayload* remote_ = nullptr;
   std::function<void()> on_send_;
   std::function<void(const cm::GsiMad&)> on_gsi_;
-  std::vector<std::uint8_t> cur_;
+  std::vector<std::vector<std::uint8_t>> cur_;  // the buffers of the last burst's packets
 };
 
 // An attached process's ShmMedium, with back-pressure toward the fabric: it takes no more

@@ -30,6 +30,16 @@ constexpr std::uint64_t kProbeValue = 0x57454654'50524F42ull;
 // The word a peer reads to learn whether cross-memory attach works between us.
 volatile std::uint64_t g_probe = kProbeValue;
 
+// share_pool's message (with the memfd) and accept_pool's answer.
+constexpr std::uint32_t kPoolMagic = 0x5746504C;   // "WFPL"
+constexpr std::uint32_t kPoolMapped = 0x5746504D;  // "WFPM"
+struct PoolMsg {
+  std::uint32_t magic;
+  std::uint32_t reserved;
+  std::uint64_t base;  // the pool's address in the sender
+  std::uint64_t bytes;
+};
+
 struct Hello {
   std::uint32_t magic;
   std::uint32_t version;
@@ -95,9 +105,9 @@ DirectNode::~DirectNode() {
     const auto& c = medium_->counters();
     log()->info(
         "shm stats: tx wire {} by-ref {} full {} | rx wire {} by-ref {} | cma calls {} bytes {} "
-        "errors {} | doorbells {} dropped {}",
+        "errors {} | pool bytes {} | copied by peer {} for peer {} | doorbells {} dropped {}",
         c.tx_wire, c.tx_by_ref, c.tx_full, c.rx_wire, c.rx_by_ref, c.cma_calls, c.cma_bytes,
-        c.cma_errors, c.doorbells, c.dropped_dead);
+        c.cma_errors, c.pool_bytes, c.delegated_bytes, c.served_bytes, c.doorbells, c.dropped_dead);
   }
   if (sock_ >= 0) close(sock_);
 }
@@ -194,6 +204,12 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   }
   if (side_a) link.ring_bytes = opts.ring_bytes;
   link.zero_copy_tx = want && (theirs.flags & kWantZeroCopy) && peer_reads_me;
+  // WEFT_SHM_DELEGATE=1: the peer copies parts of what it sends us by reference (shm_medium.hpp
+  // CopyArea). Opt-in: it measured no gain at load 7-15 and was slower on a quiet machine
+  // (bench/io/README.md, session 16), and a preempted peer holding a claimed chunk stalls our
+  // burst. A peer denied writing here stops.
+  const char* delegate = std::getenv("WEFT_SHM_DELEGATE");
+  link.delegate_copies = delegate && std::strcmp(delegate, "1") == 0;
   if (want && !node->zero_copy_rx_)
     log()->warn("shm: cross-memory attach to pid {} not available{}; copying through the ring",
                 cred.pid, (theirs.flags & kWantZeroCopy) ? "" : " (peer copies)");
@@ -246,6 +262,39 @@ Result<std::vector<std::uint8_t>, IoError> DirectNode::recv_oob(TimeNs timeout_n
   if (n < 0) return errno == EAGAIN ? IoError::kTimeout : IoError::kSystem;
   buf.resize(static_cast<std::size_t>(n));
   return buf;
+}
+
+Result<std::size_t, IoError> DirectNode::share_pool(const shm::ShmPool& pool, TimeNs timeout_ns) {
+  if (data_medium_) return IoError::kProtocol;
+  const PoolMsg m{kPoolMagic, 0, reinterpret_cast<std::uint64_t>(pool.base()), pool.bytes()};
+  const int fd = pool.fd();
+  if (!send_with_fds(sock_, &m, sizeof m, &fd, 1)) return IoError::kClosed;
+  PoolMsg answer{};
+  int none[sock::kFdsMax];
+  if (recv_with_fds(sock_, &answer, sizeof answer, none, timeout_ns) < 0) return IoError::kTimeout;
+  if (answer.magic != kPoolMapped || answer.base != m.base) return IoError::kProtocol;
+  // Only now: a by-reference packet from the pool must find it mapped at the peer.
+  medium_->add_tx_pool(pool.base(), pool.bytes());
+  return pool.bytes();
+}
+
+Result<std::size_t, IoError> DirectNode::accept_pool(TimeNs timeout_ns) {
+  if (data_medium_) return IoError::kProtocol;
+  PoolMsg m{};
+  int fds[sock::kFdsMax] = {-1, -1, -1};
+  const int n = recv_with_fds(sock_, &m, sizeof m, fds, timeout_ns);
+  if (n < 0) return IoError::kTimeout;
+  if (n != 1 || m.magic != kPoolMagic) {
+    for (int k = 0; k < n; ++k) close(fds[k]);
+    return IoError::kProtocol;
+  }
+  auto pool = shm::ShmPool::map(fds[0], m.bytes);  // owns the fd from here
+  if (!pool) return IoError::kSystem;
+  medium_->add_rx_pool(m.base, pool->base(), pool->bytes());
+  peer_pools_.push_back(std::move(pool));
+  const PoolMsg answer{kPoolMapped, 0, m.base, m.bytes};
+  if (!send_with_fds(sock_, &answer, sizeof answer, nullptr, 0)) return IoError::kClosed;
+  return static_cast<std::size_t>(m.bytes);
 }
 
 DirectListener::~DirectListener() {

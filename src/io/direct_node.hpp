@@ -27,6 +27,7 @@
 
 #include "src/io/driver.hpp"
 #include "src/io/shm/shm_medium.hpp"
+#include "src/io/shm/shm_pool.hpp"
 
 namespace weft::io {
 
@@ -76,6 +77,16 @@ class DirectNode {
   bool send_oob(std::span<const std::uint8_t> msg);
   Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns);
 
+  // Shared-memory buffers (shm_pool.hpp), over the rendezvous socket: share_pool sends the
+  // pool's memfd and address to the peer and waits until the peer's accept_pool has mapped it;
+  // from then on packets whose payload lies in `pool` travel by reference (the peer memcpys them
+  // from its mapping). `pool` must outlive this node's traffic from it. accept_pool maps the
+  // pool the peer shares (the node keeps the mapping) and answers. The two calls pair up in the
+  // order the sides make them, like any out-of-band message. Not with use_medium. Both return
+  // the pool's size.
+  Result<std::size_t, IoError> share_pool(const shm::ShmPool& pool, TimeNs timeout_ns);
+  Result<std::size_t, IoError> accept_pool(TimeNs timeout_ns);
+
  private:
   friend class DirectListener;
   DirectNode() = default;
@@ -86,8 +97,9 @@ class DirectNode {
   SeededRng rng_{1};
   std::unique_ptr<Device> device_;
   std::unique_ptr<shm::ShmMedium> medium_;
-  std::unique_ptr<Medium> data_medium_;  // use_medium's, when set
-  std::unique_ptr<Driver> driver_;       // declared last: stops before the rest goes
+  std::unique_ptr<Medium> data_medium_;                    // use_medium's, when set
+  std::vector<std::unique_ptr<shm::ShmPool>> peer_pools_;  // accept_pool's mappings
+  std::unique_ptr<Driver> driver_;  // declared last: stops before the rest goes
   int sock_ = -1;
   std::uint16_t lid_ = 0, peer_lid_ = 0;
   pid_t peer_pid_ = 0;

@@ -26,10 +26,13 @@ bool lat_signaled(std::uint32_t i, std::uint32_t iters) {
 }
 constexpr std::uint32_t kAtomicBytes = 8;
 
+constexpr std::uint16_t kParamShmBuffers = 1;  // Params::flags
+constexpr TimeNs kPoolTimeoutNs = 10'000'000'000;
+
 struct Params {
   std::uint32_t magic;
   std::uint8_t verb, mode;
-  std::uint16_t reserved;
+  std::uint16_t flags;
   std::uint32_t max_size;
   std::uint32_t tx_depth;
 };
@@ -61,7 +64,8 @@ struct FreeDeleter {
   void operator()(std::uint8_t* p) const { std::free(p); }
 };
 
-// One side's verbs objects: a buffer of two halves (send source | receive target).
+// One side's verbs objects: a buffer of two halves (send source | receive target), ordinary
+// private memory or a block of a shared-memory pool (PerfOptions::shm_buffers).
 struct Endpoint {
   PerfLink& node;
   Device& dev;
@@ -70,25 +74,34 @@ struct Endpoint {
   CompletionQueue* rcq = nullptr;
   QueuePair* qp = nullptr;
   MemoryRegion* mr = nullptr;
-  std::unique_ptr<std::uint8_t, FreeDeleter> buf;
+  std::unique_ptr<std::uint8_t, FreeDeleter> own;  // the private buffer
+  std::unique_ptr<shm::ShmPool> pool;              // or the pool the buffer comes from
+  std::uint8_t* buf = nullptr;
   std::size_t half = 0;
   Info peer{};
   std::string error;
 
   explicit Endpoint(PerfLink& n) : node(n), dev(n.device()) {}
-  std::uint8_t* send_half() { return buf.get(); }
-  std::uint8_t* recv_half() { return buf.get() + half; }
+  std::uint8_t* send_half() { return buf; }
+  std::uint8_t* recv_half() { return buf + half; }
 
-  bool setup(std::uint32_t max_size, std::uint32_t tx_depth) {
+  bool setup(std::uint32_t max_size, std::uint32_t tx_depth, bool shm_buffers) {
     half = (std::max<std::size_t>(max_size, 64) + 4095) & ~std::size_t{4095};
-    buf.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, 2 * half)));
+    if (shm_buffers) {
+      pool = shm::ShmPool::create(2 * half);
+      if (!pool) return fail("shared-memory pool: memfd_create/mmap failed");
+      buf = static_cast<std::uint8_t*>(pool->alloc(2 * half));
+    } else {
+      own.reset(static_cast<std::uint8_t*>(std::aligned_alloc(4096, 2 * half)));
+      buf = own.get();
+    }
     if (!buf) return fail("out of memory");
-    std::memset(buf.get(), 0, 2 * half);
+    std::memset(buf, 0, 2 * half);
     pd = *dev.alloc_pd();
     scq = *dev.create_cq(kCqDepth);
     rcq = *dev.create_cq(kCqDepth);
     auto m = dev.reg_mr(
-        pd, buf.get(), 2 * half,
+        pd, buf, 2 * half,
         kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
     if (!m) return fail("reg_mr failed");
     mr = *m;
@@ -108,8 +121,8 @@ struct Endpoint {
   Info info() const {
     return Info{qp->qp_num(),
                 0x1000,
-                reinterpret_cast<std::uint64_t>(buf.get() + half),
-                reinterpret_cast<std::uint64_t>(buf.get()),
+                reinterpret_cast<std::uint64_t>(buf + half),
+                reinterpret_cast<std::uint64_t>(buf),
                 mr->rkey(),
                 0};
   }
@@ -408,6 +421,10 @@ class DirectLink final : public PerfLink {
   Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns) override {
     return n_.recv_oob(timeout_ns);
   }
+  bool share_pool(const shm::ShmPool& pool) override {
+    return n_.share_pool(pool, kPoolTimeoutNs).ok();
+  }
+  bool accept_pool() override { return n_.accept_pool(kPoolTimeoutNs).ok(); }
 
  private:
   DirectNode& n_;
@@ -511,11 +528,14 @@ std::vector<PerfResult> perf_client(PerfLink& node, const PerfOptions& opts) {
   const Params p{kParamsMagic,
                  static_cast<std::uint8_t>(o.verb),
                  static_cast<std::uint8_t>(o.mode),
-                 0,
+                 o.shm_buffers ? kParamShmBuffers : std::uint16_t{0},
                  max_size,
                  o.tx_depth};
-  if (!ep.setup(max_size, o.tx_depth)) return failed(ep.error);
+  if (!ep.setup(max_size, o.tx_depth, o.shm_buffers)) return failed(ep.error);
   if (!send_pod(node, p)) return failed("control socket closed");
+  // Shared buffers: ours to the server, then the server's to us (each waits for the mapping).
+  if (o.shm_buffers && (!node.share_pool(*ep.pool) || !node.accept_pool()))
+    return failed("sharing the buffer pools failed (shared-memory buffers need direct mode)");
   if (!recv_pod(node, ep.peer, o.timeout_ns)) return failed("no answer from the server");
   if (!send_pod(node, ep.info()) || !ep.connect(o.verb)) return failed(ep.error);
   for (std::uint32_t size : o.sizes) {
@@ -558,7 +578,10 @@ bool perf_server(PerfLink& node, std::string* error) {
     return fail("bad parameters from the client");
   const auto verb = static_cast<PerfVerb>(p.verb);
   const auto mode = static_cast<PerfMode>(p.mode);
-  if (!ep.setup(p.max_size, p.tx_depth)) return fail(ep.error);
+  const bool shm_buffers = (p.flags & kParamShmBuffers) != 0;
+  if (!ep.setup(p.max_size, p.tx_depth, shm_buffers)) return fail(ep.error);
+  if (shm_buffers && (!node.accept_pool() || !node.share_pool(*ep.pool)))
+    return fail("sharing the buffer pools failed");
   if (!send_pod(node, ep.info()) || !recv_pod(node, ep.peer, 60'000'000'000) || !ep.connect(verb))
     return fail("handshake with the client failed");
   for (;;) {
@@ -584,7 +607,9 @@ void perf_print_table(std::FILE* out, const PerfOptions& opts, const std::vector
   std::fprintf(out, "                    RDMA_%s %s (weft, %s%s)\n",
                std::string(to_string(opts.verb)).c_str(),
                opts.mode == PerfMode::kBw ? "BW" : "Latency", via.c_str(),
-               zero_copy ? ", zero copy" : ", copy");
+               opts.shm_buffers ? ", shared-memory buffers"
+               : zero_copy      ? ", zero copy"
+                                : ", copy");
   std::fprintf(out, "%s", line);
   if (opts.mode == PerfMode::kBw)
     std::fprintf(out, " %-10s %-13s %-17s %-20s %-19s %s\n", "#bytes", "#iterations",
@@ -620,21 +645,23 @@ void perf_print_json(std::FILE* out, const PerfOptions& opts, const std::vector<
     if (opts.mode == PerfMode::kBw)
       std::fprintf(
           out,
-          "{\"verb\":\"%s\",\"test\":\"bw\",\"zero_copy\":%s,\"bytes\":%u,\"iterations\":%u,"
+          "{\"verb\":\"%s\",\"test\":\"bw\",\"zero_copy\":%s,\"shm_buffers\":%s,\"bytes\":%u,"
+          "\"iterations\":%u,"
           "\"bw_peak_gbps\":%.4f,\"bw_avg_gbps\":%.4f,\"bw_avg_mbps\":%.2f,"
           "\"msg_rate_mpps\":%.6f}\n",
-          verb.c_str(), zero_copy ? "true" : "false", x.bytes, x.iterations, x.bw_peak_gbps,
-          x.bw_avg_gbps, x.bw_avg_gbps * 1e3 / 8, x.msg_rate_mpps);
+          verb.c_str(), zero_copy ? "true" : "false", opts.shm_buffers ? "true" : "false", x.bytes,
+          x.iterations, x.bw_peak_gbps, x.bw_avg_gbps, x.bw_avg_gbps * 1e3 / 8, x.msg_rate_mpps);
     else
       std::fprintf(
           out,
-          "{\"verb\":\"%s\",\"test\":\"lat\",\"zero_copy\":%s,\"bytes\":%u,\"iterations\":%u,"
+          "{\"verb\":\"%s\",\"test\":\"lat\",\"zero_copy\":%s,\"shm_buffers\":%s,\"bytes\":%u,"
+          "\"iterations\":%u,"
           "\"lat_min_us\":%.4f,\"lat_max_us\":%.4f,\"lat_typical_us\":%.4f,"
           "\"lat_avg_us\":%.4f,\"lat_stdev_us\":%.4f,\"lat_p99_us\":%.4f,"
           "\"lat_p999_us\":%.4f}\n",
-          verb.c_str(), zero_copy ? "true" : "false", x.bytes, x.iterations, x.lat_min_us,
-          x.lat_max_us, x.lat_typical_us, x.lat_avg_us, x.lat_stdev_us, x.lat_p99_us,
-          x.lat_p999_us);
+          verb.c_str(), zero_copy ? "true" : "false", opts.shm_buffers ? "true" : "false", x.bytes,
+          x.iterations, x.lat_min_us, x.lat_max_us, x.lat_typical_us, x.lat_avg_us, x.lat_stdev_us,
+          x.lat_p99_us, x.lat_p999_us);
   }
 }
 

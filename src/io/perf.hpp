@@ -28,6 +28,9 @@ struct PerfOptions {
   std::vector<std::uint32_t> sizes{65536};
   std::uint32_t iters = 0;  // 0: 1000 (lat) / 5000 (bw), capped at kPerfBytesPerSizeMax per size
   std::uint32_t tx_depth = 128;
+  // Both sides' buffers come from Weft's shared-memory allocator (shm/shm_pool.hpp), each pool
+  // mapped by the peer too: a payload moves with one memcpy by the receiver. Direct mode only.
+  bool shm_buffers = false;
   TimeNs timeout_ns = 60'000'000'000;  // per size
 };
 inline constexpr std::uint64_t kPerfBytesPerSizeMax = std::uint64_t{1} << 30;
@@ -57,6 +60,13 @@ class PerfLink {
   virtual std::uint16_t peer_lid() const = 0;
   virtual bool send_oob(std::span<const std::uint8_t> msg) = 0;
   virtual Result<std::vector<std::uint8_t>, IoError> recv_oob(TimeNs timeout_ns) = 0;
+  // Shared-memory buffers (PerfOptions::shm_buffers; DirectNode::share_pool / accept_pool).
+  // False where the link has no memory to share with the peer (through a fabric).
+  virtual bool share_pool(const shm::ShmPool& pool) {
+    (void)pool;
+    return false;
+  }
+  virtual bool accept_pool() { return false; }
 };
 
 // weft perf through a fabric daemon: each side attaches to a HCA of the fabric (FabricAttach)

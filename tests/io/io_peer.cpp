@@ -1,7 +1,9 @@
-// tests/io/io_peer.cpp — the child process of shm_test: `io_peer NAME BYTES` connects to the
-// listener NAME in direct mode, runs its Driver on a driver thread (the threaded mode), exposes a
-// BYTES-long region to RC and UD traffic, and answers control messages (peer_protocol.hpp) that
-// check, byte for byte, what the parent's verbs did to its memory. Exits 0 on kExit.
+// tests/io/io_peer.cpp — the child process of shm_test: `io_peer NAME BYTES [pool]` connects to
+// the listener NAME in direct mode, runs its Driver on a driver thread (the threaded mode), exposes
+// a BYTES-long region to RC and UD traffic, and answers control messages (peer_protocol.hpp) that
+// check, byte for byte, what the parent's verbs did to its memory. With `pool` the region comes
+// from a shared-memory pool (shm_pool.hpp): it shares its pool, then maps the parent's. Exits 0 on
+// kExit.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,8 +33,9 @@ bool wait_wc(io::Driver& drv, CompletionQueue* cq, WorkCompletion& wc) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: io_peer NAME BYTES\n");
+  const bool use_pool = argc == 4 && std::strcmp(argv[3], "pool") == 0;
+  if (argc != 3 && !use_pool) {
+    std::fprintf(stderr, "usage: io_peer NAME BYTES [pool]\n");
     return 2;
   }
   const std::size_t bytes = std::strtoull(argv[2], nullptr, 10);
@@ -43,8 +46,16 @@ int main(int argc, char** argv) {
   }
   io::DirectNode& node = **r;
   Device& dev = node.device();
-  auto* buf =
-      static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}));
+  std::unique_ptr<io::shm::ShmPool> pool;
+  std::uint8_t* buf = nullptr;
+  if (use_pool) {
+    pool = io::shm::ShmPool::create(bytes);
+    if (!pool) return 9;
+    buf = static_cast<std::uint8_t*>(pool->alloc(bytes));
+    if (!node.share_pool(*pool, 30'000'000'000) || !node.accept_pool(30'000'000'000)) return 10;
+  } else {
+    buf = static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095}));
+  }
   std::memset(buf, 0, bytes);
   ProtectionDomain* pd = *dev.alloc_pd();
   CompletionQueue* scq = *dev.create_cq(1024);
@@ -121,7 +132,7 @@ int main(int argc, char** argv) {
         case test::PeerCmd::kExit:
           if (paused.owns_lock()) paused.unlock();
           node.driver().stop();
-          std::free(buf);
+          if (!pool) std::free(buf);
           return 0;
       }
     }

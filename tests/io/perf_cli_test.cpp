@@ -45,6 +45,22 @@ TEST(PerfCli, EveryVerbBandwidthGivesOneJsonObjectPerSize) {
   }
 }
 
+// --shm-buffers: both sides' buffers from Weft's shared-memory allocator (every verb; the data
+// itself is checked byte for byte in shm_test). Direct mode only.
+TEST(PerfCli, SharedMemoryBuffersForEveryVerb) {
+  for (const char* verb : {"write", "read", "send", "atomic"}) {
+    SCOPED_TRACE(verb);
+    const CliRun r =
+        weft(std::string("perf ") + verb + " --bw -s 64K -n 100 --local --shm-buffers --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto v = json_lines(r.out);
+    ASSERT_EQ(v.size(), 1u) << r.out;
+    EXPECT_EQ(v[0]["shm_buffers"], true);
+    EXPECT_GT(v[0]["bw_avg_gbps"].get<double>(), 0.0);
+  }
+  EXPECT_NE(weft("perf write --bw -s 4K -n 10 --local --shm-buffers --medium udp").status, 0);
+}
+
 TEST(PerfCli, LatencyOverSeveralSizesOnTheCopyPath) {
   const CliRun r = weft("perf write --lat -s 2K -n 50 --local --copy --json");
   ASSERT_EQ(r.status, 0) << r.out;

@@ -1,6 +1,7 @@
 // tests/io/shm_test.cpp — direct mode over the shared-memory medium between two processes: this
 // test forks and execs io_peer, drives every verb at it and has the peer check its memory byte for
-// byte, on the zero-copy path (cross-memory attach) and the copy path (through the ring). Also:
+// byte, on the zero-copy path (cross-memory attach), the copy path (through the ring) and between
+// buffers of shared-memory pools (shm_pool.hpp: one memcpy, no system call). Also:
 // SIGKILL of the peer ends in RETRY_EXC_ERR + flushed WRs within a bound, and nothing is left
 // behind (no child process, nothing in /dev/shm).
 #include <dirent.h>
@@ -18,6 +19,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+
+#include "emu/fabricd/stub_device.hpp"
 #include "src/io/direct_node.hpp"
 #include "tests/io/peer_protocol.hpp"
 
@@ -61,7 +66,8 @@ std::string children_of_self() {
 // One io_peer child and our side of the connection (inline Driver mode).
 class Peer {
  public:
-  Peer(std::size_t bytes, bool zero_copy, RcOptions rc = {}) : bytes_(bytes) {
+  // pools: both buffers come from shared-memory pools, each mapped by the other side.
+  Peer(std::size_t bytes, bool zero_copy, RcOptions rc = {}, bool pools = false) : bytes_(bytes) {
     static int counter = 0;
     name_ = "io-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
     auto l = DirectListener::bind(name_);
@@ -71,7 +77,8 @@ class Peer {
     if (child_ == 0) {
       if (!zero_copy) setenv("WEFT_SHM_ZERO_COPY", "0", 1);
       const std::string b = std::to_string(bytes);
-      execl(IO_PEER_PATH, "io_peer", name_.c_str(), b.c_str(), static_cast<char*>(nullptr));
+      execl(IO_PEER_PATH, "io_peer", name_.c_str(), b.c_str(), pools ? "pool" : nullptr,
+            static_cast<char*>(nullptr));
       _exit(127);
     }
     DirectOptions o;
@@ -81,11 +88,23 @@ class Peer {
     if (!n) return;
     node_ = std::move(*n);
     Device& dev = node_->device();
-    buf_.reset(
-        static_cast<std::uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095})));
+    if (pools) {
+      // The peer shares first (io_peer), then maps ours.
+      pool_ = shm::ShmPool::create(bytes);
+      EXPECT_TRUE(pool_);
+      if (!pool_) return;
+      pool_buf_ = static_cast<std::uint8_t*>(pool_->alloc(bytes));
+      const bool shared =
+          node_->accept_pool(30'000'000'000).ok() && node_->share_pool(*pool_, 30'000'000'000).ok();
+      EXPECT_TRUE(shared);
+      if (!shared) return;
+    } else {
+      buf_.reset(static_cast<std::uint8_t*>(
+          std::aligned_alloc(4096, (bytes + 4095) & ~std::size_t{4095})));
+    }
     pd_ = *dev.alloc_pd();
     cq_ = *dev.create_cq(1024);
-    mr_ = *dev.reg_mr(pd_, buf_.get(), bytes, kAccessLocalWrite);
+    mr_ = *dev.reg_mr(pd_, buf(), bytes, kAccessLocalWrite);
     QpInitAttr qa;
     qa.pd = pd_;
     qa.send_cq = qa.recv_cq = cq_;
@@ -131,7 +150,7 @@ class Peer {
   }
   bool ready() const { return ready_; }
   DirectNode& node() { return *node_; }
-  std::uint8_t* buf() { return buf_.get(); }
+  std::uint8_t* buf() { return pool_ ? pool_buf_ : buf_.get(); }
   QueuePair* rc() { return rc_; }
 
   test::PeerReply cmd(PeerCmd c, std::uint64_t off, std::uint32_t len, std::uint64_t seed) {
@@ -143,8 +162,9 @@ class Peer {
     return r;
   }
   Errc post(WrOpcode op, std::uint32_t len, std::uint64_t wr_id, std::uint64_t remote_off = 0,
-            std::uint64_t cmp = 0, std::uint64_t swap = 0, std::uint32_t imm = 0) {
-    Sge sge{reinterpret_cast<std::uint64_t>(buf_.get()), len, mr_->lkey()};
+            std::uint64_t cmp = 0, std::uint64_t swap = 0, std::uint32_t imm = 0,
+            std::uint64_t local_off = 0) {
+    Sge sge{reinterpret_cast<std::uint64_t>(buf() + local_off), len, mr_->lkey()};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = op;
@@ -158,7 +178,7 @@ class Peer {
     return rc_->post_send(wr);
   }
   Errc post_ud(std::uint32_t len, std::uint64_t wr_id) {
-    Sge sge{reinterpret_cast<std::uint64_t>(buf_.get()), len, mr_->lkey()};
+    Sge sge{reinterpret_cast<std::uint64_t>(buf()), len, mr_->lkey()};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = WrOpcode::kSend;
@@ -198,6 +218,8 @@ class Peer {
   bool ready_ = false, killed_ = false, reaped_ = false;
   std::unique_ptr<DirectNode> node_;
   std::unique_ptr<std::uint8_t, FreeDeleter> buf_;
+  std::unique_ptr<shm::ShmPool> pool_;  // with pools: buf() is pool_buf_, a block of pool_
+  std::uint8_t* pool_buf_ = nullptr;
   ProtectionDomain* pd_ = nullptr;
   CompletionQueue* cq_ = nullptr;
   MemoryRegion* mr_ = nullptr;
@@ -315,6 +337,58 @@ TEST_P(ShmPaths, EveryVerbByteExactFromOneByteToThreeMiB) {
 INSTANTIATE_TEST_SUITE_P(Io, ShmPaths, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "ZeroCopy" : "Copy"; });
 
+// Buffers from shared-memory pools, with cross-memory attach switched off: payloads of 1 KiB and
+// more still travel by reference (the peer maps the pool) and each lands with one memcpy by the
+// receiver — no process_vm_readv at all.
+TEST(Shm, EveryVerbByteExactBetweenSharedPoolBuffers) {
+  Peer p(4 << 20, false, {}, true);
+  ASSERT_TRUE(p.ready());
+  EXPECT_FALSE(p.node().zero_copy_tx());
+  EXPECT_FALSE(p.node().zero_copy_rx());
+  std::uint64_t seed = 700;
+  for (std::uint32_t size : {1u, 8u, 1023u, 1024u, 4097u, 65539u, (1u << 20) + 5, 3u << 20}) {
+    check_rc_verbs(p, size, seed += 10);
+    if (HasFatalFailure()) return;
+  }
+  check_atomics(p);
+  for (std::uint32_t size : {1u, 1024u, 4096u}) check_ud(p, size, seed += 10);
+  const auto& c = p.node().medium().counters();
+  EXPECT_GT(c.tx_by_ref, 0u) << "WRITE and SEND payloads by reference into the shared pool";
+  EXPECT_GT(c.rx_by_ref, 0u) << "READ responses by reference from the peer's pool";
+  EXPECT_GT(c.pool_bytes, 0u) << "copied out of our mapping of the peer's pool";
+  EXPECT_EQ(c.cma_calls, 0u) << "no cross-memory attach";
+  EXPECT_EQ(c.cma_errors, 0u);
+}
+
+TEST(ShmPool, AllocatesPageBlocksAndCoalescesWhatIsFreed) {
+  auto pool = shm::ShmPool::create(10 * shm::kPoolAlignBytes);
+  ASSERT_TRUE(pool);
+  EXPECT_EQ(pool->bytes(), 10 * shm::kPoolAlignBytes);
+  auto* a = static_cast<std::uint8_t*>(pool->alloc(1));
+  auto* b = static_cast<std::uint8_t*>(pool->alloc(shm::kPoolAlignBytes + 1));
+  auto* c = static_cast<std::uint8_t*>(pool->alloc(3 * shm::kPoolAlignBytes));
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a, pool->base());
+  EXPECT_EQ(b, a + shm::kPoolAlignBytes);
+  EXPECT_EQ(c, b + 2 * shm::kPoolAlignBytes);
+  EXPECT_EQ(pool->free_bytes(), 4 * shm::kPoolAlignBytes);
+  EXPECT_EQ(pool->alloc(5 * shm::kPoolAlignBytes), nullptr) << "larger than any free block";
+  EXPECT_TRUE(pool->contains(c, 3 * shm::kPoolAlignBytes));
+  EXPECT_FALSE(pool->contains(c, 8 * shm::kPoolAlignBytes));
+  pool->free(b);
+  pool->free(a);  // merges with b's block
+  EXPECT_EQ(pool->alloc(3 * shm::kPoolAlignBytes), a) << "a and b coalesced";
+  pool->free(c);
+  EXPECT_EQ(pool->free_bytes(), 7 * shm::kPoolAlignBytes);
+  // The same memory through a second mapping of the memfd (what the peer does).
+  std::memset(a, 0x5A, 100);
+  auto again = shm::ShmPool::map(dup(pool->fd()), pool->bytes());
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->base(), pool->base());
+  EXPECT_EQ(again->base()[99], 0x5A);
+  EXPECT_EQ(shm::ShmPool::create(0), nullptr);
+}
+
 TEST(Shm, SixtyFourMiBMessagesOnBothPaths) {
   constexpr std::uint32_t kSize = 64u << 20;
   for (bool zc : {true, false}) {
@@ -329,6 +403,40 @@ TEST(Shm, SixtyFourMiBMessagesOnBothPaths) {
 // completes only after the responder pulled its payload and acknowledged it; a UD send completes
 // as soon as it leaves (IBA 10.8.3.1), so its payload must be copied onto the ring: here the peer
 // is held (its driver cannot take packets) while our buffer is overwritten after completion.
+// Copy delegation (shm_medium.hpp CopyArea): the receiver hands chunks of its copies to the
+// sender, and the chunks in flight may land in any order — so two WRITEs over the same bytes,
+// posted back to back (one receive burst), must still leave the second one's bytes, and two READs
+// into the same local bytes the second READ's. Messages of 1 MiB make chunks of 64 KiB and more.
+TEST(Shm, LaterBytesOverTheSameDestinationWinWhileThePeerCopies) {
+  constexpr std::uint32_t kMsg = 1 << 20;
+  setenv("WEFT_SHM_DELEGATE", "1", 1);  // both sides (the peer inherits it)
+  Peer p(4 * kMsg, true);
+  unsetenv("WEFT_SHM_DELEGATE");
+  ASSERT_TRUE(p.ready());
+  for (std::uint64_t round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::uint64_t a = 100 + 4 * round, b = a + 1, c = a + 2, d = a + 3;
+    test::fill_pattern(p.buf(), kMsg, a);
+    test::fill_pattern(p.buf() + kMsg, kMsg, b);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, kMsg, 1, 0, 0, 0, 0, 0), Errc::kOk);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaWrite, kMsg, 2, 0, 0, 0, 0, kMsg), Errc::kOk);
+    auto wcs = p.wait(2);
+    ASSERT_EQ(wcs.size(), 2u);
+    for (const auto& wc : wcs) ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    auto r = p.cmd(PeerCmd::kCheck, 0, kMsg, b);
+    EXPECT_EQ(r.ok, 1u) << "WRITE over WRITE: first bad byte " << r.value;
+    ASSERT_EQ(p.cmd(PeerCmd::kFill, 0, kMsg, c).ok, 1u);
+    ASSERT_EQ(p.cmd(PeerCmd::kFill, kMsg, kMsg, d).ok, 1u);
+    std::memset(p.buf(), 0, kMsg);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaRead, kMsg, 3, 0), Errc::kOk);
+    ASSERT_EQ(p.post(WrOpcode::kRdmaRead, kMsg, 4, kMsg), Errc::kOk);
+    wcs = p.wait(2);
+    ASSERT_EQ(wcs.size(), 2u);
+    for (const auto& wc : wcs) ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    EXPECT_EQ(test::check_pattern(p.buf(), kMsg, d), kMsg) << "READ over READ";
+  }
+}
+
 TEST(Shm, ABufferIsReusableOnceItsWrCompletesOnTheZeroCopyPath) {
   Peer p(1 << 20, true);
   ASSERT_TRUE(p.ready());
@@ -404,6 +512,70 @@ TEST(Shm, ANameIsTakenOnce) {
   auto b = DirectListener::bind(name);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.error(), IoError::kAddressInUse);
+}
+
+// A Device that sends nothing and keeps the wire images it receives.
+class Sink final : public fabricd::StubDevice {
+ public:
+  Sink() : StubDevice(DeviceConfig{}) {}
+  using StubDevice::on_packet;
+  void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
+    got.emplace_back(wire.begin(), wire.end());
+  }
+  std::vector<std::vector<std::uint8_t>> got;
+};
+
+// The fabric daemon writes its client's packets with tx_packet and leaves the publish to its
+// driver's next pass, tx_burst over a Device with nothing to send: that pass must publish them
+// (a burst that published only what its own Device gave left every such packet unseen).
+TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
+  constexpr std::size_t kRing = 1 << 16;
+  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
+  const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // Both sides in this process; each owns its fds (the medium closes them).
+  shm::ShmLinkConfig ca{.memfd = memfd,
+                        .ring_bytes = kRing,
+                        .side_a = true,
+                        .rx_doorbell = bell_ba,
+                        .tx_doorbell = bell_ab,
+                        .peer_pid = getpid()};
+  shm::ShmLinkConfig cb{.memfd = dup(memfd),
+                        .ring_bytes = kRing,
+                        .side_a = false,
+                        .rx_doorbell = dup(bell_ab),
+                        .tx_doorbell = dup(bell_ba),
+                        .peer_pid = getpid()};
+  shm::ShmMedium a(ca), b(cb);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Sink idle, sink;
+  // An RC SEND ONLY (IBA Table 35 opcode 0x04), LRH (LNH 2: BTH next) + BTH, 16 payload bytes.
+  std::uint8_t payload[16];
+  for (std::uint8_t i = 0; i < 16; ++i) payload[i] = static_cast<std::uint8_t>(0xA0 + i);
+  TxPacket pkt{};
+  pkt.headers[1] = 2;
+  pkt.headers[8] = 0x04;
+  pkt.header_bytes = 20;
+  pkt.payload = payload;
+  pkt.payload_bytes = sizeof payload;
+  for (int i = 0; i < 3; ++i) {
+    pkt.headers[19] = static_cast<std::uint8_t>(i);  // BTH PSN, low byte
+    ASSERT_TRUE(a.tx_packet(idle, pkt));
+  }
+  EXPECT_EQ(b.rx_burst(sink, 0, 16), 0u);  // written, not yet published
+  EXPECT_EQ(a.tx_burst(idle, 0, 16), 0u);  // the Device had nothing; the records go out
+  // Expect: the three packets, in order, byte for byte (headers, payload, zero pad and CRCs).
+  EXPECT_EQ(b.rx_burst(sink, 0, 16), 3u);
+  ASSERT_EQ(sink.got.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<std::uint8_t>& w = sink.got[static_cast<std::size_t>(i)];
+    ASSERT_EQ(w.size(), pkt.wire_bytes());
+    EXPECT_EQ(w[8], 0x04);
+    EXPECT_EQ(w[19], i);
+    EXPECT_EQ(std::memcmp(w.data() + 20, payload, sizeof payload), 0);
+  }
 }
 
 // After every test of the binary: nothing of ours survives (no child, nothing in /dev/shm).

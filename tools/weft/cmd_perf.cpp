@@ -1,6 +1,6 @@
 // tools/weft/cmd_perf.cpp — `weft perf`: perftest's tools in one command, over direct mode.
 //   weft perf write|read|send|atomic [--bw|--lat] [-s SIZE | -a] [-n ITERS] [-t DEPTH]
-//             [--server [--name N] | --client N | --local] [--copy] [--json]
+//             [--server [--name N] | --client N | --local] [--copy] [--shm-buffers] [--json]
 //             [--fabric F | --direct]
 //             [--medium shm|udp|dpdk] [--udp-ip A] [--dpdk-vdev V] [--dpdk-args "..."]
 // Direct mode by default; through the fabric daemon F with --fabric F (or WEFT_FABRIC in the
@@ -39,7 +39,7 @@ namespace {
 struct PerfArgs {
   std::string verb = "write";
   bool bw = false, lat = false, all = false, server = false, local = false, copy = false,
-       json = false, direct = false;
+       json = false, direct = false, shm_buffers = false;
   std::string fabric, cpus;
   std::string size = "65536";
   std::uint32_t iters = 0, tx_depth = 128;
@@ -350,6 +350,9 @@ void run(PerfArgs a) {
   }
   o.iters = a.iters;
   o.tx_depth = a.tx_depth;
+  o.shm_buffers = a.shm_buffers;
+  if (a.shm_buffers && a.medium != "shm")
+    throw CLI::ValidationError("perf", "--shm-buffers needs the shared-memory medium");
   io::DirectOptions d;
   d.zero_copy = !a.copy;
   const int modes = int{a.server} + int{!a.client.empty()} + int{a.local};
@@ -362,6 +365,8 @@ void run(PerfArgs a) {
     if (a.medium != "shm")
       throw CLI::ValidationError("perf", "--medium is for direct mode (a fabric daemon uses shm)");
     if (a.copy) throw CLI::ValidationError("perf", "--copy is for direct mode (a fabric copies)");
+    if (a.shm_buffers)
+      throw CLI::ValidationError("perf", "--shm-buffers is for direct mode (a fabric copies)");
     run_fabric(a, o, fabric);
     return;
   }
@@ -449,6 +454,9 @@ void add_perf(CLI::App& app) {
   cmd->add_option("--client", a->client, "Connect to the server of that rendezvous name");
   cmd->add_flag("--local", a->local, "Run both sides: fork a server, connect to it");
   cmd->add_flag("--copy", a->copy, "No zero copy: payloads go through the ring");
+  cmd->add_flag("--shm-buffers", a->shm_buffers,
+                "Buffers from Weft's shared-memory allocator, mapped by both sides: one memcpy "
+                "per payload, no system call (direct mode)");
   cmd->add_option("--cpus", a->cpus, "With --local: pin the server to CPU A, the client to B");
   cmd->add_flag("--json", a->json, "One JSON object per size instead of the table");
   auto* fab = cmd->add_option("--fabric", a->fabric,

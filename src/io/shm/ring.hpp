@@ -111,6 +111,12 @@ class RingProducer {
     head_cached_ = s_->head.load(std::memory_order_acquire);
     return free_bytes() >= need;
   }
+  // Free bytes, counting what the consumer freed: head is re-read only when fewer than `want`
+  // are known free (the head line moves only when the producer runs short).
+  std::size_t free_bytes_refreshed(std::size_t want) {
+    if (free_bytes() < want) head_cached_ = s_->head.load(std::memory_order_acquire);
+    return free_bytes();
+  }
   // A body of `body` bytes to fill, or nullptr when the ring is full. Complete it with commit().
   std::uint8_t* reserve(std::size_t body) {
     WEFT_ASSERT(body <= body_max());

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,46 +35,236 @@ std::uint8_t bth_opcode(const std::uint8_t* headers) {
 // sent after its pull. UD and UC sends complete as soon as they leave (IBA 10.8.3.1): the
 // application may reuse or free the buffer before the receiver even looks at the record, so
 // their payloads are always copied onto the ring.
+// A payload in a pool the peer maps (shm_pool.hpp) qualifies without cross-memory attach.
 bool by_reference(bool zero_copy_tx, const Device& dev, const TxPacket& pkt, std::uint8_t op) {
   return zero_copy_tx && pkt.payload_bytes >= kZeroCopyBytesMin && (op >> 5) == 0 &&
          dev.payload_stable(pkt);
 }
 
+std::uint64_t slot_bytes(const CopySlot& slot) {
+  std::uint64_t n = 0;
+  for (std::uint32_t i = 0; i < slot.count && i < kCopyIovMax; ++i) n += slot.iov[i].len;
+  return n;
+}
+
 }  // namespace
+
+void CrossMemory::add_window(std::uint64_t remote_base, const std::uint8_t* local,
+                             std::size_t bytes) {
+  windows_.push_back({remote_base, local, bytes});
+}
+
+const std::uint8_t* CrossMemory::in_window(const std::uint8_t* src, std::size_t len) const {
+  const auto a = reinterpret_cast<std::uint64_t>(src);
+  for (const Window& w : windows_)
+    if (a >= w.remote_base && len <= w.bytes && a - w.remote_base <= w.bytes - len)
+      return w.local + (a - w.remote_base);
+  return nullptr;
+}
 
 void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
   if (len == 0) return;
+  // Bytes over a chunk the peer may be writing: that chunk first (the later bytes must win).
+  if (!inflight_.empty() && overlaps_inflight(dst, len)) wait_inflight();
+  const auto orig = reinterpret_cast<std::uint64_t>(src);
+  const std::uint8_t* local = windows_.empty() ? nullptr : in_window(src, len);
+  const bool is_local = local != nullptr;
+  if (local) src = local;
   if (!local_.empty()) {
     iovec& l = local_.back();
     iovec& r = remote_.back();
-    if (static_cast<std::uint8_t*>(l.iov_base) + l.iov_len == dst &&
+    if (pending_local_ == is_local && static_cast<std::uint8_t*>(l.iov_base) + l.iov_len == dst &&
         static_cast<std::uint8_t*>(r.iov_base) + r.iov_len == src) {
       l.iov_len += len;
       r.iov_len += len;
       pending_bytes_ += len;
+      if (area_ && pending_bytes_ >= kDelegateBytesMin) hand_off();
       return;
     }
-    if (local_.size() == kIovMax) flush();
+    if (local_.size() == kIovMax || pending_local_ != is_local) flush_pending();
   }
+  pending_local_ = is_local;
   local_.push_back({dst, len});
   remote_.push_back({const_cast<std::uint8_t*>(src), len});
+  orig_.push_back(orig);
   pending_bytes_ += len;
+  if (area_ && pending_bytes_ >= kDelegateBytesMin) hand_off();
 }
 
 bool CrossMemory::flush() {
-  if (local_.empty()) return true;
-  ++calls_;
-  const ssize_t n =
-      process_vm_readv(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
-  const bool ok = n >= 0 && static_cast<std::size_t>(n) == pending_bytes_;
-  if (n > 0) bytes_ += static_cast<std::uint64_t>(n);
-  errno_ = ok ? 0 : (n < 0 ? errno : EFAULT);
-  if (!ok) ++failures_;
+  // The tail chunk is copied here: the peer would start on it no sooner than this process.
+  bool ok = flush_pending();
+  if (!inflight_.empty()) ok = wait_inflight() && ok;
+  return ok;
+}
 
+bool CrossMemory::flush_pending() {
+  if (local_.empty()) return true;
+  bool ok = true;
+  if (pending_local_) {
+    // From this process's mapping of the peer's pool: the sender wrote the bytes before it
+    // published the records (release), which the ring's consumer read with acquire.
+    for (std::size_t i = 0; i < local_.size(); ++i)
+      std::memcpy(local_[i].iov_base, remote_[i].iov_base, local_[i].iov_len);
+    memcpy_bytes_ += pending_bytes_;
+  } else {
+    ++calls_;
+    const ssize_t n =
+        process_vm_readv(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
+    ok = n >= 0 && static_cast<std::size_t>(n) == pending_bytes_;
+    if (n > 0) bytes_ += static_cast<std::uint64_t>(n);
+    errno_ = ok ? 0 : (n < 0 ? errno : EFAULT);
+    if (!ok) ++failures_;
+  }
   local_.clear();
   remote_.clear();
+  orig_.clear();
   pending_bytes_ = 0;
   return ok;
+}
+
+bool CrossMemory::overlaps_inflight(const std::uint8_t* dst, std::size_t len) const {
+  const auto a = reinterpret_cast<std::uint64_t>(dst);
+  return a < inflight_hi_ && a + len > inflight_lo_;
+}
+
+void CrossMemory::hand_off() {
+  // A slot the peer finished goes back to the free list first (oldest first: they are posted
+  // and finished roughly in order).
+  while (!inflight_.empty()) {
+    const std::uint32_t st = area_->state[inflight_.front()].load(std::memory_order_acquire);
+    if (st != kCopyDone) break;
+    delegated_bytes_ += slot_bytes(area_->slot[inflight_.front()]);
+    area_->state[inflight_.front()].store(kCopyFree, std::memory_order_relaxed);
+    inflight_.erase(inflight_.begin());
+  }
+  if (inflight_.empty()) inflight_lo_ = UINT64_MAX, inflight_hi_ = 0;
+  std::size_t s = kCopySlots;
+  // A slot is kFree exactly when it is not in inflight_ (this side frees it when it leaves).
+  if (local_.size() <= kCopyIovMax && !area_->refused.load(std::memory_order_relaxed))
+    for (std::size_t i = 0; i < kCopySlots; ++i)
+      if (area_->state[i].load(std::memory_order_relaxed) == kCopyFree) {
+        s = i;
+        break;
+      }
+  if (s == kCopySlots) {
+    flush_pending();
+    return;
+  }
+  CopySlot& slot = area_->slot[s];
+  slot.count = static_cast<std::uint32_t>(local_.size());
+  for (std::size_t i = 0; i < local_.size(); ++i) {
+    const auto d = reinterpret_cast<std::uint64_t>(local_[i].iov_base);
+    slot.iov[i] = {d, orig_[i], local_[i].iov_len};
+    inflight_lo_ = std::min(inflight_lo_, d);
+    inflight_hi_ = std::max<std::uint64_t>(inflight_hi_, d + local_[i].iov_len);
+  }
+  slot.reserved = pending_local_ ? 1 : 0;
+  area_->state[s].store(kCopyPosted, std::memory_order_release);
+  inflight_.push_back(s);
+  local_.clear();
+  remote_.clear();
+  orig_.clear();
+  pending_bytes_ = 0;
+}
+
+bool CrossMemory::take_back(std::size_t s) {
+  const CopySlot& slot = area_->slot[s];
+  const bool was_local = slot.reserved != 0;
+  bool ok = true;
+  for (std::uint32_t i = 0; i < slot.count && i < kCopyIovMax; ++i) {
+    auto* dst = reinterpret_cast<std::uint8_t*>(slot.iov[i].dst);
+    const auto* src = reinterpret_cast<const std::uint8_t*>(slot.iov[i].src);
+    const std::size_t len = slot.iov[i].len;
+    const std::uint8_t* local = was_local ? in_window(src, len) : nullptr;
+    pending_local_ = local != nullptr;
+    local_.push_back({dst, len});
+    remote_.push_back({const_cast<std::uint8_t*>(local ? local : src), len});
+    orig_.push_back(slot.iov[i].src);
+    pending_bytes_ += len;
+    ok = flush_pending() && ok;  // one chunk, one iovec at a time: kinds may differ
+  }
+  return ok;
+}
+
+bool CrossMemory::peer_gone() const {
+  return kill(pid_, 0) != 0 && errno == ESRCH;
+}
+
+bool CrossMemory::wait_inflight() {
+  bool ok = flush_pending();  // take_back uses the pending list
+  for (const std::size_t s : inflight_) {
+    std::atomic<std::uint32_t>& st = area_->state[s];
+    std::uint32_t v = kCopyPosted;
+    if (st.compare_exchange_strong(v, kCopyStolen, std::memory_order_acquire)) {
+      ok = take_back(s) && ok;
+    } else {
+      // The peer is copying it (a chunk takes it microseconds); it may be preempted, so after a
+      // while yield the CPU, and give up on a peer that has exited.
+      for (std::uint32_t spins = 0; (v = st.load(std::memory_order_acquire)) == kCopyClaimed;
+           ++spins) {
+        if (spins < 4096) {
+          __builtin_ia32_pause();
+        } else {
+          sched_yield();
+          if (spins % 1024 == 0 && peer_gone()) break;
+        }
+      }
+      if (v == kCopyDone) {
+        delegated_bytes_ += slot_bytes(area_->slot[s]);
+      } else {
+        // Failed or abandoned: do it here (a dead peer's bytes cannot be read either: counted).
+        ok = take_back(s) && ok;
+      }
+    }
+    st.store(kCopyFree, std::memory_order_relaxed);
+  }
+  inflight_.clear();
+  inflight_lo_ = UINT64_MAX;
+  inflight_hi_ = 0;
+  return ok;
+}
+
+std::uint64_t CrossMemory::serve(CopyArea* area) {
+  std::uint64_t bytes = 0;
+  if (serve_refused_) return 0;
+  for (std::size_t s = 0; s < kCopySlots; ++s) {
+    std::atomic<std::uint32_t>& st = area->state[s];
+    if (st.load(std::memory_order_relaxed) != kCopyPosted) continue;
+    std::uint32_t v = kCopyPosted;
+    if (!st.compare_exchange_strong(v, kCopyClaimed, std::memory_order_acquire)) continue;
+    const CopySlot& slot = area->slot[s];
+    iovec l[kCopyIovMax], r[kCopyIovMax];
+    std::size_t n = 0, want = 0;
+    bool ok = true;
+    for (std::uint32_t i = 0; i < slot.count && i < kCopyIovMax; ++i) {
+      auto* dst = reinterpret_cast<std::uint8_t*>(slot.iov[i].dst);
+      auto* src = reinterpret_cast<std::uint8_t*>(slot.iov[i].src);
+      const std::size_t len = slot.iov[i].len;
+      // The destination in the peer's pool, which this process maps: a plain memcpy.
+      if (const std::uint8_t* mine = windows_.empty() ? nullptr : in_window(dst, len)) {
+        std::memcpy(const_cast<std::uint8_t*>(mine), src, len);
+        continue;
+      }
+      l[n] = {src, len};
+      r[n] = {dst, len};
+      ++n;
+      want += len;
+    }
+    if (n) {
+      const ssize_t got = process_vm_writev(pid_, l, n, r, n, 0);
+      ok = got >= 0 && static_cast<std::size_t>(got) == want;
+      if (got < 0 && (errno == EPERM || errno == EACCES)) {
+        // Not allowed to write the receiver (ptrace access mode, Yama): it copies from now on.
+        serve_refused_ = true;
+        area->refused.store(1, std::memory_order_relaxed);
+      }
+    }
+    if (ok) bytes += slot_bytes(slot);
+    st.store(ok ? kCopyDone : kCopyFailed, std::memory_order_release);
+  }
+  served_bytes_ += bytes;
+  return bytes;
 }
 
 bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
@@ -90,6 +282,11 @@ bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
     new (&rings[i].head) std::atomic<std::uint64_t>(0);
     new (&rings[i].consumer_sleeping) std::atomic<std::uint32_t>(0);
     new (&rings[i].producer_waiting) std::atomic<std::uint32_t>(0);
+  }
+  auto* areas = reinterpret_cast<CopyArea*>(static_cast<std::uint8_t*>(p) + kCopyAreaOffset);
+  for (int i = 0; i < 2; ++i) {
+    for (auto& st : areas[i].state) new (&st) std::atomic<std::uint32_t>(kCopyFree);
+    new (&areas[i].refused) std::atomic<std::uint32_t>(0);
   }
   munmap(p, kSegmentHeaderBytes);
   return true;
@@ -118,6 +315,10 @@ ShmMedium::ShmMedium(const ShmLinkConfig& cfg) : cfg_(cfg), cma_(cfg.peer_pid) {
     tx_ = RingProducer(&rings[1], data1, cfg.ring_bytes);
     rx_ = RingConsumer(&rings[0], data0, cfg.ring_bytes);
   }
+  // Area 0 holds the copies A hands to B (A receives its payloads through it), area 1 B's.
+  auto* areas = reinterpret_cast<CopyArea*>(bytes + kCopyAreaOffset);
+  if (cfg.delegate_copies) cma_.set_delegation(&areas[cfg.side_a ? 0 : 1]);
+  serve_area_ = &areas[cfg.side_a ? 1 : 0];
   pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, cfg.peer_pid, 0));
 }
 
@@ -133,82 +334,12 @@ void ShmMedium::ring_peer() {
   [[maybe_unused]] auto r = write(cfg_.tx_doorbell, &one, sizeof one);
 }
 
-std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
-  std::size_t n = 0;
-  const bool dead = peer_dead();
-  // A scratch packet kept across calls: zeroing its 96 header bytes (rep stos) for every poll was
-  // a visible part of every idle pass. Only the fields after the headers are reset; the headers
-  // are read up to header_bytes, which poll_transmit writes.
-  static_assert(offsetof(TxPacket, headers) == 0 && std::is_trivially_copyable_v<TxPacket>);
-  static const TxPacket kBlank{};
-  TxPacket& pkt = tx_scratch_;
-  tx_blocked_ = false;
-  while (n < max) {
-    // A full ring: stop; prepare_sleep asks the peer to ring us only if we go to sleep.
-    if (!dead && !tx_room()) {
-      tx_blocked_ = true;
-      ++counters_.tx_full;
-      break;
-    }
-    std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof pkt.headers,
-                reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof pkt.headers,
-                sizeof pkt - sizeof pkt.headers);
-    if (!dev.poll_transmit(now, pkt)) break;
-    ++n;
-    if (dead) {
-      ++counters_.dropped_dead;
-      continue;
-    }
-    const std::uint8_t op = bth_opcode(pkt.headers.data());
-    const std::uint16_t flags =
-        (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-    if (by_reference(cfg_.zero_copy_tx, dev, pkt, op)) {
-      const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
-      std::uint8_t* p = tx_.reserve(body);
-      const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes,
-                      pkt.pad_bytes, static_cast<std::uint8_t>(pkt.header_bytes), 0};
-      std::memcpy(p, &ref, sizeof ref);
-      std::memcpy(p + sizeof ref, pkt.headers.data(), pkt.header_bytes);
-      tx_.commit(body, RecordKind::kByRef, flags);
-      note_by_ref(pkt.payload_bytes);
-      ++counters_.tx_by_ref;
-    } else {
-      const std::size_t body = pkt.wire_bytes();
-      std::uint8_t* p = tx_.reserve(body);
-      if (pkt.crcs_valid || pkt.corrupt) {
-        pkt.write_to({p, body});
-      } else {
-        // CrcMode::kModel: the same IBA layout with the ICRC/VCRC fields left zero (write_to
-        // would compute them; shared memory does not corrupt and the receiver does not check).
-        std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
-        if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
-        std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
-      }
-      tx_.commit(body, RecordKind::kWire, flags);
-      ++counters_.tx_wire;
-    }
-    if (n % kRecordsPerPublish == 0 && tx_.publish()) ring_peer();
-  }
-  if (tx_.publish()) ring_peer();
-  return n;
-}
-
-bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
-  if (peer_dead()) {
-    ++counters_.dropped_dead;
-    return false;
-  }
+bool ShmMedium::write_record(const Device& dev, const TxPacket& pkt) {
   const std::uint8_t op = bth_opcode(pkt.headers.data());
   const std::uint16_t flags =
       (pkt.payload_bytes || op == kOpRcCmpSwap || op == kOpRcFetchAdd) ? kFlagTouchesMemory : 0;
-  // No by-reference bound here: a caller of tx_packet has already taken the packet from its
-  // Device, and a copy instead would only fill the ring and lose it (tx_burst checks first).
-  if (by_reference(cfg_.zero_copy_tx, dev, pkt, op)) {
+  if (by_reference(cfg_.zero_copy_tx || in_tx_pool(pkt), dev, pkt, op)) {
     const std::size_t body = sizeof(ByRef) + pkt.header_bytes;
-    if (!tx_.can_reserve(body)) {
-      ++counters_.tx_full;
-      return false;
-    }
     std::uint8_t* p = tx_.reserve(body);
     const ByRef ref{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes, pkt.pad_bytes,
                     static_cast<std::uint8_t>(pkt.header_bytes), 0};
@@ -219,25 +350,126 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
     return true;
   }
   const std::size_t body = pkt.wire_bytes();
-  if (!tx_.can_reserve(body)) {
-    ++counters_.tx_full;
-    return false;
-  }
   std::uint8_t* p = tx_.reserve(body);
   if (pkt.crcs_valid || pkt.corrupt) {
     pkt.write_to({p, body});
   } else {
+    // CrcMode::kModel: the same IBA layout with the ICRC/VCRC fields left zero (write_to would
+    // compute them; shared memory does not corrupt and the receiver does not check).
     std::memcpy(p, pkt.headers.data(), pkt.header_bytes);
     if (pkt.payload_bytes) std::memcpy(p + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
     std::memset(p + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
   }
   tx_.commit(body, RecordKind::kWire, flags);
   ++counters_.tx_wire;
+  return false;
+}
+
+namespace {
+// The largest record body a packet makes (a wire image of a 4 KiB payload).
+constexpr std::size_t kBodyMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
+constexpr std::size_t kPayloadMax = 4096;
+}  // namespace
+
+std::size_t ShmMedium::tx_batch_room() {
+  // Each packet takes at most record_span(kBodyMax); a batch wraps the ring at most once (one
+  // kSkip shorter than a record) and the zero header after it stays free (ring.hpp).
+  constexpr std::size_t kSpan = record_span(kBodyMax);
+  const std::size_t ring = tx_.free_bytes_refreshed(kPacketsPerBatch * kSpan + kSpan + 8);
+  const std::size_t by_ring = ring > kSpan + 8 ? (ring - kSpan - 8) / kSpan : 0;
+  // The by-reference bound as before (by_ref_room): a packet may start while less than
+  // ring_bytes of payload is referred to, so the batch may pass it by less than one packet.
+  if (!by_ref_room()) return 0;
+  const std::size_t by_ref = (cfg_.ring_bytes - by_ref_bytes_ + kPayloadMax - 1) / kPayloadMax;
+  return std::min({by_ring, by_ref, kPacketsPerBatch});
+}
+
+std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
+  std::size_t n = 0;
+  const bool dead = peer_dead();
+  // tx_batch_ entries are blank except while the Device's packets are in them: an entry is reset
+  // after its record is written, and only the fields after the headers (the headers are read up
+  // to header_bytes, which the Device writes), so an idle poll costs no clearing at all.
+  static_assert(offsetof(TxPacket, headers) == 0 && std::is_trivially_copyable_v<TxPacket>);
+  static const TxPacket kBlank{};
+  constexpr std::size_t kTail = sizeof kBlank - sizeof kBlank.headers;
+  tx_blocked_ = false;
+  while (n < max) {
+    std::size_t k = std::min(max - n, kPacketsPerBatch);
+    if (!dead) {
+      // A full ring: stop; prepare_sleep asks the peer to ring us only if we go to sleep.
+      k = std::min(k, tx_batch_room());
+      if (k == 0) {
+        tx_blocked_ = true;
+        ++counters_.tx_full;
+        break;
+      }
+    }
+    const std::size_t got = dev.poll_transmit_burst(now, {tx_batch_.data(), k});
+    n += got;
+    for (std::size_t i = 0; i < got; ++i) {
+      TxPacket& pkt = tx_batch_[i];
+      if (dead)
+        ++counters_.dropped_dead;
+      else if (write_record(dev, pkt))
+        note_by_ref(pkt.payload_bytes);
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
+                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers, kTail);
+    }
+    // One publish per batch (kPacketsPerBatch <= kRecordsPerPublish): the peer starts on it
+    // while the next batch is built.
+    if (got && tx_.publish()) ring_peer();
+    if (got < k) {
+      // The entry the Device looked at last but did not fill may hold what it wrote there.
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&tx_batch_[got]) + sizeof kBlank.headers,
+                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers, kTail);
+      break;
+    }
+  }
+  // Also when the Device had nothing: records written through tx_packet since the last pass (the
+  // fabric daemon puts packets for its client straight on this ring) wait for this publish.
+  if (tx_.publish()) ring_peer();
+  return n;
+}
+
+bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
+  if (peer_dead()) {
+    ++counters_.dropped_dead;
+    return false;
+  }
+  // No by-reference bound here: a caller of tx_packet has already taken the packet from its
+  // Device, and a copy instead would only fill the ring and lose it (tx_burst checks first).
+  const std::uint8_t op = bth_opcode(pkt.headers.data());
+  const std::size_t body = by_reference(cfg_.zero_copy_tx || in_tx_pool(pkt), dev, pkt, op)
+                               ? sizeof(ByRef) + pkt.header_bytes
+                               : pkt.wire_bytes();
+  if (!tx_.can_reserve(body)) {
+    ++counters_.tx_full;
+    return false;
+  }
+  write_record(dev, pkt);
   return true;
 }
 
+void ShmMedium::add_tx_pool(const std::uint8_t* base, std::size_t bytes) {
+  tx_pools_.emplace_back(base, bytes);
+}
+
+void ShmMedium::add_rx_pool(std::uint64_t remote_base, const std::uint8_t* local,
+                            std::size_t bytes) {
+  cma_.add_window(remote_base, local, bytes);
+}
+
+bool ShmMedium::in_tx_pool(const TxPacket& pkt) const {
+  const auto a = reinterpret_cast<std::uintptr_t>(pkt.payload);
+  for (const auto& [base, bytes] : tx_pools_) {
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    if (a >= b && pkt.payload_bytes <= bytes && a - b <= bytes - pkt.payload_bytes) return true;
+  }
+  return false;
+}
+
 bool ShmMedium::tx_room() {
-  constexpr std::size_t kBodyMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
   return tx_.can_reserve(kBodyMax) && by_ref_room();
 }
 
@@ -277,6 +509,21 @@ void ShmMedium::tx_publish() {
 std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   std::size_t n = 0;
   const bool dead = peer_dead();
+  // Copies the peer handed to us (it receives our by-reference payloads): this side is the
+  // sender of those bytes and has little else to do while the peer works on its packets.
+  if (!dead && cma_.serve(serve_area_)) counters_.served_bytes = cma_.served_bytes();
+  // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
+  // is handed over before any record that is not part of it.
+  std::size_t batched = 0;
+  const auto hand_over = [&] {
+    if (batched == 0) return;
+    dev.set_remote_payload(&cma_);
+    dev.on_packet_burst({rx_batch_.data(), batched}, now);
+    dev.set_remote_payload(nullptr);
+    counters_.rx_by_ref += batched;
+    batched = 0;
+  };
+  static const TxPacket kBlank{};
   while (n < max) {
     const RecordHeader* h = rx_.peek();
     if (!h) break;
@@ -287,28 +534,32 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     } else if (h->kind == RecordKind::kByRef) {
       ByRef ref;
       std::memcpy(&ref, body, sizeof ref);
-      TxPacket pkt;
-      pkt.header_bytes = ref.header_bytes;
-      std::memcpy(pkt.headers.data(), body + sizeof ref,
-                  std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
+      TxPacket& pkt = rx_batch_[batched++];
+      // The headers are read up to header_bytes: only the fields after them are reset.
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
+                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers,
+                  sizeof kBlank - sizeof kBlank.headers);
+      pkt.header_bytes = static_cast<std::uint16_t>(
+          std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
+      std::memcpy(pkt.headers.data(), body + sizeof ref, pkt.header_bytes);
       pkt.payload = reinterpret_cast<const std::uint8_t*>(ref.src);
       pkt.payload_bytes = ref.payload_bytes;
       pkt.pad_bytes = ref.pad_bytes;
-      dev.set_remote_payload(&cma_);
-      dev.on_packet(pkt, now);
-      dev.set_remote_payload(nullptr);
-      ++counters_.rx_by_ref;
+      if (batched == rx_batch_.size()) hand_over();
     } else if (h->kind == RecordKind::kWire) {
+      hand_over();
       // Deferred cross-memory copies land before anything that writes memory after them.
       if (h->flags & kFlagTouchesMemory) cma_.flush();
       dev.on_packet({body, h->bytes}, now);
       ++counters_.rx_wire;
     }
     rx_.pop();
-    // Nothing refers to the popped records any more (a by-reference packet's payload is the
-    // sender's, which stays put until acknowledged), so their space may go back before the pull.
+    // Nothing refers to the popped records any more (a batched packet's headers were copied, a
+    // by-reference payload lives in the sender and stays put until acknowledged), so their space
+    // may go back before the Device has seen them.
     if (n % kRecordsPerPublish == 0 && rx_.release()) ring_peer();
   }
+  hand_over();
   cma_.flush();
   // Every refused or short flush counts (also those place() makes when its iovecs run out).
   if (cma_.failures() != counters_.cma_errors) {
@@ -319,6 +570,8 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   }
   counters_.cma_calls = cma_.calls();
   counters_.cma_bytes = cma_.bytes();
+  counters_.pool_bytes = cma_.memcpy_bytes();
+  counters_.delegated_bytes = cma_.delegated_bytes();
   if (n && rx_.release()) ring_peer();
   return n;
 }

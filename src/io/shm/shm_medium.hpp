@@ -26,6 +26,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -39,8 +40,9 @@
 namespace weft::io::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
-// 2: records publish themselves; 3: records padded to a cache line (ring.hpp kRecordAlign).
-inline constexpr std::uint32_t kSegmentVersion = 3;
+// 2: records publish themselves; 3: records padded to a cache line (ring.hpp kRecordAlign);
+// 4: copy delegation areas in the header (CopyArea).
+inline constexpr std::uint32_t kSegmentVersion = 4;
 inline constexpr std::size_t kSegmentHeaderBytes = 4096;
 inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
 inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
@@ -50,6 +52,9 @@ inline constexpr std::size_t kRingBytesDefault = std::size_t{4} << 20;
 // 512-packet bursts (2 MiB by reference) a peer waiting for the whole burst outlasts its spin
 // and falls asleep, and waking it costs both sides a system call and the wake-up delay.
 inline constexpr std::size_t kRecordsPerPublish = 32;
+// Packets handed to or taken from the Device in one burst call (a slice of a Driver burst).
+inline constexpr std::size_t kPacketsPerBatch = 32;
+static_assert(kPacketsPerBatch <= kRecordsPerPublish, "publish at least once per batch");
 
 // The segment: this header, two RingShared blocks (A->B, B->A), then both rings' data.
 struct SegmentHeader {
@@ -75,8 +80,57 @@ static_assert(sizeof(ByRef) == 16);
 // Record flags.
 inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is an atomic request
 
+// Copy delegation. The receiver of by-reference packets does every payload copy itself, serially
+// with its engine's work on the packets, while the sender mostly waits. So the receiver hands
+// chunks of the copies it has validated (its engine has checked R_Key, range and access before it
+// calls place()) to the sender: it posts a chunk's (dst, src) pairs in a slot of the CopyArea it
+// owns, goes on with the next packets, and at flush takes back every chunk the sender has not
+// claimed yet and waits for the ones it has. The sender writes a claimed chunk into the
+// receiver's memory (process_vm_writev, or memcpy into its mapping of the receiver's pool).
+// Slot protocol (each slot's state word): the receiver stores kPosted (release) after filling a
+// kFree slot; the sender CASes kPosted -> kClaimed (acquire), copies, stores kDone or kFailed
+// (release); the receiver CASes kPosted -> kStolen to copy a chunk itself, and stores kFree once
+// a chunk is done by either side. Chunks in flight never overlap in their destinations (the
+// receiver waits for them before placing bytes over any of them), so they may land in any order.
+// `refused` (stored by the sender, relaxed): it cannot write the receiver's memory (ptrace
+// denied); the receiver posts nothing more.
+inline constexpr std::size_t kCopySlots = 4;
+inline constexpr std::size_t kCopyIovMax = 8;               // (dst, src) pairs per slot
+inline constexpr std::size_t kDelegateBytesMin = 64 << 10;  // smaller chunks: not worth a post
+enum CopyState : std::uint32_t {
+  kCopyFree,
+  kCopyPosted,
+  kCopyClaimed,
+  kCopyDone,
+  kCopyFailed,
+  kCopyStolen
+};
+struct CopyIov {
+  std::uint64_t dst;  // in the receiver
+  std::uint64_t src;  // in the sender
+  std::uint64_t len;
+};
+struct alignas(64) CopySlot {
+  std::uint32_t count;
+  std::uint32_t reserved;
+  CopyIov iov[kCopyIovMax];
+};
+struct alignas(64) CopyArea {
+  std::atomic<std::uint32_t> state[kCopySlots];
+  std::atomic<std::uint32_t> refused;
+  CopySlot slot[kCopySlots];
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+// In the segment header: the RingShared pair at 1024, the CopyAreas (one per receiving side: A's
+// at kCopyAreaOffset, B's after it) at 1536.
+inline constexpr std::size_t kCopyAreaOffset = 1536;
+static_assert(kCopyAreaOffset + 2 * sizeof(CopyArea) <= kSegmentHeaderBytes);
+
 // The RemotePayload of the receiving side: gathers (dst, remote src) pairs, merging contiguous
-// ones, and moves them with process_vm_readv at flush().
+// ones, and moves them with process_vm_readv at flush(). A source inside a window (a pool of
+// the peer's that this process maps too, shm_pool.hpp) is copied with memcpy from the local
+// mapping instead, also at flush(); the two kinds are never pending together, so the copies
+// land in the order they were placed.
 class CrossMemory final : public RemotePayload {
  public:
   explicit CrossMemory(pid_t pid) : pid_(pid) {
@@ -84,18 +138,50 @@ class CrossMemory final : public RemotePayload {
     remote_.reserve(kIovMax);
   }
   void place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) override;
-  // Returns false when the kernel refused or fell short (errno kept in last_errno()).
+  // Completes every copy placed so far, its own and those handed to the peer. Returns false when
+  // the kernel refused or fell short (errno kept in last_errno()).
   bool flush();
-  bool pending() const { return !local_.empty(); }
+  bool pending() const { return !local_.empty() || !inflight_.empty(); }
+  // Hand chunks of at least kDelegateBytesMin to the peer through `area` (see CopyArea).
+  void set_delegation(CopyArea* area) { area_ = area; }
+  // The sender's part: copies the chunks the peer posted in `area` into the peer's memory.
+  // Returns the bytes copied.
+  std::uint64_t serve(CopyArea* area);
+  std::uint64_t delegated_bytes() const { return delegated_bytes_; }  // copied by the peer
+  std::uint64_t served_bytes() const { return served_bytes_; }        // copied for the peer
+  // The peer's [remote_base, remote_base + bytes) is mapped here at `local`.
+  void add_window(std::uint64_t remote_base, const std::uint8_t* local, std::size_t bytes);
+  std::uint64_t memcpy_bytes() const { return memcpy_bytes_; }
   int last_errno() const { return errno_; }
   std::uint64_t calls() const { return calls_; }
   std::uint64_t failures() const { return failures_; }  // flushes refused or short
   std::uint64_t bytes() const { return bytes_; }
 
  private:
+  struct Window {
+    std::uint64_t remote_base;
+    const std::uint8_t* local;
+    std::size_t bytes;
+  };
+  const std::uint8_t* in_window(const std::uint8_t* src, std::size_t len) const;
+  bool flush_pending();              // the pending chunk, by this process
+  void hand_off();                   // the pending chunk to a free slot, or flush_pending()
+  bool take_back(std::size_t slot);  // a slot's chunk, by this process (pending must be empty)
+  bool wait_inflight();              // every posted chunk done, slots free again
+  bool overlaps_inflight(const std::uint8_t* dst, std::size_t len) const;
+  bool peer_gone() const;
   pid_t pid_;
+  std::vector<Window> windows_;
   std::vector<iovec> local_, remote_;
+  std::vector<std::uint64_t> orig_;  // each pending src as the peer knows it (remote_ may be local)
+  CopyArea* area_ = nullptr;
+  std::vector<std::size_t> inflight_;                         // slots posted, oldest first
+  std::uint64_t inflight_lo_ = UINT64_MAX, inflight_hi_ = 0;  // their destinations' hull
+  std::uint64_t delegated_bytes_ = 0, served_bytes_ = 0;
+  bool serve_refused_ = false;
+  bool pending_local_ = false;  // what is pending are memcpys from a window, not a readv
   std::size_t pending_bytes_ = 0;
+  std::uint64_t memcpy_bytes_ = 0;
   int errno_ = 0;
   std::uint64_t calls_ = 0, bytes_ = 0, failures_ = 0;
 };
@@ -106,6 +192,9 @@ struct ShmCounters {
   std::uint64_t doorbells = 0;     // eventfd writes to wake the peer
   std::uint64_t dropped_dead = 0;  // packets dropped after the peer died
   std::uint64_t cma_calls = 0, cma_bytes = 0, cma_errors = 0;
+  std::uint64_t pool_bytes = 0;       // payload copied out of a shared pool (memcpy, no syscall)
+  std::uint64_t delegated_bytes = 0;  // payload the peer copied into us (CopyArea)
+  std::uint64_t served_bytes = 0;     // payload we copied into the peer for it
 };
 
 struct ShmLinkConfig {
@@ -115,7 +204,8 @@ struct ShmLinkConfig {
   int rx_doorbell = -1;  // eventfd the peer rings when it fills our rx ring (owned)
   int tx_doorbell = -1;  // eventfd we ring (owned)
   pid_t peer_pid = 0;
-  bool zero_copy_tx = false;  // the peer can read our memory and wants zero copy
+  bool zero_copy_tx = false;     // the peer can read our memory and wants zero copy
+  bool delegate_copies = false;  // hand receive copies to the peer (CopyArea; direct mode)
 };
 
 class ShmMedium final : public Medium {
@@ -141,10 +231,17 @@ class ShmMedium final : public Medium {
   // Packet-at-a-time transmit for callers that poll the Device themselves and route each packet
   // to one of several links (the libfabric provider's shm port): tx_packet writes one record
   // (false: no room, or the peer is dead: the packet is dropped), tx_publish publishes the records
-  // and rings the peer if it sleeps. zero_copy_tx may be turned on once the peer's probe answered.
+  // and rings the peer if it sleeps; tx_burst publishes them too (the fabric daemon writes with
+  // tx_packet and leaves the publish to its driver's pass over this medium).
+  // zero_copy_tx may be turned on once the peer's probe answered.
   bool tx_packet(const Device& dev, const TxPacket& pkt);
   void tx_publish();
   void set_zero_copy_tx(bool on) { cfg_.zero_copy_tx = on; }
+  // Shared pools (shm_pool.hpp). add_tx_pool: the peer maps [base, base + bytes) of ours, so
+  // payloads in it travel by reference even without cross-memory attach. add_rx_pool: the
+  // peer's [remote_base, +bytes) is mapped here at `local`; its payloads are memcpy'd from there.
+  void add_tx_pool(const std::uint8_t* base, std::size_t bytes);
+  void add_rx_pool(std::uint64_t remote_base, const std::uint8_t* local, std::size_t bytes);
 
   bool peer_dead() const { return peer_dead_.load(std::memory_order_relaxed); }
   bool zero_copy_tx() const { return cfg_.zero_copy_tx; }
@@ -158,8 +255,13 @@ class ShmMedium final : public Medium {
   bool by_ref_room();  // payload referred to by unconsumed records < ring_bytes
   bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
+  std::size_t tx_batch_room();  // packets of any size the ring and the by-reference bound take
+  // Writes pkt's record (room checked by the caller); true when it went by reference.
+  bool write_record(const Device& dev, const TxPacket& pkt);
+  bool in_tx_pool(const TxPacket& pkt) const;
   ShmLinkConfig cfg_;
-  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;  // (tail after record, bytes)
+  std::vector<std::pair<const std::uint8_t*, std::size_t>> tx_pools_;  // (base, bytes)
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;         // (tail after record, bytes)
   std::uint64_t by_ref_bytes_ = 0;
   void* base_ = nullptr;
   std::size_t map_bytes_ = 0;
@@ -167,9 +269,15 @@ class ShmMedium final : public Medium {
   RingProducer tx_;
   RingConsumer rx_;
   CrossMemory cma_;
+  CopyArea* serve_area_ = nullptr;  // where the peer posts the copies it hands to us
   std::atomic<bool> peer_dead_{false};
   bool tx_blocked_ = false;  // the last transmit stopped on a full ring
-  TxPacket tx_scratch_{};    // tx_burst's packet, reused (see tx_burst)
+  // Packets moved through the Device's burst calls (poll_transmit_burst, on_packet_burst): a
+  // run of one message's packets then costs the engines one set of per-QP checks, and a run of
+  // by-reference packets becomes one coalesced place() (device_impl.cpp receive_run). Kept across
+  // calls: zeroing them for every idle pass would cost more than the pass.
+  std::array<TxPacket, kPacketsPerBatch> tx_batch_{};
+  std::array<TxPacket, kPacketsPerBatch> rx_batch_{};
   ShmCounters counters_{};
 };
 
