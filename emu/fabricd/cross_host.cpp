@@ -1,4 +1,5 @@
-// emu/fabricd/cross_host.cpp — fabric daemons on two hosts as one subnet (see cross_host.hpp).
+// emu/fabricd/cross_host.cpp — fabric daemons on several hosts as one subnet (see
+// cross_host.hpp).
 #include "emu/fabricd/cross_host.hpp"
 
 #include <fnmatch.h>
@@ -34,6 +35,7 @@ std::uint32_t get32(const std::uint8_t* p) {
 }
 
 constexpr std::size_t kHelloBytes = 9;  // boot id, epoch, up
+constexpr std::size_t kNoPeer = SIZE_MAX;  // a crossing link whose peer is not known yet
 
 }  // namespace
 
@@ -107,6 +109,7 @@ class CrossHost::Impl {
     topo::LinkId link = topo::kNoLink;
     topo::NodeId node = topo::kNoNode;  // the local end
     int port = 0;
+    std::size_t peer = kNoPeer;  // which of cfg.peers runs the far end
     RemoteEnd* end = nullptr;
     bool up = false;
     bool heard = false;
@@ -157,7 +160,7 @@ class CrossHost::Impl {
       : fabric(f),
         cfg(c),
         split(std::move(s)),
-        tunnel(c.bind, c.peer),
+        tunnel(c.bind, endpoints(c)),
         vnow(std::move(vn)),
         wake(std::move(wk)),
         dev(*this),
@@ -167,6 +170,12 @@ class CrossHost::Impl {
   }
   ~Impl() {
     for (Cross& c : cross) c.end->orphan();
+  }
+
+  static std::vector<TunnelEndpoint> endpoints(const CrossHostConfig& c) {
+    std::vector<TunnelEndpoint> v;
+    for (const PeerConfig& p : c.peers) v.push_back(p.addr);
+    return v;
   }
 
   // ---- from the Fabric to the tunnel ----
@@ -196,7 +205,9 @@ class CrossHost::Impl {
           const std::size_t at = scratch.size() - wire::kVcrcBytes;
           wire::put_vcrc(std::span<std::uint8_t, wire::kVcrcBytes>(scratch.data() + at, 2),
                          wire::vcrc(std::span<const std::uint8_t>(scratch.data(), at)));
-          send([&] { return tunnel.send_packet(static_cast<std::uint16_t>(c.link), scratch); });
+          send([&] {
+            return tunnel.send_packet_to(c.peer, static_cast<std::uint16_t>(c.link), scratch);
+          });
         } else {
           ++c.dropped_down;
         }
@@ -209,7 +220,9 @@ class CrossHost::Impl {
         const fabric::Packet& p = pool[pk];
         if (c.up && p.bytes.size() >= wire::kMadBytes) {
           smp_image(p);
-          send([&] { return tunnel.send_packet(static_cast<std::uint16_t>(c.link), scratch); });
+          send([&] {
+            return tunnel.send_packet_to(c.peer, static_cast<std::uint16_t>(c.link), scratch);
+          });
         } else {
           ++c.dropped_down;
         }
@@ -229,7 +242,7 @@ class CrossHost::Impl {
           l = {true, fc, 0, io::monotonic_ns(), cfg.fc_refresh_ns};
           arm_refresh(l.sent_wall + l.wait);
         }
-        send([&] { return tunnel.send_fc(static_cast<std::uint16_t>(c.link), fc); });
+        send([&] { return tunnel.send_fc_to(c.peer, static_cast<std::uint16_t>(c.link), fc); });
         wake();
         return;
       }
@@ -262,7 +275,9 @@ class CrossHost::Impl {
           l.blocks_since = 0;
           l.sent_wall = now;
           l.wait = std::min(2 * l.wait, std::max(cfg.fc_refresh_max_ns, cfg.fc_refresh_ns));
-          if (send([&] { return tunnel.send_fc(static_cast<std::uint16_t>(c.link), fc); }))
+          if (send([&] {
+                return tunnel.send_fc_to(c.peer, static_cast<std::uint16_t>(c.link), fc);
+              }))
             ++c.fc_refreshes;
         }
         next_refresh = std::min(next_refresh, l.sent_wall + l.wait);
@@ -305,6 +320,11 @@ class CrossHost::Impl {
       return;
     }
     Cross& c = *it;
+    if (c.peer == kNoPeer) c.peer = f.peer;  // the peer running the far end answered first
+    if (c.peer != f.peer) {
+      ++rx_wrong_peer;
+      return;
+    }
     c.last_rx = wall;
     switch (f.kind) {
       case TunnelKind::kHello:
@@ -385,7 +405,10 @@ class CrossHost::Impl {
     put32(b, boot);
     put32(b + 4, c.epoch);
     b[8] = c.up ? 1 : 0;
-    send([&] { return tunnel.send_hello(static_cast<std::uint16_t>(c.link), b); });
+    // Before its peer is known, to every peer: only the one running the far end answers.
+    for (std::size_t p = 0; p < tunnel.peer_count(); ++p)
+      if (c.peer == kNoPeer || c.peer == p)
+        send([&] { return tunnel.send_hello_to(p, static_cast<std::uint16_t>(c.link), b); });
   }
 
   void set_port(Cross& c, bool up, TimeNs wall) {
@@ -452,6 +475,7 @@ class CrossHost::Impl {
   TimeNs next_refresh = kNoDeadline;
   std::vector<std::uint8_t> scratch;
   std::uint64_t tx_dropped = 0, rx_unknown = 0, rx_while_down = 0, rx_unparsed = 0;
+  std::uint64_t rx_wrong_peer = 0;
 };
 
 void RemoteEnd::on_event(sim::Simulator& /*sim*/, const sim::Event& ev) {
@@ -468,11 +492,38 @@ Result<std::unique_ptr<CrossHost>, std::string> CrossHost::create(fabric::Fabric
                                                                   std::function<void()> wake) {
   auto split = split_topology(fabric.topology(), config.part);
   if (!split.ok()) return split.error();
+  if (config.peers.empty()) return std::string("no peer daemon");
+  const topo::Topology& t = fabric.topology();
+  // Where the peers' parts are known: each node's owner (kNoPeer: here or unknown).
+  std::vector<std::size_t> owner(t.node_count(), kNoPeer);
+  bool all_known = true;
+  for (std::size_t p = 0; p < config.peers.size(); ++p) {
+    const PeerConfig& pc = config.peers[p];
+    if (pc.part.empty()) {
+      all_known = false;
+      continue;
+    }
+    auto ps = split_topology(t, pc.part);
+    if (!ps.ok()) return "peer " + pc.name + ": " + ps.error();
+    for (topo::NodeId n = 0; n < t.node_count(); ++n) {
+      if (!ps.value().local[n] || !t.node(n).is_switch()) continue;
+      if (split.value().local[n])
+        return "switch " + t.node(n).description + " is in this daemon's part and in peer " +
+               pc.name + "'s";
+      if (owner[n] != kNoPeer)
+        return "switch " + t.node(n).description + " is in the parts of peers " +
+               config.peers[owner[n]].name + " and " + pc.name;
+      owner[n] = p;
+    }
+  }
+  if (all_known)
+    for (topo::NodeId n = 0; n < t.node_count(); ++n)
+      if (t.node(n).is_switch() && !split.value().local[n] && owner[n] == kNoPeer)
+        return "switch " + t.node(n).description + " is in no daemon's part";
   auto impl =
       std::make_unique<Impl>(fabric, config, split.value(), std::move(vnow), std::move(wake));
   if (!impl->tunnel.ok()) return impl->tunnel.error();
   if (config.rx_drop > 0.0) impl->tunnel.set_rx_drop(config.rx_drop, config.rx_drop_seed);
-  const topo::Topology& t = fabric.topology();
   for (const topo::LinkId l : split.value().crossing) {
     const topo::Link& k = t.link(l);
     const bool a_here = split.value().local[k.a.node];
@@ -481,6 +532,7 @@ Result<std::unique_ptr<CrossHost>, std::string> CrossHost::create(fabric::Fabric
     c.link = l;
     c.node = here.node;
     c.port = here.port;
+    c.peer = owner[there.node];
     auto end = std::make_unique<RemoteEnd>(fabric, there.node, impl.get(), impl->cross.size());
     c.end = end.get();
     const sim::ComponentId id =
@@ -526,19 +578,92 @@ std::string CrossHost::status() const {
   std::uint64_t refreshes = 0;
   for (const Impl::Cross& c : d.cross) refreshes += c.fc_refreshes;
   std::ostringstream o;
-  o << "tunnel peer " << d.cfg.peer_name << " " << d.cfg.peer.host << ":" << d.cfg.peer.port
-    << " tx_packets " << k.tx_packets << " tx_fc " << k.tx_fc << " tx_errors " << k.tx_errors
+  o << "tunnel tx_packets " << k.tx_packets << " tx_fc " << k.tx_fc << " tx_errors " << k.tx_errors
     << " tx_dropped " << d.tx_dropped << " rx_packets " << k.rx_packets << " rx_fc " << k.rx_fc
     << " rx_hello " << k.rx_hello << " rx_malformed " << k.rx_malformed << " rx_bad_crc "
     << k.rx_bad_crc << " rx_foreign " << k.rx_foreign << " rx_lost " << k.rx_lost
-    << " rx_while_down " << d.rx_while_down << " rx_dropped " << k.rx_dropped << " fc_refreshes "
-    << refreshes << "\n";
+    << " rx_while_down " << d.rx_while_down << " rx_dropped " << k.rx_dropped << " rx_unknown "
+    << d.rx_unknown << " rx_wrong_peer " << d.rx_wrong_peer << " fc_refreshes " << refreshes
+    << "\n";
+  for (std::size_t p = 0; p < d.cfg.peers.size(); ++p) {
+    const auto links = std::count_if(d.cross.begin(), d.cross.end(),
+                                     [p](const Impl::Cross& c) { return c.peer == p; });
+    o << "tunnel peer " << d.cfg.peers[p].name << " " << d.tunnel.peer_address(p).to_string()
+      << " (" << d.cfg.peers[p].addr.host << ") links " << links << "\n";
+  }
   const topo::Topology& t = d.fabric.topology();
   for (const Impl::Cross& c : d.cross)
     o << "cross link " << c.link << " " << t.node(c.node).description << "/" << c.port << " "
       << (c.up ? "up" : "down") << " epoch " << c.epoch << " ups " << c.ups << " downs " << c.downs
-      << " dropped_down " << c.dropped_down << " fc_refreshes " << c.fc_refreshes << "\n";
+      << " dropped_down " << c.dropped_down << " fc_refreshes " << c.fc_refreshes << " peer "
+      << (c.peer == kNoPeer ? std::string("?") : d.cfg.peers[c.peer].name) << "\n";
   return o.str();
+}
+
+Result<std::vector<HostEntry>, std::string> read_hosts_section(std::string_view text) {
+  std::vector<HostEntry> hosts;
+  int line_no = 0;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    ++line_no;
+    constexpr std::string_view kTag = "#weft host";
+    const std::size_t lead = line.find_first_not_of(" \t");
+    if (lead == std::string_view::npos || line.substr(lead, kTag.size()) != kTag) continue;
+    line.remove_prefix(lead + kTag.size());
+    if (!line.empty() && line[0] != ' ' && line[0] != '\t') continue;  // e.g. "#weft hosts"
+    // Tokens: blank-separated, or in double quotes (switch descriptions with blanks).
+    std::vector<std::string> tok;
+    const std::string where = "line " + std::to_string(line_no) + ": ";
+    for (std::size_t i = 0; i < line.size();) {
+      if (line[i] == ' ' || line[i] == '\t' || line[i] == '\r') {
+        ++i;
+      } else if (line[i] == '"') {
+        const std::size_t close = line.find('"', i + 1);
+        if (close == std::string_view::npos) return where + "unclosed quote in #weft host";
+        tok.emplace_back(line.substr(i + 1, close - i - 1));
+        i = close + 1;
+      } else {
+        const std::size_t end = std::min(line.find_first_of(" \t\r", i), line.size());
+        tok.emplace_back(line.substr(i, end - i));
+        i = end;
+      }
+    }
+    if (tok.size() < 3) return where + "#weft host wants NAME HOST[:PORT] SWITCH...";
+    HostEntry h;
+    h.name = tok[0];
+    if (!parse_endpoint(tok[1], h.addr))
+      return where + "host " + h.name + ": not HOST[:PORT] or [IPV6]:PORT: " + tok[1];
+    h.part.assign(tok.begin() + 2, tok.end());
+    for (const HostEntry& o : hosts)
+      if (o.name == h.name) return where + "host " + h.name + " given twice";
+    hosts.push_back(std::move(h));
+  }
+  return hosts;
+}
+
+Result<CrossHostConfig, std::string> cross_host_from_hosts(const std::vector<HostEntry>& hosts,
+                                                           const std::string& me) {
+  CrossHostConfig c;
+  bool found = false;
+  for (const HostEntry& h : hosts) {
+    if (h.name == me) {
+      c.bind = h.addr;
+      c.part = h.part;
+      found = true;
+    } else {
+      c.peers.push_back(PeerConfig{h.name, h.addr, h.part});
+    }
+  }
+  if (!found) {
+    std::string names;
+    for (const HostEntry& h : hosts) names += (names.empty() ? "" : ", ") + h.name;
+    return "no host " + me + " in the topology's hosts section (" +
+           (names.empty() ? std::string("none") : names) + ")";
+  }
+  if (c.peers.empty()) return "host " + me + " is alone in the topology's hosts section";
+  return c;
 }
 
 }  // namespace weft::fabricd

@@ -1,13 +1,21 @@
-// emu/fabricd/cross_host.hpp — one subnet over fabric daemons on two hosts (issue 7, section 5).
+// emu/fabricd/cross_host.hpp — one subnet over fabric daemons on several hosts (issue 7,
+// section 5).
 //
-// Both daemons load the same topology. Each runs its part: the switches named by its `part`
+// Every daemon loads the same topology. Each runs its part: the switches named by its `part`
 // patterns and the HCAs attached to them; the other nodes exist in its Fabric only as inert
 // ghosts (never reached: no link leads to them). A link between a switch of this part and a
-// switch of the other ("crossing" link) is carried by a LinkTunnel: the local switch port's
+// switch of another ("crossing" link) is carried by a LinkTunnel: the local switch port's
 // partner is a RemoteEnd, a Node standing for the far port, that puts what the port sends on the
 // tunnel — data packets (kEvArrive), flow-control packets (kEvFc) and SMPs of the management
 // path (kEvSmp), each as an LRH..VCRC image or an FC packet — and frames from the tunnel enter at
 // the port as arrivals at the daemon's current virtual time (each daemon keeps its own).
+//
+// Which peer: one tunnel (one socket) serves every peer daemon. When a peer's part is known (a
+// `#weft host` section of the topology file names every daemon's switches), a crossing link
+// goes to the peer whose part holds its far switch; otherwise (`--peer` flags) the link's hellos
+// go to every peer until one answers for the link, and the link belongs to that peer from then
+// on (only the daemon running the far switch has the link as a crossing one; the others count
+// the hello as rx_unknown). Frames of a link from another peer are dropped (rx_wrong_peer).
 //
 // Link training: a crossing port starts Down. Hellos (every hello_ns, and at once on a change)
 // carry (boot id, epoch, up): a Down port goes up when it hears the peer at the same or a newer
@@ -41,6 +49,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <weft/types.hpp>
@@ -60,9 +69,18 @@ namespace weft::fabricd {
 inline constexpr TimeNs kFcRefreshNs = 1'000'000;
 inline constexpr TimeNs kFcRefreshMaxNs = 64'000'000;
 
+struct PeerConfig {
+  std::string name;  // for messages only
+  TunnelEndpoint addr;
+  // Its switches, when known (a hosts section): its crossing links are bound to it from the
+  // start, and parts that overlap or leave a switch to nobody are refused. Empty: learned from
+  // its hellos.
+  std::vector<std::string> part;
+};
+
 struct CrossHostConfig {
-  std::string peer_name;           // for messages only
-  TunnelEndpoint bind, peer;       // this daemon's tunnel address and the peer's
+  TunnelEndpoint bind;             // this daemon's tunnel address
+  std::vector<PeerConfig> peers;   // the other daemons (at least one)
   std::vector<std::string> part;   // switches this daemon runs: descriptions, `*` globs or indices
   TimeNs hello_ns = 20'000'000;    // between hellos on each crossing link
   TimeNs dead_ns = 1'000'000'000;  // an Up link hearing nothing this long goes down
@@ -82,6 +100,24 @@ struct Split {
 };
 Result<Split, std::string> split_topology(const topo::Topology& topo,
                                           const std::vector<std::string>& patterns);
+
+// The hosts section of a topology (net) file: lines, inside comments as the file's other Weft
+// extensions (emu/topo/netfile.hpp) so ibnetdiscover and ibsim ignore them,
+//   #weft host NAME HOST[:PORT] SWITCH...
+// one per daemon: its name, its tunnel address (an address or a host name; port
+// kLinkTunnelPort by default) and its switches (descriptions, globs or indices, each optionally
+// in double quotes). An empty result when the text has none. One sentence of error (with the
+// 1-based line) for a malformed line or a name given twice.
+struct HostEntry {
+  std::string name;
+  TunnelEndpoint addr;
+  std::vector<std::string> part;
+};
+Result<std::vector<HostEntry>, std::string> read_hosts_section(std::string_view text);
+// The configuration of the daemon `me` of `hosts`: its address as the bind address, its part,
+// the others as peers with their parts. Error when `me` is not among them or it is alone.
+Result<CrossHostConfig, std::string> cross_host_from_hosts(const std::vector<HostEntry>& hosts,
+                                                           const std::string& me);
 
 class CrossHost {
  public:
@@ -104,7 +140,8 @@ class CrossHost {
   // tx: queued frames out).
   Device& device();
   io::Medium& medium();
-  // Status lines: "tunnel ..." counters and one "cross link L NODE/PORT up|down epoch E" each.
+  // Status lines: "tunnel ..." counters, one "tunnel peer NAME ADDRESS links N" per peer and
+  // one "cross link L NODE/PORT up|down epoch E ... peer NAME" per crossing link.
   std::string status() const;
 
   class Impl;

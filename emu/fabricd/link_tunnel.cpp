@@ -2,6 +2,7 @@
 #include "emu/fabricd/link_tunnel.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,26 +23,6 @@ void put16(std::uint8_t* p, std::uint16_t v) {
 }
 std::uint16_t get16(const std::uint8_t* p) {
   return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
-}
-
-// host (IPv4 or IPv6 literal) and port into a sockaddr; false when host is neither.
-bool to_sockaddr(const TunnelEndpoint& e, sockaddr_storage& out, socklen_t& len) {
-  out = {};
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&out);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out);
-  if (inet_pton(AF_INET, e.host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(e.port);
-    len = sizeof *v4;
-    return true;
-  }
-  if (inet_pton(AF_INET6, e.host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(e.port);
-    len = sizeof *v6;
-    return true;
-  }
-  return false;
 }
 
 bool same_peer(const sockaddr_storage& a, const sockaddr_storage& b) {
@@ -69,35 +50,90 @@ bool parse_endpoint(const std::string& s, TunnelEndpoint& out) {
       if (s[close + 1] != ':') return false;
       port = s.substr(close + 2);
     }
-  } else if (std::count(s.begin(), s.end(), ':') == 1) {  // v4:port
+  } else if (std::count(s.begin(), s.end(), ':') == 1) {  // v4 or name:port
     e.host = s.substr(0, s.find(':'));
     port = s.substr(s.find(':') + 1);
-  } else {  // a bare v4 or v6 address
+    if (port.empty()) return false;
+  } else {  // a bare v4 or v6 address, or a name
     e.host = s;
   }
+  if (e.host.empty()) return false;
   if (!port.empty()) {
     char* end = nullptr;
     const unsigned long p = std::strtoul(port.c_str(), &end, 10);
     if (*end || p == 0 || p > 65535) return false;
     e.port = static_cast<std::uint16_t>(p);
   }
-  sockaddr_storage ss;
-  socklen_t len;
-  if (!to_sockaddr(e, ss, len)) return false;
   out = e;
   return true;
 }
 
-LinkTunnel::LinkTunnel(const TunnelEndpoint& local, const TunnelEndpoint& peer) {
-  sockaddr_storage me{};
-  socklen_t me_len = 0;
-  if (!to_sockaddr(local, me, me_len) || !to_sockaddr(peer, peer_, peer_len_)) {
-    error_ = "link tunnel: addresses must be IPv4 or IPv6 literals (" + local.host + ", " +
-             peer.host + ")";
+std::string SocketAddress::to_string() const {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(ss);
+    inet_ntop(AF_INET, &a.sin_addr, host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(a.sin_port));
+  }
+  const auto& a = reinterpret_cast<const sockaddr_in6&>(ss);
+  inet_ntop(AF_INET6, &a.sin6_addr, host, sizeof host);
+  return "[" + std::string(host) + "]:" + std::to_string(ntohs(a.sin6_port));
+}
+
+Result<SocketAddress, std::string> resolve_endpoint(const TunnelEndpoint& e, int family) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(e.port);
+  const int rc = getaddrinfo(e.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0)
+    return "cannot resolve host '" + e.host + "': " +
+           (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
+  // The first address of the family wanted; with AF_UNSPEC IPv4 first (what a name with both
+  // most likely means on a test network), else the first IPv6 one.
+  const addrinfo* pick = nullptr;
+  for (const int f : {AF_INET, AF_INET6}) {
+    if (family != AF_UNSPEC && f != family) continue;
+    for (const addrinfo* a = res; a && !pick; a = a->ai_next)
+      if (a->ai_family == f) pick = a;
+    if (pick) break;
+  }
+  SocketAddress out;
+  if (pick) {
+    std::memcpy(&out.ss, pick->ai_addr, pick->ai_addrlen);
+    out.len = pick->ai_addrlen;
+  }
+  freeaddrinfo(res);
+  if (!pick)
+    return "host '" + e.host + "' has no " +
+           (family == AF_INET6 ? "IPv6" : family == AF_INET ? "IPv4" : "IPv4 or IPv6") +
+           " address";
+  return out;
+}
+
+LinkTunnel::LinkTunnel(const TunnelEndpoint& local, const std::vector<TunnelEndpoint>& peers) {
+  auto bound = resolve_endpoint(local, AF_UNSPEC);
+  if (!bound.ok()) {
+    error_ = "link tunnel: bind address: " + bound.error();
     return;
   }
-  if (me.ss_family != peer_.ss_family) {
-    error_ = "link tunnel: " + local.host + " and " + peer.host + " are of different families";
+  sockaddr_storage me = bound.value().ss;
+  const socklen_t me_len = bound.value().len;
+  for (const TunnelEndpoint& p : peers) {
+    auto r = resolve_endpoint(p, me.ss_family);
+    if (!r.ok()) {
+      // Say "different families" when the host has an address, only of the other family.
+      error_ = resolve_endpoint(p, AF_UNSPEC).ok()
+                   ? "link tunnel: peer " + p.host + " and bind address " + local.host +
+                         " are of different families (" + r.error() + ")"
+                   : "link tunnel: peer: " + r.error();
+      return;
+    }
+    peers_.push_back(Peer{r.value(), {}, {}, {}});
+  }
+  if (peers_.empty()) {
+    error_ = "link tunnel: no peer";
     return;
   }
   const int fd = socket(me.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -142,21 +178,23 @@ std::uint16_t& LinkTunnel::seq(std::vector<std::uint16_t>& v, std::uint16_t link
   return v[link];
 }
 
-std::uint8_t* LinkTunnel::next_tx(TunnelKind kind, std::uint16_t link) {
-  if (tx_n_ == tx_.size()) return nullptr;
+std::uint8_t* LinkTunnel::next_tx(std::size_t peer, TunnelKind kind, std::uint16_t link) {
+  if (tx_n_ == tx_.size() || peer >= peers_.size()) return nullptr;
+  tx_[tx_n_].peer = peer;
   std::uint8_t* h = tx_[tx_n_].buf.data();
   h[0] = kMagic0;
   h[1] = kMagic1;
   h[2] = kVersion;
   h[3] = static_cast<std::uint8_t>(kind);
   put16(h + 4, link);
-  put16(h + 6, seq(tx_seq_, link)++);
+  put16(h + 6, seq(peers_[peer].tx_seq, link)++);
   return h;
 }
 
-bool LinkTunnel::send_packet(std::uint16_t link, std::span<const std::uint8_t> p) {
+bool LinkTunnel::send_packet_to(std::size_t peer, std::uint16_t link,
+                                std::span<const std::uint8_t> p) {
   if (p.size() < wire::kLrhBytes + wire::kVcrcBytes || p.size() > kTunnelBodyMax) return false;
-  std::uint8_t* h = next_tx(TunnelKind::kPacket, link);
+  std::uint8_t* h = next_tx(peer, TunnelKind::kPacket, link);
   if (!h) return false;
   std::memcpy(h + kTunnelHeaderBytes, p.data(), p.size());
   tx_[tx_n_++].iov = {h, kTunnelHeaderBytes + p.size()};
@@ -165,8 +203,8 @@ bool LinkTunnel::send_packet(std::uint16_t link, std::span<const std::uint8_t> p
   return true;
 }
 
-bool LinkTunnel::send_fc(std::uint16_t link, const link::FcPacket& fc) {
-  std::uint8_t* h = next_tx(TunnelKind::kFlowControl, link);
+bool LinkTunnel::send_fc_to(std::size_t peer, std::uint16_t link, const link::FcPacket& fc) {
+  std::uint8_t* h = next_tx(peer, TunnelKind::kFlowControl, link);
   if (!h) return false;
   link::encode_fc_packet(fc, std::span<std::uint8_t, link::kFcPacketBytes>(h + kTunnelHeaderBytes,
                                                                            link::kFcPacketBytes));
@@ -175,13 +213,10 @@ bool LinkTunnel::send_fc(std::uint16_t link, const link::FcPacket& fc) {
   return true;
 }
 
-bool LinkTunnel::send_hello(std::uint16_t link) {
-  return send_hello(link, {});
-}
-
-bool LinkTunnel::send_hello(std::uint16_t link, std::span<const std::uint8_t> body) {
+bool LinkTunnel::send_hello_to(std::size_t peer, std::uint16_t link,
+                               std::span<const std::uint8_t> body) {
   if (body.size() > kTunnelBodyMax) return false;
-  std::uint8_t* h = next_tx(TunnelKind::kHello, link);
+  std::uint8_t* h = next_tx(peer, TunnelKind::kHello, link);
   if (!h) return false;
   if (!body.empty()) std::memcpy(h + kTunnelHeaderBytes, body.data(), body.size());
   tx_[tx_n_++].iov = {h, kTunnelHeaderBytes + body.size()};
@@ -195,8 +230,9 @@ std::size_t LinkTunnel::flush() {
     for (std::size_t i = 0; i < k; ++i) {
       tx_mm_[i] = {};
       msghdr& m = tx_mm_[i].msg_hdr;
-      m.msg_name = &peer_;
-      m.msg_namelen = peer_len_;
+      Peer& to = peers_[tx_[tx_sent_ + i].peer];
+      m.msg_name = &to.addr.ss;
+      m.msg_namelen = to.addr.len;
       m.msg_iov = &tx_[tx_sent_ + i].iov;
       m.msg_iovlen = 1;
     }
@@ -215,6 +251,7 @@ std::size_t LinkTunnel::flush() {
   } else if (tx_sent_ > 0) {  // keep the unsent ones at the front
     for (std::size_t i = tx_sent_; i < tx_n_; ++i) {
       std::swap(tx_[i - tx_sent_].buf, tx_[i].buf);
+      tx_[i - tx_sent_].peer = tx_[i].peer;
       tx_[i - tx_sent_].iov = {tx_[i - tx_sent_].buf.data(), tx_[i].iov.iov_len};
     }
     tx_n_ -= tx_sent_;
@@ -233,10 +270,13 @@ void LinkTunnel::check(Slot& s, std::size_t n, const std::function<void(const Fr
     ++counters_.rx_dropped;
     return;
   }
-  if (!same_peer(s.from, peer_)) {
+  const auto from = std::find_if(peers_.begin(), peers_.end(),
+                                 [&](const Peer& p) { return same_peer(s.from, p.addr.ss); });
+  if (from == peers_.end()) {
     ++counters_.rx_foreign;
     return;
   }
+  Peer& peer = *from;
   const std::uint8_t* h = s.buf.data();
   if (n < kTunnelHeaderBytes || h[0] != kMagic0 || h[1] != kMagic1 || h[2] != kVersion ||
       h[3] > static_cast<std::uint8_t>(TunnelKind::kHello)) {
@@ -244,6 +284,7 @@ void LinkTunnel::check(Slot& s, std::size_t n, const std::function<void(const Fr
     return;
   }
   Frame f;
+  f.peer = static_cast<std::size_t>(from - peers_.begin());
   f.kind = static_cast<TunnelKind>(h[3]);
   f.link = get16(h + 4);
   f.body = {h + kTunnelHeaderBytes, n - kTunnelHeaderBytes};
@@ -287,15 +328,15 @@ void LinkTunnel::check(Slot& s, std::size_t n, const std::function<void(const Fr
   }
   // Sequence: count what went missing in between (late or duplicated ones are not gaps).
   const std::uint16_t got = get16(h + 6);
-  if (rx_seen_.size() <= f.link) rx_seen_.resize(f.link + 1u, false);
-  std::uint16_t& want = seq(rx_seq_, f.link);
-  if (rx_seen_[f.link]) {
+  if (peer.rx_seen.size() <= f.link) peer.rx_seen.resize(f.link + 1u, false);
+  std::uint16_t& want = seq(peer.rx_seq, f.link);
+  if (peer.rx_seen[f.link]) {
     const auto gap = static_cast<std::uint16_t>(got - want);
     if (gap < 0x8000) counters_.rx_lost += gap;
   }
-  if (!rx_seen_[f.link] || static_cast<std::uint16_t>(got - want) < 0x8000) {
+  if (!peer.rx_seen[f.link] || static_cast<std::uint16_t>(got - want) < 0x8000) {
     want = static_cast<std::uint16_t>(got + 1);
-    rx_seen_[f.link] = true;
+    peer.rx_seen[f.link] = true;
   }
   on(f);
 }

@@ -5,11 +5,13 @@
 // packets come back byte for byte. Corrupted, truncated and foreign datagrams are counted and
 // dropped; lost ones show as sequence gaps. Endpoint parsing (IPv4, [IPv6]:port).
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -135,12 +137,86 @@ TEST(LinkTunnel, EndpointsParse) {
   ASSERT_TRUE(parse_endpoint("::1", e));
   EXPECT_EQ(e.host, "::1");
   EXPECT_EQ(e.port, kLinkTunnelPort);
-  for (const char* bad :
-       {"host.example:1", "10.1.2.3:0", "10.1.2.3:70000", "[::1", "[::1]x", "10.1.2.3:12a", ""})
+  ASSERT_TRUE(parse_endpoint("host.example:1", e));  // a name: resolved when the tunnel opens
+  EXPECT_EQ(e.host, "host.example");
+  EXPECT_EQ(e.port, 1);
+  for (const char* bad : {"10.1.2.3:0", "10.1.2.3:70000", "[::1", "[::1]x", "10.1.2.3:12a", "",
+                          "host:", ":5000", "[]:5000"})
     EXPECT_FALSE(parse_endpoint(bad, e)) << bad;
   LinkTunnel mixed({"127.0.0.1", 0}, {"::1", 1});
   EXPECT_FALSE(mixed.ok());
   EXPECT_NE(mixed.error().find("different families"), std::string::npos) << mixed.error();
+}
+
+// Host names go through getaddrinfo: "localhost" (/etc/hosts) in the family asked for; a name
+// that does not resolve is an error that names it (RFC 6761: .invalid never resolves).
+TEST(LinkTunnel, HostNamesResolveAndUnresolvableOnesAreNamed) {
+  auto v4 = resolve_endpoint({"localhost", 4000}, AF_INET);
+  ASSERT_TRUE(v4.ok()) << v4.error();
+  EXPECT_EQ(v4.value().to_string(), "127.0.0.1:4000");
+  auto lit6 = resolve_endpoint({"::1", 4001}, AF_UNSPEC);
+  ASSERT_TRUE(lit6.ok()) << lit6.error();
+  EXPECT_EQ(lit6.value().to_string(), "[::1]:4001");
+  auto bad = resolve_endpoint({"no-such-host.invalid", 4000}, AF_UNSPEC);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("cannot resolve host 'no-such-host.invalid'"), std::string::npos)
+      << bad.error();
+  auto wrong = resolve_endpoint({"127.0.0.1", 4000}, AF_INET6);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error(), "host '127.0.0.1' has no IPv6 address");
+  LinkTunnel t({"127.0.0.1", 0}, std::vector<TunnelEndpoint>{{"localhost", 9}, {"nope.invalid", 9}});
+  EXPECT_FALSE(t.ok());
+  EXPECT_NE(t.error().find("'nope.invalid'"), std::string::npos) << t.error();
+}
+
+// One tunnel, two peers (a fabric split over three daemons), on loopback with three ports: each
+// frame goes to the peer asked for and arrives tagged with the peer it came from; sequence
+// numbers run per peer and link, so interleaving peers on one link loses nothing; a sender that
+// is no peer is counted as foreign.
+TEST(LinkTunnel, SeveralPeersOnOneSocket) {
+  const auto base = static_cast<std::uint16_t>(21000 + getpid() % 9000 * 3);
+  const TunnelEndpoint ea{"127.0.0.1", base}, eb{"localhost", static_cast<std::uint16_t>(base + 1)},
+      ec{"127.0.0.1", static_cast<std::uint16_t>(base + 2)};
+  LinkTunnel a(ea, std::vector<TunnelEndpoint>{eb, ec}), b(eb, ea), c(ec, ea);
+  if (!a.ok() || !b.ok() || !c.ok()) GTEST_SKIP() << "loopback ports taken: " << a.error();
+  EXPECT_EQ(a.peer_count(), 2u);
+  EXPECT_EQ(a.peer_address(0).to_string(), "127.0.0.1:" + std::to_string(base + 1));
+  for (std::uint8_t i = 0; i < 10; ++i) {
+    const std::uint8_t body[1] = {i};
+    ASSERT_TRUE(a.send_hello_to(i % 2, 7, body));
+  }
+  a.flush();
+  std::vector<int> at_b, at_c;
+  for (int spin = 0; spin < 1000 && at_b.size() + at_c.size() < 10; ++spin) {
+    b.poll([&](const LinkTunnel::Frame& f) { at_b.push_back(f.body[0]); });
+    c.poll([&](const LinkTunnel::Frame& f) { at_c.push_back(f.body[0]); });
+    if (at_b.size() + at_c.size() < 10) usleep(1000);
+  }
+  EXPECT_EQ(at_b, (std::vector<int>{0, 2, 4, 6, 8}));
+  EXPECT_EQ(at_c, (std::vector<int>{1, 3, 5, 7, 9}));
+  EXPECT_EQ(b.counters().rx_lost + c.counters().rx_lost, 0u);
+  // Answers: the frame says which peer it came from.
+  ASSERT_TRUE(c.send_hello(7));
+  c.flush();
+  ASSERT_TRUE(b.send_hello(7));
+  b.flush();
+  std::vector<std::size_t> from;
+  for (int spin = 0; spin < 1000 && from.size() < 2; ++spin) {
+    a.poll([&](const LinkTunnel::Frame& f) { from.push_back(f.peer); });
+    if (from.size() < 2) usleep(1000);
+  }
+  std::sort(from.begin(), from.end());
+  EXPECT_EQ(from, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(a.counters().rx_lost, 0u);
+  LinkTunnel stranger({"127.0.0.1", 0}, ea);
+  ASSERT_TRUE(stranger.ok()) << stranger.error();
+  ASSERT_TRUE(stranger.send_hello(7));
+  stranger.flush();
+  for (int spin = 0; spin < 1000 && a.counters().rx_foreign == 0; ++spin) {
+    a.poll([](const LinkTunnel::Frame&) { ADD_FAILURE() << "a stranger's frame was handed on"; });
+    if (a.counters().rx_foreign == 0) usleep(1000);
+  }
+  EXPECT_EQ(a.counters().rx_foreign, 1u);
 }
 
 TEST(LinkTunnel, FramesCrossTwoNamespacesByteExact) {

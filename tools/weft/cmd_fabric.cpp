@@ -2,8 +2,12 @@
 // (emu/fabricd) in the foreground, and its control requests.
 #include <signal.h>
 
+#include <sys/socket.h>
+
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,39 +25,82 @@ namespace {
 struct UpArgs {
   std::string name, topology, faults;
   bool pace = false;
-  std::string peer, bind;         // across hosts: NAME=HOST:PORT, HOST[:PORT]
+  std::vector<std::string> peer;  // across hosts: NAME=HOST[:PORT] each
+  std::string bind;               // HOST[:PORT]
   std::vector<std::string> part;  // the switches this daemon runs
+  std::string host;               // or: this daemon's name in the topology file's hosts section
   double tunnel_drop = 0.0;       // loss injection on the tunnel's receive side
   std::uint64_t tunnel_seed = 1;
 };
 
-// Across hosts (--peer/--bind/--part, all three or none): the tunnel and this daemon's part.
+[[noreturn]] void up_fail(const std::string& m) {
+  std::cerr << "weft fabric up: " << m << "\n";
+  throw CLI::RuntimeError(2);
+}
+
+// A peer's address: a host name must resolve now (the tunnel resolves it again when it opens),
+// so a typo is reported with the flag or line that gave it.
+void check_resolves(const std::string& what, const fabricd::TunnelEndpoint& e) {
+  auto r = fabricd::resolve_endpoint(e, AF_UNSPEC);
+  if (!r.ok()) up_fail(what + ": " + r.error());
+}
+
+// Across hosts, from the topology file's hosts section: this daemon is `--host NAME`.
+fabricd::CrossHostConfig from_hosts_section(const UpArgs& a) {
+  std::ifstream in(a.topology);
+  if (!in) up_fail("--host needs a topology file with a hosts section (#weft host lines); " +
+                   a.topology + " is not a file");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto hosts = fabricd::read_hosts_section(text.str());
+  if (!hosts.ok()) up_fail(a.topology + ": " + hosts.error());
+  if (hosts.value().empty()) up_fail(a.topology + ": no hosts section (#weft host lines)");
+  auto c = fabricd::cross_host_from_hosts(hosts.value(), a.host);
+  if (!c.ok()) up_fail(a.topology + ": " + c.error());
+  if (!a.bind.empty() && !fabricd::parse_endpoint(a.bind, c.value().bind))
+    up_fail("--bind: not HOST[:PORT] or [IPV6]:PORT: " + a.bind);
+  for (const auto& p : c.value().peers)
+    check_resolves(a.topology + ": host " + p.name + " " + p.addr.host, p.addr);
+  return std::move(c).value();
+}
+
+// Across hosts (--peer (one or more)/--bind/--part, all three or none; or --host): the tunnel,
+// the peers and this daemon's part.
 std::optional<fabricd::CrossHostConfig> cross_host(const UpArgs& a) {
-  if (a.peer.empty() && a.bind.empty() && a.part.empty()) {
-    if (a.tunnel_drop > 0.0) {
-      std::cerr << "weft fabric up: --tunnel-drop needs --peer, --bind and --part\n";
-      throw CLI::RuntimeError(2);
-    }
+  std::optional<fabricd::CrossHostConfig> out;
+  if (!a.host.empty()) {
+    if (!a.peer.empty() || !a.part.empty())
+      up_fail("--host takes the peers and the part from the topology file: no --peer or --part");
+    out = from_hosts_section(a);
+  } else if (a.peer.empty() && a.bind.empty() && a.part.empty()) {
+    if (a.tunnel_drop > 0.0) up_fail("--tunnel-drop needs --peer, --bind and --part (or --host)");
     return std::nullopt;
+  } else {
+    if (a.peer.empty() || a.bind.empty() || a.part.empty())
+      up_fail("a fabric across hosts needs --peer, --bind and --part together (or --host)");
+    fabricd::CrossHostConfig c;
+    for (const std::string& spec : a.peer) {
+      const auto eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0)
+        up_fail("--peer wants NAME=HOST[:PORT], got '" + spec + "'");
+      fabricd::PeerConfig p;
+      p.name = spec.substr(0, eq);
+      if (!fabricd::parse_endpoint(spec.substr(eq + 1), p.addr))
+        up_fail("--peer " + spec + ": not HOST[:PORT] or [IPV6]:PORT: '" + spec.substr(eq + 1) +
+                "'");
+      for (const auto& q : c.peers)
+        if (q.name == p.name) up_fail("--peer " + p.name + " given twice");
+      check_resolves("--peer " + spec, p.addr);
+      c.peers.push_back(std::move(p));
+    }
+    if (!fabricd::parse_endpoint(a.bind, c.bind))
+      up_fail("--bind: not HOST[:PORT] or [IPV6]:PORT: " + a.bind);
+    c.part = a.part;
+    out = std::move(c);
   }
-  auto fail = [](const std::string& m) {
-    std::cerr << "weft fabric up: " << m << "\n";
-    throw CLI::RuntimeError(2);
-  };
-  if (a.peer.empty() || a.bind.empty() || a.part.empty())
-    fail("a fabric across hosts needs --peer, --bind and --part together");
-  fabricd::CrossHostConfig c;
-  const auto eq = a.peer.find('=');
-  if (eq == std::string::npos || eq == 0) fail("--peer wants NAME=HOST:PORT, got " + a.peer);
-  c.peer_name = a.peer.substr(0, eq);
-  if (!fabricd::parse_endpoint(a.peer.substr(eq + 1), c.peer))
-    fail("--peer: not an IPv4/IPv6 address with an optional port: " + a.peer.substr(eq + 1));
-  if (!fabricd::parse_endpoint(a.bind, c.bind))
-    fail("--bind: not an IPv4/IPv6 address with an optional port: " + a.bind);
-  c.part = a.part;
-  c.rx_drop = a.tunnel_drop;
-  c.rx_drop_seed = a.tunnel_seed;
-  return c;
+  out->rx_drop = a.tunnel_drop;
+  out->rx_drop_seed = a.tunnel_seed;
+  return out;
 }
 
 struct InjectArgs {
@@ -90,7 +137,8 @@ void add_fabric(CLI::App& app) {
                 "fault scenario (TOML, as weft sim's): port faults at once, events at their "
                 "times after the start on the wall clock");
   u->add_option("--peer", up->peer,
-                "across hosts: the other host's daemon, NAME=HOST:PORT (its --bind)");
+                "across hosts: another host's daemon, NAME=HOST[:PORT] (its --bind; HOST an "
+                "address or a name); once per other daemon");
   u->add_option("--bind", up->bind,
                 "across hosts: this daemon's tunnel address, HOST[:PORT] "
                 "(UDP, port 4792 by default)");
@@ -98,6 +146,9 @@ void add_fabric(CLI::App& app) {
                 "across hosts: the switches this daemon runs (descriptions, globs or indices, "
                 "comma-separated); HCAs go with their switch, the rest is the peer's")
       ->delimiter(',');
+  u->add_option("--host", up->host,
+                "across hosts, instead of --peer/--part: this daemon's NAME in the topology "
+                "file's hosts section (lines `#weft host NAME HOST[:PORT] SWITCH...`)");
   u->add_option("--tunnel-drop", up->tunnel_drop,
                 "across hosts, testing: drop this share of the tunnel frames received "
                 "(0..1, seeded by --tunnel-seed)")
