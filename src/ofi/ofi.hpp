@@ -63,6 +63,12 @@ struct Params {
   // FI_WEFT_DIRECT: small eager messages as direct messages where the medium offers them
   // (README, "Direct messages").
   bool direct = true;
+  // FI_WEFT_DIRECT_SIZE: the largest payload a direct message carries, at most kDirectBytesMax.
+  // Up to it a message is copied into the peer's ring and out of it (two memcpy), above it the
+  // receiver reads the sender's buffer (process_vm_readv, rendezvous). On this machine (a
+  // paravirtualised guest) process_vm_readv costs ~2.3 us at 4 KiB and 4.7 us at 64 KiB of CPU
+  // against 0.9 us for a 64 KiB memcpy (bench/ofi/README.md, "Medium direct messages").
+  std::size_t direct_bytes = 64 * 1024;
   // FI_WEFT_SPLIT_SIZE: a rendezvous of at least this many bytes whose two sides may read and
   // write each other's memory is copied by both at once, half each (README, "Split rendezvous");
   // 0: never. 256 KiB: at 64 KiB, on this loaded 2-vCPU machine, waiting for the sender to be
@@ -513,9 +519,10 @@ struct DirectHdr {
   std::uint32_t dst_qpn;
 };
 static_assert(sizeof(DirectHdr) == 8);
-// Direct sends carry eager messages of at most this many payload bytes (and at most
-// FI_WEFT_EAGER_SIZE): one copy into the peer's ring, one out of it.
-inline constexpr std::size_t kDirectBytesMax = 4096;
+// Direct sends carry messages of at most FI_WEFT_DIRECT_SIZE payload bytes, which may be at most
+// this: one copy into the peer's ring, one out of it. A record takes ring space until the
+// receiver reads it, and the shm medium's 4 MiB ring holds records of at most a quarter of it.
+inline constexpr std::size_t kDirectBytesMax = 256 * 1024;
 
 struct Ep {
   fid_ep ep{};
@@ -539,6 +546,7 @@ struct Ep {
   MemoryRegion* bounce_mr = nullptr;
   std::vector<Op> bounce_ops;
   std::size_t bounce_bytes = 0;
+  std::vector<std::uint8_t> direct_linear;  // an iov direct send's payload, made contiguous
   std::vector<std::uint8_t> stage_mem;
   MemoryRegion* stage_mr = nullptr;
   std::vector<std::uint8_t*> stage_free;

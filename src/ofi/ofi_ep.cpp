@@ -385,7 +385,7 @@ RecvReq* take_piece(Ep* ep, RecvList& posted, RecvList::iterator it, std::uint64
 // (Conn::posted_wrs), so that it cannot overtake an earlier message of c. False: use the engine.
 bool try_direct(Ep* ep, Conn* c, const MsgHdr& h, const std::uint8_t* payload, std::size_t n) {
   if (!g_params.direct || !c->ready || c->posted_wrs || !c->backlog.empty() || !c->remote_qpn ||
-      n > kDirectBytesMax)
+      n > g_params.direct_bytes)
     return false;
   struct {
     DirectHdr d;
@@ -1120,15 +1120,15 @@ bool send_direct(Ep* ep, Conn* c, const iovec* iov, std::size_t count, std::size
   h.tag = tag;
   h.data = data;
   h.len = len;
-  std::uint8_t linear[kDirectBytesMax];
   const std::uint8_t* body = count ? static_cast<const std::uint8_t*>(iov[0].iov_base) : nullptr;
   if (count > 1) {
+    ep->direct_linear.resize(len);
     std::size_t off = 0;
     for (std::size_t i = 0; i < count; ++i) {
-      std::memcpy(linear + off, iov[i].iov_base, iov[i].iov_len);
+      std::memcpy(ep->direct_linear.data() + off, iov[i].iov_base, iov[i].iov_len);
       off += iov[i].iov_len;
     }
-    body = linear;
+    body = ep->direct_linear.data();
   }
   if (!try_direct(ep, c, h, body, len)) return false;
   if (want_tx_completion(ep, flags) && ep->tx_cq) {
@@ -1157,7 +1157,9 @@ ssize_t send_generic(Ep* ep, const iovec* iov, std::size_t count, fi_addr_t dest
   Conn* c = out_conn(ep, dest);
   if (!c) return -FI_EINVAL;
   const bool eager = len <= g_params.eager_bytes;
-  if (eager && !(flags & FI_DELIVERY_COMPLETE)) {
+  // Up to FI_WEFT_DIRECT_SIZE (above the engine's eager size) a message is one direct record when
+  // the connection allows; else eager or rendezvous through the engine by eager_bytes.
+  if (len <= g_params.direct_bytes && !(flags & FI_DELIVERY_COMPLETE)) {
     if (send_direct(ep, c, iov, count, len, tag, data, flags, ctx, tagged)) return 0;
     if (ep->dom->port->direct_full()) {
       // The peer's ring is full: let it catch up (the engine's packet would be dropped there).

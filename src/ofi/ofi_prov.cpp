@@ -533,10 +533,14 @@ void define_params() {
                   "first send (default: %d)",
                   g_params.eager_connect ? 1 : 0);
   fi_param_define(&g_prov, "direct", FI_PARAM_BOOL,
-                  "Send eager messages of at most 4 KiB as direct messages on media that are "
+                  "Send messages of at most direct_size as direct messages on media that are "
                   "reliable and ordered by themselves (shm), past the RC engine, while the "
                   "connection has nothing else in flight (default: %d)",
                   g_params.direct ? 1 : 0);
+  fi_param_define(&g_prov, "direct_size", FI_PARAM_SIZE_T,
+                  "Largest payload of a direct message (copied into the peer's ring and out), "
+                  "at most %zu; larger messages use the rendezvous (default: %zu)",
+                  kDirectBytesMax, g_params.direct_bytes);
   fi_param_define(&g_prov, "split_size", FI_PARAM_SIZE_T,
                   "Rendezvous of at least this many bytes between processes that may read and "
                   "write each other's memory: the receiver reads the first half while the sender "
@@ -553,6 +557,8 @@ void define_params() {
   if (fi_param_get_bool(&g_prov, "eager_connect", &b) == FI_SUCCESS)
     g_params.eager_connect = b != 0;
   if (fi_param_get_bool(&g_prov, "direct", &b) == FI_SUCCESS) g_params.direct = b != 0;
+  if (fi_param_get_size_t(&g_prov, "direct_size", &v) == FI_SUCCESS)
+    g_params.direct_bytes = std::min(v, kDirectBytesMax);
   if (fi_param_get_size_t(&g_prov, "split_size", &v) == FI_SUCCESS) g_params.split_bytes_min = v;
   if (fi_param_get_size_t(&g_prov, "loopback_drop", &v) == FI_SUCCESS && v <= 1'000'000)
     g_params.loopback_drop_ppm = v;

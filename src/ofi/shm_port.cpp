@@ -165,6 +165,7 @@ struct Link {
   bool dying = false;  // the peer is gone: rx_burst drains what it left in the ring, then dead
   bool dirty = false;  // tx since the last flush
   bool can_read_peer = false;  // our probe of the peer's memory worked (process_vm_readv)
+  std::size_t ring_bytes = 0;  // of each direction's ring; a record's body is at most a quarter
   ~Link() {
     if (medium) {
       const auto& c = medium->counters();
@@ -269,9 +270,14 @@ class ShmPort final : public MediumPort {
     if (!dev_ || head.size() > TxPacket::kHeaderBytesMax - kDirectHeaderBytes) return false;
     Link* l = route(dst.lid, dst.node_id);
     if (!l || l->dying || l->dead || !l->medium || l->medium->peer_dead()) return false;
-    TxPacket pkt;
     const auto pad = static_cast<std::uint8_t>((4 - body.size() % 4) % 4);
-    const std::size_t words = (kDirectHeaderBytes + head.size() + body.size() + pad + 4) / 4;
+    // The ring's record bound (RingProducer::body_max): a larger message takes the rendezvous.
+    if (kDirectHeaderBytes + head.size() + body.size() + pad + 6 > l->ring_bytes / 4) return false;
+    TxPacket pkt;
+    // LRH PktLen (IBA 7.7.8) is 11 bits of 4-byte words: a direct record above 8 KiB cannot say
+    // its length there and says 0; the tap takes the length from the ring record.
+    std::size_t words = (kDirectHeaderBytes + head.size() + body.size() + pad + 4) / 4;
+    if (words > 0x7FF) words = 0;
     std::uint8_t* h = pkt.headers.data();
     h[0] = 0;  // VL 0, LVer 0
     h[1] = 2;  // SL 0, LNH 2: IBA local, BTH follows (IBA 7.7.1)
@@ -467,6 +473,7 @@ class ShmPort final : public MediumPort {
     cfg.tx_doorbell = efd_b;
     cfg.peer_pid = cred.pid;
     cfg.zero_copy_tx = false;  // until the peer says it can read us
+    l->ring_bytes = ring;
     l->medium = std::make_unique<shm::ShmMedium>(cfg);
     if (!sent || !l->medium->ok()) return nullptr;
     watch(l->sock);
@@ -551,6 +558,7 @@ class ShmPort final : public MediumPort {
     cfg.side_a = false;
     cfg.peer_pid = l.pid;
     cfg.zero_copy_tx = false;  // until the connector's verdict
+    l.ring_bytes = m.ring_bytes;
     l.medium = std::make_unique<shm::ShmMedium>(cfg);
     l.peer = {m.node_id, m.lid};
     if (!l.medium->ok()) {
