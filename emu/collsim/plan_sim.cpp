@@ -290,8 +290,8 @@ class PlanSim::Engine {
       bool blocked = false;
       if (hops.size() < 2) continue;
       for (const auto& h : hops) {
-        for (auto it = std::lower_bound(ctl.begin(), ctl.end(), SwitchPaths::SwitchHop{h.in, 0},
-                                        by_port);
+        for (auto it =
+                 std::lower_bound(ctl.begin(), ctl.end(), SwitchPaths::SwitchHop{h.in, 0}, by_port);
              it != ctl.end() && it->in == h.in && !blocked; ++it)
           blocked = it->out != h.out && data_out[it->out] != 0;
       }

@@ -92,8 +92,8 @@ void SwitchPaths::hops(int from, int to, std::vector<SwitchHop>& out) const {
     }
     const std::uint8_t port = routes_.out_port(routes_.switch_index[sw], dlid);
     WEFT_ASSERT_MSG(port != routing::kDropPort && port != 0, "no route between two NICs");
-    out.push_back(SwitchHop{first_[sw] + static_cast<std::uint32_t>(at->port) - 1U,
-                            first_[sw] + port - 1U});
+    out.push_back(
+        SwitchHop{first_[sw] + static_cast<std::uint32_t>(at->port) - 1U, first_[sw] + port - 1U});
     at = topo_.peer(topo::PortRef{sw, port});
     WEFT_ASSERT_MSG(at.has_value(), "a route leaves through an uncabled port");
   }

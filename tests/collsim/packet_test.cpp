@@ -103,8 +103,9 @@ TEST(PacketFabric, CoarseModelIsWithinFivePercent) {
   // Ring x2 and x4 too (x4 was 10 % fast before the ACKs' head-of-line blocking was modelled,
   // RingChannelsWaitBehindOtherFlowsControlPackets); not the tree (10-23 % fast here): its
   // runs carry a caveat (coarse_caveat; emu/collsim/README.md "Coarse against packet-level").
-  for (auto [a, ch] : {std::pair{Algo::kRing, 1}, std::pair{Algo::kRing, 2}, std::pair{Algo::kRing, 4},
-                       std::pair{Algo::kRing2, 1}, std::pair{Algo::kRing2Pipe, 1}}) {
+  for (auto [a, ch] :
+       {std::pair{Algo::kRing, 1}, std::pair{Algo::kRing, 2}, std::pair{Algo::kRing, 4},
+        std::pair{Algo::kRing2, 1}, std::pair{Algo::kRing2Pipe, 1}}) {
     SCOPED_TRACE(std::string(coll::to_string(a)) + " x" + std::to_string(ch));
     RunConfig run{.kind = CollKind::kAllReduce,
                   .algo = a,
