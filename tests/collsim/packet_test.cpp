@@ -101,7 +101,7 @@ TEST(PacketFabric, CoarseModelIsWithinFivePercent) {
   c.nic_Bps = cal->nic_Bps;
   c.nic_latency_s = cal->nic_latency_s;
   // Ring x2 and x4 too (x4 was 10 % fast before the ACKs' head-of-line blocking was modelled,
-  // RingChannelsWaitBehindOtherFlowsControlPackets); not the tree (10-23 % fast here): its
+  // RingChannelsWaitBehindOtherFlowsControlPackets); not the tree (14-31 % fast here): its
   // runs carry a caveat (coarse_caveat; emu/collsim/README.md "Coarse against packet-level").
   for (auto [a, ch] :
        {std::pair{Algo::kRing, 1}, std::pair{Algo::kRing, 2}, std::pair{Algo::kRing, 4},
