@@ -373,15 +373,15 @@ std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, co
   // switch links (their flows never share one). Not everywhere: several rings (8 x 8 ring x8
   // 2.5 % fast at 64 MiB since the ACK head-of-line blocking is modelled, still 9 % at 16 MiB,
   // where the packet level is bound by its credit loop and shows no blocking; 2 x 4 ring x4
-  // within 1 %) and the tree (10-21 % fast: its flows also block each other in the switches'
-  // input buffers, not modelled).
+  // within 1 %) and the tree (8 x 8: 9-20 % fast, 2 x 4: 14-31 %; its flows also block each
+  // other in the switches' input buffers, not modelled).
   if ((algo == coll::Algo::kRing && channels == 1) || algo == coll::Algo::kRing2 ||
       algo == coll::Algo::kRing2Pipe)
     return {};
   if (algo == coll::Algo::kRing || algo == coll::Algo::kTree)
-    return "the coarse model is up to " + std::string(algo == coll::Algo::kRing ? "9" : "21") +
+    return "the coarse model is up to " + std::string(algo == coll::Algo::kRing ? "9" : "31") +
            " % faster than the packet-level fabric for " + what +
-           " on 8 x 8 rail (emu/collsim/README.md)" + advice;
+           " on rail clusters (8 x 8, 2 x 4; emu/collsim/README.md)" + advice;
   return "the coarse model was not checked against the packet-level fabric for " + what + advice;
 }
 
