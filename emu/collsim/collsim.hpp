@@ -107,6 +107,9 @@ struct RunResult {
   // Plan engine with switch links: the most connections routed over one switch-to-switch port
   // (0 = none crosses a switch link, 1 = no two share one).
   int max_flows_per_switch_port = 0;
+  // Plan engine with switch links: the flows slowed by other flows' ACKs and grants blocking a
+  // switch input ahead of their data (plan_sim.cpp derate_behind_control_packets).
+  int flows_behind_control = 0;
   // Coarse runs outside the cases where the coarse model was measured within 5 % of the
   // packet-level fabric (coarse_caveat): why its time may be off. Empty otherwise.
   std::string coarse_caveat;

@@ -44,6 +44,9 @@ struct PlanSimResult {
   // flows share a switch link), and that port ("spine000/p3").
   int max_flows_per_switch_port = 0;
   std::string busiest_switch_port;
+  // With switch paths: the flows (connections with data between NICs) slowed by the head-of-line
+  // blocking of other flows' ACKs and grants in a switch input (plan_sim.cpp).
+  int flows_behind_control = 0;
 };
 
 // Runs plans[r] as rank r's program on `c` (n = plans.size() ranks). The ranks' buffers are

@@ -41,6 +41,14 @@ class SwitchPaths {
   // Switch-to-switch output ports (ids 0..ports()-1) of the route from NIC `from` to NIC `to`,
   // in order, appended to `out`. Asserts the route exists (the fabric is connected).
   void path(int from, int to, std::vector<std::uint32_t>& out) const;
+  // Every switch the route from NIC `from` to NIC `to` crosses, in order: the port it enters by
+  // and the port it leaves by (ids as path()'s, here including the ports facing HCAs), appended
+  // to `out`. What packets of two routes meet in one switch input buffer (the fabric's switches
+  // are input-buffered: one FIFO per input port and VL, README of emu/fabric).
+  struct SwitchHop {
+    std::uint32_t in = 0, out = 0;
+  };
+  void hops(int from, int to, std::vector<SwitchHop>& out) const;
   std::size_t ports() const { return port_rate_.size(); }
   // A port's link rate over the source NIC link's (1 on rail: every link is the same NDR 4x).
   double rate_scale(std::uint32_t id) const { return port_rate_[id]; }
