@@ -448,13 +448,9 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
     if (hb != 0 && n >= hb + kCrcBytes && through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
         n - hb - kCrcBytes >= pad) {
       const auto after_headers = wire_bytes.subspan(hb, n - hb - kCrcBytes);
-      crcs_checked =
-          !check ||
-          !wire::check_packet_crcs(
-              wire_bytes.first(hb), after_headers, 0,
-              wire::get_icrc(
-                  wire_bytes.subspan(through_icrc - wire::kIcrcBytes).first<wire::kIcrcBytes>()),
-              wire::get_vcrc(wire_bytes.subspan(through_icrc).first<wire::kVcrcBytes>()));
+      crcs_checked = !check || !wire::check_packet_crcs(wire_bytes.first(hb), after_headers, 0,
+                                                        load_le32(b + through_icrc - wire::kIcrcBytes),
+                                                        load_le16(b + through_icrc));
       if (crcs_checked &&
           fast_receive(b, pad, after_headers.first(after_headers.size() - pad), now)) {
         ++counters_.rx_packets;
@@ -962,14 +958,27 @@ std::unique_ptr<Device> Device::create(const DeviceConfig& config, Rng& rng) {
 }
 
 std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
+  using transport::store_le16;
+  using transport::store_le32;
   const std::size_t n = wire_bytes();
   WEFT_ASSERT(out.size() >= n);
+  WEFT_ASSERT(pad_bytes <= 3);
   std::uint8_t* o = out.data();
-  std::memcpy(o, headers.data(), header_bytes);
+  // Short headers as one 32-byte block when the image is at least that long (the payload, pad
+  // and CRCs written next overwrite the excess; nothing past the image is touched): a fixed-size
+  // copy is two vector moves, where memcpy of a variable length is a call (every packet of the
+  // byte path comes through here).
+  constexpr std::size_t kHeaderBlockBytes = 32;
+  static_assert(kHeaderBytesMax >= kHeaderBlockBytes);
+  if (header_bytes <= kHeaderBlockBytes && n >= kHeaderBlockBytes)
+    std::memcpy(o, headers.data(), kHeaderBlockBytes);
+  else
+    std::memcpy(o, headers.data(), header_bytes);
   std::size_t k = header_bytes;
   if (payload_bytes) std::memcpy(o + k, payload, payload_bytes);
   k += payload_bytes;
-  std::memset(o + k, 0, pad_bytes);
+  // The pad as one zero word (the ICRC written next covers the bytes past it; n - k >= 6).
+  if (pad_bytes) store_le32(o + k, 0);
   k += pad_bytes;
   std::uint32_t ic = icrc;
   std::uint16_t vc = vcrc;
@@ -980,10 +989,10 @@ std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
     vc = c.vcrc;
   }
   if (corrupt) ic ^= 1;  // a medium's "this packet is corrupt" becomes a real ICRC failure
-  wire::put_icrc(out.subspan(k).first<wire::kIcrcBytes>(), ic);
+  store_le32(o + k, ic);  // as wire::put_icrc / put_vcrc: low byte first
   k += wire::kIcrcBytes;
   if (corrupt) vc = wire::vcrc(out.first(k));  // a good VCRC over the bad ICRC
-  wire::put_vcrc(out.subspan(k).first<wire::kVcrcBytes>(), vc);
+  store_le16(o + k, vc);
   return k + wire::kVcrcBytes;
 }
 

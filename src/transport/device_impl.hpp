@@ -5,6 +5,8 @@
 // Lifetime: owns every object it creates. Thread-safety: one owner thread.
 #pragma once
 
+#include <bit>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -22,6 +24,28 @@ inline constexpr std::uint32_t kQpnFirst = 2;  // QP0 and QP1 are the management
 inline constexpr std::uint32_t kQpMax = 1u << 16;
 inline constexpr std::uint32_t kMrMax = 1u << 20;
 inline constexpr std::size_t kAsyncEventsMax = 4096;
+
+// The ICRC and VCRC fields are stored low byte first (wire::put_icrc / put_vcrc); these are the
+// same as single loads and stores (the wire functions go byte by byte, out of line), for the
+// byte path's every packet.
+inline std::uint32_t load_le32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return std::endian::native == std::endian::little ? v : __builtin_bswap32(v);
+}
+inline std::uint16_t load_le16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return std::endian::native == std::endian::little ? v : __builtin_bswap16(v);
+}
+inline void store_le32(std::uint8_t* p, std::uint32_t v) {
+  if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap32(v);
+  std::memcpy(p, &v, 4);
+}
+inline void store_le16(std::uint8_t* p, std::uint16_t v) {
+  if constexpr (std::endian::native != std::endian::little) v = __builtin_bswap16(v);
+  std::memcpy(p, &v, 2);
+}
 
 class DeviceImpl final : public Device {
  public:

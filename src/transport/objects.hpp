@@ -172,18 +172,20 @@ class RecvQueue {
   std::size_t push1_run(std::span<const RecvWr> wrs, std::uint32_t lkey, std::uint64_t base,
                         std::uint64_t length) {
     std::uint64_t head = head_;
-    const std::uint64_t end = tail_ + max_wr_, mask = mask_, stride = max_sge_;
+    const std::uint64_t mask = mask_, stride = max_sge_;
     RecvWqe* const wqes = wqes_.data();
     Sge* const sges = sges_.data();
+    // The run's length bound once: the list or the queue's room (head_ - tail_ <= max_wr_).
+    const std::size_t n = std::min<std::uint64_t>(wrs.size(), tail_ + max_wr_ - head);
     std::size_t i = 0;
-    for (; i < wrs.size() && head != end; ++i, ++head) {
+    for (; i < n; ++i, ++head) {
       const RecvWr& wr = wrs[i];
       if (wr.sg_list.size() != 1) break;
       const Sge s = wr.sg_list[0];
       const std::uint64_t wr_id = wr.wr_id;  // loaded before the stores, which may alias it
-      // MrImpl::contains
-      if (s.lkey != lkey || s.addr < base || s.length > length || s.addr - base > length - s.length)
-        break;
+      // MrImpl::contains (an address below the region wraps its offset past length)
+      const std::uint64_t offset = s.addr - base;
+      if (s.lkey != lkey || offset > length || s.length > length - offset) break;
       const std::uint64_t slot = head & mask;
       sges[slot * stride] = s;
       wqes[slot] = RecvWqe{wr_id, 1, s.length};

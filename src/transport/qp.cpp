@@ -367,79 +367,106 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
   const MrImpl* mr = nullptr;
   std::uint32_t mr_key = 0;
   std::uint64_t mr_base = 0, mr_bytes = 0;  // mr's extent
-  // The queue's state and the WR count in locals (stores into WQEs would make the compiler
-  // reload them), stored back before post_send and at the end.
-  std::uint64_t head = sq_head_, cseq = cseq_next_;
-  const std::uint64_t mask = sq_mask_, head_end = sq_comp_ + sq_depth_;
-  const std::uint32_t sge_stride = max_send_sge_;
-  const bool sig_all = init_.sq_sig_all;
   Errc err = Errc::kOk;
   std::size_t i = 0;
-  for (; i < wrs.size(); ++i) {
-    const SendWr& wr = wrs[i];
-    // post_send's checks for a SEND/WRITE (with or without immediate) of one SGE, not inline, in
-    // RTS: the opcode, the queue's room, the L_Key (IBA 10.6.3.2: region of this PD, holding the
-    // bytes; a local read needs no access bit) and the size. Any other WR, or one that fails a
-    // check, goes through post_send, which posts it or returns its error.
-    const Sge* s = wr.sg_list.data();
-    const bool lean =
-        static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
-        wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && head < head_end &&
-        s->length <= kMessageBytesMax;
-    if (lean && (mr == nullptr || s->lkey != mr_key)) {
-      mr = dev_->find_mr(s->lkey);
-      mr_key = s->lkey;
-      if (mr != nullptr && mr->pd_ != pd) mr = nullptr;
-      if (mr != nullptr) {
-        mr_base = reinterpret_cast<std::uintptr_t>(mr->addr());
-        mr_bytes = mr->length();
+  while (i < wrs.size()) {
+    if (mr != nullptr) {
+      // A run of WRs posted inline: post_send's checks for a SEND/WRITE (with or without
+      // immediate) of one SGE in the cached region, not inline, in RTS: the opcode, the queue's
+      // room, the L_Key (IBA 10.6.3.2: region of this PD, holding the bytes; a local read needs
+      // no access bit) and the size. No call inside it, so the queue's state and the region stay
+      // in registers; it stops at the first WR it does not take, which the code below handles.
+      // Its end is a WR pointer (the list's end or the queue's room, whichever comes first) and
+      // the region's check two compares, so that the loop keeps few values live (every one more
+      // was spilled).
+      std::uint64_t head = sq_head_, cseq = cseq_next_;
+      const std::uint64_t mask = sq_mask_;
+      const std::uint64_t room = sq_comp_ + sq_depth_ - head;  // head <= sq_comp_ + sq_depth_
+      const std::uint32_t sge_stride = max_send_sge_;
+      const bool sig_all = init_.sq_sig_all;
+      SendWqe* const sq = sq_.data();
+      Sge* const sq_sge = sq_sge_.data();
+      const SendWr* const first = wrs.data() + i;
+      const SendWr* const end = first + std::min<std::uint64_t>(wrs.size() - i, room);
+      const SendWr* wr = first;
+      for (; wr != end; ++wr, ++head) {
+        if (static_cast<unsigned>(wr->opcode) >
+                static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) ||
+            wr->sg_list.size() != 1 || (wr->send_flags & kInline))
+          break;
+        // The WR's fields loaded before the WQE's stores (which may alias the WR, and would make
+        // the compiler reload it).
+        const Sge sge = wr->sg_list[0];
+        // kMessageBytesMax and MrImpl::contains on the extent (an address below the region
+        // wraps its offset past mr_bytes).
+        const std::uint64_t offset = sge.addr - mr_base;
+        if (sge.lkey != mr_key || sge.length > kMessageBytesMax || offset > mr_bytes ||
+            sge.length > mr_bytes - offset)
+          break;
+        const std::uint64_t wr_id = wr->wr_id, remote_addr = wr->remote_addr;
+        const std::uint32_t flags = wr->send_flags, imm = wr->imm_data, rkey = wr->rkey;
+        const WrOpcode op = wr->opcode;
+        // post_send's WQE, field by field. Not written: the atomic operands and the UD
+        // destination (read for atomics and UD QPs only), the fields post_send zeroes for them.
+        SendWqe& w = sq[head & mask];
+        w.wr_id = wr_id;
+        w.opcode = op;
+        w.signaled = sig_all | ((flags & kSignaled) != 0);
+        w.fence = (flags & kFence) != 0;
+        w.is_inline = false;
+        w.solicited = (flags & kSolicited) != 0;
+        w.credit_stalled = false;
+        w.total_bytes = sge.length;
+        w.imm = imm;
+        w.remote_addr = remote_addr;
+        w.rkey = rkey;
+        w.first_psn = 0;
+        w.npkts = 0;
+        w.num_sge = 1;
+        w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
+        sq_sge[(head & mask) * sge_stride] = sge;
+        w.cseq = cseq;
+        if (consumes_credit(op)) ++cseq;
       }
-    }
-    // MrImpl::contains on the extent.
-    if (!lean || mr == nullptr || s->addr < mr_base || s->length > mr_bytes ||
-        s->addr - mr_base > mr_bytes - s->length) {
-      if (lean) mr = nullptr;
+      i += static_cast<std::size_t>(wr - first);
       sq_head_ = head;
       cseq_next_ = cseq;
-      posted = i;
-      err = post_send(wr);
-      head = sq_head_;
-      cseq = cseq_next_;
-      if (err != Errc::kOk) break;
-      continue;
+      if (i == wrs.size()) break;
+      if (wr != first && wrs[i].sg_list.size() == 1 && wrs[i].sg_list[0].lkey == mr_key) {
+        // Stopped on a WR of the same region for a reason the lookup cannot change: post_send.
+        posted = i;
+        err = post_send(wrs[i]);
+        if (err != Errc::kOk) break;
+        ++i;
+        continue;
+      }
     }
-    // post_send's WQE, field by field, from the WR's fields loaded first (a store into the
-    // WQE may alias the WR, and would make the compiler reload it). Not written: the atomic
-    // operands and the UD destination (read for atomics and UD QPs only), the fields post_send
-    // zeroes for them.
-    const Sge sge = *s;
-    const std::uint64_t wr_id = wr.wr_id, remote_addr = wr.remote_addr;
-    const std::uint32_t flags = wr.send_flags, imm = wr.imm_data, rkey = wr.rkey;
-    const WrOpcode op = wr.opcode;
-    SendWqe& w = sq_[head & mask];
-    w.wr_id = wr_id;
-    w.opcode = op;
-    w.signaled = sig_all || (flags & kSignaled);
-    w.fence = (flags & kFence) != 0;
-    w.is_inline = false;
-    w.solicited = (flags & kSolicited) != 0;
-    w.credit_stalled = false;
-    w.total_bytes = sge.length;
-    w.imm = imm;
-    w.remote_addr = remote_addr;
-    w.rkey = rkey;
-    w.first_psn = 0;
-    w.npkts = 0;
-    w.num_sge = 1;
-    w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
-    sq_sge_[(head & mask) * sge_stride] = sge;
-    w.cseq = cseq;
-    if (consumes_credit(op)) ++cseq;
-    ++head;
+    // The first WR, or one the run did not take: its region looked up (once per run of WRs
+    // from one region) for the next run; a WR the run cannot take goes through post_send,
+    // which posts it or returns its error.
+    const SendWr& wr = wrs[i];
+    const bool lean =
+        static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
+        wr.sg_list.size() == 1 && !(wr.send_flags & kInline);
+    if (lean && (mr == nullptr || wr.sg_list[0].lkey != mr_key)) {
+      const std::uint32_t key = wr.sg_list[0].lkey;
+      const MrImpl* found = dev_->find_mr(key);
+      if (found != nullptr && found->pd_ == pd) {
+        mr = found;
+        mr_key = key;
+        mr_base = reinterpret_cast<std::uintptr_t>(mr->addr());
+        mr_bytes = mr->length();
+        continue;  // the run takes it, or stops on it with this region cached
+      }
+    }
+    // Not a lean WR, no region of this PD for its L_Key, or one the run stopped on.
+    mr = nullptr;
+    posted = i;
+    err = post_send(wr);
+    if (err != Errc::kOk) break;
+    ++i;
   }
   posted = i;
-  sq_head_ = head;
-  cseq_next_ = cseq;
   // post_send schedules the QP on every post; the first schedule is the one that counts.
   if (posted != 0) dev_->schedule(*this);
   return err;
