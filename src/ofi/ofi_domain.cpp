@@ -636,9 +636,13 @@ ssize_t cq_readfrom_locked(Cq* q, void* buf, std::size_t count, fi_addr_t* src) 
 // most kCqNapNsMax (the caller gets -FI_EAGAIN then, and timers and other threads get the
 // domain back), never past the engine's next deadline. A pause of more than kSpinGapNs between
 // two empty reads means the application did something else: the run starts again, so a
-// program that computes and tests now and then is never put to sleep.
+// program that computes and tests now and then is never put to sleep. So does a read of another
+// CQ by the same thread in between: a loop over several CQs (or domains: one thread driving
+// both ends, as the provider tests do) may be waiting for work that only another domain's
+// progress moves, which a nap on this domain's doorbells would hold up.
 constexpr TimeNs kSpinGapNs = 5'000;
 constexpr TimeNs kCqNapNsMax = 1'000'000;
+thread_local const Cq* t_empty_cq = nullptr;  // this thread's last CQ read, if it found nothing
 
 ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
   return guard<ssize_t>(-FI_ENOMEM, [&] {
@@ -647,12 +651,15 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     const ssize_t n = cq_readfrom_locked(q, buf, count, src);
     if (n != -FI_EAGAIN) {
       q->empty_last = 0;
+      t_empty_cq = nullptr;
       return n;
     }
     if (g_params.spin_ns == 0) return n;
     const TimeNs t = mono_ns();
-    if (q->empty_last == 0 || t - q->empty_last > kSpinGapNs) q->empty_first = t;
+    if (q->empty_last == 0 || t - q->empty_last > kSpinGapNs || t_empty_cq != q)
+      q->empty_first = t;
     q->empty_last = t;
+    t_empty_cq = q;
     if (t - q->empty_first < TimeNs(g_params.spin_ns)) return n;
     Domain* d = q->dom;
     const TimeNs deadline = d->dev->next_deadline();
