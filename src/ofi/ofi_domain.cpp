@@ -720,6 +720,37 @@ ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, c
     }
     const TimeNs now = mono_ns();
     if (now >= end) return -FI_EAGAIN;
+    // A medium with doorbells (shm): sleep until a peer publishes on one of our rings, a control
+    // datagram or another thread's completion comes, or the engine's next deadline (at most
+    // kCqNapNsMax: the peer's direct messages need no timer, the engine's packets do).
+    {
+      thread_local std::vector<pollfd> sfds;
+      sfds.clear();
+      const int nfd = q->notify_fd();
+      if (nfd >= 0) sfds.push_back({nfd, POLLIN, 0});
+      const std::size_t own = sfds.size();
+      Domain* d = q->dom;
+      std::unique_lock lk(d->mu);
+      const bool armed = d->port->arm_sleep(sfds);
+      if (sfds.size() > own) {  // the medium can ring us
+        const TimeNs deadline = d->dev->next_deadline();
+        const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
+        if (armed && nap > 0) {
+          const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
+                            static_cast<long>(nap % 1'000'000'000)};
+          lk.unlock();
+          ::ppoll(sfds.data(), sfds.size(), &ts, nullptr);
+          lk.lock();
+        }
+        d->port->disarm_sleep(sfds);
+        lk.unlock();
+        if (nfd >= 0) {
+          std::uint64_t drain;
+          [[maybe_unused]] auto r = ::read(nfd, &drain, sizeof drain);
+        }
+        continue;
+      }
+    }
     // Manual progress: the peer's packets arrive on the medium's fd, but ACK and retransmit
     // timers need us back soon; wait on both fds with a short, growing timeout.
     pollfd fds[2] = {{q->notify_fd(), POLLIN, 0}, {q->dom->port->wait_fd(), POLLIN, 0}};
