@@ -11,12 +11,15 @@
 // domain lock). Different ports may be used concurrently; the medium synchronises between them.
 #pragma once
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include <weft/device.hpp>
 
@@ -110,6 +113,19 @@ class MediumPort {
     (void)fn;
     (void)ctx;
   }
+  // Sleeping on the medium's own doorbells (a CQ read that has spun long enough, ofi_domain.cpp):
+  // arm_sleep asks every peer to ring us when it next publishes (shm: the ring's
+  // consumer_sleeping flag, src/io/shm/ring.hpp) and appends what to poll(2) on; false when
+  // something arrived since the last rx_burst (do not sleep) or the medium cannot ring a sleeper
+  // (it then appends nothing).
+  // disarm_sleep withdraws the request, whatever arm_sleep answered, and gets the polled fds
+  // back (revents: what woke the caller). Both under the domain lock; the poll itself may run
+  // without it (a link that goes meanwhile leaves a stale fd, which at worst ends the poll early).
+  virtual bool arm_sleep(std::vector<pollfd>& fds) {
+    (void)fds;
+    return false;
+  }
+  virtual void disarm_sleep(std::span<const pollfd> fds) { (void)fds; }
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can

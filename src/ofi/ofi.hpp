@@ -74,6 +74,11 @@ struct Params {
   // 0: never. 256 KiB: at 64 KiB, on this loaded 2-vCPU machine, waiting for the sender to be
   // scheduled cost more than half the copy saved (bench/ofi/README.md).
   std::size_t split_bytes_min = 256 * 1024;
+  // FI_WEFT_SPIN_US: a CQ read that has found nothing, in a loop of such reads, for this long
+  // sleeps on the medium's doorbells (at most kCqNapNsMax, ofi_domain.cpp) instead of returning
+  // at once; 0: never. A spinning process on a loaded machine waits for a scheduler slice at
+  // every hop, a sleeping one is woken at once (bench/ofi/README.md, "Sleeping CQ reads").
+  std::size_t spin_ns = 50'000;
   // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
   // when WEFT_FABRIC names a running fabric daemon.
   enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
@@ -255,6 +260,9 @@ struct Cq {
   std::deque<fi_cq_err_entry> errors;
   bool signalled = false;
   int refs = 0;
+  // The current run of empty fi_cq_read calls (Params::spin_ns): when it began and when the
+  // last one ended (0: none).
+  TimeNs empty_first = 0, empty_last = 0;
   void push(const fi_cq_tagged_entry& e, fi_addr_t src);
   void push_error(const fi_cq_err_entry& e);
   int notify_fd() const;  // the eventfd an arrival signals (-1: none)

@@ -628,10 +628,55 @@ ssize_t cq_readfrom_locked(Cq* q, void* buf, std::size_t count, fi_addr_t* src) 
   return static_cast<ssize_t>(n);
 }
 
+// Sleeping CQ reads (Params::spin_ns). An application waiting for a completion calls
+// fi_cq_read in a loop; on a machine with more runnable processes than CPUs a process that
+// spins gets the CPU only when its slice comes (milliseconds), one that sleeps in the kernel is
+// woken at once when its peer rings it (the scheduler favours a waking task). So once the
+// empty reads have gone on for spin_ns, each further one sleeps on the medium's doorbells, at
+// most kCqNapNsMax (the caller gets -FI_EAGAIN then, and timers and other threads get the
+// domain back), never past the engine's next deadline. A pause of more than kSpinGapNs between
+// two empty reads means the application did something else: the run starts again, so a
+// program that computes and tests now and then is never put to sleep. So does a read of another
+// CQ by the same thread in between: a loop over several CQs (or domains: one thread driving
+// both ends, as the provider tests do) may be waiting for work that only another domain's
+// progress moves, which a nap on this domain's doorbells would hold up.
+constexpr TimeNs kSpinGapNs = 5'000;
+constexpr TimeNs kCqNapNsMax = 1'000'000;
+thread_local const Cq* t_empty_cq = nullptr;  // this thread's last CQ read, if it found nothing
+
 ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
   return guard<ssize_t>(-FI_ENOMEM, [&] {
     Cq* q = ofi_container<Cq>(cq);
-    std::lock_guard lk(q->dom->mu);
+    std::unique_lock lk(q->dom->mu);
+    const ssize_t n = cq_readfrom_locked(q, buf, count, src);
+    if (n != -FI_EAGAIN) {
+      q->empty_last = 0;
+      t_empty_cq = nullptr;
+      return n;
+    }
+    if (g_params.spin_ns == 0) return n;
+    const TimeNs t = mono_ns();
+    if (q->empty_last == 0 || t - q->empty_last > kSpinGapNs || t_empty_cq != q)
+      q->empty_first = t;
+    q->empty_last = t;
+    t_empty_cq = q;
+    if (t - q->empty_first < TimeNs(g_params.spin_ns)) return n;
+    Domain* d = q->dom;
+    const TimeNs deadline = d->dev->next_deadline();
+    if (deadline <= t) return n;
+    const TimeNs nap = std::min(kCqNapNsMax, deadline - t);
+    // Thread-local: another thread may sleep on the same domain while this one does.
+    thread_local std::vector<pollfd> fds;
+    fds.clear();
+    if (d->port->arm_sleep(fds)) {
+      const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
+                        static_cast<long>(nap % 1'000'000'000)};
+      lk.unlock();
+      ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+      lk.lock();
+    }
+    d->port->disarm_sleep(fds);
+    q->empty_last = mono_ns();
     return cq_readfrom_locked(q, buf, count, src);
   });
 }
@@ -675,6 +720,37 @@ ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, c
     }
     const TimeNs now = mono_ns();
     if (now >= end) return -FI_EAGAIN;
+    // A medium with doorbells (shm): sleep until a peer publishes on one of our rings, a control
+    // datagram or another thread's completion comes, or the engine's next deadline (at most
+    // kCqNapNsMax: the peer's direct messages need no timer, the engine's packets do).
+    {
+      thread_local std::vector<pollfd> sfds;
+      sfds.clear();
+      const int nfd = q->notify_fd();
+      if (nfd >= 0) sfds.push_back({nfd, POLLIN, 0});
+      const std::size_t own = sfds.size();
+      Domain* d = q->dom;
+      std::unique_lock lk(d->mu);
+      const bool armed = d->port->arm_sleep(sfds);
+      if (sfds.size() > own) {  // the medium can ring us
+        const TimeNs deadline = d->dev->next_deadline();
+        const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
+        if (armed && nap > 0) {
+          const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
+                            static_cast<long>(nap % 1'000'000'000)};
+          lk.unlock();
+          ::ppoll(sfds.data(), sfds.size(), &ts, nullptr);
+          lk.lock();
+        }
+        d->port->disarm_sleep(sfds);
+        lk.unlock();
+        if (nfd >= 0) {
+          std::uint64_t drain;
+          [[maybe_unused]] auto r = ::read(nfd, &drain, sizeof drain);
+        }
+        continue;
+      }
+    }
     // Manual progress: the peer's packets arrive on the medium's fd, but ACK and retransmit
     // timers need us back soon; wait on both fds with a short, growing timeout.
     pollfd fds[2] = {{q->notify_fd(), POLLIN, 0}, {q->dom->port->wait_fd(), POLLIN, 0}};

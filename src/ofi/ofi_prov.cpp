@@ -546,6 +546,11 @@ void define_params() {
                   "write each other's memory: the receiver reads the first half while the sender "
                   "writes the second; 0: never (default: %zu)",
                   g_params.split_bytes_min);
+  fi_param_define(&g_prov, "spin_us", FI_PARAM_SIZE_T,
+                  "A CQ read loop that has found nothing for this many microseconds sleeps on "
+                  "the medium's doorbells (shm), up to 1 ms per read, instead of spinning on; "
+                  "0: never (default: %zu)",
+                  g_params.spin_ns / 1000);
   fi_param_define(&g_prov, "loopback_drop", FI_PARAM_SIZE_T,
                   "Packets per million the loopback medium drops, for tests (default: 0)");
   fi_param_define(&g_prov, "loopback_seed", FI_PARAM_SIZE_T,
@@ -560,6 +565,8 @@ void define_params() {
   if (fi_param_get_size_t(&g_prov, "direct_size", &v) == FI_SUCCESS)
     g_params.direct_bytes = std::min(v, kDirectBytesMax);
   if (fi_param_get_size_t(&g_prov, "split_size", &v) == FI_SUCCESS) g_params.split_bytes_min = v;
+  if (fi_param_get_size_t(&g_prov, "spin_us", &v) == FI_SUCCESS && v <= 1'000'000)
+    g_params.spin_ns = v * 1000;
   if (fi_param_get_size_t(&g_prov, "loopback_drop", &v) == FI_SUCCESS && v <= 1'000'000)
     g_params.loopback_drop_ppm = v;
   if (fi_param_get_size_t(&g_prov, "loopback_seed", &v) == FI_SUCCESS) g_params.loopback_seed = v;

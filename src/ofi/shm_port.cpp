@@ -362,6 +362,26 @@ class ShmPort final : public MediumPort {
 
   int wait_fd() const override { return epfd_; }
 
+  // Every live link's ring asks its producer to ring our doorbell (ShmMedium::prepare_sleep);
+  // the epoll set covers control traffic, new links and peer deaths.
+  bool arm_sleep(std::vector<pollfd>& fds) override {
+    fds.push_back({epfd_, POLLIN, 0});
+    for (const auto& lp : links_) {
+      Link& l = *lp;
+      if (!l.medium || l.dead) continue;
+      if (l.dying || !l.medium->prepare_sleep()) return false;  // something to read already
+      fds.push_back({l.medium->rx_wait_fd(), POLLIN, 0});
+    }
+    return true;
+  }
+  void disarm_sleep(std::span<const pollfd> fds) override {
+    for (const auto& lp : links_)
+      if (lp->medium && !lp->dead) lp->medium->finish_sleep();
+    // Woken by a socket or pidfd: let the next ctrl_poll look at once, past its rate limit.
+    for (const pollfd& p : fds)
+      if (p.fd == epfd_ && p.revents) expect_ = true;
+  }
+
   int direct_read_pid(const NodeAddr& peer) const override {
     auto it = routes_.find(peer.lid);
     if (it == routes_.end()) return 0;

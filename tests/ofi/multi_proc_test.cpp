@@ -3,6 +3,10 @@
 // sends one tagged message to every other and receives one from each, checking tag and bytes.
 // Exit 0 when every child exited 0. Each child is bounded by alarm(); the parent kills the rest
 // when one fails.
+// `multi_proc_test N late`: the last rank sleeps kLateUs before it sends and progresses, and
+// rank 0 waits with non-blocking fi_cq_read calls: a CQ read loop that finds nothing naps on the
+// shm rings' doorbells (FI_WEFT_SPIN_US, src/ofi/README.md) and the peer's publish wakes it, so
+// rank 0 must get everything byte-exact in fewer than kLateReadsMax reads.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -22,6 +26,12 @@ namespace {
 
 constexpr std::size_t kAddrMax = 64;
 constexpr std::size_t kMsgBytes = 100000;  // rendezvous (RDMA READ), zero copy
+constexpr useconds_t kLateUs = 500'000;
+// Naps of at most 1 ms while the late rank sleeps (~500 reads), and the spin before the first
+// nap: ~50 us of reads (~400 here), again whenever the spin was interrupted for more than 5 us
+// (~15 times a run here, up to 70 under load). Spinning all along makes ~4 million reads here
+// quiet, ~200,000 with a 5 % share of a CPU.
+constexpr long kLateReadsMax = 100'000;
 
 #define CHECK(x)                                                     \
   do {                                                               \
@@ -51,7 +61,7 @@ std::uint8_t byte_of(int src, int dst, std::size_t i) {
   return static_cast<std::uint8_t>(src * 31 + dst * 7 + i);
 }
 
-int child(int rank, int n, int to_parent, int from_parent) {
+int child(int rank, int n, int to_parent, int from_parent, bool late) {
   alarm(30);
   fi_info* h = fi_allocinfo();
   h->ep_attr->type = FI_EP_RDM;
@@ -98,6 +108,7 @@ int child(int rank, int n, int to_parent, int from_parent) {
                    nullptr));
     ++pending;
   }
+  if (late && rank == n - 1) usleep(kLateUs);
   for (int p = 0; p < n; ++p) {
     if (p == rank) continue;
     for (std::size_t i = 0; i < kMsgBytes; ++i) tx[p][i] = byte_of(rank, p, i);
@@ -110,9 +121,12 @@ int child(int rank, int n, int to_parent, int from_parent) {
     CHECK(r);
     ++pending;
   }
+  long reads = 0;
   while (pending > 0) {
     fi_cq_tagged_entry e[8];
-    const ssize_t got = fi_cq_sread(cq, e, 8, nullptr, 100);
+    const bool poll = late && rank == 0;
+    reads += poll;
+    const ssize_t got = poll ? fi_cq_read(cq, e, 8) : fi_cq_sread(cq, e, 8, nullptr, 100);
     if (got == -FI_EAGAIN) continue;
     CHECK(got);
     pending -= static_cast<int>(got);
@@ -124,6 +138,16 @@ int child(int rank, int n, int to_parent, int from_parent) {
         std::fprintf(stderr, "rank %d: byte %zu from %d wrong\n", rank, i, p);
         return 4;
       }
+  }
+  if (late && rank == 0) {
+    std::printf("rank 0: %ld fi_cq_read calls while rank %d slept %u us\n", reads, n - 1,
+                static_cast<unsigned>(kLateUs));
+    std::fflush(stdout);  // the child ends in _Exit
+    if (reads >= kLateReadsMax) {
+      std::fprintf(stderr, "rank 0: %ld reads, at most %ld expected: the reads did not sleep\n",
+                   reads, kLateReadsMax);
+      return 5;
+    }
   }
   // Everyone must be done before anyone closes (a peer may still need our ACKs).
   char done = 1;
@@ -142,6 +166,7 @@ int child(int rank, int n, int to_parent, int from_parent) {
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 4;
+  const bool late = argc > 2 && std::strcmp(argv[2], "late") == 0;
   std::vector<pid_t> pids;
   std::vector<int> up(n), down(n);
   for (int r = 0; r < n; ++r) {
@@ -151,7 +176,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       close(a[0]);
       close(b[1]);
-      std::_Exit(child(r, n, a[1], b[0]));
+      std::_Exit(child(r, n, a[1], b[0], late));
     }
     close(a[1]);
     close(b[0]);
