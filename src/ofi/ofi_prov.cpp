@@ -534,7 +534,7 @@ void define_params() {
                   "Medium carrying the packets: shm (between processes; the default), fabric "
                   "(through the emulated fabric daemon named by WEFT_FABRIC; the default when "
                   "WEFT_FABRIC is set), udp (RoCEv2 over UDP sockets), dpdk (RoCEv2 frames over "
-                  "a DPDK port) or loopback (in-process)");
+                  "a DPDK port) or loopback (in-process); default WEFT_MEDIUM if set");
   fi_param_define(&g_prov, "udp_ip", FI_PARAM_STRING,
                   "IPv4 address the udp medium binds (default: 127.0.0.1)");
   fi_param_define(&g_prov, "dpdk_args", FI_PARAM_STRING,
@@ -610,8 +610,13 @@ void define_params() {
     g_params.fabric = fabric;
     g_params.medium = Params::Medium::kFabric;
   }
+  // FI_WEFT_MEDIUM, else WEFT_MEDIUM (the variable weft perf reads too; weft run sets both).
   char* medium = nullptr;
-  if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium) {
+  if (fi_param_get_str(&g_prov, "medium", &medium) != FI_SUCCESS || !medium) {
+    const char* w = std::getenv("WEFT_MEDIUM");
+    medium = w && *w ? const_cast<char*>(w) : nullptr;
+  }
+  if (medium) {
     using M = Params::Medium;
     if (std::strcmp(medium, "loopback") == 0)
       g_params.medium = M::kLoopback;
