@@ -4,8 +4,9 @@
 // burst), IBA packets in (rx_burst hands them to the Device), and small control datagrams for
 // connection setup between endpoints. The provider never sees sockets, rings or processes.
 // Implementations: the in-process loopback (loopback_medium.cpp), shared memory between
-// processes (shm_port.cpp), an emulated fabric (fabric_port.cpp) and RoCEv2 over UDP
-// (udp_port.cpp); see README.md, "The medium seam".
+// processes (shm_port.cpp), an emulated fabric (fabric_port.cpp), RoCEv2 over UDP
+// (udp_port.cpp) and over DPDK (dpdk_port.cpp), and the capture in front of any of the IBA ones
+// (capture_port.cpp); see README.md, "The medium seam".
 //
 // Thread-safety: a port is used by one thread at a time (the domain's progress, under the
 // domain lock). Different ports may be used concurrently; the medium synchronises between them.
@@ -18,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -149,6 +151,29 @@ std::unique_ptr<MediumPort> open_fabric_port(std::string_view fabric_name,
 // FI_WEFT_UDP_IP (default 127.0.0.1). The LID is claimed like the shm port's; node_id carries
 // the IPv4 address and UDP port (ip << 32 | port << 16 | lid), so an address is a route.
 // Control datagrams: the abstract socket "weft/ofi-udp/<fabric>/<lid>" (one host).
-std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uint32_t ip);
+// pcap_path: UdpMedium's capture of this port's datagrams (empty: none).
+std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uint32_t ip,
+                                          const std::string& pcap_path = {});
+
+// RoCEv2 frames over DPDK (dpdk_port.cpp, FI_WEFT_MEDIUM=dpdk): src/io's DpdkMedium on
+// FI_WEFT_DPDK_VDEV, by default one end of a net_memif pair between two processes. Null (and a
+// warning) when the port cannot start, or when this build has no DPDK (dpdk_built() false).
+std::unique_ptr<MediumPort> open_dpdk_port(std::string_view fabric_name,
+                                           const std::string& pcap_path);
+bool dpdk_built();
+inline constexpr const char* kNoDpdk =
+    "this weft was built without DPDK (libdpdk not found at configure time, or -Ddpdk=disabled)";
+// Releases the EAL if a DPDK port started it (the provider's cleanup, after every domain).
+void dpdk_cleanup();
+
+// FI_WEFT_PCAP on the media that carry IBA packets (capture_port.cpp): `inner` with every
+// packet its Device sends and receives written to `path` (src/io/capture.hpp). Null when the
+// file cannot be created.
+std::unique_ptr<MediumPort> open_capture_port(std::unique_ptr<MediumPort> inner,
+                                              const std::string& path);
+// The capture file of the next port this process opens: FI_WEFT_PCAP with ".<pid>" before its
+// extension (and ".<n>" after it for the n-th further port), so processes and domains never
+// share one. Empty when FI_WEFT_PCAP is not set.
+std::string next_capture_path();
 
 }  // namespace weft::ofi

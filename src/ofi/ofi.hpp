@@ -79,12 +79,20 @@ struct Params {
   // at once; 0: never. A spinning process on a loaded machine waits for a scheduler slice at
   // every hop, a sleeping one is woken at once (bench/ofi/README.md, "Sleeping CQ reads").
   std::size_t spin_ns = 50'000;
-  // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, fabric; the default is fabric
-  // when WEFT_FABRIC names a running fabric daemon.
-  enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric };
+  // FI_WEFT_MEDIUM: shm (default), loopback (in-process), udp, dpdk, fabric; the default is
+  // fabric when WEFT_FABRIC names a running fabric daemon.
+  enum class Medium : std::uint8_t { kShm, kLoopback, kUdp, kFabric, kDpdk };
   Medium medium = Medium::kShm;
   std::string fabric;                 // WEFT_FABRIC: the daemon's name (Medium::kFabric)
   std::uint32_t udp_ip = 0x7F000001;  // FI_WEFT_UDP_IP (host order)
+  // FI_WEFT_DPDK_ARGS (else WEFT_DPDK_ARGS, read by src/io/dpdk): EAL arguments replacing the
+  // defaults; FI_WEFT_DPDK_VDEV: the DPDK device (empty: a net_memif pair, dpdk_port.cpp).
+  std::string dpdk_args, dpdk_vdev;
+  // FI_WEFT_DPDK_MEMIF: the name that pairs two processes over the default net_memif (its socket
+  // and the role claims); default "weft-ofi-memif-<fabric>". Concurrent jobs need their own.
+  std::string dpdk_memif;
+  // FI_WEFT_PCAP: capture what each domain's medium carries (next_capture_path names the files).
+  std::string pcap;
   // FI_WEFT_LOOPBACK_DROP: packets per million the loopback medium drops (a fault of the medium,
   // for tests of the provider's loss handling); seeded by FI_WEFT_LOOPBACK_SEED.
   std::size_t loopback_drop_ppm = 0;

@@ -296,6 +296,7 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
     return -FI_EINVAL;
   auto d = std::make_unique<Domain>();
   d->fabric = ofi_container<Fabric>(fabric);
+  const std::string capture = next_capture_path();
   switch (g_params.medium) {
     case Params::Medium::kLoopback:
       d->port = open_loopback_port(d->fabric->name);
@@ -304,7 +305,11 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
       d->port = open_shm_port(d->fabric->name);
       break;
     case Params::Medium::kUdp:
-      d->port = open_udp_port(d->fabric->name, g_params.udp_ip);
+      d->port = open_udp_port(d->fabric->name, g_params.udp_ip, capture);
+      break;
+    case Params::Medium::kDpdk:
+      d->port = open_dpdk_port(d->fabric->name, capture);
+      if (!d->port) return -FI_ENODEV;
       break;
     case Params::Medium::kFabric:
       if (g_params.fabric.empty()) {
@@ -316,6 +321,12 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
       break;
   }
   if (!d->port) return -FI_ENOMEM;
+  // The Ethernet media capture their own frames (above); the others through a capturing port.
+  if (!capture.empty() && g_params.medium != Params::Medium::kUdp &&
+      g_params.medium != Params::Medium::kDpdk) {
+    d->port = open_capture_port(std::move(d->port), capture);
+    if (!d->port) return -FI_EIO;
+  }
   DeviceConfig dc;
   dc.name = "weft-fi";
   dc.node_guid = 0x0002c90400000000ull | (d->port->local().node_id & 0xFFFFFFFFFFull);

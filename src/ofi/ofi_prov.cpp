@@ -260,7 +260,9 @@ int weft_fabric(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   return guard(-FI_ENOMEM, [&] { return fabric_open(attr, fabric, context); });
 }
 
-void weft_cleanup() {}
+void weft_cleanup() {
+  dpdk_cleanup();
+}
 
 }  // namespace
 
@@ -269,6 +271,10 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
   *info = nullptr;
   if (flags & kCoreProvOnly) {
     WEFT_INFO(FI_LOG_CORE, "refusing a utility provider's core-only query (no weft;ofi_rxm)");
+    return -FI_ENODATA;
+  }
+  if (g_params.medium == Params::Medium::kDpdk && !dpdk_built()) {
+    WEFT_WARN(FI_LOG_CORE, "FI_WEFT_MEDIUM=dpdk: %s", kNoDpdk);
     return -FI_ENODATA;
   }
   if (node || service) {
@@ -495,6 +501,8 @@ const char* to_string(Params::Medium m) {
       return "udp";
     case Params::Medium::kFabric:
       return "fabric";
+    case Params::Medium::kDpdk:
+      return "dpdk";
   }
   return "?";
 }
@@ -525,9 +533,25 @@ void define_params() {
   fi_param_define(&g_prov, "medium", FI_PARAM_STRING,
                   "Medium carrying the packets: shm (between processes; the default), fabric "
                   "(through the emulated fabric daemon named by WEFT_FABRIC; the default when "
-                  "WEFT_FABRIC is set), udp (RoCEv2 over UDP sockets) or loopback (in-process)");
+                  "WEFT_FABRIC is set), udp (RoCEv2 over UDP sockets), dpdk (RoCEv2 frames over "
+                  "a DPDK port) or loopback (in-process); default WEFT_MEDIUM if set");
   fi_param_define(&g_prov, "udp_ip", FI_PARAM_STRING,
                   "IPv4 address the udp medium binds (default: 127.0.0.1)");
+  fi_param_define(&g_prov, "dpdk_args", FI_PARAM_STRING,
+                  "dpdk medium: EAL arguments replacing the defaults (default: WEFT_DPDK_ARGS, "
+                  "else --no-huge -m 256 --no-pci --no-shconf --no-telemetry ...)");
+  fi_param_define(&g_prov, "dpdk_vdev", FI_PARAM_STRING,
+                  "dpdk medium: the device, as rte_dev_probe takes it (e.g. "
+                  "net_af_packet0,iface=veth0,framesz=8192); default: a net_memif pair between "
+                  "two processes");
+  fi_param_define(&g_prov, "dpdk_memif", FI_PARAM_STRING,
+                  "dpdk medium without dpdk_vdev: the name that pairs two processes over "
+                  "net_memif (its abstract socket); concurrent pairs need their own (default: "
+                  "weft-ofi-memif-FABRIC)");
+  fi_param_define(&g_prov, "pcap", FI_PARAM_STRING,
+                  "Capture what each domain's medium carries into this pcap file, with .PID "
+                  "(and .N for a process's N-th further domain) before its extension: RoCEv2 "
+                  "frames on udp and dpdk, IBA packets (ERF) on the others");
   fi_param_define(&g_prov, "eager_connect", FI_PARAM_BOOL,
                   "Open the RDM connection to a peer when fi_av_insert names it, not on the "
                   "first send (default: %d)",
@@ -593,13 +617,20 @@ void define_params() {
     g_params.fabric = fabric;
     g_params.medium = Params::Medium::kFabric;
   }
+  // FI_WEFT_MEDIUM, else WEFT_MEDIUM (the variable weft perf reads too; weft run sets both).
   char* medium = nullptr;
-  if (fi_param_get_str(&g_prov, "medium", &medium) == FI_SUCCESS && medium) {
+  if (fi_param_get_str(&g_prov, "medium", &medium) != FI_SUCCESS || !medium) {
+    const char* w = std::getenv("WEFT_MEDIUM");
+    medium = w && *w ? const_cast<char*>(w) : nullptr;
+  }
+  if (medium) {
     using M = Params::Medium;
     if (std::strcmp(medium, "loopback") == 0)
       g_params.medium = M::kLoopback;
     else if (std::strcmp(medium, "udp") == 0)
       g_params.medium = M::kUdp;
+    else if (std::strcmp(medium, "dpdk") == 0)
+      g_params.medium = M::kDpdk;
     else if (std::strcmp(medium, "fabric") == 0)
       g_params.medium = M::kFabric;
     else if (std::strcmp(medium, "shm") == 0)
@@ -608,6 +639,14 @@ void define_params() {
       WEFT_WARN(FI_LOG_CORE, "FI_WEFT_MEDIUM=%s is not a medium; using %s", medium,
                 to_string(g_params.medium));
   }
+  char* s = nullptr;
+  if (fi_param_get_str(&g_prov, "dpdk_args", &s) == FI_SUCCESS && s) g_params.dpdk_args = s;
+  s = nullptr;
+  if (fi_param_get_str(&g_prov, "dpdk_vdev", &s) == FI_SUCCESS && s) g_params.dpdk_vdev = s;
+  s = nullptr;
+  if (fi_param_get_str(&g_prov, "dpdk_memif", &s) == FI_SUCCESS && s) g_params.dpdk_memif = s;
+  s = nullptr;
+  if (fi_param_get_str(&g_prov, "pcap", &s) == FI_SUCCESS && s) g_params.pcap = s;
   char* ip = nullptr;
   in_addr a{};
   if (fi_param_get_str(&g_prov, "udp_ip", &ip) == FI_SUCCESS && ip) {

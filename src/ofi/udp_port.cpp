@@ -258,7 +258,8 @@ class UdpPort final : public MediumPort {
 
 }  // namespace
 
-std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uint32_t ip) {
+std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uint32_t ip,
+                                          const std::string& pcap_path) {
   static std::atomic<std::uint32_t> opened{0};
   const std::string fabric(fabric_name);
   // Claim a LID on this host.
@@ -278,7 +279,18 @@ std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uin
   io::udp::UdpConfig cfg;
   cfg.local_ip = ip;
   cfg.port = 0;  // ephemeral
+  cfg.pcap_path = pcap_path;
+  // A capturing port takes RoCEv2's port if it is free, so that Wireshark (RoCE on UDP 4791
+  // only) decodes its traffic; two capturing processes on one address: the first gets it.
+  if (!pcap_path.empty()) cfg.port = wire::kRoceV2UdpPort;
   auto medium = std::make_unique<io::udp::UdpMedium>(cfg);
+  if (!medium->ok() && cfg.port != 0) {
+    cfg.port = 0;
+    medium = std::make_unique<io::udp::UdpMedium>(cfg);
+    if (medium->ok())
+      WEFT_INFO(FI_LOG_DOMAIN, "udp: port %u is taken; %s shows port %u", wire::kRoceV2UdpPort,
+                pcap_path.c_str(), medium->local_port());
+  }
   if (!medium->ok()) {
     WEFT_WARN(FI_LOG_DOMAIN, "udp: %s", medium->error().c_str());
     return nullptr;

@@ -25,6 +25,8 @@ fail() {
 
 for attempt in 1 2 3; do
   port=$((20000 + (RANDOM * 7 + $$) % 40000))
+  # FI_WEFT_MEDIUM=dpdk: the two processes pair over net_memif under a name of this run's own.
+  export FI_WEFT_DPDK_MEMIF=weft-pp-$$-$attempt
   timeout 60 "$pp" -p weft "$@" -B "$port" >"$dir/server" 2>&1 &
   server=$!
   # The client retries while the server's out-of-band port is not listening yet.

@@ -3,6 +3,7 @@
 //             [--server [--name N] | --client N | --local] [--copy] [--shm-buffers] [--json]
 //             [--fabric F | --direct]
 //             [--medium shm|udp|dpdk] [--udp-ip A] [--dpdk-vdev V] [--dpdk-args "..."]
+//             [--pcap FILE]
 // Direct mode by default; through the fabric daemon F with --fabric F (or WEFT_FABRIC in the
 // environment, unless --direct): each side attaches to a free HCA (WEFT_HCA picks one).
 // The runner lives in src/io/perf.{hpp,cpp}; this file parses and prints. --medium (or
@@ -10,6 +11,10 @@
 // RoCEv2 datagrams between the two processes' sockets (127.0.0.1 unless --udp-ip), dpdk RoCEv2
 // frames between two DPDK ports (default: net_memif between the two processes, named after the
 // rendezvous; --dpdk-vdev for another device, --dpdk-args / WEFT_DPDK_ARGS for the EAL).
+// --pcap FILE (or WEFT_PCAP) captures what the medium carries on this side (with --local: the
+// client's, which sees every packet both ways): udp and dpdk their RoCEv2 frames
+// (LINKTYPE_ETHERNET, ICRC included), shm the IBA packets LRH..VCRC (ERF InfiniBand records,
+// src/io/capture.hpp).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +31,7 @@
 #include <sstream>
 #include <string>
 
+#include "src/io/capture.hpp"
 #include "src/io/perf.hpp"
 #include "src/io/udp/udp_medium.hpp"
 #ifdef WEFT_HAVE_DPDK
@@ -45,6 +51,7 @@ struct PerfArgs {
   std::uint32_t iters = 0, tx_depth = 128;
   std::string client, name = "weft-perf";
   std::string medium, udp_ip = "127.0.0.1", dpdk_vdev, dpdk_args;
+  std::string pcap;  // --pcap / WEFT_PCAP: this side's capture
 };
 
 // What each side tells the other about its end of the data path.
@@ -70,7 +77,15 @@ std::string mtu_problem(std::uint32_t roce_mtu, std::uint32_t if_mtu, std::strin
 // socket and move the Device onto it. Empty string: done; otherwise what failed.
 std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::string& name,
                           bool server) {
-  if (a.medium == "shm") return "";
+  if (a.medium == "shm") {
+    if (!a.pcap.empty()) {
+      // The node keeps its ring; the capture sits between it and the Device.
+      auto cap = std::make_unique<io::CaptureMedium>(node.medium(), a.pcap);
+      if (!cap->ok()) return "cannot write the capture " + a.pcap;
+      node.use_medium(std::move(cap));
+    }
+    return "";
+  }
   MediumHello mine{}, theirs{};
   mine.lid = node.lid();
   const auto send_hello = [&] {
@@ -96,7 +111,20 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
       return "bad --udp-ip " + a.udp_ip + " (an IPv4 or IPv6 address)";
     }
     c.port = 0;  // ephemeral: both ends may share the address
+    c.pcap_path = a.pcap;
+    // A capturing side takes RoCEv2's port if it can, so that Wireshark, which decodes RoCE on
+    // UDP 4791 only, sees every datagram of the run as RoCE (one end of each is on 4791).
+    if (!a.pcap.empty()) c.port = wire::kRoceV2UdpPort;
     auto u = std::make_unique<io::udp::UdpMedium>(c);
+    if (!u->ok() && c.port != 0) {
+      c.port = 0;
+      u = std::make_unique<io::udp::UdpMedium>(c);
+      if (u->ok())
+        std::fprintf(stderr,
+                     "weft perf: UDP port %u of %s is taken: the capture's datagrams use port "
+                     "%u (tshark -d udp.port==%u,infiniband decodes them)\n",
+                     wire::kRoceV2UdpPort, a.udp_ip.c_str(), u->local_port(), u->local_port());
+    }
     if (!u->ok()) return u->error();
     if (std::string e = mtu_problem(u->roce_mtu(), u->if_mtu(), u->if_name()); !e.empty()) return e;
     mine.ip = c.local_ip;
@@ -126,6 +154,7 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
     for (std::string w; in >> w;) c.eal_args.push_back(w);
     c.local_ip = 0x0A000000u | node.lid();  // 10.0.0.LID: the frames need some address
     c.link_wait_ns = 0;
+    c.pcap_path = a.pcap;
     // The server's port first (a memif client connects to a listening server), then the
     // client's; then both wait for the link.
     if (!server && !recv_hello()) return "no medium address from the peer";
@@ -329,6 +358,15 @@ void run(PerfArgs a) {
   }
   if (a.medium != "shm" && a.medium != "udp" && a.medium != "dpdk")
     throw CLI::ValidationError("perf", "--medium must be shm, udp or dpdk");
+  if (a.pcap.empty())
+    if (const char* e = std::getenv("WEFT_PCAP"); e && *e) a.pcap = e;
+  if (!a.pcap.empty()) {
+    // Said now rather than by a medium's log in the middle of the run.
+    std::FILE* f = std::fopen(a.pcap.c_str(), "wb");
+    if (!f)
+      throw CLI::ValidationError("perf", "--pcap " + a.pcap + ": " + std::strerror(errno));
+    std::fclose(f);
+  }
   io::PerfOptions o;
   if (a.verb == "write")
     o.verb = io::PerfVerb::kWrite;
@@ -364,6 +402,9 @@ void run(PerfArgs a) {
   if (!fabric.empty()) {
     if (a.medium != "shm")
       throw CLI::ValidationError("perf", "--medium is for direct mode (a fabric daemon uses shm)");
+    if (!a.pcap.empty())
+      throw CLI::ValidationError("perf", "--pcap is for direct mode (the fabric's links are the "
+                                         "daemon's)");
     if (a.copy) throw CLI::ValidationError("perf", "--copy is for direct mode (a fabric copies)");
     if (a.shm_buffers)
       throw CLI::ValidationError("perf", "--shm-buffers is for direct mode (a fabric copies)");
@@ -395,7 +436,9 @@ void run(PerfArgs a) {
     if (child < 0) throw CLI::RuntimeError(1);
     if (child == 0) {
       pin_to(local_cpu(a, true));
-      _exit(serve(*listener, d, a));
+      PerfArgs sa = a;
+      sa.pcap.clear();  // the client's capture holds both directions
+      _exit(serve(*listener, d, sa));
     }
     pin_to(local_cpu(a, false));
     listener.reset();
@@ -471,6 +514,10 @@ void add_perf(CLI::App& app) {
                   "--medium dpdk: the device (default: net_memif between the two processes)");
   cmd->add_option("--dpdk-args", a->dpdk_args,
                   "--medium dpdk: EAL arguments replacing the defaults (or WEFT_DPDK_ARGS)");
+  cmd->add_option("--pcap", a->pcap,
+                  "Capture what the medium carries on this side into FILE (default WEFT_PCAP): "
+                  "RoCEv2 frames on udp and dpdk, IBA packets (ERF) on shm; with --local the "
+                  "client's side");
   cmd->callback([a] { run(*a); });
 }
 

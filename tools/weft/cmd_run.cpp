@@ -2,12 +2,18 @@
 // a fabric daemon when none is named, launches N ranks attached to it (WEFT_RANK, WEFT_SIZE,
 // WEFT_FABRIC, WEFT_HCA, and WEFT_FABRIC_DEFAULT=1 when it started one of its default topology),
 // forwards SIGINT/SIGTERM, names a rank that fails, and tears down.
+// `weft run -n N --medium shm|udp|dpdk [--dpdk-args "..."] [--pcap FILE] -- prog args...` starts
+// no fabric: the ranks talk over that medium directly (WEFT_MEDIUM and FI_WEFT_MEDIUM for weft
+// perf and the libfabric provider; WEFT_DPDK_ARGS and FI_WEFT_DPDK_ARGS; WEFT_PCAP and
+// FI_WEFT_PCAP naming FILE with the rank before its extension, cap.pcap -> cap.3.pcap, to which
+// the provider adds its pid), with WEFT_RANK and WEFT_SIZE as before.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -45,8 +51,51 @@ struct RunArgs {
   int n = 2;
   std::string fabric, topology;
   bool pace = false;
+  std::string medium, dpdk_args, pcap;
   std::vector<std::string> cmd;
 };
+
+// Whether the inherited variable `v` gives way to one this command sets for the rank.
+bool replaced(const std::string& v, const RunArgs& a) {
+  const auto is = [&](const char* k) { return v.rfind(k, 0) == 0; };
+  if (is("WEFT_RANK=") || is("WEFT_SIZE=") || is("WEFT_FABRIC=") || is("WEFT_HCA=") ||
+      is("WEFT_FABRIC_DEFAULT="))
+    return true;
+  if (a.medium.empty()) return false;
+  return is("WEFT_MEDIUM=") || is("FI_WEFT_MEDIUM=") ||
+         (!a.dpdk_args.empty() && (is("WEFT_DPDK_ARGS=") || is("FI_WEFT_DPDK_ARGS="))) ||
+         (!a.pcap.empty() && (is("WEFT_PCAP=") || is("FI_WEFT_PCAP=")));
+}
+
+// FILE with the rank before its extension: cap.pcap -> cap.3.pcap, cap -> cap.3.
+std::string rank_file(const std::string& f, int rank) {
+  const std::size_t slash = f.rfind('/');
+  const std::size_t dot = f.rfind('.');
+  const std::size_t base = slash == std::string::npos ? 0 : slash + 1;
+  if (dot == std::string::npos || dot <= base) return f + "." + std::to_string(rank);
+  return f.substr(0, dot) + "." + std::to_string(rank) + f.substr(dot);
+}
+
+// Combinations that make no sense, said before anything starts. Empty: fine.
+std::string check_args(const RunArgs& a) {
+  if (a.medium.empty()) {
+    if (!a.dpdk_args.empty()) return "--dpdk-args needs --medium dpdk";
+    if (!a.pcap.empty())
+      return "--pcap captures a medium: give --medium (a run on a fabric crosses the daemon's "
+             "links)";
+    return "";
+  }
+  if (a.medium != "shm" && a.medium != "udp" && a.medium != "dpdk")
+    return "--medium must be shm, udp or dpdk";
+  if (!a.fabric.empty() || !a.topology.empty() || a.pace)
+    return "--medium runs the ranks without a fabric: it excludes --fabric, --topology and "
+           "--pace";
+  if (!a.dpdk_args.empty() && a.medium != "dpdk") return "--dpdk-args needs --medium dpdk";
+  if (a.medium == "dpdk" && a.n > 2 && !std::getenv("FI_WEFT_DPDK_VDEV"))
+    return "--medium dpdk pairs two ranks over net_memif; more need a shared device "
+           "(FI_WEFT_DPDK_VDEV, e.g. net_af_packet on veths joined by a bridge)";
+  return "";
+}
 
 int run(const RunArgs& a) {
   sigset_t set;
@@ -59,7 +108,8 @@ int run(const RunArgs& a) {
   std::string name = a.fabric;
   std::unique_ptr<fabricd::FabricDaemon> daemon;
   std::thread daemon_thread;
-  if (name.empty()) {
+  const bool direct = !a.medium.empty();
+  if (name.empty() && !direct) {
     const int leaves = a.n > 1 ? 2 : 1;
     const std::string spec =
         !a.topology.empty() ? a.topology
@@ -98,17 +148,31 @@ int run(const RunArgs& a) {
     std::vector<std::string> env_s;
     for (char** e = environ; *e; ++e) {
       const std::string v = *e;
-      if (v.rfind("WEFT_RANK=", 0) && v.rfind("WEFT_SIZE=", 0) && v.rfind("WEFT_FABRIC=", 0) &&
-          v.rfind("WEFT_HCA=", 0) && v.rfind("WEFT_FABRIC_DEFAULT=", 0))
-        env_s.push_back(v);
+      if (!replaced(v, a)) env_s.push_back(v);
     }
     env_s.push_back("WEFT_RANK=" + std::to_string(r));
     env_s.push_back("WEFT_SIZE=" + std::to_string(a.n));
-    env_s.push_back("WEFT_FABRIC=" + name);
-    env_s.push_back("WEFT_HCA=" + std::to_string(r));
-    // Nobody chose this fabric (neither --fabric nor --topology): a rank that can also run
-    // without one may (weft coll-bench uses direct links then).
-    if (a.fabric.empty() && a.topology.empty()) env_s.push_back("WEFT_FABRIC_DEFAULT=1");
+    if (direct) {
+      env_s.push_back("WEFT_MEDIUM=" + a.medium);
+      env_s.push_back("FI_WEFT_MEDIUM=" + a.medium);
+      // The provider's net_memif pair is named per job, so concurrent jobs do not pair up.
+      if (a.medium == "dpdk" && !std::getenv("FI_WEFT_DPDK_MEMIF"))
+        env_s.push_back("FI_WEFT_DPDK_MEMIF=weft-run-" + std::to_string(getpid()));
+      if (!a.dpdk_args.empty()) {
+        env_s.push_back("WEFT_DPDK_ARGS=" + a.dpdk_args);
+        env_s.push_back("FI_WEFT_DPDK_ARGS=" + a.dpdk_args);
+      }
+      if (!a.pcap.empty()) {
+        env_s.push_back("WEFT_PCAP=" + rank_file(a.pcap, r));
+        env_s.push_back("FI_WEFT_PCAP=" + rank_file(a.pcap, r));
+      }
+    } else {
+      env_s.push_back("WEFT_FABRIC=" + name);
+      env_s.push_back("WEFT_HCA=" + std::to_string(r));
+      // Nobody chose this fabric (neither --fabric nor --topology): a rank that can also run
+      // without one may (weft coll-bench uses direct links then).
+      if (a.fabric.empty() && a.topology.empty()) env_s.push_back("WEFT_FABRIC_DEFAULT=1");
+    }
     std::vector<char*> envp;
     for (auto& s : env_s) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -173,15 +237,26 @@ int run(const RunArgs& a) {
 void add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* c = app.add_subcommand(
-      "run", "launch N processes attached to an emulated fabric (started here unless --fabric)");
+      "run",
+      "launch N processes attached to an emulated fabric (started here unless --fabric), or "
+      "with --medium talking over shm, udp or dpdk directly");
   c->add_option("-n", a->n, "number of ranks")->check(CLI::Range(1, 4096));
   auto* f = c->add_option("--fabric", a->fabric, "attach to this running fabric");
   c->add_option("--topology", a->topology,
                 "start a fabric of this topology (default: 2 leaves, 1 spine, N hosts)")
       ->excludes(f);
   c->add_flag("--pace", a->pace, "the started fabric emulates link timing in real time");
+  c->add_option("--medium", a->medium,
+                "no fabric: the ranks talk over shm, udp (RoCEv2 over UDP) or dpdk (RoCEv2 over "
+                "DPDK; net_memif pairs two ranks) - WEFT_MEDIUM and FI_WEFT_MEDIUM");
+  c->add_option("--dpdk-args", a->dpdk_args,
+                "with --medium dpdk: EAL arguments (WEFT_DPDK_ARGS, FI_WEFT_DPDK_ARGS)");
+  c->add_option("--pcap", a->pcap,
+                "with --medium: each rank captures what its medium carries into FILE with the "
+                "rank before the extension (WEFT_PCAP, FI_WEFT_PCAP; the provider adds its pid)");
   c->add_option("cmd", a->cmd, "program and arguments (after --)")->required();
   c->callback([a] {
+    if (const std::string e = check_args(*a); !e.empty()) throw CLI::ValidationError("run", e);
     if (const int rc = run(*a)) throw CLI::RuntimeError(rc);
   });
 }
