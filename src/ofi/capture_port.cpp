@@ -54,6 +54,8 @@ class CapturePort final : public MediumPort {
     return inner_->ctrl_poll(fn, max_msgs, now, urgent);
   }
   int wait_fd() const override { return inner_->wait_fd(); }
+  bool arm_sleep(std::vector<pollfd>& fds) override { return inner_->arm_sleep(fds); }
+  void disarm_sleep(std::span<const pollfd> fds) override { inner_->disarm_sleep(fds); }
   void bind_device(const Device& dev) override { inner_->bind_device(dev); }
   void add_peer(const NodeAddr& peer) override { inner_->add_peer(peer); }
   // See the file comment: no shortcut past the medium while capturing.
