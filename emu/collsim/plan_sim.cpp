@@ -62,6 +62,7 @@ struct Conn {
   double* ingress = nullptr;
   double rate_Bps = 0, latency_s = 0, grant_latency_s = 0;
   double pulled_max_s = 0;  // grants between NICs: the longest wait behind pulled packets
+  double dma_s = 0;         // grants between NICs: one payload DMA's host latency
   bool nvlink = false;
   // Pieces (see pump_send): bytes per piece (0: whole chunks), the chunk being sent and how
   // much of it has left, and whether a piece of it is still on the egress port.
@@ -200,7 +201,8 @@ class PlanSim::Engine {
         // ~0.45 us short of the packet level's on 8 x 8 ring x8 at 16 MiB (4 slots of 32 KiB
         // per connection: credit-bound there), which ran 9 % fast.
         const fabric::FabricConfig fc;
-        c.grant_latency_s = h.latency_s - 2e-9 * static_cast<double>(fc.hca.host_latency_ns);
+        c.dma_s = 1e-9 * static_cast<double>(fc.hca.host_latency_ns);
+        c.grant_latency_s = h.latency_s - 2.0 * c.dma_s;
         c.pulled_max_s = static_cast<double>(fc.hca.tx_pipeline_packets_max) *
                          static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu)) / h.rate_Bps;
         c.sw_begin = static_cast<std::uint32_t>(sw_path_.size());
@@ -519,9 +521,17 @@ class PlanSim::Engine {
     ++messages_;  // one grant per connection per pass, as the Communicator batches them
     // Between NICs with switch paths: the grant leaves behind the data packets its NIC has
     // already pulled for the wire (at most tx_pipeline_packets_max of the egress backlog).
-    double wait_s = 0;
-    if (c.pulled_max_s > 0) wait_s = std::clamp(*c.egress - now_, 0.0, c.pulled_max_s);
-    push(now_ + c.grant_latency_s + wait_s, c.mate, EvKind::kGrant, applied);
+    // At the far end it is delivered in arrival order (emu/fabric hca_node.cpp, PCIe keeps
+    // posted writes in order): while data still streams into that NIC, behind the DMA write
+    // and host latency of the packet before it.
+    double at = now_ + c.grant_latency_s;
+    if (c.pulled_max_s > 0) {
+      // Ready no earlier than the data packet pulled before it (its DMA read done), on the wire
+      // after the packets pulled before it: whichever ends later.
+      if (*c.egress > now_) at += std::max(c.dma_s, std::min(*c.egress - now_, c.pulled_max_s));
+      if (*c.ingress > at) at += c.dma_s;
+    }
+    push(at, c.mate, EvKind::kGrant, applied);
   }
 
   void pump_send(std::uint32_t k) {
