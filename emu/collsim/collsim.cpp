@@ -371,10 +371,9 @@ std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, co
            " on this topology" + advice;
   // Within 5 % (8 x 8: 0.2-2.5 %): one ring (c = 1), ring2 and ring2-pipe, with or without
   // switch links (their flows never share one). Not everywhere: several rings (8 x 8 ring x8
-  // 2.5 % fast at 64 MiB since the ACK head-of-line blocking is modelled, still 9 % at 16 MiB,
-  // where the packet level is bound by its credit loop and shows no blocking; 2 x 4 ring x4
-  // within 1 %) and the tree (8 x 8: 9-20 % fast, 2 x 4: 14-31 %; its flows also block each
-  // other in the switches' input buffers, not modelled).
+  // 2.7 % fast at 64 MiB, 11 % at 16 MiB, where the packet level is bound by its credit loop;
+  // 2 x 4 ring x4 within 1 %) and the tree (8 x 8 within 1-5 % since the incast back-pressure
+  // is modelled, but 2 x 4 at 64 MiB 7 % slow: one held share for every incast; README).
   if ((algo == coll::Algo::kRing && channels == 1) || algo == coll::Algo::kRing2 ||
       algo == coll::Algo::kRing2Pipe)
     return {};

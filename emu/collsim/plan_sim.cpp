@@ -29,6 +29,15 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
+// A NIC sending several flows interleaves them on its port in pieces of this many bytes (the
+// packet level's HCA interleaves its QPs packet by packet). 128 KiB: 32 packets of 4 KiB, a few
+// of the switches' 64 KiB input buffers (8 x 8 tree at 64 MiB: 256 KiB pieces took it from 4 %
+// fast to 6 % slow against the packet level).
+constexpr std::uint32_t kPieceBytes = 128 * 1024;
+// The share of a piece's delay at the receiving NIC that holds the sending NIC's port
+// (back_pressure).
+constexpr double kHeldShare = 0.5;
+
 struct Op {
   PlanOp::Kind kind = PlanOp::Kind::kSend;
   bool reduce = false;
@@ -52,6 +61,14 @@ struct Conn {
   double* egress = nullptr;
   double* ingress = nullptr;
   double rate_Bps = 0, latency_s = 0, grant_latency_s = 0;
+  double pulled_max_s = 0;  // grants between NICs: the longest wait behind pulled packets
+  double dma_s = 0;         // grants between NICs: one payload DMA's host latency
+  bool nvlink = false;
+  // Pieces (see pump_send): bytes per piece (0: whole chunks), the chunk being sent and how
+  // much of it has left, and whether a piece of it is still on the egress port.
+  std::uint32_t piece_bytes = 0;
+  std::size_t piece_off = 0;
+  bool piece_busy = false;
   int nic_from = -1, nic_to = -1;  // between NICs: the egress and ingress NIC
   // Switch-to-switch ports of the route (switch_paths.hpp): sw_path_[sw_begin, sw_end).
   std::uint32_t sw_begin = 0, sw_end = 0;
@@ -66,7 +83,7 @@ struct Rank {
   double free_s = 0, acc_s = 0, acc_bytes = 0;
 };
 
-enum class EvKind : std::uint8_t { kData, kGrant, kWriteDone };
+enum class EvKind : std::uint8_t { kData, kGrant, kWriteDone, kPieceSent };
 struct Ev {
   double t;
   std::uint64_t seq;
@@ -129,6 +146,9 @@ class PlanSim::Engine {
           case EvKind::kWriteDone:
             complete(e.arg);
             break;
+          case EvKind::kPieceSent:
+            c.piece_busy = false;
+            break;
         }
         mark(e.conn);
       }
@@ -166,6 +186,7 @@ class PlanSim::Engine {
       c.ingress = h.nvlink ? &nvl_in_[i] : &nic_in_[i];
       c.rate_Bps = h.rate_Bps;
       c.latency_s = h.latency_s;
+      c.nvlink = h.nvlink;
       // A grant is a zero-length message: one latency (no spine term, as ClusterTransport).
       c.grant_latency_s = h.nvlink ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
       if (!h.nvlink) {
@@ -173,6 +194,17 @@ class PlanSim::Engine {
         c.nic_to = h.ingress;
       }
       if (!h.nvlink && paths_ != nullptr) {
+        // The packet level's grant is a zero-length SEND WITH IMM on the connection's QP: it
+        // takes the route (the spine's latency too) but neither payload DMA (host read at the
+        // sender, write at the receiver), and it leaves behind the data packets its HCA has
+        // already pulled for the wire (pump_recv). Without this the coarse credit loop was
+        // ~0.45 us short of the packet level's on 8 x 8 ring x8 at 16 MiB (4 slots of 32 KiB
+        // per connection: credit-bound there), which ran 9 % fast.
+        const fabric::FabricConfig fc;
+        c.dma_s = 1e-9 * static_cast<double>(fc.hca.host_latency_ns);
+        c.grant_latency_s = h.latency_s - 2.0 * c.dma_s;
+        c.pulled_max_s = static_cast<double>(fc.hca.tx_pipeline_packets_max) *
+                         static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu)) / h.rate_Bps;
         c.sw_begin = static_cast<std::uint32_t>(sw_path_.size());
         paths_->path(h.egress, h.ingress, sw_path_);
         c.sw_end = static_cast<std::uint32_t>(sw_path_.size());
@@ -238,7 +270,10 @@ class PlanSim::Engine {
       for (std::uint32_t j = conns_[k].sw_begin; j < conns_[k].sw_end; ++j)
         ++sw_flows_[sw_path_[j]];
     }
-    if (paths_ != nullptr) derate_behind_control_packets();
+    if (paths_ != nullptr) {
+      derate_behind_control_packets();
+      split_shared_egress();
+    }
   }
 
   // Head-of-line blocking behind control packets. The fabric's switches are input-buffered
@@ -299,6 +334,18 @@ class PlanSim::Engine {
         c.rate_Bps *= factor;
         ++blocked_flows_;
       }
+    }
+  }
+
+  // The NICs that send several flows send in pieces of kPieceBytes (pump_send).
+  void split_shared_egress() {
+    std::vector<int> flows(nic_out_.size(), 0);
+    for (const Conn& c : conns_)
+      if (c.nic_from >= 0 && !c.sends.empty()) ++flows[static_cast<std::size_t>(c.nic_from)];
+    for (Conn& c : conns_) {
+      if (c.nic_from >= 0 && !c.sends.empty() && flows[static_cast<std::size_t>(c.nic_from)] > 1 &&
+          slot_bytes_ > kPieceBytes)
+        c.piece_bytes = kPieceBytes;
     }
   }
 
@@ -472,7 +519,19 @@ class PlanSim::Engine {
     }
     if (applied == 0) return;
     ++messages_;  // one grant per connection per pass, as the Communicator batches them
-    push(now_ + c.grant_latency_s, c.mate, EvKind::kGrant, applied);
+    // Between NICs with switch paths: the grant leaves behind the data packets its NIC has
+    // already pulled for the wire (at most tx_pipeline_packets_max of the egress backlog).
+    // At the far end it is delivered in arrival order (emu/fabric hca_node.cpp, PCIe keeps
+    // posted writes in order): while data still streams into that NIC, behind the DMA write
+    // and host latency of the packet before it.
+    double at = now_ + c.grant_latency_s;
+    if (c.pulled_max_s > 0) {
+      // Ready no earlier than the data packet pulled before it (its DMA read done), on the wire
+      // after the packets pulled before it: whichever ends later.
+      if (*c.egress > now_) at += std::max(c.dma_s, std::min(*c.egress - now_, c.pulled_max_s));
+      if (*c.ingress > at) at += c.dma_s;
+    }
+    push(at, c.mate, EvKind::kGrant, applied);
   }
 
   void pump_send(std::uint32_t k) {
@@ -482,9 +541,17 @@ class PlanSim::Engine {
       Op& o = ops_[i];
       if (o.deps_left > 0) return;
       while (o.frags_posted < o.frags) {
-        if (c.credits == 0) return;
+        if (c.piece_busy) return;
+        if (c.piece_off == 0 && c.credits == 0) return;
         const std::size_t off = std::size_t{o.frags_posted} * slot_bytes_;
-        const double len = static_cast<double>(std::min<std::size_t>(slot_bytes_, o.bytes - off));
+        const std::size_t frag = std::min<std::size_t>(slot_bytes_, o.bytes - off);
+        // A NIC that sends several flows sends each chunk in pieces, one piece per connection
+        // on the egress port at a time, so the flows' pieces interleave there as the packet
+        // level's HCA interleaves its QPs' packets (round robin over the QPs with work) instead
+        // of one flow's whole chunk holding the others.
+        const std::size_t piece =
+            c.piece_bytes == 0 ? frag : std::min<std::size_t>(c.piece_bytes, frag - c.piece_off);
+        const double len = static_cast<double>(piece);
         // Whole-message serialisation at the egress port, cut-through to the ingress port
         // (serialised there behind earlier arrivals), as ClusterTransport's write.
         const double ser = len / c.rate_Bps;
@@ -503,7 +570,15 @@ class PlanSim::Engine {
         const double done =
             std::max({head + c.latency_s + ser, tail + c.latency_s, *c.ingress + ser});
         *c.ingress = done;
-        --c.credits;
+        if (paths_ != nullptr && !c.nvlink) back_pressure(c, done - c.latency_s);
+        if (c.piece_off == 0) --c.credits;
+        c.piece_off += piece;
+        if (c.piece_off < frag) {
+          c.piece_busy = true;
+          push(*c.egress, k, EvKind::kPieceSent, 0);
+          return;
+        }
+        c.piece_off = 0;
         ++o.frags_posted;
         ++messages_;
         push(done, c.mate, EvKind::kData, 0);
@@ -514,11 +589,33 @@ class PlanSim::Engine {
     }
   }
 
+  // Credit back-pressure (IBA 7.9) at piece granularity. The packet level's switches hold only
+  // data_vl_buffer_bytes per input and VL, so a piece whose tail leaves its last switch (toward
+  // the receiving NIC) at `tail_in_s` — late, because that NIC's ingress was busy with another
+  // flow (the tree's incast: two children into one parent) — holds the sending NIC's input
+  // buffer in the first switch, and the NIC's port with it, until the piece is within the
+  // buffers of its route. The packet level shows it as PortXmitWait on the HCAs (8 x 8 tree,
+  // 16 MiB: 400-650 us of a 1.6 ms run, where no switch output is busy more than 70 % of the
+  // time); the coarse model let a NIC's next message leave while the last still sat in the
+  // fabric. Only half of the delay holds the port: the congested output serves its inputs
+  // round robin, so the held input moves every other packet time and the NIC's other flows
+  // pass in between (the whole delay took the 8 x 8 tree to half the packet level's busbw).
+  void back_pressure(const Conn& c, double tail_in_s) {
+    const double buffer_s = static_cast<double>(buffer_bytes_) / c.rate_Bps;
+    // Switches on the route: one per switch-to-switch port plus the last one; the input buffer
+    // of each lies between the egress and the ingress port.
+    const auto switches = static_cast<double>(c.sw_end - c.sw_begin) + 1.0;
+    const double held_until = tail_in_s - switches * buffer_s;
+    if (held_until > *c.egress) *c.egress += kHeldShare * (held_until - *c.egress);
+  }
+
   ClusterConfig cfg_;
   const SwitchPaths* paths_;
+  std::uint32_t buffer_bytes_ = fabric::FabricConfig{}.link.data_vl_buffer_bytes;
   std::vector<double> sw_free_;  // when each switch port is free (s)
   std::vector<int> sw_flows_;    // connections routed through each switch port
-  int blocked_flows_ = 0;        // flows derate_behind_control_packets slowed
+  int blocked_flows_ = 0;
+  int split_flows_ = 0;  // flows split_shared_egress sends in pieces        // flows derate_behind_control_packets slowed
   std::vector<std::uint32_t> sw_path_;
   int n_, lanes_;
   std::uint32_t slot_bytes_;
