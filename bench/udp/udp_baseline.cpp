@@ -1,11 +1,15 @@
 // bench/udp/udp_baseline.cpp — the raw-socket baseline of bench/udp/run-udp-bench: `udp_baseline
-// BYTES DATAGRAM` sends BYTES of payload from one process to another over UDP on 127.0.0.1 with
-// sendmmsg/recvmmsg batches of 64 (the UDP medium's batch), datagrams of DATAGRAM bytes (4124: a
-// RoCEv2 WRITE packet at 4 KiB MTU), 64 MiB socket buffers (the medium's), and prints the
-// receiver's goodput as one JSON line: {"bw_avg_gbps":..., "lost":...}. Datagrams the kernel
-// drops are counted, not resent: the figure is an upper bound for a reliable transport on top.
+// BYTES DATAGRAM PAYLOAD [A,B]` sends BYTES of payload from one process to another over UDP on
+// 127.0.0.1 with sendmmsg/recvmmsg batches of 64 (the UDP medium's batch), in datagrams of
+// DATAGRAM bytes that each carry PAYLOAD bytes of it (4112 and 4096: a RoCEv2 WRITE MIDDLE packet
+// at 4 KiB MTU, BTH + payload + ICRC), with 128 MiB socket buffers (the medium's); with A,B the
+// receiver runs on CPU A and the sender on CPU B (`weft perf --cpus A,B`: its server receives
+// the WRITEs). Prints the receiver's goodput (payload bytes, as weft perf counts) as one JSON
+// line: {"bw_avg_gbps":..., "lost":...}. Datagrams the kernel drops are counted, not resent: the
+// figure is an upper bound for a reliable transport on top.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,7 +32,7 @@ double now_s() {
 
 int udp_socket(std::uint16_t port) {
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  const int v = 64 << 20;  // the UDP medium's default (UdpConfig::socket_buffer_bytes)
+  const int v = 128 << 20;  // the UDP medium's default (UdpConfig::socket_buffer_bytes)
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) != 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) != 0)
@@ -44,6 +48,14 @@ int udp_socket(std::uint16_t port) {
   return fd;
 }
 
+void pin_to(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
+}
+
 std::uint16_t port_of(int fd) {
   sockaddr_in a{};
   socklen_t l = sizeof a;
@@ -54,13 +66,17 @@ std::uint16_t port_of(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: udp_baseline BYTES DATAGRAM\n");
+  int rx_cpu = -1, tx_cpu = -1;
+  if ((argc != 4 && argc != 5) ||
+      (argc == 5 && std::sscanf(argv[4], "%d,%d", &rx_cpu, &tx_cpu) != 2)) {
+    std::fprintf(stderr, "usage: udp_baseline BYTES DATAGRAM PAYLOAD [RX_CPU,TX_CPU]\n");
     return 2;
   }
   const std::uint64_t bytes = std::strtoull(argv[1], nullptr, 10);
   const std::size_t dgram = std::strtoull(argv[2], nullptr, 10);
-  const std::uint64_t count = (bytes + dgram - 1) / dgram;
+  const std::size_t payload = std::strtoull(argv[3], nullptr, 10);
+  if (payload == 0 || payload > dgram) return 2;
+  const std::uint64_t count = (bytes + payload - 1) / payload;
   const int rx = udp_socket(0);
   const std::uint16_t rx_port = port_of(rx);
   int pipefd[2];
@@ -76,6 +92,7 @@ int main(int argc, char** argv) {
   }
   const pid_t child = fork();
   if (child == 0) {  // the sender
+    pin_to(tx_cpu);
     close(rx);
     const int tx = udp_socket(0);
     sockaddr_in dst{};
@@ -95,6 +112,7 @@ int main(int argc, char** argv) {
     }
     _exit(0);
   }
+  pin_to(rx_cpu);
   timeval tv{0, 200000};  // the end: nothing for 200 ms
   setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (write(pipefd[1], "g", 1) != 1) return 1;
@@ -110,7 +128,7 @@ int main(int argc, char** argv) {
   waitpid(child, nullptr, 0);
   const double s = t1 > t0 ? t1 - t0 : 1e-9;
   std::printf("{\"bw_avg_gbps\":%.4f,\"datagrams\":%llu,\"lost\":%llu}\n",
-              static_cast<double>(got) * static_cast<double>(dgram) * 8 / s / 1e9,
+              static_cast<double>(got) * static_cast<double>(payload) * 8 / s / 1e9,
               static_cast<unsigned long long>(got), static_cast<unsigned long long>(count - got));
   return 0;
 }

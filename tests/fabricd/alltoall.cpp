@@ -1,9 +1,11 @@
 // tests/fabricd/alltoall.cpp — a rank of `weft run`: attaches to WEFT_FABRIC, exchanges QP numbers
 // with every other rank over abstract sockets "weft/fabric/<F>/rank/<r>", RDMA WRITEs a block to
 // each peer, then SENDs it a note; checks every block it received byte for byte. Exit 0 = all
-// correct. `--crash R`: rank R aborts after attaching (the launcher must name it). With
+// correct. Two barriers on the side channel frame the traffic: nobody sends before every QP is
+// at RTR, and nobody leaves before every rank's WRs completed. `--crash R`: rank R aborts after attaching (the launcher must name it). With
 // WEFT_RANK_DIR the exchange goes through files there instead (ranks in other network
 // namespaces, attached to the daemons of a fabric across hosts).
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,72 +25,118 @@ namespace {
 
 constexpr std::size_t kBlock = 64 * 1024;
 
-struct Info {
-  std::uint32_t from, lid, qpn;
-  std::uint32_t rkey;
+// How long a rank waits for its peers at each step of the side channel.
+constexpr std::chrono::seconds kOobWait{30};
+// How long the Driver runs between two looks at the side channel while a barrier waits.
+constexpr TimeNs kOobSliceNs = 1'000'000;
+
+// What the ranks tell each other outside the fabric. Step kInfo carries the sender's QP and
+// buffer for the receiver; the barrier steps carry only `step` and `from`.
+enum Step : std::uint32_t {
+  kInfo = 0,
+  kReady = 1,  // every QP of the sender is at RTR with its receive posted
+  kDone = 2,   // every WR of the sender completed and its blocks checked
+  kSteps = 3,
+};
+struct Msg {
+  std::uint32_t step, from, lid, qpn;
+  std::uint32_t rkey, pad;
   std::uint64_t addr;
 };
 
-// WEFT_RANK_DIR: the exchange through files in a directory every rank sees, for ranks that share
-// no abstract socket namespace (attached to daemons in different network namespaces: a fabric
-// across hosts). Rank r writes "r.p" (its Info for p) and reads "p.r".
-bool exchange_dir(const std::string& dir, int rank, const std::vector<Info>& mine,
-                  std::vector<Info>& theirs) {
-  const int size = static_cast<int>(mine.size());
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    const std::string f = dir + "/" + std::to_string(rank) + "." + std::to_string(p);
-    FILE* out = std::fopen((f + ".tmp").c_str(), "wb");
-    if (!out || std::fwrite(&mine[p], sizeof mine[p], 1, out) != 1 || std::fclose(out) != 0 ||
-        std::rename((f + ".tmp").c_str(), f.c_str()) != 0)
-      return false;
+// The ranks' side channel: over abstract sockets "<base><rank>" (one SEQPACKET connection per
+// message), or with WEFT_RANK_DIR through files in a directory every rank sees, for ranks that
+// share no abstract socket namespace (attached to daemons in different network namespaces: a
+// fabric across hosts; rank r writes "<step>.r.p" for p and reads "<step>.p.r"). Messages of
+// a later step may arrive before this rank looks for them: each is kept by step and sender.
+class Oob {
+ public:
+  Oob(int rank, int size) : rank_(rank), size_(size), got_(kSteps * size), have_(kSteps * size) {}
+  ~Oob() {
+    if (ls_ >= 0) close(ls_);
   }
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
-    const std::string f = dir + "/" + std::to_string(p) + "." + std::to_string(rank);
-    bool got = false;
-    for (int t = 0; t < 2000 && !got; ++t) {
-      if (FILE* in = std::fopen(f.c_str(), "rb")) {
-        got = std::fread(&theirs[p], sizeof theirs[p], 1, in) == 1;
-        std::fclose(in);
-      }
-      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // 0 or the exit code of what failed.
+  int open(const std::string& base, const char* dir) {
+    base_ = base;
+    if (dir) {
+      dir_ = dir;
+      return 0;
     }
-    if (!got || theirs[p].from != static_cast<std::uint32_t>(p)) return false;
+    ls_ = io::fabric_proto::listen_abstract(base_ + std::to_string(rank_));
+    return ls_ < 0 || fcntl(ls_, F_SETFL, O_NONBLOCK) != 0 ? 13 : 0;
   }
-  return true;
-}
-
-// Listens on our name "<base><rank>", sends our Info to every peer, collects theirs. 0 or the
-// exit code of what failed.
-int exchange_sockets(const std::string& base, int rank, const std::vector<Info>& mine,
-                     std::vector<Info>& theirs) {
-  const int size = static_cast<int>(mine.size());
-  const int ls = io::fabric_proto::listen_abstract(base + std::to_string(rank));
-  if (ls < 0) return 13;
-  for (int p = 0; p < size; ++p) {
-    if (p == rank) continue;
+  bool send(int to, Msg m) {
+    m.from = static_cast<std::uint32_t>(rank_);
+    if (!dir_.empty()) {
+      const std::string f = file(m.step, rank_, to);
+      FILE* out = std::fopen((f + ".tmp").c_str(), "wb");
+      return out && std::fwrite(&m, sizeof m, 1, out) == 1 && std::fclose(out) == 0 &&
+             std::rename((f + ".tmp").c_str(), f.c_str()) == 0;
+    }
     int s = -1;
-    for (int t = 0; t < 2000 && s < 0; ++t) {
-      s = io::fabric_proto::connect_abstract(base + std::to_string(p));
+    for (int t = 0; t < 2000 && s < 0; ++t) {  // the peer may not listen yet
+      s = io::fabric_proto::connect_abstract(base_ + std::to_string(to));
       if (s < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    if (s < 0) return 14;
-    if (send(s, &mine[p], sizeof mine[p], MSG_NOSIGNAL) != sizeof mine[p]) return 15;
+    if (s < 0) return false;
+    const bool ok = ::send(s, &m, sizeof m, MSG_NOSIGNAL) == sizeof m;
     close(s);
+    return ok;
   }
-  for (int k = 0; k < size - 1; ++k) {
-    const int s = accept(ls, nullptr, nullptr);
-    Info in{};
-    if (s < 0 || recv(s, &in, sizeof in, MSG_WAITALL) != sizeof in ||
-        in.from >= static_cast<std::uint32_t>(size))
-      return 16;
-    theirs[in.from] = in;
-    close(s);
+  bool send_all(Step step) {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && !send(p, Msg{step, 0, 0, 0, 0, 0, 0})) return false;
+    return true;
   }
-  close(ls);
-  return 0;
-}
+  // True once every peer's message of `step` is here; `idle()` runs between looks.
+  template <class Idle>
+  bool wait_all(Step step, Idle idle) {
+    const auto end = std::chrono::steady_clock::now() + kOobWait;
+    while (!all(step)) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      idle();
+    }
+    return true;
+  }
+  const Msg& from(Step step, int p) const { return got_[step * size_ + p]; }
+
+ private:
+  std::string file(std::uint32_t step, int from, int to) const {
+    return dir_ + "/" + std::to_string(step) + "." + std::to_string(from) + "." +
+           std::to_string(to);
+  }
+  void keep(const Msg& m) {
+    if (m.step >= kSteps || m.from >= static_cast<std::uint32_t>(size_)) return;
+    got_[m.step * size_ + m.from] = m;
+    have_[m.step * size_ + m.from] = true;
+  }
+  bool all(Step step) {
+    if (dir_.empty()) {
+      for (int s; (s = accept(ls_, nullptr, nullptr)) >= 0; close(s)) {
+        Msg m{};
+        if (recv(s, &m, sizeof m, MSG_WAITALL) == sizeof m) keep(m);
+      }
+    }
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || have_[step * size_ + p]) continue;
+      if (dir_.empty()) return false;
+      FILE* in = std::fopen(file(step, p, rank_).c_str(), "rb");
+      if (!in) return false;
+      Msg m{};
+      const bool ok = std::fread(&m, sizeof m, 1, in) == 1;
+      std::fclose(in);
+      if (!ok || m.step != step || m.from != static_cast<std::uint32_t>(p)) return false;
+      keep(m);
+    }
+    return true;
+  }
+
+  int rank_, size_;
+  std::string base_, dir_;
+  int ls_ = -1;
+  std::vector<Msg> got_;  // by step, then sender
+  std::vector<bool> have_;
+};
 
 std::uint8_t pattern(int from, int to, std::size_t i) {
   return static_cast<std::uint8_t>(i * 7 + from * 31 + to * 101 + (i >> 9));
@@ -127,27 +175,39 @@ int main(int argc, char** argv) {
     qa.recv_cq = cq;
     qps[p] = *dev.create_qp(qa);
   }
-  std::vector<Info> mine(size), theirs(size);
-  for (int p = 0; p < size; ++p)
-    if (p != rank)
-      mine[p] = {static_cast<std::uint32_t>(rank), a.lid(), qps[p]->qp_num(), rmr->rkey(),
-                 reinterpret_cast<std::uint64_t>(recv_buf.data() + kBlock * p)};
-  if (const char* dir = std::getenv("WEFT_RANK_DIR")) {
-    if (!exchange_dir(dir, rank, mine, theirs)) return 13;
-  } else if (const int rc = exchange_sockets(std::string("weft/fabric/") + fab + "/rank/", rank,
-                                             mine, theirs)) {
+  Oob oob(rank, size);
+  if (const int rc = oob.open(std::string("weft/fabric/") + fab + "/rank/",
+                              std::getenv("WEFT_RANK_DIR")))
     return rc;
-  }
+  for (int p = 0; p < size; ++p)
+    if (p != rank &&
+        !oob.send(p, Msg{kInfo, 0, a.lid(), qps[p]->qp_num(), rmr->rkey(), 0,
+                         reinterpret_cast<std::uint64_t>(recv_buf.data() + kBlock * p)}))
+      return 15;
+  if (!oob.wait_all(kInfo, [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }))
+    return 14;
+  // The local ACK timeout (IBA 9.7.6.1.3) must outlast the fabric's queueing, and an emulated
+  // fabric's queues drain only as fast as its daemons get a CPU: with 6 ranks on 3 daemons
+  // (9 processes on the loaded 2-vCPU machine) a rank's packets waited more than the default
+  // 67 ms x 8 tries behind a switch input buffer whose credits come back through a tunnel (its
+  // HCA's to_fabric queue still held ~300 packets when it hit RETRY_EXC, with nothing dropped
+  // anywhere), and each early retry re-queued a whole block. 1.07 s per try instead.
+  io::RcOptions rc;
+  rc.timeout = 18;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    if (io::connect_rc(qps[p], {static_cast<std::uint16_t>(theirs[p].lid), theirs[p].qpn, 0}, 0) !=
-        Errc::kOk)
+    const Msg& t = oob.from(kInfo, p);
+    if (io::connect_rc(qps[p], {static_cast<std::uint16_t>(t.lid), t.qpn, 0}, 0, rc) != Errc::kOk)
       return 17;
     Sge s{reinterpret_cast<std::uint64_t>(&notes[64 * p]), 64, nmr->lkey()};
     if (qps[p]->post_recv(RecvWr{static_cast<std::uint64_t>(1000 + p), {&s, 1}}) != Errc::kOk)
       return 12;
   }
-  // A peer not yet at RTR drops the first packets; RC retries them.
+  // Nobody sends before every QP is at RTR: a packet to a QP still in INIT is dropped, and a
+  // rank slower than the sender's whole retry budget (7 retries of 67 ms) would make it
+  // RETRY_EXC (as 6 ranks on 3 daemons on the loaded 2-vCPU machine did).
+  auto drive = [&] { a.driver().run_until([] { return false; }, kOobSliceNs); };
+  if (!oob.send_all(kReady) || !oob.wait_all(kReady, drive)) return 23;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     Sge s{reinterpret_cast<std::uint64_t>(send_buf.data() + kBlock * p), kBlock, smr->lkey()};
@@ -155,8 +215,8 @@ int main(int argc, char** argv) {
     w.wr_id = p;
     w.opcode = WrOpcode::kRdmaWrite;
     w.sg_list = {&s, 1};
-    w.remote_addr = theirs[p].addr;
-    w.rkey = theirs[p].rkey;
+    w.remote_addr = oob.from(kInfo, p).addr;
+    w.rkey = oob.from(kInfo, p).rkey;
     if (qps[p]->post_send(w) != Errc::kOk) return 18;
     SendWr n;
     n.wr_id = 100 + p;
@@ -192,7 +252,9 @@ int main(int argc, char** argv) {
         return 22;
       }
   }
-  // Stay attached until every peer has its acknowledgements (a short linger).
-  a.driver().run_until([] { return false; }, 200'000'000);
+  // Stay attached, answering, until every peer's WRs completed too: our ACK of a peer's last
+  // packet may be lost or late, and its retry must find our QP (a fixed linger was not enough
+  // under load). Once every rank is done nothing is outstanding anywhere.
+  if (!oob.send_all(kDone) || !oob.wait_all(kDone, drive)) return 24;
   return 0;
 }

@@ -56,9 +56,14 @@ struct UdpConfig {
   std::size_t tx_slots = 256;  // send buffers in flight
   // Both directions. Loopback and veth drop what does not fit the receiver's buffer, and the
   // transport (go-back-N by default) pays for each loss with a window of retransmits: at 8 MiB a
-  // 1 MiB WRITE stream lost ~30 % of its datagrams here, at 64 MiB none. Set with
-  // SO_{RCV,SND}BUFFORCE (root or CAP_NET_ADMIN), else capped by net.core.[rw]mem_max.
-  int socket_buffer_bytes = 64 << 20;
+  // 1 MiB WRITE stream lost ~30 % of its datagrams here. There is no congestion control, so the
+  // buffer must hold what a sender may have in flight while the receiving process waits for a
+  // CPU: `weft perf --bw -s 1M` keeps 128 WRs of 1 MiB in flight, and at 64 MiB (128 MiB of
+  // kernel accounting, socket(7)) a loaded machine overflowed it (RcvbufErrors) in 3 of 6 runs,
+  // each costing 80-175 k go-back-N retransmits. Kernel memory is charged only for what waits in
+  // the buffer. Set with SO_{RCV,SND}BUFFORCE (root or CAP_NET_ADMIN), else capped by
+  // net.core.[rw]mem_max.
+  int socket_buffer_bytes = 128 << 20;
   // Payloads of at least this many bytes in registered memory go to the kernel in place (a
   // gathered sendmsg: no copy in user space); smaller ones and captured ones are copied.
   std::size_t gather_min_bytes = 512;
