@@ -615,7 +615,8 @@ class PlanSim::Engine {
   std::vector<double> sw_free_;  // when each switch port is free (s)
   std::vector<int> sw_flows_;    // connections routed through each switch port
   int blocked_flows_ = 0;
-  int split_flows_ = 0;  // flows split_shared_egress sends in pieces        // flows derate_behind_control_packets slowed
+  int split_flows_ = 0;  // flows split_shared_egress sends in pieces        // flows
+                         // derate_behind_control_packets slowed
   std::vector<std::uint32_t> sw_path_;
   int n_, lanes_;
   std::uint32_t slot_bytes_;

@@ -34,7 +34,7 @@ std::uint32_t get32(const std::uint8_t* p) {
          static_cast<std::uint32_t>(p[2]) << 8 | p[3];
 }
 
-constexpr std::size_t kHelloBytes = 9;  // boot id, epoch, up
+constexpr std::size_t kHelloBytes = 9;     // boot id, epoch, up
 constexpr std::size_t kNoPeer = SIZE_MAX;  // a crossing link whose peer is not known yet
 
 }  // namespace

@@ -88,8 +88,8 @@ Result<SocketAddress, std::string> resolve_endpoint(const TunnelEndpoint& e, int
   const std::string port = std::to_string(e.port);
   const int rc = getaddrinfo(e.host.c_str(), port.c_str(), &hints, &res);
   if (rc != 0)
-    return "cannot resolve host '" + e.host + "': " +
-           (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
+    return "cannot resolve host '" + e.host +
+           "': " + (rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc));
   // The first address of the family wanted; with AF_UNSPEC IPv4 first (what a name with both
   // most likely means on a test network), else the first IPv6 one.
   const addrinfo* pick = nullptr;
@@ -107,7 +107,9 @@ Result<SocketAddress, std::string> resolve_endpoint(const TunnelEndpoint& e, int
   freeaddrinfo(res);
   if (!pick)
     return "host '" + e.host + "' has no " +
-           (family == AF_INET6 ? "IPv6" : family == AF_INET ? "IPv4" : "IPv4 or IPv6") +
+           (family == AF_INET6  ? "IPv6"
+            : family == AF_INET ? "IPv4"
+                                : "IPv4 or IPv6") +
            " address";
   return out;
 }

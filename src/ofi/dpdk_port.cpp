@@ -57,8 +57,8 @@ constexpr TimeNs kServerWaitNs = 10'000'000'000;  // a memif client waits this l
 constexpr std::uint32_t kIpBase = 0x0A000000;     // 10.0.0.0 + LID
 constexpr int kAnnounceTries = 100;               // 1 ms apart
 
-std::atomic<int> g_ports{0};           // DPDK ports open in this process (at most one)
-std::atomic<bool> g_eal_used{false};   // a port started the EAL: cleanup releases it
+std::atomic<int> g_ports{0};          // DPDK ports open in this process (at most one)
+std::atomic<bool> g_eal_used{false};  // a port started the EAL: cleanup releases it
 
 std::uint64_t mac_bits(const io::roce::Mac& m) {
   std::uint64_t v = 0;

@@ -667,8 +667,7 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     }
     if (g_params.spin_ns == 0) return n;
     const TimeNs t = mono_ns();
-    if (q->empty_last == 0 || t - q->empty_last > kSpinGapNs || t_empty_cq != q)
-      q->empty_first = t;
+    if (q->empty_last == 0 || t - q->empty_last > kSpinGapNs || t_empty_cq != q) q->empty_first = t;
     q->empty_last = t;
     t_empty_cq = q;
     if (t - q->empty_first < TimeNs(g_params.spin_ns)) return n;

@@ -2,9 +2,9 @@
 // with every other rank over abstract sockets "weft/fabric/<F>/rank/<r>", RDMA WRITEs a block to
 // each peer, then SENDs it a note; checks every block it received byte for byte. Exit 0 = all
 // correct. Two barriers on the side channel frame the traffic: nobody sends before every QP is
-// at RTR, and nobody leaves before every rank's WRs completed. `--crash R`: rank R aborts after attaching (the launcher must name it). With
-// WEFT_RANK_DIR the exchange goes through files there instead (ranks in other network
-// namespaces, attached to the daemons of a fabric across hosts).
+// at RTR, and nobody leaves before every rank's WRs completed. `--crash R`: rank R aborts after
+// attaching (the launcher must name it). With WEFT_RANK_DIR the exchange goes through files there
+// instead (ranks in other network namespaces, attached to the daemons of a fabric across hosts).
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -176,8 +176,8 @@ int main(int argc, char** argv) {
     qps[p] = *dev.create_qp(qa);
   }
   Oob oob(rank, size);
-  if (const int rc = oob.open(std::string("weft/fabric/") + fab + "/rank/",
-                              std::getenv("WEFT_RANK_DIR")))
+  if (const int rc =
+          oob.open(std::string("weft/fabric/") + fab + "/rank/", std::getenv("WEFT_RANK_DIR")))
     return rc;
   for (int p = 0; p < size; ++p)
     if (p != rank &&

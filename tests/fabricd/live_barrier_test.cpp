@@ -132,7 +132,9 @@ TEST(LiveBarrier, ARankInTheBarrierStillAnswersItsPeer) {
   ASSERT_EQ(err0, "");
   ASSERT_EQ(err1, "");
   // Expect: every WRITE completed well; without the fix, RETRY_EXC_ERR after ~0.5 s (kError).
-  const auto count = [&](TransportEvent::Kind k) { return std::count(done.begin(), done.end(), k); };
+  const auto count = [&](TransportEvent::Kind k) {
+    return std::count(done.begin(), done.end(), k);
+  };
   EXPECT_EQ(count(TransportEvent::Kind::kWriteDone), writes);
   EXPECT_EQ(count(TransportEvent::Kind::kError), 0);
   EXPECT_TRUE(barrier0);

@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
           f[dport + 1] = wire::kRoceV2UdpPort & 0xFF;
         }
         auto p = wire::parse_roce_v2(f, false);
-        ok = p.ok() && wire::icrc_roce_v2({rec->data.data() + p->ip_offset,
-                                           rec->data.size() - p->ip_offset - wire::kIcrcBytes}) ==
-                           p->icrc;
+        ok = p.ok() &&
+             wire::icrc_roce_v2({rec->data.data() + p->ip_offset,
+                                 rec->data.size() - p->ip_offset - wire::kIcrcBytes}) == p->icrc;
         if (ok)
           payload_bytes += p->payload.size();
         else
@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
         std::printf("%s: record %zu does not parse: %.*s\n", argv[i], n,
                     static_cast<int>(why.size()), why.data());
     }
-    std::printf("%s: linktype %u, %zu packets, %zu payload bytes, %zu bad\n", argv[i],
-                r.linktype(), n, payload_bytes, bad);
+    std::printf("%s: linktype %u, %zu packets, %zu payload bytes, %zu bad\n", argv[i], r.linktype(),
+                n, payload_bytes, bad);
     if (bad || n == 0) rc = 1;
   }
   return rc;

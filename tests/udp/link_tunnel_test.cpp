@@ -164,7 +164,8 @@ TEST(LinkTunnel, HostNamesResolveAndUnresolvableOnesAreNamed) {
   auto wrong = resolve_endpoint({"127.0.0.1", 4000}, AF_INET6);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error(), "host '127.0.0.1' has no IPv6 address");
-  LinkTunnel t({"127.0.0.1", 0}, std::vector<TunnelEndpoint>{{"localhost", 9}, {"nope.invalid", 9}});
+  LinkTunnel t({"127.0.0.1", 0},
+               std::vector<TunnelEndpoint>{{"localhost", 9}, {"nope.invalid", 9}});
   EXPECT_FALSE(t.ok());
   EXPECT_NE(t.error().find("'nope.invalid'"), std::string::npos) << t.error();
 }

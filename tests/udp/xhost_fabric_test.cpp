@@ -74,8 +74,8 @@ class NetnsPair {
   bool ok_ = false;
 };
 
-// Runs argv in network namespace `ns` ("" = this one; setns in the child, as link_tunnel_test does; no mount
-// namespace needed), its stdout and stderr to `out_fd`.
+// Runs argv in network namespace `ns` ("" = this one; setns in the child, as link_tunnel_test does;
+// no mount namespace needed), its stdout and stderr to `out_fd`.
 pid_t spawn_fd(const std::string& ns, const std::vector<std::string>& argv, int out_fd) {
   const pid_t pid = fork();
   if (pid == 0) {
@@ -378,11 +378,13 @@ class NetnsStar {
       const std::string va = "wx3" + std::to_string(i) + "a" + id,
                         vb = "wx3" + std::to_string(i) + "b" + id;
       const std::string n = "ip -n " + ns_[i] + " ", h = "ip -n " + hub_ + " ";
-      ok_ = sh("ip netns add " + ns_[i]) && sh("ip link add " + va + " type veth peer name " + vb) &&
-            sh("ip link set " + va + " netns " + ns_[i]) && sh("ip link set " + vb + " netns " + hub_) &&
+      ok_ = sh("ip netns add " + ns_[i]) &&
+            sh("ip link add " + va + " type veth peer name " + vb) &&
+            sh("ip link set " + va + " netns " + ns_[i]) &&
+            sh("ip link set " + vb + " netns " + hub_) &&
             sh(h + "link set " + vb + " master br0") && sh(h + "link set " + vb + " mtu 9000 up") &&
-            sh(n + "addr add " + ip(i) + "/24 dev " + va) && sh(n + "link set " + va + " mtu 9000 up") &&
-            sh(n + "link set lo up");
+            sh(n + "addr add " + ip(i) + "/24 dev " + va) &&
+            sh(n + "link set " + va + " mtu 9000 up") && sh(n + "link set lo up");
     }
     if (ok_) sh("ip -n " + hub_ + " link set br0 mtu 9000");
   }
@@ -408,8 +410,8 @@ class NetnsStar {
 // counters. tests/fabricd/alltoall starts sending only once every rank's QPs are at RTR and
 // leaves only once every rank's WRs completed (a start-up slower than the retry budget, or a
 // fixed linger shorter than a late ACK, made RETRY_EXC_ERR here with 9 processes on 2 vCPUs).
-void three_daemons(const std::string (&ns)[3], const std::string (&fab)[3],
-                   const std::string& topo, const std::function<std::vector<std::string>(int)>& launch,
+void three_daemons(const std::string (&ns)[3], const std::string (&fab)[3], const std::string& topo,
+                   const std::function<std::vector<std::string>(int)>& launch,
                    const std::string& dir) {
   constexpr int kRanks = 6;
   const std::string weft = WEFT_PATH;
@@ -450,11 +452,11 @@ void three_daemons(const std::string (&ns)[3], const std::string (&fab)[3],
     }
     std::vector<pid_t> ranks;
     for (int r = 0; r < kRanks; ++r)
-      ranks.push_back(spawn(ns[r / 2],
-                            {"env", "WEFT_FABRIC=" + fab[r / 2], "WEFT_RANK=" + std::to_string(r),
-                             "WEFT_SIZE=" + std::to_string(kRanks), "WEFT_RANK_DIR=" + dir,
-                             ALLTOALL_PATH},
-                            dir + "/rank" + std::to_string(r) + ".log"));
+      ranks.push_back(
+          spawn(ns[r / 2],
+                {"env", "WEFT_FABRIC=" + fab[r / 2], "WEFT_RANK=" + std::to_string(r),
+                 "WEFT_SIZE=" + std::to_string(kRanks), "WEFT_RANK_DIR=" + dir, ALLTOALL_PATH},
+                dir + "/rank" + std::to_string(r) + ".log"));
     bool ranks_ok = true;
     for (int r = 0; r < kRanks; ++r) {
       const int rc = wait_exit(ranks[r], std::chrono::seconds(40));
@@ -498,18 +500,17 @@ TEST(CrossHostFabric, ThreeDaemonsOnLoopbackWithPeerFlagsAndHostNames) {
   ASSERT_TRUE(mkdtemp(dir_tmpl));
   const std::string dir = dir_tmpl;
   auto port = [&](int i) { return std::to_string(base + i); };
-  three_daemons(ns, fab, kThreeSpec,
-                [&](int i) {
-                  std::vector<std::string> a = {"--part", kThreeParts[i], "--bind",
-                                                "127.0.0.1:" + port(i)};
-                  for (int j = 0; j < 3; ++j)
-                    if (j != i)
-                      a.insert(a.end(),
-                               {"--peer", std::string(1, static_cast<char>('a' + j)) + "=" +
-                                              (j == 1 ? "localhost:" : "127.0.0.1:") + port(j)});
-                  return a;
-                },
-                dir);
+  three_daemons(
+      ns, fab, kThreeSpec,
+      [&](int i) {
+        std::vector<std::string> a = {"--part", kThreeParts[i], "--bind", "127.0.0.1:" + port(i)};
+        for (int j = 0; j < 3; ++j)
+          if (j != i)
+            a.insert(a.end(), {"--peer", std::string(1, static_cast<char>('a' + j)) + "=" +
+                                             (j == 1 ? "localhost:" : "127.0.0.1:") + port(j)});
+        return a;
+      },
+      dir);
   run_command("rm -rf " + dir);
 }
 
@@ -523,21 +524,23 @@ TEST(CrossHostFabric, ThreeDaemonsInNamespacesFromTheHostsSection) {
   ASSERT_TRUE(mkdtemp(dir_tmpl));
   const std::string dir = dir_tmpl;
   const std::string file = dir + "/three.net";
-  ASSERT_EQ(run_command(std::string(WEFT_PATH) + " topo " + kThreeSpec + " --netfile " + file).status,
-            0);
+  ASSERT_EQ(
+      run_command(std::string(WEFT_PATH) + " topo " + kThreeSpec + " --netfile " + file).status, 0);
   {
     std::FILE* f = std::fopen(file.c_str(), "a");
     ASSERT_NE(f, nullptr);
     for (int i = 0; i < 3; ++i)
-      std::fprintf(f, "#weft host %c %s \"leaf00%d\" spine00%d\n", 'a' + i, net.ip(i).c_str(), i, i);
+      std::fprintf(f, "#weft host %c %s \"leaf00%d\" spine00%d\n", 'a' + i, net.ip(i).c_str(), i,
+                   i);
     std::fclose(f);
   }
   const std::string ns[3] = {net.ns(0), net.ns(1), net.ns(2)}, fab[3] = {"x3", "x3", "x3"};
-  three_daemons(ns, fab, file,
-                [](int i) {
-                  return std::vector<std::string>{"--host", std::string(1, static_cast<char>('a' + i))};
-                },
-                dir);
+  three_daemons(
+      ns, fab, file,
+      [](int i) {
+        return std::vector<std::string>{"--host", std::string(1, static_cast<char>('a' + i))};
+      },
+      dir);
   run_command("rm -rf " + dir);
 }
 
@@ -580,23 +583,25 @@ TEST(CrossHostSplit, HostsSectionOfTheTopologyFile) {
             "line 1: host a: not HOST[:PORT] or [IPV6]:PORT: 10.0.0.1:0");
   EXPECT_EQ(read_hosts_section("#weft host a h s\n#weft host a g t\n").error(),
             "line 2: host a given twice");
-  EXPECT_EQ(read_hosts_section("#weft host a h \"s\n").error(), "line 1: unclosed quote in #weft host");
+  EXPECT_EQ(read_hosts_section("#weft host a h \"s\n").error(),
+            "line 1: unclosed quote in #weft host");
   EXPECT_TRUE(read_hosts_section("Switch 4 \"S-1\"\n").value().empty());
 }
 
 // `weft fabric up` refuses a bad peer spec, an unresolvable peer (naming it) and parts that
 // overlap or leave a switch to nobody, each in one line (no root, nothing started).
 TEST(CrossHostSplit, BadPeersAndPartsAreRefusedClearly) {
-  const std::string up = std::string(WEFT_PATH) + " fabric up --name xbad" +
-                         std::to_string(getpid()) + " --topology " + kThreeSpec +
-                         " --part leaf000,spine000 --bind 127.0.0.1:" +
-                         std::to_string(27000 + getpid() % 9000) + " ";
+  const std::string up =
+      std::string(WEFT_PATH) + " fabric up --name xbad" + std::to_string(getpid()) +
+      " --topology " + kThreeSpec +
+      " --part leaf000,spine000 --bind 127.0.0.1:" + std::to_string(27000 + getpid() % 9000) + " ";
   struct Case {
     std::string args, says;
     int status;
   } cases[] = {
       {"--peer 127.0.0.1:5000", "--peer wants NAME=HOST[:PORT], got '127.0.0.1:5000'", 2},
-      {"--peer b=127.0.0.1:0", "--peer b=127.0.0.1:0: not HOST[:PORT] or [IPV6]:PORT: '127.0.0.1:0'", 2},
+      {"--peer b=127.0.0.1:0",
+       "--peer b=127.0.0.1:0: not HOST[:PORT] or [IPV6]:PORT: '127.0.0.1:0'", 2},
       {"--peer b=localhost:1 --peer b=localhost:2", "--peer b given twice", 2},
       {"--peer b=localhost:1 --peer c=no-such-host.invalid:4792",
        "--peer c=no-such-host.invalid:4792: cannot resolve host 'no-such-host.invalid'", 2},
@@ -611,7 +616,8 @@ TEST(CrossHostSplit, BadPeersAndPartsAreRefusedClearly) {
   char dir_tmpl[] = "/tmp/weft-x3bad-XXXXXX";
   ASSERT_TRUE(mkdtemp(dir_tmpl));
   const std::string dir = dir_tmpl, file = dir + "/t.net";
-  ASSERT_EQ(run_command(std::string(WEFT_PATH) + " topo " + kThreeSpec + " --netfile " + file).status, 0);
+  ASSERT_EQ(
+      run_command(std::string(WEFT_PATH) + " topo " + kThreeSpec + " --netfile " + file).status, 0);
   const std::string base = run_command("cat " + file).out;
   auto write = [&](const std::string& hosts) {
     std::FILE* f = std::fopen(file.c_str(), "w");
@@ -623,9 +629,11 @@ TEST(CrossHostSplit, BadPeersAndPartsAreRefusedClearly) {
   write("#weft host a 127.0.0.1:27001 leaf000 spine000\n#weft host b 127.0.0.1:1 leaf001 spine*\n");
   auto r = run_command(upf);
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.out.find("switch spine000 is in this daemon's part and in peer b's"), std::string::npos)
+  EXPECT_NE(r.out.find("switch spine000 is in this daemon's part and in peer b's"),
+            std::string::npos)
       << r.out;
-  write("#weft host a 127.0.0.1:27001 leaf000 spine000\n#weft host b 127.0.0.1:1 leaf001 spine001\n");
+  write(
+      "#weft host a 127.0.0.1:27001 leaf000 spine000\n#weft host b 127.0.0.1:1 leaf001 spine001\n");
   r = run_command(upf);
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("switch leaf002 is in no daemon's part"), std::string::npos) << r.out;

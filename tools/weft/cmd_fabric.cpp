@@ -48,8 +48,9 @@ void check_resolves(const std::string& what, const fabricd::TunnelEndpoint& e) {
 // Across hosts, from the topology file's hosts section: this daemon is `--host NAME`.
 fabricd::CrossHostConfig from_hosts_section(const UpArgs& a) {
   std::ifstream in(a.topology);
-  if (!in) up_fail("--host needs a topology file with a hosts section (#weft host lines); " +
-                   a.topology + " is not a file");
+  if (!in)
+    up_fail("--host needs a topology file with a hosts section (#weft host lines); " + a.topology +
+            " is not a file");
   std::stringstream text;
   text << in.rdbuf();
   auto hosts = fabricd::read_hosts_section(text.str());
