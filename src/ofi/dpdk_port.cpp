@@ -77,7 +77,7 @@ TimeNs now_ns() {
   return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(ts.tv_nsec);
 }
 
-class DpdkPort final : public MediumPort {
+class DpdkPort final : public IoMediumPort {
  public:
   DpdkPort(std::unique_ptr<CtrlSocket> ctrl, std::unique_ptr<CtrlSocket> role_claim,
            std::unique_ptr<CtrlSocket> up_claim)
@@ -99,6 +99,7 @@ class DpdkPort final : public MediumPort {
 
   bool start(const io::dpdk::DpdkConfig& cfg, std::uint16_t lid) {
     medium_ = std::make_unique<io::dpdk::DpdkMedium>(cfg);
+    io_ = medium_.get();
     g_eal_used = true;
     if (!medium_->ok()) {
       WEFT_WARN(FI_LOG_DOMAIN, "dpdk: %s", medium_->error().c_str());
@@ -124,16 +125,6 @@ class DpdkPort final : public MediumPort {
     return false;
   }
 
-  NodeAddr local() const override { return self_; }
-  // Packets leave through tx_burst (the medium polls the Device itself); tx() is not used.
-  bool tx(const TxPacket&) override { return false; }
-  void tx_flush() override {}
-  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
-    return medium_->tx_burst(dev, now, max_packets);
-  }
-  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
-    return medium_->rx_burst(dev, now, max_packets);
-  }
   void add_peer(const NodeAddr& peer) override { learn(peer); }
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
     if (!learn(dst)) return false;
@@ -180,7 +171,6 @@ class DpdkPort final : public MediumPort {
 
   std::unique_ptr<CtrlSocket> ctrl_, role_, up_;
   std::unique_ptr<io::dpdk::DpdkMedium> medium_;
-  NodeAddr self_;
   std::unordered_map<std::uint16_t, std::uint64_t> macs_;  // LID -> node id
   TimeNs last_check_ = 0;
   bool expect_ = true;

@@ -25,6 +25,8 @@
 
 #include <weft/device.hpp>
 
+#include "src/io/medium.hpp"
+
 namespace weft::ofi {
 
 // Where a node (one Device) lives on a medium. node_id names the node uniquely on the medium
@@ -128,6 +130,25 @@ class MediumPort {
     return false;
   }
   virtual void disarm_sleep(std::span<const pollfd> fds) { (void)fds; }
+};
+
+// What the ports over a src/io Medium (udp_port.cpp, dpdk_port.cpp) share: that medium polls the
+// Device itself, so packets leave through tx_burst and tx() is not used.
+class IoMediumPort : public MediumPort {
+ public:
+  NodeAddr local() const override { return self_; }
+  bool tx(const TxPacket&) override { return false; }
+  void tx_flush() override {}
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
+    return io_->tx_burst(dev, now, max_packets);
+  }
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
+    return io_->rx_burst(dev, now, max_packets);
+  }
+
+ protected:
+  io::Medium* io_ = nullptr;  // the port's medium, set when the port creates or takes it
+  NodeAddr self_;
 };
 
 // The in-process loopback: every port opened in this process with the same fabric name can

@@ -63,10 +63,13 @@ std::uint16_t ctrl_port_of(const NodeAddr& a) {
   return static_cast<std::uint16_t>(a.node_id);
 }
 
-class UdpPort final : public MediumPort {
+class UdpPort final : public IoMediumPort {
  public:
   UdpPort(std::unique_ptr<io::udp::UdpMedium> medium, CtrlSocket* claim, NodeAddr self, int epfd)
-      : medium_(std::move(medium)), claim_(claim), self_(self), epfd_(epfd) {}
+      : medium_(std::move(medium)), claim_(claim), epfd_(epfd) {
+    io_ = medium_.get();
+    self_ = self;
+  }
   ~UdpPort() override {
     const auto& c = medium_->counters();
     WEFT_INFO(FI_LOG_DOMAIN,
@@ -93,16 +96,6 @@ class UdpPort final : public MediumPort {
     return true;
   }
 
-  NodeAddr local() const override { return self_; }
-  // Packets leave through tx_burst (the medium polls the Device itself); tx() is not used.
-  bool tx(const TxPacket&) override { return false; }
-  void tx_flush() override {}
-  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
-    return medium_->tx_burst(dev, now, max_packets);
-  }
-  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
-    return medium_->rx_burst(dev, now, max_packets);
-  }
   void add_peer(const NodeAddr& peer) override { learn(peer); }
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
     // An address whose ip:port belongs to a node with another LID names no node on the medium.
@@ -240,7 +233,6 @@ class UdpPort final : public MediumPort {
   std::unique_ptr<io::udp::UdpMedium> medium_;
   CtrlSocket* claim_;  // owns the LID claim
   CtrlSocket ctrl_;
-  NodeAddr self_;
   int epfd_;
   std::unordered_map<std::uint64_t, std::uint16_t> lids_;  // ip << 16 | data port -> LID
   TimeNs last_check_ = 0;
