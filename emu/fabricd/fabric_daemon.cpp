@@ -103,6 +103,8 @@ struct Pipe {
   std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
   std::uint64_t to_client_dropped = 0;    // the queue toward the process was full
   std::uint64_t gsi_out = 0, gsi_in = 0;  // QP1 MADs from / to the process (GsiRelay)
+  // Hands a MAD from the process's QP1 to the GsiRelay (set at attach).
+  std::function<void(const cm::GsiMad&)> gsi_from_client;
   std::size_t to_client_max = SIZE_MAX, to_fabric_max = SIZE_MAX;
   std::size_t to_fabric_peak = 0, to_client_peak = 0;
   bool to_fabric_full() const { return to_fabric.size() >= to_fabric_max; }
@@ -124,6 +126,17 @@ struct Pipe {
   std::uint64_t order_reordered = 0;  // received after a packet that entered the fabric later
   std::uint64_t order_lost = 0;       // numbers never received: lost between the two relays
 };
+
+// A UD packet the process sent to QP1, as a MAD for the GsiRelay (lid = the LRH DLID); false when
+// it is not a well-formed GMP.
+bool relay_gsi(Pipe& pipe, std::span<const std::uint8_t> wire) {
+  cm::GsiMad m;
+  if (!cm::gsi_mad_of(wire, 1, m)) return false;
+  m.lid = static_cast<std::uint16_t>(wire[2] << 8 | wire[3]);  // outgoing: the LRH DLID
+  pipe.gsi_out++;
+  pipe.gsi_from_client(m);
+  return true;
+}
 
 // Unicast LID -> the HCA's Pipe: what the sources look up before injecting toward a process.
 struct LidTable {
@@ -236,6 +249,12 @@ class FabricFace final : public StubDevice {
     cur_out_ = false;
     while (!pipe_.to_fabric.empty()) {
       const std::vector<std::uint8_t>& head = pipe_.to_fabric.front();
+      if (cm::dest_qp_of(head) == 1) {  // a MAD queued behind data packets (ClientFace): now
+        if (!relay_gsi(pipe_, head)) counters_.rx_malformed++;
+        pipe_.buffers.put(std::move(pipe_.to_fabric.front()));
+        pipe_.to_fabric.pop_front();
+        continue;
+      }
       const Pipe* dst = nullptr;
       if (head.size() >= 4) {
         const auto dlid = static_cast<std::uint16_t>(head[2] << 8 | head[3]);  // LRH.DLID
@@ -278,13 +297,11 @@ class FabricFace final : public StubDevice {
 // Facing the attached process, driven by the io::Driver over its ShmMedium.
 class ClientFace final : public StubDevice {
  public:
-  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send,
-             std::function<void(const cm::GsiMad&)> on_gsi)
+  ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send)
       : StubDevice(std::move(cfg)),
         pipe_(pipe),
         lids_(lids),
-        on_send_(std::move(on_send)),
-        on_gsi_(std::move(on_gsi)) {}
+        on_send_(std::move(on_send)) {}
   void set_remote_payload(RemotePayload* rp) override { remote_ = rp; }
   // A packet whose payload is still in the process (a by-reference record): the headers here,
   // the payload pulled by the medium straight into the packet (RemotePayload::place; done before
@@ -305,13 +322,16 @@ class ClientFace final : public StubDevice {
     sent();
   }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
-    if (cm::dest_qp_of(wire) == 1) {  // QP1: a MAD for the GsiRelay, not a data packet
-      cm::GsiMad m;
-      if (cm::gsi_mad_of(wire, 1, m)) {
-        m.lid = static_cast<std::uint16_t>(wire[2] << 8 | wire[3]);  // outgoing: the LRH DLID
-        pipe_.gsi_out++;
-        on_gsi_(m);
-      } else {
+    // QP1: a MAD for the GsiRelay, not a data packet. It leaves the HCA through Fabric::send_mad,
+    // straight onto the port's VL queue, so while the process's earlier packets still wait in
+    // to_fabric it waits behind them: a port sends in the order its process sent (a DREQ that
+    // overtook the ACK sent before it moved the peer's QP to ERR, which flushed a SEND that had
+    // been delivered: FabricdGsi.TwoProcessesConnectThroughTheCmAndExchangeData).
+    if (cm::dest_qp_of(wire) == 1) {
+      if (!pipe_.to_fabric.empty()) {
+        take().assign(wire.begin(), wire.end());
+        sent();
+      } else if (!relay_gsi(pipe_, wire)) {
         counters_.rx_malformed++;
       }
       return;
@@ -353,7 +373,6 @@ class ClientFace final : public StubDevice {
   LidTable& lids_;
   RemotePayload* remote_ = nullptr;
   std::function<void()> on_send_;
-  std::function<void(const cm::GsiMad&)> on_gsi_;
   std::vector<std::vector<std::uint8_t>> cur_;  // the buffers of the last burst's packets
 };
 
@@ -757,16 +776,14 @@ class FabricDaemon::Impl {
     const topo::NodeId node = hcas[h];
     DeviceConfig dc;
     dc.name = "client-face";
-    c.face = std::make_unique<ClientFace>(
-        dc, pipe, lids,
-        [this, node] {
-          fabric->kick(node);
-          clock->due = true;
-        },
-        [this, h](const cm::GsiMad& m) {
-          gsi->from_client(h, m);
-          clock->due = true;
-        });
+    pipe.gsi_from_client = [this, h](const cm::GsiMad& m) {
+      gsi->from_client(h, m);
+      clock->due = true;
+    };
+    c.face = std::make_unique<ClientFace>(dc, pipe, lids, [this, node] {
+      fabric->kick(node);
+      clock->due = true;
+    });
     driver.attach(*c.face, *c.medium);
     log()->info("pid {} attached to HCA {} ({}), LID {}", cred.pid, h,
                 fabric->topology().node(node).description, rep.lid);

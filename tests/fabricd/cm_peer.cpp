@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
       for (auto it = done.begin(); it != done.end(); ++it)
         if (it->wr_id == wr_id) {
           const bool ok = it->status == WcStatus::kSuccess;
+          if (!ok)
+            std::fprintf(stderr, "cm_peer: wr %llu completed with status %u\n",
+                         static_cast<unsigned long long>(wr_id), static_cast<unsigned>(it->status));
           done.erase(it);
           return ok ? 1 : -1;
         }
