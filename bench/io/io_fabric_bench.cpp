@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -130,12 +131,14 @@ int relay(const std::string& name) {
       ev.data.fd = fd;
       epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
     }
-    // The same idle policy as the daemon's Driver (src/io/driver.hpp, DriverConfig defaults):
-    // heartbeats on both rings it produces (ShmMedium::beat), polling without yielding while a
-    // side runs on another CPU, blocking once neither has run for 20 us since the last work (or
-    // both last ran on this CPU), for at most 50 us of idling.
-    constexpr std::uint64_t kSpinNs = 50'000, kPeerCheckNs = 2'000, kPeerStallNs = 20'000;
-    std::uint64_t last_work = io::monotonic_ns(), last_check = last_work, beat = 0;
+    // The same idle policy as the daemon's Driver (src/io/driver.hpp, DriverConfig defaults,
+    // with the daemon's media: its clients' ShmMedia and the control medium, which cannot tell):
+    // heartbeats on both rings it produces (ShmMedium::beat); while idle, polling without
+    // yielding while a side runs on another CPU, else a sched_yield() once per 4 us of idling;
+    // blocking after 50 us of idling.
+    constexpr std::uint64_t kSpinNs = 50'000, kPeerCheckNs = 2'000, kPeerStallNs = 20'000,
+                            kYieldNs = 4'000;
+    std::uint64_t last_work = io::monotonic_ns(), last_check = last_work, last_yield = 0, beat = 0;
     bool gone = false;
     while (!g_stop && !gone) {
       const std::uint64_t now = io::monotonic_ns();
@@ -160,7 +163,11 @@ int relay(const std::string& name) {
         const auto running = [&](const Side& s) {
           return s.rx.producer_cpu() != cpu && s.rx.producer_beat_ns() >= seen_after;
         };
-        if (running(a) || running(b)) continue;
+        if (!running(a) && !running(b) && now >= std::max(last_work, last_yield) + kYieldNs) {
+          last_yield = now;
+          sched_yield();
+        }
+        continue;
       }
       const bool sleep_a = a.rx.prepare_sleep();
       const bool sleep_b = sleep_a && b.rx.prepare_sleep();

@@ -244,6 +244,8 @@ class RingConsumer {
     return s_->producer_waiting.load(std::memory_order_relaxed) &&
            s_->producer_waiting.exchange(0, std::memory_order_acq_rel);
   }
+  // Bytes popped but not yet freed for the producer.
+  std::uint64_t unreleased() const { return head_ - released_; }
   bool empty() { return header_kind(std::memory_order_acquire) == RecordKind::kEmpty; }
   // Sleep protocol (see the file comment). prepare_sleep() returns false when records arrived.
   bool prepare_sleep() {

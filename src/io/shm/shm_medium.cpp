@@ -529,6 +529,9 @@ void ShmMedium::tx_publish() {
 }
 
 namespace {
+// rx_burst frees ring space at its end when at least this much was consumed, else on the next
+// pass that finds the ring empty.
+constexpr std::size_t kReleaseBytesMin = kRecordsPerPublish * kRecordAlign;
 // A by-reference record's headers that share its first line with the RecordHeader and ByRef.
 constexpr std::size_t kLineHeaderBytes = kRecordAlign - sizeof(RecordHeader) - sizeof(ByRef);
 static_assert(kLineHeaderBytes <= TxPacket::kHeaderBytesMax);
@@ -607,7 +610,11 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   counters_.cma_bytes = cma_.bytes();
   counters_.pool_bytes = cma_.memcpy_bytes();
   counters_.delegated_bytes = cma_.delegated_bytes();
-  if (n && rx_.release()) ring_peer();
+  // A short burst (the records of a ping-pong) frees its space on the next pass that finds
+  // nothing: the store to the head line and its fence are then off the path of the reply these
+  // packets cause (done() posts it and pass_out publishes it before the next rx_burst). Nothing
+  // waits on so little space: the producer keeps the ring's last 8 bytes free only.
+  if ((n == 0 || rx_.unreleased() >= kReleaseBytesMin) && rx_.release()) ring_peer();
   return n;
 }
 
