@@ -157,9 +157,11 @@ struct LidTable {
 // responder's out-of-sequence count can be split into true reordering (here) and loss or a
 // retransmission (the transport's counters).
 struct PathOrder {
-  static constexpr std::size_t kMinBytes = wire::kLrhBytes + wire::kBthBytes + wire::kIcrcBytes +
-                                           wire::kVcrcBytes;
-  static std::size_t icrc_at(std::size_t size) { return size - wire::kIcrcBytes - wire::kVcrcBytes; }
+  static constexpr std::size_t kMinBytes =
+      wire::kLrhBytes + wire::kBthBytes + wire::kIcrcBytes + wire::kVcrcBytes;
+  static std::size_t icrc_at(std::size_t size) {
+    return size - wire::kIcrcBytes - wire::kVcrcBytes;
+  }
   // Numbers a packet leaving `src` for `dst` (a process's data packet, not QP1).
   static std::uint32_t stamp(Pipe& src, const Pipe& dst, std::vector<std::uint8_t>& b) {
     if (b.size() < kMinBytes) return 0;
@@ -176,8 +178,8 @@ std::uint32_t PathOrder::check(Pipe& dst, const LidTable& lids, std::span<const 
   const auto slid = static_cast<std::uint16_t>(w[6] << 8 | w[7]);  // LRH.SLID
   const Pipe* src = slid < lids.by_lid.size() ? lids.by_lid[slid] : nullptr;
   if (!src) return 0;  // another daemon's HCA (across hosts): not numbered
-  const std::uint32_t n =
-      wire::get_icrc(std::span<const std::uint8_t, wire::kIcrcBytes>(w.data() + icrc_at(w.size()), 4));
+  const std::uint32_t n = wire::get_icrc(
+      std::span<const std::uint8_t, wire::kIcrcBytes>(w.data() + icrc_at(w.size()), 4));
   if (n == 0) return 0;
   std::uint32_t& last = dst.order_rx[src->index];
   if (n <= last) {
@@ -298,10 +300,7 @@ class FabricFace final : public StubDevice {
 class ClientFace final : public StubDevice {
  public:
   ClientFace(DeviceConfig cfg, Pipe& pipe, LidTable& lids, std::function<void()> on_send)
-      : StubDevice(std::move(cfg)),
-        pipe_(pipe),
-        lids_(lids),
-        on_send_(std::move(on_send)) {}
+      : StubDevice(std::move(cfg)), pipe_(pipe), lids_(lids), on_send_(std::move(on_send)) {}
   void set_remote_payload(RemotePayload* rp) override { remote_ = rp; }
   // A packet whose payload is still in the process (a by-reference record): the headers here,
   // the payload pulled by the medium straight into the packet (RemotePayload::place; done before
