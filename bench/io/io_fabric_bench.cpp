@@ -11,6 +11,7 @@
 //                                       attaches N processes to FABRIC (each with its Driver on
 //                                       its own thread, idle), then measures the CPU time of
 //                                       process PID (the daemon) over SECS seconds; prints JSON.
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -78,7 +80,7 @@ bool attach_side(int listen_fd, Side& s, std::uint32_t hca) {
   s.base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.memfd, 0);
   if (s.base == MAP_FAILED) return false;
   auto* b = static_cast<std::uint8_t*>(s.base);
-  auto* rings = reinterpret_cast<shm::RingShared*>(b + 1024);  // as ShmMedium (side A)
+  auto* rings = reinterpret_cast<shm::RingShared*>(b + shm::kRingSharedOffset);  // side A
   s.tx = shm::RingProducer(&rings[0], b + shm::kSegmentHeaderBytes, kRingBytes);
   s.rx = shm::RingConsumer(&rings[1], b + shm::kSegmentHeaderBytes + kRingBytes, kRingBytes);
   return true;
@@ -129,20 +131,42 @@ int relay(const std::string& name) {
       ev.data.fd = fd;
       epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
     }
-    std::uint64_t last_work = io::monotonic_ns();
-    std::uint32_t idle = 0;
+    // The same idle policy as the daemon's Driver (src/io/driver.hpp, DriverConfig defaults,
+    // with the daemon's media: its clients' ShmMedia and the control medium, which cannot tell):
+    // heartbeats on both rings it produces (ShmMedium::beat); while idle, polling without
+    // yielding while a side runs on another CPU, else a sched_yield() once per 4 us of idling;
+    // blocking after 50 us of idling.
+    constexpr std::uint64_t kSpinNs = 50'000, kPeerCheckNs = 2'000, kPeerStallNs = 20'000,
+                            kYieldNs = 4'000;
+    std::uint64_t last_work = io::monotonic_ns(), last_check = last_work, last_yield = 0, beat = 0;
     bool gone = false;
     while (!g_stop && !gone) {
+      const std::uint64_t now = io::monotonic_ns();
+      if (now != beat) {
+        beat = now;
+        const auto cpu = static_cast<std::uint32_t>(sched_getcpu());
+        a.tx.beat(now, cpu);
+        b.tx.beat(now, cpu);
+      }
       if (forward(a, b) + forward(b, a)) {
-        last_work = io::monotonic_ns();
-        idle = 0;
+        last_work = last_check = now;
         continue;
       }
-      if (io::monotonic_ns() < last_work + 50'000) {
-        if (++idle % 16 == 0)
-          sched_yield();
-        else
+      if (now < last_work + kSpinNs) {
+        if (now < last_check + kPeerCheckNs) {
           __builtin_ia32_pause();
+          continue;
+        }
+        last_check = now;
+        const std::uint64_t seen_after = now - last_work < kPeerStallNs ? 0 : now - kPeerStallNs;
+        const auto cpu = static_cast<std::uint32_t>(sched_getcpu());
+        const auto running = [&](const Side& s) {
+          return s.rx.producer_cpu() != cpu && s.rx.producer_beat_ns() >= seen_after;
+        };
+        if (!running(a) && !running(b) && now >= std::max(last_work, last_yield) + kYieldNs) {
+          last_yield = now;
+          sched_yield();
+        }
         continue;
       }
       const bool sleep_a = a.rx.prepare_sleep();

@@ -411,6 +411,9 @@ class BoundedMedium final : public io::Medium {
   void finish_sleep() override { m_->finish_sleep(); }
   int event_fd() const override { return m_->event_fd(); }
   void on_event(TimeNs now) override { m_->on_event(now); }
+  PeerState peer_state(TimeNs seen_after, int cpu) const override {
+    return m_->peer_state(seen_after, cpu);
+  }
   io::shm::ShmMedium& shm() { return *m_; }
   std::uint64_t backpressured = 0;  // passes that took nothing because the queue was full
 

@@ -210,6 +210,7 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   // burst. A peer denied writing here stops.
   const char* delegate = std::getenv("WEFT_SHM_DELEGATE");
   link.delegate_copies = delegate && std::strcmp(delegate, "1") == 0;
+  link.by_ref_bytes_max = opts.by_ref_bytes_max;
   if (want && !node->zero_copy_rx_)
     log()->warn("shm: cross-memory attach to pid {} not available{}; copying through the ring",
                 cred.pid, (theirs.flags & kWantZeroCopy) ? "" : " (peer copies)");

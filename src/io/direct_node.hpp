@@ -49,6 +49,15 @@ struct DirectOptions {
   // The Device's delayed ACKs (DeviceConfig::ack_delay_ns; both ends of a direct link are Weft):
   // an unsignaled WR's ACK may wait this long to coalesce with later ones. 0: off.
   TimeNs ack_delay_ns = 20'000;
+  // Payload a side may have in flight by reference (ShmLinkConfig::by_ref_bytes_max; 0: the
+  // ring's size, 4 MiB). Under load (load average ~10 on 2 vCPUs) each process gets its CPU in
+  // stretches of ~1 ms with waits of ~1-3 ms between: the receiver can go on copying only while
+  // the sender has queued work for it, and 4 MiB is ~0.3 ms of copying, so the two processes
+  // had to be on their CPUs at the same time (write --bw -s 1M: 12.5 Gb/s with 4 MiB, 25 with
+  // 32 MiB, 30 with 128 MiB, process_vm_writev 42). The bound stays below what the receiver
+  // moves within the transport's retransmission timeout (RcOptions: 67 ms): 64 MiB takes ~10 ms
+  // at the slowest rate seen under that load.
+  std::size_t by_ref_bytes_max = std::size_t{64} << 20;
 };
 
 class DirectNode {

@@ -127,17 +127,55 @@ TimeNs Driver::spin_limit_ns() const {
   return config_.spin_ns;
 }
 
-void Driver::idle_pause(TimeNs now, TimeNs& last_yield) {
+Medium::PeerState Driver::peers(TimeNs now, TimeNs last_work) const {
+  // Within peer_stall_ns of our own last work a silent peer is not judged by its age: it may
+  // just have been woken by what we sent (a doorbell takes ~10-50 us here to run it).
+  const TimeNs seen_after = now - last_work < config_.peer_stall_ns ? 0 : now - config_.peer_stall_ns;
+  const int cpu = sched_getcpu();
+  bool unknown = att_.empty();
+  for (const auto& a : att_) {
+    switch (a.medium->peer_state(seen_after, cpu)) {
+      case Medium::PeerState::kRunning:
+        return Medium::PeerState::kRunning;
+      case Medium::PeerState::kUnknown:
+        unknown = true;
+        break;
+      case Medium::PeerState::kStalled:
+        break;
+    }
+  }
+  return unknown ? Medium::PeerState::kUnknown : Medium::PeerState::kStalled;
+}
+
+bool Driver::idle_pause(TimeNs now, TimeNs last_work, TimeNs& last_check) {
+  // One pause (~40 ns here): an idle pass is then ~0.1 us, the delay to notice a packet; `now`
+  // is up to a few passes stale, which only delays a look at the peers a little.
+  const TimeNs every = config_.peer_check_ns ? config_.peer_check_ns : config_.yield_ns;
+  if (every == 0 || now < last_check + every) {
+    cpu_relax();
+    return false;
+  }
+  last_check = now;
+  switch (config_.peer_check_ns ? peers(now, last_work) : Medium::PeerState::kUnknown) {
+    case Medium::PeerState::kRunning:
+      cpu_relax();
+      return false;
+    case Medium::PeerState::kStalled:
+      ++counters_.stalled_peers;
+      return true;
+    case Medium::PeerState::kUnknown:
+      break;
+  }
   // Two processes sharing one core would stall each other for a scheduler tick if we only
-  // paused: yield now and then (anchors: ~8 ms round trips when spinning on a shared vCPU).
-  // Otherwise one pause (~40 ns here): an idle pass is then ~0.1 us, the delay to notice a
-  // packet; `now` is up to a few passes stale, which only delays a yield a little.
-  if (config_.yield_ns && now >= last_yield + config_.yield_ns) {
+  // paused (anchors: ~8 ms round trips when spinning on a shared vCPU): yield now and then.
+  if (config_.yield_ns && now >= std::max(last_work, last_yield_) + config_.yield_ns) {
+    last_yield_ = now;
+    ++counters_.yields;
     sched_yield();
-    last_yield = now;
   } else {
     cpu_relax();
   }
+  return false;
 }
 
 void Driver::poll_events(int timeout_ms) {
@@ -232,7 +270,7 @@ void Driver::stop() {
 void Driver::thread_main() {
   in_thread_ = true;
   TimeNs last_work = monotonic_ns();
-  TimeNs idle = last_work;  // when the last sched_yield() (or work) was
+  TimeNs idle = last_work;  // when the peers were last looked at (or work was done)
   while (!stop_.load(std::memory_order_relaxed)) {
     bool worked;
     {
@@ -244,10 +282,7 @@ void Driver::thread_main() {
       last_work = idle = now;
       continue;
     }
-    if (now < last_work + spin_limit_ns()) {
-      idle_pause(now, idle);
-      continue;
-    }
+    if (now < last_work + spin_limit_ns() && !idle_pause(now, last_work, idle)) continue;
     // Block without the lock so application threads can post; the sleeping_ flag set inside
     // block() before its last look makes their kick() wake us.
     {

@@ -2,10 +2,11 @@
 //
 // One Driver drives any number of (Device, Medium) attachments from one thread: each pass moves a
 // burst in from every medium, fires due deadlines (Device::on_deadline) and moves a burst out.
-// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing, and yielding once
-// per yield_ns so a peer on the same core is never starved), then blocks in epoll on
-// the media's doorbells, a timerfd armed for the earliest Device deadline, the media's event fds
-// (peer death) and its own kick eventfd. An idle process therefore costs almost no CPU.
+// When a pass finds nothing to do the Driver spins a little (spin_ns, pausing) while its peers run
+// on other CPUs, blocks at once when they do not (DriverConfig::peer_stall_ns), and yields now
+// and then where a medium cannot tell (so a peer on the same core is never starved). It blocks in
+// epoll on the media's doorbells, a timerfd armed for the earliest Device deadline, the media's
+// event fds (peer death) and its own kick eventfd. An idle process therefore costs almost no CPU.
 //
 // Threading model (see src/io/README.md):
 // - Inline: the thread that owns the Driver calls progress() / run_until() itself; no lock needed.
@@ -37,9 +38,21 @@ struct DriverConfig {
   // draining the wire and will make room soon; a sleeping sender costs the receiver a doorbell
   // (an eventfd write, ~5-30 us here with the wake-up) per refill.
   TimeNs blocked_spin_ns = 1'000'000;
-  // While spinning, sched_yield() once per yield_ns of idling (0: never), so a peer sharing this
-  // core gets it back within yield_ns. A yield costs 0.5-3 us here (it runs whoever else waits),
-  // so yielding by pass count (every few hundred ns) dominated the direct-mode latency.
+  // While spinning, the Driver asks its media about their peers (Medium::peer_state) once per
+  // peer_check_ns of idling. A peer running on another CPU is polled for without yielding; a
+  // peer stalled (not seen running for peer_stall_ns since this Driver's last work, or last seen
+  // on this CPU) makes the Driver block at once rather than spin on. Why: under load (8 agents
+  // on 2 vCPUs) a sched_yield() hands the CPU to the other runnable tasks for their whole slice
+  // (EEVDF pushes the yielder's deadline back), milliseconds during which the peer, still
+  // running, has nobody to talk to; and spinning for a preempted peer only burns this process's
+  // share. A blocked process is woken by the peer's doorbell when it sends, and the scheduler
+  // runs a woken task soon. peer_stall_ns is above a normal pass (a 2 MiB burst's copy takes
+  // ~100 us at most here, so a busy peer may look stalled for a while: then it rings us).
+  TimeNs peer_check_ns = 2'000;
+  TimeNs peer_stall_ns = 20'000;
+  // With media that cannot tell (kUnknown): sched_yield() once per yield_ns of idling (0:
+  // never), so a peer sharing this core gets it back within yield_ns. A yield costs 0.5-3 us
+  // here on a quiet machine (it runs whoever else waits), milliseconds under load.
   TimeNs yield_ns = 4'000;
   std::size_t burst_max = 512;       // packets per rx/tx burst per attachment
   TimeNs event_poll_ns = 1'000'000;  // how often a busy Driver checks event fds (peer death)
@@ -48,6 +61,8 @@ struct DriverConfig {
 struct DriverCounters {
   std::uint64_t passes = 0, sleeps = 0, wakeups_kick = 0, wakeups_timer = 0, wakeups_rx = 0,
                 events = 0;
+  std::uint64_t yields = 0;         // sched_yield() calls (peers kUnknown)
+  std::uint64_t stalled_peers = 0;  // spins cut short because every peer was stalled
 };
 
 class Driver {
@@ -81,7 +96,7 @@ class Driver {
     const TimeNs start = monotonic_ns();
     const TimeNs end = timeout_ns == kNoDeadline ? kNoDeadline : start + timeout_ns;
     TimeNs last_work = start;
-    TimeNs idle = start;  // when the last sched_yield() (or work) was
+    TimeNs idle = start;  // when the peers were last looked at (or work was done)
     for (;;) {
       bool worked = pass_in();
       const bool finished = done();
@@ -94,10 +109,7 @@ class Driver {
         continue;
       }
       // now may be a few passes stale (progress()), so it can lag last_work.
-      if (now < last_work + spin_limit_ns()) {
-        idle_pause(now, idle);
-        continue;
-      }
+      if (now < last_work + spin_limit_ns() && !idle_pause(now, last_work, idle)) continue;
       // done() may have posted work: one more pass moves it before we sleep.
       if (progress()) {
         last_work = last_now_;
@@ -126,9 +138,11 @@ class Driver {
   };
   // How long to keep polling after the last work.
   TimeNs spin_limit_ns() const;
-  // One idle pass's pause: a pause instruction, or a sched_yield() when yield_ns passed since
-  // `last_yield` (then updated).
-  void idle_pause(TimeNs now, TimeNs& last_yield);
+  // One idle pass's pause: a pause instruction; every peer_check_ns (since `last_check`, then
+  // updated) a look at the peers (DriverConfig::peer_check_ns), which may yield or say to block
+  // now (returns true). `last_work`: when this Driver last did anything.
+  bool idle_pause(TimeNs now, TimeNs last_work, TimeNs& last_check);
+  Medium::PeerState peers(TimeNs now, TimeNs last_work) const;
   // Sleeps until a doorbell, the earliest deadline, an event or `until`, whichever is first.
   void block(TimeNs until);
   void poll_events(int timeout_ms);
@@ -138,6 +152,7 @@ class Driver {
   std::vector<Attachment> att_;
   int epfd_ = -1, kickfd_ = -1, timerfd_ = -1;
   TimeNs last_now_ = 0, last_event_poll_ = 0;
+  TimeNs last_yield_ = 0;
   bool last_worked_ = true;
   std::mutex mu_;
   std::thread thread_;

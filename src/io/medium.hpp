@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <weft/device.hpp>
 
@@ -38,6 +39,20 @@ class Medium {
   // is consuming, so the Driver keeps polling longer (DriverConfig::blocked_spin_ns) before it
   // blocks, rather than make the peer wake it with a system call.
   virtual bool tx_blocked() const { return false; }
+
+  // What the medium can tell of the process at the other end, for the Driver's idle policy:
+  // kRunning when it ran a pass at or after `seen_after` on a CPU other than `cpu` (this
+  // process's; -1: unknown) — it is on a CPU, and what it sends next is a cache-line transfer
+  // away, so the Driver keeps polling and does not yield; kStalled when it did not, or last ran
+  // on `cpu` — it is asleep, preempted, or waiting for this very CPU, so polling only takes CPU
+  // time from it or from others, and the Driver blocks (the peer rings the doorbell when it
+  // sends); kUnknown when the medium cannot tell (the Driver polls, yielding now and then).
+  enum class PeerState : std::uint8_t { kUnknown, kRunning, kStalled };
+  virtual PeerState peer_state(TimeNs seen_after, int cpu) const {
+    (void)seen_after;
+    (void)cpu;
+    return PeerState::kUnknown;
+  }
 
   // Out-of-band events (peer death): a descriptor watched one-shot, and what to do when it fires.
   virtual int event_fd() const { return -1; }

@@ -432,14 +432,45 @@ class DirectLink final : public PerfLink {
 
 }  // namespace
 
+// WEFT_PERF_COUNTERS=1: the Driver's and the medium's counters on stderr when a side ends.
+void dump_counters(const char* side, DirectNode& node) {
+  if (!std::getenv("WEFT_PERF_COUNTERS")) return;
+  const auto& d = node.driver().counters();
+  const auto& m = node.medium().counters();
+  std::fprintf(stderr,
+               "%s: passes %llu sleeps %llu wake kick/timer/rx %llu/%llu/%llu yields %llu "
+               "stalled %llu | tx wire/ref %llu/%llu rx wire/ref %llu/%llu tx_full %llu doorbells "
+               "%llu cma calls %llu bytes %llu pool %llu\n",
+               side, (unsigned long long)d.passes, (unsigned long long)d.sleeps,
+               (unsigned long long)d.wakeups_kick, (unsigned long long)d.wakeups_timer,
+               (unsigned long long)d.wakeups_rx, (unsigned long long)d.yields,
+               (unsigned long long)d.stalled_peers, (unsigned long long)m.tx_wire,
+               (unsigned long long)m.tx_by_ref, (unsigned long long)m.rx_wire,
+               (unsigned long long)m.rx_by_ref, (unsigned long long)m.tx_full,
+               (unsigned long long)m.doorbells, (unsigned long long)m.cma_calls,
+               (unsigned long long)m.cma_bytes, (unsigned long long)m.pool_bytes);
+  // On the CPU, waiting for it (runnable), time slices: /proc/self/schedstat.
+  if (std::FILE* f = std::fopen("/proc/self/schedstat", "r")) {
+    unsigned long long run = 0, wait = 0, slices = 0;
+    if (std::fscanf(f, "%llu %llu %llu", &run, &wait, &slices) == 3)
+      std::fprintf(stderr, "%s: schedstat run %.1f ms, runnable-waiting %.1f ms, %llu slices\n",
+                   side, run * 1e-6, wait * 1e-6, slices);
+    std::fclose(f);
+  }
+}
+
 std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts) {
   DirectLink l(node);
-  return perf_client(static_cast<PerfLink&>(l), opts);
+  auto r = perf_client(static_cast<PerfLink&>(l), opts);
+  dump_counters("client", node);
+  return r;
 }
 
 bool perf_server(DirectNode& node, std::string* error) {
   DirectLink l(node);
-  return perf_server(static_cast<PerfLink&>(l), error);
+  const bool ok = perf_server(static_cast<PerfLink&>(l), error);
+  dump_counters("server", node);
+  return ok;
 }
 
 FabricPerfLink::~FabricPerfLink() {

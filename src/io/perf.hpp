@@ -5,6 +5,9 @@
 // largest size (ordinary private memory), exchange QP numbers and keys, and then run each size.
 // Latency of WRITE and SEND is half the round trip of a ping-pong (as perftest's *_lat); READ and
 // atomics report the whole round trip. Bandwidth keeps up to tx_depth WRs in flight.
+// With WEFT_PERF_COUNTERS=1 in the environment each side of a direct run prints its Driver's and
+// medium's counters and its /proc/self/schedstat (time on the CPU, time runnable but waiting)
+// on stderr when it ends: under load these say whether a figure is the code's or the scheduler's.
 // Thread-safety: inline Driver mode; one thread per side.
 #pragma once
 

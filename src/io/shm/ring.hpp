@@ -27,6 +27,8 @@
 //   consumer, after storing head, fences and, if it sees 1, exchanges it to 0 and rings the
 //   producer's doorbell. Without it a producer whose peer sends nothing back (READ responses,
 //   unacknowledged WRITE streams) would wait for its retransmission timer.
+// - producer_beat_ns / producer_cpu: see RingShared; a hint for the consumer's idle policy, no
+//   part of the record protocol.
 // Each side keeps its own index and a cached copy of the other's in private memory, so the head
 // line moves only when the producer runs out of space it knows to be free.
 // Records: an 8-byte RecordHeader {bytes, kind, flags}, then `bytes` bytes, padded to a cache
@@ -50,8 +52,16 @@ struct alignas(64) RingShared {
   alignas(64) std::atomic<std::uint64_t> head;  // consumer -> producer
   alignas(64) std::atomic<std::uint32_t> consumer_sleeping;
   std::atomic<std::uint32_t> producer_waiting;
+  // The producer process's heartbeat (segment version 5): the monotonic time of its latest pass
+  // over this medium and the CPU it ran on, both stored relaxed by the producer (at most once per
+  // clock reading), read relaxed by the consumer when it idles (a hint: a torn pair only makes
+  // one idle decision wrong). Lets the consumer tell a peer that is running on another CPU (keep
+  // polling) from one that is asleep, preempted or waiting for this very CPU (block).
+  alignas(64) std::atomic<std::uint64_t> producer_beat_ns;
+  std::atomic<std::uint32_t> producer_cpu;
 };
-static_assert(sizeof(RingShared) == 192);
+static_assert(sizeof(RingShared) == 256);
+inline constexpr std::uint32_t kNoCpu = ~0u;  // producer_cpu before the first beat
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 // kEmpty must be 0: a zeroed data area holds no records.
@@ -69,6 +79,8 @@ static_assert(sizeof(RecordHeader) == 8 && alignof(RecordHeader) <= 8);
 // and never straddles two (with 8-byte padding, a mix of 40- and 64-byte records left most
 // WRITEs across a line boundary).
 inline constexpr std::size_t kRecordAlign = 64;
+// How far ahead of its head the consumer prefetches (RingConsumer::peek).
+inline constexpr std::size_t kPrefetchAheadBytes = 8 * kRecordAlign;
 inline constexpr std::size_t record_span(std::size_t body) {
   return (sizeof(RecordHeader) + body + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
@@ -146,6 +158,11 @@ class RingProducer {
     head_cached_ = s_->head.load(std::memory_order_seq_cst);
     return head_cached_;
   }
+  // The heartbeat (RingShared::producer_beat_ns): this process ran a pass at now_ns on `cpu`.
+  void beat(std::uint64_t now_ns, std::uint32_t cpu) {
+    s_->producer_beat_ns.store(now_ns, std::memory_order_relaxed);
+    s_->producer_cpu.store(cpu, std::memory_order_relaxed);
+  }
   // Withdraws the announcement (the producer did not sleep after all, or woke up).
   void cancel_wait() { s_->producer_waiting.store(0, std::memory_order_relaxed); }
   // Makes committed records visible. Returns true when the consumer sleeps and must be woken.
@@ -199,9 +216,12 @@ class RingConsumer {
       const RecordHeader h = detail::unpack(detail::word_at(p).load(std::memory_order_acquire));
       if (h.kind == RecordKind::kEmpty) return nullptr;
       if (h.kind != RecordKind::kSkip) {
-        // A batch usually spans more than this line (an ACK and a request are ~110 bytes):
-        // start fetching the next one while this record is handled.
-        __builtin_prefetch(p + 64);
+        // A batch usually spans more than this line (an ACK and a request are ~110 bytes; a
+        // bandwidth stream is one 64-byte by-reference record per 4 KiB): start fetching the
+        // next lines while this record is handled, several ahead so that their transfers from
+        // the producer's core overlap (each is a cache miss here).
+        __builtin_prefetch(p + kRecordAlign);
+        __builtin_prefetch(data_ + ((head_ + kPrefetchAheadBytes) & (cap_ - 1)));
         return reinterpret_cast<const RecordHeader*>(p);
       }
       head_ += record_span(h.bytes);
@@ -224,6 +244,8 @@ class RingConsumer {
     return s_->producer_waiting.load(std::memory_order_relaxed) &&
            s_->producer_waiting.exchange(0, std::memory_order_acq_rel);
   }
+  // Bytes popped but not yet freed for the producer.
+  std::uint64_t unreleased() const { return head_ - released_; }
   bool empty() { return header_kind(std::memory_order_acquire) == RecordKind::kEmpty; }
   // Sleep protocol (see the file comment). prepare_sleep() returns false when records arrived.
   bool prepare_sleep() {
@@ -235,6 +257,11 @@ class RingConsumer {
     return true;
   }
   void finish_sleep() { s_->consumer_sleeping.store(0, std::memory_order_relaxed); }
+  // The producer's heartbeat (RingShared): when and on which CPU it last ran a pass.
+  std::uint64_t producer_beat_ns() const {
+    return s_->producer_beat_ns.load(std::memory_order_relaxed);
+  }
+  std::uint32_t producer_cpu() const { return s_->producer_cpu.load(std::memory_order_relaxed); }
 
  private:
   RecordKind header_kind(std::memory_order mo) const {

@@ -41,8 +41,8 @@ namespace weft::io::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
 // 2: records publish themselves; 3: records padded to a cache line (ring.hpp kRecordAlign);
-// 4: copy delegation areas in the header (CopyArea).
-inline constexpr std::uint32_t kSegmentVersion = 4;
+// 4: copy delegation areas in the header (CopyArea); 5: the producers' heartbeats (RingShared).
+inline constexpr std::uint32_t kSegmentVersion = 5;
 inline constexpr std::size_t kSegmentHeaderBytes = 4096;
 inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
 inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
@@ -121,9 +121,11 @@ struct alignas(64) CopyArea {
   CopySlot slot[kCopySlots];
 };
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
-// In the segment header: the RingShared pair at 1024, the CopyAreas (one per receiving side: A's
-// at kCopyAreaOffset, B's after it) at 1536.
+// In the segment header: the RingShared pair (A->B, B->A) at kRingSharedOffset, the CopyAreas
+// (one per receiving side: A's at kCopyAreaOffset, B's after it).
+inline constexpr std::size_t kRingSharedOffset = 1024;
 inline constexpr std::size_t kCopyAreaOffset = 1536;
+static_assert(kRingSharedOffset + 2 * sizeof(RingShared) <= kCopyAreaOffset);
 static_assert(kCopyAreaOffset + 2 * sizeof(CopyArea) <= kSegmentHeaderBytes);
 
 // The RemotePayload of the receiving side: gathers (dst, remote src) pairs, merging contiguous
@@ -206,6 +208,9 @@ struct ShmLinkConfig {
   pid_t peer_pid = 0;
   bool zero_copy_tx = false;     // the peer can read our memory and wants zero copy
   bool delegate_copies = false;  // hand receive copies to the peer (CopyArea; direct mode)
+  // Payload bytes this side may have in flight by reference (records the peer has not consumed
+  // yet; see the file comment). 0: ring_bytes. Direct mode raises it (DirectOptions).
+  std::size_t by_ref_bytes_max = 0;
 };
 
 class ShmMedium final : public Medium {
@@ -227,6 +232,9 @@ class ShmMedium final : public Medium {
   int event_fd() const override { return pidfd_; }
   void on_event(TimeNs now) override;
   bool tx_blocked() const override { return tx_blocked_; }
+  // From the peer's heartbeat (ring.hpp RingShared::producer_beat_ns), which this medium's own
+  // rx_burst / tx_burst calls keep for the peer.
+  PeerState peer_state(TimeNs seen_after, int cpu) const override;
 
   // Packet-at-a-time transmit for callers that poll the Device themselves and route each packet
   // to one of several links (the libfabric provider's shm port): tx_packet writes one record
@@ -252,17 +260,19 @@ class ShmMedium final : public Medium {
 
  private:
   void ring_peer();
-  bool by_ref_room();  // payload referred to by unconsumed records < ring_bytes
+  bool by_ref_room();  // payload referred to by unconsumed records < by_ref_max_
   bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
   std::size_t tx_batch_room();  // packets of any size the ring and the by-reference bound take
   // Writes pkt's record (room checked by the caller); true when it went by reference.
   bool write_record(const Device& dev, const TxPacket& pkt);
   bool in_tx_pool(const TxPacket& pkt) const;
+  void beat(TimeNs now);  // this process's heartbeat, once per clock reading
   ShmLinkConfig cfg_;
   std::vector<std::pair<const std::uint8_t*, std::size_t>> tx_pools_;  // (base, bytes)
   std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;         // (tail after record, bytes)
   std::uint64_t by_ref_bytes_ = 0;
+  std::uint64_t by_ref_max_ = 0;  // cfg_.by_ref_bytes_max, or ring_bytes
   void* base_ = nullptr;
   std::size_t map_bytes_ = 0;
   int pidfd_ = -1;
@@ -272,6 +282,7 @@ class ShmMedium final : public Medium {
   CopyArea* serve_area_ = nullptr;  // where the peer posts the copies it hands to us
   std::atomic<bool> peer_dead_{false};
   bool tx_blocked_ = false;  // the last transmit stopped on a full ring
+  TimeNs beat_ns_ = 0;       // the last heartbeat stored
   // Packets moved through the Device's burst calls (poll_transmit_burst, on_packet_burst): a
   // run of one message's packets then costs the engines one set of per-QP checks, and a run of
   // by-reference packets becomes one coalesced place() (device_impl.cpp receive_run). Kept across
