@@ -77,6 +77,9 @@ class CaptureMedium final : public Medium {
   bool prepare_sleep() override { return inner_->prepare_sleep(); }
   void finish_sleep() override { inner_->finish_sleep(); }
   bool tx_blocked() const override { return inner_->tx_blocked(); }
+  PeerState peer_state(TimeNs seen_after, int cpu) const override {
+    return inner_->peer_state(seen_after, cpu);
+  }
   int event_fd() const override { return inner_->event_fd(); }
   void on_event(TimeNs now) override { inner_->on_event(now); }
 
