@@ -572,8 +572,11 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
           o.header_bytes = QpImpl::kMidHdrBytes;
           o.payload = payload;
           store_tx_fields(o, mtu, 0, route_word, port, dlid, sl);
-          if (compute) dev.compute_crcs(o);
         }
+        // The CRCs after the loop, as for the ONLY run: right after the header's narrow stores,
+        // the CRC pass's wide loads of it would wait for them to reach the cache.
+        if (compute)
+          for (std::size_t i = run_first; i != n; ++i) dev.compute_crcs(out[i]);
         tx_bytes = (n - run_first) * wire;
       }
     }
