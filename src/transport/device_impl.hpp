@@ -47,14 +47,6 @@ inline void store_le16(std::uint8_t* p, std::uint16_t v) {
   std::memcpy(p, &v, 2);
 }
 
-// Copies a packet's payload (up to a PMTU: the wire image's copy in TxPacket::write_to and the
-// responder's copy into the destination), as memcpy (the ranges must not overlap). glibc's
-// memcpy copies a 4 KiB payload with `rep movsb` (ERMS) on this EPYC, which costs ~35 % more
-// than four 64-byte loads and stores per step when one side is the cache-hot wire image
-// (bench/transport/README.md: 32 copies of 4 KiB per 64 KiB WRITE, 1.60 -> 1.16 us); for a 64
-// KiB copy the two cost the same, so the memcpy baseline is not the slow one.
-void copy_payload(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes);
-
 class DeviceImpl final : public Device {
  public:
   DeviceImpl(const DeviceConfig& config, Rng& rng);
