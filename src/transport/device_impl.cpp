@@ -605,12 +605,15 @@ const CopyPath kCopyPath = detect_copy_path();
 
 void copy_payload(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) {
 #if defined(__x86_64__)
-  if (bytes >= kVectorCopyBytesMin) {
+  // Overlapping ranges (a WRITE into its own source on a loopback) by memmove, as glibc's
+  // memcpy (an alias of its memmove) placed them before.
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  if (bytes >= kVectorCopyBytesMin && (d + bytes <= s || s + bytes <= d)) {
     if (kCopyPath == CopyPath::kAvx512) return copy_avx512(dst, src, bytes);
     if (kCopyPath == CopyPath::kAvx2) return copy_avx2(dst, src, bytes);
   }
 #endif
-  if (bytes != 0) std::memcpy(dst, src, bytes);
+  if (bytes != 0) std::memmove(dst, src, bytes);
 }
 
 namespace {

@@ -21,7 +21,7 @@
 namespace weft::transport {
 
 // Copies a packet's payload (up to a PMTU: the wire image's copy in TxPacket::write_to and the
-// responder's copy into the destination), as memcpy (the ranges must not overlap). glibc's
+// responder's copy into the destination), as memmove. glibc's
 // memcpy copies a 4 KiB payload with `rep movsb` (ERMS) on this EPYC, which costs ~35 % more
 // than four 64-byte loads and stores per step when one side is the cache-hot wire image
 // (bench/transport/README.md: 32 copies of 4 KiB per 64 KiB WRITE, 1.60 -> 1.16 us); for a 64
