@@ -6,9 +6,7 @@
 // and out. Compare ratios, not absolute numbers (shared, noisy machines).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -138,84 +136,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
 // copy into the destination. (6 before the fused pass: each CRC read the payload on its own.)
 constexpr int kComputePasses = 4;
 
-// Paired ratios: for each of kPairs trials, the baseline and the measured loop run back to back
-// for ~kPairSliceNs of thread CPU time each, and the trial's ratio is baseline time / loop time
-// per iteration; the median over the trials is printed. A change of load between the two halves
-// of one trial is a few milliseconds apart, not the seconds between Google Benchmark's rows, so on
-// a shared machine these medians move less from run to run than the ratio of the rows' medians.
-constexpr int kPairs = 21;
-constexpr double kPairSliceNs = 4e6;
-
-double thread_cpu_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
-}
-// CPU ns per call of f, over at least kPairSliceNs (calibrated count `iters`, doubled until then).
-template <class F>
-double ns_per_call(F&& f, long& iters) {
-  for (;;) {
-    const double t0 = thread_cpu_ns();
-    for (long i = 0; i < iters; ++i) f();
-    const double dt = thread_cpu_ns() - t0;
-    if (dt >= kPairSliceNs) return dt / static_cast<double>(iters);
-    iters *= 2;
-  }
-}
-template <class B, class F>
-double paired_ratio(B&& base, F&& f) {
-  long ib = 1, ifn = 1;
-  ns_per_call(base, ib);  // warm-up and calibration
-  ns_per_call(f, ifn);
-  std::vector<double> r;
-  for (int i = 0; i < kPairs; ++i) {
-    const double tb = ns_per_call(base, ib);
-    r.push_back(tb / ns_per_call(f, ifn));
-  }
-  std::sort(r.begin(), r.end());
-  return r[r.size() / 2];
-}
-void print_paired() {
-  std::printf("\nPaired ratios (median of %d back-to-back pairs, thread CPU time):\n", kPairs);
-  for (const std::size_t n : {std::size_t{64} << 10, std::size_t{1} << 20}) {
-    std::vector<std::uint8_t> a(n, 1), b(n, 0);
-    const auto copy = [&] {
-      std::memcpy(b.data(), a.data(), n);
-      benchmark::DoNotOptimize(b.data());
-      benchmark::ClobberMemory();
-    };
-    bench::Pair pm(n, CrcMode::kModel), pc(n, CrcMode::kCompute);
-    bench::WriteLoop lm(pm), lc(pc);
-    const double ra = paired_ratio(copy, [&] { lm.once(); });
-    const double rb = paired_ratio(copy, [&] { lc.once(); });
-    std::printf("  (a) WRITE %7zu B, CRCs modelled / memcpy:            %.3fx  [>= 0.7]\n", n, ra);
-    std::printf("  (b) WRITE %7zu B, CRCs computed / (memcpy / %d passes): %.3fx  [>= 0.7]\n", n,
-                kComputePasses, rb * kComputePasses);
-  }
-  bench::Pair ps(2 * bench::SendLoop::kBatch * bench::SendLoop::kBytes, CrcMode::kModel);
-  bench::SendLoop ls(ps, 1);
-  base::SpscRing ring(256, 64);
-  std::uint8_t in[64] = {1}, out[64];
-  const auto ring_batch = [&] {
-    for (std::uint32_t i = 0; i < bench::SendLoop::kBatch; ++i) ring.push(in, 64);
-    for (std::uint32_t i = 0; i < bench::SendLoop::kBatch; ++i) ring.pop(out, 64);
-    benchmark::DoNotOptimize(out);
-  };
-  std::printf("  (c) 64 B SENDs/s (all signaled) / bare ring 64 B msgs/s: %.4fx  [>= 0.1]\n",
-              paired_ratio(ring_batch, [&] { ls.once(); }));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool paired = false;
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--paired") == 0) {
-      paired = true;
-      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
-      --argc;
-      break;
-    }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter rep;
@@ -241,8 +164,6 @@ int main(int argc, char** argv) {
               rep.ratio("BM_Send64PerCall", "BM_Ring64"));
   std::printf("      not the goal: perftest-style, every 100th SEND signaled: %.4fx\n",
               rep.ratio("BM_Send64Cq100", "BM_Ring64"));
-  // --paired (ours, not Google Benchmark's): the paired ratios too.
-  if (paired) print_paired();
   benchmark::Shutdown();
   return 0;
 }
