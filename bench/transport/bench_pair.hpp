@@ -141,16 +141,17 @@ struct SendLoop {
   static constexpr std::uint32_t kBatch = 32, kBytes = 64;
   Pair& p;
   std::uint32_t signal_every;
+  std::uint32_t until_signal;  // WRs up to and including the next signaled one
   Sge sge;
   std::vector<SendWr> wrs;
   std::vector<Sge> rs;
   std::vector<RecvWr> rwrs;
-  std::uint64_t posted = 0;
   std::uint32_t rx_batches, rx_next = 0;  // the batch of receives to repost next
   // The Pair's buffers must hold rx_batches * kBatch * kBytes bytes.
   SendLoop(Pair& pair, std::uint32_t every, std::uint32_t rx = 2)
       : p(pair),
         signal_every(every),
+        until_signal(every),
         wrs(kBatch),
         rs(kBatch * rx),
         rwrs(kBatch * rx),
@@ -178,9 +179,12 @@ struct SendLoop {
     for (const RecvWr& r : batch) p.qb->post_recv(r);
   }
   void once() {
+    // Every signal_every-th WR signaled, by a countdown (a 64-bit `%` per WR was a division,
+    // ~6 % of this loop's time with every WR signaled).
     std::uint32_t signaled = 0;
     for (SendWr& wr : wrs) {
-      const bool sig = ++posted % signal_every == 0;
+      const bool sig = --until_signal == 0;
+      if (sig) until_signal = signal_every;
       wr.send_flags = sig ? kSignaled : 0u;
       signaled += sig;
     }

@@ -7,6 +7,10 @@
 #include <bit>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <spdlog/spdlog.h>
 
 #include "src/base/assert.hpp"
@@ -553,6 +557,66 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
 }
 
 namespace {
+// Below this a payload is copied by memcpy (its call and dispatch are then the larger part).
+constexpr std::size_t kVectorCopyBytesMin = 256;
+constexpr std::size_t kVectorCopyStepBytes = 256;  // four 64-byte registers in flight
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void copy_avx512(std::uint8_t* d, const std::uint8_t* s,
+                                                    std::size_t n) {
+  // All four loads of a step before its stores, as memcpy's own loops do; the tail by memcpy.
+  for (; n >= kVectorCopyStepBytes; n -= kVectorCopyStepBytes, s += kVectorCopyStepBytes,
+                                    d += kVectorCopyStepBytes) {
+    const __m512i a = _mm512_loadu_si512(s), b = _mm512_loadu_si512(s + 64),
+                  c = _mm512_loadu_si512(s + 128), e = _mm512_loadu_si512(s + 192);
+    _mm512_storeu_si512(d, a);
+    _mm512_storeu_si512(d + 64, b);
+    _mm512_storeu_si512(d + 128, c);
+    _mm512_storeu_si512(d + 192, e);
+  }
+  if (n != 0) std::memcpy(d, s, n);
+}
+__attribute__((target("avx2"))) void copy_avx2(std::uint8_t* d, const std::uint8_t* s,
+                                               std::size_t n) {
+  constexpr std::size_t kStep = 128;
+  for (; n >= kStep; n -= kStep, s += kStep, d += kStep) {
+    const auto* v = reinterpret_cast<const __m256i*>(s);
+    auto* w = reinterpret_cast<__m256i*>(d);
+    const __m256i a = _mm256_loadu_si256(v), b = _mm256_loadu_si256(v + 1),
+                  c = _mm256_loadu_si256(v + 2), e = _mm256_loadu_si256(v + 3);
+    _mm256_storeu_si256(w, a);
+    _mm256_storeu_si256(w + 1, b);
+    _mm256_storeu_si256(w + 2, c);
+    _mm256_storeu_si256(w + 3, e);
+  }
+  if (n != 0) std::memcpy(d, s, n);
+}
+enum class CopyPath : std::uint8_t { kMemcpy, kAvx2, kAvx512 };
+CopyPath detect_copy_path() {
+  __builtin_cpu_init();  // may run before the library's own constructors
+  if (__builtin_cpu_supports("avx512f")) return CopyPath::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return CopyPath::kAvx2;
+  return CopyPath::kMemcpy;
+}
+// Decided once at load time (a function-local static would test its guard on every packet).
+const CopyPath kCopyPath = detect_copy_path();
+#endif
+}  // namespace
+
+void copy_payload(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes) {
+#if defined(__x86_64__)
+  // Overlapping ranges (a WRITE into its own source on a loopback) by memmove, as glibc's
+  // memcpy (an alias of its memmove) placed them before.
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  if (bytes >= kVectorCopyBytesMin && (d + bytes <= s || s + bytes <= d)) {
+    if (kCopyPath == CopyPath::kAvx512) return copy_avx512(dst, src, bytes);
+    if (kCopyPath == CopyPath::kAvx2) return copy_avx2(dst, src, bytes);
+  }
+#endif
+  if (bytes != 0) std::memmove(dst, src, bytes);
+}
+
+namespace {
 // memcpy for the short payloads of SEND runs: up to 64 bytes in (at most four) 16-byte moves
 // that overlap, inline; longer ones by memcpy. A 64-byte memcpy call costs as many
 // instructions as the rest of the receive's copying and checks (callgrind, transport_profile
@@ -975,7 +1039,7 @@ std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
   else
     std::memcpy(o, headers.data(), header_bytes);
   std::size_t k = header_bytes;
-  if (payload_bytes) std::memcpy(o + k, payload, payload_bytes);
+  transport::copy_payload(o + k, payload, payload_bytes);
   k += payload_bytes;
   // The pad as one zero word (the ICRC written next covers the bytes past it; n - k >= 6).
   if (pad_bytes) store_le32(o + k, 0);

@@ -112,8 +112,14 @@ inline void store_tx_fields(TxPacket& o, std::uint32_t len, std::uint8_t pad,
                             std::uint64_t route_word, std::uint8_t port, std::uint16_t dlid,
                             std::uint8_t sl) {
   if constexpr (kTxWide) {
-    const std::uint64_t words[3] = {len | std::uint64_t{pad} << 32, 0, route_word};
-    std::memcpy(reinterpret_cast<std::uint8_t*>(&o) + kTxLenOffset, words, sizeof words);
+    // Three separate stores: as one array, GCC wrote the words to the stack and copied 16 of
+    // them with one vector load, which cannot be forwarded from two 8-byte stores and waited
+    // for them to reach the cache (~half of req_poll_burst's time in send64, perf).
+    std::uint8_t* const f = reinterpret_cast<std::uint8_t*>(&o) + kTxLenOffset;
+    const std::uint64_t lens = len | std::uint64_t{pad} << 32, crcs = 0;
+    std::memcpy(f, &lens, 8);
+    std::memcpy(f + 8, &crcs, 8);
+    std::memcpy(f + 16, &route_word, 8);
   } else {
     o.payload_bytes = len;
     o.pad_bytes = pad;
@@ -572,8 +578,11 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
           o.header_bytes = QpImpl::kMidHdrBytes;
           o.payload = payload;
           store_tx_fields(o, mtu, 0, route_word, port, dlid, sl);
-          if (compute) dev.compute_crcs(o);
         }
+        // The CRCs after the loop, as for the ONLY run: right after the header's narrow stores,
+        // the CRC pass's wide loads of it would wait for them to reach the cache.
+        if (compute)
+          for (std::size_t i = run_first; i != n; ++i) dev.compute_crcs(out[i]);
         tx_bytes = (n - run_first) * wire;
       }
     }

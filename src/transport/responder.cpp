@@ -274,7 +274,7 @@ bool process(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> p
     if (len && !placed && dev.remote_payload_)
       dev.remote_payload_->place(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     else if (len && !placed)
-      std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
+      copy_payload(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     qp.msg_bytes_ += len;
     if (last) {
       qp.msn_ = psn_add(qp.msn_, 1);
@@ -393,7 +393,7 @@ void place_bytes(QpImpl& qp, std::uint8_t* dst, const std::uint8_t* src, std::si
   if (RemotePayload* rp = qp.dev_->remote_payload_)
     rp->place(dst, src, len);
   else
-    std::memcpy(dst, src, len);
+    copy_payload(dst, src, len);
 }
 
 void buffer_ooo(QpImpl& qp, const wire::Headers& h, std::span<const std::uint8_t> payload) {

@@ -85,7 +85,7 @@ namespace weft::transport {
     } else if (RemotePayload* rp = qp.dev_->remote_payload_) {
       rp->place(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     } else {
-      std::memcpy(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
+      copy_payload(qp.write_dst_ + qp.msg_bytes_, payload.data(), len);
     }
     qp.msg_bytes_ += len;
     if (last) {

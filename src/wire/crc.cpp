@@ -738,6 +738,36 @@ VcrcPath fused_path() {
   return VcrcPath::kTables;
 }
 
+// A local packet's registers on the AVX-512 fused pass when the CPU has it (decided once at load
+// time: have_fused512's guards, crc_registers' call and its path tests cost more per packet
+// than the few instructions they choose between); crc_registers otherwise.
+#if defined(__x86_64__)
+const bool kFused512 = [] {
+  __builtin_cpu_init();  // may run before the library's own constructors
+  return have_fused512();
+}();
+#endif
+inline bool fused512_local(std::span<const std::uint8_t> headers) {
+#if defined(__x86_64__)
+  return kFused512 && headers.size() >= kLrhBytes + kBthBytes &&
+         headers.size() <= kLocalHeaderBytesMax &&
+         (headers[kLnhOffset] & 3) != static_cast<unsigned>(Lnh::kIbaGlobal);
+#else
+  (void)headers;
+  return false;
+#endif
+}
+inline CrcRegisters crc_registers_fast(std::span<const std::uint8_t> headers,
+                                       std::span<const std::uint8_t> payload,
+                                       std::uint8_t pad_bytes) {
+#if defined(__x86_64__)
+  if (fused512_local(headers) && pad_bytes <= 3)
+    return fused_avx512(inject_local(headers.data()), headers.data(), headers.size(),
+                        payload.data(), payload.size(), pad_bytes);
+#endif
+  return crc_registers(fused_path(), headers, payload, pad_bytes);
+}
+
 // The VCRC register over the ICRC's four bytes (low byte first), finished: one slicing-by-4
 // step inline (the table code's call and loop cost more than the step on every packet).
 inline std::uint16_t vcrc_over_icrc(std::uint16_t vcrc_reg, std::uint32_t icrc_value) {
@@ -820,7 +850,7 @@ PacketCrcs packet_crcs_path(VcrcPath path, std::span<const std::uint8_t> headers
 
 PacketCrcs packet_crcs(std::span<const std::uint8_t> headers, std::span<const std::uint8_t> payload,
                        std::uint8_t pad_bytes) {
-  const CrcRegisters r = crc_registers(fused_path(), headers, payload, pad_bytes);
+  const CrcRegisters r = crc_registers_fast(headers, payload, pad_bytes);
   return {r.icrc_gz, vcrc_over_icrc(r.vcrc, r.icrc_gz)};
 }
 
@@ -828,7 +858,7 @@ std::optional<WireError> check_packet_crcs(std::span<const std::uint8_t> headers
                                            std::span<const std::uint8_t> payload,
                                            std::uint8_t pad_bytes, std::uint32_t icrc_received,
                                            std::uint16_t vcrc_received) {
-  const CrcRegisters r = crc_registers(fused_path(), headers, payload, pad_bytes);
+  const CrcRegisters r = crc_registers_fast(headers, payload, pad_bytes);
   if (vcrc_over_icrc(r.vcrc, icrc_received) != vcrc_received) return WireError::kBadVcrc;
   if (r.icrc_gz != icrc_received) return WireError::kBadIcrc;
   return std::nullopt;
