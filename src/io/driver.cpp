@@ -130,7 +130,8 @@ TimeNs Driver::spin_limit_ns() const {
 Medium::PeerState Driver::peers(TimeNs now, TimeNs last_work) const {
   // Within peer_stall_ns of our own last work a silent peer is not judged by its age: it may
   // just have been woken by what we sent (a doorbell takes ~10-50 us here to run it).
-  const TimeNs seen_after = now - last_work < config_.peer_stall_ns ? 0 : now - config_.peer_stall_ns;
+  const TimeNs seen_after =
+      now - last_work < config_.peer_stall_ns ? 0 : now - config_.peer_stall_ns;
   const int cpu = sched_getcpu();
   bool unknown = att_.empty();
   for (const auto& a : att_) {

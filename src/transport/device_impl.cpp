@@ -452,9 +452,10 @@ void DeviceImpl::on_packet(std::span<const std::uint8_t> wire_bytes, TimeNs now)
     if (hb != 0 && n >= hb + kCrcBytes && through_icrc + wire::kVcrcBytes == n && (b[1] & 3) == 2 &&
         n - hb - kCrcBytes >= pad) {
       const auto after_headers = wire_bytes.subspan(hb, n - hb - kCrcBytes);
-      crcs_checked = !check || !wire::check_packet_crcs(wire_bytes.first(hb), after_headers, 0,
-                                                        load_le32(b + through_icrc - wire::kIcrcBytes),
-                                                        load_le16(b + through_icrc));
+      crcs_checked =
+          !check || !wire::check_packet_crcs(wire_bytes.first(hb), after_headers, 0,
+                                             load_le32(b + through_icrc - wire::kIcrcBytes),
+                                             load_le16(b + through_icrc));
       if (crcs_checked &&
           fast_receive(b, pad, after_headers.first(after_headers.size() - pad), now)) {
         ++counters_.rx_packets;
@@ -565,8 +566,8 @@ constexpr std::size_t kVectorCopyStepBytes = 256;  // four 64-byte registers in 
 __attribute__((target("avx512f"))) void copy_avx512(std::uint8_t* d, const std::uint8_t* s,
                                                     std::size_t n) {
   // All four loads of a step before its stores, as memcpy's own loops do; the tail by memcpy.
-  for (; n >= kVectorCopyStepBytes; n -= kVectorCopyStepBytes, s += kVectorCopyStepBytes,
-                                    d += kVectorCopyStepBytes) {
+  for (; n >= kVectorCopyStepBytes;
+       n -= kVectorCopyStepBytes, s += kVectorCopyStepBytes, d += kVectorCopyStepBytes) {
     const __m512i a = _mm512_loadu_si512(s), b = _mm512_loadu_si512(s + 64),
                   c = _mm512_loadu_si512(s + 128), e = _mm512_loadu_si512(s + 192);
     _mm512_storeu_si512(d, a);
@@ -1052,7 +1053,7 @@ std::size_t TxPacket::write_to(std::span<std::uint8_t> out) const {
     ic = c.icrc;
     vc = c.vcrc;
   }
-  if (corrupt) ic ^= 1;  // a medium's "this packet is corrupt" becomes a real ICRC failure
+  if (corrupt) ic ^= 1;   // a medium's "this packet is corrupt" becomes a real ICRC failure
   store_le32(o + k, ic);  // as wire::put_icrc / put_vcrc: low byte first
   k += wire::kIcrcBytes;
   if (corrupt) vc = wire::vcrc(out.first(k));  // a good VCRC over the bad ICRC

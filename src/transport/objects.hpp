@@ -29,7 +29,6 @@ namespace weft::transport {
 // batch of completions (32 x 48 bytes in send64).
 void copy_payload(std::uint8_t* dst, const std::uint8_t* src, std::size_t bytes);
 
-
 class DeviceImpl;
 class QpImpl;
 
@@ -87,7 +86,8 @@ class CqImpl final : public CompletionQueue {
     static_assert(std::is_trivially_copyable_v<WorkCompletion>);
     auto* o = reinterpret_cast<std::uint8_t*>(out.data());
     copy_payload(o, reinterpret_cast<const std::uint8_t*>(&ring_[at]), k * sizeof(WorkCompletion));
-    copy_payload(o + k * sizeof(WorkCompletion), reinterpret_cast<const std::uint8_t*>(ring_.data()),
+    copy_payload(o + k * sizeof(WorkCompletion),
+                 reinterpret_cast<const std::uint8_t*>(ring_.data()),
                  (n - k) * sizeof(WorkCompletion));
     tail_ += n;
     return n;

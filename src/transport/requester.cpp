@@ -99,12 +99,14 @@ inline void st64(std::uint8_t* p, std::uint64_t v) {
 // elsewhere the fields one by one.
 constexpr std::size_t kTxLenOffset = offsetof(TxPacket, payload_bytes);
 constexpr bool kTxWide =
-    std::endian::native == std::endian::little && offsetof(TxPacket, pad_bytes) == kTxLenOffset + 4 &&
+    std::endian::native == std::endian::little &&
+    offsetof(TxPacket, pad_bytes) == kTxLenOffset + 4 &&
     offsetof(TxPacket, icrc) == kTxLenOffset + 8 && offsetof(TxPacket, vcrc) == kTxLenOffset + 12 &&
     offsetof(TxPacket, crcs_valid) == kTxLenOffset + 14 &&
     offsetof(TxPacket, corrupt) == kTxLenOffset + 15 &&
-    offsetof(TxPacket, port_num) == kTxLenOffset + 16 && offsetof(TxPacket, dlid) == kTxLenOffset + 18 &&
-    offsetof(TxPacket, sl) == kTxLenOffset + 20 && sizeof(TxPacket) >= kTxLenOffset + 24;
+    offsetof(TxPacket, port_num) == kTxLenOffset + 16 &&
+    offsetof(TxPacket, dlid) == kTxLenOffset + 18 && offsetof(TxPacket, sl) == kTxLenOffset + 20 &&
+    sizeof(TxPacket) >= kTxLenOffset + 24;
 constexpr std::uint64_t tx_route_word(std::uint8_t port, std::uint16_t dlid, std::uint8_t sl) {
   return std::uint64_t{port} | std::uint64_t{dlid} << 16 | std::uint64_t{sl} << 32;
 }

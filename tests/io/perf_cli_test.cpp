@@ -249,8 +249,9 @@ std::vector<std::string> lines_of(const std::string& s) {
 // payloads are test patterns they would misread), as tests/harness/pcap_test.cpp does.
 std::string tshark(const std::string& path) {
   std::string ts = "tshark -n -r '" + path + "'";
-  return ts + out_of("tshark -G heuristic-decodes | awk '$1 == \"infiniband.payload\" "
-                     "{ printf \" --disable-protocol %s\", $2 }'");
+  return ts + out_of(
+                  "tshark -G heuristic-decodes | awk '$1 == \"infiniband.payload\" "
+                  "{ printf \" --disable-protocol %s\", $2 }'");
 }
 
 // Every frame of a RoCEv2 capture parses with a correct ICRC (ours), and tshark decodes each as
@@ -272,10 +273,10 @@ std::size_t check_roce_capture(const std::string& path) {
       auto pk = weft::wire::parse_roce_v2(f, false);
       EXPECT_TRUE(pk.ok()) << "frame " << icrcs.size() + 1;
       if (!pk.ok()) return 0;
-      EXPECT_EQ(weft::wire::icrc_roce_v2({rec->data.data() + pk->ip_offset,
-                                          rec->data.size() - pk->ip_offset -
-                                              weft::wire::kIcrcBytes}),
-                pk->icrc)
+      EXPECT_EQ(
+          weft::wire::icrc_roce_v2({rec->data.data() + pk->ip_offset,
+                                    rec->data.size() - pk->ip_offset - weft::wire::kIcrcBytes}),
+          pk->icrc)
           << "frame " << icrcs.size() + 1;
       icrcs.push_back(pk->icrc);
     }
@@ -292,15 +293,13 @@ std::size_t check_roce_capture(const std::string& path) {
   std::size_t bad = 0;
   for (std::size_t i = 0; i < rows.size() && i < icrcs.size(); ++i) {
     unsigned port = 0, sport = 0, op = 0, crc = 0;
-    const bool ok =
-        std::sscanf(rows[i].c_str(), "%u\t%u\t%u\t%x", &port, &sport, &op, &crc) == 4 &&
-        (port == weft::wire::kRoceV2UdpPort || sport == weft::wire::kRoceV2UdpPort) &&
-        __builtin_bswap32(crc) == icrcs[i] && rows[i].back() == '\t';
+    const bool ok = std::sscanf(rows[i].c_str(), "%u\t%u\t%u\t%x", &port, &sport, &op, &crc) == 4 &&
+                    (port == weft::wire::kRoceV2UdpPort || sport == weft::wire::kRoceV2UdpPort) &&
+                    __builtin_bswap32(crc) == icrcs[i] && rows[i].back() == '\t';
     if (!ok && ++bad < 5) ADD_FAILURE() << "frame " << i + 1 << ": " << rows[i];
   }
   EXPECT_EQ(bad, 0u);
-  EXPECT_EQ(out_of(ts + " -Y '_ws.malformed || _ws.expert.severity >= error'"),
-            "");
+  EXPECT_EQ(out_of(ts + " -Y '_ws.malformed || _ws.expert.severity >= error'"), "");
   return icrcs.size();
 }
 
@@ -364,10 +363,8 @@ TEST(PerfCli, PcapOfTheShmMediumHoldsIbaPacketsWithCorrectCrcs) {
     EXPECT_GE(writes, 400u);
     if (std::system("command -v tshark >/dev/null 2>&1") != 0) continue;
     const std::string ts = tshark(cap.path);
-    EXPECT_EQ(lines_of(out_of(ts + " -Y infiniband")).size(),
-              n);
-    EXPECT_EQ(out_of(ts + " -Y '_ws.malformed || _ws.expert.severity >= error'"),
-              "");
+    EXPECT_EQ(lines_of(out_of(ts + " -Y infiniband")).size(), n);
+    EXPECT_EQ(out_of(ts + " -Y '_ws.malformed || _ws.expert.severity >= error'"), "");
   }
 }
 
@@ -394,8 +391,9 @@ TEST(RunCli, MediumCombinationsThatMakeNoSenseAreRefused) {
            Case{"--medium dpdk -n 3", "--medium dpdk pairs two ranks over net_memif"},
        }) {
     SCOPED_TRACE(c.args);
-    const CliRun r = weft(std::string("run ") + (std::string(c.args).find("-n ") == std::string::npos ? "-n 2 " : "") + c.args +
-                          " -- true");
+    const CliRun r = weft(std::string("run ") +
+                          (std::string(c.args).find("-n ") == std::string::npos ? "-n 2 " : "") +
+                          c.args + " -- true");
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.out.find(c.says), std::string::npos) << r.out;
   }
@@ -404,8 +402,9 @@ TEST(RunCli, MediumCombinationsThatMakeNoSenseAreRefused) {
 // weft run --medium udp: the ranks get the medium (and no fabric) in their environment, and
 // weft perf's two sides meet over it.
 TEST(RunCli, MediumReachesTheRanks) {
-  const CliRun env = weft("run -n 2 --medium udp -- sh -c 'echo \"rank=$WEFT_RANK size=$WEFT_SIZE "
-                          "m=$WEFT_MEDIUM fi=$FI_WEFT_MEDIUM fabric=${WEFT_FABRIC:-none}\"'");
+  const CliRun env = weft(
+      "run -n 2 --medium udp -- sh -c 'echo \"rank=$WEFT_RANK size=$WEFT_SIZE "
+      "m=$WEFT_MEDIUM fi=$FI_WEFT_MEDIUM fabric=${WEFT_FABRIC:-none}\"'");
   ASSERT_EQ(env.status, 0) << env.out;
   for (const char* r : {"rank=0", "rank=1"})
     EXPECT_NE(env.out.find(std::string(r) + " size=2 m=udp fi=udp fabric=none"), std::string::npos)
@@ -421,8 +420,8 @@ TEST(RunCli, MediumReachesTheRanks) {
   ASSERT_EQ(json_lines(r.out).size(), 1u) << r.out;
   // Each rank captured its side: cap.0.pcap and cap.1.pcap.
   for (int rank : {0, 1}) {
-    const std::string f = cap.path.substr(0, cap.path.size() - 5) + "." + std::to_string(rank) +
-                          ".pcap";
+    const std::string f =
+        cap.path.substr(0, cap.path.size() - 5) + "." + std::to_string(rank) + ".pcap";
     SCOPED_TRACE(f);
     EXPECT_GE(check_roce_capture(f), 400u);
     std::filesystem::remove(f);

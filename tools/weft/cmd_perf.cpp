@@ -363,8 +363,7 @@ void run(PerfArgs a) {
   if (!a.pcap.empty()) {
     // Said now rather than by a medium's log in the middle of the run.
     std::FILE* f = std::fopen(a.pcap.c_str(), "wb");
-    if (!f)
-      throw CLI::ValidationError("perf", "--pcap " + a.pcap + ": " + std::strerror(errno));
+    if (!f) throw CLI::ValidationError("perf", "--pcap " + a.pcap + ": " + std::strerror(errno));
     std::fclose(f);
   }
   io::PerfOptions o;
@@ -403,8 +402,9 @@ void run(PerfArgs a) {
     if (a.medium != "shm")
       throw CLI::ValidationError("perf", "--medium is for direct mode (a fabric daemon uses shm)");
     if (!a.pcap.empty())
-      throw CLI::ValidationError("perf", "--pcap is for direct mode (the fabric's links are the "
-                                         "daemon's)");
+      throw CLI::ValidationError("perf",
+                                 "--pcap is for direct mode (the fabric's links are the "
+                                 "daemon's)");
     if (a.copy) throw CLI::ValidationError("perf", "--copy is for direct mode (a fabric copies)");
     if (a.shm_buffers)
       throw CLI::ValidationError("perf", "--shm-buffers is for direct mode (a fabric copies)");
