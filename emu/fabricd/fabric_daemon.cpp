@@ -564,7 +564,7 @@ class FabricDaemon::Impl {
       close(s);
     }
     clients.clear();
-    driver.detach(*clock);
+    if (clock) driver.detach(*clock);  // none when create() failed before making it
     if (cross) driver.detach(cross->device());
     sm_.reset();
     injector.reset();
