@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -140,6 +141,20 @@ std::size_t CtrlSocket::poll(const NodeAddr& self, const MediumPort::CtrlFn& fn,
     ++got;
   }
   return got;
+}
+
+std::uint16_t CtrlSocket::claim_lid(std::uint16_t first, std::uint16_t count,
+                                    const std::function<std::string(std::uint16_t)>& name_of) {
+  static std::atomic<std::uint32_t> opened{0};
+  const auto pid = static_cast<std::uint64_t>(getpid());
+  const std::uint32_t start =
+      static_cast<std::uint32_t>((pid * 2654435761u + opened.fetch_add(1) * 40503u) % count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto cand = static_cast<std::uint16_t>(first + (start + i) % count);
+    if (bind_abstract(name_of(cand))) return cand;
+    if (errno != EADDRINUSE) break;
+  }
+  return 0;
 }
 
 }  // namespace weft::ofi

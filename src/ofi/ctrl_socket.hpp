@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -43,6 +44,13 @@ class CtrlSocket {
   // Hands up to max_msgs datagrams meant for `self` to fn(src, msg) (nonblocking); a datagram
   // naming another node id (a stale address whose LID was reused) is dropped. Returns how many.
   std::size_t poll(const NodeAddr& self, const MediumPort::CtrlFn& fn, std::size_t max_msgs);
+
+  // Claims a free LID in [first, first + count) on this host by binding name_of(lid) (the udp
+  // and dpdk ports: a bound abstract name is the claim). Starts at a place spread by pid and by
+  // how many ports this process opened, so concurrent processes rarely collide. 0 when every
+  // name is taken or a bind fails for another reason than EADDRINUSE.
+  std::uint16_t claim_lid(std::uint16_t first, std::uint16_t count,
+                          const std::function<std::string(std::uint16_t)>& name_of);
 
  private:
   int fd_ = -1;

@@ -198,18 +198,8 @@ std::unique_ptr<MediumPort> open_dpdk_port(std::string_view fabric_name,
   }
   // Claim a LID on this host; its socket carries the control datagrams.
   auto ctrl = std::make_unique<CtrlSocket>();
-  static std::atomic<std::uint32_t> opened{0};
-  const auto pid = static_cast<std::uint64_t>(getpid());
-  const std::uint32_t start =
-      static_cast<std::uint32_t>((pid * 2654435761u + opened.fetch_add(1) * 40503u) % kLidCount);
-  std::uint16_t lid = 0;
-  for (std::uint32_t i = 0; i < kLidCount && !lid; ++i) {
-    const auto cand = static_cast<std::uint16_t>(kLidFirst + (start + i) % kLidCount);
-    if (ctrl->bind_abstract(DpdkPort::name_of(fabric, cand)))
-      lid = cand;
-    else if (errno != EADDRINUSE)
-      break;
-  }
+  const std::uint16_t lid = ctrl->claim_lid(
+      kLidFirst, kLidCount, [&](std::uint16_t l) { return DpdkPort::name_of(fabric, l); });
   if (!lid) {
     g_ports.fetch_sub(1);
     return nullptr;

@@ -252,21 +252,12 @@ class UdpPort final : public IoMediumPort {
 
 std::unique_ptr<MediumPort> open_udp_port(std::string_view fabric_name, std::uint32_t ip,
                                           const std::string& pcap_path) {
-  static std::atomic<std::uint32_t> opened{0};
   const std::string fabric(fabric_name);
   // Claim a LID on this host.
   auto claim = std::make_unique<CtrlSocket>();
-  const auto pid = static_cast<std::uint64_t>(getpid());
-  const std::uint32_t start =
-      static_cast<std::uint32_t>((pid * 2654435761u + opened.fetch_add(1) * 40503u) % kLidCount);
-  std::uint16_t lid = 0;
-  for (std::uint32_t i = 0; i < kLidCount && !lid; ++i) {
-    const auto cand = static_cast<std::uint16_t>(kLidFirst + (start + i) % kLidCount);
-    if (claim->bind_abstract("weft/ofi-udp/" + fabric + "/" + std::to_string(cand)))
-      lid = cand;
-    else if (errno != EADDRINUSE)
-      break;
-  }
+  const std::uint16_t lid = claim->claim_lid(kLidFirst, kLidCount, [&](std::uint16_t l) {
+    return "weft/ofi-udp/" + fabric + "/" + std::to_string(l);
+  });
   if (!lid) return nullptr;
   io::udp::UdpConfig cfg;
   cfg.local_ip = ip;
