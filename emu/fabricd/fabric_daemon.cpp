@@ -138,6 +138,10 @@ bool relay_gsi(Pipe& pipe, std::span<const std::uint8_t> wire) {
   return true;
 }
 
+// At a process's hang-up, at most this many packets left on its ring are still taken (a ring
+// holds far fewer; the bound only keeps a hang-up from taking unbounded time).
+constexpr std::size_t kHangupDrainPacketsMax = 1 << 16;
+
 // Unicast LID -> the HCA's Pipe: what the sources look up before injecting toward a process.
 struct LidTable {
   std::vector<Pipe*> by_lid = std::vector<Pipe*>(0xC000, nullptr);
@@ -797,12 +801,25 @@ class FabricDaemon::Impl {
     }
     Client& c = it->second;
     if (c.face) {
+      // The process's last packets may still be on its ring (it exits right after sending its
+      // DREP): take them before the ring goes. One at a time, so that a packet whose payload
+      // the gone process can no longer give is dropped alone.
+      const TimeNs now = io::monotonic_ns();
+      for (std::size_t i = 0; i < kHangupDrainPacketsMax && c.medium->rx_burst(*c.face, now, 1);
+           ++i) {
+      }
       driver.detach(*c.face);
       Pipe& pipe = *pipes[c.hca];
       pipe.attached = false;
       pipe.ring = nullptr;
       pipe.to_client.clear();
-      pipe.to_fabric.clear();
+      // What the process sent before it left is the HCA's now, as a real HCA's queued packets
+      // are: the fabric still sends it (its last MAD, a DREP say, was queued behind its data and
+      // must not vanish with it). The payloads were pulled in when the packets were taken.
+      if (!pipe.to_fabric.empty()) {
+        fabric->kick(hcas[c.hca]);
+        clock->due = true;
+      }
       if (lids.any_stalled) lids.release();
       log()->info("pid {} left HCA {}", c.pid, c.hca);
     }

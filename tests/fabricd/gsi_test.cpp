@@ -137,8 +137,18 @@ TEST(FabricdGsi, TwoProcessesConnectThroughTheCmAndExchangeData) {
   EXPECT_TRUE(WIFEXITED(sa) && WEXITSTATUS(sa) == 0) << "active: status " << sa;
   EXPECT_TRUE(WIFEXITED(sp) && WEXITSTATUS(sp) == 0) << "passive: status " << sp;
   // The CM's MADs crossed the fabric through both HCAs' relays: the active side sent at least
-  // the PathRecord query, REQ, RTU and DREQ; the passive side REP and DREP.
-  const std::string l0 = hca_line(name, 0), l3 = hca_line(name, 3);
+  // the PathRecord query, REQ, RTU and DREQ; the passive side REP and DREP. A process's last
+  // MAD may still wait in its HCA's queue behind its data when it exits (the daemon sends it
+  // after the hang-up), so the counts are read until they settle, for at most 5 s.
+  std::string l0, l3;
+  for (int i = 0; i < 500; ++i) {
+    l0 = hca_line(name, 0);
+    l3 = hca_line(name, 3);
+    if (field(l0, "gsi_out") >= 4u && field(l3, "gsi_out") >= 2u && field(l3, "gsi_in") >= 3u)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(l0.empty() || l3.empty());  // field() of a missing line would pass any >=
   EXPECT_GE(field(l0, "gsi_out"), 4u) << l0;
   EXPECT_GE(field(l3, "gsi_out"), 2u) << l3;
   EXPECT_GE(field(l3, "gsi_in"), 3u) << l3;

@@ -561,7 +561,10 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     if (!h) break;
     const std::uint8_t* body = RingConsumer::body(h);
     ++n;
-    if (dead) {
+    // After the peer died its by-reference payloads are gone with it, but a copied record is
+    // whole in the segment (published, so completely written): it still arrives, as a packet
+    // already on the wire would. A process's last MAD (a DREP) is often its last record.
+    if (dead && h->kind != RecordKind::kWire) {
       ++counters_.dropped_dead;
     } else if (h->kind == RecordKind::kByRef) {
       ByRef ref;
