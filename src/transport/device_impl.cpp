@@ -972,14 +972,32 @@ void DeviceImpl::clean_timer_top() const {
     QpImpl* qp = top.qpn < qps_.size() ? qps_[top.qpn].get() : nullptr;
     const TimeNs d = qp ? qp->next_deadline() : kNoDeadline;
     if (qp && top.at == d) return;  // live
+    if (qp && top.at <= qp->timer_entry_at_ && d != kNoDeadline) {
+      // It was the QP's earliest entry: its real deadline takes the entry's place (the re-arm
+      // of every ping-pong round trip; one sift-down instead of a pop and a push).
+      qp->timer_entry_at_ = d;
+      replace_timer_top(TimerEntry{d, top.qpn});
+      continue;
+    }
     std::pop_heap(timers_.begin(), timers_.end(), later);
     timers_.pop_back();
-    if (qp && top.at <= qp->timer_entry_at_) {
-      // It was the QP's earliest entry: push its real deadline (if any) in its place.
-      qp->timer_entry_at_ = d;
-      if (d != kNoDeadline) push_timer(d, top.qpn);
-    }
+    if (qp && top.at <= qp->timer_entry_at_) qp->timer_entry_at_ = d;  // no deadline left
   }
+}
+// The top replaced by e, the heap restored (its two sub-heaps are heaps): the earlier child
+// moves up until e is not later than it. The layout may differ from a pop and a push, which
+// nothing observes: the top is the earliest entry either way, and on_deadline fires the due QPs
+// in QPN order, not heap order.
+void DeviceImpl::replace_timer_top(TimerEntry e) const {
+  const std::size_t n = timers_.size();
+  std::size_t i = 0;
+  for (std::size_t c = 1; c < n; c = 2 * i + 1) {
+    if (c + 1 < n && later(timers_[c], timers_[c + 1])) ++c;  // the earlier child
+    if (!later(e, timers_[c])) break;
+    timers_[i] = timers_[c];
+    i = c;
+  }
+  timers_[i] = e;
 }
 
 TimeNs DeviceImpl::next_deadline() const {

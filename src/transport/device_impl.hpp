@@ -199,6 +199,7 @@ class DeviceImpl final : public Device {
  private:
   void push_timer(TimeNs at, std::uint32_t qpn) const;
   // Drops stale entries from the heap's top until it is a live QP's exact next deadline.
+  void replace_timer_top(TimerEntry e) const;
   void clean_timer_top() const;
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
