@@ -511,7 +511,7 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
   const auto* pd = static_cast<const PdImpl*>(init_.pd);
   const MrImpl* mr = nullptr;  // as post_send_burst
   std::uint32_t mr_key = 0;
-  for (; posted < wrs.size(); ++posted) {
+  while (posted < wrs.size()) {
     // WRs of one SGE in the region of the previous WR's (the commonest list): a run of them
     // with its checks inline (RecvQueue::push1_run).
     if (mr != nullptr && 1 <= rq_.max_sge()) {
@@ -520,6 +520,19 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
       if (posted == wrs.size()) break;
     }
     const RecvWr& wr = wrs[posted];
+    // A WR of one SGE in another region (the list's first): its region is looked up and, if the
+    // run may use it (this PD's, local write), the run takes the WR (push1_run checks the rest)
+    // instead of the general push below. Once per region: the run stops on this WR again only
+    // with the key cached, and then it goes on below.
+    if (wr.sg_list.size() == 1 && (mr == nullptr || wr.sg_list[0].lkey != mr_key)) {
+      const std::uint32_t key = wr.sg_list[0].lkey;
+      const MrImpl* found = dev_->find_mr(key);
+      if (found != nullptr && found->pd_ == pd && (found->access() & kAccessLocalWrite)) {
+        mr = found;
+        mr_key = key;
+        continue;
+      }
+    }
     // post_recv's checks (SGE count, room, IBA 10.6.3.2 L_Keys with local write); a WR that
     // fails one goes through post_recv for its error.
     bool ok = wr.sg_list.size() <= rq_.max_sge() && !rq_.full();
@@ -535,9 +548,10 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
     if (!ok) {
       mr = nullptr;
       if (Errc e = post_recv(wr); e != Errc::kOk) return e;
-      continue;
+    } else {
+      rq_.push(wr);
     }
-    rq_.push(wr);
+    ++posted;
   }
   return Errc::kOk;
 }
