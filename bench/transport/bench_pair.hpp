@@ -27,13 +27,14 @@ struct Pair {
   static constexpr std::size_t kBurstPackets = 32;
   std::vector<TxPacket> pkts = std::vector<TxPacket>(kBurstPackets);
 
-  Pair(std::size_t bytes, CrcMode crc, bool bursts = true)
+  Pair(std::size_t bytes, CrcMode crc, bool bursts = true, TimeNs ack_delay_ns = 0)
       : bytes_path(crc == CrcMode::kCompute), burst(bursts) {
     src.assign(bytes, 0x5A);
     dst.assign(bytes, 0);
     wire.resize(8192);
     DeviceConfig cfg;
     cfg.crc = crc;
+    cfg.ack_delay_ns = ack_delay_ns;
     cfg.ports[0].lid = 1;
     da = Device::create(cfg, rng);
     cfg.ports[0].lid = 2;
@@ -204,6 +205,45 @@ struct SendLoop {
       recvs += p.cb->poll(wc);
     }
     post_recvs();
+  }
+};
+
+// `weft perf write --lat -s 8` direct, its engine work only: A WRITEs 8 bytes into B's half, B
+// sees them and WRITEs 8 bytes back, every 16th WRITE signaled (perf's kLatSignalEvery), one
+// post_send per WR, packets moved in bursts as the io Driver moves them (one pass: receive, the
+// deadline check, transmit), the send CQs polled each pass. Delayed ACKs as perf's direct
+// links (20 us, DirectOptions::ack_delay_ns; the clock stands still here, so only the coalescing
+// count sends them). One call = one round trip.
+struct LatLoop {
+  static constexpr std::uint32_t kBytes = 8, kSignalEvery = 16;
+  Pair& p;
+  Sge sa, sb;
+  SendWr wa, wb;
+  std::uint32_t i = 0;
+  explicit LatLoop(Pair& pair) : p(pair) {
+    sa = Sge{reinterpret_cast<std::uintptr_t>(p.src.data()), kBytes, p.ma->lkey()};
+    sb = Sge{reinterpret_cast<std::uintptr_t>(p.dst.data() + kBytes), kBytes, p.mb->lkey()};
+    wa.opcode = wb.opcode = WrOpcode::kRdmaWrite;
+    wa.sg_list = {&sa, 1};
+    wb.sg_list = {&sb, 1};
+    wa.remote_addr = reinterpret_cast<std::uintptr_t>(p.dst.data());
+    wa.rkey = p.mb->rkey();
+    wb.remote_addr = reinterpret_cast<std::uintptr_t>(p.src.data() + kBytes);
+    wb.rkey = p.ma->rkey();
+  }
+  // One Driver pass over one Device: its packets to the peer, its deadline, its send CQ.
+  void pass(Device& from, Device& to, CompletionQueue* cq) {
+    p.move(from, to);
+    (void)to.next_deadline();
+    (void)cq->poll(std::span<WorkCompletion>(p.wc.data(), 16));
+  }
+  void once() {
+    const bool sig = ++i % kSignalEvery == 0;
+    wa.send_flags = wb.send_flags = sig ? kSignaled : 0u;
+    p.qa->post_send(wa);
+    pass(*p.da, *p.db, p.cb);
+    p.qb->post_send(wb);
+    pass(*p.db, *p.da, p.ca);
   }
 };
 

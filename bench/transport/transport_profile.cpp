@@ -7,7 +7,8 @@
 //
 // Scenarios: write64k, write1m (CRCs modelled), write64k-crc, write1m-crc (CRCs computed),
 // send64 (32 SENDs per iteration, all signaled, two batches of receives posted), send64-cq100
-// (every 100th signaled), send64-rx1 (one batch of receives: credit round trips); with the
+// (every 100th signaled), send64-rx1 (one batch of receives: credit round trips), lat8 (one
+// round trip of perf's 8-byte WRITE ping-pong, bench_pair.hpp's LatLoop); with the
 // suffix -percall (e.g. send64-percall), one verbs call per WR and per packet instead of bursts.
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: %s "
-        "write64k|write1m|write64k-crc|write1m-crc|send64|send64-cq100|send64-rx1[-percall] N\n",
+        "write64k|write1m|write64k-crc|write1m-crc|send64|send64-cq100|send64-rx1|lat8[-percall] N\n",
         argv[0]);
     return 2;
   }
@@ -37,6 +38,10 @@ int main(int argc, char** argv) {
     bench::WriteLoop loop(p);
     for (long i = 0; i < n; ++i) loop.once();
     if (!loop.ok()) return 1;
+  } else if (what == "lat8") {
+    bench::Pair p(4096, CrcMode::kModel, burst, 20'000);
+    bench::LatLoop loop(p);
+    for (long i = 0; i < n; ++i) loop.once();
   } else if (what == "send64" || what == "send64-cq100" || what == "send64-rx1") {
     bench::Pair p(2 * bench::SendLoop::kBatch * bench::SendLoop::kBytes, CrcMode::kModel, burst);
     bench::SendLoop loop(p, what == "send64-cq100" ? 100 : 1, what == "send64-rx1" ? 1 : 2);

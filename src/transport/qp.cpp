@@ -259,7 +259,59 @@ QpAttr QpImpl::query() const {
 
 // ---- posting (IBA 11.4.1.1) -----------------------------------------------------------------
 
+namespace {
+// post_send's WQE for a SEND/WRITE (with or without immediate) of one SGE, not inline, field
+// by field. Not written: the atomic operands and the UD destination (read for atomics and UD
+// QPs only), which post_send zeroes for other WRs. The WR's fields are read before the first
+// store (the stores may alias the WR and would make the compiler reload it).
+inline void fill_lean_wqe(SendWqe& w, const SendWr& wr, const Sge& sge, bool sig_all,
+                          std::uint64_t cseq) {
+  const std::uint64_t wr_id = wr.wr_id, remote_addr = wr.remote_addr;
+  const std::uint32_t flags = wr.send_flags, imm = wr.imm_data, rkey = wr.rkey;
+  const WrOpcode op = wr.opcode;
+  w.wr_id = wr_id;
+  w.opcode = op;
+  w.signaled = sig_all | ((flags & kSignaled) != 0);
+  w.fence = (flags & kFence) != 0;
+  w.is_inline = false;
+  w.solicited = (flags & kSolicited) != 0;
+  w.credit_stalled = false;
+  w.total_bytes = sge.length;
+  w.imm = imm;
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  w.first_psn = 0;
+  w.npkts = 0;
+  w.num_sge = 1;
+  w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
+  w.cseq = cseq;
+}
+}  // namespace
+
 Errc QpImpl::post_send(const SendWr& wr) {
+  // The commonest WR (a latency ping-pong posts one per round trip): a SEND/WRITE (with or
+  // without immediate) of one SGE, not inline, on an RC QP in RTS with room. post_send's checks
+  // below that can fail for it are the room and the SGE's (check_sges with no access bit: a
+  // region of this PD holding the bytes; max_send_sge_ >= 1, create_qp's rule; kMessageBytesMax);
+  // its WQE is post_send_burst's (the atomic operands and the UD destination, read for atomics
+  // and UD QPs only, not written). Any other WR, or one that fails a check, takes the general
+  // path, which returns the error.
+  if (init_.type == QpType::kRc && state_ == QpState::kRts &&
+      static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
+      wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && sq_head_ - sq_comp_ < sq_depth_) {
+    const Sge sge = wr.sg_list[0];
+    const MrImpl* mr = dev_->find_mr(sge.lkey);
+    if (mr && mr->pd_ == init_.pd && sge.length <= kMessageBytesMax &&
+        mr->contains(sge.addr, sge.length)) {
+      const std::uint64_t slot = sq_head_;
+      fill_lean_wqe(sq_at(slot), wr, sge, init_.sq_sig_all, cseq_next_);
+      sq_sge_[(slot & sq_mask_) * max_send_sge_] = sge;
+      if (consumes_credit(wr.opcode)) ++cseq_next_;
+      sq_head_ = slot + 1;
+      dev_->schedule(*this);
+      return Errc::kOk;
+    }
+  }
   if (state_ == QpState::kReset || state_ == QpState::kInit || state_ == QpState::kRtr)
     return Errc::kInvalidState;
   const bool ud = init_.type == QpType::kUd;
@@ -403,29 +455,9 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
         if (sge.lkey != mr_key || sge.length > kMessageBytesMax || offset > mr_bytes ||
             sge.length > mr_bytes - offset)
           break;
-        const std::uint64_t wr_id = wr->wr_id, remote_addr = wr->remote_addr;
-        const std::uint32_t flags = wr->send_flags, imm = wr->imm_data, rkey = wr->rkey;
         const WrOpcode op = wr->opcode;
-        // post_send's WQE, field by field. Not written: the atomic operands and the UD
-        // destination (read for atomics and UD QPs only), the fields post_send zeroes for them.
-        SendWqe& w = sq[head & mask];
-        w.wr_id = wr_id;
-        w.opcode = op;
-        w.signaled = sig_all | ((flags & kSignaled) != 0);
-        w.fence = (flags & kFence) != 0;
-        w.is_inline = false;
-        w.solicited = (flags & kSolicited) != 0;
-        w.credit_stalled = false;
-        w.total_bytes = sge.length;
-        w.imm = imm;
-        w.remote_addr = remote_addr;
-        w.rkey = rkey;
-        w.first_psn = 0;
-        w.npkts = 0;
-        w.num_sge = 1;
-        w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
+        fill_lean_wqe(sq[head & mask], *wr, sge, sig_all, cseq);
         sq_sge[(head & mask) * sge_stride] = sge;
-        w.cseq = cseq;
         if (consumes_credit(op)) ++cseq;
       }
       i += static_cast<std::size_t>(wr - first);
@@ -479,7 +511,7 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
   const auto* pd = static_cast<const PdImpl*>(init_.pd);
   const MrImpl* mr = nullptr;  // as post_send_burst
   std::uint32_t mr_key = 0;
-  for (; posted < wrs.size(); ++posted) {
+  while (posted < wrs.size()) {
     // WRs of one SGE in the region of the previous WR's (the commonest list): a run of them
     // with its checks inline (RecvQueue::push1_run).
     if (mr != nullptr && 1 <= rq_.max_sge()) {
@@ -488,6 +520,19 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
       if (posted == wrs.size()) break;
     }
     const RecvWr& wr = wrs[posted];
+    // A WR of one SGE in another region (the list's first): its region is looked up and, if the
+    // run may use it (this PD's, local write), the run takes the WR (push1_run checks the rest)
+    // instead of the general push below. Once per region: the run stops on this WR again only
+    // with the key cached, and then it goes on below.
+    if (wr.sg_list.size() == 1 && (mr == nullptr || wr.sg_list[0].lkey != mr_key)) {
+      const std::uint32_t key = wr.sg_list[0].lkey;
+      const MrImpl* found = dev_->find_mr(key);
+      if (found != nullptr && found->pd_ == pd && (found->access() & kAccessLocalWrite)) {
+        mr = found;
+        mr_key = key;
+        continue;
+      }
+    }
     // post_recv's checks (SGE count, room, IBA 10.6.3.2 L_Keys with local write); a WR that
     // fails one goes through post_recv for its error.
     bool ok = wr.sg_list.size() <= rq_.max_sge() && !rq_.full();
@@ -503,9 +548,10 @@ Errc QpImpl::post_recv_burst(std::span<const RecvWr> wrs, std::size_t& posted) {
     if (!ok) {
       mr = nullptr;
       if (Errc e = post_recv(wr); e != Errc::kOk) return e;
-      continue;
+    } else {
+      rq_.push(wr);
     }
-    rq_.push(wr);
+    ++posted;
   }
   return Errc::kOk;
 }

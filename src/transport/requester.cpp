@@ -422,6 +422,13 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out) {
   return true;
 }
 
+// req_poll's answer for a drained send queue, out of line: inline, its second return path made
+// GCC lay out req_poll_burst's loop with ~3 more instructions per packet.
+[[gnu::noinline]] ReqBurst req_burst_idle(QpImpl& qp, std::size_t n) {
+  qp.req_state_ = ReqState::kIdle;
+  return ReqBurst{n, ReqBurst::kIdle};
+}
+
 ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
   DeviceImpl& dev = *qp.dev_;
   // The lean build's conditions, once (none of them changes inside the burst): RC in RTS (SQD
@@ -452,6 +459,10 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
   bth_base &= kBthNoOp;
   std::size_t n = 0;
   while (n < out.size()) {
+    // The send queue drained by the runs before: req_poll would find an idle requester (the
+    // lean conditions still hold: a run's end, comp_after_send, only arms the retransmission
+    // timer), after this round had reloaded the whole state for nothing (~150 instructions
+    // per burst; a latency ping-pong posts one WR per burst).
     // A run of lean packets, with the requester's state in locals, stored back after the run.
     std::uint64_t slot = qp.sq_req_;
     const std::uint64_t head = qp.sq_head_;
@@ -552,6 +563,7 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
     if (n != run_first) {
       qp.sq_req_ = qp.sq_launched_ = slot;
       end_run();
+      if (slot == head && n < out.size()) return req_burst_idle(qp, n);
       continue;
     }
     if (lean && slot < qp.sq_launched_ && slot != head) {

@@ -482,12 +482,10 @@ void drain_ooo(QpImpl& qp) {
       !(qp.attr_.access_flags & kAccessRemoteWrite))
     return false;
   const std::uint8_t* reth = bth + wire::kBthBytes;
-  std::uint64_t va = 0;
-  for (int i = 0; i < 8; ++i) va = (va << 8) | reth[i];
-  const std::uint32_t rkey = (std::uint32_t{reth[8]} << 24) | (std::uint32_t{reth[9]} << 16) |
-                             (std::uint32_t{reth[10]} << 8) | reth[11];
-  const std::uint32_t dma = (std::uint32_t{reth[12]} << 24) | (std::uint32_t{reth[13]} << 16) |
-                            (std::uint32_t{reth[14]} << 8) | reth[15];
+  // IBA 9.3.3: VA (8 bytes), R_Key (4), DMA Length (4), big-endian.
+  const std::uint64_t va = load_be64(reth);
+  const std::uint32_t rkey = load_be32(reth + 8);
+  const std::uint32_t dma = load_be32(reth + 12);
   if (only ? dma != len : dma <= mtu) return false;
   std::uint8_t* dst = nullptr;
   if (dma != 0) {

@@ -543,50 +543,68 @@ constexpr FoldKey fold_key_signed(std::uint64_t poly, long bytes) {
           static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 - 1)))};
 }
 constexpr long kChunkBytes = 64;
-// The last step folds the chunk's four 16-byte lanes into one block, lane i moved by its distance
-// to the chunk's end (48 - 16 i bytes) plus d, the net shift of the end: from -64 (drop 64
-// trailing zeros) to +3 (a pad). One 512-bit key per d, so the shift costs no fold of its own.
+// The last step takes the chunk's four 16-byte lanes straight to each CRC's register, with no
+// block in between that the two generators' product would still have to reduce (the chain of
+// dependent carry-less multiplies after the loop is the latency every packet pays, twice: one
+// pass to send, one to check). Lane i is moved by its distance to the chunk's end (48 - 16 i
+// bytes) plus d, the net shift of the end: from -64 (drop 64 trailing zeros) to +3 (a pad); and
+// by the CRC's own x^w, so the sum is the register's value before the last reduction:
+//   V32 = sum of lane pieces * (x^(8 dist + 32 + 63 | - 1) mod P32): degree < 96, = M x^32 mod P32
+//   V16 = sum of lane pieces * (x^(8 dist + 16 + 63 | - 1) mod P16) x^16: degree < 96,
+//         = (M x^16 mod P16) x^16 (the extra x^16 puts both at the same bits for one Barrett step)
+// Each is H x^32 + L with H of 64 bits and L below x^32, and its register is the Barrett reduction
+// of H (the CRC of the 8-byte message H) plus L: three dependent carry-less multiplies from the
+// lanes to both registers, where folding to one block, then to 64 + w and w bits, then Barrett
+// took five. One pair of 512-bit keys per d and per generator (8.5 KiB), so the shift costs no
+// fold of its own.
 struct alignas(64) LaneKeys {
   long long q[8];  // lane i: q[2 i] multiplies its low qword, q[2 i + 1] its high one
 };
 constexpr long kLaneKeyMin = -kChunkBytes, kLaneKeyMax = 3;
-constexpr auto kLaneKeys = [] {
-  constexpr long kDistMin = kLaneKeyMin, kDistMax = 48 + kLaneKeyMax;
-  std::array<FoldKey, kDistMax - kDistMin + 1> dist{};
-  for (long b = kDistMin; b <= kDistMax; ++b)
-    dist[b - kDistMin] = fold_key_signed(kFusedPolyFull, b);
+// x^n mod poly times x^shift (the product stays below degree 64: deg poly + shift <= 32).
+constexpr FoldKey lane_key(std::uint64_t poly, long bytes, unsigned w, unsigned shift) {
+  return {static_cast<long long>(
+              reflect_const(xpow_mod_signed(poly, bytes * 8 + w + 63) << shift)),
+          static_cast<long long>(
+              reflect_const(xpow_mod_signed(poly, bytes * 8 + w - 1) << shift))};
+}
+constexpr std::array<LaneKeys, kLaneKeyMax - kLaneKeyMin + 1> lane_keys(std::uint64_t poly,
+                                                                        unsigned w,
+                                                                        unsigned shift) {
   std::array<LaneKeys, kLaneKeyMax - kLaneKeyMin + 1> k{};
   for (long d = kLaneKeyMin; d <= kLaneKeyMax; ++d)
     for (long i = 0; i < 4; ++i) {
-      const FoldKey f = dist[48 - 16 * i + d - kDistMin];
+      const FoldKey f = lane_key(poly, 48 - 16 * i + d, w, shift);
       k[d - kLaneKeyMin].q[2 * i] = f.lo;
       k[d - kLaneKeyMin].q[2 * i + 1] = f.hi;
     }
   return k;
-}();
+}
+constexpr unsigned kIcrcWidth = 32, kVcrcWidth = 16;
+constexpr auto kLaneKeys32 = lane_keys(kIcrcPolyFull, kIcrcWidth, 0);
+constexpr auto kLaneKeys16 = lane_keys(kVcrcPolyFull, kVcrcWidth, kIcrcWidth - kVcrcWidth);
 
 #define WEFT_FUSED512_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,sse4.1")))
 
-// crc_of_block for both generators at once: the ICRC's reduction in the low 128-bit lane, the
-// VCRC's in the high one (the same instructions, half as many carry-less multiplies).
-WEFT_FUSED512_TARGET inline CrcRegisters crcs_of_block(__m128i f) {
+// Both registers from V32 (low 128-bit lane of v) and V16 (high lane), above: the Barrett step of
+// crc_of_block on H = bits x^95..x^32 of each (bytes 4..11 of the lane), then L (x^31..x^0, the
+// high qword's top half) added. The same instructions for both generators, one per lane.
+WEFT_FUSED512_TARGET inline CrcRegisters crcs_of_lanes(__m256i v) {
   using K32 = ReduceKeys<kIcrcPolyFull>;
   using K16 = ReduceKeys<kVcrcPolyFull>;
-  const __m256i k = _mm256_set_epi64x(K16::kMu, K16::kFold, K32::kMu, K32::kFold);
+  static_assert(K32::kWidth == kIcrcWidth && K16::kWidth == kVcrcWidth);
+  const __m256i kmu = _mm256_set_epi64x(K16::kMu, 0, K32::kMu, 0);
   const __m256i kp = _mm256_set_epi64x(0, K16::kP, 0, K32::kP);
-  const __m256i hi_only = _mm256_set_epi64x(-1, 0, -1, 0);
-  const __m256i ff = _mm256_broadcastsi128_si256(f);
-  __m256i x =
-      _mm256_xor_si256(_mm256_clmulepi64_epi128(ff, k, 0x00), _mm256_and_si256(ff, hi_only));
-  x = _mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00), x);
-  const __m256i h = _mm256_unpackhi_epi64(x, x);
-  const __m256i q = _mm256_xor_si256(h, _mm256_slli_epi64(_mm256_clmulepi64_epi128(h, k, 0x10), 1));
+  const __m256i h = _mm256_bsrli_epi128(v, 4);  // H in each lane's low qword
+  // q = H ^ (low qword of H * mu) << 1; the register is (q P) mod x^w
+  const __m256i q = _mm256_xor_si256(h, _mm256_slli_epi64(_mm256_clmulepi64_epi128(h, kmu, 0x10), 1));
   const __m256i r = _mm256_clmulepi64_epi128(q, kp, 0x00);
-  const auto r32 = static_cast<std::uint64_t>(_mm256_extract_epi64(r, 1)) >> (63 - K32::kWidth);
-  const auto r16 = static_cast<std::uint64_t>(_mm256_extract_epi64(r, 3)) >> (63 - K16::kWidth);
-  static_assert(K32::kWidth == 32 && K16::kWidth == 16);
-  return {~static_cast<std::uint32_t>(r32), static_cast<std::uint16_t>(r16 & 0xFFFF)};
+  const auto r32 = static_cast<std::uint64_t>(_mm256_extract_epi64(r, 1)) >> (63 - kIcrcWidth);
+  const auto r16 = static_cast<std::uint64_t>(_mm256_extract_epi64(r, 3)) >> (63 - kVcrcWidth);
+  const auto l32 = static_cast<std::uint64_t>(_mm256_extract_epi64(v, 1)) >> 32;
+  const auto l16 = static_cast<std::uint64_t>(_mm256_extract_epi64(v, 3)) >> 32;
+  return {~static_cast<std::uint32_t>(r32 ^ l32), static_cast<std::uint16_t>((r16 ^ l16) & 0xFFFF)};
 }
 
 WEFT_FUSED512_TARGET inline __m512i wide_key(FoldKey k) {
@@ -639,16 +657,22 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
       trailing = 64 - rest;
     }
   }
-  // The four lanes into one block, each moved by its distance to the stream's end.
+  // The four lanes to both registers' V32 and V16, each moved by its distance to the stream's end.
   const long d = static_cast<long>(pad_bytes) - static_cast<long>(trailing);
-  const __m512i k_lanes = _mm512_load_si512(kLaneKeys[static_cast<std::size_t>(d - kLaneKeyMin)].q);
-  const __m512i t = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k_lanes, 0x00),
-                                     _mm512_clmulepi64_epi128(x, k_lanes, 0x11));
+  const auto key = static_cast<std::size_t>(d - kLaneKeyMin);
+  const __m512i k32 = _mm512_load_si512(kLaneKeys32[key].q);
+  const __m512i k16 = _mm512_load_si512(kLaneKeys16[key].q);
+  const __m512i t32 = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k32, 0x00),
+                                       _mm512_clmulepi64_epi128(x, k32, 0x11));
+  const __m512i t16 = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k16, 0x00),
+                                       _mm512_clmulepi64_epi128(x, k16, 0x11));
+  // [a0 a1 a2 a3], [b0 b1 b2 b3] -> [a0^a2 a1^a3 b0^b2 b1^b3] -> [a0^a1^a2^a3 b0^b1^b2^b3 ..]
   // (maskz forms: GCC 12's unmasked shuffles and extracts read an "undefined" operand and warn)
-  const __m512i t2 = _mm512_xor_si512(t, _mm512_maskz_shuffle_i64x2(0xFF, t, t, 0x4E));
-  const __m512i t3 = _mm512_xor_si512(t2, _mm512_maskz_shuffle_i64x2(0xFF, t2, t2, 0xB1));
-  const __m128i y = _mm512_maskz_extracti32x4_epi32(0xF, t3, 0);
-  return crcs_of_block(y);
+  const __m512i u = _mm512_xor_si512(_mm512_maskz_shuffle_i64x2(0xFF, t32, t16, 0x44),
+                                     _mm512_maskz_shuffle_i64x2(0xFF, t32, t16, 0xEE));
+  const __m512i w = _mm512_xor_si512(_mm512_maskz_shuffle_i64x2(0xFF, u, u, 0x88),
+                                     _mm512_maskz_shuffle_i64x2(0xFF, u, u, 0xDD));
+  return crcs_of_lanes(_mm512_maskz_extracti64x4_epi64(0xF, w, 0));
 }
 bool have_fused512() {
   static const bool yes = have_vpclmul() && __builtin_cpu_supports("avx512bw");

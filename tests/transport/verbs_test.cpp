@@ -40,6 +40,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         PostCase{"bad_lkey", Errc::kBadLkey,
                  [](Side&, SendWr&, std::vector<Sge>& s) { s[0].lkey ^= 0x1000; }},
+        PostCase{"lkey_of_another_pd", Errc::kBadLkey,
+                 [](Side& a, SendWr&, std::vector<Sge>& s) {
+                   auto* other = *a.dev->alloc_pd();
+                   s[0].lkey = (*a.dev->reg_mr(other, a.data(), 4096, kAccessLocalWrite))->lkey();
+                 }},
         PostCase{"sge_past_region", Errc::kSgeOutOfRange,
                  [](Side& a, SendWr&, std::vector<Sge>& s) { s[0].addr = a.va(a.size() - 10); }},
         PostCase{"sge_before_region", Errc::kSgeOutOfRange,
@@ -74,6 +79,39 @@ TEST(Verbs, ReadIntoRegionWithoutLocalWriteIsDenied) {
   EXPECT_EQ(p.a.post_recv(0, 8, 1), Errc::kOk);
   Sge rs{p.a.va(0), 8, ro->lkey()};
   EXPECT_EQ(p.a.qp->post_recv(RecvWr{2, {&rs, 1}}), Errc::kAccessDenied);
+}
+
+// post_recv_burst's run takes a list's first WR once its region passes the lookup; a region it
+// may not use (no local write, another PD) stops the list there with post_recv's error.
+TEST(Verbs, RecvBurstStopsAtARegionItMayNotUse) {
+  Pair p;
+  auto* ro = *p.a.dev->reg_mr(p.a.pd, p.a.data(), 4096, 0);
+  auto* other_pd = *p.a.dev->alloc_pd();
+  auto* other = *p.a.dev->reg_mr(other_pd, p.a.data(), 4096, kAccessLocalWrite);
+  Sge good{p.a.va(0), 8, p.a.mr->lkey()}, read_only{p.a.va(8), 8, ro->lkey()},
+      foreign{p.a.va(16), 8, other->lkey()};
+  const RecvWr first_read_only[] = {RecvWr{1, {&read_only, 1}}, RecvWr{2, {&good, 1}}};
+  std::size_t n = 99;
+  EXPECT_EQ(p.a.qp->post_recv_burst(first_read_only, n), Errc::kAccessDenied);
+  EXPECT_EQ(n, 0u);
+  const RecvWr second_foreign[] = {RecvWr{3, {&good, 1}}, RecvWr{4, {&foreign, 1}},
+                                   RecvWr{5, {&good, 1}}};
+  EXPECT_EQ(p.a.qp->post_recv_burst(second_foreign, n), Errc::kBadLkey);
+  EXPECT_EQ(n, 1u);
+  const RecvWr all_good[] = {RecvWr{6, {&good, 1}}, RecvWr{7, {&good, 1}}};
+  EXPECT_EQ(p.a.qp->post_recv_burst(all_good, n), Errc::kOk);
+  EXPECT_EQ(n, 2u);
+  // Exactly those three receives were posted, in order: three SENDs complete them, a fourth
+  // finds none (RNR, nothing completes).
+  for (std::uint64_t i = 0; i < 4; ++i)
+    ASSERT_EQ(p.b.post_send(WrOpcode::kSend, 0, 8, 10 + i), Errc::kOk);
+  p.run();
+  const auto wcs = p.a.recv_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].wr_id, 3u);
+  EXPECT_EQ(wcs[1].wr_id, 6u);
+  EXPECT_EQ(wcs[2].wr_id, 7u);
+  for (const WorkCompletion& wc : wcs) EXPECT_EQ(wc.status, WcStatus::kSuccess);
 }
 
 TEST(Verbs, WrongStateForPosts) {
