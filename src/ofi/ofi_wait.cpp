@@ -190,10 +190,13 @@ bool set_has_events(void* arg) {
   return any;
 }
 
+// (Not fi_cq_signal's flag: only fi_cq_sread consumes it, and an application that waits
+// natively and reads with fi_cq_read would be told -FI_EAGAIN for ever. The signal wrote the
+// eventfd, which woke it once.)
 bool cq_has_events(void* arg) {
   auto* q = static_cast<Cq*>(arg);
   std::lock_guard lk(q->dom->mu);
-  return !q->entries.empty() || !q->errors.empty() || q->signalled;
+  return !q->entries.empty() || !q->errors.empty();
 }
 
 int set_trywait(WaitSet* w, TimeNs tick_ns) {
