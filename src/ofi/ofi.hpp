@@ -261,9 +261,9 @@ struct WaitFd {
 // fi_trywait on one wait object (trywait_arm, ofi_wait.cpp): drains w, progresses each domain of
 // `doms` (sorted, unique), and returns kTrywaitEvents when has_events() (called with no domain
 // lock held) says the application has something to read, -FI_EAGAIN when a domain cannot sleep
-// now (records on a ring, a timer due, a descriptor already readable); otherwise arms every domain's doorbells, adds their descriptors to
-// w.epfd and sets w.tfd to the earliest engine deadline (now + tick_ns at the latest when a
-// medium has no doorbells), and returns 0.
+// now (records on a ring, a timer due, a descriptor already readable); otherwise arms every
+// domain's doorbells, adds their descriptors to w.epfd and sets w.tfd to the earliest engine
+// deadline (now + tick_ns at the latest when a medium has no doorbells), and returns 0.
 inline constexpr int kTrywaitEvents = 1;
 int trywait_arm(WaitFd& w, std::span<Domain* const> doms, bool (*has_events)(void*), void* arg,
                 TimeNs tick_ns);

@@ -60,14 +60,14 @@ long sleeps_so_far() {
   return ru.ru_nvcsw;
 }
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    const long r_ = static_cast<long>(x);                                               \
-    if (r_ < 0) {                                                                       \
-      std::fprintf(stderr, "rank %d: %s = %ld (%s)\n", g_rank, #x, r_,                  \
-                   fi_strerror(static_cast<int>(-r_)));                                 \
-      std::_Exit(2);                                                                    \
-    }                                                                                   \
+#define CHECK(x)                                                       \
+  do {                                                                 \
+    const long r_ = static_cast<long>(x);                              \
+    if (r_ < 0) {                                                      \
+      std::fprintf(stderr, "rank %d: %s = %ld (%s)\n", g_rank, #x, r_, \
+                   fi_strerror(static_cast<int>(-r_)));                \
+      std::_Exit(2);                                                   \
+    }                                                                  \
   } while (0)
 
 [[noreturn]] void fail(const char* what) {
@@ -84,8 +84,8 @@ struct Waiter {
   fid_fabric* fab = nullptr;
   fid_cq* cq = nullptr;
   fid_wait* ws = nullptr;
-  int fd = -1;     // the CQ's FI_GETWAIT descriptor (fd mode)
-  int epfd = -1;   // rank 1's epoll set around it
+  int fd = -1;    // the CQ's FI_GETWAIT descriptor (fd mode)
+  int epfd = -1;  // rank 1's epoll set around it
   long wakeups = 0;
 
   // Reads until `want` completions arrived, blocking natively in between.
@@ -194,8 +194,7 @@ int run(int rank, int sock, bool waitset) {
     const int from = rank == 1 ? 1 : 0;
     for (std::size_t i = 0; i < size; ++i) tx[i] = pattern(from, r, i);
     std::memset(rx.data(), 0, size);
-    CHECK(fi_trecv(ep, rx.data(), size, nullptr, peer, static_cast<std::uint64_t>(r), 0,
-                   nullptr));
+    CHECK(fi_trecv(ep, rx.data(), size, nullptr, peer, static_cast<std::uint64_t>(r), 0, nullptr));
     if (rank == 1) {  // ping, then the send's and the pong's completions
       CHECK(fi_tsend(ep, tx.data(), size, nullptr, peer, static_cast<std::uint64_t>(r), nullptr));
       w.complete(2);
@@ -216,20 +215,28 @@ int run(int rank, int sock, bool waitset) {
       }
   }
   const long sleeps = sleeps_so_far() - sleeps0 - (rank == 1 ? 1 : 0);  // minus the usleep
-  std::printf("rank %d (%s): %d round trips byte-exact, %ld wake-ups and %ld sleeps (%ld and %ld "
-              "while the peer slept)\n",
-              rank, waitset ? "fi_wait on a wait set" : rank ? "epoll on FI_GETWAIT" : "poll on FI_GETWAIT",
-              kRounds, w.wakeups, sleeps, late_wakeups, late_sleeps);
+  std::printf(
+      "rank %d (%s): %d round trips byte-exact, %ld wake-ups and %ld sleeps (%ld and %ld "
+      "while the peer slept)\n",
+      rank,
+      waitset ? "fi_wait on a wait set"
+      : rank  ? "epoll on FI_GETWAIT"
+              : "poll on FI_GETWAIT",
+      kRounds, w.wakeups, sleeps, late_wakeups, late_sleeps);
   std::fflush(stdout);
   int rc = 0;
   if (rank == 0 && std::max(late_wakeups, late_sleeps) > kLateWakeupsMax) {
-    std::fprintf(stderr, "rank 0: %ld wake-ups, %ld sleeps while the peer slept, at most %ld "
-                 "expected\n", late_wakeups, late_sleeps, kLateWakeupsMax);
+    std::fprintf(stderr,
+                 "rank 0: %ld wake-ups, %ld sleeps while the peer slept, at most %ld "
+                 "expected\n",
+                 late_wakeups, late_sleeps, kLateWakeupsMax);
     rc = 5;
   }
   if (std::max(w.wakeups, sleeps) > kWakeupsPerRoundMax * kRounds) {
-    std::fprintf(stderr, "rank %d: %ld wake-ups, %ld sleeps, at most %ld expected: the waits did "
-                 "not sleep\n", rank, w.wakeups, sleeps, kWakeupsPerRoundMax * kRounds);
+    std::fprintf(stderr,
+                 "rank %d: %ld wake-ups, %ld sleeps, at most %ld expected: the waits did "
+                 "not sleep\n",
+                 rank, w.wakeups, sleeps, kWakeupsPerRoundMax * kRounds);
     rc = 5;
   }
   if (cntr && fi_cntr_read(cntr) != 2u * kRounds) {
