@@ -145,6 +145,17 @@ class LoopbackPort final : public MediumPort {
 
   int wait_fd() const override { return node_->efd; }
 
+  // The inbox's eventfd is a doorbell that needs no arming: a push onto an empty inbox and every
+  // control datagram ring it. Drained here under the inbox lock, so a push after the look rings
+  // it again.
+  bool arm_sleep(std::vector<pollfd>& fds) override {
+    fds.push_back({node_->efd, POLLIN, 0});
+    std::lock_guard lk(node_->mu);
+    std::uint64_t v;
+    [[maybe_unused]] auto r = ::read(node_->efd, &v, sizeof v);
+    return node_->packets.empty() && node_->ctrl.empty();
+  }
+
  private:
   std::shared_ptr<Node> lookup(std::uint16_t lid) {
     if (cache_lid_ == lid && cache_) return cache_;

@@ -244,6 +244,30 @@ struct Av {
 
 struct WaitSet;
 
+// The native wait object of a CQ opened with FI_WAIT_FD and of a wait set (ofi_wait.cpp,
+// "Native waits"). FI_GETWAIT hands out epfd, an epoll set over efd (an arrival, a counter
+// change, fi_cq_signal), tfd (a CLOCK_MONOTONIC timerfd: the engines' next deadline) and, once
+// fi_trywait has armed them, the media's doorbells and control descriptors of the domains
+// behind it. man fi_poll (fi_trywait): after fi_trywait returned FI_SUCCESS the application may
+// block in poll/epoll on epfd, so epfd must become readable whenever progress is needed.
+struct WaitFd {
+  int efd = -1, epfd = -1, tfd = -1;
+  bool open();  // false: out of descriptors (every fd closed again)
+  void close();
+  void signal() const;
+  void drain() const;  // efd and tfd
+};
+
+// fi_trywait on one wait object (trywait_arm, ofi_wait.cpp): drains w, progresses each domain of
+// `doms` (sorted, unique), and returns kTrywaitEvents when has_events() (called with no domain
+// lock held) says the application has something to read, -FI_EAGAIN when a domain cannot sleep
+// now (records on a ring, a timer due, a descriptor already readable); otherwise arms every
+// domain's doorbells, adds their descriptors to w.epfd and sets w.tfd to the earliest engine
+// deadline (now + tick_ns at the latest when a medium has no doorbells), and returns 0.
+inline constexpr int kTrywaitEvents = 1;
+int trywait_arm(WaitFd& w, std::span<Domain* const> doms, bool (*has_events)(void*), void* arg,
+                TimeNs tick_ns);
+
 struct Cntr {
   fid_cntr cntr{};
   Domain* dom = nullptr;
@@ -257,8 +281,8 @@ struct Cq {
   Domain* dom = nullptr;
   fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
   fi_wait_obj wait = FI_WAIT_NONE;
-  int efd = -1;           // signalled when an entry arrives (FI_WAIT_FD / UNSPEC)
-  WaitSet* ws = nullptr;  // FI_WAIT_SET: its eventfd is signalled instead
+  WaitFd wfd;             // FI_WAIT_FD / UNSPEC: signalled when an entry arrives
+  WaitSet* ws = nullptr;  // FI_WAIT_SET: the set's is signalled instead
   std::size_t depth = 0;
   struct Entry {
     fi_cq_tagged_entry e;
@@ -283,7 +307,6 @@ struct Cq {
 struct WaitSet {
   fid_wait wait{};
   Fabric* fabric = nullptr;
-  int efd = -1;
   std::mutex mu;  // guards the member lists (members' state is under their domain's lock)
   std::vector<Cq*> cqs;
   struct CntrSeen {
@@ -291,6 +314,7 @@ struct WaitSet {
     std::uint64_t value, errors;
   };
   std::vector<CntrSeen> cntrs;
+  WaitFd wfd;
   void signal() const;
   void add(Cq* q);
   void add(Cntr* c);
@@ -612,6 +636,11 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
 int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** dom, void* context);
 int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
 int wait_open(fid_fabric* fabric, fi_wait_attr* attr, fid_wait** waitset);
+// fi_trywait (ofi_wait.cpp): FI_SUCCESS when the application may block on the native wait
+// objects of every fid (CQs with FI_WAIT_FD, wait sets, CQs and counters of a wait set).
+int trywait(fid** fids, int count);
+// fi_poll_open (ofi_wait.cpp): a poll set over CQs and counters.
+int poll_open(fid_domain* domain, fi_poll_attr* attr, fid_poll** pollset);
 int ep_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
 int pep_open(fid_fabric* fabric, fi_info* info, fid_pep** pep, void* context);
 void pep_on_ctrl(Pep* pep, const NodeAddr& src, std::span<const std::uint8_t> msg);

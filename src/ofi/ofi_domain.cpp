@@ -233,8 +233,8 @@ int dom_scalable_ep(fid_domain*, fi_info*, fid_ep**, void*) {
 int dom_cntr_open(fid_domain* dom, fi_cntr_attr* attr, fid_cntr** c, void* ctx) {
   return guard(-FI_ENOMEM, [&] { return cntr_open(dom, attr, c, ctx); });
 }
-int dom_poll_open(fid_domain*, fi_poll_attr*, fid_poll**) {
-  return -FI_ENOSYS;
+int dom_poll_open(fid_domain* dom, fi_poll_attr* attr, fid_poll** out) {
+  return guard(-FI_ENOMEM, [&] { return poll_open(dom, attr, out); });
 }
 int dom_stx(fid_domain*, fi_tx_attr*, fid_stx**, void*) {
   return -FI_ENOSYS;
@@ -561,7 +561,7 @@ int av_open(fid_domain* dom, fi_av_attr* attr, fid_av** out, void* ctx) {
 
 // ---- completion queues ----------------------------------------------------------------------
 int Cq::notify_fd() const {
-  return ws ? ws->efd : efd;
+  return ws ? ws->wfd.efd : wfd.efd;
 }
 namespace {
 void notify(int fd) {
@@ -590,15 +590,22 @@ int cq_close(fid* f) {
       --q->dom->refs;
     }
     if (q->ws) q->ws->remove(q);
-    if (q->efd >= 0) ::close(q->efd);
+    q->wfd.close();
     delete q;
     return 0;
   });
 }
 int cq_control(fid* f, int command, void* arg) {
   Cq* q = ofi_container<Cq>(f);
-  if (command == FI_GETWAIT && q->efd >= 0 && q->wait == FI_WAIT_FD) {
-    *static_cast<int*>(arg) = q->efd;
+  if (!arg) return -FI_EINVAL;
+  // The epoll set, not the eventfd: an application that blocks on it after fi_trywait must be
+  // woken by the peer's publish and the engine's timers too (ofi_wait.cpp, "Native waits").
+  if (command == FI_GETWAIT && q->wfd.epfd >= 0 && q->wait == FI_WAIT_FD) {
+    *static_cast<int*>(arg) = q->wfd.epfd;
+    return 0;
+  }
+  if (command == FI_GETWAITOBJ) {
+    *static_cast<fi_wait_obj*>(arg) = q->wait;
     return 0;
   }
   return -FI_ENOSYS;
@@ -788,10 +795,7 @@ int cq_signal(fid_cq* cq) {
   Cq* q = ofi_container<Cq>(cq);
   std::lock_guard lk(q->dom->mu);
   q->signalled = true;
-  if (q->efd >= 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(q->efd, &one, sizeof one);
-  }
+  notify(q->notify_fd());
   return 0;
 }
 const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, std::size_t len) {
@@ -846,10 +850,7 @@ int cq_open(fid_domain* dom, fi_cq_attr* attr, fid_cq** out, void* ctx) {
     if (attr->wait_cond != FI_CQ_COND_NONE) return -FI_ENOSYS;
     if (attr->size) q->depth = attr->size;
   }
-  if (q->wait == FI_WAIT_FD) {
-    q->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (q->efd < 0) return -FI_ENOMEM;
-  }
+  if (q->wait == FI_WAIT_FD && !q->wfd.open()) return -FI_ENOMEM;
   if (q->ws) q->ws->add(q.get());
   q->cq.fid.fclass = FI_CLASS_CQ;
   q->cq.fid.context = ctx;
@@ -920,20 +921,41 @@ int cntr_seterr(fid_cntr* f, std::uint64_t v) {
   if (c->ws) c->ws->signal();
   return 0;
 }
+// Between looks, sleeps on the domain's doorbells as fi_cq_sread does (a peer's publish wakes it;
+// at most until the engine's next deadline); a medium without doorbells gets the growing nap.
 int cntr_wait(fid_cntr* f, std::uint64_t threshold, int timeout) {
   Cntr* c = ofi_container<Cntr>(f);
   const TimeNs end = timeout < 0 ? kNoDeadline : mono_ns() + TimeNs(timeout) * 1'000'000;
   const std::uint64_t errors0 = cntr_readerr(f);
   int sleep_us = 1;
+  thread_local std::vector<pollfd> fds;
   for (;;) {
     if (cntr_read(f) >= threshold) return 0;
     if (cntr_readerr(f) != errors0) return -FI_EAVAIL;
-    if (mono_ns() >= end) return -FI_ETIMEDOUT;
+    const TimeNs now = mono_ns();
+    if (now >= end) return -FI_ETIMEDOUT;
+    Domain* d = c->dom;
+    std::unique_lock lk(d->mu);
+    fds.clear();
+    const bool armed = d->port->arm_sleep(fds);
+    if (!fds.empty()) {
+      const TimeNs deadline = d->dev->next_deadline();
+      const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
+      if (armed && nap > 0) {
+        const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
+                          static_cast<long>(nap % 1'000'000'000)};
+        lk.unlock();
+        ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+        lk.lock();
+      }
+      d->port->disarm_sleep(fds);
+      continue;
+    }
+    lk.unlock();
     timespec ts{0, sleep_us * 1000L};
     nanosleep(&ts, nullptr);
     sleep_us = std::min(sleep_us * 2, 1000);
   }
-  (void)c;
 }
 fi_ops_cntr g_cntr_ops = {sizeof(fi_ops_cntr), cntr_read,   cntr_readerr, cntr_add, cntr_set,
                           cntr_wait,           cntr_adderr, cntr_seterr};

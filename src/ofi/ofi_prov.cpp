@@ -333,9 +333,8 @@ int fabric_eq(fid_fabric* f, fi_eq_attr* a, fid_eq** eq, void* ctx) {
 int fabric_wait(fid_fabric* f, fi_wait_attr* a, fid_wait** w) {
   return guard(-FI_ENOMEM, [&] { return wait_open(f, a, w); });
 }
-int fabric_trywait(fid_fabric*, fid**, int) {
-  // Manual progress: a wait is only safe after the caller drained the CQ; say "try again".
-  return -FI_EAGAIN;
+int fabric_trywait(fid_fabric*, fid** fids, int count) {
+  return guard(-FI_ENOMEM, [&] { return trywait(fids, count); });
 }
 int fabric_domain2(fid_fabric* f, fi_info* info, fid_domain** d, std::uint64_t flags, void* ctx) {
   if (flags) return -FI_EINVAL;

@@ -2,6 +2,7 @@
 // process over the in-process loopback medium (FI_PROVIDER_PATH points at the build tree).
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -858,6 +859,92 @@ TEST_F(Provider, CqErrorPathsAndBlockingRead) {
   ASSERT_EQ(fi_cq_open(a().dom, &ca, &ctx_cq, nullptr), 0);
   EXPECT_EQ(fi_cq_sread(ctx_cq, &e, 1, nullptr, 1), -FI_ENOSYS);  // FI_WAIT_NONE
   EXPECT_EQ(fi_close(&ctx_cq->fid), 0);
+}
+
+// fi_trywait and the FI_GETWAIT descriptor (man fi_poll): after fi_trywait returned
+// FI_SUCCESS, the CQ's descriptor becomes readable when the peer sends (on shm and the loopback
+// through the media's doorbells; on udp also through its tick), fi_trywait answers -FI_EAGAIN
+// while the CQ has an entry, and the entry arrives byte-exact. Then a poll set over the CQ and a
+// counter: fi_poll reports the CQ while it has an entry and a counter once per change.
+TEST_F(Provider, TrywaitThenPollOnGetwaitFdWakesOnArrival) {
+  int fd = -1;
+  ASSERT_EQ(fi_control(&b().rxcq->fid, FI_GETWAIT, &fd), 0);
+  fi_wait_obj obj = FI_WAIT_NONE;
+  ASSERT_EQ(fi_control(&b().rxcq->fid, FI_GETWAITOBJ, &obj), 0);
+  EXPECT_EQ(obj, FI_WAIT_FD);
+  fid* cq_fid = &b().rxcq->fid;
+  // A CQ without a wait object has nothing to block on.
+  fid* none_fid = nullptr;
+  fid_cq* none_cq;
+  fi_cq_attr ca{};
+  ASSERT_EQ(fi_cq_open(b().dom, &ca, &none_cq, nullptr), 0);
+  none_fid = &none_cq->fid;
+  EXPECT_EQ(fi_trywait(fabric_, &none_fid, 1), -FI_EINVAL);
+  // One exchange first: manual progress, the sender's connection is set up in its own calls.
+  std::uint64_t got = 0, v = 41;
+  int ctx;
+  fi_cq_tagged_entry e;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+  ASSERT_EQ(read_one(b().rxcq, &e), 1);
+  ASSERT_TRUE(drive([&] { return fi_cq_read(a().txcq, &e, 1) == 1; }));
+
+  fid_poll* ps = nullptr;
+  fi_poll_attr pa{};
+  ASSERT_EQ(fi_poll_open(b().dom, &pa, &ps), 0);
+  ASSERT_EQ(fi_poll_add(ps, &b().rxcq->fid, 0), 0);
+  EXPECT_EQ(fi_poll_add(ps, &b().rxcq->fid, 0), -FI_EALREADY);
+  fid_cntr* cntr;
+  fi_cntr_attr cna{};
+  cna.events = FI_CNTR_EVENTS_COMP;
+  int cntr_ctx;
+  ASSERT_EQ(fi_cntr_open(b().dom, &cna, &cntr, &cntr_ctx), 0);
+  ASSERT_EQ(fi_poll_add(ps, &cntr->fid, 0), 0);
+  void* seen[4] = {};
+  EXPECT_EQ(fi_poll(ps, seen, 4), 0);
+
+  v = 42;
+  ASSERT_EQ(fi_trecv(b().ep, &got, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx), 0);
+  int waits = 0;
+  ssize_t n = -FI_EAGAIN;
+  bool sent = false;
+  for (int i = 0; i < 1000 && n == -FI_EAGAIN; ++i) {
+    n = fi_cq_read(b().rxcq, &e, 1);
+    if (n != -FI_EAGAIN) break;
+    const int t = fi_trywait(fabric_, &cq_fid, 1);
+    if (t == -FI_EAGAIN) continue;
+    ASSERT_EQ(t, 0);
+    if (!sent) {  // armed: now the peer's send must make the descriptor readable
+      ASSERT_EQ(fi_tsend(a().ep, &v, 8, nullptr, 1, 1, nullptr), 0);
+      sent = true;
+    }
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the descriptor never became readable";
+    ++waits;
+    // The entry is there (or the wake was a tick): fi_poll reports the CQ while it holds one.
+    if (fi_poll(ps, seen, 4) == 1) {
+      EXPECT_EQ(seen[0], nullptr);  // the CQ's context
+      EXPECT_EQ(fi_trywait(fabric_, &cq_fid, 1), -FI_EAGAIN);
+    }
+  }
+  ASSERT_EQ(n, 1);
+  EXPECT_TRUE(sent);
+  EXPECT_GE(waits, 1);
+  EXPECT_EQ(got, 42u);
+  EXPECT_EQ(e.op_context, &ctx);
+  // A counter change is reported once.
+  ASSERT_EQ(fi_cntr_add(cntr, 3), 0);
+  ASSERT_EQ(fi_poll(ps, seen, 4), 1);
+  EXPECT_EQ(seen[0], &cntr_ctx);
+  EXPECT_EQ(fi_poll(ps, seen, 4), 0);
+  EXPECT_EQ(fi_close(&ps->fid), -FI_EBUSY);
+  EXPECT_EQ(fi_close(&cntr->fid), -FI_EBUSY);  // held by the poll set
+  EXPECT_EQ(fi_poll_del(ps, &cntr->fid, 0), 0);
+  EXPECT_EQ(fi_poll_del(ps, &cntr->fid, 0), -FI_ENOENT);
+  EXPECT_EQ(fi_poll_del(ps, &b().rxcq->fid, 0), 0);
+  EXPECT_EQ(fi_close(&ps->fid), 0);
+  EXPECT_EQ(fi_close(&cntr->fid), 0);
+  EXPECT_EQ(fi_close(&none_cq->fid), 0);
 }
 
 // Wait sets: CQs and a counter of two domains on one set; fi_wait progresses both domains and
