@@ -327,33 +327,40 @@ DpdkMedium::~DpdkMedium() {
     }
     pending_.resize(keep);
   }
-  if (started_ && memif_) end_session();
+  if (spare_) rte_pktmbuf_free(spare_);
+  spare_ = nullptr;
+  if (started_ && memif_)
+    end_session();
+  else if (started_)
+    flush_pending();  // one try: the port may still have room
   for (std::size_t i = pending_head_; i < pending_.size(); ++i) rte_pktmbuf_free(pending_[i]);
   pending_.clear();
   pending_head_ = 0;
   if (started_) {
-    // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
-    // before the pools go.
-    rte_mbuf* m[kBurst];
-    for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
-      rte_pktmbuf_free_bulk(m, k);
     // DPDK 22.11's net_memif tears a connection down in memif_disconnect, both on EAL's interrupt
     // thread (the peer's disconnect message, or its socket closing) and from rte_eth_dev_stop on
     // this thread, and the two can run at once: a client leaving while its server stopped crashed
     // the server (SEGV under rte_eth_dev_stop, CI, ASan build). So the two sides leave in turn:
     // a server whose client is still connected waits, bounded, for the client to leave first
     // (link down), and then stops a connection that is already gone.
-    // Meanwhile it answers the client's BYE (end_session).
+    // Meanwhile it answers the client's BYE (end_session), and once it has, it stops reading:
+    // the client disconnects then, and a read running into memif_disconnect could meet the
+    // rings as they go.
     if (memif_server_ && link_up()) {
       const TimeNs from = monotonic_ns(), until = from + kMemifLeaveWaitNs;
       while (link_up() && monotonic_ns() < until) {
-        poll_ending();
+        if (counters_.byes_answered == 0 || owe_bye_ack_) poll_ending();
         usleep(kEndPollUs);
       }
       base::get_logger("weft.io")->debug("dpdk: {} waited {} ms for its memif client to leave{}",
                                          dev_name_, (monotonic_ns() - from) / 1'000'000,
                                          link_up() ? " (it did not)" : "");
     }
+    // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
+    // before the pools go (after the wait: a memif server's rings are gone by now).
+    rte_mbuf* m[kBurst];
+    for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
+      rte_pktmbuf_free_bulk(m, k);
     rte_eth_dev_stop(port_id_);
   }
   for (const Region& r : regions_) {
@@ -562,24 +569,28 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
   while (n < max) {
     const std::size_t want = std::min(max - n, kBurst);
     // One mbuf per packet polled (from the pool's per-lcore cache): a bulk allocation of a whole
-    // burst cost a latency-bound pass (one packet) 31 needless allocations and frees.
+    // burst cost a latency-bound pass (one packet) 31 needless allocations and frees. It is
+    // taken before the Device gives the packet (which it cannot take back), and one the Device
+    // had no packet for waits in spare_ for the next pass: an idle pass then costs no mempool
+    // operation (an allocation and a free per pass were the medium's top cost in a ping-pong).
     std::size_t built = 0, polled = 0;
     TxPacket pkt;
     while (polled < want) {
-      rte_mbuf* b = rte_pktmbuf_alloc(pool_);
+      rte_mbuf* b = spare_ ? spare_ : rte_pktmbuf_alloc(pool_);
+      spare_ = nullptr;
       if (!b) {
         ++counters_.tx_full;  // the pool is empty until the port frees what it sent
         break;
       }
       if (!dev.poll_transmit(now, pkt)) {
-        rte_pktmbuf_free(b);
+        spare_ = b;  // untouched: as rte_pktmbuf_alloc left it
         break;
       }
       ++polled;
       const roce::Peer* p = peers_.route(pkt);
       if (!p) {
         ++counters_.tx_no_route;
-        rte_pktmbuf_free(b);
+        spare_ = b;
         continue;
       }
       roce::FrameAddr a;
