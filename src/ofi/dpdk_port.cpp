@@ -10,8 +10,11 @@
 // first domain to bind the abstract claim "weft/ofi-dpdk/P/memif-server" is the memif server,
 // the other the client, on the abstract memif socket P (no file). A memif client
 // can only connect to a listening server, so the server binds a second claim, ".../memif-up",
-// once its port is started, and the client waits (at most kServerWaitNs) for it. The server
-// leaves after its client (DpdkMedium's destructor waits for the link to go down).
+// once its port is started, and the client waits (at most kServerWaitNs) for it. On close each
+// side makes sure its peer has read every frame it sent (a memif link drops what is unread when
+// either side leaves: DpdkMedium's destructor sends a BYE behind its last frames and waits,
+// bounded, for the answer), and the server leaves after its client (it waits for the link to go
+// down).
 //
 // EAL. Once per process (src/io/dpdk): FI_WEFT_DPDK_ARGS, else WEFT_DPDK_ARGS, else the defaults
 // (--no-huge -m 256 --no-pci --no-shconf --no-telemetry ...; src/io/dpdk/README.md). Released
@@ -93,7 +96,7 @@ class DpdkPort final : public IoMediumPort {
                 (unsigned long long)c.rx_other, (unsigned long long)c.rx_bad_icrc,
                 (unsigned long long)c.tx_zero_copy);
     }
-    medium_.reset();  // a memif server waits here for its client to leave
+    medium_.reset();  // the graceful end of a memif session; a server waits for its client
     g_ports.fetch_sub(1);
   }
 

@@ -225,6 +225,90 @@ TEST_F(Dpdk, EveryVerbByteExactOverMemifBetweenTwoProcesses) {
   }
 }
 
+// The end of a session over net_memif (src/io/dpdk/README.md, "Ending a session"): memif drops
+// what the other side has not read yet when either side leaves. The peer (memif client) sends 32
+// UD messages and leaves at once; we (the server) start reading only after it has said so and a
+// pause in which it would have gone. Every message arrives, byte for byte, because the peer's
+// medium waits for our answer to its BYE, which we give only after taking every frame before it.
+// (Before, this server received nothing: the client's disconnect took its ring.)
+TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("weft_memif_end_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct RemoveDir {
+    std::filesystem::path d;
+    ~RemoveDir() { std::filesystem::remove_all(d); }
+  } remove_dir{dir};
+  const std::string args =
+      ",socket=" + (dir / "memif.sock").string() + ",socket-abstract=no,bsize=8192";
+  constexpr std::size_t kCount = 32;
+  constexpr std::uint32_t kBytes = 1000;  // dpdk_peer's kLastWordsBytes
+  constexpr std::uint32_t kGrhBytes = 40;  // a UD receive buffer starts with the GRH (IBA 11.4.1.2)
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    const std::string fd = std::to_string(dup(sv[1]));
+    const std::string vdev = "net_memif0,role=client" + args, ip = std::to_string(kIpB),
+                      port = std::to_string(wire::kRoceV2UdpPort), count = std::to_string(kCount);
+    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), count.c_str(), vdev.c_str(), ip.c_str(),
+          port.c_str(), "last-words", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  {
+    DpdkConfig cfg;
+    cfg.vdev = "net_memif0,role=server" + args;
+    cfg.local_ip = kIpA;
+    End end(sv[0], 1, cfg);
+    ASSERT_TRUE(end.ok()) << end.medium().error();
+    ASSERT_TRUE(end.introduce(1));
+    Device& dev = end.device();
+    std::vector<std::uint8_t> buf(kCount * (kGrhBytes + kBytes));
+    ProtectionDomain* pd = *dev.alloc_pd();
+    CompletionQueue* cq = *dev.create_cq(1024);
+    MemoryRegion* mr = *dev.reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite);
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = qa.recv_cq = cq;
+    qa.type = QpType::kUd;
+    QueuePair* ud = *dev.create_qp(qa);
+    ASSERT_EQ(connect_ud(ud, test::kPeerQkey), Errc::kOk);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      Sge sge{reinterpret_cast<std::uint64_t>(buf.data() + i * (kGrhBytes + kBytes)),
+              kGrhBytes + kBytes, mr->lkey()};
+      ASSERT_EQ(ud->post_recv(RecvWr{i, {&sge, 1}}), Errc::kOk);
+    }
+    const test::PeerInfo mine{0, ud->qp_num(), 0, 0, 0, 0};
+    ASSERT_TRUE(end.send(&mine, sizeof mine));
+    auto said = end.recv(60);  // the peer's last words have left its Device
+    ASSERT_TRUE(said && said->size() == 1);
+    usleep(200'000);  // not reading: the peer goes on leaving meanwhile
+    std::vector<WorkCompletion> got;
+    end.driver().run_until(
+        [&] {
+          WorkCompletion wc[16];
+          for (std::size_t k; (k = cq->poll(wc)) > 0;) got.insert(got.end(), wc, wc + k);
+          return got.size() >= kCount;
+        },
+        30'000'000'000);
+    ASSERT_EQ(got.size(), kCount) << "medium rx " << end.medium().counters().rx_packets;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      EXPECT_EQ(got[i].status, WcStatus::kSuccess);
+      EXPECT_EQ(got[i].wr_id, i);
+      EXPECT_EQ(got[i].byte_len, kGrhBytes + kBytes);
+      EXPECT_EQ(test::check_pattern(buf.data() + i * (kGrhBytes + kBytes) + kGrhBytes, kBytes, i),
+                kBytes)
+          << "message " << i;
+    }
+    EXPECT_EQ(end.medium().counters().byes_answered, 1u);
+    EXPECT_EQ(end.medium().counters().rx_packets, kCount);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "peer status " << st;
+}
+
 // The copying path over af_packet (the capture test above sends by reference).
 TEST_F(Dpdk, EveryVerbByteExactOverAfPacketOnVethWithoutZeroCopy) {
   VethNetns ns;

@@ -49,6 +49,20 @@ static_assert(kTrailerRoomBytes >= 3 + 4);
 constexpr TimeNs kBackoffMinNs = 20'000, kBackoffMaxNs = 1'000'000;
 // How long a net_memif server's destructor waits for its client to leave first (see ~DpdkMedium).
 constexpr TimeNs kMemifLeaveWaitNs = 2'000'000'000;
+// Link frames between two ends of a net_memif link ("Ending a session", dpdk_medium.hpp): IEEE
+// 802's local experimental EtherType 1 (IEEE Std 802-2014, 9.2.2), "WEFT", a type, padded to
+// Ethernet's 60-byte minimum frame (without FCS).
+constexpr std::uint16_t kEtherTypeLink = 0x88B5;
+constexpr std::uint8_t kLinkMagic[4] = {'W', 'E', 'F', 'T'};
+constexpr std::uint8_t kLinkBye = 1, kLinkByeAck = 2;
+constexpr std::size_t kLinkFrameBytes = 60;
+// How long a leaving memif port waits for its peer's BYE-ACK. The peer answers from its passes
+// (a Driver's; the libfabric provider's progress, whose keeper runs one every 10 ms when the
+// application does not), so a second covers a peer starved of CPU by far; a peer that has gone
+// (link down) ends the wait at once, and one that never passes costs this bound.
+constexpr TimeNs kLingerNs = 1'000'000'000;
+// The pause between two looks while ending (bounded waits, not a spin).
+constexpr useconds_t kEndPollUs = 200;
 
 std::mutex g_eal_mu;
 bool g_eal_tried = false, g_eal_ok = false;
@@ -185,7 +199,8 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   dev_name_ = cfg.vdev.substr(0, cfg.vdev.find(','));
   // net_memif's role defaults to server (DPDK's memif guide); "slave" is 22.11's old name for
   // client.
-  memif_server_ = dev_name_.starts_with("net_memif") &&
+  memif_ = dev_name_.starts_with("net_memif");
+  memif_server_ = memif_ &&
                   cfg.vdev.find("role=client") == std::string::npos &&
                   cfg.vdev.find("role=slave") == std::string::npos;
   if (dev_name_.empty()) {
@@ -300,26 +315,52 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
 }
 
 DpdkMedium::~DpdkMedium() {
+  // Frames the port has not taken yet: copies still go (an ACK, a last datagram), but a chain
+  // by reference points into memory the application may have released with its Device.
+  {
+    std::size_t keep = pending_head_;
+    for (std::size_t i = pending_head_; i < pending_.size(); ++i) {
+      if (started_ && pending_[i]->nb_segs == 1)
+        pending_[keep++] = pending_[i];
+      else
+        rte_pktmbuf_free(pending_[i]);
+    }
+    pending_.resize(keep);
+  }
+  if (spare_) rte_pktmbuf_free(spare_);
+  spare_ = nullptr;
+  if (started_ && memif_)
+    end_session();
+  else if (started_)
+    flush_pending();  // one try: the port may still have room
   for (std::size_t i = pending_head_; i < pending_.size(); ++i) rte_pktmbuf_free(pending_[i]);
+  pending_.clear();
+  pending_head_ = 0;
   if (started_) {
-    // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
-    // before the pools go.
-    rte_mbuf* m[kBurst];
-    for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
-      rte_pktmbuf_free_bulk(m, k);
     // DPDK 22.11's net_memif tears a connection down in memif_disconnect, both on EAL's interrupt
     // thread (the peer's disconnect message, or its socket closing) and from rte_eth_dev_stop on
     // this thread, and the two can run at once: a client leaving while its server stopped crashed
     // the server (SEGV under rte_eth_dev_stop, CI, ASan build). So the two sides leave in turn:
     // a server whose client is still connected waits, bounded, for the client to leave first
     // (link down), and then stops a connection that is already gone.
+    // Meanwhile it answers the client's BYE (end_session), and once it has, it stops reading:
+    // the client disconnects then, and a read running into memif_disconnect could meet the
+    // rings as they go.
     if (memif_server_ && link_up()) {
       const TimeNs from = monotonic_ns(), until = from + kMemifLeaveWaitNs;
-      while (link_up() && monotonic_ns() < until) usleep(1000);
+      while (link_up() && monotonic_ns() < until) {
+        if (counters_.byes_answered == 0 || owe_bye_ack_) poll_ending();
+        usleep(kEndPollUs);
+      }
       base::get_logger("weft.io")->debug("dpdk: {} waited {} ms for its memif client to leave{}",
                                          dev_name_, (monotonic_ns() - from) / 1'000'000,
                                          link_up() ? " (it did not)" : "");
     }
+    // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
+    // before the pools go (after the wait: a memif server's rings are gone by now).
+    rte_mbuf* m[kBurst];
+    for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
+      rte_pktmbuf_free_bulk(m, k);
     rte_eth_dev_stop(port_id_);
   }
   for (const Region& r : regions_) {
@@ -335,6 +376,68 @@ DpdkMedium::~DpdkMedium() {
   if (pool_) rte_mempool_free(pool_);
   if (aux_pool_) rte_mempool_free(aux_pool_);
   if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+void DpdkMedium::end_session() {
+  const TimeNs from = monotonic_ns(), until = from + kLingerNs;
+  bool bye_sent = false;
+  while (link_up() && !bye_acked_ && monotonic_ns() < until) {
+    if (!bye_sent) bye_sent = send_link_frame(kLinkBye);  // behind every pending frame
+    poll_ending();
+    if (!bye_acked_) usleep(kEndPollUs);
+  }
+  base::get_logger("weft.io")->debug(
+      "dpdk: {} ended its session in {} us: {}; {} BYE(s) answered, {} frames came after the end",
+      dev_name_, (monotonic_ns() - from) / 1000,
+      bye_acked_      ? "the peer has read every frame (BYE answered)"
+      : !link_up()    ? "the link is down (the peer has gone)"
+                      : "no answer to the BYE (the peer does not poll)",
+      counters_.byes_answered, counters_.rx_after_end);
+}
+
+void DpdkMedium::poll_ending() {
+  flush_pending();
+  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
+  rte_mbuf* m[kBurst];
+  for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;) {
+    for (std::uint16_t i = 0; i < k; ++i)
+      if (!on_link_frame(rte_pktmbuf_mtod(m[i], const std::uint8_t*), m[i]->data_len))
+        ++counters_.rx_after_end;  // for a Device that is gone
+    rte_pktmbuf_free_bulk(m, k);
+  }
+  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
+}
+
+bool DpdkMedium::send_link_frame(std::uint8_t type) {
+  rte_mbuf* b = rte_pktmbuf_alloc(pool_);
+  if (!b) return false;
+  auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
+  std::memset(f, 0, kLinkFrameBytes);
+  std::memset(f, 0xFF, 6);  // broadcast: a memif link has one peer, whatever its MAC
+  std::memcpy(f + 6, mac_.data(), 6);
+  f[12] = kEtherTypeLink >> 8;
+  f[13] = kEtherTypeLink & 0xFF;
+  std::memcpy(f + wire::kEthHeaderBytes, kLinkMagic, sizeof kLinkMagic);
+  f[wire::kEthHeaderBytes + sizeof kLinkMagic] = type;
+  b->data_len = kLinkFrameBytes;
+  b->pkt_len = kLinkFrameBytes;
+  pending_.push_back(b);
+  flush_pending();
+  return true;
+}
+
+bool DpdkMedium::on_link_frame(const std::uint8_t* f, std::size_t len) {
+  constexpr std::size_t kBody = wire::kEthHeaderBytes + sizeof kLinkMagic;
+  if (len <= kBody || get16(f + 12) != kEtherTypeLink ||
+      std::memcmp(f + wire::kEthHeaderBytes, kLinkMagic, sizeof kLinkMagic) != 0)
+    return false;
+  if (f[kBody] == kLinkBye) {
+    owe_bye_ack_ = true;  // the caller sends it, behind what we sent so far
+    ++counters_.byes_answered;
+  } else if (f[kBody] == kLinkByeAck) {
+    bye_acked_ = true;
+  }
+  return true;
 }
 
 bool DpdkMedium::link_up() const {
@@ -466,24 +569,28 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
   while (n < max) {
     const std::size_t want = std::min(max - n, kBurst);
     // One mbuf per packet polled (from the pool's per-lcore cache): a bulk allocation of a whole
-    // burst cost a latency-bound pass (one packet) 31 needless allocations and frees.
+    // burst cost a latency-bound pass (one packet) 31 needless allocations and frees. It is
+    // taken before the Device gives the packet (which it cannot take back), and one the Device
+    // had no packet for waits in spare_ for the next pass: an idle pass then costs no mempool
+    // operation (an allocation and a free per pass were the medium's top cost in a ping-pong).
     std::size_t built = 0, polled = 0;
     TxPacket pkt;
     while (polled < want) {
-      rte_mbuf* b = rte_pktmbuf_alloc(pool_);
+      rte_mbuf* b = spare_ ? spare_ : rte_pktmbuf_alloc(pool_);
+      spare_ = nullptr;
       if (!b) {
         ++counters_.tx_full;  // the pool is empty until the port frees what it sent
         break;
       }
       if (!dev.poll_transmit(now, pkt)) {
-        rte_pktmbuf_free(b);
+        spare_ = b;  // untouched: as rte_pktmbuf_alloc left it
         break;
       }
       ++polled;
       const roce::Peer* p = peers_.route(pkt);
       if (!p) {
         ++counters_.tx_no_route;
-        rte_pktmbuf_free(b);
+        spare_ = b;
         continue;
       }
       roce::FrameAddr a;
@@ -550,7 +657,7 @@ std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
       const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
       if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
           ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
-        ++counters_.rx_other;
+        if (!(memif_ && on_link_frame(f, len))) ++counters_.rx_other;
         rte_pktmbuf_free(b);
         continue;
       }
@@ -575,6 +682,8 @@ std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     n += k;
     if (k < want) break;
   }
+  // A BYE in this burst: every frame the peer sent before it has been handed to the Device.
+  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
   if (n) rx_since_sleep_ = true;
   return n;
 }

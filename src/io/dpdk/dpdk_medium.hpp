@@ -44,6 +44,20 @@
 // medium arms before the Driver sleeps, backing off from 20 us to 1 ms while the port stays idle
 // (a backed-off poll, not a spin).
 //
+// Ending a session (the destructor). net_memif keeps the frames in flight in shared memory that
+// the client maps; when either side leaves, memif_disconnect drops both rings, and whatever the
+// other side had not read yet is lost: a datagram's last message (fi_pingpong's DGRAM server
+// waited forever for the client's "fin"; its medium had received 40 of the client's 41 frames),
+// or the last ACK of an RC exchange (the staying side retried into RETRY_EXC). So a memif port
+// leaves gracefully: it sends the frames it still holds, then a BYE link frame (EtherType
+// 0x88B5, IEEE 802's local experimental EtherType, never a RoCE frame) behind them, and waits,
+// at most kLingerNs, for the peer's BYE-ACK. The rings are FIFO, so the peer answers only after
+// it has taken every frame sent before the BYE, and its answer comes after every frame it sent
+// us. A port answers a BYE from rx_burst (its Device alive) and while it itself is ending, and
+// link frames never reach the Device or the capture. Other vdevs need none of this: af_packet's
+// frames are in the kernel once rte_eth_tx_burst returns. The memif server, in addition, leaves
+// after its client (see the destructor).
+//
 // Thread-safety: owned by one Driver; all calls from its thread.
 #pragma once
 
@@ -116,6 +130,9 @@ struct DpdkCounters {
   std::uint64_t rx_other = 0;     // not RoCEv2 to us (ARP, IPv6 ND, other ports): freed
   std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
   std::uint64_t tx_zero_copy = 0;  // packets whose payload went by reference (external buffer)
+  // Ending a session ("Ending a session" above): BYEs answered for the peer, and frames that
+  // arrived after this side began to leave (its Device gone: freed unread).
+  std::uint64_t byes_answered = 0, rx_after_end = 0;
 };
 
 class DpdkMedium final : public Medium {
@@ -165,6 +182,15 @@ class DpdkMedium final : public Medium {
 
  private:
   bool flush_pending();
+  // Link frames (see "Ending a session"): queues one behind the pending frames and flushes;
+  // false when the pool has no mbuf for it now.
+  bool send_link_frame(std::uint8_t type);
+  // A received frame that is a link frame: handled (BYE answered, BYE-ACK noted); true if so.
+  bool on_link_frame(const std::uint8_t* f, std::size_t len);
+  // While ending: reads and frees what arrives, answering BYEs and sending what is pending.
+  void poll_ending();
+  // The graceful end of a net_memif session (the destructor, before the port stops).
+  void end_session();
   std::uint32_t port_mtu(const rte_eth_dev_info& info);
   // The frame of pkt in mbuf b (headers), by reference when it may go so: true and b heads a
   // three-segment chain; false (nothing changed) when it must be copied.
@@ -190,12 +216,16 @@ class DpdkMedium final : public Medium {
   rte_device* device_ = nullptr;  // the port's device (DMA mapping)
   bool zero_copy_ = false, physical_ = false;
   bool memif_server_ = false;  // a net_memif port in the server role: leaves after its client
+  bool memif_ = false;         // net_memif in either role: ends its session with a BYE
+  bool owe_bye_ack_ = false;   // a BYE came and its BYE-ACK found no mbuf yet
+  bool bye_acked_ = false;     // the peer answered our BYE
   TxChecksum csum_{};
   std::vector<Region> regions_;
   std::uint64_t zc_in_flight_ = 0;
   roce::PeerTable peers_;
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
+  rte_mbuf* spare_ = nullptr;  // taken for a packet the Device did not have (tx_burst)
   std::vector<std::uint8_t> scratch_;  // a received frame that came in several mbufs
   int timer_fd_ = -1;
   TimeNs backoff_ns_ = 0;
