@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "src/base/log.hpp"
+#include "src/io/clock.hpp"
 
 namespace weft::io::shm {
 namespace {
@@ -546,14 +547,26 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   if (!dead && cma_.serve(serve_area_)) counters_.served_bytes = cma_.served_bytes();
   // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
   // is handed over before any record that is not part of it.
-  std::size_t batched = 0;
+  std::size_t batched = 0, since_beat = 0;
   const auto hand_over = [&] {
     if (batched == 0) return;
+    const std::size_t k = batched;
     dev.set_remote_payload(&cma_);
     dev.on_packet_burst({rx_batch_.data(), batched}, now);
     dev.set_remote_payload(nullptr);
     counters_.rx_by_ref += batched;
     batched = 0;
+    // A long burst keeps the heartbeat fresh (kCopyPieceBytes): memcpys from a shared pool are
+    // done in pieces, each followed by a beat; a burst pulled by process_vm_readv beats every
+    // kBeatPackets packets (one syscall per burst costs less here than one per piece).
+    since_beat += k;
+    if (cma_.pending_local() && cma_.pending_bytes() >= kCopyPieceBytes) {
+      cma_.flush();
+    } else if (since_beat < kBeatPackets) {
+      return;
+    }
+    since_beat = 0;
+    beat(monotonic_ns());
   };
   static const TxPacket kBlank{};
   while (n < max) {
@@ -601,7 +614,16 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     if (n % kRecordsPerPublish == 0 && rx_.release()) ring_peer();
   }
   hand_over();
-  cma_.flush();
+  if (cma_.pending_bytes() >= kCopyPieceBytes) {
+    // One system call for the rest of the burst (up to 2 MiB, ~130 us): the heartbeat says we
+    // are busy until it should be done (a hint; see kCopyPieceBytes).
+    const TimeNs t = monotonic_ns();
+    beat(t + cma_.pending_bytes() / kSlowCopyBytesPerNs);
+    cma_.flush();
+    beat(monotonic_ns());
+  } else {
+    cma_.flush();
+  }
   // Every refused or short flush counts (also those place() makes when its iovecs run out).
   if (cma_.failures() != counters_.cma_errors) {
     if (counters_.cma_errors == 0)
