@@ -38,6 +38,7 @@
 // Thread-safety: one producer thread and one consumer thread (in any processes).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -227,6 +228,16 @@ class RingConsumer {
       }
       head_ += record_span(h.bytes);
     }
+  }
+  // Starts fetching the published records of the next `bytes` of the ring (past what peek()
+  // prefetches), e.g. before a long copy, so that they arrive while it runs instead of one cache
+  // miss per record after it. Reads the producer's tail (relaxed: a stale tail only prefetches
+  // less); lines past it are left alone, the producer may be writing them.
+  void prefetch_published(std::size_t bytes) const {
+    const std::uint64_t tail = s_->tail.load(std::memory_order_relaxed);
+    const std::uint64_t end = std::min<std::uint64_t>(tail, head_ + bytes);
+    for (std::uint64_t i = head_ + kPrefetchAheadBytes; i < end; i += kRecordAlign)
+      __builtin_prefetch(data_ + (i & (cap_ - 1)));
   }
   static const std::uint8_t* body(const RecordHeader* h) {
     return reinterpret_cast<const std::uint8_t*>(h + 1);

@@ -180,7 +180,8 @@ class CrossMemory final : public RemotePayload {
     const std::uint8_t* local;
     std::size_t bytes;
   };
-  const std::uint8_t* in_window(const std::uint8_t* src, std::size_t len) const;
+  const Window* in_window(const std::uint8_t* src, std::size_t len) const;
+  const std::uint8_t* local_of(const std::uint8_t* src, std::size_t len) const;  // or nullptr
   bool flush_pending();              // the pending chunk, by this process
   void hand_off();                   // the pending chunk to a free slot, or flush_pending()
   bool take_back(std::size_t slot);  // a slot's chunk, by this process (pending must be empty)
@@ -191,6 +192,9 @@ class CrossMemory final : public RemotePayload {
   std::vector<Window> windows_;
   std::vector<iovec> local_, remote_;
   std::vector<std::uint64_t> orig_;  // each pending src as the peer knows it (remote_ may be local)
+  // The last pending iovec's source as the peer knows it: where it ends, and how far it may grow
+  // (the end of its window; place()'s fast path).
+  std::uint64_t run_src_end_ = 0, run_src_max_ = 0;
   CopyArea* area_ = nullptr;
   std::vector<std::size_t> inflight_;                         // slots posted, oldest first
   std::uint64_t inflight_lo_ = UINT64_MAX, inflight_hi_ = 0;  // their destinations' hull
