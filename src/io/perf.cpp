@@ -440,7 +440,7 @@ void dump_counters(const char* side, DirectNode& node) {
   std::fprintf(stderr,
                "%s: passes %llu sleeps %llu wake kick/timer/rx %llu/%llu/%llu yields %llu "
                "stalled %llu | tx wire/ref %llu/%llu rx wire/ref %llu/%llu tx_full %llu doorbells "
-               "%llu cma calls %llu bytes %llu pool %llu\n",
+               "%llu cma calls %llu bytes %llu pool %llu copied by peer %llu for peer %llu\n",
                side, (unsigned long long)d.passes, (unsigned long long)d.sleeps,
                (unsigned long long)d.wakeups_kick, (unsigned long long)d.wakeups_timer,
                (unsigned long long)d.wakeups_rx, (unsigned long long)d.yields,
@@ -448,7 +448,8 @@ void dump_counters(const char* side, DirectNode& node) {
                (unsigned long long)m.tx_by_ref, (unsigned long long)m.rx_wire,
                (unsigned long long)m.rx_by_ref, (unsigned long long)m.tx_full,
                (unsigned long long)m.doorbells, (unsigned long long)m.cma_calls,
-               (unsigned long long)m.cma_bytes, (unsigned long long)m.pool_bytes);
+               (unsigned long long)m.cma_bytes, (unsigned long long)m.pool_bytes,
+               (unsigned long long)m.delegated_bytes, (unsigned long long)m.served_bytes);
   // On the CPU, waiting for it (runnable), time slices: /proc/self/schedstat.
   if (std::FILE* f = std::fopen("/proc/self/schedstat", "r")) {
     unsigned long long run = 0, wait = 0, slices = 0;

@@ -578,6 +578,30 @@ TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
   }
 }
 
+// CrossMemory::place extends a pending run packet by packet without looking the source up again,
+// but never past the end of the window (a peer's pool mapped here) the run started in: bytes
+// beyond it are the peer's private memory, read with process_vm_readv. Here the "peer" is this
+// process: its "remote" range is `priv`, and a window maps the first page of it to `pool`, which
+// holds other bytes, so the test sees which way every byte came.
+TEST(CrossMemory, ARunGrowsWithinItsWindowAndNotPastIt) {
+  constexpr std::size_t kPage = 4096;
+  std::vector<std::uint8_t> priv(3 * kPage), pool(kPage), dst(3 * kPage, 0);
+  for (std::size_t i = 0; i < priv.size(); ++i) priv[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  for (std::size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<std::uint8_t>(0xC0 ^ i);
+  shm::CrossMemory cm(getpid());
+  cm.add_window(reinterpret_cast<std::uint64_t>(priv.data()), pool.data(), kPage);
+  // A message's packets: contiguous on both sides, half a page each.
+  for (std::size_t off = 0; off < priv.size(); off += kPage / 2)
+    cm.place(dst.data() + off, priv.data() + off, kPage / 2);
+  ASSERT_TRUE(cm.flush());
+  // Expect: the first page from the window's mapping (memcpy), the rest by one process_vm_readv.
+  EXPECT_EQ(std::memcmp(dst.data(), pool.data(), kPage), 0);
+  EXPECT_EQ(std::memcmp(dst.data() + kPage, priv.data() + kPage, 2 * kPage), 0);
+  EXPECT_EQ(cm.memcpy_bytes(), kPage);
+  EXPECT_EQ(cm.calls(), 1u);
+  EXPECT_EQ(cm.bytes(), 2 * kPage);
+}
+
 // After every test of the binary: nothing of ours survives (no child, nothing in /dev/shm).
 class NoLeftovers : public ::testing::Environment {
  public:

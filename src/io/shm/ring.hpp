@@ -38,6 +38,7 @@
 // Thread-safety: one producer thread and one consumer thread (in any processes).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -55,7 +56,8 @@ struct alignas(64) RingShared {
   // The producer process's heartbeat (segment version 5): the monotonic time of its latest pass
   // over this medium and the CPU it ran on, both stored relaxed by the producer (at most once per
   // clock reading), read relaxed by the consumer when it idles (a hint: a torn pair only makes
-  // one idle decision wrong). Lets the consumer tell a peer that is running on another CPU (keep
+  // one idle decision wrong). Before one long copy the time may lie ahead: when the copy should
+  // be done (shm_medium.hpp kSlowCopyBytesPerNs). Lets the consumer tell a peer that is running on another CPU (keep
   // polling) from one that is asleep, preempted or waiting for this very CPU (block).
   alignas(64) std::atomic<std::uint64_t> producer_beat_ns;
   std::atomic<std::uint32_t> producer_cpu;
@@ -226,6 +228,16 @@ class RingConsumer {
       }
       head_ += record_span(h.bytes);
     }
+  }
+  // Starts fetching the published records of the next `bytes` of the ring (past what peek()
+  // prefetches), e.g. before a long copy, so that they arrive while it runs instead of one cache
+  // miss per record after it. Reads the producer's tail (relaxed: a stale tail only prefetches
+  // less); lines past it are left alone, the producer may be writing them.
+  void prefetch_published(std::size_t bytes) const {
+    const std::uint64_t tail = s_->tail.load(std::memory_order_relaxed);
+    const std::uint64_t end = std::min<std::uint64_t>(tail, head_ + bytes);
+    for (std::uint64_t i = head_ + kPrefetchAheadBytes; i < end; i += kRecordAlign)
+      __builtin_prefetch(data_ + (i & (cap_ - 1)));
   }
   static const std::uint8_t* body(const RecordHeader* h) {
     return reinterpret_cast<const std::uint8_t*>(h + 1);

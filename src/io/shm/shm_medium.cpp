@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "src/base/log.hpp"
+#include "src/io/clock.hpp"
 
 namespace weft::io::shm {
 namespace {
@@ -54,12 +55,16 @@ void CrossMemory::add_window(std::uint64_t remote_base, const std::uint8_t* loca
   windows_.push_back({remote_base, local, bytes});
 }
 
-const std::uint8_t* CrossMemory::in_window(const std::uint8_t* src, std::size_t len) const {
+const CrossMemory::Window* CrossMemory::in_window(const std::uint8_t* src, std::size_t len) const {
   const auto a = reinterpret_cast<std::uint64_t>(src);
   for (const Window& w : windows_)
-    if (a >= w.remote_base && len <= w.bytes && a - w.remote_base <= w.bytes - len)
-      return w.local + (a - w.remote_base);
+    if (a >= w.remote_base && len <= w.bytes && a - w.remote_base <= w.bytes - len) return &w;
   return nullptr;
+}
+
+const std::uint8_t* CrossMemory::local_of(const std::uint8_t* src, std::size_t len) const {
+  const Window* w = in_window(src, len);
+  return w ? w->local + (reinterpret_cast<std::uint64_t>(src) - w->remote_base) : nullptr;
 }
 
 void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) {
@@ -67,9 +72,23 @@ void CrossMemory::place(std::uint8_t* dst, const std::uint8_t* src, std::size_t 
   // Bytes over a chunk the peer may be writing: that chunk first (the later bytes must win).
   if (!inflight_.empty() && overlaps_inflight(dst, len)) wait_inflight();
   const auto orig = reinterpret_cast<std::uint64_t>(src);
-  const std::uint8_t* local = windows_.empty() ? nullptr : in_window(src, len);
+  // The engine places a message packet by packet, each the continuation of the last on both
+  // sides: extend the pending run without looking the source up again (within its window).
+  if (!local_.empty() && orig == run_src_end_ && orig + len <= run_src_max_ &&
+      static_cast<std::uint8_t*>(local_.back().iov_base) + local_.back().iov_len == dst) {
+    local_.back().iov_len += len;
+    remote_.back().iov_len += len;
+    pending_bytes_ += len;
+    run_src_end_ += len;
+    if (area_ && pending_bytes_ >= kDelegateBytesMin) hand_off();
+    return;
+  }
+  const Window* w = windows_.empty() ? nullptr : in_window(src, len);
+  const std::uint8_t* local = w ? w->local + (orig - w->remote_base) : nullptr;
   const bool is_local = local != nullptr;
   if (local) src = local;
+  run_src_end_ = orig + len;
+  run_src_max_ = w ? w->remote_base + w->bytes : UINT64_MAX;
   if (!local_.empty()) {
     iovec& l = local_.back();
     iovec& r = remote_.back();
@@ -176,7 +195,7 @@ bool CrossMemory::take_back(std::size_t s) {
     auto* dst = reinterpret_cast<std::uint8_t*>(slot.iov[i].dst);
     const auto* src = reinterpret_cast<const std::uint8_t*>(slot.iov[i].src);
     const std::size_t len = slot.iov[i].len;
-    const std::uint8_t* local = was_local ? in_window(src, len) : nullptr;
+    const std::uint8_t* local = was_local ? local_of(src, len) : nullptr;
     pending_local_ = local != nullptr;
     local_.push_back({dst, len});
     remote_.push_back({const_cast<std::uint8_t*>(local ? local : src), len});
@@ -242,7 +261,7 @@ std::uint64_t CrossMemory::serve(CopyArea* area) {
       auto* src = reinterpret_cast<std::uint8_t*>(slot.iov[i].src);
       const std::size_t len = slot.iov[i].len;
       // The destination in the peer's pool, which this process maps: a plain memcpy.
-      if (const std::uint8_t* mine = windows_.empty() ? nullptr : in_window(dst, len)) {
+      if (const std::uint8_t* mine = windows_.empty() ? nullptr : local_of(dst, len)) {
         std::memcpy(const_cast<std::uint8_t*>(mine), src, len);
         continue;
       }
@@ -546,14 +565,28 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   if (!dead && cma_.serve(serve_area_)) counters_.served_bytes = cma_.served_bytes();
   // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
   // is handed over before any record that is not part of it.
-  std::size_t batched = 0;
+  std::size_t batched = 0, since_beat = 0;
   const auto hand_over = [&] {
     if (batched == 0) return;
+    const std::size_t k = batched;
     dev.set_remote_payload(&cma_);
     dev.on_packet_burst({rx_batch_.data(), batched}, now);
     dev.set_remote_payload(nullptr);
     counters_.rx_by_ref += batched;
     batched = 0;
+    // A long burst keeps the heartbeat fresh (kCopyPieceBytes): memcpys from a shared pool are
+    // done in pieces, each followed by a beat; a burst pulled by process_vm_readv beats every
+    // kBeatPackets packets (one syscall per burst costs less here than one per piece).
+    since_beat += k;
+    if (cma_.pending_local() && cma_.pending_bytes() >= kCopyPieceBytes) {
+      // The records of the next piece's packets, one line per 4 KiB packet, come in meanwhile.
+      rx_.prefetch_published(kCopyPieceBytes / kPayloadMax * kRecordAlign);
+      cma_.flush();
+    } else if (since_beat < kBeatPackets) {
+      return;
+    }
+    since_beat = 0;
+    beat(monotonic_ns());
   };
   static const TxPacket kBlank{};
   while (n < max) {
@@ -601,7 +634,16 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     if (n % kRecordsPerPublish == 0 && rx_.release()) ring_peer();
   }
   hand_over();
-  cma_.flush();
+  if (cma_.pending_bytes() >= kCopyPieceBytes) {
+    // One system call for the rest of the burst (up to 2 MiB, ~130 us): the heartbeat says we
+    // are busy until it should be done (a hint; see kCopyPieceBytes).
+    const TimeNs t = monotonic_ns();
+    beat(t + cma_.pending_bytes() / kSlowCopyBytesPerNs);
+    cma_.flush();
+    beat(monotonic_ns());
+  } else {
+    cma_.flush();
+  }
   // Every refused or short flush counts (also those place() makes when its iovecs run out).
   if (cma_.failures() != counters_.cma_errors) {
     if (counters_.cma_errors == 0)

@@ -55,6 +55,19 @@ inline constexpr std::size_t kRecordsPerPublish = 32;
 // Packets handed to or taken from the Device in one burst call (a slice of a Driver burst).
 inline constexpr std::size_t kPacketsPerBatch = 32;
 static_assert(kPacketsPerBatch <= kRecordsPerPublish, "publish at least once per batch");
+// The receiver's heartbeat (RingShared::producer_beat_ns) during a long burst. A 512-packet burst
+// by reference is 2 MiB: ~20 us of packet handling and ~50-130 us of copying here. With one beat
+// per burst the heartbeat went stale for longer than the peer's Driver waits before it judges us
+// stalled (DriverConfig::peer_stall_ns, 20 us), so a sender held back by a full queue fell asleep
+// about once per burst and we paid a doorbell (an eventfd write, ~8 us here) to wake it: 250-600
+// doorbells per 2000 MiB. So: memcpys from a shared pool are completed in pieces of
+// kCopyPieceBytes (~6 us), each followed by a beat; otherwise a beat every kBeatPackets packets
+// (~5 us of handling), and before the burst's process_vm_readv (kept as one call: in pieces the
+// receiver spent 10-30 % more CPU time) a beat that looks ahead by the copy's time at
+// kSlowCopyBytesPerNs.
+inline constexpr std::size_t kCopyPieceBytes = 256 << 10;
+inline constexpr std::size_t kBeatPackets = 128;
+inline constexpr std::size_t kSlowCopyBytesPerNs = 8;  // 8 GB/s: slower than any copy seen here
 
 // The segment: this header, two RingShared blocks (A->B, B->A), then both rings' data.
 struct SegmentHeader {
@@ -144,6 +157,8 @@ class CrossMemory final : public RemotePayload {
   // the kernel refused or fell short (errno kept in last_errno()).
   bool flush();
   bool pending() const { return !local_.empty() || !inflight_.empty(); }
+  std::size_t pending_bytes() const { return pending_bytes_; }  // placed, not yet copied
+  bool pending_local() const { return pending_local_; }  // pending are memcpys from a window
   // Hand chunks of at least kDelegateBytesMin to the peer through `area` (see CopyArea).
   void set_delegation(CopyArea* area) { area_ = area; }
   // The sender's part: copies the chunks the peer posted in `area` into the peer's memory.
@@ -165,7 +180,8 @@ class CrossMemory final : public RemotePayload {
     const std::uint8_t* local;
     std::size_t bytes;
   };
-  const std::uint8_t* in_window(const std::uint8_t* src, std::size_t len) const;
+  const Window* in_window(const std::uint8_t* src, std::size_t len) const;
+  const std::uint8_t* local_of(const std::uint8_t* src, std::size_t len) const;  // or nullptr
   bool flush_pending();              // the pending chunk, by this process
   void hand_off();                   // the pending chunk to a free slot, or flush_pending()
   bool take_back(std::size_t slot);  // a slot's chunk, by this process (pending must be empty)
@@ -176,6 +192,9 @@ class CrossMemory final : public RemotePayload {
   std::vector<Window> windows_;
   std::vector<iovec> local_, remote_;
   std::vector<std::uint64_t> orig_;  // each pending src as the peer knows it (remote_ may be local)
+  // The last pending iovec's source as the peer knows it: where it ends, and how far it may grow
+  // (the end of its window; place()'s fast path).
+  std::uint64_t run_src_end_ = 0, run_src_max_ = 0;
   CopyArea* area_ = nullptr;
   std::vector<std::size_t> inflight_;                         // slots posted, oldest first
   std::uint64_t inflight_lo_ = UINT64_MAX, inflight_hi_ = 0;  // their destinations' hull

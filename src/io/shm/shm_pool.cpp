@@ -35,7 +35,10 @@ std::unique_ptr<ShmPool> ShmPool::map(int fd, std::size_t bytes) {
     close(fd);
     return nullptr;
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: every page allocated and mapped now (mmap(2)), for the creator and for the peer
+  // that maps it, so no transfer takes first-touch page faults: the peer's first memcpy out of
+  // an unpopulated window took a fault per 4 KiB page, ~0.5-1 us each here, 256 per MiB.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     close(fd);
     return nullptr;

@@ -12,6 +12,8 @@
 //
 // The segment is a memfd (memfd_create(2)), never a /dev/shm name: nothing is left in the file
 // system, and the memory goes when the last process holding the fd or a mapping exits.
+// Both sides map the pool populated (MAP_POPULATE): its memory is allocated and faulted in when
+// it is created or mapped, not on a transfer's first touch.
 // The allocator is first fit over page-granular blocks (kPoolAlignBytes), coalescing on free.
 // Thread-safety: none; one owner thread (the Driver's, in inline mode).
 #pragma once
