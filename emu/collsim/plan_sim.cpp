@@ -27,6 +27,14 @@ Hop hop_of(const ClusterConfig& c, int from, int to, int lane) {
 
 namespace {
 
+// One MTU's DMA over the packet level's PCIe plus the host latency (fabric::HcaModel).
+double hca_dma_s() {
+  const fabric::HcaModel m = fabric::FabricConfig{}.hca;
+  const double mtu = static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu));
+  return mtu / (static_cast<double>(m.pcie_mbytes_per_s) * 1e6) +
+         1e-9 * static_cast<double>(m.host_latency_ns);
+}
+
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
 // A NIC sending several flows interleaves them on its port in pieces of this many bytes (the
@@ -61,8 +69,10 @@ struct Conn {
   double* egress = nullptr;
   double* ingress = nullptr;
   double rate_Bps = 0, latency_s = 0, grant_latency_s = 0;
-  double pulled_max_s = 0;  // grants between NICs: the longest wait behind pulled packets
-  double dma_s = 0;         // grants between NICs: one payload DMA's host latency
+  // Grants between NICs with switch paths (grant_time): the route's fixed delay for a packet
+  // without payload, and the most a grant waits behind the data packets its NIC has pulled.
+  double grant_route_s = 0;
+  double pulled_max_s = 0;
   bool nvlink = false;
   // Pieces (see pump_send): bytes per piece (0: whole chunks), the chunk being sent and how
   // much of it has left, and whether a piece of it is still on the egress port.
@@ -194,15 +204,11 @@ class PlanSim::Engine {
         c.nic_to = h.ingress;
       }
       if (!h.nvlink && paths_ != nullptr) {
-        // The packet level's grant is a zero-length SEND WITH IMM on the connection's QP: it
-        // takes the route (the spine's latency too) but neither payload DMA (host read at the
-        // sender, write at the receiver), and it leaves behind the data packets its HCA has
-        // already pulled for the wire (pump_recv). Without this the coarse credit loop was
-        // ~0.45 us short of the packet level's on 8 x 8 ring x8 at 16 MiB (4 slots of 32 KiB
-        // per connection: credit-bound there), which ran 9 % fast.
+        // The packet level's grant is a zero-length SEND WITH IMM on the connection's QP
+        // (grant_time).
         const fabric::FabricConfig fc;
-        c.dma_s = 1e-9 * static_cast<double>(fc.hca.host_latency_ns);
-        c.grant_latency_s = h.latency_s - 2.0 * c.dma_s;
+        c.grant_route_s =
+            1e-9 * static_cast<double>(paths_->route_ns(h.egress, h.ingress, fc.sw.latency_ns));
         c.pulled_max_s = static_cast<double>(fc.hca.tx_pipeline_packets_max) *
                          static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu)) / h.rate_Bps;
         c.sw_begin = static_cast<std::uint32_t>(sw_path_.size());
@@ -519,18 +525,7 @@ class PlanSim::Engine {
     }
     if (applied == 0) return;
     ++messages_;  // one grant per connection per pass, as the Communicator batches them
-    // Between NICs with switch paths: the grant leaves behind the data packets its NIC has
-    // already pulled for the wire (at most tx_pipeline_packets_max of the egress backlog).
-    // At the far end it is delivered in arrival order (emu/fabric hca_node.cpp, PCIe keeps
-    // posted writes in order): while data still streams into that NIC, behind the DMA write
-    // and host latency of the packet before it.
-    double at = now_ + c.grant_latency_s;
-    if (c.pulled_max_s > 0) {
-      // Ready no earlier than the data packet pulled before it (its DMA read done), on the wire
-      // after the packets pulled before it: whichever ends later.
-      if (*c.egress > now_) at += std::max(c.dma_s, std::min(*c.egress - now_, c.pulled_max_s));
-      if (*c.ingress > at) at += c.dma_s;
-    }
+    const double at = c.grant_route_s > 0 ? grant_time(c) : now_ + c.grant_latency_s;
     push(at, c.mate, EvKind::kGrant, applied);
   }
 
@@ -589,6 +584,32 @@ class PlanSim::Engine {
     }
   }
 
+  // When a grant sent now on connection `c` (between NICs, with switch paths) reaches its peer.
+  // The packet level sends it as a zero-length SEND WITH IMM on the connection's QP, and the
+  // HCA model (emu/fabric hca_node.cpp) keeps both of its pipelines in order:
+  // - Transmit: the HCA pulls up to tx_pipeline_packets_max packets ahead of its wire, each
+  //   ready once its payload's DMA read is done (PCIe, host latency, tx_proc), and the port
+  //   sends them in that order. So the grant, ready tx_proc after its post, leaves after the
+  //   data packets pulled before it. The coarse egress port serialises a message from its post
+  //   on (its DMA read is in latency_s), so the packet level's wire runs the same timeline
+  //   tx_dma_s later: the grant leaves at egress + tx_dma_s, at most pulled_max_s from now.
+  // - The route: propagation and switch latency only (no payload to serialise; the switch
+  //   queues it meets are not modelled: the packet level showed none on 8 x 8 ring x8).
+  // - Receive: PCIe keeps posted writes in order, so while data streams into the far NIC the
+  //   grant is delivered after the data packet that arrived just before it, whose DMA write
+  //   ends rx_dma_s after its arrival — or when the last data ends, if that is sooner.
+  // This is what bunches a ring's credits on the packet level (8 x 8 ring x8, 16 MiB, 4 slots
+  // of 32 KiB): a NIC receives one flow and sends another at once, so the grants of a window's
+  // first three chunks wait behind the NIC's own outgoing chunks (1.4 us) and the incoming ones
+  // at the far end (0.5 us), arrive together when the window's last chunk lands, and the
+  // sender posts three chunks at once: a window every 5.15 us instead of 4.6 us.
+  double grant_time(const Conn& c) const {
+    const double ready = now_ + tx_proc_s_;
+    const double wire = std::max(ready, std::min(*c.egress + tx_dma_s_, now_ + c.pulled_max_s));
+    const double arrive = wire + c.grant_route_s;
+    return std::max(arrive + rx_proc_s_, std::min(*c.ingress, arrive + rx_dma_s_));
+  }
+
   // Credit back-pressure (IBA 7.9) at piece granularity. The packet level's switches hold only
   // data_vl_buffer_bytes per input and VL, so a piece whose tail leaves its last switch (toward
   // the receiving NIC) at `tail_in_s` — late, because that NIC's ingress was busy with another
@@ -612,6 +633,12 @@ class PlanSim::Engine {
   ClusterConfig cfg_;
   const SwitchPaths* paths_;
   std::uint32_t buffer_bytes_ = fabric::FabricConfig{}.link.data_vl_buffer_bytes;
+  // The packet level's HCA pipeline (fabric::HcaModel, grant_time): the fixed stages, and the
+  // first data packet's delay from its post to the wire (DMA read of one MTU over PCIe, host
+  // latency, pipeline) and from the wire to the host (pipeline, DMA write, host latency).
+  double tx_proc_s_ = 1e-9 * static_cast<double>(fabric::FabricConfig{}.hca.tx_proc_ns);
+  double rx_proc_s_ = 1e-9 * static_cast<double>(fabric::FabricConfig{}.hca.rx_proc_ns);
+  double tx_dma_s_ = tx_proc_s_ + hca_dma_s(), rx_dma_s_ = rx_proc_s_ + hca_dma_s();
   std::vector<double> sw_free_;  // when each switch port is free (s)
   std::vector<int> sw_flows_;    // connections routed through each switch port
   int blocked_flows_ = 0;
