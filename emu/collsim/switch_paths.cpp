@@ -100,6 +100,30 @@ void SwitchPaths::hops(int from, int to, std::vector<SwitchHop>& out) const {
   WEFT_ASSERT_MSG(false, "a route loops");
 }
 
+TimeNs SwitchPaths::route_ns(int from, int to, TimeNs switch_ns) const {
+  const topo::NodeId src = hca_[static_cast<std::size_t>(from)];
+  const topo::NodeId dst = hca_[static_cast<std::size_t>(to)];
+  const routing::Lid dlid = lids_.lid_of(dst, 1);
+  const topo::Node& h = topo_.node(src);
+  TimeNs ns = topo_.link(h.ports[1].link).propagation_ns();
+  auto at = topo_.peer(topo::PortRef{src, 1});
+  WEFT_ASSERT_MSG(at.has_value(), "a NIC is not cabled");
+  for (std::size_t n = 0; n <= topo_.node_count(); ++n) {
+    const topo::NodeId sw = at->node;
+    if (!topo_.node(sw).is_switch()) {
+      WEFT_ASSERT_MSG(sw == dst, "a route ends at the wrong HCA");
+      return ns;
+    }
+    const std::uint8_t port = routes_.out_port(routes_.switch_index[sw], dlid);
+    WEFT_ASSERT_MSG(port != routing::kDropPort && port != 0, "no route between two NICs");
+    ns += switch_ns + topo_.link(topo_.node(sw).ports[port].link).propagation_ns();
+    at = topo_.peer(topo::PortRef{sw, port});
+    WEFT_ASSERT_MSG(at.has_value(), "a route leaves through an uncabled port");
+  }
+  WEFT_ASSERT_MSG(false, "a route loops");
+  return ns;
+}
+
 std::string SwitchPaths::port_name(std::uint32_t id) const {
   const topo::PortRef p = port_of_[id];
   return topo_.node(p.node).description + "/p" + std::to_string(p.port);

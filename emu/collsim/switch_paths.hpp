@@ -49,6 +49,10 @@ class SwitchPaths {
     std::uint32_t in = 0, out = 0;
   };
   void hops(int from, int to, std::vector<SwitchHop>& out) const;
+  // The route's fixed delay for a packet without payload, NIC port to NIC port: every link's
+  // propagation plus `switch_ns` per switch crossed (a zero-length packet's serialisation,
+  // ~26 bytes, is left out).
+  TimeNs route_ns(int from, int to, TimeNs switch_ns) const;
   std::size_t ports() const { return port_rate_.size(); }
   // A port's link rate over the source NIC link's (1 on rail: every link is the same NDR 4x).
   double rate_scale(std::uint32_t id) const { return port_rate_[id]; }
