@@ -19,11 +19,11 @@
 int main(int argc, char** argv) {
   using namespace weft;
   if (argc != 3) {
-    std::fprintf(
-        stderr,
-        "usage: %s "
-        "write64k|write1m|write64k-crc|write1m-crc|send64|send64-cq100|send64-rx1|lat8[-percall] N\n",
-        argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s "
+                 "write64k|write1m|write64k-crc|write1m-crc|send64|send64-cq100|send64-rx1|lat8[-"
+                 "percall] N\n",
+                 argv[0]);
     return 2;
   }
   std::string what = argv[1];

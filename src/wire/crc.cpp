@@ -563,10 +563,8 @@ struct alignas(64) LaneKeys {
 constexpr long kLaneKeyMin = -kChunkBytes, kLaneKeyMax = 3;
 // x^n mod poly times x^shift (the product stays below degree 64: deg poly + shift <= 32).
 constexpr FoldKey lane_key(std::uint64_t poly, long bytes, unsigned w, unsigned shift) {
-  return {static_cast<long long>(
-              reflect_const(xpow_mod_signed(poly, bytes * 8 + w + 63) << shift)),
-          static_cast<long long>(
-              reflect_const(xpow_mod_signed(poly, bytes * 8 + w - 1) << shift))};
+  return {static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 + w + 63) << shift)),
+          static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 + w - 1) << shift))};
 }
 constexpr std::array<LaneKeys, kLaneKeyMax - kLaneKeyMin + 1> lane_keys(std::uint64_t poly,
                                                                         unsigned w,
@@ -598,7 +596,8 @@ WEFT_FUSED512_TARGET inline CrcRegisters crcs_of_lanes(__m256i v) {
   const __m256i kp = _mm256_set_epi64x(0, K16::kP, 0, K32::kP);
   const __m256i h = _mm256_bsrli_epi128(v, 4);  // H in each lane's low qword
   // q = H ^ (low qword of H * mu) << 1; the register is (q P) mod x^w
-  const __m256i q = _mm256_xor_si256(h, _mm256_slli_epi64(_mm256_clmulepi64_epi128(h, kmu, 0x10), 1));
+  const __m256i q =
+      _mm256_xor_si256(h, _mm256_slli_epi64(_mm256_clmulepi64_epi128(h, kmu, 0x10), 1));
   const __m256i r = _mm256_clmulepi64_epi128(q, kp, 0x00);
   const auto r32 = static_cast<std::uint64_t>(_mm256_extract_epi64(r, 1)) >> (63 - kIcrcWidth);
   const auto r16 = static_cast<std::uint64_t>(_mm256_extract_epi64(r, 3)) >> (63 - kVcrcWidth);

@@ -242,7 +242,7 @@ TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
   const std::string args =
       ",socket=" + (dir / "memif.sock").string() + ",socket-abstract=no,bsize=8192";
   constexpr std::size_t kCount = 32;
-  constexpr std::uint32_t kBytes = 1000;  // dpdk_peer's kLastWordsBytes
+  constexpr std::uint32_t kBytes = 1000;   // dpdk_peer's kLastWordsBytes
   constexpr std::uint32_t kGrhBytes = 40;  // a UD receive buffer starts with the GRH (IBA 11.4.1.2)
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);

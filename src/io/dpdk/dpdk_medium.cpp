@@ -200,8 +200,7 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   // net_memif's role defaults to server (DPDK's memif guide); "slave" is 22.11's old name for
   // client.
   memif_ = dev_name_.starts_with("net_memif");
-  memif_server_ = memif_ &&
-                  cfg.vdev.find("role=client") == std::string::npos &&
+  memif_server_ = memif_ && cfg.vdev.find("role=client") == std::string::npos &&
                   cfg.vdev.find("role=slave") == std::string::npos;
   if (dev_name_.empty()) {
     error_ = "dpdk: no device given (DpdkConfig::vdev, e.g. net_af_packet0,iface=eth0)";
@@ -389,9 +388,9 @@ void DpdkMedium::end_session() {
   base::get_logger("weft.io")->debug(
       "dpdk: {} ended its session in {} us: {}; {} BYE(s) answered, {} frames came after the end",
       dev_name_, (monotonic_ns() - from) / 1000,
-      bye_acked_      ? "the peer has read every frame (BYE answered)"
-      : !link_up()    ? "the link is down (the peer has gone)"
-                      : "no answer to the BYE (the peer does not poll)",
+      bye_acked_   ? "the peer has read every frame (BYE answered)"
+      : !link_up() ? "the link is down (the peer has gone)"
+                   : "no answer to the BYE (the peer does not poll)",
       counters_.byes_answered, counters_.rx_after_end);
 }
 

@@ -225,7 +225,7 @@ class DpdkMedium final : public Medium {
   roce::PeerTable peers_;
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
-  rte_mbuf* spare_ = nullptr;  // taken for a packet the Device did not have (tx_burst)
+  rte_mbuf* spare_ = nullptr;          // taken for a packet the Device did not have (tx_burst)
   std::vector<std::uint8_t> scratch_;  // a received frame that came in several mbufs
   int timer_fd_ = -1;
   TimeNs backoff_ns_ = 0;

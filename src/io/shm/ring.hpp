@@ -57,8 +57,9 @@ struct alignas(64) RingShared {
   // over this medium and the CPU it ran on, both stored relaxed by the producer (at most once per
   // clock reading), read relaxed by the consumer when it idles (a hint: a torn pair only makes
   // one idle decision wrong). Before one long copy the time may lie ahead: when the copy should
-  // be done (shm_medium.hpp kSlowCopyBytesPerNs). Lets the consumer tell a peer that is running on another CPU (keep
-  // polling) from one that is asleep, preempted or waiting for this very CPU (block).
+  // be done (shm_medium.hpp kSlowCopyBytesPerNs). Lets the consumer tell a peer that is running on
+  // another CPU (keep polling) from one that is asleep, preempted or waiting for this very CPU
+  // (block).
   alignas(64) std::atomic<std::uint64_t> producer_beat_ns;
   std::atomic<std::uint32_t> producer_cpu;
 };

@@ -158,7 +158,7 @@ class CrossMemory final : public RemotePayload {
   bool flush();
   bool pending() const { return !local_.empty() || !inflight_.empty(); }
   std::size_t pending_bytes() const { return pending_bytes_; }  // placed, not yet copied
-  bool pending_local() const { return pending_local_; }  // pending are memcpys from a window
+  bool pending_local() const { return pending_local_; }         // pending are memcpys from a window
   // Hand chunks of at least kDelegateBytesMin to the peer through `area` (see CopyArea).
   void set_delegation(CopyArea* area) { area_ = area; }
   // The sender's part: copies the chunks the peer posted in `area` into the peer's memory.

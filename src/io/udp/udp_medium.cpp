@@ -227,21 +227,21 @@ bool UdpMedium::setup_uring() {
 
 UdpMedium::~UdpMedium() {
   if (std::getenv("WEFT_UDP_STATS"))
-    std::fprintf(stderr,
-                 "udp stats pid %d: tx %llu rx %llu tx_full %llu tx_errors %llu syscalls %llu "
-                 "gso_runs %llu gro_runs %llu "
-                 "dev_retransmit %llu dev_timeouts %llu dev_naks_rx_seq %llu dev_rx_dropped_ooo %llu "
-                 "dev_rx_buffered_ooo %llu\n",
-                 static_cast<int>(getpid()), (unsigned long long)counters_.tx_packets,
-                 (unsigned long long)counters_.rx_packets, (unsigned long long)counters_.tx_full,
-                 (unsigned long long)counters_.tx_errors, (unsigned long long)counters_.syscalls,
-                 (unsigned long long)counters_.tx_gso_runs,
-                 (unsigned long long)counters_.rx_gro_runs,
-                 (unsigned long long)(dev_ ? dev_->counters().retransmit_packets : 0),
-                 (unsigned long long)(dev_ ? dev_->counters().timeouts : 0),
-                 (unsigned long long)(dev_ ? dev_->counters().naks_rx_seq : 0),
-                 (unsigned long long)(dev_ ? dev_->counters().rx_dropped_ooo : 0),
-                 (unsigned long long)(dev_ ? dev_->counters().rx_buffered_ooo : 0));
+    std::fprintf(
+        stderr,
+        "udp stats pid %d: tx %llu rx %llu tx_full %llu tx_errors %llu syscalls %llu "
+        "gso_runs %llu gro_runs %llu "
+        "dev_retransmit %llu dev_timeouts %llu dev_naks_rx_seq %llu dev_rx_dropped_ooo %llu "
+        "dev_rx_buffered_ooo %llu\n",
+        static_cast<int>(getpid()), (unsigned long long)counters_.tx_packets,
+        (unsigned long long)counters_.rx_packets, (unsigned long long)counters_.tx_full,
+        (unsigned long long)counters_.tx_errors, (unsigned long long)counters_.syscalls,
+        (unsigned long long)counters_.tx_gso_runs, (unsigned long long)counters_.rx_gro_runs,
+        (unsigned long long)(dev_ ? dev_->counters().retransmit_packets : 0),
+        (unsigned long long)(dev_ ? dev_->counters().timeouts : 0),
+        (unsigned long long)(dev_ ? dev_->counters().naks_rx_seq : 0),
+        (unsigned long long)(dev_ ? dev_->counters().rx_dropped_ooo : 0),
+        (unsigned long long)(dev_ ? dev_->counters().rx_buffered_ooo : 0));
   if (ring_) {
     // The kernel writes into our buffers until each request completes: wake the armed
     // receives (shutdown ends them) and collect every completion before the buffers go.
