@@ -54,11 +54,13 @@ Result<SwitchPaths, std::string> SwitchPaths::create(const std::string& topology
   return s;
 }
 
-void SwitchPaths::path(int from, int to, std::vector<std::uint32_t>& out) const {
+// Calls visit(sw, in_port, out_port) for each switch on the route from HCA `from` to HCA `to`,
+// in order.
+template <class Visit>
+void SwitchPaths::walk(int from, int to, Visit visit) const {
   const topo::NodeId src = hca_[static_cast<std::size_t>(from)];
   const topo::NodeId dst = hca_[static_cast<std::size_t>(to)];
   const routing::Lid dlid = lids_.lid_of(dst, 1);
-  const std::size_t base = out.size();
   auto at = topo_.peer(topo::PortRef{src, 1});
   WEFT_ASSERT_MSG(at.has_value(), "a NIC is not cabled");
   // A route visits each switch at most once; the bound only guards against a looping table.
@@ -66,61 +68,37 @@ void SwitchPaths::path(int from, int to, std::vector<std::uint32_t>& out) const 
     const topo::NodeId sw = at->node;
     if (!topo_.node(sw).is_switch()) {
       WEFT_ASSERT_MSG(sw == dst, "a route ends at the wrong HCA");
-      if (out.size() > base) out.pop_back();  // the last switch's port: the NIC's ingress
       return;
     }
     const std::uint8_t port = routes_.out_port(routes_.switch_index[sw], dlid);
     WEFT_ASSERT_MSG(port != routing::kDropPort && port != 0, "no route between two NICs");
-    out.push_back(first_[sw] + port - 1U);
+    visit(sw, static_cast<std::uint8_t>(at->port), port);
     at = topo_.peer(topo::PortRef{sw, port});
     WEFT_ASSERT_MSG(at.has_value(), "a route leaves through an uncabled port");
   }
   WEFT_ASSERT_MSG(false, "a route loops");
+}
+
+void SwitchPaths::path(int from, int to, std::vector<std::uint32_t>& out) const {
+  const std::size_t base = out.size();
+  walk(from, to, [&](topo::NodeId sw, std::uint8_t, std::uint8_t port) {
+    out.push_back(first_[sw] + port - 1U);
+  });
+  if (out.size() > base) out.pop_back();  // the last switch's port: the NIC's ingress
 }
 
 void SwitchPaths::hops(int from, int to, std::vector<SwitchHop>& out) const {
-  const topo::NodeId src = hca_[static_cast<std::size_t>(from)];
-  const topo::NodeId dst = hca_[static_cast<std::size_t>(to)];
-  const routing::Lid dlid = lids_.lid_of(dst, 1);
-  auto at = topo_.peer(topo::PortRef{src, 1});
-  WEFT_ASSERT_MSG(at.has_value(), "a NIC is not cabled");
-  for (std::size_t n = 0; n <= topo_.node_count(); ++n) {
-    const topo::NodeId sw = at->node;
-    if (!topo_.node(sw).is_switch()) {
-      WEFT_ASSERT_MSG(sw == dst, "a route ends at the wrong HCA");
-      return;
-    }
-    const std::uint8_t port = routes_.out_port(routes_.switch_index[sw], dlid);
-    WEFT_ASSERT_MSG(port != routing::kDropPort && port != 0, "no route between two NICs");
-    out.push_back(
-        SwitchHop{first_[sw] + static_cast<std::uint32_t>(at->port) - 1U, first_[sw] + port - 1U});
-    at = topo_.peer(topo::PortRef{sw, port});
-    WEFT_ASSERT_MSG(at.has_value(), "a route leaves through an uncabled port");
-  }
-  WEFT_ASSERT_MSG(false, "a route loops");
+  walk(from, to, [&](topo::NodeId sw, std::uint8_t in, std::uint8_t port) {
+    out.push_back(SwitchHop{first_[sw] + in - 1U, first_[sw] + port - 1U});
+  });
 }
 
 TimeNs SwitchPaths::route_ns(int from, int to, TimeNs switch_ns) const {
-  const topo::NodeId src = hca_[static_cast<std::size_t>(from)];
-  const topo::NodeId dst = hca_[static_cast<std::size_t>(to)];
-  const routing::Lid dlid = lids_.lid_of(dst, 1);
-  const topo::Node& h = topo_.node(src);
+  const topo::Node& h = topo_.node(hca_[static_cast<std::size_t>(from)]);
   TimeNs ns = topo_.link(h.ports[1].link).propagation_ns();
-  auto at = topo_.peer(topo::PortRef{src, 1});
-  WEFT_ASSERT_MSG(at.has_value(), "a NIC is not cabled");
-  for (std::size_t n = 0; n <= topo_.node_count(); ++n) {
-    const topo::NodeId sw = at->node;
-    if (!topo_.node(sw).is_switch()) {
-      WEFT_ASSERT_MSG(sw == dst, "a route ends at the wrong HCA");
-      return ns;
-    }
-    const std::uint8_t port = routes_.out_port(routes_.switch_index[sw], dlid);
-    WEFT_ASSERT_MSG(port != routing::kDropPort && port != 0, "no route between two NICs");
+  walk(from, to, [&](topo::NodeId sw, std::uint8_t, std::uint8_t port) {
     ns += switch_ns + topo_.link(topo_.node(sw).ports[port].link).propagation_ns();
-    at = topo_.peer(topo::PortRef{sw, port});
-    WEFT_ASSERT_MSG(at.has_value(), "a route leaves through an uncabled port");
-  }
-  WEFT_ASSERT_MSG(false, "a route loops");
+  });
   return ns;
 }
 

@@ -60,6 +60,8 @@ class SwitchPaths {
   std::string port_name(std::uint32_t id) const;
 
  private:
+  template <class Visit>
+  void walk(int from, int to, Visit visit) const;
   SwitchPaths() = default;
   topo::Topology topo_;
   routing::LidMap lids_;

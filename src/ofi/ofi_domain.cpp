@@ -662,6 +662,23 @@ constexpr TimeNs kSpinGapNs = 5'000;
 constexpr TimeNs kCqNapNsMax = 1'000'000;
 thread_local const Cq* t_empty_cq = nullptr;  // this thread's last CQ read, if it found nothing
 
+// One nap on the doorbells `fds` (filled by the port's arm_sleep, which returned `armed`): at
+// most kCqNapNsMax, never past `end` nor the engine's next deadline; the domain's lock `lk` is
+// let go while asleep and held again (and the doorbells disarmed) on return.
+void nap_on_doorbells(Domain& d, std::unique_lock<std::recursive_mutex>& lk,
+                      std::vector<pollfd>& fds, bool armed, TimeNs now, TimeNs end) {
+  const TimeNs deadline = d.dev->next_deadline();
+  const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
+  if (armed && nap > 0) {
+    const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
+                      static_cast<long>(nap % 1'000'000'000)};
+    lk.unlock();
+    ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+    lk.lock();
+  }
+  d.port->disarm_sleep(fds);
+}
+
 ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
   return guard<ssize_t>(-FI_ENOMEM, [&] {
     Cq* q = ofi_container<Cq>(cq);
@@ -679,20 +696,12 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     t_empty_cq = q;
     if (t - q->empty_first < TimeNs(g_params.spin_ns)) return n;
     Domain* d = q->dom;
-    const TimeNs deadline = d->dev->next_deadline();
-    if (deadline <= t) return n;
-    const TimeNs nap = std::min(kCqNapNsMax, deadline - t);
+    if (d->dev->next_deadline() <= t) return n;
     // Thread-local: another thread may sleep on the same domain while this one does.
     thread_local std::vector<pollfd> fds;
     fds.clear();
-    if (d->port->arm_sleep(fds)) {
-      const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
-                        static_cast<long>(nap % 1'000'000'000)};
-      lk.unlock();
-      ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-      lk.lock();
-    }
-    d->port->disarm_sleep(fds);
+    const bool armed = d->port->arm_sleep(fds);
+    nap_on_doorbells(*d, lk, fds, armed, t, kNoDeadline);
     q->empty_last = mono_ns();
     return cq_readfrom_locked(q, buf, count, src);
   });
@@ -750,16 +759,7 @@ ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, c
       std::unique_lock lk(d->mu);
       const bool armed = d->port->arm_sleep(sfds);
       if (sfds.size() > own) {  // the medium can ring us
-        const TimeNs deadline = d->dev->next_deadline();
-        const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
-        if (armed && nap > 0) {
-          const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
-                            static_cast<long>(nap % 1'000'000'000)};
-          lk.unlock();
-          ::ppoll(sfds.data(), sfds.size(), &ts, nullptr);
-          lk.lock();
-        }
-        d->port->disarm_sleep(sfds);
+        nap_on_doorbells(*d, lk, sfds, armed, now, end);
         lk.unlock();
         if (nfd >= 0) {
           std::uint64_t drain;
@@ -939,16 +939,7 @@ int cntr_wait(fid_cntr* f, std::uint64_t threshold, int timeout) {
     fds.clear();
     const bool armed = d->port->arm_sleep(fds);
     if (!fds.empty()) {
-      const TimeNs deadline = d->dev->next_deadline();
-      const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
-      if (armed && nap > 0) {
-        const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
-                          static_cast<long>(nap % 1'000'000'000)};
-        lk.unlock();
-        ::ppoll(fds.data(), fds.size(), &ts, nullptr);
-        lk.lock();
-      }
-      d->port->disarm_sleep(fds);
+      nap_on_doorbells(*d, lk, fds, armed, now, end);
       continue;
     }
     lk.unlock();
