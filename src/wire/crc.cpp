@@ -538,10 +538,6 @@ constexpr std::uint64_t xpow_mod_signed(std::uint64_t poly, long n) {
   for (long i = 0; i < -n; ++i) r = ((r & 1) ? (r ^ poly) : r) >> 1;  // r * x^-1
   return r;
 }
-constexpr FoldKey fold_key_signed(std::uint64_t poly, long bytes) {
-  return {static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 + 63))),
-          static_cast<long long>(reflect_const(xpow_mod_signed(poly, bytes * 8 - 1)))};
-}
 constexpr long kChunkBytes = 64;
 // The last step takes the chunk's four 16-byte lanes straight to each CRC's register, with no
 // block in between that the two generators' product would still have to reduce (the chain of
