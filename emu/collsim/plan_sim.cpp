@@ -61,41 +61,50 @@ struct Op {
 };
 
 // One (rank, peer, lane) end of a connection. Sends go out through `egress`/`ingress`.
+// Laid out hot first: a chunk's send, arrival and grant touch the first two cache lines; the
+// rest is set-up and the bundled/switch-path cases (ring x8 walks 1,024 of these per step).
 struct Conn {
-  std::uint64_t key = 0;  // (rank x n + peer) x lanes + lane
-  std::uint32_t rank = 0;
-  std::uint32_t mate = kNone;  // the peer's end (peer, rank, lane)
+  // Op indices in program order (PlanSim::Engine::conn_ops_): sends [send_head, send_end) not
+  // yet all posted, receives [recv_head, recv_end) not yet all applied.
+  std::uint32_t send_head = 0, send_end = 0;
+  std::uint32_t recv_head = 0, recv_end = 0;
   std::uint32_t credits = 0;
-  std::uint32_t arrived = 0;                // chunks in the inbox not yet applied
-  std::vector<std::uint32_t> sends, recvs;  // op indices, program order
-  std::size_t send_head = 0, recv_head = 0;
+  std::uint32_t arrived = 0;  // chunks in the inbox not yet applied
+  std::uint32_t mate = kNone;  // the peer's end (peer, rank, lane)
+  std::uint32_t rank = 0;
   double* egress = nullptr;
   double* ingress = nullptr;
-  double rate_Bps = 0, latency_s = 0, grant_latency_s = 0;
-  // Grants between NICs with switch paths (grant_time): the route's fixed delay for a packet
-  // without payload, and the most a grant waits behind the data packets its NIC has pulled.
-  double grant_route_s = 0;
-  double pulled_max_s = 0;
-  bool nvlink = false;
-  // Pieces (see pump_send): bytes per piece (0: whole chunks), the chunk being sent and how
-  // much of it has left, and whether a piece of it is still on the egress port.
+  double rate_Bps = 0, latency_s = 0;
+  // Pieces (see pump_send): bytes per piece (0: whole chunks), how much of the chunk being sent
+  // has left, and whether a piece of it is still on the egress port.
   std::uint32_t piece_bytes = 0;
-  std::size_t piece_off = 0;
-  bool piece_busy = false;
-  int nic_from = -1, nic_to = -1;  // between NICs: the egress and ingress NIC
+  std::uint32_t piece_off = 0;
   // Switch-to-switch ports of the route (switch_paths.hpp): sw_path_[sw_begin, sw_end).
   std::uint32_t sw_begin = 0, sw_end = 0;
-  bool dirty = false;
   // Lanes bundled with this one (bundle_lanes): members_[mem_begin, mem_end) are the other
   // lanes' ends of this (rank, peer), which this end drives; `follower` marks those.
   std::uint32_t mem_begin = 0, mem_end = 0;
+  std::uint32_t lane = 0;
+  bool piece_busy = false;
+  bool nvlink = false;
   bool follower = false;
+  std::uint8_t dirty = 0;  // kPumpRecv | kPumpSend: marked for drain()
+  double grant_latency_s = 0;
   // Bundled receiving ends (bundle_lanes, lane_ready): how much earlier than the bundle's
   // event this lane's own last chunk arrived, and when that event came.
   double data_lag_s = 0, data_event_s = -1;
   // Bundled sending ends: when the last grant came in (its lanes' credits are back then).
   double grant_in_s = 0;
+  // Grants between NICs with switch paths (grant_time): the route's fixed delay for a packet
+  // without payload, and the most a grant waits behind the data packets its NIC has pulled.
+  double grant_route_s = 0;
+  double pulled_max_s = 0;
+  // Set-up only.
+  std::uint64_t key = 0;  // (rank x n + peer) x lanes + lane; connections are numbered by it
+  std::uint32_t send_begin = 0, recv_begin = 0;
+  int nic_from = -1, nic_to = -1;  // between NICs: the egress and ingress NIC
 };
+constexpr std::uint8_t kPumpRecv = 1, kPumpSend = 2;
 
 struct Rank {
   std::size_t ops_left = 0;
@@ -103,44 +112,57 @@ struct Rank {
   // delay only writes posted at a later instant, as the Communicator path charges them after
   // the rank's progress call).
   double free_s = 0, acc_s = 0, acc_bytes = 0;
+  double acked_s = 0;  // the last ack of a send completed without an event (write_done)
 };
 
 enum class EvKind : std::uint8_t { kData, kGrant, kWriteDone, kPieceSent };
+// 16 bytes: the time, the connection with the kind in its low two bits, and the argument
+// (grant: credits; write done: op).
 struct Ev {
   double t;
-  std::uint64_t seq;
-  std::uint32_t conn;
-  std::uint32_t arg;  // grant: credits; write done: op
-  EvKind kind;
+  std::uint32_t conn_kind;
+  std::uint32_t arg;
+  static Ev make(double t, std::uint32_t conn, EvKind k, std::uint32_t arg) {
+    return Ev{t, conn << 2 | static_cast<std::uint32_t>(k), arg};
+  }
+  std::uint32_t conn() const { return conn_kind >> 2; }
+  EvKind kind() const { return static_cast<EvKind>(conn_kind & 3); }
 };
 
 // The event queue: a radix heap. Virtual time only moves forward and no event is posted before
 // the present, so the queue is monotone, and a non-negative double's bits order as its value:
 // an event goes to the bucket of the highest bit in which its time differs from the last time
-// taken out (O(1)), and taking out the earliest empties bucket 0 or re-sorts one bucket into
-// lower ones (each event moves at most 64 times, in practice a few). A binary heap of every
-// chunk's arrival, grant and ack was most of the plan engine's time. Events of one instant come
-// out in no particular order; the engine takes all of an instant's in before it acts on them.
+// taken out (O(1)), and taking out the earliest empties bucket 0 or re-sorts the lowest
+// non-empty bucket (a bit mask finds it) into lower ones (each event moves at most 64 times,
+// in practice a few). A binary heap of every chunk's arrival, grant and ack was most of the
+// plan engine's time. Events of one instant come out in no particular order; the engine takes
+// all of an instant's in before it acts on them.
 class EventQueue {
  public:
   bool empty() const { return size_ == 0; }
   void push(const Ev& e) {
     const std::uint64_t k = key(e.t);
     WEFT_ASSERT_MSG(k >= last_, "an event posted before the present");
-    buckets_[bucket(k)].push_back(e);
+    const std::size_t b = bucket(k);
+    buckets_[b].push_back(e);
+    note(b);
     ++size_;
   }
   // The earliest event (one of them).
   const Ev& top() {
     WEFT_ASSERT(size_ > 0);
     if (buckets_[0].empty()) {
-      std::size_t b = 1;
-      while (buckets_[b].empty()) ++b;
+      const auto b = static_cast<std::size_t>(std::countr_zero(used_)) + 1;
       std::vector<Ev>& from = buckets_[b];
       std::uint64_t lo = key(from.front().t);
       for (const Ev& e : from) lo = std::min(lo, key(e.t));
       last_ = lo;
-      for (const Ev& e : from) buckets_[bucket(key(e.t))].push_back(e);
+      used_ &= ~(std::uint64_t{1} << (b - 1));
+      for (const Ev& e : from) {
+        const std::size_t to = bucket(key(e.t));
+        buckets_[to].push_back(e);
+        note(to);
+      }
       from.clear();
     }
     return buckets_[0].back();
@@ -154,10 +176,14 @@ class EventQueue {
 
  private:
   static std::uint64_t key(double t) { return std::bit_cast<std::uint64_t>(t); }
+  void note(std::size_t b) {
+    if (b > 0) used_ |= std::uint64_t{1} << (b - 1);
+  }
   std::size_t bucket(std::uint64_t k) const {
     return k == last_ ? 0 : static_cast<std::size_t>(64 - std::countl_zero(k ^ last_));
   }
   std::array<std::vector<Ev>, 65> buckets_;
+  std::uint64_t used_ = 0;  // bit b - 1: bucket b (>= 1) is not empty
   std::uint64_t last_ = 0;
   std::size_t size_ = 0;
 };
@@ -186,11 +212,8 @@ class PlanSim::Engine {
   }
 
   PlanSimResult run() {
-    for (std::uint32_t i = 0; i < ops_.size(); ++i) {
-      if (ops_[i].deps_left == 0 && is_local(ops_[i])) local_.push_back(i);
-    }
     for (std::uint32_t k = 0; k < conns_.size(); ++k)
-      if (!conns_[k].follower) mark(k);
+      if (!conns_[k].follower) mark(k, kPumpRecv | kPumpSend);
     drain_in_order();
     while (!pq_.empty()) {
       // Every event of the instant first, then the marked connections in (rank, peer, lane)
@@ -201,24 +224,30 @@ class PlanSim::Engine {
         const Ev e = pq_.top();
         pq_.pop();
         ++events_;
-        Conn& c = conns_[e.conn];
-        switch (e.kind) {
+        const std::uint32_t k = e.conn();
+        Conn& c = conns_[k];
+        // Each event wakes only the side of its connection it changes: pump_recv and
+        // pump_send of an unchanged end would find what they stopped at (an op's missing
+        // dependency marks its connection when it completes).
+        switch (e.kind()) {
           case EvKind::kData:
             ++c.arrived;
             c.data_event_s = now_;
+            mark(k, kPumpRecv);
             break;
           case EvKind::kGrant:
             c.credits += e.arg;
             c.grant_in_s = now_;
+            mark(k, kPumpSend);
             break;
           case EvKind::kWriteDone:
             complete(e.arg);
             break;
           case EvKind::kPieceSent:
             c.piece_busy = false;
+            mark(k, kPumpSend);
             break;
         }
-        mark(e.conn);
       }
       drain_in_order();
     }
@@ -274,6 +303,8 @@ class PlanSim::Engine {
         c.sw_end = static_cast<std::uint32_t>(sw_path_.size());
       }
       conns_.push_back(std::move(c));
+      build_sends_.emplace_back();
+      build_recvs_.emplace_back();
     }
     return it->second;
   }
@@ -296,7 +327,7 @@ class PlanSim::Engine {
           WEFT_ASSERT(po.bytes > 0 && po.peer >= 0 && po.peer < n_ && po.lane < lanes_);
           o.conn = conn_of(r, po.peer, po.lane);
           o.frags = static_cast<std::uint32_t>((po.bytes + slot_bytes_ - 1) / slot_bytes_);
-          auto& q = po.kind == PlanOp::Kind::kSend ? conns_[o.conn].sends : conns_[o.conn].recvs;
+          auto& q = po.kind == PlanOp::Kind::kSend ? build_sends_[o.conn] : build_recvs_[o.conn];
           q.push_back(static_cast<std::uint32_t>(ops_.size()));
         }
         ops_.push_back(o);
@@ -304,6 +335,7 @@ class PlanSim::Engine {
       ranks_[r].ops_left = p.ops.size();
       add_deps(p, base, edges);
     }
+    number_conns_by_key();
     // Pair the ends of every connection; each end starts with all of its peer's slots.
     for (auto& [key, k] : conn_index_) {
       const auto lane = static_cast<int>(key % static_cast<std::uint64_t>(lanes_));
@@ -317,7 +349,7 @@ class PlanSim::Engine {
       WEFT_ASSERT_MSG(m != conn_index_.end(), "a plan talks to a peer whose plan does not");
       conns_[k].mate = m->second;
       conns_[k].credits = slots;
-      if (conns_[k].sends.empty()) continue;  // a flow only where data goes this way
+      if (!has_sends(conns_[k])) continue;  // a flow only where data goes this way
       for (std::uint32_t j = conns_[k].sw_begin; j < conns_[k].sw_end; ++j)
         ++sw_flows_[sw_path_[j]];
     }
@@ -326,6 +358,7 @@ class PlanSim::Engine {
       split_shared_egress();
     }
     bundle_lanes(edges);
+    const std::vector<std::uint32_t> perm = order_ops_by_step(edges);
     // Dependents as one array grouped by op (counting sort of the edges).
     for (const auto& [j, i] : edges) {
       ++ops_[i].deps_left;
@@ -339,7 +372,92 @@ class PlanSim::Engine {
     }
     dependents_.resize(edges.size());
     for (const auto& [j, i] : edges) dependents_[ops_[j].dep_end++] = i;
+    // The ops ready at the start, in program order (rank by rank, as before order_ops_by_step).
+    for (const std::uint32_t i : perm)
+      if (ops_[i].deps_left == 0 && is_local(ops_[i])) local_.push_back(i);
+    dirty_bits_.assign((conns_.size() + 63) / 64, 0);
+    dirty_.reserve(conns_.size());
   }
+
+  std::span<const std::uint32_t> sends(const Conn& c) const {
+    return {conn_ops_.data() + c.send_begin, c.send_end - c.send_begin};
+  }
+  std::span<const std::uint32_t> recvs(const Conn& c) const {
+    return {conn_ops_.data() + c.recv_begin, c.recv_end - c.recv_begin};
+  }
+  static bool has_sends(const Conn& c) { return c.send_end > c.send_begin; }
+
+  // Connections numbered in (rank, peer, lane) order, the order drain_in_order pumps them in
+  // (a plain sort of indices then), each one's sends and receives in one array (conn_ops_).
+  void number_conns_by_key() {
+    std::vector<std::uint32_t> order(conns_.size()), index(conns_.size());
+    for (std::uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return conns_[a].key < conns_[b].key; });
+    std::vector<Conn> sorted;
+    sorted.reserve(conns_.size());
+    std::size_t total = 0;
+    for (const auto& q : build_sends_) total += q.size();
+    for (const auto& q : build_recvs_) total += q.size();
+    conn_ops_.reserve(total);
+    for (std::uint32_t k = 0; k < order.size(); ++k) {
+      index[order[k]] = k;
+      Conn c = conns_[order[k]];
+      c.send_begin = c.send_head = static_cast<std::uint32_t>(conn_ops_.size());
+      conn_ops_.insert(conn_ops_.end(), build_sends_[order[k]].begin(),
+                       build_sends_[order[k]].end());
+      c.send_end = c.recv_begin = c.recv_head = static_cast<std::uint32_t>(conn_ops_.size());
+      conn_ops_.insert(conn_ops_.end(), build_recvs_[order[k]].begin(),
+                       build_recvs_[order[k]].end());
+      c.recv_end = static_cast<std::uint32_t>(conn_ops_.size());
+      c.lane = static_cast<std::uint32_t>(c.key % static_cast<std::uint64_t>(lanes_));
+      sorted.push_back(c);
+    }
+    conns_ = std::move(sorted);
+    build_sends_ = {};
+    build_recvs_ = {};
+    for (Op& o : ops_)
+      if (o.conn != kNone) o.conn = index[o.conn];
+    for (auto& kv : conn_index_) kv.second = index[kv.second];
+  }
+
+  // Operations numbered by step rather than by rank: (the position in its rank's program of
+  // its bundle's lead op, rank, lane). The ranks of a ring, a tree or a two-stage ring all
+  // work on about the same step at a time, so the ops (and their dependents) that the run
+  // touches at once lie together instead of one rank's program length apart (8 x 8 ring at
+  // 16 MiB: 16,128 ops of 56 bytes walked 64 ranks at a time). Returns the new index of each
+  // op in the old (rank by rank) order; renumbers ops_, conn_ops_ and `edges`.
+  std::vector<std::uint32_t> order_ops_by_step(
+      std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges) {
+    const auto count = static_cast<std::uint32_t>(ops_.size());
+    std::vector<std::uint32_t> base(ranks_.size() + 1, 0);  // first op of each rank
+    for (const Op& o : ops_) ++base[o.rank + 1];
+    for (std::size_t r = 0; r < ranks_.size(); ++r) base[r + 1] += base[r];
+    std::vector<std::uint64_t> keys(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::uint32_t g = group_.empty() ? i : group_[i];
+      keys[i] = (std::uint64_t{g - base[ops_[g].rank]} << 32) | i;
+    }
+    // (step, i) orders a rank's ops by step already; ranks by i within a step, as i grows with
+    // the rank.
+    std::vector<std::uint32_t> order(count);
+    for (std::uint32_t i = 0; i < count; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+    std::vector<std::uint32_t> perm(count);
+    std::vector<Op> sorted(count);
+    for (std::uint32_t k = 0; k < count; ++k) {
+      perm[order[k]] = k;
+      sorted[k] = ops_[order[k]];
+    }
+    ops_ = std::move(sorted);
+    for (std::uint32_t& i : conn_ops_) i = perm[i];
+    for (auto& [j, i] : edges) {
+      j = perm[j];
+      i = perm[i];
+    }
+    group_ = {};
+    return perm;  }
 
   // Lanes in lockstep. A flat ring with c channels (NCCL's one ring per NIC) runs c identical
   // rings over c parts of the buffer: between two ranks, lane l's chunks are lane 0's, of the
@@ -370,7 +488,7 @@ class PlanSim::Engine {
     std::vector<std::uint32_t> group(ops_.size());
     for (std::uint32_t i = 0; i < group.size(); ++i) group[i] = i;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> follow;  // (follower, leader) ends
-    auto same = [&](const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {
+    auto same = [&](std::span<const std::uint32_t> a, std::span<const std::uint32_t> b) {
       if (a.size() != b.size()) return false;
       for (std::size_t q = 0; q < a.size(); ++q) {
         const Op &x = ops_[a[q]], &y = ops_[b[q]];
@@ -384,11 +502,11 @@ class PlanSim::Engine {
       const Conn& lead = conns_[order[a]];
       for (std::size_t m = a + 1; m < b; ++m) {
         const Conn& c = conns_[order[m]];
-        if (!same(c.sends, lead.sends) || !same(c.recvs, lead.recvs) || c.piece_bytes != 0 ||
+        if (!same(sends(c), sends(lead)) || !same(recvs(c), recvs(lead)) || c.piece_bytes != 0 ||
             lead.piece_bytes != 0)
           return;
-        for (std::size_t q = 0; q < c.sends.size(); ++q) group[c.sends[q]] = lead.sends[q];
-        for (std::size_t q = 0; q < c.recvs.size(); ++q) group[c.recvs[q]] = lead.recvs[q];
+        for (std::size_t q = 0; q < sends(c).size(); ++q) group[sends(c)[q]] = sends(lead)[q];
+        for (std::size_t q = 0; q < recvs(c).size(); ++q) group[recvs(c)[q]] = recvs(lead)[q];
         follow.emplace_back(order[m], order[a]);
       }
       a = b;
@@ -437,6 +555,7 @@ class PlanSim::Engine {
       conns_[l].mem_end = static_cast<std::uint32_t>(members_.size());
     }
     bundled_ = follow.size();
+    group_ = std::move(group);
     lane_data_s_.assign(static_cast<std::size_t>(n_) * static_cast<std::size_t>(lanes_), 0.0);
   }
 
@@ -467,7 +586,7 @@ class PlanSim::Engine {
     std::vector<std::uint32_t> data;
     for (std::uint32_t k = 0; k < conns_.size(); ++k) {
       const Conn& c = conns_[k];
-      if (c.nic_from < 0 || c.sends.empty()) continue;
+      if (c.nic_from < 0 || !has_sends(c)) continue;
       data.push_back(k);
       hops.clear();
       paths_->hops(c.nic_from, c.nic_to, hops);
@@ -505,9 +624,9 @@ class PlanSim::Engine {
   void split_shared_egress() {
     std::vector<int> flows(nic_out_.size(), 0);
     for (const Conn& c : conns_)
-      if (c.nic_from >= 0 && !c.sends.empty()) ++flows[static_cast<std::size_t>(c.nic_from)];
+      if (c.nic_from >= 0 && has_sends(c)) ++flows[static_cast<std::size_t>(c.nic_from)];
     for (Conn& c : conns_) {
-      if (c.nic_from >= 0 && !c.sends.empty() && flows[static_cast<std::size_t>(c.nic_from)] > 1 &&
+      if (c.nic_from >= 0 && has_sends(c) && flows[static_cast<std::size_t>(c.nic_from)] > 1 &&
           slot_bytes_ > kPieceBytes)
         c.piece_bytes = kPieceBytes;
     }
@@ -586,13 +705,19 @@ class PlanSim::Engine {
   }
 
   void push(double t, std::uint32_t conn, EvKind k, std::uint32_t arg) {
-    pq_.push(Ev{t, seq_++, conn, arg, k});
+    pq_.push(Ev::make(t, conn, k, arg));
   }
-  void mark(std::uint32_t k) {
-    WEFT_ASSERT(!conns_[k].follower);
-    if (conns_[k].dirty) return;
-    conns_[k].dirty = true;
-    dirty_.push_back(k);
+  // Marks connection k's receiving and/or sending side (kPumpRecv, kPumpSend) for drain().
+  void mark(std::uint32_t k, std::uint8_t sides) {
+    Conn& c = conns_[k];
+    WEFT_ASSERT(!c.follower);
+    if (c.dirty == 0) {
+      if (intake_)
+        dirty_bits_[k / 64] |= std::uint64_t{1} << (k % 64);
+      else
+        dirty_.push_back(k);
+    }
+    c.dirty |= sides;
   }
 
   // Folds reductions of instants before now into free_s; returns when the rank's compute is
@@ -611,16 +736,33 @@ class PlanSim::Engine {
     r.acc_bytes += bytes;
   }
 
+  void finish_rank(Rank& r) {
+    compute_free(r);
+    const double end =
+        r.acc_bytes > 0 ? std::max(r.free_s, r.acc_s) + r.acc_bytes / cfg_.reduce_Bps : 0.0;
+    finish_ = std::max({finish_, now_, r.free_s, end, r.acked_s});
+  }
+
+  // Send op i's last chunk is acknowledged at `ack_s`. An op that nothing waits for completes
+  // at once without an event: its ack only bounds its rank's finish (Rank::acked_s). (In a
+  // ring's all-gather no later op touches what a send read: half of all sends.)
+  void write_done(std::uint32_t i, double ack_s) {
+    Op& o = ops_[i];
+    if (o.dep_begin != o.dep_end) {
+      push(ack_s, o.conn, EvKind::kWriteDone, i);
+      return;
+    }
+    Rank& r = ranks_[o.rank];
+    WEFT_ASSERT(r.ops_left > 0);
+    r.acked_s = std::max(r.acked_s, ack_s);
+    if (--r.ops_left == 0) finish_rank(r);
+  }
+
   void complete(std::uint32_t i) {
     Op& o = ops_[i];
     Rank& r = ranks_[o.rank];
     WEFT_ASSERT(r.ops_left > 0);
-    if (--r.ops_left == 0) {
-      compute_free(r);
-      const double end =
-          r.acc_bytes > 0 ? std::max(r.free_s, r.acc_s) + r.acc_bytes / cfg_.reduce_Bps : 0.0;
-      finish_ = std::max({finish_, now_, r.free_s, end});
-    }
+    if (--r.ops_left == 0) finish_rank(r);
     // A bundled receive completes for each lane when that lane's chunk came in (lane_ready).
     const bool per_lane =
         o.kind == PlanOp::Kind::kRecv && conns_[o.conn].mem_end > conns_[o.conn].mem_begin;
@@ -632,15 +774,44 @@ class PlanSim::Engine {
       if (is_local(d)) {
         local_.push_back(dependents_[k]);
       } else {
-        mark(d.conn);
+        mark(d.conn, d.kind == PlanOp::Kind::kRecv ? kPumpRecv : kPumpSend);
       }
     }
   }
 
+  // The connections marked while the instant's events came in are pumped in (rank, peer, lane)
+  // order — their numbers' (number_conns_by_key), so a bit set walked upward, no sort; then
+  // those marked meanwhile, first marked first (drain).
   void drain_in_order() {
-    std::sort(dirty_.begin() + static_cast<std::ptrdiff_t>(dirty_head_), dirty_.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return conns_[a].key < conns_[b].key; });
+    intake_ = false;
+    for (std::size_t w = 0; w < dirty_bits_.size(); ++w) {
+      while (dirty_bits_[w] != 0) {
+        run_local();
+        const auto k = static_cast<std::uint32_t>(
+            w * 64 + static_cast<std::size_t>(std::countr_zero(dirty_bits_[w])));
+        dirty_bits_[w] &= dirty_bits_[w] - 1;
+        pump(k);
+      }
+    }
     drain();
+    intake_ = true;
+  }
+
+  void run_local() {
+    while (!local_.empty()) {
+      const std::uint32_t i = local_.back();
+      local_.pop_back();
+      complete(i);  // copies and the avg division cost no time in this model
+    }
+  }
+
+  void pump(std::uint32_t k) {
+    const std::uint8_t sides = conns_[k].dirty;
+    conns_[k].dirty = 0;
+    if ((sides & kPumpRecv) != 0) pump_recv(k);
+    // A receive that completed may have readied this connection's next send: it goes now,
+    // before the other marked connections, as when every marked end pumped both sides.
+    if (((sides | conns_[k].dirty) & kPumpSend) != 0) pump_send(k);
   }
 
   // Runs ready local ops and pumps marked connections until nothing more can happen now.
@@ -659,10 +830,7 @@ class PlanSim::Engine {
       }
       // First marked, first pumped: a rank's sends that become ready together go out in
       // program order (the Communicator path visits connections in (peer, lane) order).
-      const std::uint32_t k = dirty_[dirty_head_++];
-      conns_[k].dirty = false;
-      pump_recv(k);
-      pump_send(k);
+      pump(dirty_[dirty_head_++]);
     }
   }
 
@@ -674,15 +842,17 @@ class PlanSim::Engine {
   void pump_recv(std::uint32_t k) {
     Conn& c = conns_[k];
     std::uint32_t applied = 0;
-    while (c.arrived > 0 && c.recv_head < c.recvs.size()) {
-      const std::uint32_t i = c.recvs[c.recv_head];
+    while (c.arrived > 0 && c.recv_head < c.recv_end) {
+      const std::uint32_t i = conn_ops_[c.recv_head];
       Op& o = ops_[i];
       if (o.deps_left > 0) break;
       const std::uint32_t take = std::min(c.arrived, o.frags - o.frags_done);
       if (o.reduce) {
         std::size_t bytes = frag_bytes(o, o.frags_done, o.frags_done + take);
         for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b)
-          bytes += frag_bytes(ops_[conns_[members_[b]].recvs[c.recv_head]], o.frags_done,
+          bytes += frag_bytes(ops_[conn_ops_[conns_[members_[b]].recv_begin + c.recv_head -
+                                             c.recv_begin]],
+                              o.frags_done,
                               o.frags_done + take);
         charge(ranks_[c.rank], static_cast<double>(bytes));
       }
@@ -717,7 +887,7 @@ class PlanSim::Engine {
   // A bundled lane's rank and lane (lane_data_s_).
   std::size_t lane_slot(const Conn& c) const {
     return std::size_t{c.rank} * static_cast<std::size_t>(lanes_) +
-           static_cast<std::size_t>(c.key % static_cast<std::uint64_t>(lanes_));
+           std::size_t{c.lane};
   }
   // When a bundled lane could have sent what its bundle sends now. The bundle moves when its
   // slowest lane's chunk is in; the other lanes' own chunks came in earlier — on a port the
@@ -763,8 +933,8 @@ class PlanSim::Engine {
 
   void pump_send(std::uint32_t k) {
     Conn& c = conns_[k];
-    while (c.send_head < c.sends.size()) {
-      const std::uint32_t i = c.sends[c.send_head];
+    while (c.send_head < c.send_end) {
+      const std::uint32_t i = conn_ops_[c.send_head];
       Op& o = ops_[i];
       if (o.deps_left > 0) return;
       while (o.frags_posted < o.frags) {
@@ -781,7 +951,7 @@ class PlanSim::Engine {
         const bool bundle = c.mem_end > c.mem_begin;
         double done = transmit(c, piece, bundle ? lane_ready(c, c, o) : now_);
         if (c.piece_off == 0) --c.credits;
-        c.piece_off += piece;
+        c.piece_off += static_cast<std::uint32_t>(piece);
         if (c.piece_off < frag) {
           c.piece_busy = true;
           push(*c.egress, k, EvKind::kPieceSent, 0);
@@ -796,7 +966,7 @@ class PlanSim::Engine {
         lane_done_.clear();
         for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b) {
           Conn& m = conns_[members_[b]];
-          const Op& mo = ops_[m.sends[c.send_head]];
+          const Op& mo = ops_[conn_ops_[m.send_begin + c.send_head - c.send_begin]];
           const double d =
               transmit(m, std::min<std::size_t>(slot_bytes_, mo.bytes - off), lane_ready(c, m, o));
           lane_done_.push_back(d);
@@ -812,7 +982,7 @@ class PlanSim::Engine {
         ++o.frags_posted;
         ++messages_;
         push(done, c.mate, EvKind::kData, 0);
-        if (o.frags_posted == o.frags) push(ack, k, EvKind::kWriteDone, i);
+        if (o.frags_posted == o.frags) write_done(i, ack);
       }
       ++c.send_head;
     }
@@ -892,10 +1062,18 @@ class PlanSim::Engine {
   std::vector<double> lane_done_;  // pump_send's scratch
   std::size_t bundled_ = 0;
   std::unordered_map<std::uint64_t, std::uint32_t> conn_index_;
+  std::vector<std::uint32_t> conn_ops_;  // each connection's sends, then its receives (Conn)
+  // Set-up only: each connection's sends and receives as they are found (number_conns_by_key),
+  // and each op's bundle lead (bundle_lanes; empty: none bundled).
+  std::vector<std::vector<std::uint32_t>> build_sends_, build_recvs_;
+  std::vector<std::uint32_t> group_;
   EventQueue pq_;
   std::vector<std::uint32_t> local_, dirty_;
   std::size_t dirty_head_ = 0;
-  std::uint64_t seq_ = 0, messages_ = 0, events_ = 0;
+  // Connections marked while an instant's events come in (intake_), one bit each.
+  std::vector<std::uint64_t> dirty_bits_;
+  bool intake_ = true;
+  std::uint64_t messages_ = 0, events_ = 0;
   double now_ = 0, finish_ = 0;
 };
 
