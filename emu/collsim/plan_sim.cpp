@@ -50,6 +50,9 @@ constexpr double kHeldShare = 0.5;
 struct Op {
   PlanOp::Kind kind = PlanOp::Kind::kSend;
   bool reduce = false;
+  // A bundle's lead op whose lanes' ops all have its size (bundle_lanes): their chunks' sizes
+  // are its own, no lookup.
+  bool lanes_same_bytes = false;
   std::uint32_t rank = 0;
   std::uint32_t conn = kNone;  // send/recv: this rank's connection
   std::size_t bytes = 0;
@@ -61,47 +64,49 @@ struct Op {
 };
 
 // One (rank, peer, lane) end of a connection. Sends go out through `egress`/`ingress`.
-// Laid out hot first: a chunk's send, arrival and grant touch the first two cache lines; the
-// rest is set-up and the bundled/switch-path cases (ring x8 walks 1,024 of these per step).
-struct Conn {
+// Laid out by use, a cache line each: what every chunk's send, arrival and grant touch; then
+// what a bundled lane (which its lead end drives, bundle_lanes), pieces and grants over switch
+// paths add; then the rest. Ring x8 on 8 x 8 walks 1,024 of these, eight per chunk, and was
+// bound by their cache misses (three lines per lane plus its op and its mate's record).
+struct alignas(64) Conn {
   // Op indices in program order (PlanSim::Engine::conn_ops_): sends [send_head, send_end) not
   // yet all posted, receives [recv_head, recv_end) not yet all applied.
   std::uint32_t send_head = 0, send_end = 0;
   std::uint32_t recv_head = 0, recv_end = 0;
   std::uint32_t credits = 0;
-  std::uint32_t arrived = 0;  // chunks in the inbox not yet applied
+  std::uint32_t arrived = 0;   // chunks in the inbox not yet applied
   std::uint32_t mate = kNone;  // the peer's end (peer, rank, lane)
   std::uint32_t rank = 0;
   double* egress = nullptr;
   double* ingress = nullptr;
   double rate_Bps = 0, latency_s = 0;
+  // Switch-to-switch ports of the route (switch_paths.hpp): sw_path_[sw_begin, sw_end).
+  std::uint32_t sw_begin = 0, sw_end = 0;
+  std::uint32_t send_begin = 0, recv_begin = 0;  // the first of conn_ops_[...head, ...end)
+  std::uint32_t lane_slot = 0;                   // rank x lanes + lane (lane_data_s_)
+  // Lanes bundled with this one (bundle_lanes): members_[mem_begin, mem_end) are the other
+  // lanes' ends of this (rank, peer), which this end drives; `follower` marks those.
+  std::uint32_t mem_begin = 0, mem_end = 0;
   // Pieces (see pump_send): bytes per piece (0: whole chunks), how much of the chunk being sent
   // has left, and whether a piece of it is still on the egress port.
   std::uint32_t piece_bytes = 0;
   std::uint32_t piece_off = 0;
-  // Switch-to-switch ports of the route (switch_paths.hpp): sw_path_[sw_begin, sw_end).
-  std::uint32_t sw_begin = 0, sw_end = 0;
-  // Lanes bundled with this one (bundle_lanes): members_[mem_begin, mem_end) are the other
-  // lanes' ends of this (rank, peer), which this end drives; `follower` marks those.
-  std::uint32_t mem_begin = 0, mem_end = 0;
-  std::uint32_t lane = 0;
   bool piece_busy = false;
   bool nvlink = false;
   bool follower = false;
   std::uint8_t dirty = 0;  // kPumpRecv | kPumpSend: marked for drain()
-  double grant_latency_s = 0;
-  // Bundled receiving ends (bundle_lanes, lane_ready): how much earlier than the bundle's
-  // event this lane's own last chunk arrived, and when that event came.
-  double data_lag_s = 0, data_event_s = -1;
+  // A grant's delay: between NICs with switch paths (by_route, grant_time) the route's fixed
+  // delay for a packet without payload, and the most it waits behind the data packets its NIC
+  // has pulled; otherwise one latency (grant_at).
+  double grant_s = 0;
+  double pulled_max_s = 0;
+  // Bundled receiving ends (bundle_lanes, lane_ready): when the bundle's last chunk event came.
+  double data_event_s = -1;
   // Bundled sending ends: when the last grant came in (its lanes' credits are back then).
   double grant_in_s = 0;
-  // Grants between NICs with switch paths (grant_time): the route's fixed delay for a packet
-  // without payload, and the most a grant waits behind the data packets its NIC has pulled.
-  double grant_route_s = 0;
-  double pulled_max_s = 0;
+  bool grant_by_route = false;
   // Set-up only.
   std::uint64_t key = 0;  // (rank x n + peer) x lanes + lane; connections are numbered by it
-  std::uint32_t send_begin = 0, recv_begin = 0;
   int nic_from = -1, nic_to = -1;  // between NICs: the egress and ingress NIC
 };
 constexpr std::uint8_t kPumpRecv = 1, kPumpSend = 2;
@@ -285,7 +290,7 @@ class PlanSim::Engine {
       c.latency_s = h.latency_s;
       c.nvlink = h.nvlink;
       // A grant is a zero-length message: one latency (no spine term, as ClusterTransport).
-      c.grant_latency_s = h.nvlink ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
+      c.grant_s = h.nvlink ? cfg_.nvl_latency_s : cfg_.nic_latency_s;
       if (!h.nvlink) {
         c.nic_from = h.egress;
         c.nic_to = h.ingress;
@@ -294,7 +299,8 @@ class PlanSim::Engine {
         // The packet level's grant is a zero-length SEND WITH IMM on the connection's QP
         // (grant_time).
         const fabric::FabricConfig fc;
-        c.grant_route_s =
+        c.grant_by_route = true;
+        c.grant_s =
             1e-9 * static_cast<double>(paths_->route_ns(h.egress, h.ingress, fc.sw.latency_ns));
         c.pulled_max_s = static_cast<double>(fc.hca.tx_pipeline_packets_max) *
                          static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu)) / h.rate_Bps;
@@ -376,6 +382,16 @@ class PlanSim::Engine {
     for (const std::uint32_t i : perm)
       if (ops_[i].deps_left == 0 && is_local(ops_[i])) local_.push_back(i);
     dirty_bits_.assign((conns_.size() + 63) / 64, 0);
+    for (const Conn& c : conns_) {
+      if (c.mem_end == c.mem_begin) continue;
+      for (std::uint32_t at = c.send_begin; at < c.recv_end; ++at) {
+        bool same = true;
+        for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b)
+          same = same && conn_op_bytes_[conns_[members_[b]].send_begin + (at - c.send_begin)] ==
+                             conn_op_bytes_[at];
+        ops_[conn_ops_[at]].lanes_same_bytes = same;
+      }
+    }
     dirty_.reserve(conns_.size());
   }
 
@@ -400,17 +416,22 @@ class PlanSim::Engine {
     for (const auto& q : build_sends_) total += q.size();
     for (const auto& q : build_recvs_) total += q.size();
     conn_ops_.reserve(total);
+    conn_op_bytes_.reserve(total);
+    lag_s_.assign(conns_.size(), 0.0);
     for (std::uint32_t k = 0; k < order.size(); ++k) {
       index[order[k]] = k;
       Conn c = conns_[order[k]];
       c.send_begin = c.send_head = static_cast<std::uint32_t>(conn_ops_.size());
       conn_ops_.insert(conn_ops_.end(), build_sends_[order[k]].begin(),
                        build_sends_[order[k]].end());
+      for (const std::uint32_t i : build_sends_[order[k]]) conn_op_bytes_.push_back(ops_[i].bytes);
       c.send_end = c.recv_begin = c.recv_head = static_cast<std::uint32_t>(conn_ops_.size());
       conn_ops_.insert(conn_ops_.end(), build_recvs_[order[k]].begin(),
                        build_recvs_[order[k]].end());
+      for (const std::uint32_t i : build_recvs_[order[k]]) conn_op_bytes_.push_back(ops_[i].bytes);
       c.recv_end = static_cast<std::uint32_t>(conn_ops_.size());
-      c.lane = static_cast<std::uint32_t>(c.key % static_cast<std::uint64_t>(lanes_));
+      c.lane_slot = c.rank * static_cast<std::uint32_t>(lanes_) +
+                    static_cast<std::uint32_t>(c.key % static_cast<std::uint64_t>(lanes_));
       sorted.push_back(c);
     }
     conns_ = std::move(sorted);
@@ -835,8 +856,8 @@ class PlanSim::Engine {
   }
 
   // Bytes of chunks [lo, hi) of op `o`.
-  std::size_t frag_bytes(const Op& o, std::uint32_t lo, std::uint32_t hi) const {
-    return std::min(o.bytes, std::size_t{hi} * slot_bytes_) - std::size_t{lo} * slot_bytes_;
+  std::size_t frag_bytes(std::size_t bytes, std::uint32_t lo, std::uint32_t hi) const {
+    return std::min(bytes, std::size_t{hi} * slot_bytes_) - std::size_t{lo} * slot_bytes_;
   }
 
   void pump_recv(std::uint32_t k) {
@@ -848,22 +869,22 @@ class PlanSim::Engine {
       if (o.deps_left > 0) break;
       const std::uint32_t take = std::min(c.arrived, o.frags - o.frags_done);
       if (o.reduce) {
-        std::size_t bytes = frag_bytes(o, o.frags_done, o.frags_done + take);
+        std::size_t bytes = frag_bytes(o.bytes, o.frags_done, o.frags_done + take);
         for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b)
-          bytes += frag_bytes(ops_[conn_ops_[conns_[members_[b]].recv_begin + c.recv_head -
-                                             c.recv_begin]],
-                              o.frags_done,
-                              o.frags_done + take);
+          bytes += frag_bytes(o.lanes_same_bytes ? o.bytes
+                                                 : conn_op_bytes_[conns_[members_[b]].recv_begin +
+                                                                  c.recv_head - c.recv_begin],
+                              o.frags_done, o.frags_done + take);
         charge(ranks_[c.rank], static_cast<double>(bytes));
       }
       if (c.mem_end > c.mem_begin) {
         // Bundled: each lane's own arrival (lane_ready) — applied as it came in, or now, when
         // the op waited for something else.
         const bool at_arrival = c.data_event_s == now_;
-        lane_data_s_[lane_slot(c)] = at_arrival ? now_ - c.data_lag_s : now_;
+        lane_data_s_[c.lane_slot] = at_arrival ? now_ - lag_s_[k] : now_;
         for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b) {
-          const Conn& m = conns_[members_[b]];
-          lane_data_s_[lane_slot(m)] = at_arrival ? now_ - m.data_lag_s : now_;
+          const std::uint32_t m = members_[b];
+          lane_data_s_[conns_[m].lane_slot] = at_arrival ? now_ - lag_s_[m] : now_;
         }
       }
       o.frags_done += take;
@@ -884,11 +905,6 @@ class PlanSim::Engine {
     }
     push(at, c.mate, EvKind::kGrant, applied);
   }
-  // A bundled lane's rank and lane (lane_data_s_).
-  std::size_t lane_slot(const Conn& c) const {
-    return std::size_t{c.rank} * static_cast<std::size_t>(lanes_) +
-           std::size_t{c.lane};
-  }
   // When a bundled lane could have sent what its bundle sends now. The bundle moves when its
   // slowest lane's chunk is in; the other lanes' own chunks came in earlier — on a port the
   // lanes share (NVLink), one after another, each a chunk's serialisation ahead of the next —
@@ -898,10 +914,10 @@ class PlanSim::Engine {
   // ports which lockstep alone loses (2 x 4 ring x4 at 1 MiB: 0.84 of the step model in
   // lockstep, within 10 % with this, CollSim.EveryAlgorithmIsWithinTenPercentOfItsModel).
   double lane_ready(const Conn& lead, const Conn& c, const Op& o) const {
-    return std::max({lane_data_s_[lane_slot(c)], lead.grant_in_s, o.after_s});
+    return std::max({lane_data_s_[c.lane_slot], lead.grant_in_s, o.after_s});
   }
   double grant_at(const Conn& c) const {
-    return c.grant_route_s > 0 ? grant_time(c) : now_ + c.grant_latency_s;
+    return c.grant_by_route ? grant_time(c) : now_ + c.grant_s;
   }
 
   // Puts `bytes` of connection `c` on its ports now (or when they are free): whole-message
@@ -966,18 +982,20 @@ class PlanSim::Engine {
         lane_done_.clear();
         for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b) {
           Conn& m = conns_[members_[b]];
-          const Op& mo = ops_[conn_ops_[m.send_begin + c.send_head - c.send_begin]];
+          const std::size_t m_bytes =
+              o.lanes_same_bytes ? o.bytes
+                                 : conn_op_bytes_[m.send_begin + c.send_head - c.send_begin];
           const double d =
-              transmit(m, std::min<std::size_t>(slot_bytes_, mo.bytes - off), lane_ready(c, m, o));
+              transmit(m, std::min<std::size_t>(slot_bytes_, m_bytes - off), lane_ready(c, m, o));
           lane_done_.push_back(d);
           done = std::max(done, d);
           ack = std::max(ack, d + m.latency_s);
           ++messages_;
         }
         if (bundle) {
-          conns_[c.mate].data_lag_s = done - lead_done;
+          lag_s_[c.mate] = done - lead_done;
           for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b)
-            conns_[conns_[members_[b]].mate].data_lag_s = done - lane_done_[b - c.mem_begin];
+            lag_s_[conns_[members_[b]].mate] = done - lane_done_[b - c.mem_begin];
         }
         ++o.frags_posted;
         ++messages_;
@@ -1010,7 +1028,7 @@ class PlanSim::Engine {
   double grant_time(const Conn& c) const {
     const double ready = now_ + tx_proc_s_;
     const double wire = std::max(ready, std::min(*c.egress + tx_dma_s_, now_ + c.pulled_max_s));
-    const double arrive = wire + c.grant_route_s;
+    const double arrive = wire + c.grant_s;
     return std::max(arrive + rx_proc_s_, std::min(*c.ingress, arrive + rx_dma_s_));
   }
 
@@ -1063,6 +1081,10 @@ class PlanSim::Engine {
   std::size_t bundled_ = 0;
   std::unordered_map<std::uint64_t, std::uint32_t> conn_index_;
   std::vector<std::uint32_t> conn_ops_;  // each connection's sends, then its receives (Conn)
+  std::vector<std::size_t> conn_op_bytes_;  // the bytes of each (bundled lanes: no op read)
+  // Bundled receiving ends (lane_ready), by connection: how much earlier than the bundle's
+  // event this lane's own last chunk arrived.
+  std::vector<double> lag_s_;
   // Set-up only: each connection's sends and receives as they are found (number_conns_by_key),
   // and each op's bundle lead (bundle_lanes; empty: none bundled).
   std::vector<std::vector<std::uint32_t>> build_sends_, build_recvs_;
