@@ -139,9 +139,9 @@ struct Ev {
 // an event goes to the bucket of the highest bit in which its time differs from the last time
 // taken out (O(1)), and taking out the earliest empties bucket 0 or re-sorts the lowest
 // non-empty bucket (a bit mask finds it) into lower ones (each event moves at most 64 times,
-// in practice a few). A binary heap of every chunk's arrival, grant and ack was most of the
-// plan engine's time. Events of one instant come out in no particular order; the engine takes
-// all of an instant's in before it acts on them.
+// in practice a few; each bucket keeps its earliest time). A binary heap of every chunk's arrival,
+// grant and ack was most of the plan engine's time. Events of one instant come out in no particular
+// order; the engine takes all of an instant's in before it acts on them.
 class EventQueue {
  public:
   bool empty() const { return size_ == 0; }
@@ -150,7 +150,7 @@ class EventQueue {
     WEFT_ASSERT_MSG(k >= last_, "an event posted before the present");
     const std::size_t b = bucket(k);
     buckets_[b].push_back(e);
-    note(b);
+    note(b, k);
     ++size_;
   }
   // The earliest event (one of them).
@@ -159,14 +159,14 @@ class EventQueue {
     if (buckets_[0].empty()) {
       const auto b = static_cast<std::size_t>(std::countr_zero(used_)) + 1;
       std::vector<Ev>& from = buckets_[b];
-      std::uint64_t lo = key(from.front().t);
-      for (const Ev& e : from) lo = std::min(lo, key(e.t));
-      last_ = lo;
+      last_ = min_[b];
       used_ &= ~(std::uint64_t{1} << (b - 1));
+      min_[b] = kEmpty;
       for (const Ev& e : from) {
-        const std::size_t to = bucket(key(e.t));
+        const std::uint64_t k = key(e.t);
+        const std::size_t to = bucket(k);
         buckets_[to].push_back(e);
-        note(to);
+        note(to, k);
       }
       from.clear();
     }
@@ -181,14 +181,23 @@ class EventQueue {
 
  private:
   static std::uint64_t key(double t) { return std::bit_cast<std::uint64_t>(t); }
-  void note(std::size_t b) {
-    if (b > 0) used_ |= std::uint64_t{1} << (b - 1);
+  void note(std::size_t b, std::uint64_t k) {
+    if (b == 0) return;
+    used_ |= std::uint64_t{1} << (b - 1);
+    min_[b] = std::min(min_[b], k);
   }
+  static constexpr std::uint64_t kEmpty = std::numeric_limits<std::uint64_t>::max();
   std::size_t bucket(std::uint64_t k) const {
     return k == last_ ? 0 : static_cast<std::size_t>(64 - std::countl_zero(k ^ last_));
   }
   std::array<std::vector<Ev>, 65> buckets_;
-  std::uint64_t used_ = 0;  // bit b - 1: bucket b (>= 1) is not empty
+  std::uint64_t used_ = 0;                              // bit b - 1: bucket b (>= 1) is not empty
+  std::array<std::uint64_t, 65> min_ = filled(kEmpty);  // each bucket's earliest time's bits
+  static std::array<std::uint64_t, 65> filled(std::uint64_t v) {
+    std::array<std::uint64_t, 65> a;
+    a.fill(v);
+    return a;
+  }
   std::uint64_t last_ = 0;
   std::size_t size_ = 0;
 };
@@ -478,7 +487,8 @@ class PlanSim::Engine {
       i = perm[i];
     }
     group_ = {};
-    return perm;  }
+    return perm;
+  }
 
   // Lanes in lockstep. A flat ring with c channels (NCCL's one ring per NIC) runs c identical
   // rings over c parts of the buffer: between two ranks, lane l's chunks are lane 0's, of the
@@ -871,10 +881,11 @@ class PlanSim::Engine {
       if (o.reduce) {
         std::size_t bytes = frag_bytes(o.bytes, o.frags_done, o.frags_done + take);
         for (std::uint32_t b = c.mem_begin; b < c.mem_end; ++b)
-          bytes += frag_bytes(o.lanes_same_bytes ? o.bytes
-                                                 : conn_op_bytes_[conns_[members_[b]].recv_begin +
-                                                                  c.recv_head - c.recv_begin],
-                              o.frags_done, o.frags_done + take);
+          bytes += frag_bytes(
+              o.lanes_same_bytes
+                  ? o.bytes
+                  : conn_op_bytes_[conns_[members_[b]].recv_begin + c.recv_head - c.recv_begin],
+              o.frags_done, o.frags_done + take);
         charge(ranks_[c.rank], static_cast<double>(bytes));
       }
       if (c.mem_end > c.mem_begin) {
@@ -1080,7 +1091,7 @@ class PlanSim::Engine {
   std::vector<double> lane_done_;  // pump_send's scratch
   std::size_t bundled_ = 0;
   std::unordered_map<std::uint64_t, std::uint32_t> conn_index_;
-  std::vector<std::uint32_t> conn_ops_;  // each connection's sends, then its receives (Conn)
+  std::vector<std::uint32_t> conn_ops_;     // each connection's sends, then its receives (Conn)
   std::vector<std::size_t> conn_op_bytes_;  // the bytes of each (bundled lanes: no op read)
   // Bundled receiving ends (lane_ready), by connection: how much earlier than the bundle's
   // event this lane's own last chunk arrived.
