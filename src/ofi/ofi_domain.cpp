@@ -745,8 +745,17 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     fds.clear();
     const bool armed = d->port->arm_sleep(fds);
     nap_on_doorbells(*d, lk, fds, armed, t, kNoDeadline);
+    const ssize_t m = cq_readfrom_locked(q, buf, count, src);
+    if (m != -FI_EAGAIN) {
+      // What woke us arrived: the run is over, as for any read that finds something. (It went
+      // on before: the next wait, microseconds later, napped at its first empty read, and a
+      // ping-pong whose peer answers within the nap's wake-up paid a doorbell per message.)
+      q->empty_last = 0;
+      t_empty_cq = nullptr;
+      return m;
+    }
     q->empty_last = mono_ns();
-    return cq_readfrom_locked(q, buf, count, src);
+    return m;
   });
 }
 ssize_t cq_read(fid_cq* cq, void* buf, std::size_t count) {
