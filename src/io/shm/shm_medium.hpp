@@ -216,7 +216,8 @@ struct ShmCounters {
   std::uint64_t pool_bytes = 0;       // payload copied out of a shared pool (memcpy, no syscall)
   std::uint64_t delegated_bytes = 0;  // payload the peer copied into us (CopyArea)
   std::uint64_t served_bytes = 0;     // payload we copied into the peer for it
-  std::uint64_t prefaulted_pages = 0;  // ring pages touched by prefault_rings()
+  // Ring pages touched by prefault_rings().
+  std::uint64_t prefaulted_pages = 0;
 };
 
 struct ShmLinkConfig {
