@@ -85,6 +85,14 @@ class MediumPort {
   // medium that routes by something other than the LID (UDP: an IP address and port carried in
   // node_id) learns the route here.
   virtual void add_peer(const NodeAddr& peer) { (void)peer; }
+  // True when `peer` is another process that answers our connection requests from its own
+  // progress, and setting up the way there is worth doing before the first message (shm: the
+  // link's segment is mapped and its rings touched on both sides). fi_av_insert then waits,
+  // bounded, for the answers (ofi_domain.cpp, settle_connects).
+  virtual bool settles_before_use(const NodeAddr& peer) const {
+    (void)peer;
+    return false;
+  }
   // The pid of the process that holds `peer` when this process may read its memory directly
   // (process_vm_readv): a rendezvous receiver then copies the payload itself, once, instead of
   // READing it through the engine. 0: no such path (the payload must travel on the medium).

@@ -651,7 +651,8 @@ int rdm_getinfo(std::uint32_t version, const char* node, const char* service, st
 void ep_on_completion(Ep* ep, Op* op, const WorkCompletion& wc);
 void ep_reap_dead_splits(Ep* ep);  // split receives whose sender is gone fail (FI_EIO)
 void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg);
-void ep_connect_eagerly(Ep* ep, fi_addr_t peer);  // FI_WEFT_EAGER_CONNECT, from fi_av_insert
+// FI_WEFT_EAGER_CONNECT, from fi_av_insert; true: a request is out, not yet answered.
+bool ep_connect_eagerly(Ep* ep, fi_addr_t peer);
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void cntr_inc(Cntr* c);

@@ -449,6 +449,46 @@ int av_close(fid* f) {
 fi_ops g_av_fi_ops = {sizeof(fi_ops), av_close, no_bind,   no_control,
                       no_ops_open,    no_tostr, no_ops_set};
 
+// Eager connections (FI_WEFT_EAGER_CONNECT) to peers the medium says settle before use (shm, in
+// another process): fi_av_insert progresses the domain until their answers came, at most
+// kConnectSettleNsMax, sleeping on the port's control descriptor between passes. A shm link's
+// set-up (the peer's Hello accepted, its segment mapped and the 4 MiB rings touched page by page,
+// ShmMedium::prefault_rings; the RC connection's request and answer) then happens here instead
+// of in the application's first messages, where it cost fi_pingpong ~11 ms spread over the
+// first ~100 round trips of 64 KiB. A peer that inserts us at the same time (fi_pingpong, MPI
+// ranks after their address exchange) answers from its own fi_av_insert; one that does not,
+// from its keeper (FI_WEFT_KEEPER_MS) or not before the bound. fi_av_insert is synchronous
+// (man fi_av: no FI_EVENT here), so the wait is the caller's.
+constexpr TimeNs kConnectSettleNsMax = 100'000'000;
+constexpr TimeNs kConnectSettlePollNs = 1'000'000;  // between passes while nothing arrives
+// Passes after the last answer: the peer's own link to us (its Hello, sent before its answer to
+// ours) is accepted in one and mapped in the next (shm_port.cpp accept_all, then read_link).
+constexpr int kConnectSettleTailPasses = 2;
+
+void settle_connects(Domain& d, std::unique_lock<std::recursive_mutex>& lk) {
+  const TimeNs start = mono_ns();
+  const TimeNs end = start + kConnectSettleNsMax;
+  for (;;) {
+    d.progress();
+    if (d.connecting == 0) break;
+    const TimeNs now = mono_ns();
+    if (now >= end) {
+      WEFT_INFO(FI_LOG_AV, "fi_av_insert: connections settled: %d pending after %llu us",
+                d.connecting, static_cast<unsigned long long>((now - start) / 1000));
+      return;
+    }
+    pollfd p{d.port->wait_fd(), POLLIN, 0};
+    const TimeNs nap = std::min(kConnectSettlePollNs, end - now);
+    const timespec ts{0, static_cast<long>(nap)};
+    lk.unlock();
+    ::ppoll(&p, 1, &ts, nullptr);
+    lk.lock();
+  }
+  for (int i = 0; i < kConnectSettleTailPasses; ++i) d.progress();
+  WEFT_INFO(FI_LOG_AV, "fi_av_insert: connections settled: 0 pending after %llu us",
+            static_cast<unsigned long long>((mono_ns() - start) / 1000));
+}
+
 int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_addr,
               std::uint64_t flags, void* ctx) {
   (void)ctx;
@@ -456,8 +496,9 @@ int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_add
     Av* a = ofi_container<Av>(av);
     // FI_MORE is only a hint (inserts are synchronous); no FI_SYNC_ERR, no EQ events.
     if (flags & ~FI_MORE) return -FI_EBADFLAGS;
-    std::lock_guard lk(a->dom->mu);
+    std::unique_lock lk(a->dom->mu);
     int inserted = 0;
+    bool settle = false;
     const auto* in = static_cast<const std::uint8_t*>(addr);
     for (std::size_t i = 0; i < count; ++i) {
       EpAddr e;
@@ -475,8 +516,10 @@ int av_insert(fid_av* av, const void* addr, std::size_t count, fi_addr_t* fi_add
       ++inserted;
       if (g_params.eager_connect && e.node_id != a->dom->port->local().node_id)
         for (auto& [id, ep] : a->dom->eps)
-          if (ep->av == a) ep_connect_eagerly(ep, idx);
+          if (ep->av == a && ep_connect_eagerly(ep, idx))
+            settle = settle || a->dom->port->settles_before_use(e.node());
     }
+    if (settle) settle_connects(*a->dom, lk);
     return inserted;
   });
 }
@@ -702,8 +745,17 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     fds.clear();
     const bool armed = d->port->arm_sleep(fds);
     nap_on_doorbells(*d, lk, fds, armed, t, kNoDeadline);
+    const ssize_t m = cq_readfrom_locked(q, buf, count, src);
+    if (m != -FI_EAGAIN) {
+      // What woke us arrived: the run is over, as for any read that finds something. (It went
+      // on before: the next wait, microseconds later, napped at its first empty read, and a
+      // ping-pong whose peer answers within the nap's wake-up paid a doorbell per message.)
+      q->empty_last = 0;
+      t_empty_cq = nullptr;
+      return m;
+    }
     q->empty_last = mono_ns();
-    return cq_readfrom_locked(q, buf, count, src);
+    return m;
   });
 }
 ssize_t cq_read(fid_cq* cq, void* buf, std::size_t count) {

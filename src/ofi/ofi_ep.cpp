@@ -937,9 +937,11 @@ void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg) 
   on_message(ep, it->second, msg.data(), msg.size());
 }
 
-void ep_connect_eagerly(Ep* ep, fi_addr_t peer) {
-  if (!ep->enabled || ep->dgram || ep->msg) return;
-  (void)out_conn(ep, peer);  // a peer that is not there yet is tried again by the first send
+bool ep_connect_eagerly(Ep* ep, fi_addr_t peer) {
+  if (!ep->enabled || ep->dgram || ep->msg) return false;
+  // A peer that is not there yet is tried again by the first send.
+  const Conn* c = out_conn(ep, peer);
+  return c && c->awaiting;
 }
 
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> bytes) {

@@ -171,11 +171,12 @@ struct Link {
       const auto& c = medium->counters();
       WEFT_INFO(FI_LOG_DOMAIN,
                 "shm link to lid %u (pid %d): tx wire %llu by-ref %llu full %llu | rx wire %llu "
-                "by-ref %llu | cma calls %llu errors %llu | dropped %llu",
+                "by-ref %llu | cma calls %llu errors %llu | dropped %llu | prefaulted pages %llu",
                 peer.lid, (int)pid, (unsigned long long)c.tx_wire, (unsigned long long)c.tx_by_ref,
                 (unsigned long long)c.tx_full, (unsigned long long)c.rx_wire,
                 (unsigned long long)c.rx_by_ref, (unsigned long long)c.cma_calls,
-                (unsigned long long)c.cma_errors, (unsigned long long)c.dropped_dead);
+                (unsigned long long)c.cma_errors, (unsigned long long)c.dropped_dead,
+                (unsigned long long)c.prefaulted_pages);
     }
     if (sock >= 0) close(sock);
   }
@@ -311,6 +312,12 @@ class ShmPort final : public MediumPort {
   void set_direct_handler(DirectFn fn, void* ctx) override {
     tap_.fn = fn;
     tap_.ctx = ctx;
+  }
+
+  // The node id starts with the owner's pid (open_shm_port): a peer in this process answers
+  // only when this process progresses its domain, which a waiting fi_av_insert does not.
+  bool settles_before_use(const NodeAddr& peer) const override {
+    return (peer.node_id >> 32) != (self_.node_id >> 32);
   }
 
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
@@ -496,6 +503,9 @@ class ShmPort final : public MediumPort {
     l->ring_bytes = ring;
     l->medium = std::make_unique<shm::ShmMedium>(cfg);
     if (!sent || !l->medium->ok()) return nullptr;
+    // Before anything is sent on it, while the peer maps its side (ShmMedium::prefault_rings:
+    // otherwise the first pass through the rings pays the hypervisor's first-touch cost per page).
+    l->medium->prefault_rings(true);
     watch(l->sock);
     if (l->medium->event_fd() >= 0) watch(l->medium->event_fd());
     Link* raw = l.get();
@@ -586,7 +596,9 @@ class ShmPort final : public MediumPort {
       return;
     }
     if (l.medium->event_fd() >= 0) watch(l.medium->event_fd());
-    routes_.emplace(m.lid, &l);  // keeps an existing link (simultaneous connects)
+    // Keeps an existing link (simultaneous connects): then we never write this one's tx ring.
+    const bool sends_here = routes_.emplace(m.lid, &l).second;
+    l.medium->prefault_rings(sends_here);  // before the HelloAck lets the connector send (above)
     Msg ack = header(Kind::kHelloAck);
     l.can_read_peer = zero_copy_wanted() && (m.flags & kCanRead) && can_read(l.pid, m.probe_addr);
     ack.flags = l.can_read_peer ? kCanRead : 0;

@@ -344,6 +344,21 @@ ShmMedium::ShmMedium(const ShmLinkConfig& cfg) : cfg_(cfg), cma_(cfg.peer_pid) {
   pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, cfg.peer_pid, 0));
 }
 
+void ShmMedium::prefault_rings(bool tx_too) {
+  if (!base_) return;
+  constexpr std::size_t kPageBytes = 4096;  // the smallest x86-64 page: one touch per mapping
+  auto* data = static_cast<std::uint8_t*>(base_) + kSegmentHeaderBytes;
+  std::uint8_t* tx = data + (cfg_.side_a ? 0 : cfg_.ring_bytes);
+  const std::uint8_t* rx = data + (cfg_.side_a ? cfg_.ring_bytes : 0);
+  for (std::size_t off = 0; off < cfg_.ring_bytes; off += kPageBytes) {
+    // fetch_or(0) keeps the word: the peer may already poll this ring's first header (atomic
+    // loads), and nothing else writes our tx ring.
+    if (tx_too) detail::word_at(tx + off).fetch_or(0, std::memory_order_relaxed);
+    (void)detail::word_at(rx + off).load(std::memory_order_relaxed);
+    counters_.prefaulted_pages += tx_too ? 2 : 1;
+  }
+}
+
 ShmMedium::~ShmMedium() {
   if (base_) munmap(base_, map_bytes_);
   for (int fd : {cfg_.memfd, cfg_.rx_doorbell, cfg_.tx_doorbell, pidfd_})
