@@ -107,6 +107,9 @@ constexpr bool kTxWide =
     offsetof(TxPacket, port_num) == kTxLenOffset + 16 &&
     offsetof(TxPacket, dlid) == kTxLenOffset + 18 && offsetof(TxPacket, sl) == kTxLenOffset + 20 &&
     sizeof(TxPacket) >= kTxLenOffset + 24;
+// SendWqe::first_psn and npkts in one 8-byte store (the ONLY loop launches a WQE per packet).
+constexpr bool kWqePsnsWide = std::endian::native == std::endian::little &&
+                              offsetof(SendWqe, npkts) == offsetof(SendWqe, first_psn) + 4;
 constexpr std::uint64_t tx_route_word(std::uint8_t port, std::uint16_t dlid, std::uint8_t sl) {
   return std::uint64_t{port} | std::uint64_t{dlid} << 16 | std::uint64_t{sl} << 32;
 }
@@ -511,8 +514,13 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         const bool ack_req = w.signaled || (slot + 1 == head && !delayed_acks) || credit ||
                              since >= kAckReqEveryPackets;
         if (ack_req) since = 0;
-        w.first_psn = psn;
-        w.npkts = 1;
+        if constexpr (kWqePsnsWide) {
+          const std::uint64_t psns = psn | std::uint64_t{1} << 32;  // first_psn, npkts = 1
+          std::memcpy(&w.first_psn, &psns, 8);
+        } else {
+          w.first_psn = psn;
+          w.npkts = 1;
+        }
         // The WQE's fields before the packet's stores (byte stores may alias anything).
         const bool write = opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite);
         const std::uint64_t remote_addr = w.remote_addr;
@@ -543,10 +551,7 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
           e += wire::kRethBytes;
         }
         if (opi & 1) st32(e, imm);
-        const std::uint32_t next = psn_add(psn, 1);
-        if (psn_lt(psn, high)) ++retransmits;
-        if (psn_lt(high, next)) high = next;
-        psn = next;
+        psn = psn_add(psn, 1);
         words_sum += words;
         o.header_bytes = hb;
         // finish_encoded.
@@ -557,8 +562,18 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       // call clobbers.
       if (compute)
         for (TxPacket* o = out.data() + n; o != o_next; ++o) dev.compute_crcs(*o);
-      n += slot - first_slot;
-      tx_bytes = words_sum * 4 + (slot - first_slot) * wire::kVcrcBytes;
+      // The run's PSNs are psn0 .. psn0 + k - 1, one per packet: those before psn_high_ are
+      // resent (req_poll counts them one by one), and psn_high_ moves to the run's end if that
+      // is later; the same as per packet, given that the PSNs in flight span less than half the
+      // PSN space (IBA 9.7.1).
+      const std::uint64_t k = slot - first_slot;
+      if (k != 0) {
+        const std::uint32_t psn0 = psn_sub(psn, static_cast<std::uint32_t>(k));
+        if (psn_lt(psn0, high)) retransmits = std::min<std::uint64_t>(k, psn_sub(high, psn0));
+        if (psn_lt(high, psn)) high = psn;
+      }
+      n += k;
+      tx_bytes = words_sum * 4 + k * wire::kVcrcBytes;
     }
     if (n != run_first) {
       qp.sq_req_ = qp.sq_launched_ = slot;
