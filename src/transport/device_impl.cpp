@@ -798,8 +798,7 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     WorkCompletion* const wc_first = wcs.ring + cq_at;
     const WorkCompletion tmpl = qp.wc_tmpl_;
     const std::uint64_t route_lrh = route.lrh;
-    const std::uint64_t bth_want =
-        route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly);
+    const std::uint64_t bth_want = route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly);
     // corrupt, and crcs_valid when CRCs are checked (then the packet goes the general way):
     // adjacent bytes, tested in one load.
     static_assert(offsetof(TxPacket, corrupt) == offsetof(TxPacket, crcs_valid) + 1);
@@ -824,8 +823,8 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       const std::uint32_t len = p.payload_bytes;
       const unsigned pad = p.pad_bytes;
       std::uint16_t flags;  // crcs_valid, corrupt
-      std::memcpy(&flags, reinterpret_cast<const std::uint8_t*>(&p) + offsetof(TxPacket, crcs_valid),
-                  2);
+      std::memcpy(&flags,
+                  reinterpret_cast<const std::uint8_t*>(&p) + offsetof(TxPacket, crcs_valid), 2);
       if (p.header_bytes != kHdr || len > mtu || pad > 3 || ((len + pad) & 3) != 0 ||
           (len != 0 && p.payload == nullptr) || (flags & reject_mask) != 0 || n == took_max)
         break;

@@ -267,15 +267,14 @@ namespace {
 // total_bytes as another, instead of eight narrow stores per WQE (a burst of 32 SENDs posts
 // 32). Little-endian layout only; elsewhere the fields one by one.
 constexpr std::size_t kWqeFlagsOffset = offsetof(SendWqe, opcode);
-constexpr bool kWqeWide =
-    std::endian::native == std::endian::little && sizeof(WrOpcode) == 1 &&
-    offsetof(SendWqe, signaled) == kWqeFlagsOffset + 1 &&
-    offsetof(SendWqe, fence) == kWqeFlagsOffset + 2 &&
-    offsetof(SendWqe, is_inline) == kWqeFlagsOffset + 3 &&
-    offsetof(SendWqe, solicited) == kWqeFlagsOffset + 4 &&
-    offsetof(SendWqe, credit_stalled) == kWqeFlagsOffset + 5 &&
-    offsetof(SendWqe, num_sge) == kWqeFlagsOffset + 8 &&
-    offsetof(SendWqe, total_bytes) == kWqeFlagsOffset + 12;
+constexpr bool kWqeWide = std::endian::native == std::endian::little && sizeof(WrOpcode) == 1 &&
+                          offsetof(SendWqe, signaled) == kWqeFlagsOffset + 1 &&
+                          offsetof(SendWqe, fence) == kWqeFlagsOffset + 2 &&
+                          offsetof(SendWqe, is_inline) == kWqeFlagsOffset + 3 &&
+                          offsetof(SendWqe, solicited) == kWqeFlagsOffset + 4 &&
+                          offsetof(SendWqe, credit_stalled) == kWqeFlagsOffset + 5 &&
+                          offsetof(SendWqe, num_sge) == kWqeFlagsOffset + 8 &&
+                          offsetof(SendWqe, total_bytes) == kWqeFlagsOffset + 12;
 // The send flags kSignaled (bit 0), kFence (bit 1) and kSolicited (bit 3) moved to the low bit
 // of the signaled (byte 1), fence (byte 2) and solicited (byte 4) fields of the flags word by
 // one multiplication: bit i times 2^8 + 2^15 + 2^29 lands on i+8, i+15 and i+29, nine distinct
