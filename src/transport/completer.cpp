@@ -80,8 +80,6 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
   if (qp.state_ != QpState::kErr) {
     std::uint64_t comp = qp.sq_comp_;
     const std::uint64_t launched = qp.sq_launched_;
-    std::uint32_t comp_psn = qp.comp_psn_;
-    std::uint64_t cseq_acked = qp.cseq_acked_;
     auto* cq = static_cast<CqImpl*>(qp.init_.send_cq);
     // The CQ slots taken, committed once after the loop (nothing else completes into the CQ
     // meanwhile); a signaled WQE without a free slot stops the loop (complete_front's overrun).
@@ -91,6 +89,9 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
     const WorkCompletion tmpl = qp.wc_tmpl_;
     const SendWqe* const sq = qp.sq_.data();
     const std::uint64_t mask = qp.sq_mask_;
+    // The completed WQEs' effects on comp_psn and cseq_acked are those of the last one (and of
+    // the last credit-consuming one): taken from them after the loop, not stored per WQE.
+    const SendWqe* credit_last = nullptr;
     for (; comp < launched; ++comp) {
       const SendWqe& w = sq[comp & mask];
       const WrOpcode op = w.opcode;
@@ -98,8 +99,7 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
       const std::uint32_t last = psn_add(w.first_psn, w.npkts - 1);
       if (!psn_le(last, psn)) break;
       if (w.signaled && wcs == room) break;
-      comp_psn = psn_add(last, 1);
-      if (consumes_credit(op)) cseq_acked = w.cseq + 1;
+      if (consumes_credit(op)) credit_last = &w;
       if (w.signaled) {
         const std::uint64_t wr_id = w.wr_id;
         const std::uint32_t bytes = w.total_bytes;
@@ -114,10 +114,11 @@ bool ack_through(QpImpl& qp, std::uint32_t psn, TimeNs now) {
       cq->commit(wcs);  // commit_cqe's counts, for wcs successful completions
       qp.dev_->counters_.completions += wcs;
     }
+    if (credit_last != nullptr) qp.cseq_acked_ = credit_last->cseq + 1;
     if (comp != qp.sq_comp_) {
+      const SendWqe& w = sq[(comp - 1) & mask];
+      qp.comp_psn_ = psn_add(w.first_psn, w.npkts);
       qp.sq_comp_ = comp;
-      qp.comp_psn_ = comp_psn;
-      qp.cseq_acked_ = cseq_acked;
       if (qp.sq_req_ < comp) qp.sq_req_ = comp;
       moved = true;
     }

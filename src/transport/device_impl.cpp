@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -505,6 +506,31 @@ void DeviceImpl::on_packet(const TxPacket& pkt, TimeNs now) {
   receive_general(pkt, now);
 }
 
+inline QpImpl* DeviceImpl::burst_route(const TxPacket& pkt, BurstRoute& route) {
+  const std::uint8_t* b = pkt.headers.data();
+  const std::uint8_t* bth = b + wire::kLrhBytes;
+  // The routing checks (DLID, QP and type, P_Key) once per route: the LRH but PktLen, and the
+  // BTH's P_Key and DestQP, as in the packet that passed them.
+  std::uint64_t lrh, bth_word;
+  std::memcpy(&lrh, b, 8);
+  std::memcpy(&bth_word, bth, 8);
+  lrh &= kLrhRouteMask;
+  bth_word &= kBthRouteMask;
+  if (route.qp != nullptr && lrh == route.lrh && bth_word == route.bth) return route.qp;
+  if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal))
+    return nullptr;
+  if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return nullptr;
+  std::uint32_t qpn;  // BTH DestQP: the low 24 bits of the big-endian word at byte 4
+  std::memcpy(&qpn, bth + 4, 4);
+  qpn = __builtin_bswap32(qpn) & 0xFFFFFF;
+  QpImpl* qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
+  if (!qp || qp->init_.type != QpType::kRc ||
+      !pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3])))
+    return nullptr;
+  route = BurstRoute{qp, lrh, bth_word};
+  return qp;
+}
+
 inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& route,
                                            DeferredAck& ack) {
   const std::uint8_t* b = pkt.headers.data();
@@ -526,27 +552,8 @@ inline bool DeviceImpl::fast_receive_burst(const TxPacket& pkt, BurstRoute& rout
   if ((op == wire::Opcode::kRcWriteMiddle || op == wire::Opcode::kRcWriteFirst) &&
       (payload.empty() || pad_bytes != 0))
     return false;
-  // Its routing checks (DLID, QP and type, P_Key) once per route: the LRH but PktLen, and the
-  // BTH's P_Key and DestQP, as in the packet that passed them.
-  std::uint64_t lrh, bth_word;
-  std::memcpy(&lrh, b, 8);
-  std::memcpy(&bth_word, bth, 8);
-  lrh &= kLrhRouteMask;
-  bth_word &= kBthRouteMask;
-  QpImpl* qp = route.qp;
-  if (qp == nullptr || lrh != route.lrh || bth_word != route.bth) {
-    if ((b[0] & 0xF) != 0 || (b[1] & 3) != static_cast<unsigned>(wire::Lnh::kIbaLocal))
-      return false;
-    if (!dlid_ok(static_cast<std::uint16_t>((b[2] << 8) | b[3]))) return false;
-    std::uint32_t qpn;  // BTH DestQP: the low 24 bits of the big-endian word at byte 4
-    std::memcpy(&qpn, bth + 4, 4);
-    qpn = __builtin_bswap32(qpn) & 0xFFFFFF;
-    qp = qpn < qps_.size() ? qps_[qpn].get() : nullptr;
-    if (!qp || qp->init_.type != QpType::kRc ||
-        !pkey_ok(*qp, static_cast<std::uint16_t>((bth[2] << 8) | bth[3])))
-      return false;
-    route = BurstRoute{qp, lrh, bth_word};
-  }
+  QpImpl* qp = burst_route(pkt, route);
+  if (qp == nullptr) return false;
   // The state per packet: a CQ overrun may have moved the QP to ERR inside the burst.
   if (qp->state_ == QpState::kReset || qp->state_ == QpState::kInit || qp->state_ == QpState::kErr)
     return false;
@@ -777,67 +784,88 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     // with a free CQ slot, so no overrun either).
     RecvQueue& rq = qp.recv_queue();
     auto* cq = static_cast<CqImpl*>(qp.init_.recv_cq);
-    const std::uint64_t recvs = rq.outstanding();
-    const std::uint64_t cq_room = cq->overrun_ ? 0 : cq->room();
-    const std::uint64_t took_max = std::min(recvs, cq_room);
-    const WorkCompletion tmpl = qp.wc_tmpl_;
     const RecvQueue::Front rx = rq.front_view();
     const CqImpl::Slots wcs = cq->slots();
+    // The run ends where the receive ring or the CQ ring wraps, so that its WQEs, SGEs and
+    // completions are consecutive in memory (pointers that step, not masked positions); the
+    // next run (on_packet_burst starts one at the next packet) goes on from the ring's start.
+    const std::uint64_t rq_at = rx.tail & rx.mask, cq_at = wcs.head & wcs.mask;
+    const std::uint64_t took_max =
+        std::min({static_cast<std::uint64_t>(rq.outstanding()), cq->overrun_ ? 0 : cq->room(),
+                  rx.mask + 1 - rq_at, wcs.mask + 1 - cq_at});
+    const RecvWqe* const wqes = rx.wqes + rq_at;
+    const Sge* sge = rx.sges + rq_at * rx.stride;
+    WorkCompletion* const wc_first = wcs.ring + cq_at;
+    const WorkCompletion tmpl = qp.wc_tmpl_;
+    const std::uint64_t route_lrh = route.lrh;
+    const std::uint64_t bth_want = route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly);
+    // corrupt, and crcs_valid when CRCs are checked (then the packet goes the general way):
+    // adjacent bytes, tested in one load.
+    static_assert(offsetof(TxPacket, corrupt) == offsetof(TxPacket, crcs_valid) + 1);
+    std::uint16_t reject_mask;
+    {
+      const std::array<std::uint8_t, 2> m{compute ? std::uint8_t{0xFF} : std::uint8_t{0},
+                                          std::uint8_t{0xFF}};
+      std::memcpy(&reject_mask, m.data(), 2);
+    }
+    const std::uint32_t epsn_first = epsn, msn_first = msn;
     std::uint32_t last_len = 0;
-    // The held ACK's PSN and MSN (stored into `ack` after the loop: a store through the
-    // reference would make the compiler reload the loop's state), and the bytes as 4-byte words
-    // through the ICRC (a run's packets are whole words; + the VCRC's 2 bytes each).
-    bool ack_due = false;
-    std::uint32_t ack_psn = 0, ack_msn = 0;
+    // Each packet takes one PSN and one MSN, so the held ACK is known by the index of the last
+    // packet that asked for one (AckReq) or reached the coalescing count; the PSN and MSN follow
+    // after the loop. The bytes as 4-byte words through the ICRC (a run's packets are whole
+    // words; + the VCRC's 2 bytes each).
+    constexpr std::uint64_t kNoAck = ~std::uint64_t{0};
+    std::uint64_t ack_at = kNoAck;
     std::uint64_t words_sum = 0;
     for (; n < pkts.size(); ++n) {
       const TxPacket& p = pkts[n];
       const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
       const std::uint32_t len = p.payload_bytes;
       const unsigned pad = p.pad_bytes;
+      std::uint16_t flags;  // crcs_valid, corrupt
+      std::memcpy(&flags,
+                  reinterpret_cast<const std::uint8_t*>(&p) + offsetof(TxPacket, crcs_valid), 2);
       if (p.header_bytes != kHdr || len > mtu || pad > 3 || ((len + pad) & 3) != 0 ||
-          (len != 0 && p.payload == nullptr) || p.corrupt || (compute && p.crcs_valid) ||
-          n == took_max)
+          (len != 0 && p.payload == nullptr) || (flags & reject_mask) != 0 || n == took_max)
         break;
       // As for MIDDLE packets: the LRH and the first BTH bytes in two words, here with the
-      // PktLen and PadCnt of this packet's length.
-      const auto words = static_cast<std::uint64_t>((kHdr + len + pad + wire::kIcrcBytes) / 4);
+      // PktLen (big-endian, bytes 4-5) and PadCnt of this packet's length.
+      const auto words = static_cast<std::uint16_t>((kHdr + len + pad + wire::kIcrcBytes) / 4);
       std::uint64_t lrh_word, bth_word;
       std::memcpy(&lrh_word, p.headers.data(), 8);
       std::memcpy(&bth_word, bth, 8);
-      if (lrh_word != (route.lrh | (words >> 8) << 32 | (words & 0xFF) << 40) ||
-          (bth_word & kBthMidMask) !=
-              (route.bth | static_cast<std::uint8_t>(wire::Opcode::kRcSendOnly) |
-               std::uint64_t{pad} << 12))
+      if (lrh_word != (route_lrh | std::uint64_t{__builtin_bswap16(words)} << 32) ||
+          (bth_word & kBthMidMask) != (bth_want | std::uint64_t{pad} << 12))
         break;
       const std::uint32_t psn = psn_of(bth);
-      const RecvWqe& r = rx.wqe(n);
+      const RecvWqe& r = wqes[n];
       if (psn != epsn || r.total_bytes < len) break;
       const std::uint64_t wr_id = r.wr_id;
-      const Sge* sges = rx.sges_of(n);
       if (r.num_sge == 1 && !rp)
-        copy_small(reinterpret_cast<std::uint8_t*>(sges[0].addr), p.payload, len);
+        copy_small(reinterpret_cast<std::uint8_t*>(sge[0].addr), p.payload, len);
       else
-        copy_to_sges(sges, r.num_sge, 0, p.payload, len, rp);
+        copy_to_sges(sge, r.num_sge, 0, p.payload, len, rp);
+      sge += rx.stride;
       // complete_recv_ok's completion.
-      WorkCompletion* wc = wcs.after(n);
+      WorkCompletion* wc = wc_first + n;
       *wc = tmpl;
       wc->wr_id = wr_id;
       wc->byte_len = len;
       last_len = len;
-      msn = psn_add(msn, 1);
       epsn = psn_add(psn, 1);
       if ((bth[8] & 0x80) || ++since >= coalesce) {
         since = 0;
-        ack_due = true;
-        ack_psn = psn;
-        ack_msn = msn;
+        ack_at = n;
       }
       words_sum += words;
     }
-    if (ack_due) ack = DeferredAck{&qp, ack_psn, ack_msn};
+    if (ack_at != kNoAck) {
+      const auto k = static_cast<std::uint32_t>(ack_at);
+      ack = DeferredAck{&qp, psn_add(epsn_first, k), psn_add(msn_first, k + 1)};
+    }
     rx_bytes = words_sum * 4 + n * wire::kVcrcBytes;
     if (n != 0) {
+      msn = psn_add(msn_first, static_cast<std::uint32_t>(n));
       rq.pop_n(n);
       cq->commit(n);  // commit_cqe's counts, for n successful completions
       counters_.completions += n;
@@ -866,7 +894,23 @@ void DeviceImpl::on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
   BurstRoute route;
   DeferredAck ack;
   for (std::size_t i = 0; i < pkts.size();) {
-    const TxPacket& pkt = pkts[i++];
+    const TxPacket& pkt = pkts[i];
+    // A packet receive_run may take (SEND ONLY, WRITE MIDDLE or LAST) starts a run itself once
+    // routed: the burst's first SEND then costs what the run's others do, not the per-packet
+    // lean path's (~200 instructions more, once per burst). A run that takes nothing leaves it
+    // to fast_receive_burst, with the route it found cached.
+    const auto op = static_cast<wire::Opcode>(pkt.headers[wire::kLrhBytes]);
+    if (op == wire::Opcode::kRcSendOnly || op == wire::Opcode::kRcWriteMiddle ||
+        op == wire::Opcode::kRcWriteLast) {
+      if (QpImpl* qp = burst_route(pkt, route)) {
+        if (ack.qp != qp) ack.flush();  // receive_run's ACK replaces the one held
+        if (const std::size_t k = receive_run(pkts.subspan(i), route, ack)) {
+          i += k;
+          continue;
+        }
+      }
+    }
+    ++i;
     if (fast_receive_burst(pkt, route, ack)) {
       if (i < pkts.size()) i += receive_run(pkts.subspan(i), route, ack);
       continue;

@@ -239,10 +239,14 @@ class DeviceImpl final : public Device {
   };
   [[gnu::always_inline]] inline bool fast_receive_burst(const TxPacket& pkt, BurstRoute& route,
                                                         DeferredAck& ack);
-  // After fast_receive_burst took a request to route.qp: the packets of `pkts` from the start
-  // that continue it in a run — WRITE MIDDLE packets inside the current WRITE, or SEND ONLY
-  // packets each into a posted receive with a free CQ slot — taken with the responder's state
-  // (ePSN, MSN, bytes, ACK count, receive queue) in locals and stored back once. Exactly
+  // fast_receive_burst's routing checks: the RC QP the packet's LRH and BTH route it to (the
+  // cached `route` when its routing bytes are the same, else found and cached), or nullptr.
+  [[gnu::always_inline]] inline QpImpl* burst_route(const TxPacket& pkt, BurstRoute& route);
+  // Once burst_route has routed the first of `pkts` to route.qp (any held ACK of another QP
+  // flushed): the packets from the start that continue the QP's responder in a run — WRITE
+  // MIDDLE packets inside the current WRITE (and the LAST ending it), or SEND ONLY packets each
+  // into a posted receive with a free CQ slot — taken with the responder's state (ePSN, MSN,
+  // bytes, ACK count, receive queue) in locals and stored back once. Exactly
   // fast_receive_burst's checks and effects for each packet it takes; it stops (returning how
   // many it took) at the first packet it is not sure of, which goes to fast_receive_burst.
   std::size_t receive_run(std::span<const TxPacket> pkts, const BurstRoute& route,

@@ -181,18 +181,22 @@ class RecvQueue {
     tail_ += k;
   }
   // push() over a list (post_recv_burst): from the front of `wrs`, the WRs of one SGE with L_Key
-  // `lkey` inside [base, base + length), while there is room; returns how many were pushed. The
-  // caller has checked that key's region (PD, local write) and max_sge >= 1.
+  // `lkey` inside [base, base + length), while there is room and up to the ring's end; returns
+  // how many were pushed. The caller has checked that key's region (PD, local write) and
+  // max_sge >= 1.
   std::size_t push1_run(std::span<const RecvWr> wrs, std::uint32_t lkey, std::uint64_t base,
                         std::uint64_t length) {
-    std::uint64_t head = head_;
-    const std::uint64_t mask = mask_, stride = max_sge_;
-    RecvWqe* const wqes = wqes_.data();
-    Sge* const sges = sges_.data();
-    // The run's length bound once: the list or the queue's room (head_ - tail_ <= max_wr_).
-    const std::size_t n = std::min<std::uint64_t>(wrs.size(), tail_ + max_wr_ - head);
+    // The run's length bound once: the list, the queue's room (head_ - tail_ <= max_wr_), and
+    // the ring's end, so that its WQEs and SGEs are consecutive in memory (pointers that step,
+    // not masked positions); the caller's next run goes on from the ring's start.
+    const std::uint64_t at = head_ & mask_;
+    const std::size_t n =
+        std::min<std::uint64_t>({wrs.size(), tail_ + max_wr_ - head_, mask_ + 1 - at});
+    RecvWqe* const wqes = wqes_.data() + at;
+    Sge* sge = sges_.data() + at * max_sge_;
+    const std::uint64_t stride = max_sge_;
     std::size_t i = 0;
-    for (; i < n; ++i, ++head) {
+    for (; i < n; ++i, sge += stride) {
       const RecvWr& wr = wrs[i];
       if (wr.sg_list.size() != 1) break;
       const Sge s = wr.sg_list[0];
@@ -200,11 +204,10 @@ class RecvQueue {
       // MrImpl::contains (an address below the region wraps its offset past length)
       const std::uint64_t offset = s.addr - base;
       if (s.lkey != lkey || offset > length || s.length > length - offset) break;
-      const std::uint64_t slot = head & mask;
-      sges[slot * stride] = s;
-      wqes[slot] = RecvWqe{wr_id, 1, s.length};
+      *sge = s;
+      wqes[i] = RecvWqe{wr_id, 1, s.length};
     }
-    head_ = head;
+    head_ += i;
     return i;
   }
   void pop() {

@@ -4,6 +4,8 @@
 #include "src/transport/qp.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "src/transport/device_impl.hpp"
@@ -260,29 +262,68 @@ QpAttr QpImpl::query() const {
 // ---- posting (IBA 11.4.1.1) -----------------------------------------------------------------
 
 namespace {
+// fill_lean_wqe's word stores: the WQE's byte fields (opcode, signaled, fence, is_inline,
+// solicited, credit_stalled; bytes 14-15 padding) as one 8-byte store, and num_sge with
+// total_bytes as another, instead of eight narrow stores per WQE (a burst of 32 SENDs posts
+// 32). Little-endian layout only; elsewhere the fields one by one.
+constexpr std::size_t kWqeFlagsOffset = offsetof(SendWqe, opcode);
+constexpr bool kWqeWide = std::endian::native == std::endian::little && sizeof(WrOpcode) == 1 &&
+                          offsetof(SendWqe, signaled) == kWqeFlagsOffset + 1 &&
+                          offsetof(SendWqe, fence) == kWqeFlagsOffset + 2 &&
+                          offsetof(SendWqe, is_inline) == kWqeFlagsOffset + 3 &&
+                          offsetof(SendWqe, solicited) == kWqeFlagsOffset + 4 &&
+                          offsetof(SendWqe, credit_stalled) == kWqeFlagsOffset + 5 &&
+                          offsetof(SendWqe, num_sge) == kWqeFlagsOffset + 8 &&
+                          offsetof(SendWqe, total_bytes) == kWqeFlagsOffset + 12;
+// The send flags kSignaled (bit 0), kFence (bit 1) and kSolicited (bit 3) moved to the low bit
+// of the signaled (byte 1), fence (byte 2) and solicited (byte 4) fields of the flags word by
+// one multiplication: bit i times 2^8 + 2^15 + 2^29 lands on i+8, i+15 and i+29, nine distinct
+// positions for i in {0, 1, 3} (no carries), of which the mask keeps 8, 16 and 32.
+static_assert(kSignaled == 1 && kFence == 2 && kSolicited == 8);
+constexpr std::uint64_t kFlagSpread = (1ull << 8) | (1ull << 15) | (1ull << 29);
+constexpr std::uint64_t kFlagKeep = (1ull << 8) | (1ull << 16) | (1ull << 32);
+constexpr std::uint64_t wqe_flags_word(WrOpcode op, std::uint32_t flags, bool sig_all) {
+  return static_cast<std::uint8_t>(op) |
+         ((std::uint64_t{flags & (kSignaled | kFence | kSolicited)} * kFlagSpread) & kFlagKeep) |
+         std::uint64_t{sig_all} << 8;
+}
+static_assert(wqe_flags_word(WrOpcode::kRdmaWrite, kSignaled | kFence | kSolicited | kInline,
+                             false) == 0x0100010102ull);
+static_assert(wqe_flags_word(WrOpcode::kSend, 0, true) == 0x100ull);
+
 // post_send's WQE for a SEND/WRITE (with or without immediate) of one SGE, not inline, field
 // by field. Not written: the atomic operands and the UD destination (read for atomics and UD
-// QPs only), which post_send zeroes for other WRs. The WR's fields are read before the first
-// store (the stores may alias the WR and would make the compiler reload it).
+// QPs only), which post_send zeroes for other WRs, and the SGE's copy in sq_sge_: it is read
+// only to gather a payload that is not contiguous (this one is, at w.contiguous) and by READ
+// and atomic responses. The WR's fields are read before the first store (the stores may alias
+// the WR and would make the compiler reload it).
 inline void fill_lean_wqe(SendWqe& w, const SendWr& wr, const Sge& sge, bool sig_all,
                           std::uint64_t cseq) {
   const std::uint64_t wr_id = wr.wr_id, remote_addr = wr.remote_addr;
   const std::uint32_t flags = wr.send_flags, imm = wr.imm_data, rkey = wr.rkey;
   const WrOpcode op = wr.opcode;
   w.wr_id = wr_id;
-  w.opcode = op;
-  w.signaled = sig_all | ((flags & kSignaled) != 0);
-  w.fence = (flags & kFence) != 0;
-  w.is_inline = false;
-  w.solicited = (flags & kSolicited) != 0;
-  w.credit_stalled = false;
-  w.total_bytes = sge.length;
+  if constexpr (kWqeWide) {
+    auto* const f = reinterpret_cast<std::uint8_t*>(&w) + kWqeFlagsOffset;
+    const std::uint64_t flag_word = wqe_flags_word(op, flags, sig_all);
+    const std::uint64_t sizes = 1u | std::uint64_t{sge.length} << 32;  // num_sge, total_bytes
+    std::memcpy(f, &flag_word, 8);
+    std::memcpy(f + 8, &sizes, 8);
+  } else {
+    w.opcode = op;
+    w.signaled = sig_all | ((flags & kSignaled) != 0);
+    w.fence = (flags & kFence) != 0;
+    w.is_inline = false;
+    w.solicited = (flags & kSolicited) != 0;
+    w.credit_stalled = false;
+    w.num_sge = 1;
+    w.total_bytes = sge.length;
+  }
   w.imm = imm;
   w.remote_addr = remote_addr;
   w.rkey = rkey;
   w.first_psn = 0;
   w.npkts = 0;
-  w.num_sge = 1;
   w.contiguous = reinterpret_cast<const std::uint8_t*>(sge.addr);
   w.cseq = cseq;
 }
@@ -305,7 +346,6 @@ Errc QpImpl::post_send(const SendWr& wr) {
         mr->contains(sge.addr, sge.length)) {
       const std::uint64_t slot = sq_head_;
       fill_lean_wqe(sq_at(slot), wr, sge, init_.sq_sig_all, cseq_next_);
-      sq_sge_[(slot & sq_mask_) * max_send_sge_] = sge;
       if (consumes_credit(wr.opcode)) ++cseq_next_;
       sq_head_ = slot + 1;
       dev_->schedule(*this);
@@ -434,10 +474,8 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
       std::uint64_t head = sq_head_, cseq = cseq_next_;
       const std::uint64_t mask = sq_mask_;
       const std::uint64_t room = sq_comp_ + sq_depth_ - head;  // head <= sq_comp_ + sq_depth_
-      const std::uint32_t sge_stride = max_send_sge_;
       const bool sig_all = init_.sq_sig_all;
       SendWqe* const sq = sq_.data();
-      Sge* const sq_sge = sq_sge_.data();
       const SendWr* const first = wrs.data() + i;
       const SendWr* const end = first + std::min<std::uint64_t>(wrs.size() - i, room);
       const SendWr* wr = first;
@@ -457,7 +495,6 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
           break;
         const WrOpcode op = wr->opcode;
         fill_lean_wqe(sq[head & mask], *wr, sge, sig_all, cseq);
-        sq_sge[(head & mask) * sge_stride] = sge;
         if (consumes_credit(op)) ++cseq;
       }
       i += static_cast<std::size_t>(wr - first);

@@ -107,6 +107,9 @@ constexpr bool kTxWide =
     offsetof(TxPacket, port_num) == kTxLenOffset + 16 &&
     offsetof(TxPacket, dlid) == kTxLenOffset + 18 && offsetof(TxPacket, sl) == kTxLenOffset + 20 &&
     sizeof(TxPacket) >= kTxLenOffset + 24;
+// SendWqe::first_psn and npkts in one 8-byte store (the ONLY loop launches a WQE per packet).
+constexpr bool kWqePsnsWide = std::endian::native == std::endian::little &&
+                              offsetof(SendWqe, npkts) == offsetof(SendWqe, first_psn) + 4;
 constexpr std::uint64_t tx_route_word(std::uint8_t port, std::uint16_t dlid, std::uint8_t sl) {
   return std::uint64_t{port} | std::uint64_t{dlid} << 16 | std::uint64_t{sl} << 32;
 }
@@ -494,6 +497,18 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       const std::uint64_t stop = slot + std::min<std::uint64_t>(out.size() - n, head - slot);
       TxPacket* o_next = out.data() + n;
       std::uint64_t words_sum = 0;
+      // AETH credit code 31 (unlimited) as a limit no WQE reaches: one compare per WQE.
+      const std::uint64_t credit_limit = unlimited ? ~std::uint64_t{0} : climit;
+      // The BTH's first 8 bytes but SE and PadCnt, and the headers' length, by WrOpcode (SEND,
+      // SEND with immediate, WRITE, WRITE with immediate): the ONLY opcode (IBA 9.2.1 Table 39);
+      // LRH + BTH, + RETH for a WRITE (9.3.3), + ImmDt with immediate (9.3.1).
+      std::array<std::uint64_t, 4> bth_by_op;
+      for (unsigned op = 0; op < 4; ++op)
+        bth_by_op[op] = bth_base | static_cast<std::uint8_t>(kDataOpcodes[op][0]);
+      constexpr std::array<std::uint8_t, 4> kOnlyHeaderBytes = {
+          QpImpl::kMidHdrBytes, QpImpl::kMidHdrBytes + wire::kImmBytes,
+          QpImpl::kMidHdrBytes + wire::kRethBytes,
+          QpImpl::kMidHdrBytes + wire::kRethBytes + wire::kImmBytes};
       for (; slot != stop; ++slot, ++o_next) {
         SendWqe& w = sq[slot & mask];
         const auto opi = static_cast<unsigned>(w.opcode);
@@ -504,49 +519,47 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         // end-to-end credits (9.7.7.2.5).
         if (opi > static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) || len > mtu ||
             (len != 0 && !w.contiguous) || (w.fence && fence_held) ||
-            (credit && !unlimited && w.cseq >= climit && w.cseq != cacked))
+            (credit && w.cseq >= credit_limit && w.cseq != cacked))
           break;
         // req_poll's launch and build_request's ONLY packet (IBA 9.7.2: the whole message).
         ++since;
         const bool ack_req = w.signaled || (slot + 1 == head && !delayed_acks) || credit ||
                              since >= kAckReqEveryPackets;
         if (ack_req) since = 0;
-        w.first_psn = psn;
-        w.npkts = 1;
-        // The WQE's fields before the packet's stores (byte stores may alias anything).
-        const bool write = opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite);
-        const std::uint64_t remote_addr = w.remote_addr;
-        const std::uint32_t rkey = w.rkey, imm = w.imm;
         const std::uint8_t* payload = len ? w.contiguous : nullptr;
+        const std::uint32_t solicited = w.solicited ? 0x80u : 0u;
+        if constexpr (kWqePsnsWide) {
+          const std::uint64_t psns = psn | std::uint64_t{1} << 32;  // first_psn, npkts = 1
+          std::memcpy(&w.first_psn, &psns, 8);
+        } else {
+          w.first_psn = psn;
+          w.npkts = 1;
+        }
         const auto pad = static_cast<std::uint8_t>(-len & 3);
         // encode_from_template: the LRH and the BTH's first 8 bytes as two words of the
-        // template's with PktLen (7.7.8), opcode, SE and PadCnt (9.2) set, then the PSN word;
-        // WRITE ONLY: the RETH (9.3.3); with immediate: ImmDt (9.3.1).
-        const auto hb =
-            static_cast<std::uint16_t>(QpImpl::kMidHdrBytes + (write ? wire::kRethBytes : 0) +
-                                       ((opi & 1) ? wire::kImmBytes : 0));
-        const std::uint64_t words = (hb + len + pad + wire::kIcrcBytes) / 4;
-        const std::uint64_t lrh = lrh_base | (words >> 8) << 32 | (words & 0xFF) << 40;
-        const std::uint64_t bth_word =
-            bth_base | static_cast<std::uint8_t>(kDataOpcodes[opi][0]) |
-            std::uint64_t{(w.solicited ? 0x80u : 0u) | (unsigned{pad} << 4)} << 8;
+        // template's with PktLen (7.7.8, big-endian in bytes 4-5), opcode, SE and PadCnt (9.2)
+        // set, then the PSN word; WRITE ONLY: the RETH (9.3.3); with immediate: ImmDt (9.3.1).
+        // The WQE's RETH and ImmDt fields are read where they are stored (each is used once;
+        // read before the packet's first store, they stayed live across the loop body and were
+        // spilled).
+        const std::uint16_t hb = kOnlyHeaderBytes[opi];
+        const auto words = static_cast<std::uint16_t>((hb + len + pad + wire::kIcrcBytes) / 4);
+        const std::uint64_t lrh = lrh_base | std::uint64_t{__builtin_bswap16(words)} << 32;
+        const std::uint64_t bth_word = bth_by_op[opi] | std::uint64_t{solicited | pad << 4} << 8;
         TxPacket& o = *o_next;
         std::uint8_t* const h = o.headers.data();
         std::memcpy(h, &lrh, 8);
         std::memcpy(h + wire::kLrhBytes, &bth_word, 8);
         st32(h + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | psn);
         std::uint8_t* e = h + QpImpl::kMidHdrBytes;
-        if (write) {
-          st64(e, remote_addr);
-          st32(e + 8, rkey);
+        if (opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite)) {
+          st64(e, w.remote_addr);
+          st32(e + 8, w.rkey);
           st32(e + 12, len);
           e += wire::kRethBytes;
         }
-        if (opi & 1) st32(e, imm);
-        const std::uint32_t next = psn_add(psn, 1);
-        if (psn_lt(psn, high)) ++retransmits;
-        if (psn_lt(high, next)) high = next;
-        psn = next;
+        if (opi & 1) st32(e, w.imm);
+        psn = psn_add(psn, 1);
         words_sum += words;
         o.header_bytes = hb;
         // finish_encoded.
@@ -557,8 +570,18 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       // call clobbers.
       if (compute)
         for (TxPacket* o = out.data() + n; o != o_next; ++o) dev.compute_crcs(*o);
-      n += slot - first_slot;
-      tx_bytes = words_sum * 4 + (slot - first_slot) * wire::kVcrcBytes;
+      // The run's PSNs are psn0 .. psn0 + k - 1, one per packet: those before psn_high_ are
+      // resent (req_poll counts them one by one), and psn_high_ moves to the run's end if that
+      // is later; the same as per packet, given that the PSNs in flight span less than half the
+      // PSN space (IBA 9.7.1).
+      const std::uint64_t k = slot - first_slot;
+      if (k != 0) {
+        const std::uint32_t psn0 = psn_sub(psn, static_cast<std::uint32_t>(k));
+        if (psn_lt(psn0, high)) retransmits = std::min<std::uint64_t>(k, psn_sub(high, psn0));
+        if (psn_lt(high, psn)) high = psn;
+      }
+      n += k;
+      tx_bytes = words_sum * 4 + k * wire::kVcrcBytes;
     }
     if (n != run_first) {
       qp.sq_req_ = qp.sq_launched_ = slot;
