@@ -129,6 +129,9 @@ class Driver {
   void kick();
 
   const DriverCounters& counters() const { return counters_; }
+  // The clock as the latest pass read it: afresh at the start of every pass after one that
+  // worked, else every few idle passes (pass_in), so up to a few microseconds old while idle.
+  TimeNs last_now() const { return last_now_; }
   const DriverConfig& config() const { return config_; }
 
  private:
