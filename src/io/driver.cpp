@@ -152,7 +152,7 @@ void Driver::watch_media() const {
   // An idle pass (both bursts, the Device's transmit poll, the clock every few passes) is
   // ~0.1 us here; a packet landing during one waits for the rest of it and the next pass's
   // start: ~half a pass. Watching the media's rx_ready between pauses cuts that to about half a
-  // pause (8 B WRITE ping-pong, quiet machine: one-way latency -? %, see bench/io/README.md).
+  // pause (bench/io/README.md, session 19).
   // Bounded, so that whatever only a pass notices (a post by another thread in threaded mode,
   // a deadline) waits at most ~kWatchPausesMax pauses longer; not while a medium is
   // back-pressured (its room shows in tx_burst, not in rx_ready).
