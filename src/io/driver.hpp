@@ -129,6 +129,9 @@ class Driver {
   void kick();
 
   const DriverCounters& counters() const { return counters_; }
+  // The clock as the latest pass read it: afresh at the start of every pass after one that
+  // worked, else every few idle passes (pass_in), so up to a few microseconds old while idle.
+  TimeNs last_now() const { return last_now_; }
   const DriverConfig& config() const { return config_; }
 
  private:
@@ -138,10 +141,11 @@ class Driver {
   };
   // How long to keep polling after the last work.
   TimeNs spin_limit_ns() const;
-  // One idle pass's pause: a pause instruction; every peer_check_ns (since `last_check`, then
+  // One idle pass's pause: watch_media(); every peer_check_ns (since `last_check`, then
   // updated) a look at the peers (DriverConfig::peer_check_ns), which may yield or say to block
   // now (returns true). `last_work`: when this Driver last did anything.
   bool idle_pause(TimeNs now, TimeNs last_work, TimeNs& last_check);
+  void watch_media() const;  // pauses until a medium may have a packet (at most kWatchPausesMax)
   Medium::PeerState peers(TimeNs now, TimeNs last_work) const;
   // Sleeps until a doorbell, the earliest deadline, an event or `until`, whichever is first.
   void block(TimeNs until);

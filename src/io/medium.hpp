@@ -35,6 +35,12 @@ class Medium {
   virtual bool prepare_sleep() { return true; }
   virtual void finish_sleep() {}
 
+  // A cheap hint, no part of the protocol: false when rx_burst would surely find nothing (the
+  // shared-memory ring's header word at its head reads empty). The idle Driver watches it
+  // between pauses instead of running whole passes, so a packet is noticed a pause after it
+  // lands rather than half a pass later. A medium that cannot tell cheaply says true.
+  virtual bool rx_ready() const { return true; }
+
   // True when the last tx_burst stopped for lack of room on the wire (back-pressure): the peer
   // is consuming, so the Driver keeps polling longer (DriverConfig::blocked_spin_ns) before it
   // blocks, rather than make the peer wake it with a system call.

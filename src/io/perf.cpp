@@ -199,26 +199,6 @@ bool seen(const std::uint8_t* p, std::uint8_t tag) {
   return *static_cast<const volatile std::uint8_t*>(p) == tag;
 }
 
-// Ping-pong step of WRITE latency: wait for the peer's tag in our receive half.
-// Waits for `tag` in the last byte of the receive half, then calls on_seen() (returning false on
-// failure) inside the same Driver pass: what it posts leaves together with the ACK for the
-// packet that carried the tag (one ring publish, one burst at the peer).
-template <class OnSeen>
-bool wait_tag(Endpoint& ep, std::uint32_t size, std::uint8_t tag, TimeNs timeout_ns,
-              OnSeen on_seen) {
-  const std::uint8_t* p = ep.recv_half() + size - 1;
-  bool bad = false;
-  const bool ok = ep.node.driver().run_until(
-      [&] {
-        if (ep.poll(ep.scq) < 0) bad = true;
-        if (bad || !seen(p, tag)) return bad;
-        bad = !on_seen();
-        return true;
-      },
-      timeout_ns);
-  return ok && !bad ? true : ep.fail(bad ? ep.error.c_str() : "timeout");
-}
-
 bool wait_cq(Endpoint& ep, CompletionQueue* cq, int want, TimeNs timeout_ns) {
   int got = 0;
   bool bad = false;
@@ -250,6 +230,52 @@ void fill_latency(PerfResult& r, std::vector<double>& us) {
   r.lat_p999_us = us[std::min(n - 1, n * 999 / 1000)];
 }
 
+// The client's WRITE latency ping-pong, in one Driver run: the reply's tag is seen inside a pass,
+// which posts the next WRITE at once (it leaves with the ACK for the reply, in the same pass).
+// Each round is stamped with the clock the Driver reads at the start of the pass after the one
+// that sent the WRITE (Driver::last_now: read afresh after every working pass), so each sample
+// is one whole round trip (stamp to stamp, at the same point of every round) and no clock read
+// of its own, nor a run_until's exit and entry (another clock read), lies between sending a
+// WRITE and polling for its reply: with them (~0.1 us each here) a side was sometimes not
+// polling yet when the reply landed. The last round is stamped when its reply is seen.
+bool write_pingpong(Endpoint& ep, std::uint32_t size, std::uint32_t iters, TimeNs timeout_ns,
+                    std::vector<double>& us) {
+  if (iters == 0) return true;
+  Driver& drv = ep.node.driver();
+  const WrOpcode op = opcode_of(PerfVerb::kWrite);
+  const std::uint8_t* p = ep.recv_half() + size - 1;
+  ep.send_half()[size - 1] = tag_of(0);
+  if (!ep.post(op, size, 0, lat_signaled(0, iters))) return false;
+  std::uint32_t i = 0;  // the round whose reply is awaited
+  bool stamp_due = true, first = true, bad = false;
+  TimeNs t0 = 0;
+  const auto stamp = [&](TimeNs t) {
+    if (!first) us.push_back(static_cast<double>(t - t0) / 2000.0);
+    first = false;
+    t0 = t;
+  };
+  const bool ok = drv.run_until(
+      [&] {
+        if (stamp_due) {
+          stamp(first ? monotonic_ns() : drv.last_now());
+          stamp_due = false;
+        }
+        if (ep.poll(ep.scq) < 0) bad = true;
+        if (bad || !seen(p, tag_of(i))) return bad;
+        if (i + 1 == iters) {
+          stamp(monotonic_ns());
+          return true;
+        }
+        ++i;
+        ep.send_half()[size - 1] = tag_of(i);
+        bad = !ep.post(op, size, i, lat_signaled(i, iters));
+        stamp_due = true;
+        return bad;
+      },
+      timeout_ns);
+  return ok && !bad ? true : ep.fail(bad ? ep.error.c_str() : "timeout");
+}
+
 // Client side of one size.
 bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::uint32_t iters,
                  PerfResult& r) {
@@ -259,29 +285,10 @@ bool client_size(Endpoint& ep, const PerfOptions& o, std::uint32_t size, std::ui
     std::vector<double> us;
     us.reserve(iters);
     const bool pingpong = o.verb == PerfVerb::kWrite || o.verb == PerfVerb::kSend;
-    // WRITE: the reply's tag is seen inside a Driver pass, which posts the next WRITE at once (it
-    // leaves with the ACK for the reply, in the same pass); the time is stamped once that pass
-    // has sent it, while it travels: each sample is still one whole round trip (stamp to stamp,
-    // at the same point of every round), and the clock read (~0.1 us here) is not on its path.
-    TimeNs t0 = monotonic_ns();
-    if (o.verb == PerfVerb::kWrite && iters > 0) {
-      ep.send_half()[size - 1] = tag_of(0);
-      if (!ep.post(op, size, 0, lat_signaled(0, iters))) return false;
-    }
-    for (std::uint32_t i = 0; i < iters; ++i) {
-      if (o.verb == PerfVerb::kWrite) {
-        const bool ok = wait_tag(ep, size, tag_of(i), o.timeout_ns, [&] {
-          if (i + 1 == iters) return true;
-          ep.send_half()[size - 1] = tag_of(i + 1);
-          return ep.post(op, size, i + 1, lat_signaled(i + 1, iters));
-        });
-        if (!ok) return false;
-        const TimeNs t1 = monotonic_ns();
-        us.push_back(static_cast<double>(t1 - t0) / 2000.0);
-        t0 = t1;
-        continue;
-      }
-      t0 = monotonic_ns();
+    if (o.verb == PerfVerb::kWrite && !write_pingpong(ep, size, iters, o.timeout_ns, us))
+      return false;
+    for (std::uint32_t i = 0; o.verb != PerfVerb::kWrite && i < iters; ++i) {
+      const TimeNs t0 = monotonic_ns();
       if (o.verb == PerfVerb::kSend) {
         if (!ep.post(op, size, i) || !wait_cq(ep, ep.rcq, 1, o.timeout_ns) || !ep.post_recv(size))
           return false;
@@ -350,14 +357,21 @@ bool server_size(Endpoint& ep, PerfVerb verb, PerfMode mode, std::uint32_t size,
   constexpr TimeNs kTimeout = 60'000'000'000;
   const WrOpcode op = opcode_of(verb);
   if (mode == PerfMode::kLat && verb == PerfVerb::kWrite) {
-    for (std::uint32_t i = 0; i < iters; ++i) {
-      const std::uint8_t tag = tag_of(i);
-      const bool ok = wait_tag(ep, size, tag, kTimeout, [&] {
-        ep.send_half()[size - 1] = tag;
-        return ep.post(op, size, i, lat_signaled(i, iters));
-      });
-      if (!ok) return false;
-    }
+    // One Driver run for the whole ping-pong (as the client's write_pingpong): no run_until exit
+    // and entry, with its clock read, between answering and polling for the next WRITE.
+    const std::uint8_t* p = ep.recv_half() + size - 1;
+    std::uint32_t i = 0;
+    bool bad = false;
+    const bool ok = iters == 0 || ep.node.driver().run_until(
+                                      [&] {
+                                        if (ep.poll(ep.scq) < 0) bad = true;
+                                        if (bad || !seen(p, tag_of(i))) return bad;
+                                        ep.send_half()[size - 1] = tag_of(i);
+                                        bad = !ep.post(op, size, i, lat_signaled(i, iters));
+                                        return bad || ++i == iters;
+                                      },
+                                      kTimeout);
+    if (!ok || bad) return ep.fail(bad ? ep.error.c_str() : "timeout");
   } else if (mode == PerfMode::kLat && verb == PerfVerb::kSend) {
     for (std::uint32_t i = 0; i < iters; ++i) {
       if (!wait_cq(ep, ep.rcq, 1, kTimeout) || !ep.post_recv(size) || !ep.post(op, size, i))

@@ -145,6 +145,57 @@ TEST(Ring, StaleBytesThatLookLikeHeadersAreNeverRead) {
   }
 }
 
+TEST(Ring, HeadersAreZeroedAheadOnlyOverFreeSpace) {
+  // The producer zeroes header words past its tail after each publish (kZeroAheadBytes), so a
+  // later batch needs no zero store of its own. Expect, after every publish, lap after lap with
+  // the consumer lagging by a random amount: every line start in [tail, zeroed_until) reads
+  // zero, zeroed_until never reaches past the space the consumer has freed, and every record
+  // not consumed yet keeps its bytes (the zeroing never lands on one).
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("SEED=" + std::to_string(seed));
+    Ring r(8192);
+    SeededRng rng(seed);
+    std::vector<std::pair<std::uint8_t, std::size_t>> queued;  // (fill, bytes) not consumed yet
+    std::uint64_t released = 0;
+    std::uint8_t fill = 1;
+    for (int round = 0; round < 2000; ++round) {
+      const int batch = 1 + static_cast<int>(rng.below(4));
+      for (int k = 0; k < batch; ++k) {
+        const std::size_t n = 8 + rng.below(rng.below(4) == 0 ? 1500 : 60);
+        if (!push(r.prod, fill, n)) break;
+        queued.emplace_back(fill, n);
+        fill = static_cast<std::uint8_t>(fill % 250 + 1);
+      }
+      r.prod.publish();
+      const std::uint64_t tail = r.prod.tail();
+      ASSERT_LE(r.prod.zeroed_until(), released + r.cap_bytes) << "round " << round;
+      for (std::uint64_t i = tail; i < r.prod.zeroed_until(); i += kRecordAlign) {
+        std::uint64_t w;
+        std::memcpy(&w, r.data.data() + (i & (r.cap_bytes - 1)), sizeof w);
+        ASSERT_EQ(w, 0u) << "round " << round << " line " << i;
+      }
+      // Consume some (or none) of what is queued, checking every byte; release now and then.
+      std::size_t take = rng.below(queued.size() + 1);
+      for (std::size_t q = 0; q < take; ++q) {
+        const RecordHeader* h = r.cons.peek();
+        ASSERT_NE(h, nullptr) << "round " << round;
+        ASSERT_EQ(h->bytes, queued[q].second) << "round " << round;
+        for (std::uint32_t i = 0; i < h->bytes; ++i)
+          ASSERT_EQ(RingConsumer::body(h)[i], queued[q].first) << "round " << round << " byte " << i;
+        r.cons.pop();
+      }
+      queued.erase(queued.begin(), queued.begin() + static_cast<std::ptrdiff_t>(take));
+      if (rng.below(3) != 0) {
+        r.cons.release();
+        released = r.shared.head.load();
+      }
+      if (queued.empty()) {
+        ASSERT_EQ(r.cons.peek(), nullptr) << "round " << round;
+      }
+    }
+  }
+}
+
 TEST(Ring, SleepHandshakeNeverLosesAWakeup) {
   Ring r(4096);
   ASSERT_TRUE(r.cons.prepare_sleep()) << "empty ring: the consumer may sleep";

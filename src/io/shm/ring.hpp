@@ -13,6 +13,10 @@
 //   record arrives in one cache-line transfer (the line the consumer polls is the one holding the
 //   record) instead of two (the tail index, then the record), and a batch appears all at once.
 //   The producer never fills the ring completely: it keeps 8 bytes free for that zero header.
+//   It zeroes the header words ahead of time (kZeroAheadBytes past its tail, free space only, right
+//   after each publish), so a batch ending there needs no zero store at publish: that store's line
+//   was one the consumer had prefetched, and under x86's store order the batch's first header
+//   could not become visible before that line came back (an extra line round trip per message).
 // - tail: stored by the producer at publish (relaxed), informational (a producer re-created on
 //   the same ring starts there); the consumer does not read it.
 // - head: written only by the consumer, with release, after it is done reading the records it
@@ -84,6 +88,9 @@ static_assert(sizeof(RecordHeader) == 8 && alignof(RecordHeader) <= 8);
 inline constexpr std::size_t kRecordAlign = 64;
 // How far ahead of its head the consumer prefetches (RingConsumer::peek).
 inline constexpr std::size_t kPrefetchAheadBytes = 8 * kRecordAlign;
+// How far past its tail the producer keeps the header words zero (RingProducer::zero_ahead):
+// beyond what a batch of small records spans, so that publishing one stores only its own lines.
+inline constexpr std::size_t kZeroAheadBytes = 64 * kRecordAlign;
 inline constexpr std::size_t record_span(std::size_t body) {
   return (sizeof(RecordHeader) + body + kRecordAlign - 1) & ~(kRecordAlign - 1);
 }
@@ -112,7 +119,7 @@ class RingProducer {
   RingProducer(RingShared* shared, std::uint8_t* data, std::size_t capacity)
       : s_(shared), data_(data), cap_(capacity) {
     WEFT_ASSERT(capacity >= 4096 && (capacity & (capacity - 1)) == 0);
-    tail_ = published_ = s_->tail.load(std::memory_order_relaxed);
+    tail_ = published_ = zeroed_until_ = s_->tail.load(std::memory_order_relaxed);
     head_cached_ = s_->head.load(std::memory_order_acquire);
   }
   // Largest body one record may have.
@@ -172,19 +179,39 @@ class RingProducer {
   bool publish() {
     if (published_ == tail_) return false;
     // The header word at the new tail must read kEmpty before the batch appears (can_reserve
-    // kept these 8 bytes free); then the batch's first header releases the whole batch.
-    detail::word_at(data_ + pos_in(tail_)).store(0, std::memory_order_relaxed);
+    // kept these 8 bytes free): zero_ahead stored it already unless the batch ran past what it
+    // zeroed. Then the batch's first header releases the whole batch.
+    if (tail_ >= zeroed_until_) {
+      detail::word_at(data_ + pos_in(tail_)).store(0, std::memory_order_relaxed);
+      zeroed_until_ = tail_ + kRecordAlign;
+    }
     detail::word_at(data_ + pos_in(published_)).store(first_, std::memory_order_release);
     published_ = tail_;
     s_->tail.store(tail_, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return s_->consumer_sleeping.load(std::memory_order_relaxed) &&
-           s_->consumer_sleeping.exchange(0, std::memory_order_acq_rel);
+    const bool wake = s_->consumer_sleeping.load(std::memory_order_relaxed) &&
+                      s_->consumer_sleeping.exchange(0, std::memory_order_acq_rel);
+    zero_ahead();
+    return wake;
   }
+  // Line starts past the tail known to hold a zero header word (tests look at it).
+  std::uint64_t zeroed_until() const { return zeroed_until_; }
 
  private:
   std::size_t pos_in(std::uint64_t idx) const { return idx & (cap_ - 1); }
   std::size_t free_bytes() const { return cap_ - (tail_ - head_cached_); }
+  // Stores a zero header word at every line start in [tail, tail + kZeroAheadBytes) not zeroed
+  // yet, within the space known free (below head + capacity: never over an unconsumed record).
+  // Every header position is a line start (records are kRecordAlign-aligned, and so is tail).
+  // The batches written later cover these words from the tail up, so the words past a batch's
+  // end still read zero when it is published. After the publish: these stores queue behind the
+  // batch's header, not before it, and their line transfers overlap the peer's work on it.
+  void zero_ahead() {
+    const std::uint64_t end = std::min<std::uint64_t>(tail_ + kZeroAheadBytes, head_cached_ + cap_);
+    for (std::uint64_t i = std::max(zeroed_until_, tail_); i < end; i += kRecordAlign)
+      detail::word_at(data_ + pos_in(i)).store(0, std::memory_order_relaxed);
+    zeroed_until_ = std::max(zeroed_until_, end);
+  }
   // Bytes of kSkip needed before a record of `body` bytes (0 when it fits before the end).
   std::size_t skip_needed(std::size_t body) const {
     const std::size_t left = cap_ - pos_in(tail_);
@@ -202,6 +229,7 @@ class RingProducer {
   std::uint8_t* data_ = nullptr;
   std::size_t cap_ = 0;
   std::uint64_t tail_ = 0, head_cached_ = 0, published_ = 0;
+  std::uint64_t zeroed_until_ = 0;  // line starts in [tail_, this) hold zero header words
   std::uint64_t first_ = 0;  // the unpublished batch's first header
 };
 
@@ -260,6 +288,8 @@ class RingConsumer {
   // Bytes popped but not yet freed for the producer.
   std::uint64_t unreleased() const { return head_ - released_; }
   bool empty() { return header_kind(std::memory_order_acquire) == RecordKind::kEmpty; }
+  // A hint for an idle poller (relaxed; peek() is what reads a record): something is at head.
+  bool ready() const { return header_kind(std::memory_order_relaxed) != RecordKind::kEmpty; }
   // Sleep protocol (see the file comment). prepare_sleep() returns false when records arrived.
   bool prepare_sleep() {
     s_->consumer_sleeping.store(1, std::memory_order_seq_cst);

@@ -366,12 +366,16 @@ ShmMedium::~ShmMedium() {
 }
 
 void ShmMedium::beat(TimeNs now) {
-  // The Driver re-reads the clock after every working pass and every few idle ones, so this
-  // stores at most once per ~1 us while idle; sched_getcpu() is a read of the rseq area.
-  if (now == beat_ns_) return;
-  beat_ns_ = now;
+  // At most once per kBeatIntervalNs (see there); sched_getcpu() is a read of the rseq area. A
+  // time earlier than the last beat (after a look-ahead beat, beat_until) is stored at once.
+  if (now >= beat_ns_ && now - beat_ns_ < kBeatIntervalNs) return;
+  beat_until(now);
+}
+
+void ShmMedium::beat_until(TimeNs t) {
+  beat_ns_ = t;
   const int cpu = sched_getcpu();
-  tx_.beat(now, cpu < 0 ? kNoCpu : static_cast<std::uint32_t>(cpu));
+  tx_.beat(t, cpu < 0 ? kNoCpu : static_cast<std::uint32_t>(cpu));
 }
 
 Medium::PeerState ShmMedium::peer_state(TimeNs seen_after, int cpu) const {
@@ -653,7 +657,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // One system call for the rest of the burst (up to 2 MiB, ~130 us): the heartbeat says we
     // are busy until it should be done (a hint; see kCopyPieceBytes).
     const TimeNs t = monotonic_ns();
-    beat(t + cma_.pending_bytes() / kSlowCopyBytesPerNs);
+    beat_until(t + cma_.pending_bytes() / kSlowCopyBytesPerNs);
     cma_.flush();
     beat(monotonic_ns());
   } else {

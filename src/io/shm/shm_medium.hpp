@@ -68,6 +68,13 @@ static_assert(kPacketsPerBatch <= kRecordsPerPublish, "publish at least once per
 inline constexpr std::size_t kCopyPieceBytes = 256 << 10;
 inline constexpr std::size_t kBeatPackets = 128;
 inline constexpr std::size_t kSlowCopyBytesPerNs = 8;  // 8 GB/s: slower than any copy seen here
+// The heartbeat is stored at most once per kBeatIntervalNs (a look-ahead beat excepted). Its line
+// is read by the peer's idle Driver every DriverConfig::peer_check_ns (2 us): a store after each
+// such read costs the writer an ownership transfer, which x86's store order puts in front of the
+// records stored after it, i.e. on a ping-pong's path, once per message when a beat followed
+// every clock reading. A quarter of DriverConfig::peer_stall_ns (20 us), so a running process
+// never looks stalled to its peer.
+inline constexpr TimeNs kBeatIntervalNs = 4'000;
 
 // The segment: this header, two RingShared blocks (A->B, B->A), then both rings' data.
 struct SegmentHeader {
@@ -253,6 +260,7 @@ class ShmMedium final : public Medium {
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
   int rx_wait_fd() const override { return cfg_.rx_doorbell; }
+  bool rx_ready() const override { return rx_.ready() || peer_dead(); }
   // Also announces a wait for ring space when the last transmit found the ring full
   // (ring.hpp, producer_waiting): only a sleeping sender makes the receiver ring it.
   bool prepare_sleep() override;
@@ -295,7 +303,8 @@ class ShmMedium final : public Medium {
   // Writes pkt's record (room checked by the caller); true when it went by reference.
   bool write_record(const Device& dev, const TxPacket& pkt);
   bool in_tx_pool(const TxPacket& pkt) const;
-  void beat(TimeNs now);  // this process's heartbeat, once per clock reading
+  void beat(TimeNs now);        // this process's heartbeat, at most once per kBeatIntervalNs
+  void beat_until(TimeNs t);    // stores t now (a look-ahead beat may lie in the future)
   ShmLinkConfig cfg_;
   std::vector<std::pair<const std::uint8_t*, std::size_t>> tx_pools_;  // (base, bytes)
   std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;         // (tail after record, bytes)
