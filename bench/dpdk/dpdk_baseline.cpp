@@ -9,15 +9,26 @@
 //                                        server's {"bw_avg_gbps":..,"mpps":..} (frame bytes)
 //   dpdk_baseline lat ITERS FRAME_BYTES  ping-pong of one frame, both sides polling without a
 //                                        pause; prints {"rtt_median_us":..,"half_rtt_median_us":..}
-// Both loops poll without sleeping for the whole run (seconds): a benchmark, not a service.
+//   dpdk_baseline line ITERS             no DPDK: one cache line there and back between the two
+//                                        processes (the same CPUs); prints {"rtt_median_ns":..}.
+//                                        What a memif hop costs is mostly such transfers (ring
+//                                        index, descriptor, buffer), and on these VMs their cost
+//                                        is bimodal: ~550 ns round trip, or ~150 ns when the host
+//                                        runs the two vCPUs close together. The script measures it
+//                                        next to each latency pair to say which placement it had.
+// The loops poll without sleeping for the whole run (seconds): a benchmark, not a service. They
+// look at the clock (their idle bounds) only every kClockEveryPolls polls: a clock read (~100 ns
+// here) in every poll would delay noticing an arrival, and the bare loop is the floor.
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +41,7 @@
 namespace {
 
 constexpr std::uint16_t kBurst = 32;
+constexpr unsigned kClockEveryPolls = 256;
 
 std::uint64_t now_ns() {
   timespec ts;
@@ -120,9 +132,12 @@ int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std:
     usleep(200'000);    // let the server drain before the port goes
   } else if (server) {  // echo
     std::uint64_t echoed = 0, last = now_ns();
-    while (echoed < count && now_ns() - last < 2'000'000'000u) {
+    for (unsigned polls = 0; echoed < count;) {
       const std::uint16_t k = rte_eth_rx_burst(p.id, 0, m, kBurst);
-      if (!k) continue;
+      if (!k) {
+        if (++polls % kClockEveryPolls == 0 && now_ns() - last >= 2'000'000'000u) break;
+        continue;
+      }
       std::uint16_t done = 0;
       while (done < k) done += rte_eth_tx_burst(p.id, 0, m + done, k - done);
       echoed += k;
@@ -142,8 +157,8 @@ int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std:
       }
       std::uint16_t k = 0;
       const std::uint64_t until = t0 + 1'000'000'000u;
-      while ((k = rte_eth_rx_burst(p.id, 0, m, kBurst)) == 0 && now_ns() < until) {
-      }
+      for (unsigned polls = 0; (k = rte_eth_rx_burst(p.id, 0, m, kBurst)) == 0;)
+        if (++polls % kClockEveryPolls == 0 && now_ns() >= until) break;
       if (!k) die("no echo within 1 s");
       rtt.push_back(static_cast<double>(now_ns() - t0) / 1000.0);
       rte_pktmbuf_free_bulk(m, k);
@@ -157,12 +172,65 @@ int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std:
   return rc;
 }
 
+void pin(int c) {
+  if (c < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(c, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+// One cache line there and back between two processes on cpu[0] (the timer) and cpu[1]: each
+// side polls its own line and answers on the other's (two lines, so neither polls a line the
+// other writes to answer).
+int line_pingpong(std::uint32_t iters, const int cpu[2]) {
+  auto* shared = static_cast<std::atomic<std::uint32_t>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) return 1;
+  std::atomic<std::uint32_t>& ping = shared[0];
+  std::atomic<std::uint32_t>& pong = shared[64 / sizeof(std::uint32_t)];
+  const pid_t child = fork();
+  if (child == 0) {
+    pin(cpu[1]);
+    for (std::uint32_t i = 1; i <= iters; ++i) {
+      while (ping.load(std::memory_order_acquire) != i) {
+      }
+      pong.store(i, std::memory_order_release);
+    }
+    _exit(0);
+  }
+  pin(cpu[0]);
+  std::vector<double> rtt;
+  rtt.reserve(iters);
+  for (std::uint32_t i = 1; i <= iters; ++i) {
+    const std::uint64_t t0 = now_ns();
+    ping.store(i, std::memory_order_release);
+    while (pong.load(std::memory_order_acquire) != i) {
+    }
+    rtt.push_back(static_cast<double>(now_ns() - t0));
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  munmap(shared, 4096);
+  std::sort(rtt.begin(), rtt.end());
+  std::printf("{\"rtt_median_ns\":%.1f,\"iterations\":%u}\n", rtt[rtt.size() / 2], iters);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  int cpu[2] = {-1, -1};
+  if (argc >= 3 && !std::strcmp(argv[1], "line")) {
+    const auto iters = static_cast<std::uint32_t>(std::strtoul(argv[2], nullptr, 10));
+    if (!iters || argc > 4 || (argc == 4 && std::sscanf(argv[3], "%d,%d", &cpu[0], &cpu[1]) != 2))
+      return 2;
+    return line_pingpong(iters, cpu);
+  }
   if ((argc != 4 && argc != 5) || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "lat"))) {
-    std::fprintf(
-        stderr, "usage: dpdk_baseline bw FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES [A,B]\n");
+    std::fprintf(stderr,
+                 "usage: dpdk_baseline bw FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES [A,B] | "
+                 "line ITERS [A,B]\n");
     return 2;
   }
   const bool bw = !std::strcmp(argv[1], "bw");
@@ -173,15 +241,7 @@ int main(int argc, char** argv) {
   int go[2];
   if (pipe(go) != 0) return 1;
   // The bandwidth figure comes from the server (the receiver), the latency from the client.
-  int cpu[2] = {-1, -1};
   if (argc == 5 && std::sscanf(argv[4], "%d,%d", &cpu[0], &cpu[1]) != 2) return 2;
-  const auto pin = [](int c) {
-    if (c < 0) return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(c, &set);
-    sched_setaffinity(0, sizeof set, &set);
-  };
   const pid_t child = fork();
   if (child == 0) {
     pin(cpu[1]);  // the client: its EAL starts after the server's port listens
