@@ -29,7 +29,9 @@ enum class Purpose : std::uint8_t {
   kSetSl2Vl,  // extra = in << 8 | out
   kSetVlArb,  // port = the switch port
   kLightSwitchInfo,
-  kSetMft,  // mod = position << 28 | block
+  kSetMft,       // mod = position << 28 | block
+  kPortRecheck,  // PortInfo Get of a port read Down, after PortStateChange was cleared; and in
+                 // light sweeps, of a linked port the last heavy sweep left short of Active
 };
 
 constexpr std::size_t kMftBlock = 32;     // MLIDs per MFT block (14.2.5.12)
@@ -309,6 +311,12 @@ struct SubnetManager::Impl {
                 static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
         reqs[slot].dlid = live_lid(i, 0);
       }
+    // The ports the last heavy sweep left short of Active (directed, by discovery's paths).
+    for (std::uint32_t i = 0; i < nodes.size(); ++i)
+      for (std::uint8_t p = 1; p <= nodes[i].num_ports; ++p)
+        if (short_of_active(i, p))
+          add(Purpose::kPortRecheck, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p,
+              i, p);
     if (sm.routes_valid_) program_mft(/*live=*/true);  // group changes since the last sweep
   }
 
@@ -316,6 +324,7 @@ struct SubnetManager::Impl {
     enter(next, now);
     cur.end_ns = now;
     cur.complete = !sweep_lost;
+    if (cur.heavy && next == Phase::kSubnetUp) cur.ports_left_inactive = ports_short_of_active();
     for (const PhaseStats& p : cur.phase) cur.total.add(p);
     sm.totals_.add(cur.total);
     if (cur.heavy) {
@@ -403,6 +412,19 @@ struct SubnetManager::Impl {
       add(Purpose::kPortInfo, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), port, i,
           port);
     }
+  }
+
+  // A linked port (its peer found by discovery) that is not Active in the model: read as Down
+  // or Polling while its peer was up, or a Set for it refused or lost.
+  bool short_of_active(std::uint32_t i, std::uint8_t p) const {
+    const DPort& d = nodes[i].ports[p];
+    return p != 0 && d.read && d.peer != kNone && d.info.port_state != wire::PortState::kActive;
+  }
+  std::size_t ports_short_of_active() const {
+    std::size_t k = 0;
+    for (std::uint32_t i = 0; i < nodes.size(); ++i)
+      for (std::uint8_t p = 1; p <= nodes[i].num_ports; ++p) k += short_of_active(i, p) ? 1 : 0;
+    return k;
   }
 
   std::vector<std::uint8_t> probe_path(const Request& r) const {
@@ -630,7 +652,7 @@ struct SubnetManager::Impl {
       if (n.swinfo.linear_fdb_top != top || n.swinfo.port_state_change) {
         wire::SwitchInfo si = n.swinfo;
         si.linear_fdb_top = top;
-        si.port_state_change = true;  // writing 1 clears it (14.2.5.4)
+        si.port_state_change = true;  // writing 1 clears it (14.2.5.4); see recheck_down_ports
         std::array<std::uint8_t, wire::kSmpDataBytes> data{};
         wire::encode(si, data);
         add(Purpose::kSetSwitchInfo, true, static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo),
@@ -815,6 +837,30 @@ struct SubnetManager::Impl {
         reqs[slot].dlid = sweep_lost ? 0 : live_lid(i, p);  // a table may be missing: directed
         ++cur.ports_activated;
       }
+    if (sm.cfg_.recheck_down_ports) recheck_down_ports();
+  }
+
+  // PortStateChange (14.2.5.4) records what a switch's link state machines did on their own,
+  // and a port that trains before its switch knows the SM's LID sends no trap (13.4.9: traps go
+  // to MasterSMLID). The SwitchInfo Set of LFT programming clears the flag after discovery read
+  // the ports, so a port that trained in between (read Down) would be seen by nothing: the
+  // cross-host failure of a crossing port left in Init behind a tunnel while its peer was
+  // Active. So every switch port read Down is read again now that the flag is cleared; one found
+  // trained makes another heavy sweep follow at once, which arms and activates it. A port that
+  // trains after this read sets the flag again (and traps: its switch knows the SM now).
+  void recheck_down_ports() {
+    for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+      if (!nodes[i].is_switch) continue;
+      for (std::uint8_t p = 1; p <= nodes[i].num_ports; ++p) {
+        const DPort& d = nodes[i].ports[p];
+        if (!d.read || d.info.port_phys_state == kPhysLinkUp) continue;
+        const std::uint32_t slot =
+            add(Purpose::kPortRecheck, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo),
+                p, i, p);
+        reqs[slot].dlid = sweep_lost ? 0 : live_lid(i, 0);
+        ++cur.ports_rechecked;
+      }
+    }
   }
 
   void fail(TimeNs now, std::string msg) {
@@ -873,6 +919,16 @@ struct SubnetManager::Impl {
         case Purpose::kLightSwitchInfo:
           if (wire::decode_switch_info(data).port_state_change) heavy_wanted = true;
           break;
+        case Purpose::kPortRecheck: {
+          // Trained (Init or Armed) but not Active: the heavy sweep arms and activates it (IBA
+          // 14.4: the SM takes every port with a physical link to Active). Still down: its
+          // training will set PortStateChange and send a trap, the switch now knowing the SM.
+          const wire::PortInfo pi = wire::decode_port_info(data);
+          nodes[r.node].ports[r.port].info = pi;
+          if (pi.port_phys_state == kPhysLinkUp && pi.port_state != wire::PortState::kActive)
+            heavy_wanted = true;
+          break;
+        }
       }
     }
     if (status != 0 && r.set) sweep_lost = true;  // refused: look again next sweep

@@ -23,13 +23,19 @@
 //                    what this SM programmed before; SLtoVL and VLArbitration tables when the
 //                    engine uses VLs (dor datelines). Two passes: the blocks holding the SM's LID
 //                    and the switch LIDs directed-route, then the rest LID-routed.
-//   activation       PortInfo Set PortState Armed -> Active on every armed port.
+//   activation       PortInfo Set PortState Armed -> Active on every armed port; PortInfo Get
+//                    of every switch port discovery read Down, now that PortStateChange is
+//                    cleared: one that trained in between (before its switch knew the SM's
+//                    LID, so no trap) makes another heavy sweep follow at once.
 // Discovery, port configuration and the first LFT pass are directed-route (paths from discovery);
 // what comes after (the other LFT blocks, activation, light sweeps) is LID-routed
 // (lid_routed_when_live), through the entries the first pass wrote. A light sweep every
-// sweep_interval_ns Gets SwitchInfo of every switch; a PortStateChange, a switch that does not
-// answer, or a trap 128 (link state change, LID-routed to the SMLID; answered with TrapRepress)
-// starts a heavy sweep, which re-sets only what changed.
+// sweep_interval_ns Gets SwitchInfo of every switch, and PortInfo (directed) of every linked
+// port the last heavy sweep left short of Active (read Down while its peer was up, a Set
+// refused or lost); a PortStateChange, such a port found trained (Init or Armed), a switch that
+// does not answer, or a trap 128 (link state change, LID-routed to the SMLID; answered with
+// TrapRepress) starts a heavy sweep, which re-sets only what changed (Init -> Armed -> Active
+// for that port).
 //
 // Reliability: at most window_max SMPs in flight; each is retried after timeout_ns up to
 // retries_max times (VL15 has no flow control and drops under congestion, IBA 7.6.4). A sweep
@@ -89,6 +95,9 @@ struct SmConfig {
   int retries_max = 8;                        // resends after the first attempt
   TimeNs sweep_interval_ns = 10'000'000'000;  // light sweeps; 0 = none
   int sweeps_incomplete_max = 4;              // heavy sweeps repeated after lost SMPs
+  // Activation reads again every switch port discovery read Down (see the phase list above).
+  // Off only for tests of what the light sweep repairs without it.
+  bool recheck_down_ports = true;
   // A trap starts a heavy sweep this long after it arrives, so the traps of both ends of a
   // link (and of a flapping link) share one sweep.
   TimeNs trap_holdoff_ns = 100'000;
@@ -144,6 +153,9 @@ struct SweepReport {
   std::size_t switches = 0, hcas = 0, links = 0;
   std::size_t lft_blocks_sent = 0, lft_blocks_unchanged = 0;
   std::size_t ports_set = 0, ports_activated = 0;
+  std::size_t ports_rechecked = 0;  // switch ports read Down, read again in activation
+  // Heavy sweeps: linked ports (peer found) not Active at the end (read Down, Set lost).
+  std::size_t ports_left_inactive = 0;
   std::size_t mft_blocks_sent = 0;  // MulticastForwardingTable Sets (block, position)
   bool complete = false;            // no SMP lost for good
   bool routes_valid = false;

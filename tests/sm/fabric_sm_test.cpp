@@ -134,12 +134,12 @@ TEST(FabricSm, ExactMadCountsTwoSwitches) {
   EXPECT_EQ(s.of(Phase::kDiscovery).mads_sent, 28u);
   EXPECT_EQ(s.of(Phase::kLidAssignment).mads_sent, 12u);
   EXPECT_EQ(s.of(Phase::kLftProgramming).mads_sent, 4u);
-  EXPECT_EQ(s.of(Phase::kActivation).mads_sent, 12u);
-  EXPECT_EQ(r.mads, 56u);
-  EXPECT_EQ(s.total.responses, 56u);
+  EXPECT_EQ(s.of(Phase::kActivation).mads_sent, 14u);  // 12 Sets, 2 Gets of ports read Down
+  EXPECT_EQ(r.mads, 58u);
+  EXPECT_EQ(s.total.responses, 58u);
   EXPECT_EQ(s.total.mads_retried, 0u);
   EXPECT_EQ(r.vl15_dropped, 0u);
-  EXPECT_EQ(sm->mads_received(), 56u);
+  EXPECT_EQ(sm->mads_received(), 58u);
   EXPECT_EQ(sm->sm().sm_lid(), f.lid(2));
   EXPECT_NE(f.lid(5), 0);
   // Data through the SM's tables, and the Device knows its LID.
@@ -411,6 +411,59 @@ TEST(FabricSm, PortInfoSetDownAndDisableMoveTheLink) {
   EXPECT_EQ(sm->sm().ignored_mads(), ignored0 + 4) << "four Sets, four GetResps";
   EXPECT_TRUE(verify_nodes(f, sm->sm().sm_lid()).ok());
   write_byte_exact(f, 2, 5, 4096);
+}
+
+// Three 4-port switches in a triangle, one HCA on each: s1 (node 0) - s2 (1) through ports 2/2,
+// s1 - s3 (2) through 3/2, s2 - s3 through 3/3 (link 5), h0..h2 (nodes 3..5) on port 1.
+topo::Topology triangle() {
+  topo::Topology t;
+  for (int s = 0; s < 3; ++s)
+    t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, s), 4, "s" + std::to_string(s + 1));
+  for (int h = 0; h < 3; ++h) {
+    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
+    t.connect({static_cast<topo::NodeId>(h), 1}, {n, 1});
+  }
+  t.connect({0, 2}, {1, 2});
+  t.connect({0, 3}, {2, 2});
+  t.connect({1, 3}, {2, 3});
+  return t;
+}
+
+// The cross-host failure of issue 7 section 5 (a crossing port left in Init while its peer was
+// Active) over the emulated fabric: link s2-s3 trains during the first heavy sweep, after s2/3
+// was read Down and before s3 is reached (PortFaults drop everything s3 gets from s1 until
+// then). No switch knows the SM's LID yet, so no trap; the SM still activates both ends (its
+// activation phase reads s2/3 again, finds it trained and sweeps again), and data crosses it.
+TEST(FabricSm, LinkThatTrainsDuringTheFirstSweepIsActivated) {
+  const topo::Topology t = triangle();
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  f.set_link_state(5, false, sim.now());
+  fabric::PortFaults blackout;
+  blackout.drop = 1.0;
+  ASSERT_TRUE(f.set_port_faults(2, 2, blackout));
+  SmConfig c;
+  c.routing.engine = routing::Engine::kMinHop;
+  FabricSm sm(f, 3, c);
+  sm.start();
+  sim.run_until(sim.now() + 400'000);
+  EXPECT_EQ(f.node(1).state().ports[3].state, sma::LinkState::kDown);
+  EXPECT_EQ(sm.sm().phase(), Phase::kDiscovery);
+  f.set_link_state(5, true, sim.now());
+  ASSERT_TRUE(f.set_port_faults(2, 2, fabric::PortFaults{}));
+  ASSERT_TRUE(sm.run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm.sm().heavy_sweeps(), 2u);
+  EXPECT_EQ(sm.sm().light_sweeps(), 0u);
+  EXPECT_EQ(sm.sm().traps_received(), 0u);
+  EXPECT_EQ(sm.sm().last_heavy().ports_left_inactive, 0u);
+  EXPECT_EQ(f.node(1).state().ports[3].state, sma::LinkState::kActive);
+  EXPECT_EQ(f.node(2).state().ports[3].state, sma::LinkState::kActive);
+  const VerifyReport v = verify_nodes(f, sm.sm().sm_lid());
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  EXPECT_EQ(v.ports_not_active, 0u);
+  EXPECT_EQ(v.unreachable_pairs, 0u);
+  write_byte_exact(f, 4, 5, 4096);  // h1 (on s2) to h2 (on s3): over the late link
+  EXPECT_GT(f.counters(1, 3).xmit_pkts, 0u);
 }
 
 // The LID-routed path of `src` to `dst`'s LID: the first switch-to-switch link it takes.

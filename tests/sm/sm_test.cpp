@@ -51,19 +51,23 @@ SmConfig config(routing::Engine e) {
   return c;
 }
 
-void expect_up(Rig& r, const char* what) {
-  ASSERT_TRUE(r.fab.run_until_up(kLimitNs))
-      << what << ": phase " << to_string(r.sm.phase()) << " " << r.sm.last_error();
-  EXPECT_TRUE(r.sm.routes_valid())
-      << what << ": "
-      << (r.sm.last_heavy().check.problems.empty() ? std::string()
-                                                   : r.sm.last_heavy().check.problems[0]);
-  const VerifyReport v = r.fab.verify();
+void expect_up(SubnetManager& sm, DirectFabric& fab, const char* what) {
+  ASSERT_TRUE(fab.run_until_up(kLimitNs))
+      << what << ": phase " << to_string(sm.phase()) << " " << sm.last_error();
+  EXPECT_TRUE(sm.routes_valid()) << what << ": "
+                                 << (sm.last_heavy().check.problems.empty()
+                                         ? std::string()
+                                         : sm.last_heavy().check.problems[0]);
+  const VerifyReport v = fab.verify();
   EXPECT_TRUE(v.ok()) << what << ": " << (v.problems.empty() ? "" : v.problems[0]);
   EXPECT_EQ(v.ports_not_active, 0u) << what;
   EXPECT_EQ(v.unreachable_pairs, 0u) << what;
   EXPECT_EQ(v.loops, 0u) << what;
   EXPECT_GT(v.hca_pairs, 0u) << what;
+}
+
+void expect_up(Rig& r, const char* what) {
+  expect_up(r.sm, r.fab, what);
 }
 
 std::map<std::uint64_t, std::uint16_t> lids_of(const DirectFabric& f) {
@@ -97,7 +101,8 @@ topo::Topology two_switches() {
 //                  switch ports 0..3 twice
 //   LFT programming 4 = per switch SwitchInfo Set (LinearFDBTop, PortStateChange) + one LFT
 //                  block (6 LIDs, top 6 < 64)
-//   activation 12 = PortInfo Set Active per live port.
+//   activation 14 = PortInfo Set Active per live port 12, and PortInfo Get of each switch's
+//                  port 4 (read Down; read again once PortStateChange is cleared) 2.
 TEST(SubnetManager, ExactMadCountsTwoSwitches) {
   for (int variant = 0; variant < 3; ++variant) {
     // minhop and updn; the last one sends every SMP directed-route (same counts).
@@ -110,9 +115,11 @@ TEST(SubnetManager, ExactMadCountsTwoSwitches) {
     EXPECT_EQ(s.of(Phase::kLidAssignment).mads_sent, 12u);
     EXPECT_EQ(s.of(Phase::kRouting).mads_sent, 0u);
     EXPECT_EQ(s.of(Phase::kLftProgramming).mads_sent, 4u);
-    EXPECT_EQ(s.of(Phase::kActivation).mads_sent, 12u);
-    EXPECT_EQ(s.total.mads_sent, 56u);
-    EXPECT_EQ(s.total.responses, 56u);
+    EXPECT_EQ(s.of(Phase::kActivation).mads_sent, 14u);
+    EXPECT_EQ(s.total.mads_sent, 58u);
+    EXPECT_EQ(s.total.responses, 58u);
+    EXPECT_EQ(s.ports_rechecked, 2u);
+    EXPECT_EQ(s.ports_left_inactive, 0u);
     EXPECT_EQ(s.total.mads_retried, 0u);
     EXPECT_EQ(s.total.error_status, 0u);
     EXPECT_EQ(s.switches, 2u);
@@ -278,6 +285,119 @@ TEST(SubnetManager, LightSweepFindsALinkDownWithoutTrap) {
   EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
   EXPECT_EQ(r.sm.traps_received(), 0u);
   expect_up(r, "after");
+}
+
+// Three 4-port switches in a triangle, one HCA on each: s1 (node 0) - s2 (1) through ports 2/2,
+// s1 - s3 (2) through 3/2, s2 - s3 through 3/3 (link 5), h0..h2 (nodes 3..5) on port 1.
+topo::Topology triangle() {
+  topo::Topology t;
+  for (int s = 0; s < 3; ++s)
+    t.add_switch(topo::make_guid(topo::NodeKind::kSwitch, s), 4, "s" + std::to_string(s + 1));
+  for (int h = 0; h < 3; ++h) {
+    const auto n = t.add_hca(topo::make_guid(topo::NodeKind::kHca, h), 1, "h" + std::to_string(h));
+    t.connect({static_cast<topo::NodeId>(h), 1}, {n, 1});
+  }
+  t.connect({0, 2}, {1, 2});
+  t.connect({0, 3}, {2, 2});
+  t.connect({1, 3}, {2, 3});
+  return t;
+}
+
+// The cross-host failure (issue 7 section 5: spine002/2 left in Init behind a tunnel while its
+// peer was Active), made deterministic. A link trains while the first heavy sweep runs: after the
+// SM has read one end (s2/3, Down) and before it reaches the other (s3/3, which it then finds
+// up, so the probe through it records the link). Neither switch knows the SM's LID yet, so
+// neither sends a trap, and the SwitchInfo Set of LFT programming clears PortStateChange. The
+// SM must still bring both ends to Active.
+struct LateLink {
+  static constexpr topo::LinkId kLink = 5;
+  DirectFabric fab;
+  SubnetManager sm;
+  explicit LateLink(SmConfig c) : fab(triangle()), sm(std::move(c)) {
+    fab.set_link(kLink, false);         // no SM LID anywhere: no trap
+    fab.set_port_blackout(2, 2, true);  // s3 out of reach until the link has trained
+    fab.attach(sm, 3, 1);
+    fab.run(400'000);  // s1, s2 and the HCAs read; s3's probe awaits a retry
+    EXPECT_EQ(fab.nodes()[1].ports[3].state, sma::LinkState::kDown);
+    EXPECT_EQ(sm.phase(), Phase::kDiscovery);
+    fab.set_link(kLink, true);  // Init at both ends, PortStateChange set on s2 and s3
+    fab.set_port_blackout(2, 2, false);
+    EXPECT_EQ(fab.stats().traps_sent, 0u);
+    EXPECT_TRUE(fab.run(kLimitNs, [this] { return sm.heavy_sweeps() >= 1; }));
+    // The SM found the link (through s3/3) but read s2/3 Down: it could not activate it.
+    EXPECT_EQ(sm.last_heavy().links, 6u);
+    EXPECT_EQ(sm.last_heavy().ports_left_inactive, 1u);
+    EXPECT_EQ(fab.nodes()[1].ports[3].state, sma::LinkState::kInit);
+    EXPECT_EQ(fab.nodes()[2].ports[3].state, sma::LinkState::kActive);
+    EXPECT_FALSE(fab.nodes()[1].sw.port_state_change);  // cleared by LFT programming
+  }
+};
+
+// Activation reads s2/3 again (discovery read it Down; PortStateChange is cleared by then),
+// finds it trained, and a second heavy sweep follows at once: it arms and activates the port.
+// No trap, no light sweep.
+TEST(SubnetManager, PortThatTrainedDuringTheSweepIsActivatedByTheNextHeavySweep) {
+  LateLink r(config(routing::Engine::kMinHop));
+  // s1/4, s2/4, s3/4 (free) and s2/3 read again.
+  EXPECT_EQ(r.sm.last_heavy().ports_rechecked, 4u);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  EXPECT_EQ(r.sm.light_sweeps(), 0u);
+  EXPECT_EQ(r.sm.last_heavy().ports_left_inactive, 0u);
+  EXPECT_EQ(r.sm.last_heavy().ports_activated, 1u);  // s2/3
+  EXPECT_EQ(r.sm.last_heavy().ports_rechecked, 3u);  // the free ports
+  EXPECT_EQ(r.fab.nodes()[1].ports[3].state, sma::LinkState::kActive);
+  EXPECT_EQ(r.sm.traps_received(), 0u);
+  EXPECT_EQ(r.fab.stats().traps_sent, 0u);
+  expect_up(r.sm, r.fab, "late link");
+  // Settled: the light sweep finds nothing.
+  r.fab.run(r.fab.now() + 10'500'000'000);
+  EXPECT_EQ(r.sm.light_sweeps(), 1u);
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  EXPECT_EQ(r.sm.last_light().total.mads_sent, 3u);
+}
+
+// Without that second look (recheck_down_ports off: the SM as it was when the cross-host test
+// failed) the first sweep ends with s2/3 in Init, no trap and PortStateChange cleared. The
+// periodic light sweep still reads the ports a heavy sweep left short of Active, finds s2/3
+// trained, and a heavy sweep re-drives it to Active (as OpenSM's light sweep looks again at
+// ports it could not account for).
+TEST(SubnetManager, LightSweepReadsPortsLeftShortOfActive) {
+  SmConfig c = config(routing::Engine::kMinHop);
+  c.recheck_down_ports = false;
+  LateLink r(c);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.heavy_sweeps(), 1u);
+  EXPECT_EQ(r.fab.nodes()[1].ports[3].state, sma::LinkState::kInit);
+  r.fab.run(r.fab.now() + 10'500'000'000);
+  ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+  EXPECT_EQ(r.sm.light_sweeps(), 1u);
+  EXPECT_EQ(r.sm.heavy_sweeps(), 2u);
+  // 3 SwitchInfo Gets and the PortInfo Get of s2/3.
+  EXPECT_EQ(r.sm.last_light().total.mads_sent, 4u);
+  EXPECT_EQ(r.fab.nodes()[1].ports[3].state, sma::LinkState::kActive);
+  EXPECT_EQ(r.sm.traps_received(), 0u);
+  expect_up(r.sm, r.fab, "late link, no second look");
+}
+
+// A far port's activation Set is lost (everything arriving at s3 from s1 is, for less than one
+// timeout): the SM sends it again after timeout_ns and every port ends Active in one sweep.
+TEST(SubnetManager, LostActivationSetToAFarPortIsRetried) {
+  DirectFabric fab(triangle());
+  SubnetManager sm(config(routing::Engine::kMinHop));
+  fab.attach(sm, 3, 1);
+  ASSERT_TRUE(fab.run(kLimitNs, [&] { return sm.phase() == Phase::kActivation; }));
+  fab.set_port_blackout(2, 2, true);
+  fab.run(fab.now() + 500'000);
+  const std::uint64_t dropped = fab.stats().dropped_blackout;
+  EXPECT_GT(dropped, 0u);
+  EXPECT_NE(fab.nodes()[2].ports[1].state, sma::LinkState::kActive);
+  fab.set_port_blackout(2, 2, false);
+  expect_up(sm, fab, "activation Set lost");
+  EXPECT_EQ(sm.heavy_sweeps(), 1u);
+  EXPECT_EQ(sm.last_heavy().of(Phase::kActivation).mads_retried, dropped);
+  EXPECT_EQ(sm.last_heavy().total.mads_lost, 0u);
+  EXPECT_EQ(sm.last_heavy().ports_left_inactive, 0u);
 }
 
 TEST(SubnetManager, SmpLossConverges) {
