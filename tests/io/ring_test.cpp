@@ -181,7 +181,8 @@ TEST(Ring, HeadersAreZeroedAheadOnlyOverFreeSpace) {
         ASSERT_NE(h, nullptr) << "round " << round;
         ASSERT_EQ(h->bytes, queued[q].second) << "round " << round;
         for (std::uint32_t i = 0; i < h->bytes; ++i)
-          ASSERT_EQ(RingConsumer::body(h)[i], queued[q].first) << "round " << round << " byte " << i;
+          ASSERT_EQ(RingConsumer::body(h)[i], queued[q].first)
+              << "round " << round << " byte " << i;
         r.cons.pop();
       }
       queued.erase(queued.begin(), queued.begin() + static_cast<std::ptrdiff_t>(take));

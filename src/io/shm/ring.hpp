@@ -230,7 +230,7 @@ class RingProducer {
   std::size_t cap_ = 0;
   std::uint64_t tail_ = 0, head_cached_ = 0, published_ = 0;
   std::uint64_t zeroed_until_ = 0;  // line starts in [tail_, this) hold zero header words
-  std::uint64_t first_ = 0;  // the unpublished batch's first header
+  std::uint64_t first_ = 0;         // the unpublished batch's first header
 };
 
 class RingConsumer {

@@ -303,8 +303,8 @@ class ShmMedium final : public Medium {
   // Writes pkt's record (room checked by the caller); true when it went by reference.
   bool write_record(const Device& dev, const TxPacket& pkt);
   bool in_tx_pool(const TxPacket& pkt) const;
-  void beat(TimeNs now);        // this process's heartbeat, at most once per kBeatIntervalNs
-  void beat_until(TimeNs t);    // stores t now (a look-ahead beat may lie in the future)
+  void beat(TimeNs now);      // this process's heartbeat, at most once per kBeatIntervalNs
+  void beat_until(TimeNs t);  // stores t now (a look-ahead beat may lie in the future)
   ShmLinkConfig cfg_;
   std::vector<std::pair<const std::uint8_t*, std::size_t>> tx_pools_;  // (base, bytes)
   std::deque<std::pair<std::uint64_t, std::uint32_t>> by_ref_;         // (tail after record, bytes)
