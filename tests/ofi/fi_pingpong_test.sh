@@ -16,6 +16,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# shellcheck source=pingpong_pair.sh
+source "$(dirname "$0")/pingpong_pair.sh"
 fail() {
   echo "FAIL: $*"
   echo "--- server"; cat "$dir/server" 2>/dev/null
@@ -24,25 +26,9 @@ fail() {
 }
 
 for attempt in 1 2 3; do
-  port=$((20000 + (RANDOM * 7 + $$) % 40000))
   # FI_WEFT_MEDIUM=dpdk: the two processes pair over net_memif under a name of this run's own.
   export FI_WEFT_DPDK_MEMIF=weft-pp-$$-$attempt
-  timeout 60 "$pp" -p weft "$@" -B "$port" >"$dir/server" 2>&1 &
-  server=$!
-  # The client retries while the server's out-of-band port is not listening yet.
-  for _ in $(seq 1 100); do
-    timeout 60 "$pp" -p weft "$@" -P "$port" 127.0.0.1 >"$dir/client" 2>&1
-    crc=$?
-    grep -q "Connection refused" "$dir/client" || break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  if grep -q "Address already in use" "$dir/server"; then
-    wait "$server"; server=; continue
-  fi
-  wait "$server"
-  src=$?
-  server=
+  run_pingpong_pair "$pp" "$@" || continue
   [ "$crc" -eq 0 ] || fail "client exit $crc"
   [ "$src" -eq 0 ] || fail "server exit $src"
   grep -q "usec/xfer" "$dir/client" || fail "no result table from the client"

@@ -19,6 +19,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# shellcheck source=pingpong_pair.sh
+source "$(dirname "$0")/pingpong_pair.sh"
 fail() {
   echo "FAIL: $*"
   echo "--- server"; grep -v '^libfabric:.*core' "$dir/server" 2>/dev/null | tail -40
@@ -28,22 +30,7 @@ fail() {
 
 pages_per_ring=$((4 * 1024 * 1024 / 4096))
 for attempt in 1 2 3; do
-  port=$((20000 + (RANDOM * 7 + $$) % 40000))
-  timeout 60 "$pp" -p weft -e rdm -S 65536 -I 1 -c -B "$port" >"$dir/server" 2>&1 &
-  server=$!
-  for _ in $(seq 1 100); do
-    timeout 60 "$pp" -p weft -e rdm -S 65536 -I 1 -c -P "$port" 127.0.0.1 >"$dir/client" 2>&1
-    crc=$?
-    grep -q "Connection refused" "$dir/client" || break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
-  if grep -q "Address already in use" "$dir/server"; then
-    wait "$server"; server=; continue
-  fi
-  wait "$server"
-  src=$?
-  server=
+  run_pingpong_pair "$pp" -e rdm -S 65536 -I 1 -c || continue
   [ "$crc" -eq 0 ] || fail "client exit $crc"
   [ "$src" -eq 0 ] || fail "server exit $src"
   for side in server client; do
