@@ -11,16 +11,8 @@
 set -u
 pp=$1
 export FI_WEFT_MEDIUM=shm FI_LOG_LEVEL=info
-dir=$(mktemp -d)
-server=
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
 # shellcheck source=pingpong_pair.sh
-source "$(dirname "$0")/pingpong_pair.sh"
+source "$(dirname "$0")/pingpong_pair.sh"  # $dir, $server and the clean-up on exit
 fail() {
   echo "FAIL: $*"
   echo "--- server"; grep -v '^libfabric:.*core' "$dir/server" 2>/dev/null | tail -40

@@ -3,7 +3,17 @@
 # the client retrying while the server's out-of-band port is not listening yet. Outputs go to
 # $dir/server and $dir/client; sets `crc` and `src` to the two exit statuses and keeps `server`
 # set while the server runs (the caller's cleanup kills it). Returns 1 when the port was taken
-# (the caller tries another), 0 otherwise.
+# (the caller tries another), 0 otherwise. Sourcing it makes the scratch directory $dir and a
+# trap that, on exit, kills a server still running and removes $dir.
+dir=$(mktemp -d)
+server=
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
 run_pingpong_pair() {
   local pp=$1
   shift
