@@ -7,7 +7,11 @@
 #include <bit>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
+#include "emu/sma/node_state.hpp"
 #include "src/base/assert.hpp"
+#include "src/base/log.hpp"
 
 namespace weft::sm {
 namespace {
@@ -113,6 +117,19 @@ struct Request {
   std::uint32_t data = kNone;  // Sets other than LFT: index into Impl::datas
 };
 
+// Activation back-off of one linked port left short of Active, by (node GUID, port): kept across
+// heavy sweeps (node indices are not), dropped once the port is Active or gone.
+struct Backoff {
+  std::uint32_t failures = 0;   // settled heavy sweeps in a row that left it short of Active
+  std::uint32_t due_light = 0;  // the light sweep (by number) that reads it again
+  wire::PortState state = wire::PortState::kDown;  // as the last failed attempt left it
+  std::uint8_t phys = 0;
+  std::uint64_t peer_guid = 0;  // the node at the other end (its traps reset this entry)
+  std::string desc;             // NodeDescription of the port's node
+  bool reported = false;        // stuck, reported; cleared only with the entry
+};
+using PortKey = std::pair<std::uint64_t, std::uint8_t>;  // node GUID, port
+
 // What this SM wrote into one switch, by switch GUID, so a re-sweep sends only differences.
 struct Programmed {
   std::uint16_t fdb_top = 0;
@@ -161,6 +178,9 @@ struct SubnetManager::Impl {
   TimeNs phase_start_ns = 0;
   std::uint64_t phase_start_wall = 0;
   TimeNs next_light_ns = kNoDeadline;
+  TimeNs last_heavy_end_ns = 0;
+  std::map<PortKey, Backoff> backoff;
+  std::unordered_map<std::uint16_t, std::uint64_t> switch_by_lid;  // as of the last settle
 
   std::uint64_t wall() const { return sm.cfg_.wall_clock_ns ? sm.cfg_.wall_clock_ns() : 0; }
   PhaseStats& ps() { return cur.phase[static_cast<std::size_t>(sm.phase_)]; }
@@ -311,12 +331,18 @@ struct SubnetManager::Impl {
                 static_cast<std::uint16_t>(wire::SmpAttr::kSwitchInfo), 0, i, 0);
         reqs[slot].dlid = live_lid(i, 0);
       }
-    // The ports the last heavy sweep left short of Active (directed, by discovery's paths).
+    // The ports the last heavy sweep left short of Active (directed, by discovery's paths),
+    // those whose back-off has run out.
     for (std::uint32_t i = 0; i < nodes.size(); ++i)
-      for (std::uint8_t p = 1; p <= nodes[i].num_ports; ++p)
-        if (short_of_active(i, p))
-          add(Purpose::kPortRecheck, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p,
-              i, p);
+      for (std::uint8_t p = 1; p <= nodes[i].num_ports; ++p) {
+        if (!short_of_active(i, p)) continue;
+        if (!retry_due(i, p)) {
+          ++cur.ports_backed_off;
+          continue;
+        }
+        add(Purpose::kPortRecheck, false, static_cast<std::uint16_t>(wire::SmpAttr::kPortInfo), p,
+            i, p);
+      }
     if (sm.routes_valid_) program_mft(/*live=*/true);  // group changes since the last sweep
   }
 
@@ -327,6 +353,7 @@ struct SubnetManager::Impl {
     if (cur.heavy && next == Phase::kSubnetUp) cur.ports_left_inactive = ports_short_of_active();
     for (const PhaseStats& p : cur.phase) cur.total.add(p);
     sm.totals_.add(cur.total);
+    if (cur.heavy) last_heavy_end_ns = now;
     if (cur.heavy) {
       ++sm.heavy_sweeps_;
       sm.last_heavy_ = std::move(cur);
@@ -336,6 +363,104 @@ struct SubnetManager::Impl {
     }
     cur = SweepReport{};
     next_light_ns = sm.cfg_.sweep_interval_ns ? now + sm.cfg_.sweep_interval_ns : kNoDeadline;
+    if (sm.cfg_.forced_heavy_interval_ns > 0)
+      next_light_ns = std::min(next_light_ns, last_heavy_end_ns + sm.cfg_.forced_heavy_interval_ns);
+  }
+
+  bool forced_heavy_due(TimeNs now) const {
+    return sm.cfg_.forced_heavy_interval_ns > 0 &&
+           now >= last_heavy_end_ns + sm.cfg_.forced_heavy_interval_ns;
+  }
+
+  // ---- activation back-off ------------------------------------------------------------------
+  // Light sweeps between two reads of a port after `failures` failed attempts in a row:
+  // 1, 2, 4, ... up to activation_retry_light_sweeps_max.
+  std::uint32_t retry_light_sweeps(std::uint32_t failures) const {
+    const std::uint32_t cap = sm.cfg_.activation_retry_light_sweeps_max;
+    if (failures <= 1) return 1;
+    if (failures - 1 >= 31) return cap;
+    return std::min(cap, 1u << (failures - 1));
+  }
+  bool retry_due(std::uint32_t i, std::uint8_t p) const {
+    const auto it = backoff.find({nodes[i].guid, p});
+    return it == backoff.end() || sm.light_sweeps_ + 1 >= it->second.due_light;
+  }
+  // A real change at a switch (its trap 128, its PortStateChange): its ports and their peers
+  // are tried again at the next sweep, and their failure counts start over.
+  void reset_backoff_near(std::uint64_t switch_guid) {
+    for (auto& [k, b] : backoff)
+      if (k.first == switch_guid || b.peer_guid == switch_guid) {
+        b.failures = 0;
+        b.due_light = 0;
+      }
+  }
+
+  // A heavy sweep settled (no other follows at once): one activation attempt for every linked
+  // port still short of Active. Consecutive failures with the port in the same state back off;
+  // a new state is a real change and starts the count again. Ports now Active or gone leave.
+  void count_activation_attempts(TimeNs now) {
+    std::map<PortKey, Backoff> next;
+    std::size_t stuck = 0;
+    for (std::uint32_t i = 0; i < nodes.size(); ++i)
+      for (std::uint8_t p = 1; p <= nodes[i].num_ports; ++p) {
+        if (!short_of_active(i, p)) continue;
+        const DPort& d = nodes[i].ports[p];
+        const PortKey k{nodes[i].guid, p};
+        const auto it = backoff.find(k);
+        Backoff b = it == backoff.end() ? Backoff{} : it->second;
+        if (b.state != d.info.port_state || b.phys != d.info.port_phys_state) b.failures = 0;
+        b.state = d.info.port_state;
+        b.phys = d.info.port_phys_state;
+        b.peer_guid = nodes[d.peer].guid;
+        b.desc = nodes[i].desc;
+        ++b.failures;
+        b.due_light = sm.light_sweeps_ + retry_light_sweeps(b.failures);
+        if (b.failures >= kStuckAfterAttempts) {
+          ++stuck;
+          if (!b.reported) {
+            b.reported = true;
+            report_stuck(stuck_port(k, b), now);
+          }
+        }
+        next.emplace(k, b);
+      }
+    for (const auto& [k, b] : backoff)
+      if (b.reported && !next.count(k))
+        base::get_logger("weft.sm")->info(
+            "port stuck short of Active recovered or gone: node {:#018x} port {}", k.first,
+            k.second);
+    backoff = std::move(next);
+    cur.ports_stuck = stuck;
+    switch_by_lid.clear();
+    for (std::uint32_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].is_switch && i < lids.base.size()) {
+        const routing::Lid l = lids.lid_of(i, 0);
+        if (l != routing::kNoLid) switch_by_lid[static_cast<std::uint16_t>(l)] = nodes[i].guid;
+      }
+  }
+
+  StuckPort stuck_port(const PortKey& k, const Backoff& b) const {
+    StuckPort s;
+    s.node_guid = k.first;
+    s.node_desc = b.desc;
+    s.port = k.second;
+    s.state = b.state;
+    s.phys_state = b.phys;
+    s.attempts = b.failures;
+    s.retry_light_sweeps = retry_light_sweeps(b.failures);
+    return s;
+  }
+
+  void report_stuck(const StuckPort& s, TimeNs now) {
+    ++sm.stuck_reports_;
+    base::get_logger("weft.sm")->warn(
+        "port stuck short of Active: node {:#018x} '{}' port {} state {} phys {} after {} "
+        "activation attempts; read again every {} light sweeps (doubling, at most {}) until "
+        "its link changes",
+        s.node_guid, s.node_desc, s.port, sma::to_string(s.state),
+        sma::to_string(static_cast<sma::PhysState>(s.phys_state)), s.attempts,
+        s.retry_light_sweeps, sm.cfg_.activation_retry_light_sweeps_max);
+    if (sm.cfg_.on_port_stuck) sm.cfg_.on_port_stuck(s, now);
   }
 
   // Called whenever the window may have drained: moves through the phases.
@@ -374,6 +499,7 @@ struct SubnetManager::Impl {
           incomplete_in_row = sweep_lost ? incomplete_in_row + 1 : 0;
           const bool again =
               heavy_wanted || (sweep_lost && incomplete_in_row <= sm.cfg_.sweeps_incomplete_max);
+          if (!again) count_activation_attempts(now);
           finish_sweep(now, Phase::kSubnetUp);
           if (sm.routes_valid_) sm.service_changes(now);
           if (again)
@@ -917,7 +1043,10 @@ struct SubnetManager::Impl {
         case Purpose::kSetMft:
           break;
         case Purpose::kLightSwitchInfo:
-          if (wire::decode_switch_info(data).port_state_change) heavy_wanted = true;
+          if (wire::decode_switch_info(data).port_state_change) {
+            heavy_wanted = true;
+            reset_backoff_near(nodes[r.node].guid);
+          }
           break;
         case Purpose::kPortRecheck: {
           // Trained (Init or Armed) but not Active: the heavy sweep arms and activates it (IBA
@@ -961,6 +1090,7 @@ SubnetManager::SubnetManager(SmConfig config) : cfg_(std::move(config)) {
   WEFT_ASSERT(cfg_.window_max >= 1);
   WEFT_ASSERT(cfg_.retries_max >= 0 && cfg_.retries_max < 250);
   WEFT_ASSERT(cfg_.timeout_ns > 0);
+  WEFT_ASSERT(cfg_.activation_retry_light_sweeps_max >= 1);
   impl_ = std::make_unique<Impl>(*this);
 }
 
@@ -1002,6 +1132,10 @@ void SubnetManager::on_mad(std::span<const std::uint8_t> mad, TimeNs now) {
       ++totals_.mads_sent;
     }
     if (cfg_.on_trap) cfg_.on_trap(n, now);
+    if (n.is_generic && n.trap_number == wire::kTrapLinkStateChange) {
+      const auto sw = m.switch_by_lid.find(n.issuer_lid);
+      if (sw != m.switch_by_lid.end()) m.reset_backoff_near(sw->second);
+    }
     if (n.trap_number == wire::kTrapLinkStateChange || !n.is_generic) {
       if (phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) {
         m.heavy_wanted = true;
@@ -1089,10 +1223,15 @@ void SubnetManager::on_deadline(TimeNs now) {
   }
   if ((phase_ == Phase::kSubnetUp || phase_ == Phase::kFailed) && now >= m.next_light_ns) {
     // A failed SM looks again at the sweep interval: the fabric may have become routable.
-    if (m.heavy_wanted || phase_ == Phase::kFailed)
+    if (m.heavy_wanted || phase_ == Phase::kFailed) {
       m.start_heavy(now);
-    else
+    } else if (m.forced_heavy_due(now)) {
+      ++forced_heavy_sweeps_;
+      m.start_heavy(now);
+      m.cur.forced = true;
+    } else {
       m.start_light(now);
+    }
   }
   m.advance(now);
 }
@@ -1120,6 +1259,20 @@ void SubnetManager::service_changes(TimeNs now) {
   for (const auto& [guid, lid] : now_in)
     if (!in_service_.count(guid)) cfg_.on_port_service(guid, lid, true, now);
   in_service_ = std::move(now_in);
+}
+
+std::size_t SubnetManager::ports_stuck() const {
+  std::size_t k = 0;
+  for (const auto& [key, b] : impl_->backoff) k += b.failures >= kStuckAfterAttempts ? 1 : 0;
+  return k;
+}
+
+std::vector<StuckPort> SubnetManager::stuck_ports() const {
+  const Impl& m = *impl_;
+  std::vector<StuckPort> v;
+  for (const auto& [key, b] : m.backoff)
+    if (b.failures >= kStuckAfterAttempts) v.push_back(m.stuck_port(key, b));
+  return v;
 }
 
 const routing::Fabric& SubnetManager::fabric() const {

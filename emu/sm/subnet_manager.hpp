@@ -86,6 +86,21 @@ enum class Phase : std::uint8_t {
 inline constexpr std::size_t kPhaseCount = 9;
 std::string_view to_string(Phase p);
 
+// A linked port the SM has failed to bring to Active in consecutive heavy sweeps (its peer
+// never reaches Armed, its SMA refuses or never answers the Sets, a P_Key / MTU / VL mismatch
+// the SM cannot fix, an M_Key the SM does not hold).
+struct StuckPort {
+  std::uint64_t node_guid = 0;
+  std::string node_desc;
+  std::uint8_t port = 0;
+  wire::PortState state = wire::PortState::kDown;  // as last read or acknowledged
+  std::uint8_t phys_state = 0;                     // PortPhysicalState, 5 = LinkUp
+  std::uint32_t attempts = 0;                      // failed activation attempts in a row
+  std::uint32_t retry_light_sweeps = 0;            // light sweeps between its reads now
+};
+// Failed attempts in a row before a port is reported stuck (log, on_port_stuck, ports_stuck).
+inline constexpr std::uint32_t kStuckAfterAttempts = 3;
+
 struct SmConfig {
   std::uint8_t port = 1;  // the SM's HCA port
   routing::RoutingOptions routing{};
@@ -101,6 +116,20 @@ struct SmConfig {
   // A trap starts a heavy sweep this long after it arrives, so the traps of both ends of a
   // link (and of a flapping link) share one sweep.
   TimeNs trap_holdoff_ns = 100'000;
+  // Activation back-off: a linked port that a heavy sweep left short of Active is read again by
+  // the next light sweep (a port found trained starts a heavy sweep); after k failed attempts
+  // in a row it is read only every min(2^(k-1), activation_retry_light_sweeps_max) light sweeps,
+  // until something really changes (a trap from its switch or its peer's, PortStateChange on
+  // them, or a new PortState / PortPhysicalState read for it). 1 = no back-off (every light
+  // sweep reads it and starts a heavy sweep, as OpenSM does); see README "Ports that never
+  // become Active".
+  std::uint32_t activation_retry_light_sweeps_max = 32;
+  // Forced heavy sweep (OpenSM's force_heavy_sweep, on a period): the first sweep due at least
+  // this long after the last heavy sweep ended is heavy. It finds what no trap and no
+  // PortStateChange tells, e.g. a port forced back to Init behind the SM's back (which the IBA
+  // says cannot happen silently: 14.2.5.4). 0 = off (OpenSM's default); a value at or below
+  // sweep_interval_ns makes every sweep heavy. Cost: a heavy sweep's discovery reads every port.
+  TimeNs forced_heavy_interval_ns = 0;
   std::uint64_t m_key = 0;
   std::uint8_t sm_sl = 0;            // MasterSMSL
   std::uint8_t subnet_timeout = 18;  // PortInfo:SubnetTimeOut, 4.096 us * 2^18
@@ -118,6 +147,10 @@ struct SmConfig {
   std::function<void(const wire::Notice& notice, TimeNs now)> on_trap;
   std::function<void(std::uint64_t port_guid, std::uint16_t lid, bool in_service, TimeNs now)>
       on_port_service;
+  // Optional: called once when a port becomes stuck short of Active (kStuckAfterAttempts failed
+  // activation attempts in a row), and again only after it was seen Active or gone. The SM also
+  // logs it (logger "weft.sm", warn).
+  std::function<void(const StuckPort& port, TimeNs now)> on_port_stuck;
 };
 
 // One SMP to send. kDirected: leave by `port` (the SM's port; the SMP is already past
@@ -156,6 +189,11 @@ struct SweepReport {
   std::size_t ports_rechecked = 0;  // switch ports read Down, read again in activation
   // Heavy sweeps: linked ports (peer found) not Active at the end (read Down, Set lost).
   std::size_t ports_left_inactive = 0;
+  // Heavy sweeps that settled: of those, the ports stuck (kStuckAfterAttempts failures in a row).
+  std::size_t ports_stuck = 0;
+  // Light sweeps: short-of-Active ports not read because their back-off had not expired.
+  std::size_t ports_backed_off = 0;
+  bool forced = false;  // heavy sweep started by forced_heavy_interval_ns
   std::size_t mft_blocks_sent = 0;  // MulticastForwardingTable Sets (block, position)
   bool complete = false;            // no SMP lost for good
   bool routes_valid = false;
@@ -192,6 +230,11 @@ class SubnetManager {
   std::uint32_t light_sweeps() const { return light_sweeps_; }
   std::uint64_t ignored_mads() const { return ignored_mads_; }
   std::uint64_t traps_received() const { return traps_; }
+  // Ports stuck short of Active now (see StuckPort), and how many reports were made so far.
+  std::size_t ports_stuck() const;
+  std::vector<StuckPort> stuck_ports() const;
+  std::uint64_t stuck_reports() const { return stuck_reports_; }
+  std::uint32_t forced_heavy_sweeps() const { return forced_heavy_sweeps_; }
 
   // The last completed sweep of each kind, and the sum of every sweep.
   const SweepReport& last_heavy() const { return last_heavy_; }
@@ -231,7 +274,8 @@ class SubnetManager {
   std::string last_error_;
   std::uint16_t sm_lid_ = 0;
   std::uint32_t heavy_sweeps_ = 0, light_sweeps_ = 0;
-  std::uint64_t ignored_mads_ = 0, traps_ = 0;
+  std::uint64_t ignored_mads_ = 0, traps_ = 0, stuck_reports_ = 0;
+  std::uint32_t forced_heavy_sweeps_ = 0;
   SweepReport last_heavy_, last_light_;
   PhaseStats totals_;
   std::uint64_t routing_wall_ns_ = 0, check_wall_ns_ = 0;

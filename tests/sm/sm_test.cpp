@@ -387,6 +387,207 @@ TEST(SubnetManager, LostActivationSetToAFarPortIsRetried) {
   EXPECT_EQ(sm.last_heavy().ports_left_inactive, 0u);
 }
 
+// ---- ports that never become Active: the activation back-off (README "Ports that never become
+// Active") and the forced heavy sweep ------------------------------------------------------------
+
+constexpr topo::NodeId kH3 = 5;               // two_switches(): h3 on s2 (node 1) port 2
+constexpr topo::LinkId kH3Link = 3;
+
+// A half-configured peer the SM cannot fix, two ways: h3's port holds an M_Key the SM does not
+// know (protect bits 1: Gets are answered, every Set is dropped, 14.2.4.1), or h3's port
+// reports MTUCap and NeighborMTU 0 (every PortInfo Set is refused, Invalid Field). Either way
+// h3/1 stays in Init while s2/2 is Active, and every attempt fails.
+enum class Fault { kForeignMKey, kSetRefused };
+const char* to_cstr(Fault f) { return f == Fault::kForeignMKey ? "foreign M_Key" : "Set refused"; }
+
+void set_fault(DirectFabric& fab, Fault f, bool on) {
+  sma::PortState& p = fab.nodes()[kH3].ports[1];
+  if (f == Fault::kForeignMKey) {
+    p.m_key = on ? 0x5EC2E7ull : 0;
+    p.m_key_protect_bits = on ? 1 : 0;
+  } else {
+    p.mtu_cap = on ? 0 : sma::kMtu4096;
+    p.neighbor_mtu = on ? 0 : sma::kMtu4096;
+  }
+}
+
+struct Stuck {
+  std::vector<StuckPort> reports;
+  DirectFabric fab;
+  SubnetManager sm;
+  std::uint32_t heavy_at_up = 0;
+  Stuck(Fault f, SmConfig c) : fab(two_switches()), sm(with_hook(std::move(c), reports)) {
+    set_fault(fab, f, true);
+    fab.attach(sm, 2, 1);
+    EXPECT_TRUE(fab.run_until_up(kLimitNs)) << to_cstr(f);
+    heavy_at_up = sm.heavy_sweeps();
+    EXPECT_EQ(fab.nodes()[kH3].ports[1].state, sma::LinkState::kInit) << to_cstr(f);
+    EXPECT_EQ(fab.nodes()[1].ports[2].state, sma::LinkState::kActive) << to_cstr(f);
+    EXPECT_EQ(sm.last_heavy().ports_left_inactive, 1u) << to_cstr(f);
+  }
+  static SmConfig with_hook(SmConfig c, std::vector<StuckPort>& out) {
+    c.on_port_stuck = [&out](const StuckPort& p, TimeNs) { out.push_back(p); };
+    return c;
+  }
+  // Runs n more light sweeps (each 10 s apart) and whatever they start.
+  void light_sweeps(std::uint32_t n) {
+    const std::uint32_t want = sm.light_sweeps() + n;
+    fab.run(kLimitNs * 1000, [&] { return sm.light_sweeps() >= want && sm.settled(); });
+  }
+};
+
+// The bring-up's own attempts: one heavy sweep, then sweeps_incomplete_max (4) more for the
+// lost or refused Sets. Then over 100 light sweeps a port retried after 1, 2, 4, ... 32 light
+// sweeps costs 7 heavy sweeps (light sweeps 1, 3, 7, 15, 31, 63, 95); without the back-off
+// (activation_retry_light_sweeps_max 1, what OpenSM does) every light sweep starts one: 100.
+TEST(SubnetManager, NeverActivatablePortCostsABoundedNumberOfHeavySweeps) {
+  for (const Fault f : {Fault::kForeignMKey, Fault::kSetRefused}) {
+    std::uint64_t mads[2] = {0, 0};
+    for (const std::uint32_t cap : {32u, 1u}) {
+      SmConfig c = config(routing::Engine::kMinHop);
+      c.activation_retry_light_sweeps_max = cap;
+      Stuck r(f, c);
+      EXPECT_EQ(r.heavy_at_up, 5u) << to_cstr(f);
+      const std::uint64_t mads_at_up = r.sm.totals().mads_sent;
+      r.light_sweeps(100);
+      EXPECT_EQ(r.sm.light_sweeps(), 100u);
+      EXPECT_EQ(r.sm.heavy_sweeps() - r.heavy_at_up, cap == 1 ? 100u : 7u) << to_cstr(f);
+      EXPECT_EQ(r.fab.nodes()[kH3].ports[1].state, sma::LinkState::kInit);
+      EXPECT_EQ(r.sm.ports_stuck(), 1u);
+      EXPECT_EQ(r.sm.last_heavy().ports_stuck, 1u);
+      mads[cap == 1] = r.sm.totals().mads_sent - mads_at_up;
+      // Reported once, naming the port, however many attempts followed.
+      ASSERT_EQ(r.reports.size(), 1u) << to_cstr(f);
+      EXPECT_EQ(r.sm.stuck_reports(), 1u);
+      const StuckPort& p = r.reports[0];
+      EXPECT_EQ(p.node_guid, r.fab.nodes()[kH3].node_guid);
+      EXPECT_EQ(p.node_desc, "h3");
+      EXPECT_EQ(p.port, 1);
+      EXPECT_EQ(p.state, wire::PortState::kInit);
+      EXPECT_EQ(p.phys_state, 5);  // LinkUp
+      EXPECT_EQ(p.attempts, kStuckAfterAttempts);
+      const auto now = r.sm.stuck_ports();
+      ASSERT_EQ(now.size(), 1u);
+      EXPECT_EQ(now[0].attempts, cap == 1 ? 101u : 8u);  // the bring-up's sweeps are one attempt
+      EXPECT_EQ(now[0].retry_light_sweeps, cap);
+    }
+    // A light sweep is 2 SwitchInfo Gets (+1 PortInfo Get when the port is due); a failed heavy
+    // sweep of this fabric is 31 SMPs (Sets refused) or 39 (Sets dropped, then resent).
+    EXPECT_LT(mads[0] * 5, mads[1]) << to_cstr(f) << ": " << mads[0] << " vs " << mads[1];
+    std::printf("%s: SMPs over 100 light sweeps: %llu with the back-off, %llu without\n",
+                to_cstr(f), static_cast<unsigned long long>(mads[0]),
+                static_cast<unsigned long long>(mads[1]));
+  }
+}
+
+// A real change resets the back-off: a trap 128 from the port's switch (its link bounced), or
+// PortStateChange on it. Once the fault is gone, the trap's heavy sweep activates the port at
+// once (no waiting for the back-off), and the port leaves the stuck list.
+TEST(SubnetManager, ActivationBackoffResetsOnARealChange) {
+  for (const Fault f : {Fault::kForeignMKey, Fault::kSetRefused}) {
+    Stuck r(f, config(routing::Engine::kMinHop));
+    r.light_sweeps(40);  // attempts at light sweeps 1, 3, 7, 15, 31; the next is due at 63
+    EXPECT_EQ(r.sm.heavy_sweeps() - r.heavy_at_up, 5u);
+    ASSERT_EQ(r.sm.stuck_ports().size(), 1u);
+    EXPECT_EQ(r.sm.stuck_ports()[0].retry_light_sweeps, 32u);
+    EXPECT_EQ(r.sm.last_light().ports_backed_off, 1u);
+
+    // The link bounces, the fault still there: s2's traps start a heavy sweep (which fails);
+    // the failure count started over, so the next light sweep reads the port again.
+    std::uint32_t heavy = r.sm.heavy_sweeps();
+    const std::uint64_t traps = r.sm.traps_received();
+    r.fab.set_link(kH3Link, false);
+    r.fab.set_link(kH3Link, true);
+    ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+    EXPECT_GT(r.sm.traps_received(), traps);
+    EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1) << to_cstr(f);
+    r.light_sweeps(1);
+    EXPECT_EQ(r.sm.last_light().ports_backed_off, 0u);
+    EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 2) << to_cstr(f);
+    EXPECT_EQ(r.sm.stuck_reports(), 1u);  // still the same stuck episode: not reported again
+
+    // PortStateChange on s2 (its trap lost) resets it too.
+    r.light_sweeps(2);  // attempts 1, 2 after the reset; the next is due 4 light sweeps on
+    heavy = r.sm.heavy_sweeps();
+    r.fab.nodes()[1].sw.port_state_change = true;
+    r.light_sweeps(1);
+    EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1) << to_cstr(f);  // by the flag
+    r.light_sweeps(1);
+    EXPECT_EQ(r.sm.last_light().ports_backed_off, 0u) << to_cstr(f);
+    EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 2) << to_cstr(f);  // the port read again
+
+    // The fault is fixed and the cable re-seated: activated by the trap's heavy sweep.
+    r.light_sweeps(20);
+    ASSERT_EQ(r.sm.ports_stuck(), 1u);
+    const std::uint32_t lights = r.sm.light_sweeps();
+    heavy = r.sm.heavy_sweeps();
+    set_fault(r.fab, f, false);
+    const TimeNs t0 = r.fab.now();
+    r.fab.set_link(kH3Link, false);
+    r.fab.set_link(kH3Link, true);
+    ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
+    EXPECT_EQ(r.fab.nodes()[kH3].ports[1].state, sma::LinkState::kActive) << to_cstr(f);
+    EXPECT_LT(r.fab.now() - t0, 1'000'000) << to_cstr(f);  // virtual: trap hold-off + one sweep
+    EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1);
+    EXPECT_EQ(r.sm.light_sweeps(), lights);
+    EXPECT_EQ(r.sm.ports_stuck(), 0u);
+    EXPECT_TRUE(r.sm.stuck_ports().empty());
+    EXPECT_EQ(r.sm.last_heavy().ports_left_inactive, 0u);
+    expect_up(r.sm, r.fab, to_cstr(f));
+  }
+}
+
+// A fault fixed with no visible change (the foreign M_Key cleared): nothing tells the SM, so
+// the port is activated by the retry the back-off has due next (here light sweep 63), not later.
+TEST(SubnetManager, SilentFixIsFoundByTheNextRetry) {
+  Stuck r(Fault::kForeignMKey, config(routing::Engine::kMinHop));
+  r.light_sweeps(40);
+  set_fault(r.fab, Fault::kForeignMKey, false);
+  const std::uint32_t heavy = r.sm.heavy_sweeps();
+  r.light_sweeps(22);  // light sweep 62: still backed off
+  EXPECT_EQ(r.sm.heavy_sweeps(), heavy);
+  EXPECT_EQ(r.fab.nodes()[kH3].ports[1].state, sma::LinkState::kInit);
+  r.light_sweeps(1);  // 63
+  EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1);
+  EXPECT_EQ(r.fab.nodes()[kH3].ports[1].state, sma::LinkState::kActive);
+  EXPECT_EQ(r.sm.ports_stuck(), 0u);
+  expect_up(r.sm, r.fab, "silent fix");
+}
+
+// A port that drops to Init with neither PortStateChange nor a trap (which the IBA rules out,
+// 14.2.5.4, but a buggy SMA or a reset behind the SM's back can do) is invisible to light
+// sweeps. The forced heavy sweep (off by default) finds and re-activates it.
+TEST(SubnetManager, ForcedHeavySweepRepairsASilentlyRevertedPort) {
+  for (const bool forced : {false, true}) {
+    SmConfig c = config(routing::Engine::kMinHop);
+    if (forced) c.forced_heavy_interval_ns = 60'000'000'000;  // 60 s: every 6th sweep
+    Rig r(two_switches(), c);
+    expect_up(r, "before");
+    sma::PortState& p = r.fab.nodes()[1].ports[1];  // s2/1, facing h2
+    p.state = sma::LinkState::kInit;
+    EXPECT_FALSE(r.fab.nodes()[1].sw.port_state_change);
+    r.fab.run(r.fab.now() + 59'000'000'000);
+    EXPECT_EQ(p.state, sma::LinkState::kInit);  // nothing has looked yet
+    EXPECT_EQ(r.sm.heavy_sweeps(), 1u);
+    r.fab.run(r.fab.now() + 2'000'000'000);
+    EXPECT_EQ(p.state, forced ? sma::LinkState::kActive : sma::LinkState::kInit) << forced;
+    EXPECT_EQ(r.sm.heavy_sweeps(), forced ? 2u : 1u);
+    EXPECT_EQ(r.sm.forced_heavy_sweeps(), forced ? 1u : 0u);
+    if (forced) {
+      EXPECT_TRUE(r.sm.last_heavy().forced);
+      EXPECT_EQ(r.sm.last_heavy().ports_activated, 1u);
+      EXPECT_EQ(r.sm.last_heavy().lft_blocks_sent, 0u);  // nothing else rewritten
+      expect_up(r, "repaired");
+    }
+    // Over 1,000 s: a heavy sweep every 60 s (16) when on, none when off; light sweeps between.
+    r.fab.run(1'000'000'000'000);  // virtual time 1,000 s
+    EXPECT_EQ(r.sm.forced_heavy_sweeps(), forced ? 16u : 0u);
+    EXPECT_EQ(r.sm.heavy_sweeps(), forced ? 17u : 1u);
+    EXPECT_GE(r.sm.light_sweeps(), forced ? 80u : 99u);
+    EXPECT_EQ(p.state, forced ? sma::LinkState::kActive : sma::LinkState::kInit);
+  }
+}
+
 TEST(SubnetManager, SmpLossConverges) {
   for (std::uint64_t seed : {1, 2, 3}) {
     DirectConfig d;
