@@ -453,6 +453,53 @@ TEST(FabricSm, LinkThatTrainsDuringTheFirstSweepIsActivated) {
   EXPECT_GT(f.counters(1, 3).xmit_pkts, 0u);
 }
 
+// The activation back-off over the emulated fabric (tests/sm/sm_test.cpp has the cases): h3's
+// port holds an M_Key the SM does not know, so its SMA answers Gets and drops every Set. Over 100
+// light sweeps the port costs 7 heavy sweeps (not 100) and one report; cleared and re-seated,
+// it is activated by the trap's heavy sweep and carries an RDMA WRITE.
+TEST(FabricSm, NeverActivatablePortIsBackedOffAndActivatedOnceFixed) {
+  const topo::Topology t = two_switches();
+  sim::Simulator sim({.seed = 1});
+  Fabric f(sim, t, managed());
+  sma::PortState& h3 = f.node(5).state().ports[1];
+  h3.m_key = 0x5EC2E7;
+  h3.m_key_protect_bits = 1;
+  std::vector<StuckPort> reports;
+  SmOptions o = options(routing::Engine::kMinHop);
+  o.sm.on_port_stuck = [&](const StuckPort& p, TimeNs) { reports.push_back(p); };
+  std::unique_ptr<FabricSm> sm;
+  const BringUpReport r = bring_up(f, o, sm);
+  EXPECT_FALSE(r.ok);  // h3 has no LID: verify_nodes says so
+  ASSERT_TRUE(sm);
+  const std::uint32_t heavy = sm->sm().heavy_sweeps();
+  EXPECT_EQ(heavy, 5u);  // the first sweep and sweeps_incomplete_max repeats (Sets dropped)
+  EXPECT_EQ(h3.state, sma::LinkState::kInit);
+  sim.run_until(sim.now() + 1'000'500'000'000);  // 100 light sweeps, 10 s apart
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().light_sweeps(), 100u);
+  EXPECT_EQ(sm->sm().heavy_sweeps(), heavy + 7);
+  EXPECT_EQ(sm->sm().ports_stuck(), 1u);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].node_guid, f.node(5).state().node_guid);
+  EXPECT_EQ(reports[0].port, 1);
+  EXPECT_EQ(reports[0].state, wire::PortState::kInit);
+  // Fixed and re-seated: s2's trap 128 starts a heavy sweep at once.
+  h3.m_key = 0;
+  h3.m_key_protect_bits = 0;
+  const topo::LinkId link = t.node(5).ports[1].link;
+  f.set_link_state(link, false, sim.now());
+  f.set_link_state(link, true, sim.now());
+  sim.run_until(sim.now() + 1'000'000);  // the traps reach the SM; its hold-off; one sweep
+  ASSERT_TRUE(sm->run_until_settled(1'000'000'000));
+  EXPECT_EQ(sm->sm().heavy_sweeps(), heavy + 8);
+  EXPECT_EQ(h3.state, sma::LinkState::kActive);
+  EXPECT_EQ(sm->sm().light_sweeps(), 100u);
+  EXPECT_EQ(sm->sm().ports_stuck(), 0u);
+  const VerifyReport v = verify_nodes(f, sm->sm().sm_lid());
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  write_byte_exact(f, 2, 5, 4096);
+}
+
 // The LID-routed path of `src` to `dst`'s LID: the first switch-to-switch link it takes.
 topo::LinkId first_uplink(Fabric& f, topo::NodeId src, topo::NodeId dst) {
   const topo::Topology& t = f.topology();

@@ -480,6 +480,24 @@ TEST(SubnetManager, NeverActivatablePortCostsABoundedNumberOfHeavySweeps) {
   }
 }
 
+// Guard: a peer that never answers SMPs at all (every SMP arriving at h3/1 is lost) is never
+// found, so its link is not one the SM could activate: light sweeps read nothing for it and
+// start no heavy sweep (the bring-up's lost probes are repeated sweeps_incomplete_max times).
+TEST(SubnetManager, PeerThatNeverAnswersCostsNoLightSweepHeavySweeps) {
+  DirectFabric fab(two_switches());
+  fab.set_port_blackout(kH3, 1, true);
+  SubnetManager sm(config(routing::Engine::kMinHop));
+  fab.attach(sm, 2, 1);
+  ASSERT_TRUE(fab.run_until_up(kLimitNs));
+  EXPECT_EQ(sm.heavy_sweeps(), 5u);
+  EXPECT_EQ(sm.last_heavy().hcas, 3u);
+  fab.run(fab.now() + 1'000'500'000'000);  // 100 light sweeps
+  EXPECT_EQ(sm.light_sweeps(), 100u);
+  EXPECT_EQ(sm.heavy_sweeps(), 5u);
+  EXPECT_EQ(sm.last_light().total.mads_sent, 2u);
+  EXPECT_EQ(sm.ports_stuck(), 0u);
+}
+
 // A real change resets the back-off: a trap 128 from the port's switch (its link bounced), or
 // PortStateChange on it. Once the fault is gone, the trap's heavy sweep activates the port at
 // once (no waiting for the back-off), and the port leaves the stuck list.
