@@ -852,6 +852,18 @@ class FabricDaemon::Impl {
       << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
       << " vtime_ns " << sim.now() << "\n";
     if (cross) o << cross->status();
+    if (sm_) {  // the SM's sweeps and the ports it cannot bring to Active (emu/sm README)
+      const sm::SubnetManager& s = sm_->sm();
+      o << "sm node " << sm_->node() << " lid " << s.sm_lid() << " phase "
+        << sm::to_string(s.phase()) << " heavy_sweeps " << s.heavy_sweeps() << " light_sweeps "
+        << s.light_sweeps() << " forced_heavy_sweeps " << s.forced_heavy_sweeps() << " traps "
+        << s.traps_received() << " ports_stuck " << s.ports_stuck() << "\n";
+      for (const sm::StuckPort& p : s.stuck_ports())
+        o << "sm stuck port node " << std::hex << std::showbase << p.node_guid << std::dec
+          << std::noshowbase << " " << p.node_desc << "/" << int{p.port} << " state "
+          << sma::to_string(p.state) << " attempts " << p.attempts << " retry_light_sweeps "
+          << p.retry_light_sweeps << "\n";
+    }
     for (topo::NodeId n = 0; n < t.node_count(); ++n) {
       if (cross && !cross->local(n)) continue;  // run by the other host's daemon
       const auto& st = fabric->node(n).state();
