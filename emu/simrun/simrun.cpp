@@ -404,6 +404,7 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   sm.finish();
   r.sm.reroutes = sm.report().reroutes;
   r.sm.traps = sm.report().traps;
+  r.sm.ports_stuck = sm.report().ports_stuck;
   r.pcaps = tap.paths();
 
   const std::vector<topo::NodeId> hcas = fab.hcas();
@@ -533,7 +534,7 @@ std::string report_json(const SimReport& r) {
   j["sm"] = {{"wall_s", r.sm.wall_s},     {"virtual_s", r.sm.virtual_s},
              {"mads", r.sm.mads},         {"routes_valid", r.sm.routes_valid},
              {"reroutes", r.sm.reroutes}, {"traps", r.sm.traps},
-             {"error", r.sm.error}};
+             {"ports_stuck", r.sm.ports_stuck}, {"error", r.sm.error}};
   j["run"] = {
       {"duration_ns", r.duration_ns}, {"end_ns", r.end_ns}, {"events", r.events},
       {"wall_s", r.wall_s},           {"cpu_s", r.cpu_s},   {"data_packets", r.data_packets}};

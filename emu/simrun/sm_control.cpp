@@ -2,6 +2,9 @@
 #include "emu/simrun/sm_control.hpp"
 
 #include <algorithm>
+#include <string>
+
+#include "emu/sma/node_state.hpp"
 
 namespace weft::simrun {
 
@@ -20,6 +23,13 @@ FabricSmControl::FabricSmControl(fabric::Fabric& fabric, faults::FaultLog& log,
       options_(std::move(options)),
       comp_(fabric.sim().add_component(*this, "sm")) {
   if (options_.limit_ns == sm::SmOptions{}.limit_ns) options_.limit_ns = kBringUpLimitNs;
+  // A port the SM gives up retrying at every sweep goes in the fault log, once (emu/sm README).
+  if (!options_.sm.on_port_stuck)
+    options_.sm.on_port_stuck = [this](const sm::StuckPort& p, TimeNs now) {
+      log_.add(now, "SM: port " + p.node_desc + "/" + std::to_string(p.port) + " stuck in " +
+                        std::string(sma::to_string(p.state)) + " after " +
+                        std::to_string(p.attempts) + " activation attempts");
+    };
 }
 
 FabricSmControl::~FabricSmControl() = default;
@@ -42,6 +52,7 @@ SmReport FabricSmControl::bring_up() {
 
 void FabricSmControl::finish() {
   report_.traps = traps_base_ + (sm_ ? sm_->sm().traps_received() : 0);
+  report_.ports_stuck = sm_ ? sm_->sm().ports_stuck() : 0;
 }
 
 void FabricSmControl::sm_down(TimeNs) {

@@ -28,6 +28,7 @@ struct SmReport {
   std::string error;
   std::uint32_t reroutes = 0;  // heavy sweeps that settled during the run
   std::uint64_t traps = 0;     // traps the SM received during the run (after the bring-up)
+  std::size_t ports_stuck = 0;  // linked ports the SM could not bring to Active, at the end
 };
 
 class FabricSmControl final : public faults::SmControl, public sim::Component {
