@@ -37,6 +37,15 @@
 // TrapRepress) starts a heavy sweep, which re-sets only what changed (Init -> Armed -> Active
 // for that port).
 //
+// A port that no sweep can activate (a peer that drops or refuses every Set) is backed off:
+// after k settled heavy sweeps in a row left it short of Active, light sweeps read it only
+// every min(2^(k-1), activation_retry_light_sweeps_max) sweeps, until a trap or PortStateChange
+// from its switch or its peer's, or a new state read for it; after kStuckAfterAttempts it is
+// reported once (log "weft.sm", on_port_stuck, ports_stuck()). OpenSM has no such back-off: its
+// light sweep re-reads such a port and starts a heavy sweep every sweep_interval. Optionally
+// (forced_heavy_interval_ns, OpenSM's force_heavy_sweep on a period) a heavy sweep runs at a
+// fixed period whatever the light sweeps saw. README "Ports that never become Active".
+//
 // Reliability: at most window_max SMPs in flight; each is retried after timeout_ns up to
 // retries_max times (VL15 has no flow control and drops under congestion, IBA 7.6.4). A sweep
 // that lost an SMP for good is repeated (up to sweeps_incomplete_max in a row).
