@@ -415,13 +415,11 @@ struct SubnetManager::Impl {
         b.desc = nodes[i].desc;
         ++b.failures;
         b.due_light = sm.light_sweeps_ + retry_light_sweeps(b.failures);
-        if (b.failures >= kStuckAfterAttempts) {
-          ++stuck;
-          if (!b.reported) {
-            b.reported = true;
-            report_stuck(stuck_port(k, b), now);
-          }
+        if (b.failures >= kStuckAfterAttempts && !b.reported) {
+          b.reported = true;
+          report_stuck(stuck_port(k, b), now);
         }
+        stuck += b.reported ? 1 : 0;
         next.emplace(k, b);
       }
     for (const auto& [k, b] : backoff)
@@ -1263,7 +1261,7 @@ void SubnetManager::service_changes(TimeNs now) {
 
 std::size_t SubnetManager::ports_stuck() const {
   std::size_t k = 0;
-  for (const auto& [key, b] : impl_->backoff) k += b.failures >= kStuckAfterAttempts ? 1 : 0;
+  for (const auto& [key, b] : impl_->backoff) k += b.reported ? 1 : 0;
   return k;
 }
 
@@ -1271,7 +1269,7 @@ std::vector<StuckPort> SubnetManager::stuck_ports() const {
   const Impl& m = *impl_;
   std::vector<StuckPort> v;
   for (const auto& [key, b] : m.backoff)
-    if (b.failures >= kStuckAfterAttempts) v.push_back(m.stuck_port(key, b));
+    if (b.reported) v.push_back(m.stuck_port(key, b));
   return v;
 }
 
@@ -1304,6 +1302,7 @@ std::size_t SubnetManager::memory_bytes() const {
     b += sizeof(Programmed) + 32 + p.lft.capacity() + p.sl2vl.capacity() * sizeof(routing::Sl2Vl);
   }
   b += m.reqs.capacity() * sizeof(Request) + m.datas.capacity() * wire::kSmpDataBytes;
+  for (const auto& [k, bo] : m.backoff) b += sizeof(k) + sizeof(Backoff) + 32 + bo.desc.capacity();
   return b;
 }
 

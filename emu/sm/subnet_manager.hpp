@@ -198,7 +198,7 @@ struct SweepReport {
   std::size_t ports_rechecked = 0;  // switch ports read Down, read again in activation
   // Heavy sweeps: linked ports (peer found) not Active at the end (read Down, Set lost).
   std::size_t ports_left_inactive = 0;
-  // Heavy sweeps that settled: of those, the ports stuck (kStuckAfterAttempts failures in a row).
+  // Heavy sweeps that settled: ports reported stuck and still short of Active.
   std::size_t ports_stuck = 0;
   // Light sweeps: short-of-Active ports not read because their back-off had not expired.
   std::size_t ports_backed_off = 0;
@@ -239,7 +239,8 @@ class SubnetManager {
   std::uint32_t light_sweeps() const { return light_sweeps_; }
   std::uint64_t ignored_mads() const { return ignored_mads_; }
   std::uint64_t traps_received() const { return traps_; }
-  // Ports stuck short of Active now (see StuckPort), and how many reports were made so far.
+  // Ports reported stuck and not seen Active (or gone) since (see StuckPort); how many reports
+  // were made so far.
   std::size_t ports_stuck() const;
   std::vector<StuckPort> stuck_ports() const;
   std::uint64_t stuck_reports() const { return stuck_reports_; }

@@ -519,6 +519,9 @@ TEST(SubnetManager, ActivationBackoffResetsOnARealChange) {
     ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
     EXPECT_GT(r.sm.traps_received(), traps);
     EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1) << to_cstr(f);
+    ASSERT_EQ(r.sm.stuck_ports().size(), 1u);  // still short of Active since its report...
+    EXPECT_EQ(r.sm.stuck_ports()[0].attempts, 1u);  // ...but its count started over
+    EXPECT_EQ(r.sm.stuck_ports()[0].retry_light_sweeps, 1u);
     r.light_sweeps(1);
     EXPECT_EQ(r.sm.last_light().ports_backed_off, 0u);
     EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 2) << to_cstr(f);
