@@ -1052,8 +1052,14 @@ struct SubnetManager::Impl {
           // training will set PortStateChange and send a trap, the switch now knowing the SM.
           const wire::PortInfo pi = wire::decode_port_info(data);
           nodes[r.node].ports[r.port].info = pi;
-          if (pi.port_phys_state == kPhysLinkUp && pi.port_state != wire::PortState::kActive)
+          if (pi.port_phys_state == kPhysLinkUp && pi.port_state != wire::PortState::kActive) {
             heavy_wanted = true;
+          } else if (sm.phase_ == Phase::kLightSweep) {
+            // A backed-off port read still down: its next read waits out the same back-off.
+            const auto it = backoff.find({nodes[r.node].guid, r.port});
+            if (it != backoff.end())
+              it->second.due_light = sm.light_sweeps_ + 1 + retry_light_sweeps(it->second.failures);
+          }
           break;
         }
       }
