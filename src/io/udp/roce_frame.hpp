@@ -77,11 +77,17 @@ std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uin
                                std::size_t& trailer_out);
 
 enum class RxStatus : std::uint8_t { kDelivered, kMalformed, kBadIcrc };
-// Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port: the port's two bytes are
-// briefly rewritten, so f must be writable) and hands its packet to dev as if LRH(DLID = dev's LID,
-// SLID = slid) had carried it. The payload is handed by reference into f.
-RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
-                       TimeNs now);
+// Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port) and hands its packet to dev
+// as if LRH(DLID = dev's LID, SLID = slid) had carried it. The payload is handed by reference
+// into f. One parse: the framing checks of wire::parse_roce_v2 (kMalformed: EtherType, IP
+// version and protocol, IPv4 options, IP and UDP lengths against the frame, TVer, a reserved
+// opcode, no room for the extension headers or the ICRC, a pad longer than what follows the
+// headers, payload on an opcode that has none), then the ICRC (kBadIcrc); the Device checks
+// the rest of the transport on its own parse (IBA 9.6: LRH PktLen, FIRST/MIDDLE lengths, QP,
+// P_Key) and counts what fails there. IPv4 frames of up to wire::kIcrcShortMaxBytes have their
+// ICRC folded straight from f (wire::icrc_roce_v2_frame4).
+RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_bytes,
+                       std::uint16_t slid, TimeNs now);
 
 // The IPv4-mapped GID (::ffff:a.b.c.d) of an address, for AddressVector::grh.dgid.
 std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
