@@ -621,12 +621,18 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       counters_.tx_bytes += bytes - roce::kFrameHead;
     }
     n += polled;
-    const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, m, static_cast<std::uint16_t>(built));
-    if (sent < built) {
-      pending_.assign(m + sent, m + built);
-      pending_head_ = 0;
-      ++counters_.tx_full;
-      break;
+    // Nothing built (an idle pass): no call into the PMD. net_memif's transmit reads the ring's
+    // indices even for no packet, lines the peer writes as it reads: each such look moved them
+    // back to this CPU, and the peer's next write had to take them back.
+    if (built != 0) {
+      const std::uint16_t sent =
+          rte_eth_tx_burst(port_id_, 0, m, static_cast<std::uint16_t>(built));
+      if (sent < built) {
+        pending_.assign(m + sent, m + built);
+        pending_head_ = 0;
+        ++counters_.tx_full;
+        break;
+      }
     }
     if (polled < want) break;  // the Device has nothing more
   }
