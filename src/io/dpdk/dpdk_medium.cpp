@@ -357,6 +357,8 @@ DpdkMedium::~DpdkMedium() {
     }
     // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
     // before the pools go (after the wait: a memif server's rings are gone by now).
+    rte_pktmbuf_free_bulk(stash_, stash_n_);
+    stash_n_ = 0;
     rte_mbuf* m[kBurst];
     for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
       rte_pktmbuf_free_bulk(m, k);
@@ -397,14 +399,21 @@ void DpdkMedium::end_session() {
 void DpdkMedium::poll_ending() {
   flush_pending();
   if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
-  rte_mbuf* m[kBurst];
-  for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;) {
+  drain_ending();
+  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
+}
+
+void DpdkMedium::drain_ending() {
+  const auto handle = [this](rte_mbuf** m, std::uint16_t k) {
     for (std::uint16_t i = 0; i < k; ++i)
       if (!on_link_frame(rte_pktmbuf_mtod(m[i], const std::uint8_t*), m[i]->data_len))
         ++counters_.rx_after_end;  // for a Device that is gone
     rte_pktmbuf_free_bulk(m, k);
-  }
-  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
+  };
+  handle(stash_, stash_n_);
+  stash_n_ = 0;
+  rte_mbuf* m[kBurst];
+  for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;) handle(m, k);
 }
 
 bool DpdkMedium::send_link_frame(std::uint8_t type) {
@@ -639,51 +648,70 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
   return n;
 }
 
+bool DpdkMedium::rx_ready() const {
+  if (stash_n_ != 0 || !started_) return true;
+  stash_n_ = rte_eth_rx_burst(port_id_, 0, stash_, kStashMax);
+  return stash_n_ != 0;
+}
+
+void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeNs now) {
+  // An ACK in this burst may complete a WR whose payload a NIC still holds as an external
+  // buffer (it frees sent mbufs lazily): reclaim what it has sent before the Device sees it.
+  if (zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
+  for (std::uint16_t i = 0; i < k; ++i) {
+    rte_mbuf* b = m[i];
+    // The next frame's headers load while this one is checked and delivered.
+    if (i + 1 < k) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], const void*));
+    auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
+    std::size_t len = b->data_len;
+    if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
+      len = std::min<std::size_t>(b->pkt_len, scratch_.size());
+      f = static_cast<std::uint8_t*>(const_cast<void*>(
+          rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));
+    }
+    const std::uint8_t* ip = f + wire::kEthHeaderBytes;
+    const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
+    if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
+        ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
+      if (!(memif_ && on_link_frame(f, len))) ++counters_.rx_other;
+      continue;
+    }
+    // Ethernet pads short frames to 60 bytes: the IP length is the truth.
+    len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
+    if (pcap_.is_open()) pcap_.write(now, {f, len});
+    const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
+    switch (roce::deliver_frame(dev, f, len, slid, now)) {
+      case roce::RxStatus::kDelivered:
+        ++counters_.rx_packets;
+        counters_.rx_bytes += len - roce::kFrameHead;
+        break;
+      case roce::RxStatus::kMalformed:
+        ++counters_.rx_malformed;
+        break;
+      case roce::RxStatus::kBadIcrc:
+        ++counters_.rx_bad_icrc;
+        break;
+    }
+  }
+  // Once per burst: the Device copied what it keeps before on_packet returned.
+  rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(m), k);
+}
+
 std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   if (!started_) return 0;
   std::size_t n = 0;
+  if (stash_n_ != 0) {  // what rx_ready() took while the Driver watched
+    const std::uint16_t k = stash_n_;
+    stash_n_ = 0;
+    receive(dev, stash_, k, now);
+    n = k;
+    if (k < kStashMax) max = n;  // the port had no more then; the next pass looks again
+  }
   rte_mbuf* m[kBurst];
   while (n < max) {
     const auto want = static_cast<std::uint16_t>(std::min(max - n, kBurst));
     const std::uint16_t k = rte_eth_rx_burst(port_id_, 0, m, want);
-    // An ACK in this burst may complete a WR whose payload a NIC still holds as an external
-    // buffer (it frees sent mbufs lazily): reclaim what it has sent before the Device sees it.
-    if (k && zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
-    for (std::uint16_t i = 0; i < k; ++i) {
-      rte_mbuf* b = m[i];
-      auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
-      std::size_t len = b->data_len;
-      if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
-        len = std::min<std::size_t>(b->pkt_len, scratch_.size());
-        f = static_cast<std::uint8_t*>(const_cast<void*>(
-            rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));
-      }
-      const std::uint8_t* ip = f + wire::kEthHeaderBytes;
-      const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
-      if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
-          ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
-        if (!(memif_ && on_link_frame(f, len))) ++counters_.rx_other;
-        rte_pktmbuf_free(b);
-        continue;
-      }
-      // Ethernet pads short frames to 60 bytes: the IP length is the truth.
-      len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
-      if (pcap_.is_open()) pcap_.write(now, {f, len});
-      const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
-      switch (roce::deliver_frame(dev, f, len, slid, now)) {
-        case roce::RxStatus::kDelivered:
-          ++counters_.rx_packets;
-          counters_.rx_bytes += len - roce::kFrameHead;
-          break;
-        case roce::RxStatus::kMalformed:
-          ++counters_.rx_malformed;
-          break;
-        case roce::RxStatus::kBadIcrc:
-          ++counters_.rx_bad_icrc;
-          break;
-      }
-      rte_pktmbuf_free(b);
-    }
+    if (k) receive(dev, m, k, now);
     n += k;
     if (k < want) break;
   }
