@@ -81,6 +81,29 @@ TEST(DeliverFrame, AWriteArrivesByteExactThroughTheFrame) {
   }
 }
 
+TEST(BuildFrame, FromAPeersPreparedHeadItIsTheSameFrame) {
+  Fixture x;
+  FrameAddr fa;
+  fa.src_mac = {2, 1, 2, 3, 4, 5};
+  fa.dst_mac = {2, 6, 7, 8, 9, 10};
+  fa.src_ip = 0xC0A80A01;
+  fa.dst_ip = 0xC0A80AFE;
+  fa.src_port = 0xC123;
+  fa.dst_port = 4792;
+  const FrameHead4 h = frame_head4(fa);
+  for (std::uint32_t len : {0u, 1u, 8u, 13u, 1000u, 4096u}) {
+    ASSERT_EQ(x.a.post_send(WrOpcode::kRdmaWrite, 0, len, len, x.b.va(0), x.b.mr->rkey()),
+              Errc::kOk);
+    for (TxPacket pkt; x.a.dev->poll_transmit(0, pkt);) {
+      Frame want(kFrameMax), got(kFrameMax, 0xEE);
+      want.resize(build_frame(pkt, fa, want.data()));
+      got.resize(build_frame(pkt, h, got.data()));
+      ASSERT_EQ(got, want) << len;
+      EXPECT_EQ(deliver_frame(*x.b.dev, got.data(), got.size(), 1, 0), RxStatus::kDelivered);
+    }
+  }
+}
+
 TEST(DeliverFrame, FramingFaultsAreMalformedAndReachNoDevice) {
   Fixture x;
   const auto good = x.write_frame(8, 7, 0);

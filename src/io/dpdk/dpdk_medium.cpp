@@ -465,6 +465,19 @@ bool DpdkMedium::wait_link(TimeNs timeout_ns) const {
 void DpdkMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port,
                           const roce::Mac& mac) {
   peers_.add({lid, ip, port, mac});
+  roce::FrameAddr a;
+  a.src_mac = mac_;
+  a.dst_mac = mac;
+  a.src_ip = cfg_.local_ip;
+  a.src_port = cfg_.port;
+  a.dst_ip = ip;
+  a.dst_port = port;
+  const auto it = std::find_if(heads_.begin(), heads_.end(),
+                               [lid](const auto& e) { return e.first == lid; });
+  if (it != heads_.end())
+    it->second = roce::frame_head4(a);
+  else
+    heads_.emplace_back(lid, roce::frame_head4(a));
 }
 
 bool DpdkMedium::register_memory(void* addr, std::size_t bytes, std::string* error) {
@@ -601,18 +614,21 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
         spare_ = b;
         continue;
       }
-      roce::FrameAddr a;
-      a.src_mac = mac_;
-      a.dst_mac = p->mac;
-      a.src_ip = cfg_.local_ip;
-      a.src_port = cfg_.port;
-      a.dst_ip = p->ip;
-      a.dst_port = p->port;
+      const auto addr = [&] {
+        roce::FrameAddr a;
+        a.src_mac = mac_;
+        a.dst_mac = p->mac;
+        a.src_ip = cfg_.local_ip;
+        a.src_port = cfg_.port;
+        a.dst_ip = p->ip;
+        a.dst_port = p->port;
+        return a;
+      };
       m[built++] = b;
       auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
       std::size_t bytes;
       if (zero_copy_ && pkt.payload_bytes >= cfg_.zero_copy_min_bytes && dev.payload_stable(pkt) &&
-          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, a)) {
+          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, addr())) {
         bytes = b->pkt_len;
         ++counters_.tx_zero_copy;
         if (pcap_.is_open()) {
@@ -620,7 +636,10 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
           pcap_.write(now, {static_cast<const std::uint8_t*>(whole), bytes});
         }
       } else {
-        bytes = roce::build_frame(pkt, a, f);
+        const roce::FrameHead4* h = nullptr;
+        for (const auto& [lid, head] : heads_)
+          if (lid == p->lid) h = &head;
+        bytes = h ? roce::build_frame(pkt, *h, f) : roce::build_frame(pkt, addr(), f);
         b->data_len = static_cast<std::uint16_t>(bytes);
         b->pkt_len = static_cast<std::uint32_t>(bytes);
         if (pcap_.is_open()) pcap_.write(now, {f, bytes});

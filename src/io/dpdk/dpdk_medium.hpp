@@ -231,6 +231,8 @@ class DpdkMedium final : public Medium {
   std::vector<Region> regions_;
   std::uint64_t zc_in_flight_ = 0;
   roce::PeerTable peers_;
+  // Each peer's frame head, made when it is added (a copied packet's frame starts from it).
+  std::vector<std::pair<std::uint16_t, roce::FrameHead4>> heads_;  // by LID
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
   rte_mbuf* spare_ = nullptr;          // taken for a packet the Device did not have (tx_burst)

@@ -107,6 +107,37 @@ std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f
   return head + bytes;
 }
 
+FrameHead4 frame_head4(const FrameAddr& a) {
+  FrameHead4 h;
+  write_frame_head(h.bytes.data(), a, 0);
+  const std::uint8_t* ip = h.bytes.data() + wire::kEthHeaderBytes;
+  for (int i = 0; i < 20; i += 2)
+    if (i != 2 && i != 10) h.sum += std::uint32_t{ip[i]} << 8 | ip[i + 1];  // not length, checksum
+  return h;
+}
+
+std::size_t build_frame(const TxPacket& pkt, const FrameHead4& h, std::uint8_t* f) {
+  const std::uint8_t* hd = pkt.headers.data();
+  const std::size_t bth = (hd[1] & 3) == 3 ? 48 : 8;  // LNH 3: a GRH follows the LRH
+  const std::size_t t = pkt.header_bytes - bth;
+  std::memcpy(f, h.bytes.data(), kFrameHead);
+  std::uint8_t* d = f + kFrameHead;
+  std::memcpy(d, hd + bth, t);
+  if (pkt.payload_bytes) std::memcpy(d + t, pkt.payload, pkt.payload_bytes);
+  std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
+  const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
+  const std::size_t ip_total = wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + bytes;
+  std::uint8_t* ip = f + wire::kEthHeaderBytes;
+  put16(ip + 2, static_cast<unsigned>(ip_total));
+  std::uint32_t sum = h.sum + static_cast<std::uint32_t>(ip_total);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  put16(ip + 10, ~sum & 0xFFFF);
+  put16(ip + wire::kIpv4HeaderBytes + 4, static_cast<unsigned>(wire::kUdpHeaderBytes + bytes));
+  wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4),
+                 wire::icrc_roce_v2_frame4(f, ip_total));
+  return kFrameHead + bytes;
+}
+
 std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f,
                                std::uint8_t* trailer, std::size_t& header_out,
                                std::size_t& trailer_out) {

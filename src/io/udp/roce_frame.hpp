@@ -67,6 +67,18 @@ void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t datagram_
 // ICRC. Returns the frame's bytes (the datagram is the part from f + a.head()).
 std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f);
 
+// A peer's Ethernet/IPv4/UDP header as write_frame_head writes it, made once (per peer, not per
+// packet): build_frame below copies it and sets the IP and UDP lengths and the IPv4 header
+// checksum, from `sum` (the one's-complement sum of the header's other words, RFC 1071) plus the
+// total length. IPv4 only.
+struct FrameHead4 {
+  std::array<std::uint8_t, kFrameHead> bytes{};
+  std::uint32_t sum = 0;
+};
+FrameHead4 frame_head4(const FrameAddr& a);
+// build_frame(pkt, a, f) for the `a` that `h` was made from, byte for byte.
+std::size_t build_frame(const TxPacket& pkt, const FrameHead4& h, std::uint8_t* f);
+
 // The same without copying the payload: writes the headers (a.head() + BTH..extensions) at f and
 // pad + ICRC at trailer (room for 3 + 4 bytes), computing the ICRC over pkt.payload where it is.
 // The datagram is then f[a.head(), a.head() + header_out) + pkt.payload + trailer[0, trailer_out)
