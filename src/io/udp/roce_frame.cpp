@@ -122,9 +122,24 @@ std::size_t build_frame(const TxPacket& pkt, const FrameHead4& h, std::uint8_t* 
   const std::size_t t = pkt.header_bytes - bth;
   std::memcpy(f, h.bytes.data(), kFrameHead);
   std::uint8_t* d = f + kFrameHead;
-  std::memcpy(d, hd + bth, t);
-  if (pkt.payload_bytes) std::memcpy(d + t, pkt.payload, pkt.payload_bytes);
-  std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
+  // Copies of a fixed size (a few vector moves, no memcpy call and its size dispatch, which
+  // cost more than the bytes of a short packet): the transport headers as the largest set
+  // (BTH + 28), which the payload then overwrites, and the pad as 4 zeros, which the ICRC does.
+  constexpr std::size_t kTransportMax = wire::kBthBytes + 28;
+  static_assert(48 + kTransportMax <= TxPacket::kHeaderBytesMax);
+  std::memcpy(d, hd + bth, kTransportMax);
+  std::uint8_t* p = d + t;
+  const std::size_t n = pkt.payload_bytes;
+  if (n - 8 <= 8) {  // unsigned: 8 to 16 bytes (a latency test's 8-byte WRITE), two 8-byte moves
+    std::uint64_t head, tail;
+    std::memcpy(&head, pkt.payload, 8);
+    std::memcpy(&tail, pkt.payload + n - 8, 8);
+    std::memcpy(p, &head, 8);
+    std::memcpy(p + n - 8, &tail, 8);
+  } else if (n != 0) {
+    std::memcpy(p, pkt.payload, n);
+  }
+  std::memset(p + n, 0, 4);
   const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
   const std::size_t ip_total = wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + bytes;
   std::uint8_t* ip = f + wire::kEthHeaderBytes;
