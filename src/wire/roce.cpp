@@ -52,7 +52,7 @@ std::uint16_t ipv4_checksum(std::span<const std::uint8_t> hdr) {
 // lane0 x^64 + lane1. A carry-less product of two such lanes reads as their product times x,
 // which each constant absorbs (x^(e-1) in place of x^e).
 constexpr std::uint64_t kCrc32Poly = 0x104C11DB7;  // x^32 + ... + 1, IBA 7.8.1
-constexpr std::uint64_t xpow_mod_p(unsigned n) {    // x^n mod P, bit e: the term x^e
+constexpr std::uint64_t xpow_mod_p(unsigned n) {   // x^n mod P, bit e: the term x^e
   std::uint64_t r = 1;
   for (unsigned i = 0; i < n; ++i) {
     r <<= 1;
@@ -86,7 +86,8 @@ constexpr long long kBarrettMu = lane(x64_div_p()), kPolyLane = lane(kCrc32Poly)
 
 // Where the stream has a byte set to ones: the 4 bytes standing for the LRH, IPv4 TOS (1),
 // TTL (8) and header checksum (10, 11), UDP checksum (6, 7), BTH resv8a (4) (Annex A17).
-constexpr std::size_t kOnesAt[] = {0, 1, 2, 3, 4 + 1, 4 + 8, 4 + 10, 4 + 11, 24 + 6, 24 + 7, 32 + 4};
+constexpr std::size_t kOnesAt[] = {0,      1,      2,      3,      4 + 1, 4 + 8,
+                                   4 + 10, 4 + 11, 24 + 6, 24 + 7, 32 + 4};
 constexpr std::size_t kMaskedBlocks = 4;  // kZ + 36 < 64
 using StreamMasks = std::array<std::array<std::uint8_t, 16>, kMaskedBlocks>;
 constexpr StreamMasks stream_masks(std::size_t z) {
@@ -95,14 +96,15 @@ constexpr StreamMasks stream_masks(std::size_t z) {
   return m;
 }
 
-__attribute__((target("pclmul,sse4.1"))) inline __m128i fold16(__m128i acc, __m128i k, __m128i next) {
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold16(__m128i acc, __m128i k,
+                                                               __m128i next) {
   return _mm_xor_si128(
       _mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11)), next);
 }
 
 template <int kZ>
 __attribute__((target("pclmul,sse4.1"))) std::uint32_t icrc_frame4_clmul(const std::uint8_t* frame,
-                                                                       std::size_t ip_total) {
+                                                                         std::size_t ip_total) {
   alignas(16) static constexpr StreamMasks kMasks = stream_masks(kZ);
   const auto load = [](const void* p) __attribute__((target("sse4.1"))) {
     return _mm_loadu_si128(static_cast<const __m128i*>(p));
@@ -130,14 +132,15 @@ __attribute__((target("pclmul,sse4.1"))) std::uint32_t icrc_frame4_clmul(const s
   // Barrett: q = floor(U_hi * mu / x^32) with U_hi the upper 32 terms of U (bits 0..31 of the
   // lane); the register is U_lo + (q P mod x^32). The product leaves q at bits 31..62; it goes
   // in one bit up from its lane's bottom so that (q P) mod x^32 lands in lane 1's low word.
-  const __m128i qm = _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(uv & 0xFFFFFFFF)),
-                                          _mm_cvtsi64_si128(kBarrettMu), 0x00);
+  const __m128i qm =
+      _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(uv & 0xFFFFFFFF)),
+                           _mm_cvtsi64_si128(kBarrettMu), 0x00);
   const std::uint64_t q =
       (static_cast<std::uint64_t>(_mm_cvtsi128_si64(qm)) >> 30) & 0x1'FFFF'FFFEULL;
   const __m128i qp = _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(q)),
                                           _mm_cvtsi64_si128(kPolyLane), 0x00);
-  const auto reg = static_cast<std::uint32_t>(uv >> 32) ^
-                   static_cast<std::uint32_t>(_mm_extract_epi64(qp, 1));
+  const auto reg =
+      static_cast<std::uint32_t>(uv >> 32) ^ static_cast<std::uint32_t>(_mm_extract_epi64(qp, 1));
   return ~reg;
 }
 

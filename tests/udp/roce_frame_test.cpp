@@ -185,8 +185,9 @@ TEST(DeliverFrame, AnInvariantByteChangedIsABadIcrcAndAVariantOneIsNot) {
     for (std::size_t i = kIp; i < good.size(); ++i) {
       // Bytes the framing checks read (version, lengths, protocol, opcode, TVer/pad) would be
       // malformed first: each is covered above.
-      const bool framing = i == kIp || (ipv6 ? i == kIp + 4 || i == kIp + 5 || i == kIp + 6
-                                             : i == kIp + 2 || i == kIp + 3 || i == kIp + 9) ||
+      const bool framing = i == kIp ||
+                           (ipv6 ? i == kIp + 4 || i == kIp + 5 || i == kIp + 6
+                                 : i == kIp + 2 || i == kIp + 3 || i == kIp + 9) ||
                            i == udp + 4 || i == udp + 5 || i == bth || i == bth + 1;
       if (framing) continue;
       auto f = good;

@@ -182,7 +182,8 @@ TEST(RoceV2, ShortFrameIcrcAgreesWithTheGeneralOneAtEveryLengthAndField) {
                           i == 34 + 6 || i == 34 + 7 || i == 42 + 4;
       if (i == 14) continue;  // the version nibble says which IP the general one masks
       EXPECT_EQ(icrc_roce_v2_frame4(g.data(), ip_total) == want, masked) << ip_total << " " << i;
-      EXPECT_EQ(icrc_roce_v2_frame4(g.data(), ip_total), icrc_roce_v2({g.data() + 14, ip_total - 4}));
+      EXPECT_EQ(icrc_roce_v2_frame4(g.data(), ip_total),
+                icrc_roce_v2({g.data() + 14, ip_total - 4}));
     }
   }
 }

@@ -472,8 +472,8 @@ void DpdkMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t por
   a.src_port = cfg_.port;
   a.dst_ip = ip;
   a.dst_port = port;
-  const auto it = std::find_if(heads_.begin(), heads_.end(),
-                               [lid](const auto& e) { return e.first == lid; });
+  const auto it =
+      std::find_if(heads_.begin(), heads_.end(), [lid](const auto& e) { return e.first == lid; });
   if (it != heads_.end())
     it->second = roce::frame_head4(a);
   else

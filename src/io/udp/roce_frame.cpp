@@ -198,8 +198,8 @@ RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_byt
   }
   // Ethernet pads short frames, so the IP length, not the frame, says where the packet ends.
   const std::uint8_t* udp = ip + ip_bytes;
-  if (wire::kEthHeaderBytes + ip_total > frame_bytes || ip_total < ip_bytes + wire::kUdpHeaderBytes ||
-      get16(udp + 4) != ip_total - ip_bytes)
+  if (wire::kEthHeaderBytes + ip_total > frame_bytes ||
+      ip_total < ip_bytes + wire::kUdpHeaderBytes || get16(udp + 4) != ip_total - ip_bytes)
     return RxStatus::kMalformed;
   const std::uint8_t* bth = f + wire::kEthHeaderBytes + ip_bytes + wire::kUdpHeaderBytes;
   const std::size_t datagram = ip_total - ip_bytes - wire::kUdpHeaderBytes;  // BTH..ICRC
@@ -212,10 +212,9 @@ RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_byt
   const std::uint8_t pad = (bth[1] >> 4) & 3;
   // No payload and no pad on ACKs, read requests and atomics (IBA 9.4.3, 9.4.5, 9.7.5).
   if (pad > after || (!(info.mask & wire::kHasPayload) && after != 0)) return RxStatus::kMalformed;
-  const std::uint32_t ic =
-      ip_bytes == wire::kIpv4HeaderBytes
-          ? wire::icrc_roce_v2_frame4(f, ip_total)
-          : wire::icrc_roce_v2({ip, ip_total - wire::kIcrcBytes});
+  const std::uint32_t ic = ip_bytes == wire::kIpv4HeaderBytes
+                               ? wire::icrc_roce_v2_frame4(f, ip_total)
+                               : wire::icrc_roce_v2({ip, ip_total - wire::kIcrcBytes});
   if (ic != wire::get_icrc(std::span<const std::uint8_t, wire::kIcrcBytes>(
                 bth + datagram - wire::kIcrcBytes, wire::kIcrcBytes)))
     return RxStatus::kBadIcrc;
