@@ -5,6 +5,9 @@
 #include <cstring>
 
 #include <isa-l/crc.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "src/base/assert.hpp"
 #include "src/wire/bytes.hpp"
@@ -31,7 +34,146 @@ std::uint16_t ipv4_checksum(std::span<const std::uint8_t> hdr) {
   return static_cast<std::uint16_t>(~sum);
 }
 
+#if defined(__x86_64__)
+// ---- The short-packet ICRC (icrc_roce_v2_frame4) ----
+// The ICRC is CRC-32 (IEEE 802.3 generator, reflected, register starting all ones, result
+// complemented: IBA 7.8.1) over 8 bytes of ones (the LRH's place), the IP header, UDP header and
+// BTH with their variant fields set to ones, the rest of the datagram. A register of all ones
+// XORed into the first four bytes of ones makes them zeros, and zeros leave a zero register
+// alone: so the ICRC is the complement of the zero-register CRC of
+//   kZ zero bytes | 4 bytes of ones | the masked datagram without its ICRC,
+// with kZ (0, 4, 8 or 12: datagrams are whole words) making the stream whole 16-byte blocks.
+// The 4 bytes of ones are the frame's bytes 10..13 (set to ones), so every block but the first
+// is a plain load from the frame, ORed with ones where a field is masked.
+//
+// Representation (as in Gopal et al., "Fast CRC Computation for Generic Polynomials Using
+// PCLMULQDQ", Intel 2009): a 16-byte block stands for a polynomial whose first bit on the wire
+// (bit 0 of byte 0) is its highest term, a 64-bit lane v for sum v_i x^(63-i), so a block is
+// lane0 x^64 + lane1. A carry-less product of two such lanes reads as their product times x,
+// which each constant absorbs (x^(e-1) in place of x^e).
+constexpr std::uint64_t kCrc32Poly = 0x104C11DB7;  // x^32 + ... + 1, IBA 7.8.1
+constexpr std::uint64_t xpow_mod_p(unsigned n) {   // x^n mod P, bit e: the term x^e
+  std::uint64_t r = 1;
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if ((r >> 32) & 1) r ^= kCrc32Poly;
+  }
+  return r;
+}
+constexpr std::uint64_t x64_div_p() {  // floor(x^64 / P): Barrett's constant (degree 32)
+  using u128 = unsigned __int128;
+  u128 r = u128{1} << 64;
+  std::uint64_t q = 0;
+  for (int i = 32; i >= 0; --i)
+    if ((r >> (i + 32)) & 1) {
+      q |= std::uint64_t{1} << i;
+      r ^= u128{kCrc32Poly} << i;
+    }
+  return q;
+}
+constexpr long long lane(std::uint64_t c) {  // x^e -> bit 63 - e
+  std::uint64_t v = 0;
+  for (unsigned e = 0; e < 64; ++e)
+    if ((c >> e) & 1) v |= std::uint64_t{1} << (63 - e);
+  return static_cast<long long>(v);
+}
+// block * x^128 = lane0 x^192 + lane1 x^128; the products' extra x is in the exponents.
+constexpr long long kFold0 = lane(xpow_mod_p(191)), kFold1 = lane(xpow_mod_p(127));
+// The last block B (lane0 x^64 + lane1) times x^32 (the CRC register is stream * x^32 mod P):
+// lane0 x^96 -> lane0 (x^96 mod P), then the 32 bits still above x^64 -> (x^64 mod P).
+constexpr long long kReduce96 = lane(xpow_mod_p(95)), kReduce64 = lane(xpow_mod_p(63));
+constexpr long long kBarrettMu = lane(x64_div_p()), kPolyLane = lane(kCrc32Poly);
+
+// Where the stream has a byte set to ones: the 4 bytes standing for the LRH, IPv4 TOS (1),
+// TTL (8) and header checksum (10, 11), UDP checksum (6, 7), BTH resv8a (4) (Annex A17).
+constexpr std::size_t kOnesAt[] = {0,      1,      2,      3,      4 + 1, 4 + 8,
+                                   4 + 10, 4 + 11, 24 + 6, 24 + 7, 32 + 4};
+constexpr std::size_t kMaskedBlocks = 4;  // kZ + 36 < 64
+using StreamMasks = std::array<std::array<std::uint8_t, 16>, kMaskedBlocks>;
+constexpr StreamMasks stream_masks(std::size_t z) {
+  StreamMasks m{};
+  for (std::size_t at : kOnesAt) m[(z + at) / 16][(z + at) % 16] = 0xFF;
+  return m;
+}
+
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold16(__m128i acc, __m128i k,
+                                                               __m128i next) {
+  return _mm_xor_si128(
+      _mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11)), next);
+}
+
+template <int kZ>
+__attribute__((target("pclmul,sse4.1"))) std::uint32_t icrc_frame4_clmul(const std::uint8_t* frame,
+                                                                         std::size_t ip_total) {
+  alignas(16) static constexpr StreamMasks kMasks = stream_masks(kZ);
+  const auto load = [](const void* p) __attribute__((target("sse4.1"))) {
+    return _mm_loadu_si128(static_cast<const __m128i*>(p));
+  };
+  const std::uint8_t* base = frame + 10 - kZ;  // stream byte i is base[i] for i >= kZ
+  const std::size_t blocks = (ip_total + kZ) / 16;
+  const __m128i k = _mm_set_epi64x(kFold1, kFold0);
+  // Block 0 from frame + 10 shifted up by kZ (base itself may lie before the frame).
+  __m128i acc = _mm_or_si128(_mm_slli_si128(load(frame + 10), kZ), load(kMasks[0].data()));
+  acc = fold16(acc, k, _mm_or_si128(load(base + 16), load(kMasks[1].data())));
+  acc = fold16(acc, k, _mm_or_si128(load(base + 32), load(kMasks[2].data())));
+  std::size_t j = 3;
+  if constexpr (kZ == 12) {  // resv8a lands in block 3 (ip_total >= 52 here: 4 blocks at least)
+    acc = fold16(acc, k, _mm_or_si128(load(base + 48), load(kMasks[3].data())));
+    j = 4;
+  }
+  for (; j < blocks; ++j) acc = fold16(acc, k, load(base + 16 * j));
+  // acc * x^32 mod P. First to below x^96: lane0 * (x^96 mod P) + lane1 * x^32 (lane1 moved
+  // down 4 bytes), then the part still at x^64..x^95 (lane0's upper half) * (x^64 mod P): the
+  // rest U, below x^64, is in lane 1.
+  const __m128i t = _mm_xor_si128(_mm_clmulepi64_si128(acc, _mm_cvtsi64_si128(kReduce96), 0x00),
+                                  _mm_slli_si128(_mm_srli_si128(acc, 8), 4));
+  const __m128i u = _mm_xor_si128(_mm_clmulepi64_si128(t, _mm_cvtsi64_si128(kReduce64), 0x00), t);
+  const auto uv = static_cast<std::uint64_t>(_mm_extract_epi64(u, 1));
+  // Barrett: q = floor(U_hi * mu / x^32) with U_hi the upper 32 terms of U (bits 0..31 of the
+  // lane); the register is U_lo + (q P mod x^32). The product leaves q at bits 31..62; it goes
+  // in one bit up from its lane's bottom so that (q P) mod x^32 lands in lane 1's low word.
+  const __m128i qm =
+      _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(uv & 0xFFFFFFFF)),
+                           _mm_cvtsi64_si128(kBarrettMu), 0x00);
+  const std::uint64_t q =
+      (static_cast<std::uint64_t>(_mm_cvtsi128_si64(qm)) >> 30) & 0x1'FFFF'FFFEULL;
+  const __m128i qp = _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(q)),
+                                          _mm_cvtsi64_si128(kPolyLane), 0x00);
+  const auto reg =
+      static_cast<std::uint32_t>(uv >> 32) ^ static_cast<std::uint32_t>(_mm_extract_epi64(qp, 1));
+  return ~reg;
+}
+
+bool detect_clmul() {
+  __builtin_cpu_init();  // may run before the library's own constructors
+  return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}
+// Decided once at load time (a function-local static would test its guard on every packet).
+const bool kHaveClmul = detect_clmul();
+#endif
+
 }  // namespace
+
+std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_total) {
+  WEFT_ASSERT(ip_total >= kIpv4HeaderBytes + kUdpHeaderBytes + kBthBytes + kIcrcBytes);
+#if defined(__x86_64__)
+  if (kHaveClmul && ip_total <= kIcrcShortMaxBytes) {
+    switch (ip_total % 16) {
+      case 0:
+        return icrc_frame4_clmul<0>(frame, ip_total);
+      case 4:
+        return icrc_frame4_clmul<12>(frame, ip_total);
+      case 8:
+        return icrc_frame4_clmul<8>(frame, ip_total);
+      case 12:
+        return icrc_frame4_clmul<4>(frame, ip_total);
+      default:
+        break;  // not whole words: not RoCE, but checked all the same
+    }
+  }
+#endif
+  return icrc_roce_v2({frame + kEthHeaderBytes, ip_total - kIcrcBytes});
+}
 
 std::uint32_t icrc_roce_v2(std::span<const std::uint8_t> ip, std::span<const std::uint8_t> payload,
                            std::uint8_t pad_bytes) {

@@ -161,6 +161,33 @@ TEST(RoceV2, Errors) {
   EXPECT_TRUE(parse_roce_v2(g).ok());
 }
 
+TEST(RoceV2, ShortFrameIcrcAgreesWithTheGeneralOneAtEveryLengthAndField) {
+  // icrc_roce_v2_frame4 folds from the frame itself with its own masks and padding: every
+  // datagram length up to past its short-packet bound (the longer ones, and lengths that are not
+  // whole words, take the general path), pseudo-random bytes, and the frame at the very start of
+  // its buffer (it reads from byte 10 on). Every byte changes the result, but the masked ones.
+  std::uint32_t x = 12345;
+  const auto next = [&x] { return x = x * 1103515245 + 12345, static_cast<std::uint8_t>(x >> 16); };
+  for (std::size_t ip_total = 44; ip_total <= kIcrcShortMaxBytes + 64; ++ip_total) {
+    std::vector<std::uint8_t> f(14 + ip_total);
+    for (auto& b : f) b = next();
+    f[14] = 0x45;
+    const std::uint32_t want = icrc_roce_v2({f.data() + 14, ip_total - 4});
+    ASSERT_EQ(icrc_roce_v2_frame4(f.data(), ip_total), want) << ip_total;
+    if (ip_total % 4 != 0 || ip_total > 96) continue;
+    for (std::size_t i = 10; i < 14 + ip_total - 4; ++i) {
+      auto g = f;
+      g[i] ^= 0x10;
+      const bool masked = i < 14 || i == 14 + 1 || i == 14 + 8 || i == 14 + 10 || i == 14 + 11 ||
+                          i == 34 + 6 || i == 34 + 7 || i == 42 + 4;
+      if (i == 14) continue;  // the version nibble says which IP the general one masks
+      EXPECT_EQ(icrc_roce_v2_frame4(g.data(), ip_total) == want, masked) << ip_total << " " << i;
+      EXPECT_EQ(icrc_roce_v2_frame4(g.data(), ip_total),
+                icrc_roce_v2({g.data() + 14, ip_total - 4}));
+    }
+  }
+}
+
 TEST(RoceV2, NativeAndRoceShareTheTransportPart) {
   // Build a native global packet and an IPv6 RoCEv2 packet with the same GRH/IPv6 header bytes
   // (but NxtHdr 0x1B vs 17) and the same BTH, ext and payload. Each ICRC is

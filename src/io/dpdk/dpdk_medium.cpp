@@ -357,6 +357,8 @@ DpdkMedium::~DpdkMedium() {
     }
     // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
     // before the pools go (after the wait: a memif server's rings are gone by now).
+    rte_pktmbuf_free_bulk(stash_, stash_n_);
+    stash_n_ = 0;
     rte_mbuf* m[kBurst];
     for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
       rte_pktmbuf_free_bulk(m, k);
@@ -397,14 +399,21 @@ void DpdkMedium::end_session() {
 void DpdkMedium::poll_ending() {
   flush_pending();
   if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
-  rte_mbuf* m[kBurst];
-  for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;) {
+  drain_ending();
+  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
+}
+
+void DpdkMedium::drain_ending() {
+  const auto handle = [this](rte_mbuf** m, std::uint16_t k) {
     for (std::uint16_t i = 0; i < k; ++i)
       if (!on_link_frame(rte_pktmbuf_mtod(m[i], const std::uint8_t*), m[i]->data_len))
         ++counters_.rx_after_end;  // for a Device that is gone
     rte_pktmbuf_free_bulk(m, k);
-  }
-  if (owe_bye_ack_) owe_bye_ack_ = !send_link_frame(kLinkByeAck);
+  };
+  handle(stash_, stash_n_);
+  stash_n_ = 0;
+  rte_mbuf* m[kBurst];
+  for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;) handle(m, k);
 }
 
 bool DpdkMedium::send_link_frame(std::uint8_t type) {
@@ -456,6 +465,19 @@ bool DpdkMedium::wait_link(TimeNs timeout_ns) const {
 void DpdkMedium::add_peer(std::uint16_t lid, std::uint32_t ip, std::uint16_t port,
                           const roce::Mac& mac) {
   peers_.add({lid, ip, port, mac});
+  roce::FrameAddr a;
+  a.src_mac = mac_;
+  a.dst_mac = mac;
+  a.src_ip = cfg_.local_ip;
+  a.src_port = cfg_.port;
+  a.dst_ip = ip;
+  a.dst_port = port;
+  const auto it =
+      std::find_if(heads_.begin(), heads_.end(), [lid](const auto& e) { return e.first == lid; });
+  if (it != heads_.end())
+    it->second = roce::frame_head4(a);
+  else
+    heads_.emplace_back(lid, roce::frame_head4(a));
 }
 
 bool DpdkMedium::register_memory(void* addr, std::size_t bytes, std::string* error) {
@@ -592,18 +614,21 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
         spare_ = b;
         continue;
       }
-      roce::FrameAddr a;
-      a.src_mac = mac_;
-      a.dst_mac = p->mac;
-      a.src_ip = cfg_.local_ip;
-      a.src_port = cfg_.port;
-      a.dst_ip = p->ip;
-      a.dst_port = p->port;
+      const auto addr = [&] {
+        roce::FrameAddr a;
+        a.src_mac = mac_;
+        a.dst_mac = p->mac;
+        a.src_ip = cfg_.local_ip;
+        a.src_port = cfg_.port;
+        a.dst_ip = p->ip;
+        a.dst_port = p->port;
+        return a;
+      };
       m[built++] = b;
       auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
       std::size_t bytes;
       if (zero_copy_ && pkt.payload_bytes >= cfg_.zero_copy_min_bytes && dev.payload_stable(pkt) &&
-          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, a)) {
+          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, addr())) {
         bytes = b->pkt_len;
         ++counters_.tx_zero_copy;
         if (pcap_.is_open()) {
@@ -611,7 +636,10 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
           pcap_.write(now, {static_cast<const std::uint8_t*>(whole), bytes});
         }
       } else {
-        bytes = roce::build_frame(pkt, a, f);
+        const roce::FrameHead4* h = nullptr;
+        for (const auto& [lid, head] : heads_)
+          if (lid == p->lid) h = &head;
+        bytes = h ? roce::build_frame(pkt, *h, f) : roce::build_frame(pkt, addr(), f);
         b->data_len = static_cast<std::uint16_t>(bytes);
         b->pkt_len = static_cast<std::uint32_t>(bytes);
         if (pcap_.is_open()) pcap_.write(now, {f, bytes});
@@ -619,65 +647,95 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       prepare_tx_checksum(b, csum_);
       ++counters_.tx_packets;
       counters_.tx_bytes += bytes - roce::kFrameHead;
+      // The first packet of a pass leaves at once: the next poll (an mbuf for it, the Device's
+      // look at its queues) would otherwise delay it, and in a ping-pong it is the only one. The
+      // rest go as a burst; one more call per pass costs a stream nothing it would notice.
+      if (n == 0 && polled == 1 && built == 1 && rte_eth_tx_burst(port_id_, 0, m, 1) == 1)
+        built = 0;
     }
     n += polled;
-    const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, m, static_cast<std::uint16_t>(built));
-    if (sent < built) {
-      pending_.assign(m + sent, m + built);
-      pending_head_ = 0;
-      ++counters_.tx_full;
-      break;
+    // Nothing built (an idle pass): no call into the PMD. net_memif's transmit reads the ring's
+    // indices even for no packet, lines the peer writes as it reads: each such look moved them
+    // back to this CPU, and the peer's next write had to take them back.
+    if (built != 0) {
+      const std::uint16_t sent =
+          rte_eth_tx_burst(port_id_, 0, m, static_cast<std::uint16_t>(built));
+      if (sent < built) {
+        pending_.assign(m + sent, m + built);
+        pending_head_ = 0;
+        ++counters_.tx_full;
+        break;
+      }
     }
     if (polled < want) break;  // the Device has nothing more
   }
   return n;
 }
 
+bool DpdkMedium::rx_ready() const {
+  if (stash_n_ != 0 || !started_) return true;
+  stash_n_ = rte_eth_rx_burst(port_id_, 0, stash_, kStashMax);
+  return stash_n_ != 0;
+}
+
+void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeNs now) {
+  // An ACK in this burst may complete a WR whose payload a NIC still holds as an external
+  // buffer (it frees sent mbufs lazily): reclaim what it has sent before the Device sees it.
+  if (zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
+  for (std::uint16_t i = 0; i < k; ++i) {
+    rte_mbuf* b = m[i];
+    // The next frame's headers load while this one is checked and delivered.
+    if (i + 1 < k) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], const void*));
+    auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
+    std::size_t len = b->data_len;
+    if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
+      len = std::min<std::size_t>(b->pkt_len, scratch_.size());
+      f = static_cast<std::uint8_t*>(const_cast<void*>(
+          rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));
+    }
+    const std::uint8_t* ip = f + wire::kEthHeaderBytes;
+    const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
+    if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
+        ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
+      if (!(memif_ && on_link_frame(f, len))) ++counters_.rx_other;
+      continue;
+    }
+    // Ethernet pads short frames to 60 bytes: the IP length is the truth.
+    len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
+    if (pcap_.is_open()) pcap_.write(now, {f, len});
+    const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
+    switch (roce::deliver_frame(dev, f, len, slid, now)) {
+      case roce::RxStatus::kDelivered:
+        ++counters_.rx_packets;
+        counters_.rx_bytes += len - roce::kFrameHead;
+        break;
+      case roce::RxStatus::kMalformed:
+        ++counters_.rx_malformed;
+        break;
+      case roce::RxStatus::kBadIcrc:
+        ++counters_.rx_bad_icrc;
+        break;
+    }
+  }
+  // Once per burst: the Device copied what it keeps before on_packet returned.
+  rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(m), k);
+}
+
 std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   if (!started_) return 0;
   std::size_t n = 0;
+  if (stash_n_ != 0) {  // what rx_ready() took while the Driver watched
+    const std::uint16_t k = stash_n_;
+    stash_n_ = 0;
+    receive(dev, stash_, k, now);
+    n = k;
+    if (k < kStashMax) max = n;  // the port had no more then; the next pass looks again
+  }
   rte_mbuf* m[kBurst];
   while (n < max) {
     const auto want = static_cast<std::uint16_t>(std::min(max - n, kBurst));
     const std::uint16_t k = rte_eth_rx_burst(port_id_, 0, m, want);
-    // An ACK in this burst may complete a WR whose payload a NIC still holds as an external
-    // buffer (it frees sent mbufs lazily): reclaim what it has sent before the Device sees it.
-    if (k && zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
-    for (std::uint16_t i = 0; i < k; ++i) {
-      rte_mbuf* b = m[i];
-      auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
-      std::size_t len = b->data_len;
-      if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
-        len = std::min<std::size_t>(b->pkt_len, scratch_.size());
-        f = static_cast<std::uint8_t*>(const_cast<void*>(
-            rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));
-      }
-      const std::uint8_t* ip = f + wire::kEthHeaderBytes;
-      const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
-      if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
-          ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
-        if (!(memif_ && on_link_frame(f, len))) ++counters_.rx_other;
-        rte_pktmbuf_free(b);
-        continue;
-      }
-      // Ethernet pads short frames to 60 bytes: the IP length is the truth.
-      len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
-      if (pcap_.is_open()) pcap_.write(now, {f, len});
-      const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
-      switch (roce::deliver_frame(dev, f, len, slid, now)) {
-        case roce::RxStatus::kDelivered:
-          ++counters_.rx_packets;
-          counters_.rx_bytes += len - roce::kFrameHead;
-          break;
-        case roce::RxStatus::kMalformed:
-          ++counters_.rx_malformed;
-          break;
-        case roce::RxStatus::kBadIcrc:
-          ++counters_.rx_bad_icrc;
-          break;
-      }
-      rte_pktmbuf_free(b);
-    }
+    if (k) receive(dev, m, k, now);
     n += k;
     if (k < want) break;
   }

@@ -174,6 +174,10 @@ class DpdkMedium final : public Medium {
 
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override;
   std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override;
+  // Polls the port once (what it takes waits for the next rx_burst): the Driver watches this
+  // between pauses while idle, so a frame is seen a pause and a poll after it lands instead of
+  // half a pass later (a pass is the bursts, the Device's transmit poll and the application).
+  bool rx_ready() const override;
   int rx_wait_fd() const override { return timer_fd_; }
   bool prepare_sleep() override;
   void finish_sleep() override;
@@ -187,6 +191,10 @@ class DpdkMedium final : public Medium {
   bool send_link_frame(std::uint8_t type);
   // A received frame that is a link frame: handled (BYE answered, BYE-ACK noted); true if so.
   bool on_link_frame(const std::uint8_t* f, std::size_t len);
+  // Frames of a burst handed to dev (or counted and freed); all of them freed.
+  void receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeNs now);
+  // Reads frames while the Device is gone (link frames handled, the rest freed unread).
+  void drain_ending();
   // While ending: reads and frees what arrives, answering BYEs and sending what is pending.
   void poll_ending();
   // The graceful end of a net_memif session (the destructor, before the port stops).
@@ -223,10 +231,17 @@ class DpdkMedium final : public Medium {
   std::vector<Region> regions_;
   std::uint64_t zc_in_flight_ = 0;
   roce::PeerTable peers_;
+  // Each peer's frame head, made when it is added (a copied packet's frame starts from it).
+  std::vector<std::pair<std::uint16_t, roce::FrameHead4>> heads_;  // by LID
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
   rte_mbuf* spare_ = nullptr;          // taken for a packet the Device did not have (tx_burst)
   std::vector<std::uint8_t> scratch_;  // a received frame that came in several mbufs
+  // Frames rx_ready() took from the port, handed to the Device by the next rx_burst (or freed
+  // while ending, as any frame that comes then).
+  static constexpr std::size_t kStashMax = 32;
+  mutable rte_mbuf* stash_[kStashMax] = {};
+  mutable std::uint16_t stash_n_ = 0;
   int timer_fd_ = -1;
   TimeNs backoff_ns_ = 0;
   bool rx_since_sleep_ = false;

@@ -7,6 +7,8 @@
 namespace weft::io::roce {
 namespace {
 
+constexpr std::uint8_t kIpProtoUdp = 17;
+
 void put16(std::uint8_t* p, unsigned v) {
   p[0] = static_cast<std::uint8_t>(v >> 8);
   p[1] = static_cast<std::uint8_t>(v);
@@ -14,6 +16,9 @@ void put16(std::uint8_t* p, unsigned v) {
 void put32(std::uint8_t* p, std::uint32_t v) {
   put16(p, v >> 16);
   put16(p + 2, v & 0xFFFF);
+}
+std::uint16_t get16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
 }
 std::uint32_t get32(const std::uint8_t* p) {
   return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
@@ -91,12 +96,61 @@ std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f
   std::memset(d + t + pkt.payload_bytes, 0, pkt.pad_bytes);
   const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
   write_frame_head(f, a, bytes);
-  const std::uint32_t ic = wire::icrc_roce_v2({f + wire::kEthHeaderBytes, head - 14 + t},
-                                              {d + t, pkt.payload_bytes}, pkt.pad_bytes);
+  // The frame is whole and contiguous here: IPv4 takes the short-packet fold from it.
+  const std::uint32_t ic =
+      a.ipv6 ? wire::icrc_roce_v2({f + wire::kEthHeaderBytes, head - 14 + t},
+                                  {d + t, pkt.payload_bytes}, pkt.pad_bytes)
+             : wire::icrc_roce_v2_frame4(f, wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + bytes);
   wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4), ic);
   if (a.ipv6 && a.udp6_checksum)
     write_frame_head(f, a, bytes);  // IPv6's UDP checksum covers the ICRC too
   return head + bytes;
+}
+
+FrameHead4 frame_head4(const FrameAddr& a) {
+  FrameHead4 h;
+  write_frame_head(h.bytes.data(), a, 0);
+  const std::uint8_t* ip = h.bytes.data() + wire::kEthHeaderBytes;
+  for (int i = 0; i < 20; i += 2)
+    if (i != 2 && i != 10) h.sum += std::uint32_t{ip[i]} << 8 | ip[i + 1];  // not length, checksum
+  return h;
+}
+
+std::size_t build_frame(const TxPacket& pkt, const FrameHead4& h, std::uint8_t* f) {
+  const std::uint8_t* hd = pkt.headers.data();
+  const std::size_t bth = (hd[1] & 3) == 3 ? 48 : 8;  // LNH 3: a GRH follows the LRH
+  const std::size_t t = pkt.header_bytes - bth;
+  std::memcpy(f, h.bytes.data(), kFrameHead);
+  std::uint8_t* d = f + kFrameHead;
+  // Copies of a fixed size (a few vector moves, no memcpy call and its size dispatch, which
+  // cost more than the bytes of a short packet): the transport headers as the largest set
+  // (BTH + 28), which the payload then overwrites, and the pad as 4 zeros, which the ICRC does.
+  constexpr std::size_t kTransportMax = wire::kBthBytes + 28;
+  static_assert(48 + kTransportMax <= TxPacket::kHeaderBytesMax);
+  std::memcpy(d, hd + bth, kTransportMax);
+  std::uint8_t* p = d + t;
+  const std::size_t n = pkt.payload_bytes;
+  if (n - 8 <= 8) {  // unsigned: 8 to 16 bytes (a latency test's 8-byte WRITE), two 8-byte moves
+    std::uint64_t head, tail;
+    std::memcpy(&head, pkt.payload, 8);
+    std::memcpy(&tail, pkt.payload + n - 8, 8);
+    std::memcpy(p, &head, 8);
+    std::memcpy(p + n - 8, &tail, 8);
+  } else if (n != 0) {
+    std::memcpy(p, pkt.payload, n);
+  }
+  std::memset(p + n, 0, 4);
+  const std::size_t bytes = t + pkt.payload_bytes + pkt.pad_bytes + wire::kIcrcBytes;
+  const std::size_t ip_total = wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes + bytes;
+  std::uint8_t* ip = f + wire::kEthHeaderBytes;
+  put16(ip + 2, static_cast<unsigned>(ip_total));
+  std::uint32_t sum = h.sum + static_cast<std::uint32_t>(ip_total);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  put16(ip + 10, ~sum & 0xFFFF);
+  put16(ip + wire::kIpv4HeaderBytes + 4, static_cast<unsigned>(wire::kUdpHeaderBytes + bytes));
+  wire::put_icrc(std::span<std::uint8_t, wire::kIcrcBytes>(d + bytes - 4, 4),
+                 wire::icrc_roce_v2_frame4(f, ip_total));
+  return kFrameHead + bytes;
 }
 
 std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f,
@@ -118,38 +172,63 @@ std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uin
   return bytes;
 }
 
-RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
-                       TimeNs now) {
+RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_bytes,
+                       std::uint16_t slid, TimeNs now) {
+  // One parse, in place, with the checks of wire::parse_roce_v2 (which fills a whole Headers
+  // the Device would only parse again): Ethernet/IP/UDP framing, the BTH's TVer and opcode, room
+  // for its extension headers and the ICRC, pad and payload the opcode allows. The Device checks
+  // the rest of the transport (IBA 9.6) on its own parse. Any UDP port: ours may not be 4791,
+  // and the ICRC covers it.
   if (frame_bytes < kFrameHead) return RxStatus::kMalformed;
-  const bool v6 = f[12] == 0x86 && f[13] == 0xDD;
-  if (v6 && frame_bytes < kFrameHead6) return RxStatus::kMalformed;
-  // parse_roce_v2 knows RoCEv2 by UDP port 4791; ours may be another, which the ICRC covers.
-  std::uint8_t* dport =
-      f + wire::kEthHeaderBytes + (v6 ? wire::kIpv6HeaderBytes : wire::kIpv4HeaderBytes) + 2;
-  const std::uint8_t saved[2] = {dport[0], dport[1]};
-  put16(dport, wire::kRoceV2UdpPort);
-  auto r = wire::parse_roce_v2({f, frame_bytes}, false);
-  dport[0] = saved[0];
-  dport[1] = saved[1];
-  if (!r) return RxStatus::kMalformed;
-  const wire::RoceV2Packet& rp = *r;
-  const std::uint8_t* bth = f + rp.bth_offset;
-  const std::size_t t = static_cast<std::size_t>(rp.payload.data() - bth);
-  const std::uint32_t ic = wire::icrc_roce_v2({f + rp.ip_offset, rp.bth_offset - rp.ip_offset + t},
-                                              rp.payload, rp.h.bth.pad_cnt);
-  if (ic != rp.icrc) return RxStatus::kBadIcrc;
+  std::size_t ip_bytes, ip_total;
+  const std::uint8_t* ip = f + wire::kEthHeaderBytes;
+  const unsigned ethertype = get16(f + 12);
+  if (ethertype == wire::kEtherTypeIpv4) {
+    // Options would move the UDP header; RoCEv2 senders never use them.
+    if (ip[0] != 0x45 || ip[9] != kIpProtoUdp) return RxStatus::kMalformed;
+    ip_bytes = wire::kIpv4HeaderBytes;
+    ip_total = get16(ip + 2);
+  } else if (ethertype == wire::kEtherTypeIpv6) {
+    if (frame_bytes < kFrameHead6 || (ip[0] >> 4) != 6 || ip[6] != kIpProtoUdp)
+      return RxStatus::kMalformed;
+    ip_bytes = wire::kIpv6HeaderBytes;
+    ip_total = ip_bytes + get16(ip + 4);
+  } else {
+    return RxStatus::kMalformed;
+  }
+  // Ethernet pads short frames, so the IP length, not the frame, says where the packet ends.
+  const std::uint8_t* udp = ip + ip_bytes;
+  if (wire::kEthHeaderBytes + ip_total > frame_bytes ||
+      ip_total < ip_bytes + wire::kUdpHeaderBytes || get16(udp + 4) != ip_total - ip_bytes)
+    return RxStatus::kMalformed;
+  const std::uint8_t* bth = f + wire::kEthHeaderBytes + ip_bytes + wire::kUdpHeaderBytes;
+  const std::size_t datagram = ip_total - ip_bytes - wire::kUdpHeaderBytes;  // BTH..ICRC
+  if (datagram < wire::kBthBytes + wire::kIcrcBytes || (bth[1] & 0xF) != 0)  // TVer 0 (9.2.4)
+    return RxStatus::kMalformed;
+  const wire::OpcodeInfo& info = wire::opcode_info(bth[0]);
+  const std::size_t t = wire::kBthBytes + info.ext_bytes;
+  if (!info.valid || datagram < t + wire::kIcrcBytes) return RxStatus::kMalformed;
+  const std::size_t after = datagram - t - wire::kIcrcBytes;  // payload + pad
+  const std::uint8_t pad = (bth[1] >> 4) & 3;
+  // No payload and no pad on ACKs, read requests and atomics (IBA 9.4.3, 9.4.5, 9.7.5).
+  if (pad > after || (!(info.mask & wire::kHasPayload) && after != 0)) return RxStatus::kMalformed;
+  const std::uint32_t ic = ip_bytes == wire::kIpv4HeaderBytes
+                               ? wire::icrc_roce_v2_frame4(f, ip_total)
+                               : wire::icrc_roce_v2({ip, ip_total - wire::kIcrcBytes});
+  if (ic != wire::get_icrc(std::span<const std::uint8_t, wire::kIcrcBytes>(
+                bth + datagram - wire::kIcrcBytes, wire::kIcrcBytes)))
+    return RxStatus::kBadIcrc;
   TxPacket pkt;
   std::uint8_t* lrh = pkt.headers.data();
-  const std::uint8_t pad = rp.h.bth.pad_cnt;
   lrh[0] = 0;     // VL 0, LVer 0
   lrh[1] = 0x02;  // SL 0, LNH 2: IBA local (the IP header played the GRH's part)
   put16(lrh + 2, dev.lid());
-  put16(lrh + 4, static_cast<unsigned>((8 + t + rp.payload.size() + pad + 4) / 4));
+  put16(lrh + 4, static_cast<unsigned>((wire::kLrhBytes + datagram) / 4));
   put16(lrh + 6, slid);
-  std::memcpy(lrh + 8, bth, std::min(t, TxPacket::kHeaderBytesMax - 8));
-  pkt.header_bytes = static_cast<std::uint16_t>(8 + t);
-  pkt.payload = rp.payload.data();
-  pkt.payload_bytes = static_cast<std::uint32_t>(rp.payload.size());
+  std::memcpy(lrh + wire::kLrhBytes, bth, t);  // t <= 12 + 28: fits kHeaderBytesMax
+  pkt.header_bytes = static_cast<std::uint16_t>(wire::kLrhBytes + t);
+  pkt.payload = bth + t;
+  pkt.payload_bytes = static_cast<std::uint32_t>(after - pad);
   pkt.pad_bytes = pad;
   pkt.dlid = dev.lid();
   dev.on_packet(pkt, now);

@@ -67,6 +67,18 @@ void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t datagram_
 // ICRC. Returns the frame's bytes (the datagram is the part from f + a.head()).
 std::size_t build_frame(const TxPacket& pkt, const FrameAddr& a, std::uint8_t* f);
 
+// A peer's Ethernet/IPv4/UDP header as write_frame_head writes it, made once (per peer, not per
+// packet): build_frame below copies it and sets the IP and UDP lengths and the IPv4 header
+// checksum, from `sum` (the one's-complement sum of the header's other words, RFC 1071) plus the
+// total length. IPv4 only.
+struct FrameHead4 {
+  std::array<std::uint8_t, kFrameHead> bytes{};
+  std::uint32_t sum = 0;
+};
+FrameHead4 frame_head4(const FrameAddr& a);
+// build_frame(pkt, a, f) for the `a` that `h` was made from, byte for byte.
+std::size_t build_frame(const TxPacket& pkt, const FrameHead4& h, std::uint8_t* f);
+
 // The same without copying the payload: writes the headers (a.head() + BTH..extensions) at f and
 // pad + ICRC at trailer (room for 3 + 4 bytes), computing the ICRC over pkt.payload where it is.
 // The datagram is then f[a.head(), a.head() + header_out) + pkt.payload + trailer[0, trailer_out)
@@ -77,11 +89,17 @@ std::size_t build_frame_gather(const TxPacket& pkt, const FrameAddr& a, std::uin
                                std::size_t& trailer_out);
 
 enum class RxStatus : std::uint8_t { kDelivered, kMalformed, kBadIcrc };
-// Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port: the port's two bytes are
-// briefly rewritten, so f must be writable) and hands its packet to dev as if LRH(DLID = dev's LID,
-// SLID = slid) had carried it. The payload is handed by reference into f.
-RxStatus deliver_frame(Device& dev, std::uint8_t* f, std::size_t frame_bytes, std::uint16_t slid,
-                       TimeNs now);
+// Checks a received frame (Ethernet/IPv4 or IPv6/UDP, any UDP port) and hands its packet to dev
+// as if LRH(DLID = dev's LID, SLID = slid) had carried it. The payload is handed by reference
+// into f. One parse: the framing checks of wire::parse_roce_v2 (kMalformed: EtherType, IP
+// version and protocol, IPv4 options, IP and UDP lengths against the frame, TVer, a reserved
+// opcode, no room for the extension headers or the ICRC, a pad longer than what follows the
+// headers, payload on an opcode that has none), then the ICRC (kBadIcrc); the Device checks
+// the rest of the transport on its own parse (IBA 9.6: LRH PktLen, FIRST/MIDDLE lengths, QP,
+// P_Key) and counts what fails there. IPv4 frames of up to wire::kIcrcShortMaxBytes have their
+// ICRC folded straight from f (wire::icrc_roce_v2_frame4).
+RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_bytes,
+                       std::uint16_t slid, TimeNs now);
 
 // The IPv4-mapped GID (::ffff:a.b.c.d) of an address, for AddressVector::grh.dgid.
 std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
