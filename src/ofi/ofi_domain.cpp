@@ -31,8 +31,11 @@ constexpr std::uint32_t kClockEveryPasses = 8;
 // after one that did engine work (packets, completions, control datagrams: a busy pass may have
 // lasted a while) reads it afresh, and so does the first pass after the provider slept
 // (clock_due: a nap, the keeper's period). A pass that only took direct messages off the medium
-// does not: it lasted at most a 64 KiB copy, and in a small-message ping-pong that read was one
-// per message. `clock_fresh` tells the CQ read's spin run (cq_readfrom) whether `now` was read
+// does not: in a small-message ping-pong that read was one per message. Such a pass usually
+// lasts at most a 64 KiB copy; one that pulled a rendezvous (a process_vm_readv of the whole
+// message) may have lasted longer, and the next few passes see that old a time: the engine's
+// timers (milliseconds) then fire a few passes late, nothing else depends on it (the spin run
+// and the naps use only fresh readings). `clock_fresh` tells the CQ read's spin run (cq_readfrom) whether `now` was read
 // in this pass, so that it needs no clock reading of its own.
 TimeNs Domain::pass_clock() {
   const bool fresh = worked || clock_due || ++idle_passes % kClockEveryPasses == 0 || now == 0;

@@ -1403,6 +1403,14 @@ TEST_F(Provider, LostPacketsRecoveredWhileTheApplicationOnlyPollsCqs) {
     const time_t until = time(nullptr) + 30;
     while ((rc = fi_cq_read(cq, &e, 1)) == -FI_EAGAIN && time(nullptr) < until) {
     }
+    if (rc == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      fi_cq_readerr(cq, &err, 0);
+      ADD_FAILURE() << "error completion: " << fi_strerror(err.err) << " (prov_errno "
+                    << err.prov_errno << ")";
+    } else if (rc != 1) {
+      ADD_FAILURE() << "fi_cq_read: " << rc;
+    }
     return rc == 1 && e.op_context == ctx;
   };
   std::atomic<bool> b_done{false};
