@@ -5,6 +5,9 @@
 // Usage: FI_PROVIDER_PATH=build/src/ofi ofi_pingpong_bench [iterations] [pairs] [size]
 // (FI_WEFT_MEDIUM=shm: the two domains talk over the shared-memory medium, as two processes
 // would; WEFT_BENCH_CLOCK=cpu: thread CPU time, see g_clock.)
+// WEFT_BENCH_EMPTY=1: instead, the cost of an empty fi_cq_read (ns per call, median of PAIRS
+// runs of `iterations` x 64 reads): what a process waiting for its peer's message pays per look.
+// WEFT_BENCH_TRACE=K with a size: per-message times of a fresh pair (see main).
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -120,15 +123,21 @@ void close_pair(Pair& p) {
   fi_freeinfo(p.info);
 }
 
-// One-way latency in microseconds (half the round trip), averaged over iters.
-double pingpong_us(Pair& p, std::size_t bytes, int iters) {
+// One-way latency in microseconds (half the round trip), averaged over iters. With `trace`,
+// no warm-up: trace[i] gets iteration i's one-way time (the first messages of a fresh pair).
+double pingpong_us(Pair& p, std::size_t bytes, int iters, std::vector<double>* trace = nullptr) {
   Side& a = p.s[0];
   Side& b = p.s[1];
   fi_context ctx[4];
-  const int warmup = std::max(10, iters / 10);
-  double t0 = 0;
+  const int warmup = trace ? 0 : std::max(10, iters / 10);
+  double t0 = 0, ti = 0;
   for (int i = 0; i < warmup + iters; ++i) {
     if (i == warmup) t0 = now_s();
+    if (trace) {
+      const double t = now_s();
+      if (i > 0) trace->push_back((t - ti) / 2 * 1e6);
+      ti = t;
+    }
     CHECK(fi_trecv(b.ep, b.buf.data(), bytes, b.desc, b.peer, 1, 0, &ctx[0]));
     CHECK(fi_trecv(a.ep, a.buf.data(), bytes, a.desc, a.peer, 2, 0, &ctx[1]));
     ssize_t rc;
@@ -155,7 +164,23 @@ double pingpong_us(Pair& p, std::size_t bytes, int iters) {
     }
     (void)b_recv;
   }
+  if (trace) trace->push_back((now_s() - ti) / 2 * 1e6);
   return (now_s() - t0) / iters / 2 * 1e6;
+}
+
+// Nanoseconds per empty fi_cq_read: bursts of kBurst reads of a's CQ, each burst ended by one
+// read of b's CQ (a loop over two CQs: the provider starts a new spin run for a's next burst,
+// so no burst lasts the FI_WEFT_SPIN_US it would take to nap). Every read counts.
+double empty_read_ns(Pair& p, int bursts) {
+  constexpr int kBurst = 64;
+  fi_cq_tagged_entry e;
+  const double t0 = now_s();
+  for (int i = 0; i < bursts; ++i) {
+    for (int j = 0; j < kBurst; ++j)
+      if (fi_cq_read(p.s[0].cq, &e, 1) != -FI_EAGAIN) std::exit(1);
+    if (fi_cq_read(p.s[1].cq, &e, 1) != -FI_EAGAIN) std::exit(1);
+  }
+  return (now_s() - t0) / (double(bursts) * (kBurst + 1)) * 1e9;
 }
 
 double median(std::vector<double> v) {
@@ -176,6 +201,34 @@ int main(int argc, char** argv) {
   if (!open_pair("weft", 1 << 20, weft)) {
     std::fprintf(stderr, "weft provider not found (FI_PROVIDER_PATH?)\n");
     return 1;
+  }
+  if (const char* tr = std::getenv("WEFT_BENCH_TRACE")) {
+    // WEFT_BENCH_TRACE=K: a fresh pair's first `iterations` messages of one size (argv[3]), no
+    // warm-up; prints the first K one-way times, then the mean of each following decade.
+    const std::size_t bytes = sizes[0];
+    std::vector<double> t;
+    pingpong_us(weft, bytes, iters, &t);
+    const std::size_t k = std::min<std::size_t>(std::strtoul(tr, nullptr, 10), t.size());
+    std::printf("%zu B, first %zu one-way times (us):", bytes, k);
+    for (std::size_t i = 0; i < k; ++i) std::printf(" %.1f", t[i]);
+    std::printf("\nmean (us) of messages");
+    for (std::size_t lo = k, hi = std::max<std::size_t>(k * 2, 10); lo < t.size(); lo = hi, hi *= 10) {
+      hi = std::min(hi, t.size());
+      double sum = 0;
+      for (std::size_t i = lo; i < hi; ++i) sum += t[i];
+      std::printf(" [%zu,%zu) %.2f", lo, hi, sum / double(hi - lo));
+    }
+    std::printf("\n");
+    close_pair(weft);
+    return 0;
+  }
+  if (std::getenv("WEFT_BENCH_EMPTY")) {
+    std::vector<double> v;
+    for (int i = 0; i < pairs; ++i) v.push_back(empty_read_ns(weft, iters));
+    std::printf("empty fi_cq_read: %.1f ns (median of %d runs, %s)\n", median(v), pairs,
+                g_clock == CLOCK_MONOTONIC ? "wall clock" : "thread CPU time");
+    close_pair(weft);
+    return 0;
   }
   // The shm baseline is opt-in: in one process its sends to a second endpoint return
   // -FI_EAGAIN forever here (1.17), so it only runs with WEFT_BENCH_SHM=1.

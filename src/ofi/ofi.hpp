@@ -292,9 +292,14 @@ struct Cq {
   std::deque<fi_cq_err_entry> errors;
   bool signalled = false;
   int refs = 0;
-  // The current run of empty fi_cq_read calls (Params::spin_ns): when it began and when the
-  // last one ended (0: none).
-  TimeNs empty_first = 0, empty_last = 0;
+  // The current run of empty fi_cq_read calls (Params::spin_ns, ofi_domain.cpp cq_readfrom).
+  struct EmptyRun {
+    TimeNs first = 0;         // when it began, as of its first look at the time (0: not yet)
+    TimeNs looked = 0;        // the time at its latest look
+    std::uint64_t reads = 0;  // empty reads since that look
+    bool napped = false;      // it napped: every further empty read looks, and naps again
+  };
+  EmptyRun run;
   void push(const fi_cq_tagged_entry& e, fi_addr_t src);
   void push_error(const fi_cq_err_entry& e);
   int notify_fd() const;  // the eventfd an arrival signals (-1: none)
@@ -362,7 +367,9 @@ struct Domain {
   // Clock of the progress passes (see pass_clock), and whether the last pass moved anything.
   TimeNs now = 0, now_seen = 0;
   std::uint32_t idle_passes = 0;
-  bool worked = true;
+  bool worked = true;        // the last pass did engine work: the next one reads the clock
+  bool clock_due = true;     // the provider slept: the next pass reads the clock
+  bool clock_fresh = false;  // the last pass read the clock into `now`
   int connecting = 0;  // outgoing connection requests awaiting an answer: poll control tightly
   TimeNs pass_clock();
 

@@ -25,13 +25,25 @@ constexpr std::uint32_t kClockEveryPasses = 8;
 
 // ---- progress ---------------------------------------------------------------------------------
 
-// The clock costs ~100 ns here (kvm-clock through the vDSO): as much as the rest of an idle
+// The clock costs 25-100 ns here (kvm-clock through the vDSO): as much as the rest of an idle
 // pass. An idle pass reads it only every kClockEveryPasses passes, so the engine sees a time up
-// to a few microseconds stale (far below its timers' granularity, 4.096 us << timeout); any pass
-// after work reads it afresh.
+// to a few microseconds stale (far below its timers' granularity, 4.096 us << timeout). A pass
+// after one that did engine work (packets, completions, control datagrams: a busy pass may have
+// lasted a while) reads it afresh, and so does the first pass after the provider slept
+// (clock_due: a nap, the keeper's period). A pass that only took direct messages off the medium
+// does not: in a small-message ping-pong that read was one per message. Such a pass usually
+// lasts at most a 64 KiB copy; one that pulled a rendezvous (a process_vm_readv of the whole
+// message) may have lasted longer, and the next few passes see that old a time: the engine's
+// timers (milliseconds) then fire a few passes late, nothing else depends on it (the spin run
+// and the naps use only fresh readings). `clock_fresh` tells the CQ read's spin run (cq_readfrom) whether `now` was read
+// in this pass, so that it needs no clock reading of its own.
 TimeNs Domain::pass_clock() {
-  const bool fresh = worked || ++idle_passes % kClockEveryPasses == 0;
-  if (fresh || now == 0) now = mono_ns();
+  const bool fresh = worked || clock_due || ++idle_passes % kClockEveryPasses == 0 || now == 0;
+  if (fresh) {
+    now = mono_ns();
+    clock_due = false;
+  }
+  clock_fresh = fresh;
   return now;
 }
 
@@ -43,13 +55,18 @@ std::size_t Domain::progress(const Cq* want) {
   in_progress = true;
   passes.store(passes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   std::size_t total = 0;
+  bool engine_work = false;  // anything but direct messages (see pass_clock)
   const bool fresh_before = worked;
   const TimeNs t0 = pass_clock();
   const bool fresh = fresh_before || t0 != now_seen;
   now_seen = t0;
   for (int round = 0; round < kProgressRoundsMax; ++round) {
     // A round after one that worked reads the clock again (a busy call may last a while).
-    const TimeNs t = round == 0 ? t0 : (now = mono_ns());
+    TimeNs t = t0;
+    if (round > 0) {
+      t = now = mono_ns();
+      clock_fresh = true;
+    }
     const std::uint64_t direct_before = direct_rx;
     const std::size_t rx = port->rx_burst(*dev, t, kRxBurstPackets);
     // Work that may leave more behind for the next round: everything but received packets.
@@ -78,6 +95,7 @@ std::size_t Domain::progress(const Cq* want) {
                 static_cast<int>(to_string(ev.type).size()), to_string(ev.type).data(), ev.qp_num);
     }
     total += work;
+    if (engine != 0 || rx != direct_rx - direct_before) engine_work = true;
     // Rounds until nothing moves. (Stopping after one round unless a burst limit was hit saved
     // an idle round per call, but made 8 MiB transfers through the emulated fabric fail with
     // RETRY_EXC in about a third of the runs on this loaded machine; see the keeper.)
@@ -91,7 +109,7 @@ std::size_t Domain::progress(const Cq* want) {
   if (split_pending)
     for (auto& [id, ep] : eps)
       if (!ep->split_recvs.empty()) ep_reap_dead_splits(ep);
-  worked = total > 0;
+  worked = engine_work;
   in_progress = false;
   return total;
 }
@@ -109,6 +127,7 @@ void Domain::start_auto_progress() {
       std::size_t work;
       {
         std::lock_guard lk(mu);
+        clock_due = true;  // it slept
         work = progress();
       }
       nap_us = work ? 50 : std::min(nap_us * 2, 1000);
@@ -138,6 +157,7 @@ void Domain::start_keeper(std::uint32_t period_ms) {
         continue;
       }
       if (!mu.try_lock()) continue;
+      clock_due = true;  // it slept a period: the timers it is here for need the real time
       const std::size_t work = progress();
       if (work) ++keeper_passes;
       mu.unlock();
@@ -695,12 +715,18 @@ ssize_t cq_readfrom_locked(Cq* q, void* buf, std::size_t count, fi_addr_t* src) 
 // woken at once when its peer rings it (the scheduler favours a waking task). So once the
 // empty reads have gone on for spin_ns, each further one sleeps on the medium's doorbells, at
 // most kCqNapNsMax (the caller gets -FI_EAGAIN then, and timers and other threads get the
-// domain back), never past the engine's next deadline. A pause of more than kSpinGapNs between
-// two empty reads means the application did something else: the run starts again, so a
-// program that computes and tests now and then is never put to sleep. So does a read of another
-// CQ by the same thread in between: a loop over several CQs (or domains: one thread driving
-// both ends, as the provider tests do) may be waiting for work that only another domain's
-// progress moves, which a nap on this domain's doorbells would hold up.
+// domain back), never past the engine's next deadline. Pauses of more than kSpinGapNs between
+// empty reads mean the application did something else: the run starts again, so a program that
+// computes and tests now and then is never put to sleep. So does a read of another CQ by the
+// same thread in between: a loop over several CQs (or domains: one thread driving both ends, as
+// the provider tests do) may be waiting for work that only another domain's progress moves,
+// which a nap on this domain's doorbells would hold up.
+//
+// The run reads no clock of its own: it looks at the time only when the read's progress pass
+// read the clock anyway (Domain::clock_fresh: every kClockEveryPasses idle passes), and judges
+// the pauses by their average since its last look (more than kSpinGapNs per empty read: a
+// pause). Reading the clock on every empty read was ~20 % of an 8 B round trip's CPU time. Once
+// the run has napped, each further empty read reads the clock: it is about to sleep again.
 constexpr TimeNs kSpinGapNs = 5'000;
 constexpr TimeNs kCqNapNsMax = 1'000'000;
 thread_local const Cq* t_empty_cq = nullptr;  // this thread's last CQ read, if it found nothing
@@ -718,8 +744,15 @@ void nap_on_doorbells(Domain& d, std::unique_lock<std::recursive_mutex>& lk,
     lk.unlock();
     ::ppoll(fds.data(), fds.size(), &ts, nullptr);
     lk.lock();
+    d.clock_due = true;  // the next pass fires what came due meanwhile (the nap ends at a deadline)
   }
   d.port->disarm_sleep(fds);
+}
+
+// A read found something (or an error): the run of empty reads is over.
+void end_empty_run(Cq* q) {
+  q->run = Cq::EmptyRun{};
+  t_empty_cq = nullptr;
 }
 
 ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
@@ -728,17 +761,30 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     std::unique_lock lk(q->dom->mu);
     const ssize_t n = cq_readfrom_locked(q, buf, count, src);
     if (n != -FI_EAGAIN) {
-      q->empty_last = 0;
-      t_empty_cq = nullptr;
+      end_empty_run(q);
       return n;
     }
     if (g_params.spin_ns == 0) return n;
-    const TimeNs t = mono_ns();
-    if (q->empty_last == 0 || t - q->empty_last > kSpinGapNs || t_empty_cq != q) q->empty_first = t;
-    q->empty_last = t;
-    t_empty_cq = q;
-    if (t - q->empty_first < TimeNs(g_params.spin_ns)) return n;
     Domain* d = q->dom;
+    Cq::EmptyRun& run = q->run;
+    if (t_empty_cq != q) run = Cq::EmptyRun{};  // a new run (its start: at its first look)
+    t_empty_cq = q;
+    ++run.reads;
+    TimeNs t;
+    if (d->clock_fresh)
+      t = d->now;
+    else if (run.napped)
+      t = mono_ns();
+    else
+      return n;  // the common case: no look at the time
+    if (run.first == 0 || t - run.looked > run.reads * kSpinGapNs) {
+      // The run's first look, or a pause since the last one: the run starts (again) here.
+      run = Cq::EmptyRun{t, t, 0, false};
+      return n;
+    }
+    run.looked = t;
+    run.reads = 0;
+    if (t - run.first < TimeNs(g_params.spin_ns)) return n;
     if (d->dev->next_deadline() <= t) return n;
     // Thread-local: another thread may sleep on the same domain while this one does.
     thread_local std::vector<pollfd> fds;
@@ -750,11 +796,13 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
       // What woke us arrived: the run is over, as for any read that finds something. (It went
       // on before: the next wait, microseconds later, napped at its first empty read, and a
       // ping-pong whose peer answers within the nap's wake-up paid a doorbell per message.)
-      q->empty_last = 0;
-      t_empty_cq = nullptr;
+      end_empty_run(q);
       return m;
     }
-    q->empty_last = mono_ns();
+    // The pass after the nap read the clock (clock_due); the next empty read within
+    // kSpinGapNs of it naps again.
+    run.looked = d->clock_fresh ? d->now : mono_ns();
+    run.napped = true;
     return m;
   });
 }
@@ -832,6 +880,10 @@ ssize_t cq_sreadfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src, c
       nanosleep(&ts, nullptr);
     } else {
       ::poll(fds, nfds, wait_ms);
+    }
+    {
+      std::lock_guard lk(q->dom->mu);
+      q->dom->clock_due = true;  // it slept (pass_clock)
     }
     sleep_us = std::min(sleep_us * 2, 1000);
     for (int i = 0; i < nfds; ++i) {
@@ -998,6 +1050,8 @@ int cntr_wait(fid_cntr* f, std::uint64_t threshold, int timeout) {
     timespec ts{0, sleep_us * 1000L};
     nanosleep(&ts, nullptr);
     sleep_us = std::min(sleep_us * 2, 1000);
+    lk.lock();
+    d->clock_due = true;  // it slept (pass_clock)
   }
 }
 fi_ops_cntr g_cntr_ops = {sizeof(fi_ops_cntr), cntr_read,   cntr_readerr, cntr_add, cntr_set,
