@@ -211,6 +211,9 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   const char* delegate = std::getenv("WEFT_SHM_DELEGATE");
   link.delegate_copies = delegate && std::strcmp(delegate, "1") == 0;
   link.by_ref_bytes_max = opts.by_ref_bytes_max;
+  // WEFT_SHM_BY_REF_MIB=N: the by-reference bound in MiB (measurements; DirectOptions).
+  if (const char* e = std::getenv("WEFT_SHM_BY_REF_MIB"); e && std::atoi(e) > 0)
+    link.by_ref_bytes_max = static_cast<std::size_t>(std::atoi(e)) << 20;
   if (want && !node->zero_copy_rx_)
     log()->warn("shm: cross-memory attach to pid {} not available{}; copying through the ring",
                 cred.pid, (theirs.flags & kWantZeroCopy) ? "" : " (peer copies)");

@@ -51,13 +51,19 @@ struct DirectOptions {
   TimeNs ack_delay_ns = 20'000;
   // Payload a side may have in flight by reference (ShmLinkConfig::by_ref_bytes_max; 0: the
   // ring's size, 4 MiB). Under load (load average ~10 on 2 vCPUs) each process gets its CPU in
-  // stretches of ~1 ms with waits of ~1-3 ms between: the receiver can go on copying only while
-  // the sender has queued work for it, and 4 MiB is ~0.3 ms of copying, so the two processes
-  // had to be on their CPUs at the same time (write --bw -s 1M: 12.5 Gb/s with 4 MiB, 25 with
-  // 32 MiB, 30 with 128 MiB, process_vm_writev 42). The bound stays below what the receiver
-  // moves within the transport's retransmission timeout (RcOptions: 67 ms): 64 MiB takes ~10 ms
-  // at the slowest rate seen under that load.
-  std::size_t by_ref_bytes_max = std::size_t{64} << 20;
+  // stretches of ~1-3 ms with waits of ~1-10 ms between: the receiver can go on copying only
+  // while the sender has queued work for it, so the two processes had to be on their CPUs at the
+  // same time (write --bw -s 1M: 12.5 Gb/s with 4 MiB, 25 with 32 MiB, 30 with 128 MiB,
+  // process_vm_writev 42). Session 20 (bench/io/README.md): with --shm-buffers at load 6-7 the
+  // sender sat at the 64 MiB bound in ~97 % of its passes, and 128 MiB beat 64 MiB in 5 of 5
+  // alternating rounds (median ratio to memcpy 0.69x against 0.61x); 256 MiB was no better than
+  // 128 (weft perf's 128 WRs of 1 MiB then bind first). The consumer index it waits on lags by
+  // at most kRecordsPerPublish records (128 KiB of payload), so the bound is what holds the
+  // sender, not the index's publication. The queue's depth is no retransmission risk: the
+  // requester's timer restarts on every ACK that moves (IBA 9.7.6.1.3 forward progress), and the
+  // receiver acknowledges as it goes, not at the end of the queue. 128 MiB of 4 KiB packets is
+  // 2 MiB of 64-byte records: half the 4 MiB ring.
+  std::size_t by_ref_bytes_max = std::size_t{128} << 20;
 };
 
 class DirectNode {

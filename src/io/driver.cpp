@@ -92,7 +92,10 @@ bool Driver::pass_in() {
   // something happened (a Device's deadline changes only when it works: a packet in or out, a
   // timer, a post, which shows as a packet out): next_deadline() walks the timer heap.
   const bool fresh = last_worked_ || counters_.passes % kClockEveryPasses == 0;
-  if (fresh) last_now_ = monotonic_ns();
+  if (fresh) {
+    last_now_ = monotonic_ns();
+    account(last_now_);
+  }
   const TimeNs now = last_now_;
   ++counters_.passes;
   bool worked = false;
@@ -119,6 +122,20 @@ bool Driver::pass_out() {
   }
   if (worked) last_worked_ = true;
   return worked;
+}
+
+void Driver::account(TimeNs now) {
+  if (clock_mark_ != 0 && now > clock_mark_) {
+    const TimeNs d = now - clock_mark_;
+    if (last_worked_) {
+      counters_.busy_ns += d;
+    } else {
+      bool blocked = false;
+      for (const auto& a : att_) blocked = blocked || a.medium->tx_blocked();
+      (blocked ? counters_.idle_blocked_ns : counters_.idle_ns) += d;
+    }
+  }
+  clock_mark_ = now;
 }
 
 TimeNs Driver::spin_limit_ns() const {
@@ -255,7 +272,11 @@ void Driver::block(TimeNs until) {
     }
     // A kick between the flag and here is pending on kickfd_, so epoll returns at once.
     if (g.owns_lock()) g.unlock();
+    account(now);
     poll_events(timeout_ms);
+    const TimeNs woke = monotonic_ns();
+    counters_.sleep_ns += woke - now;
+    clock_mark_ = woke;
     if (in_thread_) g.lock();
     if (deadline != kNoDeadline) {
       itimerspec off{};

@@ -63,6 +63,12 @@ struct DriverCounters {
                 events = 0;
   std::uint64_t yields = 0;         // sched_yield() calls (peers kUnknown)
   std::uint64_t stalled_peers = 0;  // spins cut short because every peer was stalled
+  // Where the wall time went, from the clock readings the passes take anyway (pass_in): the
+  // interval up to each reading goes to busy_ns when the pass before it worked, else to
+  // idle_blocked_ns when a medium was back-pressured (Medium::tx_blocked: the sender waits for
+  // the receiver), else to idle_ns; sleep_ns is the time inside block()'s epoll_wait. Time off
+  // the CPU (preempted) lands in whichever interval it fell in.
+  std::uint64_t busy_ns = 0, idle_ns = 0, idle_blocked_ns = 0, sleep_ns = 0;
 };
 
 class Driver {
@@ -155,7 +161,10 @@ class Driver {
   DriverConfig config_;
   std::vector<Attachment> att_;
   int epfd_ = -1, kickfd_ = -1, timerfd_ = -1;
+  // Charges [clock_mark_, now) to busy/idle (DriverCounters::busy_ns) and moves the mark.
+  void account(TimeNs now);
   TimeNs last_now_ = 0, last_event_poll_ = 0;
+  TimeNs clock_mark_ = 0;  // the clock reading the time accounting has reached
   TimeNs last_yield_ = 0;
   bool last_worked_ = true;
   std::mutex mu_;

@@ -464,6 +464,15 @@ void dump_counters(const char* side, DirectNode& node) {
                (unsigned long long)m.doorbells, (unsigned long long)m.cma_calls,
                (unsigned long long)m.cma_bytes, (unsigned long long)m.pool_bytes,
                (unsigned long long)m.delegated_bytes, (unsigned long long)m.served_bytes);
+  std::fprintf(stderr,
+               "%s: wall busy %.1f idle %.1f idle-tx-blocked %.1f asleep %.1f ms | tx_full by-ref "
+               "%llu, by-ref looks %llu moved %llu freed %llu B | rx bursts %llu records %llu "
+               "releases %llu\n",
+               side, d.busy_ns * 1e-6, d.idle_ns * 1e-6, d.idle_blocked_ns * 1e-6,
+               d.sleep_ns * 1e-6, (unsigned long long)m.tx_full_by_ref,
+               (unsigned long long)m.by_ref_looks, (unsigned long long)m.by_ref_moved,
+               (unsigned long long)m.by_ref_freed_bytes, (unsigned long long)m.rx_bursts,
+               (unsigned long long)m.rx_records, (unsigned long long)m.rx_releases);
   // On the CPU, waiting for it (runnable), time slices: /proc/self/schedstat.
   if (std::FILE* f = std::fopen("/proc/self/schedstat", "r")) {
     unsigned long long run = 0, wait = 0, slices = 0;

@@ -184,15 +184,24 @@ TEST(Driver, ThreadedModeApplicationPostsUnderTheLockAndKicks) {
 TEST(Driver, DeadlinesFireThroughTheTimerWhileAsleep) {
   // 4.096 us * 2^12 = 16.8 ms: far beyond the 50 us spin even when a loaded machine preempts
   // the driver for a few ms (with 1 ms the deadline could pass while it was still spinning).
+  const TimeNs t0 = monotonic_ns();  // before the Driver's first pass
   Fixture f(/*timeout=*/12);
   f.loop.drop_next = 1;  // the WRITE is lost: only the retransmission timer recovers it
   ASSERT_EQ(f.write(100, 1), Errc::kOk);
   WorkCompletion wc{};
+  const DriverCounters c0 = f.drv.counters();
   ASSERT_TRUE(f.drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  const TimeNs wall = monotonic_ns() - t0;
   EXPECT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_EQ(f.n[0].dev->counters().timeouts, 1u);
   EXPECT_GE(f.drv.counters().sleeps, 1u) << "waiting 16 ms for a timer is done asleep";
   EXPECT_GE(f.drv.counters().wakeups_timer, 1u);
+  // The wall-time split (DriverCounters::busy_ns ...): the sleep is charged as such, the passes
+  // that moved the WRITE and its retransmission as busy, and nothing is counted twice.
+  const DriverCounters& c = f.drv.counters();
+  EXPECT_GT(c.sleep_ns, c0.sleep_ns);
+  EXPECT_GT(c.busy_ns, c0.busy_ns);
+  EXPECT_LE(c.busy_ns + c.idle_ns + c.idle_blocked_ns + c.sleep_ns, wall);
 }
 
 // DeviceConfig::ack_delay_ns (IBA 9.7.5.1.1 coalesced ACKs) driven in real time: unsignaled WRITEs

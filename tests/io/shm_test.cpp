@@ -578,6 +578,117 @@ TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
   }
 }
 
+// Both sides of one link in this process (each owns its fds; the media close them).
+struct MediumPair {
+  explicit MediumPair(std::size_t ring, std::size_t by_ref_max) {
+    const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+    const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    EXPECT_TRUE(memfd >= 0 && bell_ab >= 0 && bell_ba >= 0);
+    EXPECT_TRUE(shm::ShmMedium::format(memfd, ring));
+    a_bell = dup(bell_ba);  // what b rings to wake a
+    a = std::make_unique<shm::ShmMedium>(shm::ShmLinkConfig{.memfd = memfd,
+                                                            .ring_bytes = ring,
+                                                            .side_a = true,
+                                                            .rx_doorbell = bell_ba,
+                                                            .tx_doorbell = bell_ab,
+                                                            .peer_pid = getpid(),
+                                                            .by_ref_bytes_max = by_ref_max});
+    b = std::make_unique<shm::ShmMedium>(shm::ShmLinkConfig{.memfd = dup(memfd),
+                                                            .ring_bytes = ring,
+                                                            .side_a = false,
+                                                            .rx_doorbell = dup(bell_ab),
+                                                            .tx_doorbell = dup(bell_ba),
+                                                            .peer_pid = getpid()});
+  }
+  ~MediumPair() { close(a_bell); }
+  // Doorbell rings pending for a (read and reset).
+  std::uint64_t rings_for_a() const {
+    std::uint64_t v = 0;
+    return read(a_bell, &v, sizeof v) == sizeof v ? v : 0;
+  }
+  std::unique_ptr<shm::ShmMedium> a, b;
+  int a_bell = -1;
+};
+
+// An RC sender of 4 KiB RDMA WRITE MIDDLE packets (IBA Table 35 opcode 0x07) whose payloads lie
+// in a pool the receiver maps (here: the same process), so they travel by reference.
+class PoolSender final : public fabricd::StubDevice {
+ public:
+  static constexpr std::size_t kPayload = 4096;
+  explicit PoolSender(std::size_t packets)
+      : StubDevice(DeviceConfig{}), pool(packets * kPayload), left_(packets) {
+    for (std::size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<std::uint8_t>(i * 13 + 5);
+  }
+  bool poll_transmit(TimeNs, TxPacket& out) override {
+    if (left_ == 0) return false;
+    out.headers[1] = 2;     // LRH.LNH: BTH next
+    out.headers[8] = 0x07;  // RC RDMA WRITE MIDDLE
+    out.header_bytes = 20;
+    out.payload = pool.data() + sent * kPayload;
+    out.payload_bytes = kPayload;
+    --left_;
+    ++sent;
+    return true;
+  }
+  std::vector<std::uint8_t> pool;
+  std::size_t sent = 0;
+
+ private:
+  std::size_t left_;
+};
+
+// The by-reference bound (ShmLinkConfig::by_ref_bytes_max): a sender never has more payload in
+// unconsumed by-reference records than the bound, gets the space back only once the receiver has
+// published its consumer index past those records (its bytes are not counted free before), the
+// index is published within a burst every kRecordsPerPublish records (the lag is bounded) and by
+// the receiver's next empty pass otherwise, and a sender that announced its wait is rung once.
+TEST(ShmMedium, ByReferenceSpaceComesBackOnlyAsTheReceiverPublishesItsIndex) {
+  constexpr std::size_t kBound = 40;  // packets of 4 KiB the bound admits
+  MediumPair p(1 << 20, kBound * PoolSender::kPayload);
+  ASSERT_TRUE(p.a->ok() && p.b->ok());
+  PoolSender src(200);
+  p.a->add_tx_pool(src.pool.data(), src.pool.size());
+  Sink sink;
+  // Expect: exactly the bound goes out, then the sender is held by it (not by the ring).
+  EXPECT_EQ(p.a->tx_burst(src, 0, 512), kBound);
+  EXPECT_TRUE(p.a->tx_blocked());
+  EXPECT_EQ(p.a->counters().tx_full_by_ref, 1u);
+  EXPECT_EQ(p.a->counters().tx_by_ref, kBound);
+  // The sender announces that it waits (as before it sleeps): nothing was freed yet.
+  EXPECT_TRUE(p.a->prepare_sleep());
+  // The receiver takes 5 records: too few to publish its index within the burst; the sender
+  // still may not count their space free.
+  EXPECT_EQ(p.b->rx_burst(sink, 0, 5), 5u);
+  EXPECT_EQ(p.a->tx_burst(src, 0, 512), 0u);
+  EXPECT_EQ(p.rings_for_a(), 0u);
+  // A burst of 32 more publishes the index at the 32nd record of the burst (kRecordsPerPublish):
+  // the waiting sender is rung once and may send what those 32 records referred to.
+  EXPECT_EQ(p.b->rx_burst(sink, 0, shm::kRecordsPerPublish), shm::kRecordsPerPublish);
+  EXPECT_EQ(p.rings_for_a(), 1u);
+  p.a->finish_sleep();
+  EXPECT_EQ(p.a->tx_burst(src, 0, 512), 5 + shm::kRecordsPerPublish);
+  // The rest of the first 40 (3 records) are published by the receiver's next empty pass.
+  EXPECT_EQ(p.b->rx_burst(sink, 0, 3), 3u);
+  EXPECT_EQ(p.a->tx_burst(src, 0, 512), 0u);
+  EXPECT_GT(p.b->rx_burst(sink, 0, 512), 0u);  // the sender's second 37
+  EXPECT_EQ(p.b->rx_burst(sink, 0, 512), 0u);  // empty: publishes
+  EXPECT_EQ(p.a->tx_burst(src, 0, 512), kBound);
+  // Expect: every payload arrived byte for byte, in order.
+  while (p.b->rx_burst(sink, 0, 512) != 0) {
+  }
+  ASSERT_EQ(sink.got.size(), src.sent);
+  for (std::size_t i = 0; i < sink.got.size(); ++i) {
+    ASSERT_EQ(sink.got[i].size(), 20 + PoolSender::kPayload + 6);
+    EXPECT_EQ(std::memcmp(sink.got[i].data() + 20, src.pool.data() + i * PoolSender::kPayload,
+                          PoolSender::kPayload),
+              0)
+        << "packet " << i;
+  }
+  EXPECT_EQ(p.a->counters().tx_by_ref, src.sent);
+  EXPECT_EQ(p.b->counters().rx_by_ref, src.sent);
+}
+
 // CrossMemory::place extends a pending run packet by packet without looking the source up again,
 // but never past the end of the window (a peer's pool mapped here) the run started in: bytes
 // beyond it are the peer's private memory, read with process_vm_readv. Here the "peer" is this

@@ -462,6 +462,7 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       if (k == 0) {
         tx_blocked_ = true;
         ++counters_.tx_full;
+        if (by_ref_bytes_ >= by_ref_max_) ++counters_.tx_full_by_ref;
         break;
       }
     }
@@ -550,9 +551,15 @@ bool ShmMedium::prepare_sleep() {
 bool ShmMedium::by_ref_room() {
   if (by_ref_bytes_ < by_ref_max_) return true;
   const std::uint64_t head = tx_.consumed();
+  const std::uint64_t before = by_ref_bytes_;
   while (!by_ref_.empty() && by_ref_.front().first <= head) {
     by_ref_bytes_ -= by_ref_.front().second;
     by_ref_.pop_front();
+  }
+  ++counters_.by_ref_looks;
+  if (by_ref_bytes_ != before) {
+    ++counters_.by_ref_moved;
+    counters_.by_ref_freed_bytes += before - by_ref_bytes_;
   }
   return by_ref_bytes_ < by_ref_max_;
 }
@@ -650,7 +657,11 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // Nothing refers to the popped records any more (a batched packet's headers were copied, a
     // by-reference payload lives in the sender and stays put until acknowledged), so their space
     // may go back before the Device has seen them.
-    if (n % kRecordsPerPublish == 0 && rx_.release()) ring_peer();
+    if (n % kRecordsPerPublish == 0) release();
+  }
+  if (n) {
+    ++counters_.rx_bursts;
+    counters_.rx_records += n;
   }
   hand_over();
   if (cma_.pending_bytes() >= kCopyPieceBytes) {
@@ -678,8 +689,14 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   // nothing: the store to the head line and its fence are then off the path of the reply these
   // packets cause (done() posts it and pass_out publishes it before the next rx_burst). Nothing
   // waits on so little space: the producer keeps the ring's last 8 bytes free only.
-  if ((n == 0 || rx_.unreleased() >= kReleaseBytesMin) && rx_.release()) ring_peer();
+  if (n == 0 || rx_.unreleased() >= kReleaseBytesMin) release();
   return n;
+}
+
+void ShmMedium::release() {
+  if (rx_.unreleased() == 0) return;
+  ++counters_.rx_releases;
+  if (rx_.release()) ring_peer();
 }
 
 void ShmMedium::finish_sleep() {

@@ -217,6 +217,15 @@ class CrossMemory final : public RemotePayload {
 struct ShmCounters {
   std::uint64_t tx_wire = 0, tx_by_ref = 0, rx_wire = 0, rx_by_ref = 0;
   std::uint64_t tx_full = 0;       // tx_burst stopped for lack of ring space
+  // ... of which the by-reference bound (by_ref_bytes_max) stopped it, not the ring's bytes.
+  std::uint64_t tx_full_by_ref = 0;
+  // The by-reference bound's look at the consumer index (by_ref_room, when at the bound): how
+  // often, how many found it moved, and the payload bytes those freed (bytes / moved: how far
+  // the published index jumps at a time).
+  std::uint64_t by_ref_looks = 0, by_ref_moved = 0, by_ref_freed_bytes = 0;
+  // Receiving side: rx_burst calls that found records, the records, and the consumer-index
+  // publications (RingConsumer::release) that stored a new head.
+  std::uint64_t rx_bursts = 0, rx_records = 0, rx_releases = 0;
   std::uint64_t doorbells = 0;     // eventfd writes to wake the peer
   std::uint64_t dropped_dead = 0;  // packets dropped after the peer died
   std::uint64_t cma_calls = 0, cma_bytes = 0, cma_errors = 0;
@@ -296,6 +305,7 @@ class ShmMedium final : public Medium {
 
  private:
   void ring_peer();
+  void release();  // frees the popped records for the producer (RingConsumer::release)
   bool by_ref_room();  // payload referred to by unconsumed records < by_ref_max_
   bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
