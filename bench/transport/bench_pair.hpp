@@ -7,11 +7,41 @@
 #include <cstring>
 #include <span>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include <weft/device.hpp>
 
 namespace weft::bench {
+
+// Byte buffers on their own pages. Where malloc puts two 64 KiB buffers decides how fast memcpy
+// copies between them on this EPYC: adjacent heap chunks (b = a + 64 KiB + 16, the two 16 bytes
+// apart in their pages) copy in ~800 ns, the same buffers at other offsets in ~600 ns, and under
+// --benchmark_enable_random_interleaving each repetition allocates after a different mix of
+// other benchmarks, so the memcpy baseline (and with it every ratio against it) flipped between
+// the two from run to run (README, 2026-12-04 eng6). Page-aligned, the baseline is always the
+// fast one, and the engine's source and destination (an RDMA application registers page-aligned
+// memory) are placed by the same rule.
+template <class T>
+struct PageAllocator {
+  using value_type = T;
+  static constexpr std::size_t kPage = 4096;
+  PageAllocator() = default;
+  template <class U>
+  PageAllocator(const PageAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = (n * sizeof(T) + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, bytes == 0 ? kPage : bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const PageAllocator<U>&) const {
+    return true;
+  }
+};
+using Bytes = std::vector<std::uint8_t, PageAllocator<std::uint8_t>>;
 
 struct Pair {
   SeededRng rng{1};
@@ -19,7 +49,7 @@ struct Pair {
   QueuePair *qa = nullptr, *qb = nullptr;
   CompletionQueue *ca = nullptr, *cb = nullptr;
   MemoryRegion *ma = nullptr, *mb = nullptr;
-  std::vector<std::uint8_t> src, dst;
+  Bytes src, dst;
   // The medium's buffer for the wire image of the packet in flight (the byte path moves one at a
   // time). Each image is placed so that its payload starts on a cache line: headroom of
   // (64 - header bytes) mod 64 in front of it, as a NIC driver leaves headroom in its receive
@@ -61,7 +91,7 @@ struct Pair {
     connect(qb, 1, qa->qp_num());
   }
   static void setup(Device& d, QueuePair*& qp, CompletionQueue*& cq, MemoryRegion*& mr,
-                    std::vector<std::uint8_t>& buf) {
+                    Bytes& buf) {
     auto* pd = *d.alloc_pd();
     cq = *d.create_cq(4096);
     mr = *d.reg_mr(pd, buf.data(), buf.size(),
