@@ -61,8 +61,9 @@ struct Pair {
   alignas(kCacheLine) std::array<std::uint8_t, kWireBytes + kCacheLine> wire_buf{};
   long wire_shift = -1;
   std::span<std::uint8_t> wire_for(const TxPacket& pkt) {
-    const std::size_t at = wire_shift >= 0 ? static_cast<std::size_t>(wire_shift) % kCacheLine
-                                           : (kCacheLine - pkt.header_bytes % kCacheLine) % kCacheLine;
+    const std::size_t at = wire_shift >= 0
+                               ? static_cast<std::size_t>(wire_shift) % kCacheLine
+                               : (kCacheLine - pkt.header_bytes % kCacheLine) % kCacheLine;
     return {wire_buf.data() + at, kWireBytes};
   }
   bool bytes_path;

@@ -124,8 +124,8 @@ void BM_PartCheck(benchmark::State& st) {  // the receiver's fused check (on_pac
   const std::size_t hb = pp.mid.header_bytes, pl = pp.mid.payload_bytes;
   const std::span<const std::uint8_t> img(pp.image);
   for (auto _ : st) {
-    const auto e = wire::check_packet_crcs(img.first(hb), img.subspan(hb, pl), 0, pp.mid.icrc,
-                                           pp.mid.vcrc);
+    const auto e =
+        wire::check_packet_crcs(img.first(hb), img.subspan(hb, pl), 0, pp.mid.icrc, pp.mid.vcrc);
     benchmark::DoNotOptimize(e);
   }
 }
@@ -156,8 +156,8 @@ void BM_PartFourPasses(benchmark::State& st) {
   for (auto _ : st) {
     for (std::size_t off = 0; off < PartPacket::kMessage; off += PartPacket::kMtu) {
       t.payload = pp.p.src.data() + off;
-      const wire::PacketCrcs c = wire::packet_crcs({t.headers.data(), hb},
-                                                   {t.payload, t.payload_bytes}, t.pad_bytes);
+      const wire::PacketCrcs c =
+          wire::packet_crcs({t.headers.data(), hb}, {t.payload, t.payload_bytes}, t.pad_bytes);
       t.icrc = c.icrc;
       t.vcrc = c.vcrc;
       const std::span<std::uint8_t> w = pp.p.wire_for(t);
