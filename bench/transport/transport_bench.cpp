@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
     // Per 64 KiB (16 packets of 4 KiB) over memcpy of 64 KiB: how many memcpys each part costs.
     const double m = rep.cpu_ns("BM_Memcpy/65536");
     const auto per64k = [&](const char* what, double times) {
+      if (!rep.has(what)) return;  // not in the filter
       std::printf("      part %-22s %6.0f ns per 64 KiB = %.3f memcpy\n", what,
                   rep.cpu_ns(what) * times, rep.cpu_ns(what) * times / m);
     };
