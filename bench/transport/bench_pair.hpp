@@ -3,14 +3,45 @@
 #pragma once
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include <weft/device.hpp>
 
 namespace weft::bench {
+
+// Byte buffers on their own pages. Where malloc puts two 64 KiB buffers decides how fast memcpy
+// copies between them on this EPYC: adjacent heap chunks (b = a + 64 KiB + 16, the two 16 bytes
+// apart in their pages) copy in ~800 ns, the same buffers at other offsets in ~600 ns, and under
+// --benchmark_enable_random_interleaving each repetition allocates after a different mix of
+// other benchmarks, so the memcpy baseline (and with it every ratio against it) flipped between
+// the two from run to run (README, 2026-12-04 eng6). Page-aligned, the baseline is always the
+// fast one, and the engine's source and destination (an RDMA application registers page-aligned
+// memory) are placed by the same rule.
+template <class T>
+struct PageAllocator {
+  using value_type = T;
+  static constexpr std::size_t kPage = 4096;
+  PageAllocator() = default;
+  template <class U>
+  PageAllocator(const PageAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = (n * sizeof(T) + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, bytes == 0 ? kPage : bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  template <class U>
+  bool operator==(const PageAllocator<U>&) const {
+    return true;
+  }
+};
+using Bytes = std::vector<std::uint8_t, PageAllocator<std::uint8_t>>;
 
 struct Pair {
   SeededRng rng{1};
@@ -18,7 +49,23 @@ struct Pair {
   QueuePair *qa = nullptr, *qb = nullptr;
   CompletionQueue *ca = nullptr, *cb = nullptr;
   MemoryRegion *ma = nullptr, *mb = nullptr;
-  std::vector<std::uint8_t> src, dst, wire;
+  Bytes src, dst;
+  // The medium's buffer for the wire image of the packet in flight (the byte path moves one at a
+  // time). Each image is placed so that its payload starts on a cache line: headroom of
+  // (64 - header bytes) mod 64 in front of it, as a NIC driver leaves headroom in its receive
+  // buffers. With the payload at 20 bytes into a line (a WRITE MIDDLE's LRH + BTH), both copies
+  // that touch the image (write_to into it, the responder out of it) cost 10-20 % more on this
+  // EPYC (README, 2026-12-04 eng6). wire_shift >= 0 places every image at that fixed offset
+  // from the aligned start instead (for measuring that; environment WEFT_BENCH_WIRE_SHIFT).
+  static constexpr std::size_t kCacheLine = 64, kWireBytes = 8192;
+  alignas(kCacheLine) std::array<std::uint8_t, kWireBytes + kCacheLine> wire_buf{};
+  long wire_shift = -1;
+  std::span<std::uint8_t> wire_for(const TxPacket& pkt) {
+    const std::size_t at = wire_shift >= 0
+                               ? static_cast<std::size_t>(wire_shift) % kCacheLine
+                               : (kCacheLine - pkt.header_bytes % kCacheLine) % kCacheLine;
+    return {wire_buf.data() + at, kWireBytes};
+  }
   bool bytes_path;
   // Packets move in bursts (poll_transmit_burst / on_packet_burst) or one call per packet. The
   // CRC-computing path delivers packet by packet, as wire images through write_to (there is no
@@ -29,9 +76,9 @@ struct Pair {
 
   Pair(std::size_t bytes, CrcMode crc, bool bursts = true, TimeNs ack_delay_ns = 0)
       : bytes_path(crc == CrcMode::kCompute), burst(bursts) {
+    if (const char* e = std::getenv("WEFT_BENCH_WIRE_SHIFT")) wire_shift = std::atol(e);
     src.assign(bytes, 0x5A);
     dst.assign(bytes, 0);
-    wire.resize(8192);
     DeviceConfig cfg;
     cfg.crc = crc;
     cfg.ack_delay_ns = ack_delay_ns;
@@ -45,7 +92,7 @@ struct Pair {
     connect(qb, 1, qa->qp_num());
   }
   static void setup(Device& d, QueuePair*& qp, CompletionQueue*& cq, MemoryRegion*& mr,
-                    std::vector<std::uint8_t>& buf) {
+                    Bytes& buf) {
     auto* pd = *d.alloc_pd();
     cq = *d.create_cq(4096);
     mr = *d.reg_mr(pd, buf.data(), buf.size(),
@@ -80,8 +127,8 @@ struct Pair {
           continue;
         }
         for (std::size_t i = 0; i < n; ++i) {
-          const std::size_t k = pkts[i].write_to(wire);
-          to.on_packet(std::span<const std::uint8_t>(wire.data(), k), 0);
+          const std::span<std::uint8_t> w = wire_for(pkts[i]);
+          to.on_packet(w.first(pkts[i].write_to(w)), 0);
         }
       }
       return;
@@ -89,8 +136,8 @@ struct Pair {
     TxPacket pkt;
     while (from.poll_transmit(0, pkt)) {
       if (bytes_path) {
-        const std::size_t n = pkt.write_to(wire);
-        to.on_packet(std::span<const std::uint8_t>(wire.data(), n), 0);
+        const std::span<std::uint8_t> w = wire_for(pkt);
+        to.on_packet(w.first(pkt.write_to(w)), 0);
       } else {
         to.on_packet(pkt, 0);
       }
