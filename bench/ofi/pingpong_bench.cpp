@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
     std::printf("%zu B, first %zu one-way times (us):", bytes, k);
     for (std::size_t i = 0; i < k; ++i) std::printf(" %.1f", t[i]);
     std::printf("\nmean (us) of messages");
-    for (std::size_t lo = k, hi = std::max<std::size_t>(k * 2, 10); lo < t.size(); lo = hi, hi *= 10) {
+    for (std::size_t lo = k, hi = std::max<std::size_t>(k * 2, 10); lo < t.size();
+         lo = hi, hi *= 10) {
       hi = std::min(hi, t.size());
       double sum = 0;
       for (std::size_t i = lo; i < hi; ++i) sum += t[i];

@@ -531,10 +531,14 @@ std::string report_json(const SimReport& r) {
   j["topology"] = {
       {"spec", r.topology}, {"switches", r.switches}, {"hcas", r.hcas}, {"links", r.links}};
   j["workload"] = r.workload;
-  j["sm"] = {{"wall_s", r.sm.wall_s},     {"virtual_s", r.sm.virtual_s},
-             {"mads", r.sm.mads},         {"routes_valid", r.sm.routes_valid},
-             {"reroutes", r.sm.reroutes}, {"traps", r.sm.traps},
-             {"ports_stuck", r.sm.ports_stuck}, {"error", r.sm.error}};
+  j["sm"] = {{"wall_s", r.sm.wall_s},
+             {"virtual_s", r.sm.virtual_s},
+             {"mads", r.sm.mads},
+             {"routes_valid", r.sm.routes_valid},
+             {"reroutes", r.sm.reroutes},
+             {"traps", r.sm.traps},
+             {"ports_stuck", r.sm.ports_stuck},
+             {"error", r.sm.error}};
   j["run"] = {
       {"duration_ns", r.duration_ns}, {"end_ns", r.end_ns}, {"events", r.events},
       {"wall_s", r.wall_s},           {"cpu_s", r.cpu_s},   {"data_packets", r.data_packets}};

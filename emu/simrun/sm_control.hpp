@@ -26,8 +26,8 @@ struct SmReport {
   std::uint64_t mads = 0;            // SMPs of the bring-up, retries included
   bool routes_valid = false;
   std::string error;
-  std::uint32_t reroutes = 0;  // heavy sweeps that settled during the run
-  std::uint64_t traps = 0;     // traps the SM received during the run (after the bring-up)
+  std::uint32_t reroutes = 0;   // heavy sweeps that settled during the run
+  std::uint64_t traps = 0;      // traps the SM received during the run (after the bring-up)
   std::size_t ports_stuck = 0;  // linked ports the SM could not bring to Active, at the end
 };
 

@@ -456,8 +456,8 @@ struct SubnetManager::Impl {
         "activation attempts; read again every {} light sweeps (doubling, at most {}) until "
         "its link changes",
         s.node_guid, s.node_desc, s.port, sma::to_string(s.state),
-        sma::to_string(static_cast<sma::PhysState>(s.phys_state)), s.attempts,
-        s.retry_light_sweeps, sm.cfg_.activation_retry_light_sweeps_max);
+        sma::to_string(static_cast<sma::PhysState>(s.phys_state)), s.attempts, s.retry_light_sweeps,
+        sm.cfg_.activation_retry_light_sweeps_max);
     if (sm.cfg_.on_port_stuck) sm.cfg_.on_port_stuck(s, now);
   }
 

@@ -202,7 +202,7 @@ struct SweepReport {
   std::size_t ports_stuck = 0;
   // Light sweeps: short-of-Active ports not read because their back-off had not expired.
   std::size_t ports_backed_off = 0;
-  bool forced = false;  // heavy sweep started by forced_heavy_interval_ns
+  bool forced = false;              // heavy sweep started by forced_heavy_interval_ns
   std::size_t mft_blocks_sent = 0;  // MulticastForwardingTable Sets (block, position)
   bool complete = false;            // no SMP lost for good
   bool routes_valid = false;

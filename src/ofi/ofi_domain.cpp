@@ -35,8 +35,8 @@ constexpr std::uint32_t kClockEveryPasses = 8;
 // lasts at most a 64 KiB copy; one that pulled a rendezvous (a process_vm_readv of the whole
 // message) may have lasted longer, and the next few passes see that old a time: the engine's
 // timers (milliseconds) then fire a few passes late, nothing else depends on it (the spin run
-// and the naps use only fresh readings). `clock_fresh` tells the CQ read's spin run (cq_readfrom) whether `now` was read
-// in this pass, so that it needs no clock reading of its own.
+// and the naps use only fresh readings). `clock_fresh` tells the CQ read's spin run (cq_readfrom)
+// whether `now` was read in this pass, so that it needs no clock reading of its own.
 TimeNs Domain::pass_clock() {
   const bool fresh = worked || clock_due || ++idle_passes % kClockEveryPasses == 0 || now == 0;
   if (fresh) {

@@ -99,7 +99,8 @@ int trywait_arm(WaitFd& w, std::span<Domain* const> doms, bool (*has_events)(voi
     std::lock_guard lk(d->mu);
     fds.clear();
     d->port->disarm_sleep(fds);
-    d->clock_due = true;  // the caller may have slept since its last call (ofi_domain.cpp pass_clock)
+    d->clock_due =
+        true;  // the caller may have slept since its last call (ofi_domain.cpp pass_clock)
     d->progress();
   }
   if (has_events(arg)) return kTrywaitEvents;

@@ -390,7 +390,7 @@ TEST(SubnetManager, LostActivationSetToAFarPortIsRetried) {
 // ---- ports that never become Active: the activation back-off (README "Ports that never become
 // Active") and the forced heavy sweep ------------------------------------------------------------
 
-constexpr topo::NodeId kH3 = 5;               // two_switches(): h3 on s2 (node 1) port 2
+constexpr topo::NodeId kH3 = 5;  // two_switches(): h3 on s2 (node 1) port 2
 constexpr topo::LinkId kH3Link = 3;
 
 // A half-configured peer the SM cannot fix, two ways: h3's port holds an M_Key the SM does not
@@ -398,7 +398,9 @@ constexpr topo::LinkId kH3Link = 3;
 // reports MTUCap and NeighborMTU 0 (every PortInfo Set is refused, Invalid Field). Either way
 // h3/1 stays in Init while s2/2 is Active, and every attempt fails.
 enum class Fault { kForeignMKey, kSetRefused };
-const char* to_cstr(Fault f) { return f == Fault::kForeignMKey ? "foreign M_Key" : "Set refused"; }
+const char* to_cstr(Fault f) {
+  return f == Fault::kForeignMKey ? "foreign M_Key" : "Set refused";
+}
 
 void set_fault(DirectFabric& fab, Fault f, bool on) {
   sma::PortState& p = fab.nodes()[kH3].ports[1];
@@ -519,7 +521,7 @@ TEST(SubnetManager, ActivationBackoffResetsOnARealChange) {
     ASSERT_TRUE(r.fab.run_until_up(kLimitNs));
     EXPECT_GT(r.sm.traps_received(), traps);
     EXPECT_EQ(r.sm.heavy_sweeps(), heavy + 1) << to_cstr(f);
-    ASSERT_EQ(r.sm.stuck_ports().size(), 1u);  // still short of Active since its report...
+    ASSERT_EQ(r.sm.stuck_ports().size(), 1u);       // still short of Active since its report...
     EXPECT_EQ(r.sm.stuck_ports()[0].attempts, 1u);  // ...but its count started over
     EXPECT_EQ(r.sm.stuck_ports()[0].retry_light_sweeps, 1u);
     r.light_sweeps(1);

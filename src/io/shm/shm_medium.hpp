@@ -216,7 +216,7 @@ class CrossMemory final : public RemotePayload {
 
 struct ShmCounters {
   std::uint64_t tx_wire = 0, tx_by_ref = 0, rx_wire = 0, rx_by_ref = 0;
-  std::uint64_t tx_full = 0;       // tx_burst stopped for lack of ring space
+  std::uint64_t tx_full = 0;  // tx_burst stopped for lack of ring space
   // ... of which the by-reference bound (by_ref_bytes_max) stopped it, not the ring's bytes.
   std::uint64_t tx_full_by_ref = 0;
   // The by-reference bound's look at the consumer index (by_ref_room, when at the bound): how
@@ -305,7 +305,7 @@ class ShmMedium final : public Medium {
 
  private:
   void ring_peer();
-  void release();  // frees the popped records for the producer (RingConsumer::release)
+  void release();      // frees the popped records for the producer (RingConsumer::release)
   bool by_ref_room();  // payload referred to by unconsumed records < by_ref_max_
   bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
