@@ -1017,43 +1017,70 @@ struct Later {
 constexpr Later later{};
 }  // namespace
 
-void DeviceImpl::push_timer(TimeNs at, std::uint32_t qpn) const {
-  timers_.push_back(TimerEntry{at, qpn});
-  std::push_heap(timers_.begin(), timers_.end(), later);
+void DeviceImpl::timer_place(std::size_t i, TimerEntry e) const {
+  timers_[i] = e;
+  if (QpImpl* qp = qps_[e.qpn].get()) qp->timer_pos_ = i;
+}
+
+void DeviceImpl::timer_sift_up(std::size_t i, TimerEntry e) const {
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (!later(timers_[parent], e)) break;
+    timer_place(i, timers_[parent]);
+    i = parent;
+  }
+  timer_place(i, e);
+}
+
+// The earlier child moves up until e is not later than it (both sub-heaps of i are heaps). The
+// layout may differ from std::pop_heap / push_heap's, which nothing observes: the top is the
+// earliest entry either way, and on_deadline fires the due QPs in QPN order, not heap order.
+void DeviceImpl::timer_sift_down(std::size_t i, TimerEntry e) const {
+  const std::size_t n = timers_.size();
+  for (std::size_t c = 2 * i + 1; c < n; c = 2 * i + 1) {
+    if (c + 1 < n && later(timers_[c], timers_[c + 1])) ++c;  // the earlier child
+    if (!later(e, timers_[c])) break;
+    timer_place(i, timers_[c]);
+    i = c;
+  }
+  timer_place(i, e);
+}
+
+void DeviceImpl::timer_earlier(QpImpl& qp, TimeNs at) const {
+  if (qp.timer_pos_ == QpImpl::kNoTimerPos) {
+    timers_.push_back(TimerEntry{at, qp.qpn_});
+    timer_sift_up(timers_.size() - 1, TimerEntry{at, qp.qpn_});
+    return;
+  }
+  WEFT_ASSERT(qp.timer_pos_ < timers_.size() && timers_[qp.timer_pos_].qpn == qp.qpn_);
+  timer_sift_up(qp.timer_pos_, TimerEntry{at, qp.qpn_});
+}
+
+void DeviceImpl::timer_pop_top() const {
+  if (QpImpl* qp = qps_[timers_.front().qpn].get()) {
+    qp->timer_pos_ = QpImpl::kNoTimerPos;
+    qp->timer_entry_at_ = kNoDeadline;
+  }
+  const TimerEntry last = timers_.back();
+  timers_.pop_back();
+  if (!timers_.empty()) timer_sift_down(0, last);
 }
 
 void DeviceImpl::clean_timer_top() const {
   while (!timers_.empty()) {
     const TimerEntry top = timers_.front();
-    QpImpl* qp = top.qpn < qps_.size() ? qps_[top.qpn].get() : nullptr;
+    QpImpl* qp = qps_[top.qpn].get();
     const TimeNs d = qp ? qp->next_deadline() : kNoDeadline;
     if (qp && top.at == d) return;  // live
-    if (qp && top.at <= qp->timer_entry_at_ && d != kNoDeadline) {
-      // It was the QP's earliest entry: its real deadline takes the entry's place (the re-arm
-      // of every ping-pong round trip; one sift-down instead of a pop and a push).
+    if (qp && d != kNoDeadline) {
+      // The QP's deadline moved later (the re-arm of every ping-pong round trip): its entry
+      // moves down to it.
       qp->timer_entry_at_ = d;
-      replace_timer_top(TimerEntry{d, top.qpn});
+      timer_sift_down(0, TimerEntry{d, top.qpn});
       continue;
     }
-    std::pop_heap(timers_.begin(), timers_.end(), later);
-    timers_.pop_back();
-    if (qp && top.at <= qp->timer_entry_at_) qp->timer_entry_at_ = d;  // no deadline left
+    timer_pop_top();  // no deadline left, or the QP is gone
   }
-}
-// The top replaced by e, the heap restored (its two sub-heaps are heaps): the earlier child
-// moves up until e is not later than it. The layout may differ from a pop and a push, which
-// nothing observes: the top is the earliest entry either way, and on_deadline fires the due QPs
-// in QPN order, not heap order.
-void DeviceImpl::replace_timer_top(TimerEntry e) const {
-  const std::size_t n = timers_.size();
-  std::size_t i = 0;
-  for (std::size_t c = 1; c < n; c = 2 * i + 1) {
-    if (c + 1 < n && later(timers_[c], timers_[c + 1])) ++c;  // the earlier child
-    if (!later(e, timers_[c])) break;
-    timers_[i] = timers_[c];
-    i = c;
-  }
-  timers_[i] = e;
 }
 
 TimeNs DeviceImpl::next_deadline() const {
@@ -1067,9 +1094,7 @@ void DeviceImpl::on_deadline(TimeNs now) {
   due_.clear();
   for (clean_timer_top(); !timers_.empty() && timers_.front().at <= now; clean_timer_top()) {
     const std::uint32_t qpn = timers_.front().qpn;
-    std::pop_heap(timers_.begin(), timers_.end(), later);
-    timers_.pop_back();
-    qps_[qpn]->timer_entry_at_ = kNoDeadline;
+    timer_pop_top();
     due_.push_back(qpn);
   }
   std::sort(due_.begin(), due_.end());

@@ -140,14 +140,14 @@ class DeviceImpl final : public Device {
     if (status != WcStatus::kSuccess) ++counters_.completions_error;
   }
   void raise(AsyncEventType type, std::uint32_t qpn, std::uint8_t port = 0);
-  // Called after a QP's rto/rnr deadline was set: keeps the timer heap's invariant (an entry at
-  // or before every QP's next_deadline()). Cheap when the deadline moved later (the common
-  // re-arm): nothing is pushed; the earlier entry is found stale and replaced when it surfaces.
+  // Called after a QP's rto/rnr/ACK deadline was set: keeps the timer heap's invariant (an entry
+  // at or before every QP's next_deadline()). Cheap when the deadline moved later (the common
+  // re-arm): nothing moves; the entry is found stale and moved down when it surfaces.
   void note_deadline(QpImpl& qp) {
     const TimeNs d = qp.next_deadline();
     if (d >= qp.timer_entry_at_) return;
     qp.timer_entry_at_ = d;
-    push_timer(d, qp.qpn_);
+    timer_earlier(qp, d);
   }
   void schedule(QpImpl& qp);
   // Encodes headers and fills the packet (lengths, pad, CRCs in kCompute, counters).
@@ -197,9 +197,15 @@ class DeviceImpl final : public Device {
   DeviceCounters counters_{};
 
  private:
-  void push_timer(TimeNs at, std::uint32_t qpn) const;
+  // The timer heap (timers_): QpImpl::timer_pos_ follows each QP's entry as it moves.
+  // timer_earlier: the QP's entry at `at`, earlier than its entry (if any) was: moved up, or
+  // inserted. timer_sift_down / timer_sift_up: entry e placed at or below / above position i.
+  void timer_earlier(QpImpl& qp, TimeNs at) const;
+  void timer_place(std::size_t i, TimerEntry e) const;
+  void timer_sift_up(std::size_t i, TimerEntry e) const;
+  void timer_sift_down(std::size_t i, TimerEntry e) const;
+  void timer_pop_top() const;
   // Drops stale entries from the heap's top until it is a live QP's exact next deadline.
-  void replace_timer_top(TimerEntry e) const;
   void clean_timer_top() const;
   void dispatch(const wire::Headers& h, std::span<const std::uint8_t> payload,
                 std::span<const std::uint8_t> grh_bytes, TimeNs now);
@@ -268,10 +274,15 @@ class DeviceImpl final : public Device {
   // is in it at most once (QpImpl::scheduled_), so it never holds more than the QP count.
   std::vector<std::uint32_t> ready_ = std::vector<std::uint32_t>(64);
   std::uint64_t ready_head_ = 0, ready_tail_ = 0;
-  // Min-heap of (deadline, QPN), so next_deadline()/on_deadline() do not scan every QP. Entries
-  // are lazy: a QP whose deadline moved later or went away leaves its entry, which is dropped
-  // (and the QP's real deadline pushed) when it reaches the top. Mutable: next_deadline() is
-  // const and cleans the top to return an exact answer.
+  // Min-heap of (deadline, QPN), so next_deadline()/on_deadline() do not scan every QP; at most
+  // one entry per QP (QpImpl::timer_pos_), so it never holds more than the QP count. Entries
+  // are lazy: a QP whose deadline moved later or went away leaves its entry, which is moved down
+  // to the QP's real deadline (or dropped) when it reaches the top; a deadline moved earlier
+  // moves the entry up. (With a new entry pushed for each earlier deadline, the entries left
+  // behind at a deadline the QP still had were each taken for live at the top: a ping-pong with
+  // delayed ACKs left one per 4 round trips until they fell due, ~16,000 at a 64 ms RTO, and
+  // each push sifted through them.) Destroyed QPs' entries (QPNs are not reused) are dropped
+  // at the top. Mutable: next_deadline() is const and cleans the top to return an exact answer.
   mutable std::vector<TimerEntry> timers_;
   std::vector<std::uint32_t> due_;  // on_deadline scratch
   std::deque<AsyncEvent> events_;

@@ -222,7 +222,9 @@ class QpImpl final : public QueuePair {
   std::uint32_t comp_psn_ = 0;  // oldest PSN not yet acknowledged
   TimeNs rto_deadline_ = kNoDeadline;
   TimeNs rnr_deadline_ = kNoDeadline;
-  TimeNs timer_entry_at_ = kNoDeadline;  // earliest entry for this QP in the Device's timer heap
+  TimeNs timer_entry_at_ = kNoDeadline;  // its entry's deadline in the Device's timer heap
+  static constexpr std::size_t kNoTimerPos = SIZE_MAX;
+  std::size_t timer_pos_ = kNoTimerPos;  // its entry's index in that heap (one entry per QP)
   std::uint8_t retry_left_ = 0, rnr_retry_left_ = 0;
   std::uint32_t last_ack_psn_ = 0;
   bool gap_rewound_ = false;  // a read-response gap already triggered a rewind at comp_psn_
