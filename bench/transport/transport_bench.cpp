@@ -202,6 +202,19 @@ BENCHMARK(BM_Send64);
 BENCHMARK(BM_Send64PerCall);
 BENCHMARK(BM_Send64Cq100);
 
+// Not a goal row: one round trip of perf's 8-byte WRITE ping-pong (`weft perf write --lat -s 8`
+// direct, its engine work only; bench_pair.hpp's LatLoop, profile scenario lat8): A posts, B
+// receives and posts back, A receives, each Device's pass polling its send CQ. The per-hop cost
+// that issues 4 and 7's latency ratios carry; compare with BM_Ring64's per-batch time, or count
+// its instructions with transport_profile lat8.
+void BM_WriteLat8(benchmark::State& st) {
+  bench::Pair p(4096, CrcMode::kModel, true, 20'000);
+  bench::LatLoop loop(p);
+  for (auto _ : st) loop.once();
+  st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations()));
+}
+BENCHMARK(BM_WriteLat8);
+
 // Baseline: a bare single-thread ring that copies 64-byte messages in and out.
 void BM_Ring64(benchmark::State& st) {
   constexpr std::uint32_t kBatch = 32;
