@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -682,14 +683,27 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
                                     DeferredAck& ack) {
   QpImpl& qp = *route.qp;
   constexpr std::size_t kHdr = wire::kLrhBytes + wire::kBthBytes;  // no extension header
+  // A WRITE FIRST's held copy: merged into the run's copy of the WRITE it starts, or placed now.
+  HeldCopy held = std::exchange(held_copy_, HeldCopy{});
+  const auto place_held = [&] {
+    place_run(held.dst, held.src, held.bytes, qp.mtu());
+    held = HeldCopy{};
+  };
   // What no packet of the run changes: the QP's state (a SEND ONLY is only taken with a free CQ
   // slot, so no overrun errors the QP inside the run), the responder's error and selective-repeat
   // buffering (resp_fast_request's first checks), the message state (a MIDDLE neither starts nor
   // ends a WRITE, a SEND ONLY leaves the responder idle).
   if (qp.state_ == QpState::kReset || qp.state_ == QpState::kInit || qp.state_ == QpState::kErr ||
       qp.resp_fatal_pending_ || qp.resp_state_ == RespState::kError ||
-      (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty()))
+      (qp.attr_.recovery != RecoveryMode::kGoBackN && !qp.ooo_.empty())) {
+    place_held();
     return 0;
+  }
+  // The WRITE the FIRST started goes on below with its copy (every case on_packet_burst makes);
+  // anything else places it first.
+  if (qp.resp_state_ != RespState::kInWrite || held.dst != qp.write_dst_ ||
+      held.bytes != qp.msg_bytes_)
+    place_held();
   const bool compute = config_.crc == CrcMode::kCompute;
   const std::uint32_t mtu = qp.mtu();
   const std::uint32_t coalesce = config_.ack_coalesce_max;
@@ -721,8 +735,8 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     std::uint64_t bytes = qp.msg_bytes_;
     const std::uint64_t write_len = qp.write_len_;
     std::uint8_t* const dst = qp.write_dst_;
-    const std::uint8_t* copy_src = nullptr;  // the payload bytes not yet placed, ending at
-    std::uint64_t copy_bytes = 0;            // dst + bytes
+    const std::uint8_t* copy_src = held.src;  // the payload bytes not yet placed, ending at
+    std::uint64_t copy_bytes = held.bytes;    // dst + bytes (the FIRST's, if held)
     bool last = false;
     for (; n < pkts.size() && !last; ++n) {
       const TxPacket& p = pkts[n];
@@ -911,7 +925,11 @@ void DeviceImpl::on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) {
       }
     }
     ++i;
-    if (fast_receive_burst(pkt, route, ack)) {
+    // A WRITE FIRST with packets after it holds its copy for the run (held_copy_).
+    hold_first_copy_ = i < pkts.size() && remote_payload_ == nullptr;
+    const bool taken = fast_receive_burst(pkt, route, ack);
+    hold_first_copy_ = false;
+    if (taken) {
       if (i < pkts.size()) i += receive_run(pkts.subspan(i), route, ack);
       continue;
     }

@@ -496,7 +496,13 @@ void drain_ooo(QpImpl& qp) {
   qp.write_dst_ = dst;
   qp.write_len_ = dma;
   qp.msg_first_psn_ = psn;
-  if (len) place_bytes(qp, dst, payload.data(), len);
+  DeviceImpl& dev = *qp.dev_;
+  if (len == 0) {
+  } else if (!only && dev.hold_first_copy_) {
+    dev.held_copy_ = DeviceImpl::HeldCopy{dst, payload.data(), len};
+  } else {
+    place_bytes(qp, dst, payload.data(), len);
+  }
   qp.msg_bytes_ = len;
   if (only) {
     qp.msn_ = psn_add(qp.msn_, 1);

@@ -599,41 +599,53 @@ TEST(RcData, DelayedAckOwedByAnUnsignaledWriteFiresAtItsDeadline) {
   }
 }
 
+// Two QPs' WRITEs interleave packet by packet (round robin), one call per packet as bytes and in
+// bursts by reference. In a burst the first QP's WRITE FIRST is followed by the second's, so the
+// FIRST's held copy (DeviceImpl::held_copy_) cannot join a run and is placed on its own.
+// Expect: both destinations byte-exact, two completions.
 TEST(RcData, TwoQpsOnOneDeviceShareTheWire) {
-  Pair p;
-  PairOptions o;
-  // A second QP pair between the same Devices.
-  QpInitAttr qa;
-  qa.pd = p.a.pd;
-  qa.send_cq = p.a.scq;
-  qa.recv_cq = p.a.rcq;
-  auto* qa2 = *p.a.dev->create_qp(qa);
-  qa.pd = p.b.pd;
-  qa.send_cq = p.b.scq;
-  qa.recv_cq = p.b.rcq;
-  auto* qb2 = *p.b.dev->create_qp(qa);
-  connect_rc(qa2, 2, qb2->qp_num(), 7, 9, o);
-  connect_rc(qb2, 1, qa2->qp_num(), 9, 7, o);
-  for (int i = 0; i < 1000; ++i) p.a.data()[i] = static_cast<std::uint8_t>(i);
-  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 3000, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
-  Sge sge{p.a.va(0), 3000, p.a.mr->lkey()};
-  SendWr wr;
-  wr.wr_id = 2;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.send_flags = kSignaled;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = p.b.va(10000);
-  wr.rkey = p.b.mr->rkey();
-  ASSERT_EQ(qa2->post_send(wr), Errc::kOk);
-  p.run();
-  auto sw = p.a.send_wcs();
-  ASSERT_EQ(sw.size(), 2u);
-  EXPECT_EQ(0, std::memcmp(p.b.data(), p.a.data(), 3000));
-  EXPECT_EQ(0, std::memcmp(p.b.data() + 10000, p.a.data(), 3000));
-  // Round robin: the two QPs' packets interleave.
-  auto a = p.sent_by(0);
-  ASSERT_EQ(a.size(), 6u);
-  EXPECT_NE(a[0].h.bth.dest_qp, a[1].h.bth.dest_qp);
+  for (const bool burst : {false, true}) {
+    SCOPED_TRACE(burst ? "bursts by reference" : "per packet, bytes");
+    PairOptions o;
+    if (burst) o.crc = CrcMode::kModel;
+    Pair p(o);
+    p.pump->by_ref = burst;
+    p.pump->burst = burst;
+    // A second QP pair between the same Devices.
+    QpInitAttr qa;
+    qa.pd = p.a.pd;
+    qa.send_cq = p.a.scq;
+    qa.recv_cq = p.a.rcq;
+    auto* qa2 = *p.a.dev->create_qp(qa);
+    qa.pd = p.b.pd;
+    qa.send_cq = p.b.scq;
+    qa.recv_cq = p.b.rcq;
+    auto* qb2 = *p.b.dev->create_qp(qa);
+    connect_rc(qa2, 2, qb2->qp_num(), 7, 9, o);
+    connect_rc(qb2, 1, qa2->qp_num(), 9, 7, o);
+    for (int i = 0; i < 8000; ++i) p.a.data()[i] = static_cast<std::uint8_t>(i * 7 + i / 251);
+    ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 3000, 1, p.b.va(0), p.b.mr->rkey()),
+              Errc::kOk);
+    Sge sge{p.a.va(4000), 3000, p.a.mr->lkey()};
+    SendWr wr;
+    wr.wr_id = 2;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.send_flags = kSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = p.b.va(10000);
+    wr.rkey = p.b.mr->rkey();
+    ASSERT_EQ(qa2->post_send(wr), Errc::kOk);
+    p.run();
+    auto sw = p.a.send_wcs();
+    ASSERT_EQ(sw.size(), 2u);
+    EXPECT_EQ(0, std::memcmp(p.b.data(), p.a.data(), 3000));
+    EXPECT_EQ(0, std::memcmp(p.b.data() + 10000, p.a.data() + 4000, 3000));
+    // Round robin: the two QPs' packets interleave.
+    auto a = p.sent_by(0);
+    ASSERT_EQ(a.size(), 6u);
+    EXPECT_NE(a[0].h.bth.dest_qp, a[1].h.bth.dest_qp);
+    EXPECT_TRUE(p.b.guards_intact());
+  }
 }
 
 }  // namespace
