@@ -138,20 +138,6 @@ inline void store_tx_fields(TxPacket& o, std::uint32_t len, std::uint8_t pad,
   }
 }
 
-// Asks for the cache lines of the TxPacket slots a run is about to fill, for writing, all at once.
-// The medium hands the same burst array back each time, but between two bursts of a large WRITE
-// the receiver's copy (one thread, no link model) streams the message through L1 and evicts it;
-// the run's stores, two to three lines per packet in order, then missed one after another and
-// filled the store queue (60 % of req_poll_burst's samples in BM_WriteCrcModel/65536 on the
-// first store of each packet, perf). Prefetched, the misses overlap.
-inline void prefetch_for_write(TxPacket* first, std::size_t count) {
-  constexpr std::uintptr_t kLine = 64;
-  const auto begin = reinterpret_cast<std::uintptr_t>(first) & ~(kLine - 1);
-  const auto end = reinterpret_cast<std::uintptr_t>(first + count);
-  for (std::uintptr_t a = begin; a < end; a += kLine)
-    __builtin_prefetch(reinterpret_cast<const void*>(a), 1, 3);
-}
-
 // Encodes the QP's LRH [GRH] BTH once (through the wire codec, so the bytes are exactly what
 // encode_headers makes); the per-packet fields are patched by encode_from_template.
 [[gnu::noinline]] void build_template(QpImpl& qp) {
@@ -622,8 +608,6 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         std::memcpy(&hdr_bth, qp.mid_hdr_[write].data() + 8, 8);
         const std::uint8_t* payload = w.contiguous + std::uint64_t{idx} * mtu;
         const std::size_t wire = QpImpl::kMidHdrBytes + mtu + wire::kIcrcBytes + wire::kVcrcBytes;
-        // The MIDDLE packets and the LAST packet after them (req_poll builds it next).
-        prefetch_for_write(out.data() + n, std::min<std::size_t>(out.size() - n, w.npkts - idx));
         for (; n < out.size() && idx + 1 < w.npkts; ++n, ++idx, payload += mtu) {
           const bool ack_req = ++since >= kAckReqEveryPackets;
           if (ack_req) since = 0;
