@@ -701,45 +701,44 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
 // linear map of its bytes, evaluated as 8x8 matrix blocks.
 //
 // GF2P8AFFINEQB applies one matrix per 64-bit lane to all eight bytes of the lane, but the map of
-// a byte depends on its position. So B is read as eight interleaved streams: byte s of every
-// 8-byte word (s = 0..7), each taken as if it were the word's last byte. Stream s's residue
-// R_s = sum over words w of byte(w, s) x^(8 dist(w)) mod P, dist(w) the bytes from word w's end to
-// B's end, uses the same matrix for all eight bytes of word w; and the true sum is
-// B = sum_s R_s x^(8 (7 - s)) (byte s of a word sits 7 - s bytes before the word's end). Each R_s
-// has degree < 48, so the sum has degree < 104: it fits one 16-byte block with no reduction, as
-// byte shifts. Per 64-byte chunk: six GF2P8AFFINEQB (one per byte of the 48-bit residue) and
-// three XORs; the matrices (6 per word, 12 KiB for 2 KiB) come from the table below.
+// a byte depends on its position. So B is read as 64 interleaved streams: byte s of every 64-byte
+// chunk (s = 0..63), each taken as if it were the chunk's last byte. Stream s's residue
+// R_s = sum over chunks c of byte(c, s) x^(8 dist(c)) mod P, dist(c) the bytes from chunk c's end
+// to B's end, uses one matrix for all 64 bytes of chunk c (8 bytes per chunk and residue byte,
+// broadcast: 1.5 KiB for 2 KiB of B; per-word matrices took 12 KiB, which the engine's working
+// set evicted); and the true sum is B = sum_s R_s x^(8 (63 - s)) (byte s of a chunk sits 63 - s
+// bytes before the chunk's end). Each R_s has degree < 48, so the sum has degree < 552: it fits
+// B's last two chunks with no reduction, as byte moves (VPERMB). Per 64-byte chunk: six
+// GF2P8AFFINEQB (one per byte of the 48-bit residue) and three XORs.
 //
-// The block V (congruent to B, placed as the last 16 bytes before B's end) goes into the last
-// lane of a chunk, and the fold of the multiplied part (A) is moved over B onto it: the rest is
-// fused_avx512's end. GF(2) arithmetic throughout; the derivation is this comment's, not a port
-// of any library (compare the "Chorba" idea, Sam Russell 2024, which also trades multiplies for
-// XORs, with shifted copies of the data by a sparse multiple of the generator).
-constexpr std::size_t kGfniChunksMax = 32;  // B's bound: 2 KiB, 12 KiB of matrices
-// Below 2.5 KiB the plain pass wins: its end is ~4 ns shorter (payload 1 KiB: 29 vs 32 ns;
-// 2 KiB 47 vs 49; 3 KiB 65 vs 61; 4 KiB 83 vs 73; bench/wire crcs_fused_path).
+// Those two chunks are then folded in after the multiplied part (A), moved over the rest of B:
+// fused_avx512's end does the rest. GF(2) arithmetic throughout; the derivation is this
+// comment's, not a port of any library (compare the "Chorba" idea, Sam Russell 2024, which also
+// trades multiplies for XORs, with shifted copies of the data by a sparse multiple of the
+// generator).
+constexpr std::size_t kGfniChunksMax = 32;  // B's bound: 2 KiB, 1.5 KiB of matrices
+// Below 2.5 KiB the plain pass wins: its end is a few ns shorter (bench/wire crcs_fused_path).
 constexpr std::size_t kGfniMinChunks = 40;
 constexpr std::size_t kResidueBytes = 6;  // deg P = 48
 struct alignas(64) GfniKeys {
-  std::uint64_t m[kGfniChunksMax][kResidueBytes][8];  // [chunk from B's end][residue byte][word]
+  std::uint64_t m[kGfniChunksMax][kResidueBytes];  // [chunk from B's end][residue byte]
 };
-// Residue byte o is bits x^(8 (5 - o) + 7) .. x^(8 (5 - o)), i.e. byte 10 + o of a 16-byte block
-// in the folds' order (bit k of byte j is x^(127 - 8 j - k)). Output bit i of GF2P8AFFINEQB is
-// parity(matrix byte (7 - i) AND input byte) (Intel SDM), and input bit b of a byte at distance
-// dist bytes before the end is x^(8 dist + 7 - b).
+// Residue byte o is bits x^(8 (5 - o) + 7) .. x^(8 (5 - o)), i.e. byte 58 + o of a 64-byte chunk
+// in the folds' order (bit k of byte j of a 16-byte lane is x^(127 - 8 j - k)). Output bit i of
+// GF2P8AFFINEQB is parity(matrix byte (7 - i) AND input byte) (Intel SDM), and input bit b of a
+// byte at distance dist bytes before the end is x^(8 dist + 7 - b).
 constexpr GfniKeys build_gfni_keys() {
   GfniKeys k{};
-  constexpr std::size_t kWords = kGfniChunksMax * 8;
   std::uint64_t r = 1;  // x^t mod P
-  for (std::size_t t = 0; t < 8 * 8 * kWords; ++t, r = xpow_mod_step(r)) {
-    // t = 8 dist + 7 - b, with dist = 8 v (v words from word w's last byte to B's end).
+  for (std::size_t t = 0; t < 8 * 64 * kGfniChunksMax; ++t, r = xpow_mod_step(r)) {
+    // t = 8 dist + 7 - b, with dist = 64 c (c chunks from chunk c's last byte to B's end).
     const std::size_t dist = t / 8, b = 7 - t % 8;
-    if (dist % 8 != 0) continue;
-    const std::size_t v = dist / 8, chunk = v / 8, word = 7 - v % 8;
+    if (dist % 64 != 0) continue;
+    const std::size_t chunk = dist / 64;
     for (std::size_t o = 0; o < kResidueBytes; ++o)
       for (unsigned i = 0; i < 8; ++i)
         if ((r >> (8 * (5 - o) + 7 - i)) & 1)
-          k.m[chunk][o][word] |= (std::uint64_t{1} << b) << (8 * (7 - i));
+          k.m[chunk][o] |= (std::uint64_t{1} << b) << (8 * (7 - i));
   }
   return k;
 }
@@ -763,18 +762,22 @@ static_assert(kChunkKeys[1].lo == fold_key(kFusedPolyFull, 64).lo &&
               kChunkKeys[4].hi == fold_key(kFusedPolyFull, 256).hi);
 
 #define WEFT_GFNI512_TARGET \
-  __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul,sse4.1,gfni")))
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,vpclmulqdq,pclmul,sse4.1,gfni")))
 
 // Six accumulators, one per residue byte (named: an array of them was kept in memory).
 struct ResidueAcc {
   __m512i r0, r1, r2, r3, r4, r5;
 };
 // acc.r[o] ^= M(j0, o) d0 ^ M(j1, o) d1, for chunks j0 and j1 counted from B's end.
-WEFT_GFNI512_TARGET __attribute__((always_inline)) inline __m512i gfni_step(
-    __m512i acc, __m512i d0, const std::uint64_t* m0, __m512i d1, const std::uint64_t* m1) {
-  return _mm512_ternarylogic_epi64(acc, _mm512_gf2p8affine_epi64_epi8(d0, _mm512_load_si512(m0), 0),
-                                   _mm512_gf2p8affine_epi64_epi8(d1, _mm512_load_si512(m1), 0),
-                                   0x96);
+WEFT_GFNI512_TARGET __attribute__((always_inline)) inline __m512i gfni_step(__m512i acc, __m512i d0,
+                                                                            std::uint64_t m0,
+                                                                            __m512i d1,
+                                                                            std::uint64_t m1) {
+  // The matrices as broadcast loads (each 8-byte matrix serves all eight lanes).
+  const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(m0));
+  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(m1));
+  return _mm512_ternarylogic_epi64(acc, _mm512_gf2p8affine_epi64_epi8(d0, k0, 0),
+                                   _mm512_gf2p8affine_epi64_epi8(d1, k1, 0), 0x96);
 }
 WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_pair(ResidueAcc& a, __m512i d0,
                                                                          std::size_t j0, __m512i d1,
@@ -846,27 +849,39 @@ WEFT_GFNI512_TARGET CrcRegisters fused_avx512_gfni(std::uint64_t e, const std::u
   const std::size_t last = b_bytes - 64 * (b_chunks - 1);  // 1..64
   gfni_one(acc, _mm512_maskz_loadu_epi8(mask_below(last), q), 0);
 #undef load
-  // acc.r<o>: byte s of every word holds residue byte o of stream s (partial sums per word slot).
-  // V = sum_s R_s x^(8 (7 - s)): residue byte o of stream s goes to block byte 3 + o + s.
-  const auto word = [](__m512i r) __attribute__((always_inline, target("avx512f,avx512vl"))) {
-    const __m256i h = _mm256_xor_si256(_mm512_maskz_extracti64x4_epi64(0xF, r, 0),
-                                       _mm512_maskz_extracti64x4_epi64(0xF, r, 1));
-    const __m128i u = _mm_xor_si128(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    return _mm_xor_si128(u, _mm_unpackhi_epi64(u, u));  // the word in the low qword, zero above
+  // acc.r<o>: byte s holds residue byte o of stream s. B = sum_s R_s x^(8 (63 - s)): residue byte
+  // o of stream s (byte 58 + o of B's last chunk) moves 63 - s bytes back, to byte 59 + o + s of
+  // B's last two chunks (c1, c0): byte s + o - 5 of c0 or, below 0, byte 64 + s + o - 5 of c1.
+  const __m512i iota = _mm512_set_epi8(
+      63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
+      40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+      17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const auto place = [&](__m512i r, int o, __m512i& c1, __m512i& c0)
+      __attribute__((always_inline, target("avx512f,avx512bw,avx512vbmi"))) {
+    // c0 byte t = r byte t + 5 - o for t <= 58 + o; c1 byte t = r byte t - 59 - o for t >= 59 + o.
+    const __mmask64 low = o == 5 ? ~__mmask64{0} : (__mmask64{1} << (59 + o)) - 1;
+    c0 = _mm512_xor_si512(
+        c0, _mm512_maskz_permutexvar_epi8(
+                low, _mm512_add_epi8(iota, _mm512_set1_epi8(static_cast<char>(5 - o))), r));
+    if (o < 5)
+      c1 = _mm512_xor_si512(
+          c1, _mm512_maskz_permutexvar_epi8(
+                  ~low, _mm512_sub_epi8(iota, _mm512_set1_epi8(static_cast<char>(59 + o))), r));
   };
-  const __m128i v = _mm_xor_si128(
-      _mm_xor_si128(
-          _mm_xor_si128(_mm_bslli_si128(word(acc.r0), 3), _mm_bslli_si128(word(acc.r1), 4)),
-          _mm_xor_si128(_mm_bslli_si128(word(acc.r2), 5), _mm_bslli_si128(word(acc.r3), 6))),
-      _mm_xor_si128(_mm_bslli_si128(word(acc.r4), 7), _mm_bslli_si128(word(acc.r5), 8)));
-  // A's chunk moved over B onto B's last chunk, V in its last lane.
-  const __m512i vb = _mm512_maskz_inserti32x4(0xFFFF, _mm512_setzero_si512(), v, 3);
-  // The key chosen at run time is broadcast from memory: _mm512_set_epi64 of it went through
-  // four 16-byte stack stores read back by one 64-byte load (a failed store forward, ~15 ns).
+  __m512i c1 = _mm512_setzero_si512(), c0 = _mm512_setzero_si512();
+  place(acc.r0, 0, c1, c0);
+  place(acc.r1, 1, c1, c0);
+  place(acc.r2, 2, c1, c0);
+  place(acc.r3, 3, c1, c0);
+  place(acc.r4, 4, c1, c0);
+  place(acc.r5, 5, c1, c0);
+  // A's chunk moved over B onto c1, then onto c0. The key chosen at run time is broadcast from
+  // memory: _mm512_set_epi64 of it went through four 16-byte stack stores read back by one
+  // 64-byte load (a failed store forward).
   static_assert(sizeof(FoldKey) == 16 && offsetof(FoldKey, lo) == 0);
   const __m512i k_over_b = _mm512_maskz_broadcast_i32x4(
-      0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kChunkKeys[b_chunks])));
-  x = fold_wide_xor(x, k_over_b, vb);
+      0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kChunkKeys[b_chunks - 1])));
+  x = fold_wide_xor(fold_wide_xor(x, k_over_b, c1), wide_key(k64), c0);
   return registers_of_last_chunk(x, 64 - last, pad_bytes);
 }
 
@@ -875,7 +890,8 @@ bool have_fused512() {
   return yes;
 }
 bool have_gfni512() {
-  static const bool yes = have_fused512() && __builtin_cpu_supports("gfni");
+  static const bool yes =
+      have_fused512() && __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
   return yes;
 }
 #endif
