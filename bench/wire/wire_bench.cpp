@@ -167,7 +167,16 @@ BENCHMARK_CAPTURE(crcs_fused_path, clmul128, VcrcPath::kClmul)
 BENCHMARK_CAPTURE(crcs_fused_path, vpclmul512, VcrcPath::kVpclmul)
     ->Arg(256)
     ->Arg(512)
+    ->Arg(768)
     ->Arg(1024)
+    ->Arg(2048)
+    ->Arg(3072)
+    ->Arg(4096);
+BENCHMARK_CAPTURE(crcs_fused_path, vpclmul512_gfni, VcrcPath::kVpclmulGfni)
+    ->Arg(768)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Arg(3072)
     ->Arg(4096);
 
 // The receiver's side: a whole packet in one buffer, both CRCs checked (VCRC first).

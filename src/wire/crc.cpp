@@ -3,6 +3,7 @@
 // Thread-safety: pure functions; the VCRC table is a constant built at compile time.
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include <isa-l/crc.h>
@@ -118,6 +119,11 @@ constexpr std::uint64_t xpow_mod(std::uint64_t poly, unsigned n) {
     if ((r >> degree) & 1) r ^= poly;
   }
   return r;
+}
+constexpr std::uint64_t xpow_mod_step(std::uint64_t r) {  // r x mod the fused generator
+  static_assert(kFusedPolyFull >> 48 == 1);
+  r <<= 1;
+  return (r >> 48) & 1 ? r ^ kFusedPolyFull : r;
 }
 constexpr std::uint64_t reflect_const(std::uint64_t c) {  // R^-1: x^e -> bit (63 - e)
   std::uint64_t v = 0;
@@ -606,6 +612,46 @@ WEFT_FUSED512_TARGET inline __m512i wide_key(FoldKey k) {
   return _mm512_set_epi64(k.hi, k.lo, k.hi, k.lo, k.hi, k.lo, k.hi, k.lo);
 }
 
+// The first 64-byte chunk of the stream: headers, then the payload's first bytes (masked lanes
+// never fault), e XORed into its first 6 bytes.
+WEFT_FUSED512_TARGET inline __mmask64 mask_below(std::size_t bytes) {
+  return bytes >= 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1;
+}
+WEFT_FUSED512_TARGET inline __m512i first_chunk(std::uint64_t e, const std::uint8_t* hdr,
+                                                std::size_t hb, const std::uint8_t* payload,
+                                                std::size_t total) {
+  const auto at = [](const std::uint8_t* p, std::size_t back) {  // p - back, never dereferenced
+    return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) - back);
+  };
+  const __mmask64 hmask = mask_below(hb);
+  const __m512i x =
+      _mm512_or_si512(_mm512_maskz_loadu_epi8(hmask, hdr),
+                      _mm512_maskz_loadu_epi8(mask_below(total) & ~hmask, at(payload, hb)));
+  return _mm512_xor_si512(x, _mm512_maskz_set1_epi64(1, static_cast<long long>(e)));
+}
+
+// Both registers from the last chunk x, which ends `trailing` zero bytes after the stream; pad
+// zero bytes follow the stream.
+WEFT_FUSED512_TARGET inline CrcRegisters registers_of_last_chunk(__m512i x, std::size_t trailing,
+                                                                 std::uint8_t pad_bytes) {
+  // The four lanes to both registers' V32 and V16, each moved by its distance to the stream's end.
+  const long d = static_cast<long>(pad_bytes) - static_cast<long>(trailing);
+  const auto key = static_cast<std::size_t>(d - kLaneKeyMin);
+  const __m512i k32 = _mm512_load_si512(kLaneKeys32[key].q);
+  const __m512i k16 = _mm512_load_si512(kLaneKeys16[key].q);
+  const __m512i t32 = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k32, 0x00),
+                                       _mm512_clmulepi64_epi128(x, k32, 0x11));
+  const __m512i t16 = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k16, 0x00),
+                                       _mm512_clmulepi64_epi128(x, k16, 0x11));
+  // [a0 a1 a2 a3], [b0 b1 b2 b3] -> [a0^a2 a1^a3 b0^b2 b1^b3] -> [a0^a1^a2^a3 b0^b1^b2^b3 ..]
+  // (maskz forms: GCC 12's unmasked shuffles and extracts read an "undefined" operand and warn)
+  const __m512i u = _mm512_xor_si512(_mm512_maskz_shuffle_i64x2(0xFF, t32, t16, 0x44),
+                                     _mm512_maskz_shuffle_i64x2(0xFF, t32, t16, 0xEE));
+  const __m512i w = _mm512_xor_si512(_mm512_maskz_shuffle_i64x2(0xFF, u, u, 0x88),
+                                     _mm512_maskz_shuffle_i64x2(0xFF, u, u, 0xDD));
+  return crcs_of_lanes(_mm512_maskz_extracti64x4_epi64(0xF, w, 0));
+}
+
 WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8_t* hdr,
                                                std::size_t hb, const std::uint8_t* payload,
                                                std::size_t n, std::uint8_t pad_bytes) {
@@ -613,17 +659,7 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
                            k192 = fold_key(kFusedPolyFull, 192),
                            k256 = fold_key(kFusedPolyFull, 256);
   const std::size_t total = hb + n;
-  const auto below = [](std::size_t bytes) -> __mmask64 {  // mask of the first `bytes` bytes
-    return bytes >= 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1;
-  };
-  const auto at = [](const std::uint8_t* p, std::size_t back) {  // p - back, never dereferenced
-    return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(p) - back);
-  };
-  // The first chunk: headers, then the payload's first bytes (masked lanes never fault).
-  const __mmask64 hmask = below(hb);
-  __m512i x = _mm512_or_si512(_mm512_maskz_loadu_epi8(hmask, hdr),
-                              _mm512_maskz_loadu_epi8(below(total) & ~hmask, at(payload, hb)));
-  x = _mm512_xor_si512(x, _mm512_maskz_set1_epi64(1, static_cast<long long>(e)));
+  __m512i x = first_chunk(e, hdr, hb, payload, total);
   std::size_t trailing = total >= 64 ? 0 : 64 - total;
   if (total > 64) {
     const std::uint8_t* p = payload + (64 - hb);
@@ -648,29 +684,214 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
     for (; rest >= 64; rest -= 64, p += 64) x = fold_wide_xor(x, k_chunk, load(p));
 #undef load
     if (rest) {
-      x = fold_wide_xor(x, k_chunk, _mm512_maskz_loadu_epi8(below(rest), p));
+      x = fold_wide_xor(x, k_chunk, _mm512_maskz_loadu_epi8(mask_below(rest), p));
       trailing = 64 - rest;
     }
   }
-  // The four lanes to both registers' V32 and V16, each moved by its distance to the stream's end.
-  const long d = static_cast<long>(pad_bytes) - static_cast<long>(trailing);
-  const auto key = static_cast<std::size_t>(d - kLaneKeyMin);
-  const __m512i k32 = _mm512_load_si512(kLaneKeys32[key].q);
-  const __m512i k16 = _mm512_load_si512(kLaneKeys16[key].q);
-  const __m512i t32 = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k32, 0x00),
-                                       _mm512_clmulepi64_epi128(x, k32, 0x11));
-  const __m512i t16 = _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k16, 0x00),
-                                       _mm512_clmulepi64_epi128(x, k16, 0x11));
-  // [a0 a1 a2 a3], [b0 b1 b2 b3] -> [a0^a2 a1^a3 b0^b2 b1^b3] -> [a0^a1^a2^a3 b0^b1^b2^b3 ..]
-  // (maskz forms: GCC 12's unmasked shuffles and extracts read an "undefined" operand and warn)
-  const __m512i u = _mm512_xor_si512(_mm512_maskz_shuffle_i64x2(0xFF, t32, t16, 0x44),
-                                     _mm512_maskz_shuffle_i64x2(0xFF, t32, t16, 0xEE));
-  const __m512i w = _mm512_xor_si512(_mm512_maskz_shuffle_i64x2(0xFF, u, u, 0x88),
-                                     _mm512_maskz_shuffle_i64x2(0xFF, u, u, 0xDD));
-  return crcs_of_lanes(_mm512_maskz_extracti64x4_epi64(0xF, w, 0));
+  return registers_of_last_chunk(x, trailing, pad_bytes);
 }
+
+// ---- The same pass with half the stream on the vector ALUs (GFNI) -------------------------------
+// Measured on a Zen 5 core (bench/wire/crc_limits_bench): VPCLMULQDQ issues once per 2 cycles at
+// any width, so folding (one 64x64 carry-less multiply per 8 bytes, four per zmm instruction)
+// cannot pass 16 bytes per cycle: 4 KiB in ~257 cycles, ~72 ns at 3.55 GHz. GF2P8AFFINEQB (an
+// 8x8 bit matrix times each byte, Intel SDM) issues twice per cycle and mostly beside the
+// multiplies (4 VPCLMULQDQ and 16 GF2P8AFFINEQB: 10 cycles, against 8 for either alone). So the
+// stream's last chunks (B, up to kGfniChunksMax) skip the multiplier: B's residue modulo P is a
+// linear map of its bytes, evaluated as 8x8 matrix blocks.
+//
+// GF2P8AFFINEQB applies one matrix per 64-bit lane to all eight bytes of the lane, but the map of
+// a byte depends on its position. So B is read as 64 interleaved streams: byte s of every 64-byte
+// chunk (s = 0..63), each taken as if it were the chunk's last byte. Stream s's residue
+// R_s = sum over chunks c of byte(c, s) x^(8 dist(c)) mod P, dist(c) the bytes from chunk c's end
+// to B's end, uses one matrix for all 64 bytes of chunk c (8 bytes per chunk and residue byte,
+// broadcast: 1.5 KiB for 2 KiB of B; per-word matrices took 12 KiB, which the engine's working
+// set evicted); and the true sum is B = sum_s R_s x^(8 (63 - s)) (byte s of a chunk sits 63 - s
+// bytes before the chunk's end). Each R_s has degree < 48, so the sum has degree < 552: it fits
+// B's last two chunks with no reduction, as byte moves (VPERMB). Per 64-byte chunk: six
+// GF2P8AFFINEQB (one per byte of the 48-bit residue) and three XORs.
+//
+// Those two chunks are then folded in after the multiplied part (A), moved over the rest of B:
+// fused_avx512's end does the rest. GF(2) arithmetic throughout; the derivation is this
+// comment's, not a port of any library (compare the "Chorba" idea, Sam Russell 2024, which also
+// trades multiplies for XORs, with shifted copies of the data by a sparse multiple of the
+// generator).
+constexpr std::size_t kGfniChunksMax = 32;  // B's bound: 2 KiB, 1.5 KiB of matrices
+// Below 2.5 KiB the plain pass wins: its end is a few ns shorter (bench/wire crcs_fused_path).
+constexpr std::size_t kGfniMinChunks = 40;
+constexpr std::size_t kResidueBytes = 6;  // deg P = 48
+struct alignas(64) GfniKeys {
+  std::uint64_t m[kGfniChunksMax][kResidueBytes];  // [chunk from B's end][residue byte]
+};
+// Residue byte o is bits x^(8 (5 - o) + 7) .. x^(8 (5 - o)), i.e. byte 58 + o of a 64-byte chunk
+// in the folds' order (bit k of byte j of a 16-byte lane is x^(127 - 8 j - k)). Output bit i of
+// GF2P8AFFINEQB is parity(matrix byte (7 - i) AND input byte) (Intel SDM), and input bit b of a
+// byte at distance dist bytes before the end is x^(8 dist + 7 - b).
+constexpr GfniKeys build_gfni_keys() {
+  GfniKeys k{};
+  std::uint64_t r = 1;  // x^t mod P
+  for (std::size_t t = 0; t < 8 * 64 * kGfniChunksMax; ++t, r = xpow_mod_step(r)) {
+    // t = 8 dist + 7 - b, with dist = 64 c (c chunks from chunk c's last byte to B's end).
+    const std::size_t dist = t / 8, b = 7 - t % 8;
+    if (dist % 64 != 0) continue;
+    const std::size_t chunk = dist / 64;
+    for (std::size_t o = 0; o < kResidueBytes; ++o)
+      for (unsigned i = 0; i < 8; ++i)
+        if ((r >> (8 * (5 - o) + 7 - i)) & 1)
+          k.m[chunk][o] |= (std::uint64_t{1} << b) << (8 * (7 - i));
+  }
+  return k;
+}
+constexpr GfniKeys kGfniKeys = build_gfni_keys();
+// Keys that fold a chunk forward by 64 c bytes, c = 0..kGfniChunksMax.
+constexpr std::array<FoldKey, kGfniChunksMax + 1> build_chunk_keys() {
+  // fold_key(kFusedPolyFull, 64 c) for every c in one walk over the powers of x.
+  std::array<FoldKey, kGfniChunksMax + 1> k{};
+  std::uint64_t r = 1;  // x^t mod P
+  for (std::size_t t = 0; t <= 512 * kGfniChunksMax + 63; ++t, r = xpow_mod_step(r)) {
+    if (t % 512 == 511) k[t / 512 + 1].hi = static_cast<long long>(reflect_const(r));
+    if (t >= 512 + 63 && (t - 63) % 512 == 0)
+      k[(t - 63) / 512].lo = static_cast<long long>(reflect_const(r));
+  }
+  return k;
+}
+constexpr auto kChunkKeys = build_chunk_keys();
+static_assert(kChunkKeys[1].lo == fold_key(kFusedPolyFull, 64).lo &&
+              kChunkKeys[1].hi == fold_key(kFusedPolyFull, 64).hi &&
+              kChunkKeys[4].lo == fold_key(kFusedPolyFull, 256).lo &&
+              kChunkKeys[4].hi == fold_key(kFusedPolyFull, 256).hi);
+
+#define WEFT_GFNI512_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,vpclmulqdq,pclmul,sse4.1,gfni")))
+
+// Six accumulators, one per residue byte (named: an array of them was kept in memory).
+struct ResidueAcc {
+  __m512i r0, r1, r2, r3, r4, r5;
+};
+// acc.r[o] ^= M(j0, o) d0 ^ M(j1, o) d1, for chunks j0 and j1 counted from B's end.
+WEFT_GFNI512_TARGET __attribute__((always_inline)) inline __m512i gfni_step(__m512i acc, __m512i d0,
+                                                                            std::uint64_t m0,
+                                                                            __m512i d1,
+                                                                            std::uint64_t m1) {
+  // The matrices as broadcast loads (each 8-byte matrix serves all eight lanes).
+  const __m512i k0 = _mm512_set1_epi64(static_cast<long long>(m0));
+  const __m512i k1 = _mm512_set1_epi64(static_cast<long long>(m1));
+  return _mm512_ternarylogic_epi64(acc, _mm512_gf2p8affine_epi64_epi8(d0, k0, 0),
+                                   _mm512_gf2p8affine_epi64_epi8(d1, k1, 0), 0x96);
+}
+WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_pair(ResidueAcc& a, __m512i d0,
+                                                                         std::size_t j0, __m512i d1,
+                                                                         std::size_t j1) {
+  const auto& m0 = kGfniKeys.m[j0];
+  const auto& m1 = kGfniKeys.m[j1];
+  a.r0 = gfni_step(a.r0, d0, m0[0], d1, m1[0]);
+  a.r1 = gfni_step(a.r1, d0, m0[1], d1, m1[1]);
+  a.r2 = gfni_step(a.r2, d0, m0[2], d1, m1[2]);
+  a.r3 = gfni_step(a.r3, d0, m0[3], d1, m1[3]);
+  a.r4 = gfni_step(a.r4, d0, m0[4], d1, m1[4]);
+  a.r5 = gfni_step(a.r5, d0, m0[5], d1, m1[5]);
+}
+// One chunk: paired with a zero chunk (an all-zero input byte maps to zero).
+WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_one(ResidueAcc& a, __m512i d,
+                                                                        std::size_t j) {
+  gfni_pair(a, d, j, _mm512_setzero_si512(), j);
+}
+WEFT_GFNI512_TARGET CrcRegisters fused_avx512_gfni(std::uint64_t e, const std::uint8_t* hdr,
+                                                   std::size_t hb, const std::uint8_t* payload,
+                                                   std::size_t n, std::uint8_t pad_bytes) {
+  static constexpr FoldKey k64 = fold_key(kFusedPolyFull, 64), k128 = fold_key(kFusedPolyFull, 128),
+                           k192 = fold_key(kFusedPolyFull, 192),
+                           k256 = fold_key(kFusedPolyFull, 256);
+  const std::size_t total = hb + n;
+  const std::size_t chunks = (total + 63) / 64;
+  if (chunks < kGfniMinChunks) return fused_avx512(e, hdr, hb, payload, n, pad_bytes);
+  // Half and half measured best at 4 KiB (B = 3/8 and 5/8 of the chunks: 4-10 % slower).
+  const std::size_t b_chunks = std::min(kGfniChunksMax, chunks / 2);
+  const std::size_t a_chunks = chunks - b_chunks;     // >= 8: chunk 0 and three loads, and more
+  const std::size_t b_bytes = total - 64 * a_chunks;  // > 64 (b_chunks - 1)
+#define load(q) _mm512_loadu_si512(q)
+  // A: chunks 0 .. a_chunks - 1, all whole (B holds the stream's last partial chunk).
+  const std::uint8_t* p = payload + (64 - hb);
+  std::size_t a_rest = a_chunks - 4;  // after chunk 0 and the three loads below
+  __m512i a0 = first_chunk(e, hdr, hb, payload, total), a1 = load(p), a2 = load(p + 64),
+          a3 = load(p + 128);
+  p += 192;
+  // B: chunk j counted from B's end (B's last chunk, j = 0, ends `trailing` bytes after it).
+  const std::uint8_t* q = payload + (64 * a_chunks - hb);
+  std::size_t j = b_chunks;  // chunks of B not yet read: the next is j - 1
+  ResidueAcc acc{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                 _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  const __m512i k_stride = wide_key(k256);
+  // Both at once while each has four chunks (B's last, maybe partial, is read apart).
+  for (; a_rest >= 4 && j >= 5; a_rest -= 4, p += 256, j -= 4, q += 256) {
+    a0 = fold_wide_xor(a0, k_stride, load(p));
+    gfni_pair(acc, load(q), j - 1, load(q + 64), j - 2);
+    a1 = fold_wide_xor(a1, k_stride, load(p + 64));
+    a2 = fold_wide_xor(a2, k_stride, load(p + 128));
+    gfni_pair(acc, load(q + 128), j - 3, load(q + 192), j - 4);
+    a3 = fold_wide_xor(a3, k_stride, load(p + 192));
+  }
+  for (; a_rest >= 4; a_rest -= 4, p += 256) {
+    a0 = fold_wide_xor(a0, k_stride, load(p));
+    a1 = fold_wide_xor(a1, k_stride, load(p + 64));
+    a2 = fold_wide_xor(a2, k_stride, load(p + 128));
+    a3 = fold_wide_xor(a3, k_stride, load(p + 192));
+  }
+  __m512i x = fold_wide_xor(
+      a0, wide_key(k192), fold_wide_xor(a1, wide_key(k128), fold_wide_xor(a2, wide_key(k64), a3)));
+  for (const __m512i k_chunk = wide_key(k64); a_rest > 0; --a_rest, p += 64)
+    x = fold_wide_xor(x, k_chunk, load(p));
+  for (; j >= 3; j -= 2, q += 128) gfni_pair(acc, load(q), j - 1, load(q + 64), j - 2);
+  if (j == 2) {
+    gfni_one(acc, load(q), 1);
+    q += 64;
+  }
+  const std::size_t last = b_bytes - 64 * (b_chunks - 1);  // 1..64
+  gfni_one(acc, _mm512_maskz_loadu_epi8(mask_below(last), q), 0);
+#undef load
+  // acc.r<o>: byte s holds residue byte o of stream s. B = sum_s R_s x^(8 (63 - s)): residue byte
+  // o of stream s (byte 58 + o of B's last chunk) moves 63 - s bytes back, to byte 59 + o + s of
+  // B's last two chunks (c1, c0): byte s + o - 5 of c0 or, below 0, byte 64 + s + o - 5 of c1.
+  const __m512i iota = _mm512_set_epi8(
+      63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
+      40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+      17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const auto place = [&](__m512i r, int o, __m512i& c1, __m512i& c0)
+      __attribute__((always_inline, target("avx512f,avx512bw,avx512vbmi"))) {
+    // c0 byte t = r byte t + 5 - o for t <= 58 + o; c1 byte t = r byte t - 59 - o for t >= 59 + o.
+    const __mmask64 low = o == 5 ? ~__mmask64{0} : (__mmask64{1} << (59 + o)) - 1;
+    c0 = _mm512_xor_si512(
+        c0, _mm512_maskz_permutexvar_epi8(
+                low, _mm512_add_epi8(iota, _mm512_set1_epi8(static_cast<char>(5 - o))), r));
+    if (o < 5)
+      c1 = _mm512_xor_si512(
+          c1, _mm512_maskz_permutexvar_epi8(
+                  ~low, _mm512_sub_epi8(iota, _mm512_set1_epi8(static_cast<char>(59 + o))), r));
+  };
+  __m512i c1 = _mm512_setzero_si512(), c0 = _mm512_setzero_si512();
+  place(acc.r0, 0, c1, c0);
+  place(acc.r1, 1, c1, c0);
+  place(acc.r2, 2, c1, c0);
+  place(acc.r3, 3, c1, c0);
+  place(acc.r4, 4, c1, c0);
+  place(acc.r5, 5, c1, c0);
+  // A's chunk moved over B onto c1, then onto c0. The key chosen at run time is broadcast from
+  // memory: _mm512_set_epi64 of it went through four 16-byte stack stores read back by one
+  // 64-byte load (a failed store forward).
+  static_assert(sizeof(FoldKey) == 16 && offsetof(FoldKey, lo) == 0);
+  const __m512i k_over_b = _mm512_maskz_broadcast_i32x4(
+      0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kChunkKeys[b_chunks - 1])));
+  x = fold_wide_xor(fold_wide_xor(x, k_over_b, c1), wide_key(k64), c0);
+  return registers_of_last_chunk(x, 64 - last, pad_bytes);
+}
+
 bool have_fused512() {
   static const bool yes = have_vpclmul() && __builtin_cpu_supports("avx512bw");
+  return yes;
+}
+bool have_gfni512() {
+  static const bool yes =
+      have_fused512() && __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
   return yes;
 }
 #endif
@@ -722,10 +943,13 @@ CrcRegisters crc_registers(VcrcPath path, std::span<const std::uint8_t> headers,
 #if defined(__x86_64__)
   const bool local = (headers[kLnhOffset] & 3) != static_cast<unsigned>(Lnh::kIbaGlobal) &&
                      headers.size() <= kLocalHeaderBytesMax;
+  if (path == VcrcPath::kVpclmulGfni && local)
+    return fused_avx512_gfni(inject_local(headers.data()), headers.data(), headers.size(),
+                             payload.data(), n, pad_bytes);
   if (path == VcrcPath::kVpclmul && local)
     return fused_avx512(inject_local(headers.data()), headers.data(), headers.size(),
                         payload.data(), n, pad_bytes);
-  const bool wide = path == VcrcPath::kVpclmul;
+  const bool wide = path == VcrcPath::kVpclmul || path == VcrcPath::kVpclmulGfni;
   if (path != VcrcPath::kTables &&
       (headers[kLnhOffset] & 3) != static_cast<unsigned>(Lnh::kIbaGlobal) &&
       headers.size() <= kLocalHeaderBytesMax)
@@ -733,6 +957,9 @@ CrcRegisters crc_registers(VcrcPath path, std::span<const std::uint8_t> headers,
 #endif
   CrcRegisters r{icrc_headers(headers), vcrc_tables(kVcrcInit, headers.data(), headers.size())};
 #if defined(__x86_64__)
+  if (path == VcrcPath::kVpclmulGfni)
+    return fused_avx512_gfni(inject_registers(~r.icrc_gz, r.vcrc), nullptr, 0, payload.data(), n,
+                             pad_bytes);
   if (path == VcrcPath::kVpclmul)
     return fused_avx512(inject_registers(~r.icrc_gz, r.vcrc), nullptr, 0, payload.data(), n,
                         pad_bytes);
@@ -751,6 +978,7 @@ CrcRegisters crc_registers(VcrcPath path, std::span<const std::uint8_t> headers,
 // The fastest path on this CPU.
 VcrcPath fused_path() {
 #if defined(__x86_64__)
+  if (have_gfni512()) return VcrcPath::kVpclmulGfni;
   if (have_fused512()) return VcrcPath::kVpclmul;
   if (have_clmul()) return VcrcPath::kClmul;
 #endif
@@ -764,6 +992,10 @@ VcrcPath fused_path() {
 const bool kFused512 = [] {
   __builtin_cpu_init();  // may run before the library's own constructors
   return have_fused512();
+}();
+const bool kGfni512 = [] {
+  __builtin_cpu_init();
+  return have_gfni512();
 }();
 #endif
 inline bool fused512_local(std::span<const std::uint8_t> headers) {
@@ -780,9 +1012,13 @@ inline CrcRegisters crc_registers_fast(std::span<const std::uint8_t> headers,
                                        std::span<const std::uint8_t> payload,
                                        std::uint8_t pad_bytes) {
 #if defined(__x86_64__)
-  if (fused512_local(headers) && pad_bytes <= 3)
+  if (fused512_local(headers) && pad_bytes <= 3) {
+    if (kGfni512)  // which itself hands packets under kGfniMinChunks to fused_avx512
+      return fused_avx512_gfni(inject_local(headers.data()), headers.data(), headers.size(),
+                               payload.data(), payload.size(), pad_bytes);
     return fused_avx512(inject_local(headers.data()), headers.data(), headers.size(),
                         payload.data(), payload.size(), pad_bytes);
+  }
 #endif
   return crc_registers(fused_path(), headers, payload, pad_bytes);
 }
@@ -831,6 +1067,8 @@ bool vcrc_path_available(VcrcPath path) {
       return have_clmul();
     case VcrcPath::kVpclmul:
       return have_fused512();  // AVX-512BW too, for the fused pass (every such CPU has it)
+    case VcrcPath::kVpclmulGfni:
+      return have_gfni512();
 #else
     default:
       return false;
@@ -843,7 +1081,8 @@ std::uint16_t vcrc_update_path(VcrcPath path, std::uint16_t crc,
                                std::span<const std::uint8_t> bytes) {
   WEFT_ASSERT(vcrc_path_available(path));
 #if defined(__x86_64__)
-  if (path == VcrcPath::kVpclmul && bytes.size() >= kWideStrideBytes)
+  if ((path == VcrcPath::kVpclmul || path == VcrcPath::kVpclmulGfni) &&
+      bytes.size() >= kWideStrideBytes)
     return vcrc_vpclmul(crc, bytes.data(), bytes.size());
   if (path != VcrcPath::kTables && bytes.size() >= kFoldStrideBytes)
     return vcrc_clmul(crc, bytes.data(), bytes.size());

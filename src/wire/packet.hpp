@@ -281,7 +281,9 @@ std::uint16_t vcrc_update_tables(std::uint16_t crc, std::span<const std::uint8_t
 // tables, carry-less multiply folding on 128-bit registers (PCLMULQDQ), and the same on 512-bit
 // registers (VPCLMULQDQ + AVX-512). vcrc_update_path runs `path` on any length it can (a folding
 // path hands inputs shorter than one fold stride to the tables); the path must be available.
-enum class VcrcPath : std::uint8_t { kTables, kClmul, kVpclmul };
+// kVpclmulGfni: for packet_crcs_path, the 512-bit fused pass with its last 2 KiB on GF2P8AFFINEQB
+// beside the multiplies (GFNI too); for vcrc_update_path the same as kVpclmul.
+enum class VcrcPath : std::uint8_t { kTables, kClmul, kVpclmul, kVpclmulGfni };
 bool vcrc_path_available(VcrcPath path);
 std::uint16_t vcrc_update_path(VcrcPath path, std::uint16_t crc,
                                std::span<const std::uint8_t> bytes);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "src/wire/packet.hpp"
@@ -197,7 +199,8 @@ std::uint16_t vcrc_of_packet(std::span<const std::uint8_t> hdr,
   return bitwise ? vcrc_bitwise(m) : vcrc(m);
 }
 
-constexpr VcrcPath kAllPaths[] = {VcrcPath::kTables, VcrcPath::kClmul, VcrcPath::kVpclmul};
+constexpr VcrcPath kAllPaths[] = {VcrcPath::kTables, VcrcPath::kClmul, VcrcPath::kVpclmul,
+                                  VcrcPath::kVpclmulGfni};
 
 TEST(PacketCrcs, KnownAnswers) {
   // The golden RDMA WRITE ONLY of Icrc.KnownAnswerLocalPacket, and a 4 KiB WRITE FIRST whose
@@ -359,6 +362,96 @@ TEST(PacketCrcs, PropertyFusedEqualsSeparate) {
     else if (icrc(hdr, bad, pad) != ic_rx)
       want = WireError::kBadIcrc;
     ASSERT_EQ(check_packet_crcs(hdr, bad, pad, ic_rx, vc_rx), want) << "seed=" << seed;
+  }
+}
+
+// The 512-bit passes, with and without the GFNI half (which splits the stream in two from 2.5 KiB
+// on, with 8x8 bit matrices for the last chunks), at every payload length from 0 to 4200 bytes
+// (every split point, every partial last chunk, every chunk count up to the matrix table's
+// bound), every pad, for a local packet (20- and 28-byte headers apart from the payload, and the
+// received form in one buffer) and a global one (registers injected at the payload), against
+// icrc() and the VCRC tables; every payload misalignment 0..63 at the lengths around the first
+// split and an MTU. The packet_crcs dispatch (GFNI where the CPU has it) at every length too.
+TEST(PacketCrcs, WidePathsEqualTheSeparateFunctionsAtEveryLengthAndAlignment) {
+  SeededRng rng(29);
+  std::vector<std::uint8_t> d(4200 + 64 + 3), wire(4400);
+  for (auto& b : d) b = static_cast<std::uint8_t>(rng.next_u64());
+  const VcrcPath wide[] = {VcrcPath::kVpclmul, VcrcPath::kVpclmulGfni};
+  for (const auto& [op, global] :
+       {std::pair{Opcode::kRcWriteMiddle, false}, std::pair{Opcode::kRcWriteFirst, false},
+        std::pair{Opcode::kRcWriteFirst, true}}) {
+    auto h = test::make_headers(op, global);
+    fill_lengths(h, 256);
+    std::vector<std::uint8_t> hdr(header_bytes(h));
+    encode_headers(h, hdr);
+    std::copy(hdr.begin(), hdr.end(), wire.begin());
+    const auto check = [&](std::size_t len, std::size_t off, std::uint8_t pad) {
+      const auto pl = std::span<const std::uint8_t>(d).subspan(off, len);
+      const std::uint32_t ic = icrc(hdr, pl, pad);
+      const std::uint16_t vc = vcrc_of_packet(hdr, pl, pad, ic, false);
+      const auto where = [&] {
+        return "op=" + std::to_string(static_cast<int>(op)) + " global=" + std::to_string(global) +
+               " len=" + std::to_string(len) + " off=" + std::to_string(off) +
+               " pad=" + std::to_string(pad);
+      };
+      const PacketCrcs c = packet_crcs(hdr, pl, pad);
+      ASSERT_EQ(c.icrc, ic) << where();
+      ASSERT_EQ(c.vcrc, vc) << where();
+      for (VcrcPath p : wide) {
+        if (!vcrc_path_available(p)) continue;
+        const PacketCrcs cp = packet_crcs_path(p, hdr, pl, pad);
+        ASSERT_EQ(cp.icrc, ic) << where() << " path=" << static_cast<int>(p);
+        ASSERT_EQ(cp.vcrc, vc) << where() << " path=" << static_cast<int>(p);
+      }
+      std::copy(pl.begin(), pl.end(), wire.begin() + static_cast<long>(hdr.size()));
+      const auto w = std::span<const std::uint8_t>(wire);
+      const PacketCrcs cw = packet_crcs(w.first(hdr.size()), w.subspan(hdr.size(), len), pad);
+      ASSERT_EQ(cw.icrc, ic) << where() << " contiguous";
+      ASSERT_EQ(cw.vcrc, vc) << where() << " contiguous";
+    };
+    for (std::size_t len = 0; len <= 4200; ++len) {
+      check(len, len % 64, static_cast<std::uint8_t>(len % 4));
+      if (len % 7 == 0) check(len, (len / 7) % 64, static_cast<std::uint8_t>((len / 4) % 4));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    for (std::size_t len : {2400u, 2460u, 2476u, 2477u, 2500u, 2560u, 4000u, 4095u, 4096u, 4097u})
+      for (std::size_t off = 0; off < 64; ++off) {
+        check(len, off, static_cast<std::uint8_t>(off % 4));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+  }
+}
+
+// Random payloads over many seeds on the GFNI pass (lengths where it splits the stream), each
+// failure printing its seed: the matrices must hold for any bytes, not only the fixed ones above.
+TEST(PacketCrcs, PropertyGfniPassEqualsSeparate) {
+  if (!vcrc_path_available(VcrcPath::kVpclmulGfni)) GTEST_SKIP() << "no AVX-512 GFNI";
+  constexpr std::uint64_t kSeeds = 3000;
+  std::vector<std::uint8_t> buf(4200 + 64);
+  for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    SeededRng rng(seed * 0xD1B54A32D192ED03ULL);
+    auto h = test::make_headers(rng.below(2) ? Opcode::kRcWriteMiddle : Opcode::kRcWriteFirst,
+                                rng.below(4) == 0, seed);
+    h.lrh.vl = static_cast<std::uint8_t>(rng.below(16));
+    const std::size_t len = 2400 + rng.below(1801);
+    fill_lengths(h, len);
+    std::vector<std::uint8_t> hdr(header_bytes(h));
+    encode_headers(h, hdr);
+    const std::size_t off = rng.below(64);
+    for (std::size_t i = 0; i < len; ++i) buf[off + i] = static_cast<std::uint8_t>(rng.next_u64());
+    if (rng.below(2))
+      std::memset(buf.data() + off + rng.below(len), 0xFF, rng.below(64) % (len / 2));
+    const std::span<const std::uint8_t> pl(buf.data() + off, len);
+    const std::uint8_t pad = h.bth.pad_cnt;
+    const std::uint32_t ic = icrc(hdr, pl, pad);
+    const std::uint16_t vc = vcrc_of_packet(hdr, pl, pad, ic, false);
+    const PacketCrcs c = packet_crcs_path(VcrcPath::kVpclmulGfni, hdr, pl, pad);
+    ASSERT_EQ(c.icrc, ic) << "seed=" << seed << " len=" << len << " off=" << off;
+    ASSERT_EQ(c.vcrc, vc) << "seed=" << seed << " len=" << len << " off=" << off;
+    ASSERT_EQ(check_packet_crcs(hdr, pl, pad, ic, vc), std::nullopt) << "seed=" << seed;
+    if (seed % 16 == 0) {
+      ASSERT_EQ(ic, icrc_bitwise(hdr, pl, pad)) << "seed=" << seed;
+    }
   }
 }
 
