@@ -619,6 +619,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     const RecordHeader* h = rx_.peek();
     if (!h) break;
     const std::uint8_t* body = RingConsumer::body(h);
+    const bool batch_end = (h->flags & kFlagBatchEnd) != 0;
     ++n;
     // After the peer died its by-reference payloads are gone with it, but a copied record is
     // whole in the segment (published, so completely written): it still arrives, as a packet
@@ -658,6 +659,11 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // by-reference payload lives in the sender and stays put until acknowledged), so their space
     // may go back before the Device has seen them.
     if (n % kRecordsPerPublish == 0) release();
+    // The batch is all there is for now, unless the producer published more meanwhile; looking
+    // would wait for the next line (ring.hpp kFlagBatchEnd), and what these packets caused (a
+    // reply, an ACK) should not. Copies go on: they are cheaper in one call per burst than per
+    // batch (bench/io/README.md, session 18).
+    if (batch_end && batched == 0 && !cma_.pending()) break;
   }
   if (n) {
     ++counters_.rx_bursts;
