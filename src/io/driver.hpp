@@ -151,7 +151,7 @@ class Driver {
   // updated) a look at the peers (DriverConfig::peer_check_ns), which may yield or say to block
   // now (returns true). `last_work`: when this Driver last did anything.
   bool idle_pause(TimeNs now, TimeNs last_work, TimeNs& last_check);
-  void watch_media() const;  // pauses until a medium may have a packet (at most kWatchPausesMax)
+  void watch_media();  // pauses until a medium may have a packet (at most kWatchPausesMax)
   Medium::PeerState peers(TimeNs now, TimeNs last_work) const;
   // Sleeps until a doorbell, the earliest deadline, an event or `until`, whichever is first.
   void block(TimeNs until);
@@ -167,6 +167,8 @@ class Driver {
   TimeNs clock_mark_ = 0;  // the clock reading the time accounting has reached
   TimeNs last_yield_ = 0;
   bool last_worked_ = true;
+  bool rx_seen_ = false;  // watch_media returned on a medium's rx_ready (pass_in skips the clock)
+  bool clock_due_ = false, clock_waited_ = false;  // pass_in's idle clock reading
   std::mutex mu_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -48,11 +48,36 @@ TEST(Ring, RecordsComeOutInOrderWithTheirBytesKindAndFlags) {
     ASSERT_NE(h, nullptr);
     EXPECT_EQ(h->bytes, k == 1 ? 10u : 100u);
     EXPECT_EQ(h->kind, k == 1 ? RecordKind::kWire : RecordKind::kByRef);
-    EXPECT_EQ(h->flags, k);
+    // Expect: the caller's flags, and the ring's kFlagBatchEnd on the batch's last record only.
+    EXPECT_EQ(h->flags, k == 2 ? k | kFlagBatchEnd : k);
     for (std::uint32_t i = 0; i < h->bytes; ++i) ASSERT_EQ(RingConsumer::body(h)[i], k);
     r.cons.pop();
   }
   EXPECT_EQ(r.cons.peek(), nullptr);
+}
+
+// Each publish marks its batch's last record (kFlagBatchEnd), whether the batch is one record
+// (its header is the one publish releases), several, or starts with a kSkip at the wrap; a
+// consumer that stops at the mark has taken exactly one batch.
+TEST(Ring, EachBatchMarksItsLastRecordOnly) {
+  Ring r(4096);
+  std::size_t seen = 0;
+  for (int round = 0; round < 60; ++round) {
+    const int batch = 1 + round % 4;
+    for (int k = 0; k < batch; ++k) ASSERT_TRUE(push(r.prod, static_cast<std::uint8_t>(k), 200));
+    r.prod.publish();
+    for (int k = 0; k < batch; ++k) {
+      const RecordHeader* h = r.cons.peek();
+      ASSERT_NE(h, nullptr) << "round " << round;
+      EXPECT_EQ((h->flags & kFlagBatchEnd) != 0, k + 1 == batch) << "round " << round << " k " << k;
+      EXPECT_EQ(h->flags & ~kFlagBatchEnd, k);
+      r.cons.pop();
+      ++seen;
+    }
+    EXPECT_EQ(r.cons.peek(), nullptr);
+    r.cons.release();
+  }
+  EXPECT_EQ(seen, 150u);  // 15 rounds of 1+2+3+4, past several wraps of the 4 KiB ring
 }
 
 TEST(Ring, FullRingRefusesUntilTheConsumerReleases) {
@@ -136,7 +161,7 @@ TEST(Ring, StaleBytesThatLookLikeHeadersAreNeverRead) {
       const RecordHeader* h = r.cons.peek();
       ASSERT_NE(h, nullptr) << "round " << round;
       ASSERT_EQ(h->kind, RecordKind::kByRef) << "round " << round;
-      ASSERT_EQ(h->flags, k) << "round " << round;
+      ASSERT_EQ(h->flags, k + 1 == batch ? k | kFlagBatchEnd : k) << "round " << round;
       r.cons.pop();
     }
     ASSERT_EQ(r.cons.peek(), nullptr) << "round " << round << ": a stale record appeared";

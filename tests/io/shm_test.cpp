@@ -578,6 +578,67 @@ TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
   }
 }
 
+// A receiver stops at the end of a short batch (ring.hpp kFlagBatchEnd: the next record's line is
+// the sender's until it publishes there) and takes the next batch on its next pass; nothing is
+// lost or reordered by stopping. After a full batch (kPacketsPerBatch: a stream) it reads on.
+TEST(ShmMedium, AReceiverStopsAtTheEndOfABatchAndTakesTheNextOnItsNextPass) {
+  constexpr std::size_t kRing = 1 << 16;
+  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
+  const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  shm::ShmMedium a(shm::ShmLinkConfig{.memfd = memfd,
+                                      .ring_bytes = kRing,
+                                      .side_a = true,
+                                      .rx_doorbell = bell_ba,
+                                      .tx_doorbell = bell_ab,
+                                      .peer_pid = getpid()});
+  shm::ShmMedium b(shm::ShmLinkConfig{.memfd = dup(memfd),
+                                      .ring_bytes = kRing,
+                                      .side_a = false,
+                                      .rx_doorbell = dup(bell_ab),
+                                      .tx_doorbell = dup(bell_ba),
+                                      .peer_pid = getpid()});
+  ASSERT_TRUE(a.ok() && b.ok());
+  Sink idle, sink;
+  std::uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  TxPacket pkt{};
+  pkt.headers[1] = 2;     // LRH.LNH: BTH next
+  pkt.headers[8] = 0x04;  // RC SEND ONLY
+  pkt.header_bytes = 20;
+  pkt.payload = payload;
+  pkt.payload_bytes = sizeof payload;
+  std::uint8_t psn = 0;
+  // Three batches of 2, 1 and 3 packets, all published before the receiver looks.
+  for (const int n : {2, 1, 3}) {
+    for (int i = 0; i < n; ++i) {
+      pkt.headers[19] = psn++;  // BTH PSN, low byte
+      ASSERT_TRUE(a.tx_packet(idle, pkt));
+    }
+    a.tx_publish();
+  }
+  // A full batch, then one of 2: a pass reads through the full one into the next.
+  for (std::size_t i = 0; i < shm::kPacketsPerBatch + 2; ++i) {
+    pkt.headers[19] = psn++;
+    ASSERT_TRUE(a.tx_packet(idle, pkt));
+    if (i + 1 == shm::kPacketsPerBatch || i + 1 == shm::kPacketsPerBatch + 2) a.tx_publish();
+  }
+  // Expect: one short batch per pass, the full one with its successor, then nothing; every
+  // packet in order.
+  EXPECT_EQ(b.rx_burst(sink, 0, 64), 2u);
+  EXPECT_EQ(b.rx_burst(sink, 0, 64), 1u);
+  EXPECT_EQ(b.rx_burst(sink, 0, 64), 3u);
+  EXPECT_EQ(b.rx_burst(sink, 0, 64), shm::kPacketsPerBatch + 2);
+  EXPECT_EQ(b.rx_burst(sink, 0, 64), 0u);
+  ASSERT_EQ(sink.got.size(), 6u + shm::kPacketsPerBatch + 2);
+  for (std::size_t i = 0; i < sink.got.size(); ++i) {
+    EXPECT_EQ(sink.got[i][19], i);
+    EXPECT_EQ(std::memcmp(sink.got[i].data() + 20, payload, sizeof payload), 0);
+  }
+  EXPECT_EQ(b.counters().rx_wire, sink.got.size());
+}
+
 // Both sides of one link in this process (each owns its fds; the media close them).
 struct MediumPair {
   explicit MediumPair(std::size_t ring, std::size_t by_ref_max) {

@@ -13,6 +13,7 @@
 //   record arrives in one cache-line transfer (the line the consumer polls is the one holding the
 //   record) instead of two (the tail index, then the record), and a batch appears all at once.
 //   The producer never fills the ring completely: it keeps 8 bytes free for that zero header.
+//   The batch's last header carries kFlagBatchEnd (stored before the first header's release).
 //   It zeroes the header words ahead of time (kZeroAheadBytes past its tail, free space only, right
 //   after each publish), so a batch ending there needs no zero store at publish: that store's line
 //   was one the consumer had prefetched, and under x86's store order the batch's first header
@@ -80,6 +81,15 @@ struct RecordHeader {
   std::uint16_t flags;
 };
 static_assert(sizeof(RecordHeader) == 8 && alignof(RecordHeader) <= 8);
+// A RecordHeader::flags bit the ring itself sets (segment format 6): this record is the last of
+// its batch (publish() sets it). A consumer may stop there and leave the next record's line alone
+// until its next poll: that line is in the producer's cache (zero_ahead stored its header word,
+// or the producer is writing the next record there), so a look right after the batch waits for a
+// line transfer (0.05-0.2 us here, by the placement of the two vCPUs) before the consumer can
+// act on what it read, e.g. send the reply: on a ping-pong's path once per message (8 B WRITE
+// latency -20 ns, bench/io/README.md session 21). A hint: a consumer that reads on finds the
+// same records. The callers' flags stay below it.
+inline constexpr std::uint16_t kFlagBatchEnd = 0x8000;
 
 // Records take whole cache lines: every header the consumer polls starts a line, so a small
 // record (an ACK, an 8-byte WRITE: at most 64 bytes with its header) arrives in one line transfer
@@ -151,7 +161,8 @@ class RingProducer {
     return data_ + pos_in(tail_) + sizeof(RecordHeader);
   }
   void commit(std::size_t body, RecordKind kind, std::uint16_t flags = 0) {
-    WEFT_ASSERT(kind != RecordKind::kEmpty);
+    WEFT_ASSERT(kind != RecordKind::kEmpty && (flags & kFlagBatchEnd) == 0);
+    last_ = tail_;
     put_header(RecordHeader{static_cast<std::uint32_t>(body), kind, flags});
     tail_ += record_span(body);
   }
@@ -184,6 +195,16 @@ class RingProducer {
     if (tail_ >= zeroed_until_) {
       detail::word_at(data_ + pos_in(tail_)).store(0, std::memory_order_relaxed);
       zeroed_until_ = tail_ + kRecordAlign;
+    }
+    // The batch's last record says so (kFlagBatchEnd); its header is not visible yet (the first
+    // one releases the batch), so it may be rewritten.
+    constexpr std::uint64_t kBatchEndBit = std::uint64_t{kFlagBatchEnd}
+                                           << (8 * offsetof(RecordHeader, flags));
+    if (last_ == published_) {
+      first_ |= kBatchEndBit;
+    } else if (last_ > published_) {  // (a batch of nothing but a kSkip has no such record)
+      const auto w = detail::word_at(data_ + pos_in(last_));
+      w.store(w.load(std::memory_order_relaxed) | kBatchEndBit, std::memory_order_relaxed);
     }
     detail::word_at(data_ + pos_in(published_)).store(first_, std::memory_order_release);
     published_ = tail_;
@@ -231,6 +252,7 @@ class RingProducer {
   std::uint64_t tail_ = 0, head_cached_ = 0, published_ = 0;
   std::uint64_t zeroed_until_ = 0;  // line starts in [tail_, this) hold zero header words
   std::uint64_t first_ = 0;         // the unpublished batch's first header
+  std::uint64_t last_ = 0;          // where the batch's last record starts
 };
 
 class RingConsumer {

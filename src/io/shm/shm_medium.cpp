@@ -591,7 +591,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   if (!dead && cma_.serve(serve_area_)) counters_.served_bytes = cma_.served_bytes();
   // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
   // is handed over before any record that is not part of it.
-  std::size_t batched = 0, since_beat = 0;
+  std::size_t batched = 0, since_beat = 0, in_batch = 0;
   const auto hand_over = [&] {
     if (batched == 0) return;
     const std::size_t k = batched;
@@ -619,6 +619,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     const RecordHeader* h = rx_.peek();
     if (!h) break;
     const std::uint8_t* body = RingConsumer::body(h);
+    const bool batch_end = (h->flags & kFlagBatchEnd) != 0;
     ++n;
     // After the peer died its by-reference payloads are gone with it, but a copied record is
     // whole in the segment (published, so completely written): it still arrives, as a packet
@@ -658,6 +659,16 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // by-reference payload lives in the sender and stays put until acknowledged), so their space
     // may go back before the Device has seen them.
     if (n % kRecordsPerPublish == 0) release();
+    // A short batch is all there is for now, unless the producer published more meanwhile:
+    // looking would wait for the next line (ring.hpp kFlagBatchEnd), and what these packets
+    // caused (a reply, an ACK) should not. A full batch (kPacketsPerBatch: the sender had more)
+    // and a burst with copies go on: a stream's burst moves more per pass, and its copies are
+    // cheaper in one call per burst than per batch (bench/io/README.md, sessions 18 and 21).
+    ++in_batch;
+    if (batch_end) {
+      if (in_batch < kPacketsPerBatch && batched == 0 && !cma_.pending()) break;
+      in_batch = 0;
+    }
   }
   if (n) {
     ++counters_.rx_bursts;

@@ -41,8 +41,9 @@ namespace weft::io::shm {
 
 inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
 // 2: records publish themselves; 3: records padded to a cache line (ring.hpp kRecordAlign);
-// 4: copy delegation areas in the header (CopyArea); 5: the producers' heartbeats (RingShared).
-inline constexpr std::uint32_t kSegmentVersion = 5;
+// 4: copy delegation areas in the header (CopyArea); 5: the producers' heartbeats (RingShared);
+// 6: the last record of each batch says so (ring.hpp kFlagBatchEnd).
+inline constexpr std::uint32_t kSegmentVersion = 6;
 inline constexpr std::size_t kSegmentHeaderBytes = 4096;
 inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
 inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
@@ -99,6 +100,7 @@ static_assert(sizeof(ByRef) == 16);
 
 // Record flags.
 inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is an atomic request
+static_assert(kFlagTouchesMemory < kFlagBatchEnd, "the ring's own flag (ring.hpp)");
 
 // Copy delegation. The receiver of by-reference packets does every payload copy itself, serially
 // with its engine's work on the packets, while the sender mostly waits. So the receiver hands
