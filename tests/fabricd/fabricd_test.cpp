@@ -497,7 +497,6 @@ link = "s1/p3"
   EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);
 }
 
-
 // The end of an attached process's link to the daemon, with nothing arriving: the daemon's
 // heartbeat is always older than any age the Driver asks about (the daemon runs on another CPU
 // but was preempted by the process it woke), so a look that judges it by age finds it stalled.
