@@ -852,6 +852,14 @@ class FabricDaemon::Impl {
       << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
       << " vtime_ns " << sim.now() << "\n";
     if (cross) o << cross->status();
+    {  // the driver thread's loop (io::DriverCounters): where its wall time went
+      const io::DriverCounters& d = driver.counters();
+      o << "driver passes " << d.passes << " sleeps " << d.sleeps << " wakeups_kick "
+        << d.wakeups_kick << " wakeups_timer " << d.wakeups_timer << " wakeups_rx " << d.wakeups_rx
+        << " yields " << d.yields << " stalled_peers " << d.stalled_peers << " busy_ms "
+        << d.busy_ns / 1'000'000 << " idle_ms " << d.idle_ns / 1'000'000 << " asleep_ms "
+        << d.sleep_ns / 1'000'000 << "\n";
+    }
     if (sm_) {  // the SM's sweeps and the ports it cannot bring to Active (emu/sm README)
       const sm::SubnetManager& s = sm_->sm();
       o << "sm node " << sm_->node() << " lid " << s.sm_lid() << " phase "

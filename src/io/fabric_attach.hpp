@@ -71,10 +71,25 @@ using sock::send_with_fds;
 using sock::wait_readable;
 }  // namespace fabric_proto
 
+// The idle policy of a process attached to a fabric daemon (DriverConfig's peer checks). Its peer
+// is the daemon: a relay for every attached process, whose CPU the processes it serves share. The
+// process it has just handed a packet to preempts it for that one's wake-up and pass (~10-15 us
+// here), so its heartbeat ages while the answer is on its way: with the direct mode's
+// peer_stall_ns (20 us) a ping-pong of ~22 us round trips took the daemon for stalled in 70-90 %
+// of rounds and slept, each round then paying a doorbell wake-up on both sides (one-way 11 ->
+// 28 us; bench/io/README.md, 2026-12-04). So here the heartbeat's age is not looked at while the
+// Driver spins (peer_stall_ns = spin_ns); a daemon last seen on this CPU still makes the Driver
+// block at once, and it still blocks spin_ns after its last work.
+inline DriverConfig fabric_driver_config() {
+  DriverConfig c;
+  c.peer_stall_ns = c.spin_ns;
+  return c;
+}
+
 struct FabricAttachOptions {
   std::uint32_t hca = kAnyHca;  // WEFT_HCA in the environment overrides when kAnyHca
   TimeNs timeout_ns = 10'000'000'000;
-  DriverConfig driver{};
+  DriverConfig driver = fabric_driver_config();
   std::uint64_t seed = 1;
   bool zero_copy = true;  // WEFT_SHM_ZERO_COPY=0 in the environment forces false
   // When set, FabricAttach::connect hands it the Device it created (and the daemon's reply) and

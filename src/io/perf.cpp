@@ -447,10 +447,10 @@ class DirectLink final : public PerfLink {
 }  // namespace
 
 // WEFT_PERF_COUNTERS=1: the Driver's and the medium's counters on stderr when a side ends.
-void dump_counters(const char* side, DirectNode& node) {
+void dump_counters(const char* side, const Driver& driver, const shm::ShmMedium& medium) {
   if (!std::getenv("WEFT_PERF_COUNTERS")) return;
-  const auto& d = node.driver().counters();
-  const auto& m = node.medium().counters();
+  const auto& d = driver.counters();
+  const auto& m = medium.counters();
   std::fprintf(stderr,
                "%s: passes %llu sleeps %llu wake kick/timer/rx %llu/%llu/%llu yields %llu "
                "stalled %llu | tx wire/ref %llu/%llu rx wire/ref %llu/%llu tx_full %llu doorbells "
@@ -486,18 +486,19 @@ void dump_counters(const char* side, DirectNode& node) {
 std::vector<PerfResult> perf_client(DirectNode& node, const PerfOptions& opts) {
   DirectLink l(node);
   auto r = perf_client(static_cast<PerfLink&>(l), opts);
-  dump_counters("client", node);
+  dump_counters("client", node.driver(), node.medium());
   return r;
 }
 
 bool perf_server(DirectNode& node, std::string* error) {
   DirectLink l(node);
   const bool ok = perf_server(static_cast<PerfLink&>(l), error);
-  dump_counters("server", node);
+  dump_counters("server", node.driver(), node.medium());
   return ok;
 }
 
 FabricPerfLink::~FabricPerfLink() {
+  if (attach_) dump_counters(server_ ? "server" : "client", attach_->driver(), attach_->medium());
   attach_.reset();
   if (sock_ >= 0) close(sock_);
 }
@@ -518,6 +519,7 @@ bool FabricPerfLink::exchange_lids(TimeNs timeout_ns) {
 Result<std::unique_ptr<FabricPerfLink>, IoError> FabricPerfLink::accept(
     int listen_fd, const std::string& fabric, const FabricAttachOptions& o) {
   auto l = std::unique_ptr<FabricPerfLink>(new FabricPerfLink());
+  l->server_ = true;
   auto a = FabricAttach::connect(fabric, o);
   if (!a) return a.error();
   l->attach_ = std::move(*a);

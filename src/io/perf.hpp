@@ -101,6 +101,7 @@ class FabricPerfLink final : public PerfLink {
   std::unique_ptr<FabricAttach> attach_;
   int sock_ = -1;
   std::uint16_t peer_lid_ = 0;
+  bool server_ = false;  // accept()ed: names the side in WEFT_PERF_COUNTERS' lines
 };
 
 // Runs the client side; results in size order. A failure fills the last result's error.

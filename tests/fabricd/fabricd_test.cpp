@@ -9,10 +9,13 @@
 #include <thread>
 
 #include "emu/fabricd/fabric_daemon.hpp"
+#include "emu/fabricd/stub_device.hpp"
 #include "emu/faults/scenario.hpp"
 #include "emu/topo/generators.hpp"
 #include "tests/fabricd/two_switches.hpp"
+#include "src/io/driver.hpp"
 #include "src/io/fabric_attach.hpp"
+#include "src/io/medium.hpp"
 
 namespace weft {
 namespace {
@@ -492,6 +495,40 @@ link = "s1/p3"
   EXPECT_NE(st.find("link up: s1/p3 - s2/p3"), std::string::npos) << st;
   EXPECT_NE(st.find("faults on s1/p3 (receive)"), std::string::npos) << st;
   EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);
+}
+
+// The end of an attached process's link to the daemon, with nothing arriving: the daemon's
+// heartbeat is always older than any age the Driver asks about (the daemon runs on another CPU
+// but was preempted by the process it woke), so a look that judges it by age finds it stalled.
+class AgedDaemonMedium final : public io::Medium {
+ public:
+  std::size_t rx_burst(Device&, TimeNs, std::size_t) override { return 0; }
+  std::size_t tx_burst(Device&, TimeNs, std::size_t) override { return 0; }
+  PeerState peer_state(TimeNs seen_after, int) const override {
+    ++looks;
+    if (seen_after == 0) return PeerState::kRunning;
+    ++judged_by_age;
+    return PeerState::kStalled;
+  }
+  mutable std::uint64_t looks = 0, judged_by_age = 0;
+};
+
+// An attached process waiting for an answer keeps polling while the daemon runs on another CPU,
+// however old its heartbeat, until its spin ends (io::fabric_driver_config): with the direct
+// mode's 20 us age limit a ~22 us round trip through the daemon slept in most rounds.
+TEST(FabricAttach, AnIdleProcessDoesNotTakeTheDaemonForStalledByItsHeartbeatsAge) {
+  const io::DriverConfig c = io::FabricAttachOptions{}.driver;
+  EXPECT_GE(c.peer_stall_ns, c.spin_ns);
+  EXPECT_GT(c.peer_check_ns, 0u);  // the peer is still looked at (a daemon on this CPU: block)
+  io::Driver drv(c);
+  fabricd::StubDevice dev(DeviceConfig{});
+  AgedDaemonMedium m;
+  drv.attach(dev, m);
+  // Spins spin_ns (50 us) after the start, looking at the peer every 2 us, then sleeps to the end.
+  EXPECT_FALSE(drv.run_until([] { return false; }, 5 * c.spin_ns));
+  drv.detach(dev);
+  EXPECT_EQ(m.judged_by_age, 0u) << m.looks << " looks";
+  EXPECT_EQ(drv.counters().stalled_peers, 0u);
 }
 
 }  // namespace
