@@ -7,7 +7,8 @@
 // by reference. With WEFT_DPDK_REGIONS_MAX=2 (the medium's limit), a third registration fails
 // with -FI_EIO and leaves the medium as it was; after a close there is room again.
 // Exit 0 when both ranks exited 0; each is bounded by alarm(), and the parent kills the other
-// when one fails.
+// when one fails. An attempt cut off by the alarm (the provider's known hang over dpdk, see
+// kAttemptsMax) is tried again on a net_memif of its own.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,11 @@ constexpr std::size_t kBufBytes = kWriteBytes + kSendBytes;
 // packet of both transfers at any MTU the provider offers (256..4096) from 1 KiB.
 constexpr std::size_t kZeroCopyMinBytes = 1024;
 constexpr int kRegionsMax = 2;  // WEFT_DPDK_REGIONS_MAX for both ranks
-constexpr unsigned kAlarmS = 60;
+constexpr unsigned kAlarmS = 20;  // per attempt; one takes ~2 s
+// Over dpdk, about one run in four (main's provider alike, dpdk12) never sends a packet: the
+// RDM connection is not set up and both ranks wait for ever. Until that is fixed, such an
+// attempt (cut off by the alarm) is tried again, as fi_pingpong_test.sh does.
+constexpr int kAttemptsMax = 3;
 // fi_close of an MR answering -FI_EBUSY is tried again this often, a progress pass apart.
 constexpr int kCloseTriesMax = 1000;
 
@@ -276,13 +282,10 @@ int initiator(int sock) {
   return 0;
 }
 
-}  // namespace
-
-int main() {
-  // Both ranks pair over the net_memif named here (this run's own) and keep at most two regions.
-  const std::string memif = "weft-dpdk-mr-" + std::to_string(getpid());
+// One attempt: both ranks over the net_memif named `memif`. 0: both passed; 1: a rank failed;
+// 2: cut off by the alarm (the known hang: no packet ever sent).
+int attempt(const std::string& memif) {
   setenv("FI_WEFT_DPDK_MEMIF", memif.c_str(), 1);
-  setenv("WEFT_DPDK_REGIONS_MAX", std::to_string(kRegionsMax).c_str(), 1);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 1;
   std::fflush(nullptr);  // nothing buffered twice
@@ -300,7 +303,8 @@ int main() {
   }
   close(sv[0]);
   close(sv[1]);
-  int rc = 0;
+  int failed = 0;
+  bool alarmed = false;
   bool alive[2] = {true, true};
   for (int left = 2; left > 0; --left) {
     int st = 0;
@@ -308,11 +312,31 @@ int main() {
     if (p < 0) return 1;
     const int rank = p == pids[0] ? 0 : 1;
     alive[rank] = false;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      std::fprintf(stderr, "rank %d failed (status %d)\n", rank, st);
-      rc = 1;
-      if (alive[1 - rank]) kill(pids[1 - rank], SIGKILL);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+    std::fprintf(stderr, "rank %d failed (status %d)\n", rank, st);
+    ++failed;
+    if (WIFSIGNALED(st)) {
+      // The first to fail was cut off by its alarm (the other is then killed here).
+      if (failed == 1 && WTERMSIG(st) == SIGALRM) alarmed = true;
+      // Its EAL's run-time directory (default_eal_args: --file-prefix weft-PID), which a killed
+      // process leaves behind.
+      std::error_code ec;
+      std::filesystem::remove_all("/var/run/dpdk/weft-" + std::to_string(p), ec);
     }
+    if (alive[1 - rank]) kill(pids[1 - rank], SIGKILL);
   }
-  return rc;
+  return failed == 0 ? 0 : alarmed ? 2 : 1;
+}
+
+}  // namespace
+
+int main() {
+  setenv("WEFT_DPDK_REGIONS_MAX", std::to_string(kRegionsMax).c_str(), 1);
+  for (int i = 1; i <= kAttemptsMax; ++i) {
+    // Each attempt pairs over a net_memif of its own.
+    const int r = attempt("weft-dpdk-mr-" + std::to_string(getpid()) + "-" + std::to_string(i));
+    if (r != 2) return r;
+    std::fprintf(stderr, "attempt %d: the ranks hung (alarm); trying again\n", i);
+  }
+  return 1;
 }
