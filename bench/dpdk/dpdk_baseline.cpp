@@ -7,6 +7,13 @@
 //                                        written into its mbuf from a template: the one copy a
 //                                        sender makes), the server counts them; prints the
 //                                        server's {"bw_avg_gbps":..,"mpps":..} (frame bytes)
+//   dpdk_baseline bwcrc FRAMES FRAME_BYTES  the same with the RoCEv2 ICRC in software on both
+//                                        sides, as a RoCE stack without a NIC must: the client
+//                                        computes it over each frame (IP header to the end, less
+//                                        the last 4 bytes, where it goes: wire::icrc_roce_v2, the
+//                                        function Weft's medium uses), the server checks it; the
+//                                        server's JSON adds "crc_mismatches" (must be 0). The
+//                                        floor for software RoCE: what bw does, plus the ICRC.
 //   dpdk_baseline lat ITERS FRAME_BYTES  ping-pong of one frame, both sides polling without a
 //                                        pause; prints {"rtt_median_us":..,"half_rtt_median_us":..}
 //   dpdk_baseline line ITERS             no DPDK: one cache line there and back between the two
@@ -37,6 +44,7 @@
 #include <vector>
 
 #include "src/io/dpdk/dpdk_medium.hpp"
+#include "src/wire/roce.hpp"
 
 namespace {
 
@@ -93,35 +101,57 @@ void close_port(Port& p) {
   weft::io::dpdk::eal_cleanup();
 }
 
-int run(bool server, bool bw, std::uint64_t count, std::size_t bytes, const std::string& sock,
-        int go_fd) {
+// The ICRC of a frame of `bytes` at f (its last 4 bytes excluded: where it goes).
+std::uint32_t frame_icrc(const std::uint8_t* f, std::size_t bytes) {
+  return weft::wire::icrc_roce_v2({f + weft::wire::kEthHeaderBytes,
+                                   bytes - weft::wire::kEthHeaderBytes - weft::wire::kIcrcBytes});
+}
+
+int run(bool server, bool bw, bool crc, std::uint64_t count, std::size_t bytes,
+        const std::string& sock, int go_fd) {
   Port p = open_port(std::string("net_memif0,role=") + (server ? "server" : "client") +
                          ",socket=" + sock + ",socket-abstract=yes,bsize=8192",
                      go_fd);
   std::vector<std::uint8_t> frame(bytes, 0xA5);
+  if (crc) frame[weft::wire::kEthHeaderBytes] = 0x45;  // IPv4: the ICRC masks by IP version
   rte_mbuf* m[kBurst];
   int rc = 0;
   if (bw && server) {
-    std::uint64_t got = 0, t0 = 0, t1 = 0, last = now_ns();
+    std::uint64_t got = 0, t0 = 0, t1 = 0, last = now_ns(), mismatches = 0;
     while (got < count && now_ns() - last < 2'000'000'000u) {
       const std::uint16_t k = rte_eth_rx_burst(p.id, 0, m, kBurst);
       if (!k) continue;
       if (!got) t0 = now_ns();
       got += k;
+      if (crc)
+        for (std::uint16_t i = 0; i < k; ++i) {
+          const auto* f = rte_pktmbuf_mtod(m[i], const std::uint8_t*);
+          std::uint32_t want;
+          std::memcpy(&want, f + bytes - weft::wire::kIcrcBytes, sizeof want);
+          mismatches += m[i]->data_len != bytes || frame_icrc(f, bytes) != want;
+        }
       t1 = last = now_ns();
       rte_pktmbuf_free_bulk(m, k);
     }
     const double s = t1 > t0 ? static_cast<double>(t1 - t0) / 1e9 : 1e-9;
-    std::printf("{\"bw_avg_gbps\":%.4f,\"mpps\":%.4f,\"frames\":%llu,\"frame_bytes\":%zu}\n",
-                static_cast<double>(got) * static_cast<double>(bytes) * 8 / s / 1e9,
-                static_cast<double>(got) / s / 1e6, static_cast<unsigned long long>(got), bytes);
-    rc = got == count ? 0 : 1;
+    std::printf(
+        "{\"bw_avg_gbps\":%.4f,\"mpps\":%.4f,\"frames\":%llu,\"frame_bytes\":%zu,"
+        "\"crc_mismatches\":%llu}\n",
+        static_cast<double>(got) * static_cast<double>(bytes) * 8 / s / 1e9,
+        static_cast<double>(got) / s / 1e6, static_cast<unsigned long long>(got), bytes,
+        static_cast<unsigned long long>(mismatches));
+    rc = got == count && mismatches == 0 ? 0 : 1;
   } else if (bw) {
     for (std::uint64_t sent = 0; sent < count;) {
       const auto want = static_cast<std::uint16_t>(std::min<std::uint64_t>(kBurst, count - sent));
       if (rte_pktmbuf_alloc_bulk(p.pool, m, want) != 0) continue;
       for (std::uint16_t i = 0; i < want; ++i) {
-        std::memcpy(rte_pktmbuf_mtod(m[i], void*), frame.data(), bytes);
+        auto* f = rte_pktmbuf_mtod(m[i], std::uint8_t*);
+        std::memcpy(f, frame.data(), bytes);
+        if (crc) {
+          const std::uint32_t c = frame_icrc(f, bytes);
+          std::memcpy(f + bytes - weft::wire::kIcrcBytes, &c, sizeof c);
+        }
         m[i]->data_len = static_cast<std::uint16_t>(bytes);
         m[i]->pkt_len = static_cast<std::uint32_t>(bytes);
       }
@@ -227,13 +257,15 @@ int main(int argc, char** argv) {
       return 2;
     return line_pingpong(iters, cpu);
   }
-  if ((argc != 4 && argc != 5) || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "lat"))) {
+  if ((argc != 4 && argc != 5) ||
+      (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "bwcrc") && std::strcmp(argv[1], "lat"))) {
     std::fprintf(stderr,
-                 "usage: dpdk_baseline bw FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES [A,B] | "
-                 "line ITERS [A,B]\n");
+                 "usage: dpdk_baseline bw|bwcrc FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES "
+                 "[A,B] | line ITERS [A,B]\n");
     return 2;
   }
-  const bool bw = !std::strcmp(argv[1], "bw");
+  const bool crc = !std::strcmp(argv[1], "bwcrc");
+  const bool bw = crc || !std::strcmp(argv[1], "bw");
   const std::uint64_t count = std::strtoull(argv[2], nullptr, 10);
   const std::size_t bytes = std::strtoull(argv[3], nullptr, 10);
   if (!count || bytes < 60 || bytes > 8192) return 2;
@@ -248,12 +280,12 @@ int main(int argc, char** argv) {
     char c;
     if (read(go[0], &c, 1) != 1) _exit(1);
     std::fflush(stdout);
-    const int r = run(false, bw, count, bytes, sock, -1);
+    const int r = run(false, bw, crc, count, bytes, sock, -1);
     std::fflush(stdout);
     _exit(r);
   }
   pin(cpu[0]);
-  const int r = run(true, bw, count, bytes, sock, go[1]);
+  const int r = run(true, bw, crc, count, bytes, sock, go[1]);
   int st = 0;
   waitpid(child, &st, 0);
   return r != 0 ? r : (WIFEXITED(st) ? WEXITSTATUS(st) : 1);

@@ -65,6 +65,11 @@ class CapturePort final : public MediumPort {
     return false;
   }
   void set_direct_handler(DirectFn fn, void* ctx) override { inner_->set_direct_handler(fn, ctx); }
+  bool register_memory(void* addr, std::size_t bytes, std::string* error) override {
+    return inner_->register_memory(addr, bytes, error);
+  }
+  bool unregister_memory(void* addr) override { return inner_->unregister_memory(addr); }
+  Stats stats() const override { return inner_->stats(); }
 
  private:
   std::unique_ptr<MediumPort> inner_;

@@ -129,6 +129,15 @@ class DpdkPort final : public IoMediumPort {
   }
 
   void add_peer(const NodeAddr& peer) override { learn(peer); }
+  Stats stats() const override {
+    const auto& c = medium_->counters();
+    Stats s;
+    s.tx_packets = c.tx_packets;
+    s.rx_packets = c.rx_packets;
+    s.tx_zero_copy = c.tx_zero_copy;
+    s.regions = medium_->regions();
+    return s;
+  }
   bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) override {
     if (!learn(dst)) return false;
     expect_ = true;  // an answer is likely: read the socket on the next poll

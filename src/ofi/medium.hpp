@@ -138,6 +138,29 @@ class MediumPort {
     return false;
   }
   virtual void disarm_sleep(std::span<const pollfd> fds) { (void)fds; }
+
+  // Memory registration (fi_mr_reg, fi_close of the MR): src/io's Medium::register_memory and
+  // unregister_memory, for a medium that sends from registered memory by reference (DPDK on a
+  // physical port maps it for DMA). register_memory false: the MR is refused (*error says why);
+  // unregister_memory false: a transmit from it is still in flight (the close is retried).
+  virtual bool register_memory(void* addr, std::size_t bytes, std::string* error) {
+    (void)addr;
+    (void)bytes;
+    (void)error;
+    return true;
+  }
+  virtual bool unregister_memory(void* addr) {
+    (void)addr;
+    return true;
+  }
+  // What the medium counted, for the provider's extension ops (fi_weft_ext.h); zeros where it
+  // counts nothing of the kind.
+  struct Stats {
+    std::uint64_t tx_packets = 0, rx_packets = 0;
+    std::uint64_t tx_zero_copy = 0;  // packets whose payload went by reference
+    std::uint64_t regions = 0;       // memory regions registered with the medium now
+  };
+  virtual Stats stats() const { return {}; }
 };
 
 // What the ports over a src/io Medium (udp_port.cpp, dpdk_port.cpp) share: that medium polls the
@@ -153,6 +176,10 @@ class IoMediumPort : public MediumPort {
   std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) override {
     return io_->rx_burst(dev, now, max_packets);
   }
+  bool register_memory(void* addr, std::size_t bytes, std::string* error) override {
+    return io_->register_memory(addr, bytes, error);
+  }
+  bool unregister_memory(void* addr) override { return io_->unregister_memory(addr); }
 
  protected:
   io::Medium* io_ = nullptr;  // the port's medium, set when the port creates or takes it

@@ -212,6 +212,7 @@ struct Mr {
   fid_mr mr{};
   Domain* dom = nullptr;
   MemoryRegion* dmr = nullptr;  // null for a zero-length region
+  bool on_medium = false;       // registered with the medium too (MediumPort::register_memory)
   std::uint64_t access = 0;
   std::uintptr_t base = 0;  // the registered range, for atomics executed at this target
   std::size_t len = 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "src/ofi/enosys.hpp"
+#include "src/ofi/fi_weft_ext.h"
 #include "src/ofi/ofi.hpp"
 
 namespace weft::ofi {
@@ -231,8 +232,29 @@ int domain_close(fid* f) {
     return 0;
   });
 }
-fi_ops g_domain_fi_ops = {sizeof(fi_ops), domain_close, no_bind,   no_control,
-                          no_ops_open,    no_tostr,     no_ops_set};
+// The provider's extension ops (fi_weft_ext.h).
+int dom_medium_stats(fid_domain* dom, fi_weft_medium_stats* out) {
+  if (!dom || !out) return -FI_EINVAL;
+  return guard(-FI_ENOMEM, [&] {
+    Domain* d = ofi_container<Domain>(&dom->fid);
+    std::lock_guard lk(d->mu);
+    const MediumPort::Stats s = d->port->stats();
+    *out = {s.tx_packets, s.rx_packets, s.tx_zero_copy, s.regions};
+    return 0;
+  });
+}
+fi_weft_domain_ops g_weft_domain_ops = {sizeof(fi_weft_domain_ops), dom_medium_stats};
+int domain_ops_open(fid* f, const char* name, std::uint64_t flags, void** ops, void* ctx) {
+  (void)f;
+  (void)ctx;
+  if (!name || !ops) return -FI_EINVAL;
+  if (flags) return -FI_EBADFLAGS;
+  if (std::strcmp(name, FI_WEFT_DOMAIN_OPS_1) != 0) return -FI_ENOSYS;
+  *ops = &g_weft_domain_ops;
+  return 0;
+}
+fi_ops g_domain_fi_ops = {sizeof(fi_ops),  domain_close, no_bind,   no_control,
+                          domain_ops_open, no_tostr,     no_ops_set};
 
 int av_open(fid_domain* dom, fi_av_attr* attr, fid_av** av, void* ctx);
 int cq_open(fid_domain* dom, fi_cq_attr* attr, fid_cq** cq, void* ctx);
@@ -401,6 +423,11 @@ int mr_close(fid* f) {
     Mr* m = ofi_container<Mr>(f);
     {
       std::lock_guard lk(m->dom->mu);
+      // The medium first (it may still hold a transmit from the memory: the close is retried),
+      // then the Device, as dpdk_medium.hpp asks.
+      if (m->on_medium && !m->dom->port->unregister_memory(reinterpret_cast<void*>(m->base)))
+        return -FI_EBUSY;
+      m->on_medium = false;
       if (m->dmr && m->dom->dev->dereg_mr(m->dmr) != Errc::kOk) return -FI_EBUSY;
       auto it = m->dom->mr_by_key.find(m->mr.key);
       if (it != m->dom->mr_by_key.end() && it->second == m) m->dom->mr_by_key.erase(it);
@@ -432,6 +459,15 @@ int mr_reg_common(Domain* d, const void* buf, std::size_t len, std::uint64_t acc
     auto r = d->dev->reg_mr(d->pd, const_cast<void*>(buf), len, to_device_access(access));
     if (!r) return -FI_ENOMEM;
     m->dmr = r.value();
+    // The medium learns it too (DPDK on a physical port maps it for DMA, so its sends from it go
+    // by reference). A medium that cannot take it fails the registration.
+    std::string why;
+    if (!d->port->register_memory(const_cast<void*>(buf), len, &why)) {
+      WEFT_WARN(FI_LOG_MR, "fi_mr_reg of %zu bytes: %s", len, why.c_str());
+      d->dev->dereg_mr(m->dmr);
+      return -FI_EIO;
+    }
+    m->on_medium = true;
   }
   // FI_MR_PROV_KEY (or FI_MR_BASIC): the key is the engine's rkey, carried in RETH. Otherwise
   // the application's key is kept; RMA was not offered for such a domain (see getinfo).

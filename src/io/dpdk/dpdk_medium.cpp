@@ -232,6 +232,9 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   bool zc = cfg.zero_copy;
   if (const char* e = std::getenv("WEFT_DPDK_ZERO_COPY"); e && *e) zc = *e != '0';
   zero_copy_ = zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  regions_max_ = cfg.regions_max;
+  if (const char* e = std::getenv("WEFT_DPDK_REGIONS_MAX"); e && *e)
+    regions_max_ = std::strtoul(e, nullptr, 10);
   rte_eth_conf conf{};
   conf.txmode.offloads =
       tx_checksum_offloads(csum_) | (zero_copy_ ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0);
@@ -484,6 +487,12 @@ bool DpdkMedium::register_memory(void* addr, std::size_t bytes, std::string* err
   Region r;
   r.begin = reinterpret_cast<std::uintptr_t>(addr);
   r.end = r.begin + bytes;
+  if (regions_.size() >= regions_max_) {
+    if (error)
+      *error = "dpdk: " + std::to_string(regions_max_) +
+               " memory regions registered already (DpdkConfig::regions_max)";
+    return false;
+  }
   if (physical_) {
     // rte_extmem_register takes whole pages; the DMA map uses IOVA = VA (no page table walk).
     if (rte_eal_iova_mode() != RTE_IOVA_VA) {
@@ -511,8 +520,12 @@ bool DpdkMedium::register_memory(void* addr, std::size_t bytes, std::string* err
 
 bool DpdkMedium::unregister_memory(void* addr) {
   const auto a = reinterpret_cast<std::uintptr_t>(addr);
-  const auto it = std::find_if(regions_.begin(), regions_.end(),
-                               [a](const Region& r) { return a >= r.begin && a < r.end; });
+  // The region registered at addr: overlapping ones (a virtual device allows them) may hold it.
+  auto it =
+      std::find_if(regions_.begin(), regions_.end(), [a](const Region& r) { return r.begin == a; });
+  if (it == regions_.end())
+    it = std::find_if(regions_.begin(), regions_.end(),
+                      [a](const Region& r) { return a >= r.begin && a < r.end; });
   if (it == regions_.end()) return true;
   if (zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
   if (zc_in_flight_ > 0) return false;
@@ -704,18 +717,8 @@ void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeN
     len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
     if (pcap_.is_open()) pcap_.write(now, {f, len});
     const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
-    switch (roce::deliver_frame(dev, f, len, slid, now)) {
-      case roce::RxStatus::kDelivered:
-        ++counters_.rx_packets;
-        counters_.rx_bytes += len - roce::kFrameHead;
-        break;
-      case roce::RxStatus::kMalformed:
-        ++counters_.rx_malformed;
-        break;
-      case roce::RxStatus::kBadIcrc:
-        ++counters_.rx_bad_icrc;
-        break;
-    }
+    roce::count_rx(counters_, roce::deliver_frame(dev, f, len, slid, now),
+                   len - roce::kFrameHead);
   }
   // Once per burst: the Device copied what it keeps before on_packet returned.
   rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(m), k);

@@ -106,6 +106,11 @@ struct DpdkConfig {
   std::uint32_t zero_copy_min_bytes = 1024;
   // false: compute checksums in software even when the port could offload them.
   bool checksum_offload = true;
+  // Registered memory regions at most (register_memory). On a physical port each is an external
+  // memory segment list of the EAL, which has RTE_MAX_MEMSEG_LISTS (128) in all, its own
+  // included; on a virtual device a region is only a record. WEFT_DPDK_REGIONS_MAX in the
+  // environment overrides it (tests reach the limit through the libfabric provider with it).
+  std::uint32_t regions_max = 64;
 };
 
 // Which checksums the port computes for us (the rest is done in software, see above).
@@ -161,12 +166,17 @@ class DpdkMedium final : public Medium {
 
   // Zero copy from [addr, addr + bytes) (see "Zero copy and reuse"). On a physical port: registers
   // the pages with rte_extmem_register and maps them for the device's DMA; false (and *error)
-  // when that fails. On a virtual device it only records the region. Regions must not overlap.
-  bool register_memory(void* addr, std::size_t bytes, std::string* error);
-  // Forgets the region of `addr` (unmaps and unregisters it on a physical port). False while
-  // external buffers are still in flight (after reclaiming what the port has finished): try
-  // again after the next passes; the memory must not be released before it returns true.
-  bool unregister_memory(void* addr);
+  // when that fails (pages another region has registered included: on a physical port regions
+  // must not share a page). On a virtual device it only records the region (the same memory may
+  // be registered more than once). False as well beyond DpdkConfig::regions_max regions.
+  bool register_memory(void* addr, std::size_t bytes, std::string* error) override;
+  // Forgets the region registered at `addr` (else the first that holds it), unmapping and
+  // unregistering it on a physical port. False while external buffers are still in flight
+  // (after reclaiming what the port has finished): try again after the next passes; the memory
+  // must not be released before it returns true. True when no region holds addr.
+  bool unregister_memory(void* addr) override;
+  // Regions registered now.
+  std::size_t regions() const { return regions_.size(); }
   // External buffers handed to the port whose free callback has not run yet.
   std::uint64_t zero_copy_in_flight() const { return zc_in_flight_; }
   bool physical() const { return physical_; }
@@ -229,6 +239,7 @@ class DpdkMedium final : public Medium {
   bool bye_acked_ = false;     // the peer answered our BYE
   TxChecksum csum_{};
   std::vector<Region> regions_;
+  std::size_t regions_max_ = 0;  // cfg_.regions_max or WEFT_DPDK_REGIONS_MAX
   std::uint64_t zc_in_flight_ = 0;
   roce::PeerTable peers_;
   // Each peer's frame head, made when it is added (a copied packet's frame starts from it).

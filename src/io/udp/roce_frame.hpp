@@ -101,6 +101,32 @@ enum class RxStatus : std::uint8_t { kDelivered, kMalformed, kBadIcrc };
 RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_bytes,
                        std::uint16_t slid, TimeNs now);
 
+// The receive counters both Ethernet media keep (UdpCounters, DpdkCounters) by those names.
+template <class C>
+concept RxCounters = requires(C& c) {
+  ++c.rx_packets;
+  c.rx_bytes += std::size_t{};
+  ++c.rx_malformed;
+  ++c.rx_bad_icrc;
+};
+// Counts what deliver_frame said of one frame: a delivered packet and its datagram's bytes (the
+// UDP payload: BTH onwards), or why it was dropped.
+template <RxCounters C>
+void count_rx(C& c, RxStatus s, std::size_t datagram_bytes) {
+  switch (s) {
+    case RxStatus::kDelivered:
+      ++c.rx_packets;
+      c.rx_bytes += datagram_bytes;
+      return;
+    case RxStatus::kMalformed:
+      ++c.rx_malformed;
+      return;
+    case RxStatus::kBadIcrc:
+      ++c.rx_bad_icrc;
+      return;
+  }
+}
+
 // The IPv4-mapped GID (::ffff:a.b.c.d) of an address, for AddressVector::grh.dgid.
 std::array<std::uint8_t, 16> gid_of(std::uint32_t ip);
 

@@ -385,18 +385,7 @@ void UdpMedium::deliver(Device& dev, Slot& s, std::size_t offset, std::size_t n,
   a.dst_port = local_port_;
   roce::write_frame_head(f, a, n);
   if (pcap_.is_open()) pcap_.write(now, {f, head_ + n});
-  switch (roce::deliver_frame(dev, f, head_ + n, slid, now)) {
-    case roce::RxStatus::kDelivered:
-      ++counters_.rx_packets;
-      counters_.rx_bytes += n;
-      break;
-    case roce::RxStatus::kMalformed:
-      ++counters_.rx_malformed;
-      break;
-    case roce::RxStatus::kBadIcrc:
-      ++counters_.rx_bad_icrc;
-      break;
-  }
+  roce::count_rx(counters_, roce::deliver_frame(dev, f, head_ + n, slid, now), n);
 }
 
 // ---- sendmmsg / recvmmsg ----
