@@ -257,8 +257,8 @@ int main(int argc, char** argv) {
       return 2;
     return line_pingpong(iters, cpu);
   }
-  if ((argc != 4 && argc != 5) ||
-      (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "bwcrc") && std::strcmp(argv[1], "lat"))) {
+  if ((argc != 4 && argc != 5) || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "bwcrc") &&
+                                   std::strcmp(argv[1], "lat"))) {
     std::fprintf(stderr,
                  "usage: dpdk_baseline bw|bwcrc FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES "
                  "[A,B] | line ITERS [A,B]\n");

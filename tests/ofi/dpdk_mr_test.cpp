@@ -38,7 +38,7 @@ constexpr std::size_t kBufBytes = kWriteBytes + kSendBytes;
 // The medium's zero_copy_min_bytes (DpdkConfig): payloads from here on go by reference, so every
 // packet of both transfers at any MTU the provider offers (256..4096) from 1 KiB.
 constexpr std::size_t kZeroCopyMinBytes = 1024;
-constexpr int kRegionsMax = 2;  // WEFT_DPDK_REGIONS_MAX for both ranks
+constexpr int kRegionsMax = 2;    // WEFT_DPDK_REGIONS_MAX for both ranks
 constexpr unsigned kAlarmS = 20;  // per attempt; one takes ~2 s
 // Over dpdk, about one run in four (main's provider alike, dpdk12) never sends a packet: the
 // RDM connection is not set up and both ranks wait for ever. Until that is fixed, such an

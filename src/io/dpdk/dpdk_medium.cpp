@@ -717,8 +717,7 @@ void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeN
     len = std::min(len, wire::kEthHeaderBytes + get16(ip + 2));
     if (pcap_.is_open()) pcap_.write(now, {f, len});
     const std::uint16_t slid = peers_.lid_of(get32(ip + 12), get16(udp));
-    roce::count_rx(counters_, roce::deliver_frame(dev, f, len, slid, now),
-                   len - roce::kFrameHead);
+    roce::count_rx(counters_, roce::deliver_frame(dev, f, len, slid, now), len - roce::kFrameHead);
   }
   // Once per burst: the Device copied what it keeps before on_packet returned.
   rte_pktmbuf_free_bulk(const_cast<rte_mbuf**>(m), k);
