@@ -93,7 +93,9 @@ std::size_t forward(Side& from, Side& to) {
     if (!to.tx.can_reserve(h->bytes)) break;
     std::uint8_t* p = to.tx.reserve(h->bytes);
     std::memcpy(p, shm::RingConsumer::body(h), h->bytes);
-    to.tx.commit(h->bytes, h->kind, h->flags);
+    // The batch-end mark is the producer's own (publish sets it on its batch's last record):
+    // this side's publish marks the batches it forwards.
+    to.tx.commit(h->bytes, h->kind, static_cast<std::uint16_t>(h->flags & ~shm::kFlagBatchEnd));
     from.rx.pop();
     ++n;
   }
