@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -118,6 +119,46 @@ TEST(WeftRun, FabricFaultsFileAndPerfThroughTheFabric) {
   EXPECT_EQ(run(weft + " fabric down " + name, out), 0) << out;
   EXPECT_EQ(pclose(up), 0);
   unlink(path);
+}
+
+// bench/io's bare relay (`io_fabric_bench relay`, run-io-bench's baseline for the daemon): weft
+// perf's bandwidth and latency runs through it deliver, and it exits cleanly on SIGTERM (in
+// session 21 it asserted on every record of the new segment format and nothing caught it).
+TEST(WeftRun, BenchRelayDelivers) {
+  const std::string name = "clirelay-" + std::to_string(getpid());
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  const pid_t relay = fork();
+  ASSERT_GE(relay, 0);
+  if (relay == 0) {
+    dup2(out_pipe[1], 1);
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    execl(RELAY_PATH, RELAY_PATH, "relay", name.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  FILE* up = fdopen(out_pipe[0], "r");
+  ASSERT_TRUE(up);
+  char line[256] = {};
+  ASSERT_TRUE(fgets(line, sizeof line, up));
+  EXPECT_EQ(std::string(line), "relay " + name + " up\n");
+  const std::string weft = WEFT_PATH;
+  std::string out;
+  EXPECT_EQ(run(weft + " perf write --bw -s 1M -n 100 --local --fabric " + name + " --json", out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"bw_avg_gbps\":"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run(weft + " perf write --lat -s 8 -n 500 --local --fabric " + name + " --json", out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"lat_typical_us\":"), std::string::npos) << out;
+  kill(relay, SIGTERM);
+  int st = 0;
+  ASSERT_EQ(waitpid(relay, &st, 0), relay);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "relay status " << st;
+  fclose(up);
 }
 
 }  // namespace
