@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
+#include <random>
 #include <mutex>
 #include <span>
 #include <sstream>
@@ -98,6 +100,16 @@ struct Pipe {
   std::uint64_t to_client_direct = 0;
   std::uint64_t to_fabric_by_ref = 0;  // payloads pulled from the process (zero copy)
   std::uint64_t cma_dropped = 0;       // packets dropped because a pull failed
+  // Forwarding by reference (ForwardRef): packets of this process that entered the fabric with
+  // their payload left in it; packets written to this process's ring as kByRefFrom records (it
+  // pulls the payload from the sender); forwarded packets whose payload the daemon pulled after
+  // all (this process cannot: forwarded_refused, or it does not take such records).
+  std::uint64_t to_fabric_forwarded = 0, to_client_forwarded = 0, forward_pulls = 0;
+  pid_t pid = 0;              // the attached process
+  bool forwarded_rx = false;  // it takes kByRefFrom records (io::kAttachForwardedRx)
+  bool takes_forwarded() const {
+    return attached && ring && forwarded_rx && !ring->forwarded_refused();
+  }
   std::uint16_t lid = 0;
   bool attached = false;
   std::uint64_t to_fabric_packets = 0, to_client_packets = 0, dropped_unattached = 0;
@@ -147,7 +159,50 @@ struct LidTable {
   std::vector<Pipe*> by_lid = std::vector<Pipe*>(0xC000, nullptr);
   bool any_stalled = false;
   std::function<void()> release;  // kicks the stalled sources (set by the daemon)
+  // Forwarding by reference (ForwardRef) is on when nonzero: the key that marks a forwarded
+  // image, random per daemon (no process sees it, so none can forge a reference).
+  std::uint64_t forward_key = 0;
+  // The attached process a packet with this DLID goes to, if it takes forwarded records.
+  const Pipe* forward_target(std::uint16_t dlid) const {
+    const Pipe* p = forward_key && dlid < by_lid.size() ? by_lid[dlid] : nullptr;
+    return p && p->takes_forwarded() ? p : nullptr;
+  }
 };
+
+// Forwarding by reference. A packet a process sent by reference (its payload in the process's
+// registered buffer, which stays put until the responder's ACK) needs no payload bytes inside the
+// fabric when nothing there reads them: the fabric routes by LRH/BTH, counts credits and port
+// counters by the wire length, and drops, delays, duplicates or reorders whole packets. So when
+// no port corrupts bits (BER), nothing captures packets and the fabric is on this host only, the
+// daemon does not pull such a payload: the packet's image keeps its wire length, and its payload
+// area starts with this reference instead of the bytes. At the destination's HCA the packet goes
+// to the receiving process as a kByRefFrom record naming the sender, and the receiver pulls the
+// payload straight from the sender's buffer (one copy instead of three: pull, ring write, ring
+// read). A late copy (a duplicate, a packet held back) finds the responder past its PSN and is
+// not placed (IBA 9.7.5.1.2), as in direct mode. A receiver that cannot pull (or a receiver
+// that changed meanwhile) gets the payload pulled by the daemon (forward_pulls).
+struct ForwardRef {
+  std::uint64_t key;  // LidTable::forward_key
+  std::uint64_t src;  // the payload's address in the sender
+  std::uint32_t pid;  // the sender
+  std::uint32_t payload_bytes;
+};
+static_assert(sizeof(ForwardRef) <= io::shm::kZeroCopyBytesMin);
+
+// The reference a packet's image carries instead of its payload, if it does.
+bool forwarded(const TxPacket& pkt, std::uint64_t key, ForwardRef& ref) {
+  if (key == 0 || pkt.payload_bytes < sizeof ref) return false;
+  std::memcpy(&ref, pkt.payload, sizeof ref);
+  return ref.key == key && ref.payload_bytes == pkt.payload_bytes;
+}
+
+// The daemon pulls a forwarded payload into the image after all (`dst`: its payload area).
+bool pull_forwarded(std::uint8_t* dst, const ForwardRef& ref) {
+  iovec l{dst, ref.payload_bytes};
+  iovec r{reinterpret_cast<void*>(ref.src), ref.payload_bytes};
+  return process_vm_readv(static_cast<pid_t>(ref.pid), &l, 1, &r, 1, 0) ==
+         static_cast<ssize_t>(ref.payload_bytes);
+}
 
 // The per-path order check. The fabric routes each (source, destination) pair over one path
 // (LFTs, one SL and VL), links and switch VL queues are FIFO and the fabric is lossless, so the
@@ -227,26 +282,60 @@ class FabricFace final : public StubDevice {
       pipe_.dropped_unattached++;
       return;
     }
-    if (pipe_.to_client.empty() && pipe_.ring) {
-      TxPacket pkt;
-      if (!to_tx(wire, pkt)) {
-        counters_.rx_malformed++;
-        return;
-      }
-      if (numbered) pkt.icrc = 0;  // as the sender wrote it (CrcMode::kModel)
-      if (pipe_.ring->tx_packet(*this, pkt)) {
-        pipe_.to_client_packets++;
-        pipe_.to_client_direct++;
-        return;
-      }
-    }
-    if (pipe_.to_client.size() >= pipe_.to_client_max) {
-      pipe_.to_client_dropped++;
+    TxPacket pkt;
+    if (!to_tx(wire, pkt)) {
+      counters_.rx_malformed++;
       return;
     }
-    pipe_.to_client.push_back(pipe_.buffers.get());
+    if (numbered) pkt.icrc = 0;  // as the sender wrote it (CrcMode::kModel)
+    ForwardRef ref;
+    std::vector<std::uint8_t> pulled;  // a forwarded payload this process cannot pull
+    if (forwarded(pkt, lids_.forward_key, ref)) {
+      if (pipe_.takes_forwarded()) {
+        pkt.payload = reinterpret_cast<const std::uint8_t*>(ref.src);
+        if (pipe_.to_client.empty() && pipe_.ring->tx_forwarded(pkt, static_cast<pid_t>(ref.pid))) {
+          pipe_.to_client_packets++;
+          pipe_.to_client_forwarded++;
+          return;
+        }
+      } else {
+        pulled = pipe_.buffers.get();
+        pulled.assign(wire.begin(), wire.end());
+        if (!pull_forwarded(pulled.data() + pkt.header_bytes, ref)) {
+          pipe_.cma_dropped++;
+          pipe_.buffers.put(std::move(pulled));
+          return;
+        }
+        pipe_.forward_pulls++;
+        wire = pulled;
+        pkt.payload = pulled.data() + pkt.header_bytes;
+        ref.key = 0;  // an ordinary packet now
+      }
+      if (ref.key == 0 && pipe_.to_client.empty() && pipe_.ring &&
+          pipe_.ring->tx_packet(*this, pkt)) {
+        pipe_.to_client_packets++;
+        pipe_.to_client_direct++;
+        pipe_.buffers.put(std::move(pulled));
+        return;
+      }
+    } else if (pipe_.to_client.empty() && pipe_.ring && pipe_.ring->tx_packet(*this, pkt)) {
+      pipe_.to_client_packets++;
+      pipe_.to_client_direct++;
+      return;
+    }
+    // Queued (a forwarded image as it is: ClientFace forwards it in its turn).
+    if (pipe_.to_client.size() >= pipe_.to_client_max) {
+      pipe_.to_client_dropped++;
+      pipe_.buffers.put(std::move(pulled));
+      return;
+    }
+    if (pulled.empty()) {
+      pipe_.to_client.push_back(pipe_.buffers.get());
+      pipe_.to_client.back().assign(wire.begin(), wire.end());
+    } else {
+      pipe_.to_client.push_back(std::move(pulled));
+    }
     std::vector<std::uint8_t>& b = pipe_.to_client.back();
-    b.assign(wire.begin(), wire.end());
     if (numbered) std::memset(b.data() + PathOrder::icrc_at(b.size()), 0, wire::kIcrcBytes);
     pipe_.to_client_packets++;
     pipe_.to_client_peak = std::max(pipe_.to_client_peak, pipe_.to_client.size());
@@ -320,8 +409,17 @@ class ClientFace final : public StubDevice {
     v.resize(pkt.wire_bytes());  // a reused buffer keeps its bytes: only the tail is cleared
     std::memcpy(v.data(), pkt.headers.data(), pkt.header_bytes);
     std::memset(v.data() + tail_at, 0, v.size() - tail_at);
-    remote_->place(v.data() + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
-    pipe_.to_fabric_by_ref++;
+    const auto dlid = static_cast<std::uint16_t>(pkt.headers[2] << 8 | pkt.headers[3]);
+    if (pkt.payload_bytes >= sizeof(ForwardRef) && lids_.forward_target(dlid)) {
+      // Left in the process: the receiver pulls it (ForwardRef).
+      const ForwardRef ref{lids_.forward_key, reinterpret_cast<std::uint64_t>(pkt.payload),
+                           static_cast<std::uint32_t>(pipe_.pid), pkt.payload_bytes};
+      std::memcpy(v.data() + pkt.header_bytes, &ref, sizeof ref);
+      pipe_.to_fabric_forwarded++;
+    } else {
+      remote_->place(v.data() + pkt.header_bytes, pkt.payload, pkt.payload_bytes);
+      pipe_.to_fabric_by_ref++;
+    }
     sent();
   }
   void on_packet(std::span<const std::uint8_t> wire, TimeNs) override {
@@ -357,16 +455,41 @@ class ClientFace final : public StubDevice {
   // Every packet of a burst refers to its own buffer, kept until the next call (Device's burst
   // contract): the default burst, poll_transmit over one buffer, would hand the medium packets
   // whose payloads had gone back to the pool (freed when the pool is full).
+  // A forwarded image (ForwardRef) at the head is written as a kByRefFrom record here, before
+  // the packets this call returns (the medium writes those after it returns), so only while none
+  // is taken yet: the ring keeps the queue's order. It counts against the burst's room.
   std::size_t poll_transmit_burst(TimeNs, std::span<TxPacket> out) override {
     for (auto& b : cur_) pipe_.buffers.put(std::move(b));
     cur_.clear();
-    std::size_t n = 0;
-    while (n < out.size() && !pipe_.to_client.empty()) {
-      cur_.push_back(std::move(pipe_.to_client.front()));
+    std::size_t n = 0, room = out.size();
+    while (n < room && !pipe_.to_client.empty()) {
+      std::vector<std::uint8_t>& head = pipe_.to_client.front();
+      bool keep = to_tx(head, out[n]);
+      ForwardRef ref;
+      if (keep && forwarded(out[n], lids_.forward_key, ref)) {
+        if (pipe_.takes_forwarded()) {
+          if (n > 0) break;
+          out[n].payload = reinterpret_cast<const std::uint8_t*>(ref.src);
+          if (!pipe_.ring->tx_forwarded(out[n], static_cast<pid_t>(ref.pid))) break;
+          pipe_.to_client_forwarded++;
+          --room;
+          keep = false;
+        } else if (pull_forwarded(head.data() + out[n].header_bytes, ref)) {
+          pipe_.forward_pulls++;
+        } else {
+          pipe_.cma_dropped++;
+          keep = false;
+        }
+      }
+      if (keep) {
+        cur_.push_back(std::move(head));
+        ++n;
+      } else {
+        pipe_.buffers.put(std::move(head));
+      }
       pipe_.to_client.pop_front();
       if (lids_.any_stalled && pipe_.to_client.size() < pipe_.released_packets() && lids_.release)
         lids_.release();
-      if (to_tx(cur_.back(), out[n])) ++n;
     }
     return n;
   }
@@ -585,6 +708,24 @@ class FabricDaemon::Impl {
     control.ring();
   }
 
+  // Whether packets may cross the fabric without their payload (ForwardRef): asked for, and
+  // nothing in the fabric reads payload bytes. Bit errors (the link model's, or a port fault's
+  // ber) flip bits of the image, and a capture writes it out; across hosts the image would leave
+  // the host, whose processes a reference names. The port faults are those of the start
+  // (--faults); `inject` sets drop only.
+  bool forwarding_possible() const {
+    if (!opt.zero_copy || !opt.forward_by_ref || cross || fabric->tap() ||
+        fabric->config().link.ber > 0.0)
+      return false;
+    const topo::Topology& t = fabric->topology();
+    for (topo::NodeId n = 0; n < t.node_count(); ++n)
+      for (int p = 1; p <= fabric->node(n).num_ports(); ++p) {
+        const auto& f = fabric->node(n).port(p).faults;
+        if (f && f->ber > 0.0) return false;
+      }
+    return true;
+  }
+
   void apply_due_faults(TimeNs now) {
     while (next_fault < fault_steps.size() && fault_steps[next_fault].wall_ns <= now) {
       faults::Scenario one;
@@ -760,6 +901,8 @@ class FabricDaemon::Impl {
     link.side_a = true;
     link.peer_pid = cred.pid;
     link.zero_copy_tx = false;
+    link.by_ref_bytes_max = opt.forwarded_bytes_max;  // kByRefFrom payloads toward it
+    link.wake_producer_records = opt.wake_sender_records;
     Client c;
     c.sock = r.sock;
     c.pid = cred.pid;
@@ -774,6 +917,8 @@ class FabricDaemon::Impl {
     c.medium = std::make_unique<BoundedMedium>(std::move(shm), pipe);
     pipe.ring = &c.medium->shm();
     pipe.attached = true;
+    pipe.pid = cred.pid;
+    pipe.forwarded_rx = (r.attach.flags & io::kAttachForwardedRx) != 0;
     pipe.to_client.clear();
     pipe.to_fabric.clear();
     const topo::NodeId node = hcas[h];
@@ -812,6 +957,7 @@ class FabricDaemon::Impl {
       Pipe& pipe = *pipes[c.hca];
       pipe.attached = false;
       pipe.ring = nullptr;
+      pipe.forwarded_rx = false;
       pipe.to_client.clear();
       // What the process sent before it left is the HCA's now, as a real HCA's queued packets
       // are: the fabric still sends it (its last MAD, a DREP say, was queued behind its data and
@@ -850,7 +996,7 @@ class FabricDaemon::Impl {
     o << "fabric " << opt.name << " nodes " << t.node_count() << " hcas " << hcas.size()
       << " attached "
       << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
-      << " vtime_ns " << sim.now() << "\n";
+      << " vtime_ns " << sim.now() << " forward_by_ref " << int{lids.forward_key != 0} << "\n";
     if (cross) o << cross->status();
     {  // the driver thread's loop (io::DriverCounters): where its wall time went
       const io::DriverCounters& d = driver.counters();
@@ -883,12 +1029,16 @@ class FabricDaemon::Impl {
         const auto h = static_cast<std::size_t>(it - hcas.begin());
         o << " hca_index " << h;
         for (const auto& [s, c] : clients)
-          if (c.face && c.hca == h) o << " pid " << c.pid << " zero_copy " << int{c.zero_copy};
+          if (c.face && c.hca == h)
+            o << " pid " << c.pid << " zero_copy " << int{c.zero_copy} << " forwarded_rx "
+              << int{lids.forward_key != 0 && pipes[h]->takes_forwarded()};
         if (h < pipes.size()) {
           const Pipe& pp = *pipes[h];
           o << " to_fabric " << pp.to_fabric_packets << " to_client " << pp.to_client_packets
             << " to_client_direct " << pp.to_client_direct << " to_fabric_by_ref "
-            << pp.to_fabric_by_ref << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
+            << pp.to_fabric_by_ref << " to_fabric_forwarded " << pp.to_fabric_forwarded
+            << " to_client_forwarded " << pp.to_client_forwarded << " forward_pulls "
+            << pp.forward_pulls << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
             << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
             << pp.to_client_peak << " stalls " << pp.stalls << " gsi_out " << pp.gsi_out
             << " gsi_in " << pp.gsi_in << " reordered " << pp.order_reordered << " path_lost "
@@ -1005,6 +1155,8 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
     const topo::Topology& topo, const DaemonOptions& options) {
   auto d = std::make_unique<Impl>();
   d->opt = options;
+  if (const char* w = std::getenv("WEFT_FABRIC_WAKE_RECORDS"); w && *w)
+    d->opt.wake_sender_records = std::strtoul(w, nullptr, 10);
   fabric::FabricConfig fc = options.fabric;
   fc.sm_managed = true;
   fc.mode = fabric::DataMode::kVerified;
@@ -1100,6 +1252,10 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   d->clock = std::make_unique<Impl::Clock>(*d);
   d->start_wall = io::monotonic_ns();
   d->schedule_faults(options.faults);
+  if (d->forwarding_possible()) {
+    std::random_device rd;
+    while (d->lids.forward_key == 0) d->lids.forward_key = std::uint64_t{rd()} << 32 | rd();
+  }
   d->driver.attach(*d->clock, d->control);
   if (d->cross) d->driver.attach(d->cross->device(), d->cross->medium());
   Impl* raw = d.get();

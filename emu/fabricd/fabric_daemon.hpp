@@ -53,6 +53,20 @@ struct DaemonOptions {
   // Pull the payloads of attached processes that allow it straight from their buffers
   // (cross-memory attach; see io/fabric_attach.hpp). false: always copy through the rings.
   bool zero_copy = true;
+  // With zero_copy: a packet whose payload stays in its sender crosses the fabric without it and
+  // the receiver pulls it straight from the sender (a kByRefFrom record), when the fabric reads
+  // no payload bytes (no bit errors, no capture, one host) and the receiver takes such records.
+  // false: the daemon pulls every payload (three copies). See fabric_daemon.cpp ForwardRef.
+  bool forward_by_ref = true;
+  // Payload bytes of kByRefFrom records toward one process that it has not consumed yet (the
+  // ShmMedium's by-reference bound; 0: ring_bytes). Beyond it packets wait in the HCA's queue
+  // and then stall their senders, as the copied ones do when the ring is full.
+  std::size_t forwarded_bytes_max = 0;
+  // A process waiting for room on its ring toward the daemon, last seen on the daemon's CPU, is
+  // woken once per this many of its records taken (or when its ring is empty) rather than every
+  // 32 (io::shm::ShmLinkConfig::wake_producer_records; 0: every 32). WEFT_FABRIC_WAKE_RECORDS=N
+  // in the daemon's environment overrides it (measurements).
+  std::size_t wake_sender_records = 256;
   std::size_t to_client_packets_max = 4096;
   // The SA on the SM's HCA (gsi_relay.hpp). PathRecord PacketLifeTime 13 (33.5 ms): the CM
   // derives the RC ACK timeout from it (+1: 67 ms), and a real-time relay on a loaded host can

@@ -217,6 +217,9 @@ class RemotePayload {
  public:
   virtual ~RemotePayload() = default;
   virtual void place(std::uint8_t* dst, const std::uint8_t* remote_src, std::size_t len) = 0;
+  // Completes the copies placed so far now: the engine is about to read bytes it placed (a
+  // selective-repeat responder draining packets it buffered earlier in the same burst).
+  virtual void complete() {}
 };
 
 class Device {

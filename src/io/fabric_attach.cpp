@@ -110,7 +110,7 @@ Result<std::unique_ptr<FabricLink>, IoError> attach_fabric_link(std::string name
   if (o.zero_copy && !(zc && std::strcmp(zc, "0") == 0)) {
     // Let exactly the daemon read our memory (Yama ptrace_scope 1); EINVAL without Yama.
     prctl(PR_SET_PTRACER, static_cast<unsigned long>(cred.pid), 0, 0, 0);
-    req.flags |= kAttachWantZeroCopy;
+    req.flags |= kAttachWantZeroCopy | kAttachForwardedRx;
     req.probe_addr = reinterpret_cast<std::uint64_t>(&g_attach_probe);
   }
   if (!fabric_proto::send_with_fds(s, &req, sizeof req, nullptr, 0)) return IoError::kClosed;

@@ -12,8 +12,11 @@
 // (process_vm_readv), the reply says kAttachZeroCopyTx and the client sends payloads of at least
 // shm::kZeroCopyBytesMin by reference: the daemon pulls them straight from the client's buffer
 // into the packet it puts on the fabric. Otherwise (denied, or WEFT_SHM_ZERO_COPY=0) they are
-// copied through the ring, and the daemon says why once in its log. Toward the client payloads
-// are always copied through the ring.
+// copied through the ring, and the daemon says why once in its log. Toward the client: a payload
+// the daemon did not pull (it forwards a zero-copy sender's record untouched when the fabric
+// needs no payload bytes) arrives as a kByRefFrom record naming the sender, and the client pulls
+// it from there (one copy, sender to receiver); everything else is copied through the ring.
+// WEFT_SHM_ZERO_COPY=0 turns both off.
 //
 // Thread-safety: as DirectNode (driver.hpp's threading model).
 #pragma once
@@ -37,7 +40,10 @@ inline constexpr std::uint32_t kAttachMagic = 0x57464154;  // "WFAT"
 inline constexpr std::uint32_t kAttachVersion = 2;
 inline constexpr std::uint32_t kAnyHca = UINT32_MAX;
 inline constexpr std::uint32_t kAttachWantZeroCopy = 1;  // AttachRequest::flags
-inline constexpr std::uint32_t kAttachZeroCopyTx = 1;    // AttachReply::flags
+// AttachRequest::flags: the client takes shm::RecordKind::kByRefFrom records (payloads it pulls
+// straight from the sending process; ShmMedium handles them).
+inline constexpr std::uint32_t kAttachForwardedRx = 2;
+inline constexpr std::uint32_t kAttachZeroCopyTx = 1;  // AttachReply::flags
 inline constexpr std::uint64_t kAttachProbeValue = 0x57464154'50524F42ull;
 
 struct AttachRequest {

@@ -454,8 +454,10 @@ void drain_ooo(QpImpl& qp) {
   if (qp.ooo_.empty()) return;
   const std::uint32_t window = qp.dev_->config_.ooo_window_packets;
   bool drained = false;
-  // Buffered payloads are local copies, whatever the medium of the packet that freed them.
+  // Buffered payloads are local copies, whatever the medium of the packet that freed them; those
+  // buffered earlier in this burst by a deferred place() must have landed first.
   RemotePayload* const rp = std::exchange(qp.dev_->remote_payload_, nullptr);
+  if (rp) rp->complete();
   while (!qp.resp_fatal_pending_) {
     OooSlot& s = qp.ooo_[qp.epsn_ % window];
     if (!s.valid || s.psn != qp.epsn_) break;

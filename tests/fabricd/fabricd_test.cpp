@@ -262,14 +262,21 @@ void byte_exact(Endpoint& x, Endpoint& y, WrOpcode op, std::size_t n, std::uint3
   ASSERT_EQ(std::memcmp(src, dst, n), 0);
 }
 
-// Both paths into the daemon: payloads pulled from the sender's buffer (zero copy) or copied
-// through the ring.
-class FabricdPaths : public ::testing::TestWithParam<bool> {};
+// The paths of a payload through the daemon: left in the sender and pulled by the receiver
+// (forwarded by reference, the default with zero copy), pulled by the daemon from the sender's
+// buffer (zero copy without forwarding), or copied through the rings.
+enum class PayloadPath { kForwarded, kPulled, kCopied };
+class FabricdPaths : public ::testing::TestWithParam<PayloadPath> {};
 
 TEST_P(FabricdPaths, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
-  const bool zero_copy = GetParam();
-  const std::string name = unique_name(zero_copy ? "t3z" : "t3c");
-  Daemon d(name);
+  const PayloadPath path = GetParam();
+  const bool zero_copy = path != PayloadPath::kCopied;
+  const std::string name = unique_name(path == PayloadPath::kForwarded ? "t3f"
+                                       : zero_copy                     ? "t3z"
+                                                                       : "t3c");
+  fabricd::DaemonOptions dopt;
+  dopt.forward_by_ref = path == PayloadPath::kForwarded;
+  Daemon d(name, dopt);
   ASSERT_TRUE(d.d);
   constexpr std::size_t kBig = std::size_t{64} << 20;
   // h1 on s1, h2 on s2.
@@ -307,18 +314,42 @@ TEST_P(FabricdPaths, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
   EXPECT_EQ(now, v + 5);
   std::string st;
   ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
-  const std::string line = hca_line(st, 1);
+  const std::string line = hca_line(st, 1), rline = hca_line(st, 2);
   EXPECT_NE(line.find(zero_copy ? " zero_copy 1" : " zero_copy 0"), std::string::npos) << line;
-  if (zero_copy)
-    EXPECT_GT(field(line, "to_fabric_by_ref"), 16000u) << line;  // 64 MiB in 4 KiB packets
-  else
-    EXPECT_EQ(field(line, "to_fabric_by_ref"), 0u) << line;
+  const bool fwd = path == PayloadPath::kForwarded;
+  EXPECT_NE(st.find(fwd ? " forward_by_ref 1\n" : " forward_by_ref 0\n"), std::string::npos) << st;
+  EXPECT_NE(rline.find(fwd ? " forwarded_rx 1" : " forwarded_rx 0"), std::string::npos) << rline;
+  // 64 MiB in 4 KiB packets each way (WRITE and SEND from x, READ responses from y), every one
+  // of them by the path asked for.
+  const std::uint64_t by_ref = x.a->medium().counters().tx_by_ref;
+  EXPECT_EQ(by_ref > 16000, zero_copy) << by_ref;
+  EXPECT_EQ(field(line, "to_fabric_forwarded"), fwd ? by_ref : 0) << line;
+  EXPECT_EQ(field(line, "to_fabric_by_ref"), path == PayloadPath::kPulled ? by_ref : 0) << line;
+  // Toward y, every one of x's forwarded packets arrived as a record naming x, and y pulled it
+  // from x (the daemon pulled none).
+  EXPECT_EQ(field(rline, "to_client_forwarded"), fwd ? by_ref : 0) << rline;
+  EXPECT_EQ(y.a->medium().counters().rx_forwarded, fwd ? by_ref : 0);
+  EXPECT_EQ(y.a->medium().counters().forwarded_dropped, 0u);
+  EXPECT_EQ(y.a->medium().counters().fwd_cma_errors, 0u);
+  if (fwd) {
+    EXPECT_GT(y.a->medium().counters().fwd_cma_bytes, std::uint64_t{2} * kBig);  // WRITE, SEND
+  }
+  // ... and READ responses the other way.
+  const std::uint64_t y_by_ref = y.a->medium().counters().tx_by_ref;
+  EXPECT_EQ(field(rline, "to_fabric_forwarded"), fwd ? y_by_ref : 0) << rline;
+  EXPECT_EQ(x.a->medium().counters().rx_forwarded, fwd ? y_by_ref : 0);
+  EXPECT_EQ(field(line, "forward_pulls") + field(rline, "forward_pulls"), 0u) << st;
   EXPECT_EQ(field(line, "cma_dropped"), 0u) << line;
-  EXPECT_EQ(x.a->medium().counters().tx_by_ref > 0, zero_copy);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdPaths, ::testing::Values(true, false),
-                         [](const auto& i) { return i.param ? "ZeroCopy" : "Copy"; });
+INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdPaths,
+                         ::testing::Values(PayloadPath::kForwarded, PayloadPath::kPulled,
+                                           PayloadPath::kCopied),
+                         [](const auto& i) {
+                           return i.param == PayloadPath::kForwarded ? "ZeroCopyForwarded"
+                                  : i.param == PayloadPath::kPulled  ? "ZeroCopyPulled"
+                                                                     : "Copy";
+                         });
 
 // A process that stops draining its ring: its queue in the daemon stays within its bound, the
 // HCA sending to it stops injecting (back-pressure, as behind a link out of credits) and its own
@@ -495,6 +526,97 @@ link = "s1/p3"
   EXPECT_NE(st.find("link up: s1/p3 - s2/p3"), std::string::npos) << st;
   EXPECT_NE(st.find("faults on s1/p3 (receive)"), std::string::npos) << st;
   EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);
+}
+
+// Forwarded payloads (left in the sender, pulled by the receiver) across a link that drops,
+// duplicates and holds back packets: the fabric needs no payload bytes for those, so forwarding
+// stays on. A duplicate or a held-back packet may arrive after its WRITE completed and the sender
+// reused its buffer; the responder is past its PSN then and must not place it (it would pull the
+// sender's new bytes). So each WRITE goes to its own slot of y's buffer, the sender refills its
+// buffer at once, and every earlier slot is checked again after the stream.
+TEST(Fabricd, ForwardedPayloadsThroughDropsDuplicatesAndReordering) {
+  const std::string name = unique_name("t7");
+  const topo::Topology t = two_switches();
+  auto sc = faults::parse_scenario(t, R"(
+[[fault]]
+link = "s1/p3"
+drop = 0.01
+duplicate = 0.05
+reorder = 0.05
+reorder_max = "30us"
+)",
+                                   "test.toml");
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  fabricd::DaemonOptions o;
+  o.faults = *sc;
+  Daemon d(name, o);
+  ASSERT_TRUE(d.d);
+  constexpr std::size_t kSlot = 192 << 10, kSlots = 24;
+  Endpoint x(name, 0, kSlot), y(name, 3, kSlot * kSlots);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    fill(x.buf, kSlot, 1000 + i);
+    Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(kSlot), x.mr->lkey()};
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = WrOpcode::kRdmaWrite;
+    w.send_flags = kSignaled;
+    w.sg_list = {&s, 1};
+    w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf + i * kSlot);
+    w.rkey = y.mr->rkey();
+    ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+    const WorkCompletion wc = wait_bounded(x, y, 10'000'000'000);
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << "write " << i;
+    ASSERT_EQ(std::memcmp(x.buf, y.buf + i * kSlot, kSlot), 0) << "write " << i;
+  }
+  // Late copies had their chance to land (the longest hold-back is 30 us of virtual time).
+  const TimeNs until = io::monotonic_ns() + 50'000'000;
+  while (io::monotonic_ns() < until) {
+    x.a->driver().progress();
+    y.a->driver().progress();
+  }
+  std::vector<std::uint8_t> want(kSlot);
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    fill(want.data(), kSlot, 1000 + i);
+    EXPECT_EQ(std::memcmp(want.data(), y.buf + i * kSlot, kSlot), 0) << "slot " << i;
+  }
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  EXPECT_NE(st.find(" forward_by_ref 1\n"), std::string::npos) << st;
+  const std::string line = hca_line(st, 0), rline = hca_line(st, 3);
+  EXPECT_GT(field(line, "to_fabric_forwarded"), 1000u) << line;
+  EXPECT_EQ(field(line, "to_fabric_by_ref"), 0u) << line;
+  EXPECT_GT(field(rline, "to_client_forwarded"), 1000u) << rline;
+  EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);  // the drops were felt
+  EXPECT_GT(y.a->device().counters().dup_requests, 0u);        // and the duplicates
+  EXPECT_EQ(y.a->medium().counters().fwd_cma_errors, 0u);
+}
+
+// A port with bit errors flips bits of the packets it receives: the fabric needs their payloads,
+// so the daemon pulls them (forwarding off, for every path), and says so. The port is h1's, off
+// the path used here: bit errors on a path drop the processes' packets (their VCRC is zero,
+// CrcMode::kModel), which is another matter.
+TEST(Fabricd, BitErrorsTurnForwardingOff) {
+  const std::string name = unique_name("t8");
+  const topo::Topology t = two_switches();
+  auto sc = faults::parse_scenario(t, "[[fault]]\nlink = \"s1/p2\"\nber = 1e-9\n", "test.toml");
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  fabricd::DaemonOptions o;
+  o.faults = *sc;
+  Daemon d(name, o);
+  ASSERT_TRUE(d.d);
+  Endpoint x(name, 0), y(name, 3);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  byte_exact(x, y, WrOpcode::kRdmaWrite, kBytes, 5);
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  EXPECT_NE(st.find(" forward_by_ref 0\n"), std::string::npos) << st;
+  const std::string line = hca_line(st, 0);
+  EXPECT_EQ(field(line, "to_fabric_forwarded"), 0u) << line;
+  EXPECT_GE(field(line, "to_fabric_by_ref"), kBytes / 4096) << line;
+  EXPECT_EQ(y.a->medium().counters().rx_forwarded, 0u);
 }
 
 // The end of an attached process's link to the daemon, with nothing arriving: the daemon's

@@ -72,8 +72,17 @@ static_assert(sizeof(RingShared) == 256);
 inline constexpr std::uint32_t kNoCpu = ~0u;  // producer_cpu before the first beat
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
-// kEmpty must be 0: a zeroed data area holds no records.
-enum class RecordKind : std::uint16_t { kEmpty = 0, kWire = 1, kByRef = 2, kUser = 3, kSkip = 4 };
+// kEmpty must be 0: a zeroed data area holds no records. kByRefFrom: a by-reference record whose
+// payload is in a third process, named in the record (the fabric daemon forwards a sender's
+// record to the receiver untouched; shm_medium.hpp ByRefFrom).
+enum class RecordKind : std::uint16_t {
+  kEmpty = 0,
+  kWire = 1,
+  kByRef = 2,
+  kUser = 3,
+  kSkip = 4,
+  kByRefFrom = 5
+};
 
 struct RecordHeader {
   std::uint32_t bytes;  // record body, without this header and without padding
@@ -306,6 +315,13 @@ class RingConsumer {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return s_->producer_waiting.load(std::memory_order_relaxed) &&
            s_->producer_waiting.exchange(0, std::memory_order_acq_rel);
+  }
+  // Frees everything popped so far without looking at producer_waiting: a waiting producer sees
+  // the space when it next looks, and a later release() rings it (the caller must make one).
+  void release_quiet() {
+    if (released_ == head_) return;
+    released_ = head_;
+    s_->head.store(head_, std::memory_order_release);
   }
   // Bytes popped but not yet freed for the producer.
   std::uint64_t unreleased() const { return head_ - released_; }

@@ -2,6 +2,7 @@
 #include "src/io/shm/shm_medium.hpp"
 
 #include <spdlog/spdlog.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sched.h>
 #include <signal.h>
@@ -295,6 +296,7 @@ bool ShmMedium::format(int memfd, std::size_t ring_bytes) {
   h->magic = kSegmentMagic;
   h->version = kSegmentVersion;
   h->ring_bytes = ring_bytes;
+  h->forwarded_refused = 0;
   auto* rings = reinterpret_cast<RingShared*>(static_cast<std::uint8_t*>(p) + kRingSharedOffset);
   for (int i = 0; i < 2; ++i) {
     new (&rings[i].tail) std::atomic<std::uint64_t>(0);
@@ -363,6 +365,8 @@ ShmMedium::~ShmMedium() {
   if (base_) munmap(base_, map_bytes_);
   for (int fd : {cfg_.memfd, cfg_.rx_doorbell, cfg_.tx_doorbell, pidfd_})
     if (fd >= 0) close(fd);
+  for (const Source& src : sources_)
+    if (src.pidfd >= 0) close(src.pidfd);
 }
 
 void ShmMedium::beat(TimeNs now) {
@@ -512,6 +516,110 @@ bool ShmMedium::tx_packet(const Device& dev, const TxPacket& pkt) {
   return true;
 }
 
+bool ShmMedium::tx_forwarded(const TxPacket& pkt, pid_t pid) {
+  if (peer_dead()) {
+    ++counters_.dropped_dead;
+    return false;
+  }
+  const std::size_t body = sizeof(ByRefFrom) + pkt.header_bytes;
+  if (!by_ref_room() || !tx_.can_reserve(body)) {
+    ++counters_.tx_full;
+    return false;
+  }
+  std::uint8_t* p = tx_.reserve(body);
+  const ByRefFrom f{{reinterpret_cast<std::uint64_t>(pkt.payload), pkt.payload_bytes, pkt.pad_bytes,
+                     static_cast<std::uint8_t>(pkt.header_bytes), 0},
+                    static_cast<std::uint32_t>(pid),
+                    0};
+  std::memcpy(p, &f, sizeof f);
+  std::memcpy(p + sizeof f, pkt.headers.data(), pkt.header_bytes);
+  tx_.commit(body, RecordKind::kByRefFrom, kFlagTouchesMemory);
+  note_by_ref(pkt.payload_bytes);
+  ++counters_.tx_forwarded;
+  return true;
+}
+
+bool ShmMedium::forwarded_refused() const {
+  auto* h = static_cast<SegmentHeader*>(base_);
+  return std::atomic_ref<std::uint32_t>(h->forwarded_refused).load(std::memory_order_relaxed) != 0;
+}
+
+CrossMemory* ShmMedium::source_for(pid_t pid, const ByRef& ref) {
+  Source* src = nullptr;
+  for (Source& s : sources_)
+    if (s.pid == pid) src = &s;
+  if (src && src->dead && src->checked != rx_bursts_seen_) {
+    // Gone in an earlier burst: a new process may have its pid (its records name it again).
+    fwd_retired_[0] += src->cma->calls();
+    fwd_retired_[1] += src->cma->bytes();
+    fwd_retired_[2] += src->cma->failures();
+    if (src->pidfd >= 0) close(src->pidfd);
+    *src = Source{};
+    src->pid = pid;
+  }
+  if (!src) {
+    sources_.emplace_back();
+    src = &sources_.back();
+    src->pid = pid;
+  }
+  if (!src->cma) {
+    src->cma = std::make_unique<CrossMemory>(pid);
+    src->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    src->dead = src->pidfd < 0;
+    src->checked = rx_bursts_seen_;
+  }
+  if (src->dead) return nullptr;
+  // Once per burst: is the process still there? (A dead peer's records are dropped likewise, see
+  // rx_burst; its buffers are gone and its pid may be reused.)
+  if (src->checked != rx_bursts_seen_) {
+    src->checked = rx_bursts_seen_;
+    pollfd p{src->pidfd, POLLIN, 0};
+    if (poll(&p, 1, 0) > 0) {
+      src->dead = true;
+      return nullptr;
+    }
+  }
+  if (!src->ok) {
+    // The first record: may this process read that one (ptrace access mode, Yama)? One byte of
+    // the payload, before the Device sees the packet: a refused pull found at flush() would come
+    // after the packet was taken (and acknowledged).
+    std::uint8_t b;
+    iovec l{&b, 1}, r{reinterpret_cast<void*>(ref.src), 1};
+    if (process_vm_readv(pid, &l, 1, &r, 1, 0) != 1) {
+      const int e = errno;
+      if (e == EPERM || e == EACCES) {
+        auto* h = static_cast<SegmentHeader*>(base_);
+        std::atomic_ref<std::uint32_t>(h->forwarded_refused).store(1, std::memory_order_relaxed);
+      }
+      if (!fwd_error_logged_) {
+        fwd_error_logged_ = true;
+        base::get_logger("weft.io")->warn(
+            "shm: cannot read pid {} (forwarded by the fabric daemon): {}; dropping its packets{}",
+            pid, std::strerror(e),
+            e == EPERM || e == EACCES ? " (the daemon copies them from now on)" : "");
+      }
+      if (e == ESRCH) src->dead = true;
+      return nullptr;
+    }
+    src->ok = true;
+  }
+  return src->cma.get();
+}
+
+bool ShmMedium::rx_copies_pending() const {
+  if (cma_.pending()) return true;
+  for (const Source& s : sources_)
+    if (s.cma && s.cma->pending()) return true;
+  return false;
+}
+
+bool ShmMedium::flush_rx_copies() {
+  bool ok = cma_.flush();
+  for (Source& s : sources_)
+    if (s.cma) ok = s.cma->flush() && ok;
+  return ok;
+}
+
 void ShmMedium::add_tx_pool(const std::uint8_t* base, std::size_t bytes) {
   tx_pools_.emplace_back(base, bytes);
 }
@@ -592,10 +700,13 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
   // is handed over before any record that is not part of it.
   std::size_t batched = 0, since_beat = 0, in_batch = 0;
+  // Where the batch's payloads are: the peer (cma_), or a process kByRefFrom records name.
+  CrossMemory* batch_cma = &cma_;
+  ++rx_bursts_seen_;
   const auto hand_over = [&] {
     if (batched == 0) return;
     const std::size_t k = batched;
-    dev.set_remote_payload(&cma_);
+    dev.set_remote_payload(batch_cma);
     dev.on_packet_burst({rx_batch_.data(), batched}, now);
     dev.set_remote_payload(nullptr);
     counters_.rx_by_ref += batched;
@@ -604,10 +715,10 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // done in pieces, each followed by a beat; a burst pulled by process_vm_readv beats every
     // kBeatPackets packets (one syscall per burst costs less here than one per piece).
     since_beat += k;
-    if (cma_.pending_local() && cma_.pending_bytes() >= kCopyPieceBytes) {
+    if (batch_cma->pending_local() && batch_cma->pending_bytes() >= kCopyPieceBytes) {
       // The records of the next piece's packets, one line per 4 KiB packet, come in meanwhile.
       rx_.prefetch_published(kCopyPieceBytes / kPayloadMax * kRecordAlign);
-      cma_.flush();
+      batch_cma->flush();
     } else if (since_beat < kBeatPackets) {
       return;
     }
@@ -626,35 +737,55 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // already on the wire would. A process's last MAD (a DREP) is often its last record.
     if (dead && h->kind != RecordKind::kWire) {
       ++counters_.dropped_dead;
-    } else if (h->kind == RecordKind::kByRef) {
+    } else if (h->kind == RecordKind::kByRef || h->kind == RecordKind::kByRefFrom) {
       ByRef ref;
       std::memcpy(&ref, body, sizeof ref);
-      TxPacket& pkt = rx_batch_[batched++];
-      // The headers are read up to header_bytes: only the fields after them are reset.
-      std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
-                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers,
-                  sizeof kBlank - sizeof kBlank.headers);
-      pkt.header_bytes = static_cast<std::uint16_t>(
-          std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
-      // The headers of a data packet (LRH BTH [RETH]: 20-36 bytes) end within the record's one
-      // line: copy the whole rest of that line, a fixed size the compiler does with two vector
-      // moves (a copy of exactly header_bytes was a `rep movsq`, a third of this loop's time).
-      if (pkt.header_bytes <= kLineHeaderBytes)
-        std::memcpy(pkt.headers.data(), body + sizeof ref, kLineHeaderBytes);
-      else
-        std::memcpy(pkt.headers.data(), body + sizeof ref, pkt.header_bytes);
-      pkt.payload = reinterpret_cast<const std::uint8_t*>(ref.src);
-      pkt.payload_bytes = ref.payload_bytes;
-      pkt.pad_bytes = ref.pad_bytes;
-      if (batched == rx_batch_.size()) hand_over();
+      CrossMemory* from = &cma_;
+      std::size_t at = sizeof ref;  // where the headers start
+      if (h->kind == RecordKind::kByRefFrom) {
+        std::uint32_t pid;
+        std::memcpy(&pid, body + offsetof(ByRefFrom, pid), sizeof pid);
+        at = sizeof(ByRefFrom);
+        from = source_for(static_cast<pid_t>(pid), ref);
+        ++(from ? counters_.rx_forwarded : counters_.forwarded_dropped);
+      }
+      // A kByRefFrom payload that cannot be pulled is lost, as on a wire (the transport resends).
+      if (from && from != batch_cma) {
+        // One RemotePayload per hand-over; the other's copies land first (the later bytes win
+        // where two senders' payloads overlap).
+        hand_over();
+        batch_cma->flush();
+        batch_cma = from;
+      }
+      if (from) {
+        TxPacket& pkt = rx_batch_[batched++];
+        // The headers are read up to header_bytes: only the fields after them are reset.
+        std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
+                    reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers,
+                    sizeof kBlank - sizeof kBlank.headers);
+        pkt.header_bytes = static_cast<std::uint16_t>(
+            std::min<std::size_t>(ref.header_bytes, TxPacket::kHeaderBytesMax));
+        // The headers of a data packet (LRH BTH [RETH]: 20-36 bytes) end within the record's one
+        // line: copy the whole rest of that line, a fixed size the compiler does with two vector
+        // moves (a copy of exactly header_bytes was a `rep movsq`, a third of this loop's time).
+        if (at == sizeof ref && pkt.header_bytes <= kLineHeaderBytes)
+          std::memcpy(pkt.headers.data(), body + sizeof ref, kLineHeaderBytes);
+        else
+          std::memcpy(pkt.headers.data(), body + at, pkt.header_bytes);
+        pkt.payload = reinterpret_cast<const std::uint8_t*>(ref.src);
+        pkt.payload_bytes = ref.payload_bytes;
+        pkt.pad_bytes = ref.pad_bytes;
+        if (batched == rx_batch_.size()) hand_over();
+      }
     } else if (h->kind == RecordKind::kWire) {
       hand_over();
       // Deferred cross-memory copies land before anything that writes memory after them.
-      if (h->flags & kFlagTouchesMemory) cma_.flush();
+      if (h->flags & kFlagTouchesMemory) flush_rx_copies();
       dev.on_packet({body, h->bytes}, now);
       ++counters_.rx_wire;
     }
     rx_.pop();
+    ++records_since_wake_;
     // Nothing refers to the popped records any more (a batched packet's headers were copied, a
     // by-reference payload lives in the sender and stays put until acknowledged), so their space
     // may go back before the Device has seen them.
@@ -666,7 +797,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // cheaper in one call per burst than per batch (bench/io/README.md, sessions 18 and 21).
     ++in_batch;
     if (batch_end) {
-      if (in_batch < kPacketsPerBatch && batched == 0 && !cma_.pending()) break;
+      if (in_batch < kPacketsPerBatch && batched == 0 && !rx_copies_pending()) break;
       in_batch = 0;
     }
   }
@@ -675,15 +806,35 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     counters_.rx_records += n;
   }
   hand_over();
-  if (cma_.pending_bytes() >= kCopyPieceBytes) {
-    // One system call for the rest of the burst (up to 2 MiB, ~130 us): the heartbeat says we
-    // are busy until it should be done (a hint; see kCopyPieceBytes).
-    const TimeNs t = monotonic_ns();
-    beat_until(t + cma_.pending_bytes() / kSlowCopyBytesPerNs);
-    cma_.flush();
-    beat(monotonic_ns());
-  } else {
-    cma_.flush();
+  const auto finish = [&](CrossMemory& cm) {
+    if (cm.pending_bytes() >= kCopyPieceBytes) {
+      // One system call for the rest of the burst (up to 2 MiB, ~130 us): the heartbeat says we
+      // are busy until it should be done (a hint; see kCopyPieceBytes).
+      const TimeNs t = monotonic_ns();
+      beat_until(t + cm.pending_bytes() / kSlowCopyBytesPerNs);
+      cm.flush();
+      beat(monotonic_ns());
+    } else {
+      cm.flush();
+    }
+  };
+  finish(cma_);
+  if (!sources_.empty()) {
+    std::uint64_t calls = fwd_retired_[0], bytes = fwd_retired_[1], failures = fwd_retired_[2];
+    for (Source& src : sources_) {
+      if (!src.cma) continue;
+      finish(*src.cma);
+      calls += src.cma->calls();
+      bytes += src.cma->bytes();
+      failures += src.cma->failures();
+    }
+    if (failures != counters_.fwd_cma_errors && !fwd_error_logged_) {
+      fwd_error_logged_ = true;
+      base::get_logger("weft.io")->error("shm: a pull of a forwarded payload failed");
+    }
+    counters_.fwd_cma_calls = calls;
+    counters_.fwd_cma_bytes = bytes;
+    counters_.fwd_cma_errors = failures;
   }
   // Every refused or short flush counts (also those place() makes when its iovecs run out).
   if (cma_.failures() != counters_.cma_errors) {
@@ -707,6 +858,18 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
 void ShmMedium::release() {
   if (rx_.unreleased() == 0) return;
   ++counters_.rx_releases;
+  if (cfg_.wake_producer_records && records_since_wake_ < cfg_.wake_producer_records &&
+      rx_.ready()) {
+    // More records wait, so a later release comes (at the latest when the ring is empty): a
+    // producer on this very CPU is left asleep until then (wake_producer_records).
+    const int cpu = sched_getcpu();
+    if (cpu >= 0 && rx_.producer_cpu() == static_cast<std::uint32_t>(cpu)) {
+      ++counters_.rx_releases_quiet;
+      rx_.release_quiet();
+      return;
+    }
+  }
+  records_since_wake_ = 0;
   if (rx_.release()) ring_peer();
 }
 

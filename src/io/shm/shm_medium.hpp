@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct SegmentHeader {
   std::uint32_t magic;
   std::uint32_t version;
   std::uint64_t ring_bytes;
+  // Stored 1 (relaxed, atomic_ref) by side B when it cannot pull the payload of a kByRefFrom
+  // record from the process it names (process_vm_readv refused: Yama, another user): side A, the
+  // fabric daemon, then copies those payloads through the ring. Zero from format().
+  std::uint32_t forwarded_refused;
 };
 
 inline std::size_t segment_bytes(std::size_t ring_bytes) {
@@ -97,6 +102,18 @@ struct ByRef {
   std::uint16_t reserved;
 };
 static_assert(sizeof(ByRef) == 16);
+
+// Body of a kByRefFrom record: this, then the packet's headers. The payload is at ref.src in
+// process `pid`, not in the ring's peer: the fabric daemon forwards a sender's by-reference record
+// to the receiver (emu/fabricd README, "Per-packet path and copies"), which pulls the payload
+// straight from the sender. The sender keeps it put until the responder's ACK, which leaves after
+// the pull (as in direct mode).
+struct ByRefFrom {
+  ByRef ref;
+  std::uint32_t pid;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(ByRefFrom) == 24);
 
 // Record flags.
 inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is an atomic request
@@ -162,6 +179,7 @@ class CrossMemory final : public RemotePayload {
     remote_.reserve(kIovMax);
   }
   void place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) override;
+  void complete() override { flush(); }
   // Completes every copy placed so far, its own and those handed to the peer. Returns false when
   // the kernel refused or fell short (errno kept in last_errno()).
   bool flush();
@@ -228,6 +246,8 @@ struct ShmCounters {
   // Receiving side: rx_burst calls that found records, the records, and the consumer-index
   // publications (RingConsumer::release) that stored a new head.
   std::uint64_t rx_bursts = 0, rx_records = 0, rx_releases = 0;
+  // Releases that did not look for a waiting producer (wake_producer_records).
+  std::uint64_t rx_releases_quiet = 0;
   std::uint64_t doorbells = 0;     // eventfd writes to wake the peer
   std::uint64_t dropped_dead = 0;  // packets dropped after the peer died
   std::uint64_t cma_calls = 0, cma_bytes = 0, cma_errors = 0;
@@ -236,6 +256,11 @@ struct ShmCounters {
   std::uint64_t served_bytes = 0;     // payload we copied into the peer for it
   // Ring pages touched by prefault_rings().
   std::uint64_t prefaulted_pages = 0;
+  // kByRefFrom records (payloads in a third process): written (tx_forwarded), received, and
+  // dropped unread (their process gone, or not readable by this one: forwarded_refused), and
+  // the pulls from those processes (process_vm_readv calls, bytes, refused or short).
+  std::uint64_t tx_forwarded = 0, rx_forwarded = 0, forwarded_dropped = 0;
+  std::uint64_t fwd_cma_calls = 0, fwd_cma_bytes = 0, fwd_cma_errors = 0;
 };
 
 struct ShmLinkConfig {
@@ -250,6 +275,12 @@ struct ShmLinkConfig {
   // Payload bytes this side may have in flight by reference (records the peer has not consumed
   // yet; see the file comment). 0: ring_bytes. Direct mode raises it (DirectOptions).
   std::size_t by_ref_bytes_max = 0;
+  // A producer waiting for space (producer_waiting) that last ran on this CPU is rung once per
+  // this many records consumed, or when its ring is empty, instead of at every release: waking
+  // it makes it preempt this process, which shares its CPU. The fabric daemon sets it (it serves
+  // every attached process from one thread: a sender woken every 32 records, ~128 KiB, cost it
+  // ~12 % of its time in context switches, bench/io/README.md session 21). 0: every release.
+  std::size_t wake_producer_records = 0;
 };
 
 class ShmMedium final : public Medium {
@@ -292,6 +323,13 @@ class ShmMedium final : public Medium {
   bool tx_packet(const Device& dev, const TxPacket& pkt);
   void tx_publish();
   void set_zero_copy_tx(bool on) { cfg_.zero_copy_tx = on; }
+  // A kByRefFrom record for `pkt`, whose payload (pkt.payload, pkt.payload_bytes) is in process
+  // `pid` (the fabric daemon forwarding a sender's by-reference record). Its payload counts
+  // against the by-reference bound like this side's own: false when the ring or the bound has no
+  // room (nothing written), or the peer is dead.
+  bool tx_forwarded(const TxPacket& pkt, pid_t pid);
+  // The peer said it cannot pull kByRefFrom payloads (SegmentHeader::forwarded_refused).
+  bool forwarded_refused() const;
   // Shared pools (shm_pool.hpp). add_tx_pool: the peer maps [base, base + bytes) of ours, so
   // payloads in it travel by reference even without cross-memory attach. add_rx_pool: the
   // peer's [remote_base, +bytes) is mapped here at `local`; its payloads are memcpy'd from there.
@@ -315,6 +353,21 @@ class ShmMedium final : public Medium {
   // Writes pkt's record (room checked by the caller); true when it went by reference.
   bool write_record(const Device& dev, const TxPacket& pkt);
   bool in_tx_pool(const TxPacket& pkt) const;
+  // The pull state of one process named by kByRefFrom records (created at its first record):
+  // its pidfd (a dead process's records are dropped, as a dead peer's are) and its copies.
+  struct Source {
+    pid_t pid = 0;
+    int pidfd = -1;
+    bool ok = false;            // a first pull succeeded (a probe of one byte)
+    bool dead = false;          // its pidfd fired, or the probe found no such process
+    std::uint64_t checked = 0;  // the rx_burst in which its pidfd was last looked at
+    std::unique_ptr<CrossMemory> cma;
+  };
+  // The CrossMemory for a kByRefFrom record's payload, or nullptr when it cannot be pulled (the
+  // record is then dropped).
+  CrossMemory* source_for(pid_t pid, const ByRef& ref);
+  bool rx_copies_pending() const;
+  bool flush_rx_copies();     // every pending copy, this peer's and the sources'
   void beat(TimeNs now);      // this process's heartbeat, at most once per kBeatIntervalNs
   void beat_until(TimeNs t);  // stores t now (a look-ahead beat may lie in the future)
   ShmLinkConfig cfg_;
@@ -328,7 +381,12 @@ class ShmMedium final : public Medium {
   RingProducer tx_;
   RingConsumer rx_;
   CrossMemory cma_;
-  CopyArea* serve_area_ = nullptr;  // where the peer posts the copies it hands to us
+  std::vector<Source> sources_;  // kByRefFrom senders, few (the processes sending to us)
+  std::uint64_t rx_bursts_seen_ = 0;
+  std::uint64_t fwd_retired_[3] = {0, 0, 0};  // calls, bytes, failures of replaced sources
+  bool fwd_error_logged_ = false;
+  std::uint64_t records_since_wake_ = 0;  // consumed since the last look at producer_waiting
+  CopyArea* serve_area_ = nullptr;        // where the peer posts the copies it hands to us
   std::atomic<bool> peer_dead_{false};
   bool tx_blocked_ = false;  // the last transmit stopped on a full ring
   TimeNs beat_ns_ = 0;       // the last heartbeat stored
