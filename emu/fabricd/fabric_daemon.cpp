@@ -20,6 +20,7 @@
 #include <mutex>
 #include <span>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "emu/fabricd/gsi_relay.hpp"
@@ -42,11 +43,23 @@ std::shared_ptr<spdlog::logger> log() {
   return base::get_logger("weft.fabricd");
 }
 
+struct ForwardRef {
+  std::uint64_t key;  // LidTable::forward_key
+  std::uint64_t src;  // the payload's address in the sender
+  std::uint32_t pid;  // the sender
+  std::uint32_t payload_bytes;
+};
+static_assert(sizeof(ForwardRef) <= io::shm::kZeroCopyBytesMin);
+
 // A packet kept as its wire image, re-presented as a TxPacket (headers + payload reference).
 // Every packet passes here once or twice, so instead of a full parse it reads what it needs:
 // LNH (GRH or not), the opcode's extension bytes (IBA 9.2, the wire opcode table), PadCnt and
-// LRH PktLen, which must agree with the image's length (IBA 7.7.8: LRH..ICRC in words).
-bool to_tx(std::span<const std::uint8_t> b, TxPacket& out) {
+// LRH PktLen, which must agree with the image's length (IBA 7.7.8: LRH..ICRC in words), or, for
+// a forwarded packet's image (`forward_key` set), be the length it stands for: headers, the
+// ForwardRef, ICRC and VCRC, no pad (payload_bytes is then the real one, payload points at the
+// ForwardRef, and so wire_bytes() is the real wire length: the fabric's credits, timing and
+// counters see the packet as it is).
+bool to_tx(std::span<const std::uint8_t> b, TxPacket& out, std::uint64_t forward_key = 0) {
   if (b.size() < 8) return false;
   const std::uint8_t lnh = b[1] & 0x3;
   const std::size_t bth = lnh == 2 ? 8 : lnh == 3 ? 48 : 0;
@@ -56,17 +69,28 @@ bool to_tx(std::span<const std::uint8_t> b, TxPacket& out) {
   const std::size_t hb = bth + 12 + op.ext_bytes;
   const std::uint8_t pad = (b[bth + 1] >> 4) & 0x3;
   const std::size_t pkt_words = (std::size_t{b[4]} << 8 | b[5]) & 0x7FF;
-  if (hb > TxPacket::kHeaderBytesMax || b.size() < hb + pad + 6 || pkt_words * 4 + 2 != b.size())
-    return false;
-  out = TxPacket{};
+  if (hb > TxPacket::kHeaderBytesMax || b.size() < hb + pad + 6) return false;
+  std::uint32_t payload_bytes = static_cast<std::uint32_t>(b.size() - hb - pad - 6);
+  if (pkt_words * 4 + 2 != b.size()) {
+    ForwardRef ref;
+    if (forward_key == 0 || b.size() != hb + sizeof ref + 6) return false;
+    std::memcpy(&ref, b.data() + hb, sizeof ref);
+    if (ref.key != forward_key || hb + ref.payload_bytes + pad + 6 != pkt_words * 4 + 2)
+      return false;
+    payload_bytes = ref.payload_bytes;
+  }
+  // Every field set here, none reset first: zeroing the whole TxPacket (~200 bytes, its header
+  // array included) cost more than the rest of this function. Header bytes past header_bytes
+  // are never read.
   std::memcpy(out.headers.data(), b.data(), hb);
   out.header_bytes = static_cast<std::uint16_t>(hb);
   out.payload = b.data() + hb;
-  out.payload_bytes = static_cast<std::uint32_t>(b.size() - hb - pad - 6);
+  out.payload_bytes = payload_bytes;
   out.pad_bytes = pad;
   out.icrc = wire::get_icrc(b.subspan(b.size() - 6).first<4>());
   out.vcrc = wire::get_vcrc(b.subspan(b.size() - 2).first<2>());
   out.crcs_valid = true;
+  out.corrupt = false;
   out.port_num = 1;
   out.dlid = static_cast<std::uint16_t>(b[2] << 8 | b[3]);
   out.sl = b[1] >> 4;
@@ -174,20 +198,15 @@ struct LidTable {
 // fabric when nothing there reads them: the fabric routes by LRH/BTH, counts credits and port
 // counters by the wire length, and drops, delays, duplicates or reorders whole packets. So when
 // no port corrupts bits (BER), nothing captures packets and the fabric is on this host only, the
-// daemon does not pull such a payload: the packet's image keeps its wire length, and its payload
-// area starts with this reference instead of the bytes. At the destination's HCA the packet goes
+// daemon does not pull such a payload: the packet's image holds its headers (LRH PktLen the real
+// length), a ForwardRef instead of the payload, ICRC and VCRC (to_tx reads it as the packet it
+// stands for; ~80 bytes instead of ~4 KiB, so the queues of images stay in the cache and a
+// queued one costs no 4 KiB copy). At the destination's HCA the packet goes
 // to the receiving process as a kByRefFrom record naming the sender, and the receiver pulls the
 // payload straight from the sender's buffer (one copy instead of three: pull, ring write, ring
 // read). A late copy (a duplicate, a packet held back) finds the responder past its PSN and is
 // not placed (IBA 9.7.5.1.2), as in direct mode. A receiver that cannot pull (or a receiver
 // that changed meanwhile) gets the payload pulled by the daemon (forward_pulls).
-struct ForwardRef {
-  std::uint64_t key;  // LidTable::forward_key
-  std::uint64_t src;  // the payload's address in the sender
-  std::uint32_t pid;  // the sender
-  std::uint32_t payload_bytes;
-};
-static_assert(sizeof(ForwardRef) <= io::shm::kZeroCopyBytesMin);
 
 // The reference a packet's image carries instead of its payload, if it does.
 bool forwarded(const TxPacket& pkt, std::uint64_t key, ForwardRef& ref) {
@@ -196,9 +215,13 @@ bool forwarded(const TxPacket& pkt, std::uint64_t key, ForwardRef& ref) {
   return ref.key == key && ref.payload_bytes == pkt.payload_bytes;
 }
 
-// The daemon pulls a forwarded payload into the image after all (`dst`: its payload area).
-bool pull_forwarded(std::uint8_t* dst, const ForwardRef& ref) {
-  iovec l{dst, ref.payload_bytes};
+// The whole image of a forwarded packet (pkt: to_tx of its image) with the payload the daemon
+// pulls from the sender after all, ICRC and VCRC zero; false when the sender is gone.
+bool pull_image(const TxPacket& pkt, const ForwardRef& ref, std::vector<std::uint8_t>& out) {
+  out.resize(pkt.wire_bytes());
+  std::memcpy(out.data(), pkt.headers.data(), pkt.header_bytes);
+  std::memset(out.data() + pkt.header_bytes + pkt.payload_bytes, 0, pkt.pad_bytes + 6u);
+  iovec l{out.data() + pkt.header_bytes, ref.payload_bytes};
   iovec r{reinterpret_cast<void*>(ref.src), ref.payload_bytes};
   return process_vm_readv(static_cast<pid_t>(ref.pid), &l, 1, &r, 1, 0) ==
          static_cast<ssize_t>(ref.payload_bytes);
@@ -283,7 +306,7 @@ class FabricFace final : public StubDevice {
       return;
     }
     TxPacket pkt;
-    if (!to_tx(wire, pkt)) {
+    if (!to_tx(wire, pkt, lids_.forward_key)) {
       counters_.rx_malformed++;
       return;
     }
@@ -300,8 +323,7 @@ class FabricFace final : public StubDevice {
         }
       } else {
         pulled = pipe_.buffers.get();
-        pulled.assign(wire.begin(), wire.end());
-        if (!pull_forwarded(pulled.data() + pkt.header_bytes, ref)) {
+        if (!pull_image(pkt, ref, pulled)) {
           pipe_.cma_dropped++;
           pipe_.buffers.put(std::move(pulled));
           return;
@@ -363,7 +385,7 @@ class FabricFace final : public StubDevice {
       pipe_.buffers.put(std::move(cur_));
       cur_ = std::move(pipe_.to_fabric.front());
       pipe_.to_fabric.pop_front();
-      if (to_tx(cur_, out)) {
+      if (to_tx(cur_, out, lids_.forward_key)) {
         if (dst) out.icrc = PathOrder::stamp(pipe_, *dst, cur_);
         counters_.tx_packets++;
         cur_out_ = true;
@@ -405,12 +427,15 @@ class ClientFace final : public StubDevice {
       return;
     }
     std::vector<std::uint8_t>& v = take();
-    const std::size_t tail_at = std::size_t{pkt.header_bytes} + pkt.payload_bytes;
-    v.resize(pkt.wire_bytes());  // a reused buffer keeps its bytes: only the tail is cleared
+    const auto dlid = static_cast<std::uint16_t>(pkt.headers[2] << 8 | pkt.headers[3]);
+    const bool forward = pkt.payload_bytes >= sizeof(ForwardRef) && lids_.forward_target(dlid);
+    // The image: headers, the payload (or the ForwardRef standing for it), pad, ICRC, VCRC.
+    const std::size_t body = forward ? sizeof(ForwardRef) : pkt.payload_bytes;
+    const std::size_t tail_at = std::size_t{pkt.header_bytes} + body;
+    v.resize(forward ? tail_at + 6 : pkt.wire_bytes());  // a reused buffer keeps its bytes
     std::memcpy(v.data(), pkt.headers.data(), pkt.header_bytes);
     std::memset(v.data() + tail_at, 0, v.size() - tail_at);
-    const auto dlid = static_cast<std::uint16_t>(pkt.headers[2] << 8 | pkt.headers[3]);
-    if (pkt.payload_bytes >= sizeof(ForwardRef) && lids_.forward_target(dlid)) {
+    if (forward) {
       // Left in the process: the receiver pulls it (ForwardRef).
       const ForwardRef ref{lids_.forward_key, reinterpret_cast<std::uint64_t>(pkt.payload),
                            static_cast<std::uint32_t>(pipe_.pid), pkt.payload_bytes};
@@ -464,7 +489,7 @@ class ClientFace final : public StubDevice {
     std::size_t n = 0, room = out.size();
     while (n < room && !pipe_.to_client.empty()) {
       std::vector<std::uint8_t>& head = pipe_.to_client.front();
-      bool keep = to_tx(head, out[n]);
+      bool keep = to_tx(head, out[n], lids_.forward_key);
       ForwardRef ref;
       if (keep && forwarded(out[n], lids_.forward_key, ref)) {
         if (pipe_.takes_forwarded()) {
@@ -474,9 +499,13 @@ class ClientFace final : public StubDevice {
           pipe_.to_client_forwarded++;
           --room;
           keep = false;
-        } else if (pull_forwarded(head.data() + out[n].header_bytes, ref)) {
+        } else if (std::vector<std::uint8_t> full = pipe_.buffers.get();
+                   pull_image(out[n], ref, full)) {
           pipe_.forward_pulls++;
+          pipe_.buffers.put(std::exchange(head, std::move(full)));
+          to_tx(head, out[n]);
         } else {
+          pipe_.buffers.put(std::move(full));
           pipe_.cma_dropped++;
           keep = false;
         }

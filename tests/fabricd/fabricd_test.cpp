@@ -1,6 +1,9 @@
 // The fabric daemon (emu/fabricd) with clients attached through io::FabricAttach: RDMA WRITE,
 // READ and SEND byte-exact through two switches, injected drops, the status text.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -617,6 +620,92 @@ TEST(Fabricd, BitErrorsTurnForwardingOff) {
   EXPECT_EQ(field(line, "to_fabric_forwarded"), 0u) << line;
   EXPECT_GE(field(line, "to_fabric_by_ref"), kBytes / 4096) << line;
   EXPECT_EQ(y.a->medium().counters().rx_forwarded, 0u);
+}
+
+// A receiver that may not read the sender (another user: process_vm_readv says EPERM) gets
+// forwarded records at first: it drops them unread (they never reach its Device), says so in its
+// segment (forwarded_refused), and from then on the daemon pulls for it (at the sender's HCA, or
+// at its own for packets already past that point). The sender's retries resend what was dropped;
+// every byte arrives. Needs root (to run the receiver as nobody).
+TEST(Fabricd, AReceiverThatCannotReadTheSenderGetsThePayloadsPulledByTheDaemon) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the receiver as another user";
+  struct Info {
+    std::uint16_t lid;
+    std::uint32_t qpn;
+    std::uint64_t addr;
+    std::uint32_t rkey;
+  };
+  const std::string name = unique_name("t9");
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The receiver: nobody, on h3. Exit 0: every byte of the WRITE arrived and it dropped at
+    // least one forwarded record it could not pull.
+    char c;
+    if (read(to_child[0], &c, 1) != 1 || setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    Endpoint y(name, 3);
+    if (!y.a) _exit(4);
+    Info mine{y.a->lid(), y.qp->qp_num(), reinterpret_cast<std::uint64_t>(y.buf), y.mr->rkey()};
+    Info peer{};
+    if (write(to_parent[1], &mine, sizeof mine) != sizeof mine ||
+        read(to_child[0], &peer, sizeof peer) != sizeof peer)
+      _exit(5);
+    if (io::connect_rc(y.qp, {peer.lid, peer.qpn, 100}, 200) != Errc::kOk) _exit(6);
+    if (write(to_parent[1], &c, 1) != 1) _exit(7);
+    pollfd done{to_child[0], POLLIN, 0};
+    while (poll(&done, 1, 0) == 0)
+      if (!y.a->driver().progress()) usleep(20);
+    std::vector<std::uint8_t> want(kBytes);
+    fill(want.data(), kBytes, 77);
+    const bool exact = std::memcmp(want.data(), y.buf, kBytes) == 0;
+    const bool dropped = y.a->medium().counters().forwarded_dropped > 0;
+    _exit(exact ? (dropped ? 0 : 9) : 8);
+  }
+  Daemon d(name);
+  ASSERT_TRUE(d.d);
+  ASSERT_EQ(write(to_child[1], "g", 1), 1);
+  Info peer{};
+  ASSERT_EQ(read(to_parent[0], &peer, sizeof peer), static_cast<ssize_t>(sizeof peer));
+  Endpoint x(name, 0);
+  ASSERT_TRUE(x.a);
+  ASSERT_EQ(io::connect_rc(x.qp, {peer.lid, peer.qpn, 200}, 100), Errc::kOk);
+  Info mine{x.a->lid(), x.qp->qp_num(), 0, 0};
+  ASSERT_EQ(write(to_child[1], &mine, sizeof mine), static_cast<ssize_t>(sizeof mine));
+  char c;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);  // its QP is ready
+  fill(x.buf, kBytes, 77);
+  Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(kBytes), x.mr->lkey()};
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = peer.addr;
+  w.rkey = peer.rkey;
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  WorkCompletion wc{};
+  const TimeNs end = io::monotonic_ns() + 20'000'000'000;
+  while (x.cq->poll(std::span<WorkCompletion>(&wc, 1)) == 0 && io::monotonic_ns() < end)
+    if (!x.a->driver().progress()) usleep(20);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(wc.wr_id, 1u);
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  ASSERT_EQ(write(to_child[1], "d", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "receiver status " << status;
+  const std::string line = hca_line(st, 0), rline = hca_line(st, 3);
+  EXPECT_NE(rline.find(" forwarded_rx 0"), std::string::npos) << rline;  // it refused
+  EXPECT_GE(field(rline, "to_client_forwarded"), 1u) << rline;
+  // What it could not pull was pulled by the daemon: at the sender's HCA once it knew, or at
+  // the receiver's for packets already past it.
+  EXPECT_GE(field(line, "to_fabric_by_ref") + field(rline, "forward_pulls"), kBytes / 4096) << st;
+  EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
 }
 
 // The end of an attached process's link to the daemon, with nothing arriving: the daemon's
