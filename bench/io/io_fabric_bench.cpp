@@ -5,6 +5,9 @@
 //                                       is, nothing else (no fabric, no SM). `weft perf --local
 //                                       --fabric NAME` then runs sender, relay and receiver as
 //                                       three processes over the same rings as through the daemon.
+//                                       It does not offer zero copy (no kAttachZeroCopyTx), so
+//                                       every record is a copied packet (kWire): each payload is
+//                                       copied three times, once by each process.
 //                                       Spins 50 us when idle, then blocks; exits on
 //                                       SIGTERM/SIGINT.
 //   io_fabric_bench idle FABRIC N SECS PID

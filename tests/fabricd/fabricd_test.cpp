@@ -454,6 +454,15 @@ TEST(Fabricd, ZeroLengthSendsBehindWritesArriveInOrder) {
   EXPECT_EQ(cx.timeouts, 0u);
 }
 
+// Daemon options with the fault scenario `toml` (two_switches' port names) from the start.
+fabricd::DaemonOptions with_faults(const std::string& toml) {
+  fabricd::DaemonOptions o;
+  auto sc = faults::parse_scenario(two_switches(), toml, "test.toml");
+  EXPECT_TRUE(sc.ok()) << (sc.ok() ? "" : sc.error().message);
+  if (sc.ok()) o.faults = *sc;
+  return o;
+}
+
 // Waits for one completion of `e` while driving both; kGeneralErr after `limit_ns` (a hang).
 WorkCompletion wait_bounded(Endpoint& e, Endpoint& other, TimeNs limit_ns) {
   WorkCompletion wc{};
@@ -478,8 +487,7 @@ WorkCompletion wait_bounded(Endpoint& e, Endpoint& other, TimeNs limit_ns) {
 // none hangs; every byte arrives; the status shows the faults and when they happened.
 TEST(Fabricd, ScenarioDropsAndALinkDownAndUpUnderTraffic) {
   const std::string name = unique_name("t5");
-  const topo::Topology t = two_switches();
-  auto sc = faults::parse_scenario(t, R"(
+  Daemon d(name, with_faults(R"(
 [[fault]]
 link = "s1/p3"
 drop = 0.02
@@ -491,12 +499,7 @@ link = "s1/p3"
 at = "350ms"
 action = "link-up"
 link = "s1/p3"
-)",
-                                   "test.toml");
-  ASSERT_TRUE(sc.ok()) << sc.error().message;
-  fabricd::DaemonOptions o;
-  o.faults = *sc;
-  Daemon d(name, o);
+)"));
   ASSERT_TRUE(d.d);
   Endpoint x(name, 0), y(name, 3);
   ASSERT_TRUE(x.a && y.a);
@@ -536,30 +539,42 @@ link = "s1/p3"
 // stays on. A duplicate or a held-back packet may arrive after its WRITE completed and the sender
 // reused its buffer; the responder is past its PSN then and must not place it (it would pull the
 // sender's new bytes). So each WRITE goes to its own slot of y's buffer, the sender refills its
-// buffer at once, and every earlier slot is checked again after the stream.
-TEST(Fabricd, ForwardedPayloadsThroughDropsDuplicatesAndReordering) {
-  const std::string name = unique_name("t7");
-  const topo::Topology t = two_switches();
-  auto sc = faults::parse_scenario(t, R"(
+// buffer at once, and every earlier slot is checked again after the stream. Each WRITE is
+// followed by a SEND (into a receive of its own): with selective repeat a SEND packet past a gap
+// is pulled into a staging slot by a deferred copy, which must land before the responder drains
+// the slot (RemotePayload::complete).
+class FabricdForwardedRecovery : public ::testing::TestWithParam<RecoveryMode> {};
+
+TEST_P(FabricdForwardedRecovery, ForwardedPayloadsThroughDropsDuplicatesAndReordering) {
+  const bool sr = GetParam() == RecoveryMode::kSelectiveRepeat;
+  const std::string name = unique_name(sr ? "t7s" : "t7g");
+  Daemon d(name, with_faults(R"(
 [[fault]]
 link = "s1/p3"
 drop = 0.01
 duplicate = 0.05
 reorder = 0.05
 reorder_max = "30us"
-)",
-                                   "test.toml");
-  ASSERT_TRUE(sc.ok()) << sc.error().message;
-  fabricd::DaemonOptions o;
-  o.faults = *sc;
-  Daemon d(name, o);
+)"));
   ASSERT_TRUE(d.d);
-  constexpr std::size_t kSlot = 192 << 10, kSlots = 24;
-  Endpoint x(name, 0, kSlot), y(name, 3, kSlot * kSlots);
+  constexpr std::size_t kSlot = 192 << 10, kSlots = 24, kSend = 48 << 10;
+  Endpoint x(name, 0, kSlot + kSend), y(name, 3, (kSlot + kSend) * kSlots);
   ASSERT_TRUE(x.a && y.a);
+  for (QueuePair* qp : {x.qp, y.qp}) {  // RESET -> INIT with the recovery mode; connect goes on
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    a.recovery = GetParam();
+    ASSERT_EQ(qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags | kQpRecoveryMode),
+              Errc::kOk);
+  }
   connect(x, y);
+  std::uint8_t* const sends = y.buf + kSlot * kSlots;  // the receives' buffers
   for (std::uint32_t i = 0; i < kSlots; ++i) {
-    fill(x.buf, kSlot, 1000 + i);
+    fill(x.buf, kSlot + kSend, 1000 + i);
+    Sge r{reinterpret_cast<std::uint64_t>(sends + i * kSend), static_cast<std::uint32_t>(kSend),
+          y.mr->lkey()};
+    ASSERT_EQ(y.qp->post_recv(RecvWr{i, {&r, 1}}), Errc::kOk);
     Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(kSlot), x.mr->lkey()};
     SendWr w;
     w.wr_id = i;
@@ -569,9 +584,22 @@ reorder_max = "30us"
     w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf + i * kSlot);
     w.rkey = y.mr->rkey();
     ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
-    const WorkCompletion wc = wait_bounded(x, y, 10'000'000'000);
-    ASSERT_EQ(wc.status, WcStatus::kSuccess) << "write " << i;
+    Sge ss{reinterpret_cast<std::uint64_t>(x.buf + kSlot), static_cast<std::uint32_t>(kSend),
+           x.mr->lkey()};
+    SendWr sw;
+    sw.wr_id = 1000 + i;
+    sw.opcode = WrOpcode::kSend;
+    sw.send_flags = kSignaled;
+    sw.sg_list = {&ss, 1};
+    ASSERT_EQ(x.qp->post_send(sw), Errc::kOk);
+    for (int k = 0; k < 2; ++k) {
+      const WorkCompletion wc = wait_bounded(x, y, 10'000'000'000);
+      ASSERT_EQ(wc.status, WcStatus::kSuccess) << "write " << i;
+    }
+    const WorkCompletion rc = wait_bounded(y, x, 10'000'000'000);
+    ASSERT_EQ(rc.status, WcStatus::kSuccess) << "send " << i;
     ASSERT_EQ(std::memcmp(x.buf, y.buf + i * kSlot, kSlot), 0) << "write " << i;
+    ASSERT_EQ(std::memcmp(x.buf + kSlot, sends + i * kSend, kSend), 0) << "send " << i;
   }
   // Late copies had their chance to land (the longest hold-back is 30 us of virtual time).
   const TimeNs until = io::monotonic_ns() + 50'000'000;
@@ -579,10 +607,11 @@ reorder_max = "30us"
     x.a->driver().progress();
     y.a->driver().progress();
   }
-  std::vector<std::uint8_t> want(kSlot);
+  std::vector<std::uint8_t> want(kSlot + kSend);
   for (std::uint32_t i = 0; i < kSlots; ++i) {
-    fill(want.data(), kSlot, 1000 + i);
+    fill(want.data(), kSlot + kSend, 1000 + i);
     EXPECT_EQ(std::memcmp(want.data(), y.buf + i * kSlot, kSlot), 0) << "slot " << i;
+    EXPECT_EQ(std::memcmp(want.data() + kSlot, sends + i * kSend, kSend), 0) << "send " << i;
   }
   std::string st;
   ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
@@ -593,8 +622,18 @@ reorder_max = "30us"
   EXPECT_GT(field(rline, "to_client_forwarded"), 1000u) << rline;
   EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);  // the drops were felt
   EXPECT_GT(y.a->device().counters().dup_requests, 0u);        // and the duplicates
+  if (sr) {
+    EXPECT_GT(y.a->device().counters().rx_buffered_ooo, 0u);  // and the gaps
+  }
   EXPECT_EQ(y.a->medium().counters().fwd_cma_errors, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdForwardedRecovery,
+                         ::testing::Values(RecoveryMode::kGoBackN, RecoveryMode::kSelectiveRepeat),
+                         [](const auto& i) {
+                           return i.param == RecoveryMode::kSelectiveRepeat ? "SelectiveRepeat"
+                                                                            : "GoBackN";
+                         });
 
 // A port with bit errors flips bits of the packets it receives: the fabric needs their payloads,
 // so the daemon pulls them (forwarding off, for every path), and says so. The port is h1's, off
@@ -602,12 +641,7 @@ reorder_max = "30us"
 // CrcMode::kModel), which is another matter.
 TEST(Fabricd, BitErrorsTurnForwardingOff) {
   const std::string name = unique_name("t8");
-  const topo::Topology t = two_switches();
-  auto sc = faults::parse_scenario(t, "[[fault]]\nlink = \"s1/p2\"\nber = 1e-9\n", "test.toml");
-  ASSERT_TRUE(sc.ok()) << sc.error().message;
-  fabricd::DaemonOptions o;
-  o.faults = *sc;
-  Daemon d(name, o);
+  Daemon d(name, with_faults("[[fault]]\nlink = \"s1/p2\"\nber = 1e-9\n"));
   ASSERT_TRUE(d.d);
   Endpoint x(name, 0), y(name, 3);
   ASSERT_TRUE(x.a && y.a);
