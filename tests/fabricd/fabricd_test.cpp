@@ -454,6 +454,20 @@ TEST(Fabricd, ZeroLengthSendsBehindWritesArriveInOrder) {
   EXPECT_EQ(cx.timeouts, 0u);
 }
 
+// Posts a signaled RDMA WRITE of x's [src, src + n) to `remote` (rkey) in the peer.
+void post_write(Endpoint& x, const std::uint8_t* src, std::size_t n, std::uint64_t remote,
+                std::uint32_t rkey, std::uint64_t wr_id) {
+  Sge s{reinterpret_cast<std::uint64_t>(src), static_cast<std::uint32_t>(n), x.mr->lkey()};
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = remote;
+  w.rkey = rkey;
+  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+}
+
 // Daemon options with the fault scenario `toml` (two_switches' port names) from the start.
 fabricd::DaemonOptions with_faults(const std::string& toml) {
   fabricd::DaemonOptions o;
@@ -510,15 +524,8 @@ link = "s1/p3"
     const std::size_t n = 256 << 10;
     fill(x.buf, n, ++writes);
     std::memset(y.buf, 0, n);
-    Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(n), x.mr->lkey()};
-    SendWr w;
-    w.wr_id = writes;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.send_flags = kSignaled;
-    w.sg_list = {&s, 1};
-    w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
-    w.rkey = y.mr->rkey();
-    ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+    post_write(x, x.buf, n, reinterpret_cast<std::uint64_t>(y.buf), y.mr->rkey(), writes);
+    if (HasFatalFailure()) return;
     const WorkCompletion wc = wait_bounded(x, y, 10'000'000'000);
     ASSERT_NE(wc.status, WcStatus::kGeneralErr) << "write " << writes << " hung";
     ASSERT_EQ(wc.status, WcStatus::kSuccess) << "write " << writes;
@@ -575,15 +582,9 @@ reorder_max = "30us"
     Sge r{reinterpret_cast<std::uint64_t>(sends + i * kSend), static_cast<std::uint32_t>(kSend),
           y.mr->lkey()};
     ASSERT_EQ(y.qp->post_recv(RecvWr{i, {&r, 1}}), Errc::kOk);
-    Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(kSlot), x.mr->lkey()};
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = WrOpcode::kRdmaWrite;
-    w.send_flags = kSignaled;
-    w.sg_list = {&s, 1};
-    w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf + i * kSlot);
-    w.rkey = y.mr->rkey();
-    ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+    post_write(x, x.buf, kSlot, reinterpret_cast<std::uint64_t>(y.buf + i * kSlot), y.mr->rkey(),
+               i);
+    if (HasFatalFailure()) return;
     Sge ss{reinterpret_cast<std::uint64_t>(x.buf + kSlot), static_cast<std::uint32_t>(kSend),
            x.mr->lkey()};
     SendWr sw;
@@ -711,15 +712,8 @@ TEST(Fabricd, AReceiverThatCannotReadTheSenderGetsThePayloadsPulledByTheDaemon) 
   char c;
   ASSERT_EQ(read(to_parent[0], &c, 1), 1);  // its QP is ready
   fill(x.buf, kBytes, 77);
-  Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(kBytes), x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = kSignaled;
-  w.sg_list = {&s, 1};
-  w.remote_addr = peer.addr;
-  w.rkey = peer.rkey;
-  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  post_write(x, x.buf, kBytes, peer.addr, peer.rkey, 1);
+  if (HasFatalFailure()) return;
   WorkCompletion wc{};
   const TimeNs end = io::monotonic_ns() + 20'000'000'000;
   while (x.cq->poll(std::span<WorkCompletion>(&wc, 1)) == 0 && io::monotonic_ns() < end)
