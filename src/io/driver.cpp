@@ -147,7 +147,8 @@ void Driver::account(TimeNs now) {
 
 TimeNs Driver::spin_limit_ns() const {
   for (const auto& a : att_)
-    if (a.medium->tx_blocked()) return std::max(config_.spin_ns, config_.blocked_spin_ns);
+    if (a.medium->tx_blocked() || a.medium->tx_in_flight())
+      return std::max(config_.spin_ns, config_.blocked_spin_ns);
   return config_.spin_ns;
 }
 

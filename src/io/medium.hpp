@@ -47,6 +47,13 @@ class Medium {
   // blocks, rather than make the peer wake it with a system call.
   virtual bool tx_blocked() const { return false; }
 
+  // True while payload this side sent may still be queued at the peer, not yet consumed (the
+  // shared-memory medium's by-reference records: a deep queue). The ACKs for it come as the peer
+  // works through it, each a receiver's burst apart (a 2 MiB burst of copies: ~60-80 us here), so
+  // the Driver keeps polling for blocked_spin_ns, as when back-pressured, while the peer runs
+  // (peer_state), rather than block after spin_ns and have the peer ring it for every ACK.
+  virtual bool tx_in_flight() const { return false; }
+
   // What the medium can tell of the process at the other end, for the Driver's idle policy:
   // kRunning when it ran a pass at or after `seen_after` on a CPU other than `cpu` (this
   // process's; -1: unknown) — it is on a CPU, and what it sends next is a cache-line transfer

@@ -737,6 +737,17 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     std::uint8_t* const dst = qp.write_dst_;
     const std::uint8_t* copy_src = held.src;  // the payload bytes not yet placed, ending at
     std::uint64_t copy_bytes = held.bytes;    // dst + bytes (the FIRST's, if held)
+    // With a RemotePayload (payloads in the sender's memory: the shared-memory medium) the
+    // coalesced run goes to its place() (which gathers the copies itself) instead of a call per
+    // packet: one 4 KiB packet's place() was ~8 % of the receiver's work besides the copy
+    // (bench/io/README.md, session 22). Nothing is held then (hold_first_copy_).
+    const auto place_copy = [&](std::uint8_t* to, const std::uint8_t* from, std::uint64_t n) {
+      if (rp != nullptr) {
+        if (n != 0) rp->place(to, from, n);
+      } else {
+        place_run(to, from, n, mtu);
+      }
+    };
     bool last = false;
     for (; n < pkts.size() && !last; ++n) {
       const TxPacket& p = pkts[n];
@@ -764,12 +775,11 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       const std::uint32_t psn = psn_of(bth);
       if (psn != epsn) break;
       last = is_last;  // taken
-      if (rp) {
-        rp->place(dst + bytes, p.payload, len);
-      } else if (p.payload != copy_src + copy_bytes) {
+      if (p.payload != copy_src + copy_bytes) {
         // Payloads that follow each other in the sender's memory (a message's packets, by
-        // reference) are placed with one copy when the run ends: the same bytes.
-        place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
+        // reference) are placed with one copy (or one RemotePayload::place) when the run ends:
+        // the same bytes.
+        place_copy(dst + bytes - copy_bytes, copy_src, copy_bytes);
         copy_src = p.payload;
         copy_bytes = len;
       } else {
@@ -785,7 +795,7 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       }
       rx_bytes += p.wire_bytes();
     }
-    place_run(dst + bytes - copy_bytes, copy_src, copy_bytes, mtu);
+    place_copy(dst + bytes - copy_bytes, copy_src, copy_bytes);
     qp.msg_bytes_ = bytes;
     if (last) {
       qp.msn_ = msn;

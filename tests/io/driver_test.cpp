@@ -252,5 +252,49 @@ TEST(Driver, AnIdleDriverThreadCostsAlmostNoCpu) {
   EXPECT_LT(used, 25'000u) << "CPU microseconds in 0.5 s of idling";
 }
 
+// A medium with nothing to move whose peer and in-flight state the test sets (Medium::peer_state,
+// Medium::tx_in_flight).
+class IdleMedium final : public Medium {
+ public:
+  std::size_t rx_burst(Device&, TimeNs, std::size_t) override { return 0; }
+  std::size_t tx_burst(Device&, TimeNs, std::size_t) override { return 0; }
+  bool rx_ready() const override { return false; }
+  bool tx_in_flight() const override { return in_flight; }
+  PeerState peer_state(TimeNs, int) const override { return peer; }
+  bool in_flight = false;
+  PeerState peer = PeerState::kRunning;
+};
+
+// While payload sent by reference is still queued at a running peer (tx_in_flight), the Driver
+// polls for blocked_spin_ns, not spin_ns, before it blocks: the ACKs of a deep queue come a
+// receiver's burst apart (longer than spin_ns), and a sleeping sender costs the receiver a
+// doorbell for each (bench/io/README.md, session 22). A stalled peer still makes it block at
+// once, and without anything in flight it blocks after spin_ns as before.
+TEST(Driver, KeepsPollingWhilePayloadIsInFlightToARunningPeer) {
+  SeededRng rng{3};
+  const auto idle_run = [&](bool in_flight, Medium::PeerState peer) {
+    auto dev = Device::create(DeviceConfig{}, rng);
+    IdleMedium m;
+    m.in_flight = in_flight;
+    m.peer = peer;
+    DriverConfig c;
+    c.spin_ns = 20'000;
+    c.blocked_spin_ns = 60'000'000'000;
+    Driver drv(c);
+    drv.attach(*dev, m);
+    EXPECT_FALSE(drv.run_until([] { return false; }, 3'000'000));  // 3 ms, nothing to do
+    return drv.counters();
+  };
+  const DriverCounters spinning = idle_run(true, Medium::PeerState::kRunning);
+  EXPECT_EQ(spinning.sleeps, 0u);
+  EXPECT_EQ(spinning.stalled_peers, 0u);
+  EXPECT_GT(spinning.passes, 10u);
+  const DriverCounters idle = idle_run(false, Medium::PeerState::kRunning);
+  EXPECT_GE(idle.sleeps, 1u);
+  const DriverCounters stalled = idle_run(true, Medium::PeerState::kStalled);
+  EXPECT_GE(stalled.sleeps, 1u);
+  EXPECT_GE(stalled.stalled_peers, 1u);
+}
+
 }  // namespace
 }  // namespace weft::io

@@ -750,6 +750,36 @@ TEST(ShmMedium, ByReferenceSpaceComesBackOnlyAsTheReceiverPublishesItsIndex) {
   EXPECT_EQ(p.b->counters().rx_by_ref, src.sent);
 }
 
+// ShmMedium::tx_in_flight (the Driver's cue to keep polling for the ACKs of a deep queue): true
+// from the first by-reference record until a look at the consumer index, made before a sleep
+// (never per idle pass: the index's line moves with every release), finds them all consumed.
+TEST(ShmMedium, ByReferenceRecordsAreInFlightUntilTheConsumerIndexPassesThem) {
+  MediumPair p(1 << 20, 64 * PoolSender::kPayload);
+  ASSERT_TRUE(p.a->ok() && p.b->ok());
+  PoolSender src(8);
+  p.a->add_tx_pool(src.pool.data(), src.pool.size());
+  Sink sink;
+  EXPECT_FALSE(p.a->tx_in_flight());
+  EXPECT_EQ(p.a->tx_burst(src, 0, 512), 8u);
+  EXPECT_TRUE(p.a->tx_in_flight());
+  // Nothing consumed: a sleep's look keeps them in flight.
+  EXPECT_TRUE(p.a->prepare_sleep());
+  p.a->finish_sleep();
+  EXPECT_TRUE(p.a->tx_in_flight());
+  EXPECT_EQ(p.b->rx_burst(sink, 0, 512), 8u);
+  EXPECT_EQ(p.b->rx_burst(sink, 0, 512), 0u);  // the empty pass publishes the index
+  EXPECT_TRUE(p.a->tx_in_flight());            // not looked at yet
+  EXPECT_TRUE(p.a->prepare_sleep());
+  p.a->finish_sleep();
+  EXPECT_FALSE(p.a->tx_in_flight());
+  ASSERT_EQ(sink.got.size(), 8u);
+  for (std::size_t i = 0; i < sink.got.size(); ++i)
+    EXPECT_EQ(std::memcmp(sink.got[i].data() + 20, src.pool.data() + i * PoolSender::kPayload,
+                          PoolSender::kPayload),
+              0)
+        << "packet " << i;
+}
+
 // CrossMemory::place extends a pending run packet by packet without looking the source up again,
 // but never past the end of the window (a peer's pool mapped here) the run started in: bytes
 // beyond it are the peer's private memory, read with process_vm_readv. Here the "peer" is this

@@ -330,6 +330,41 @@ TEST(RcData, ByReferenceDeliveryAndModelledCrcs) {
   EXPECT_EQ(p.a.send_wcs().size(), 1u);
 }
 
+// A RemotePayload (the shared-memory medium's CrossMemory, which gathers the copies itself) gets
+// a burst's run of WRITE MIDDLE/LAST packets with contiguous payloads in one place() call, as
+// receive_run coalesces its own copies, not one call per packet (bench/io/README.md, session
+// 22). Bytes exact; every byte placed once.
+class CountingPayload final : public RemotePayload {
+ public:
+  void place(std::uint8_t* dst, const std::uint8_t* src, std::size_t len) override {
+    std::memcpy(dst, src, len);  // the "remote" memory is this process's here
+    ++calls;
+    bytes += len;
+  }
+  std::size_t calls = 0, bytes = 0;
+};
+
+TEST(RcData, ARunOfWritePacketsReachesARemotePayloadInOnePlace) {
+  PairOptions o;
+  o.crc = CrcMode::kModel;
+  Pair p(o);
+  p.pump->by_ref = true;
+  p.pump->burst = true;
+  p.pump->burst_packets = 16;
+  CountingPayload rp;
+  p.b.dev->set_remote_payload(&rp);
+  constexpr std::uint32_t kLen = 16 * 1024;  // 16 packets of the 1024-byte MTU: one burst
+  fill(p.a.data(), kLen, 7);
+  ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, kLen, 1, p.b.va(0), p.b.mr->rkey()), Errc::kOk);
+  p.run();
+  p.b.dev->set_remote_payload(nullptr);
+  EXPECT_EQ(0, std::memcmp(p.a.data(), p.b.data(), kLen));
+  EXPECT_EQ(rp.bytes, kLen);
+  // The FIRST (its own path), then the 15 MIDDLE/LAST packets in one call.
+  EXPECT_EQ(rp.calls, 2u);
+  EXPECT_EQ(p.a.send_wcs().size(), 1u);
+}
+
 // SEND ONLY, WRITE FIRST (with its RETH), WRITE MIDDLE/LAST and ACK packets without a GRH take
 // the Device's lean receive path (by reference in CrcMode::kModel, or as bytes once their CRCs
 // check); with a GRH they take the general one. The burst run posts each round's WRs as lists

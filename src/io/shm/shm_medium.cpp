@@ -643,6 +643,9 @@ bool ShmMedium::tx_room() {
 }
 
 bool ShmMedium::prepare_sleep() {
+  // The by-reference records the peer has consumed are not in flight any more (tx_in_flight):
+  // one look at its index per sleep, not one per idle pass (its line moves with every release).
+  if (!by_ref_.empty()) trim_by_ref();
   if (!rx_.prepare_sleep()) return false;
   if (tx_blocked_ && !peer_dead()) {
     // Announce, then look once more: the peer may have freed space in between (Dekker).
@@ -656,14 +659,18 @@ bool ShmMedium::prepare_sleep() {
   return true;
 }
 
-bool ShmMedium::by_ref_room() {
-  if (by_ref_bytes_ < by_ref_max_) return true;
+void ShmMedium::trim_by_ref() {
   const std::uint64_t head = tx_.consumed();
-  const std::uint64_t before = by_ref_bytes_;
   while (!by_ref_.empty() && by_ref_.front().first <= head) {
     by_ref_bytes_ -= by_ref_.front().second;
     by_ref_.pop_front();
   }
+}
+
+bool ShmMedium::by_ref_room() {
+  if (by_ref_bytes_ < by_ref_max_) return true;
+  const std::uint64_t before = by_ref_bytes_;
+  trim_by_ref();
   ++counters_.by_ref_looks;
   if (by_ref_bytes_ != before) {
     ++counters_.by_ref_moved;

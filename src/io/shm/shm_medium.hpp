@@ -310,6 +310,9 @@ class ShmMedium final : public Medium {
   int event_fd() const override { return pidfd_; }
   void on_event(TimeNs now) override;
   bool tx_blocked() const override { return tx_blocked_; }
+  // By-reference records not known to be consumed (by_ref_; trimmed when the by-reference bound
+  // is reached and before a sleep): their ACKs are still to come.
+  bool tx_in_flight() const override { return !by_ref_.empty(); }
   // From the peer's heartbeat (ring.hpp RingShared::producer_beat_ns), which this medium's own
   // rx_burst / tx_burst calls keep for the peer.
   PeerState peer_state(TimeNs seen_after, int cpu) const override;
@@ -347,6 +350,7 @@ class ShmMedium final : public Medium {
   void ring_peer();
   void release();      // frees the popped records for the producer (RingConsumer::release)
   bool by_ref_room();  // payload referred to by unconsumed records < by_ref_max_
+  void trim_by_ref();  // forgets the by-reference records the consumer index has passed
   bool tx_room();      // a maximal packet fits (ring and by-reference bound)
   void note_by_ref(std::uint32_t payload_bytes);
   std::size_t tx_batch_room();  // packets of any size the ring and the by-reference bound take
