@@ -225,6 +225,7 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   cfg.ports[0].lid = node->lid_;
   cfg.crc = CrcMode::kModel;  // shared memory does not corrupt; the ring carries no CRC work
   cfg.ack_delay_ns = opts.ack_delay_ns;
+  cfg.ack_coalesce_max = opts.ack_coalesce_max;
   node->device_ = Device::create(cfg, node->rng_);
   node->medium_ = std::make_unique<shm::ShmMedium>(link);
   guard.l = nullptr;

@@ -49,6 +49,13 @@ struct DirectOptions {
   // The Device's delayed ACKs (DeviceConfig::ack_delay_ns; both ends of a direct link are Weft):
   // an unsignaled WR's ACK may wait this long to coalesce with later ones. 0: off.
   TimeNs ack_delay_ns = 20'000;
+  // ... and the responder acknowledges requests that did not ask (AckReq) at least every this
+  // many (DeviceConfig::ack_coalesce_max; the Device's default is 4). perf's WRITE latency
+  // ping-pong asks on every 16th WRITE (perftest's CQ moderation): an ACK for the three before it
+  // made every fourth reply a batch of two records, ACK first, and the receiver took the ACK and
+  // waited for the second line before it saw the WRITE: 16 cut the direct 8 B latency by ~35 ns
+  // a hop (bench/io/README.md, session 22). A stream's ACKs come by its AckReq every 32 packets.
+  std::uint32_t ack_coalesce_max = 16;
   // Payload a side may have in flight by reference (ShmLinkConfig::by_ref_bytes_max; 0: the
   // ring's size, 4 MiB). Under load (load average ~10 on 2 vCPUs) each process gets its CPU in
   // stretches of ~1-3 ms with waits of ~1-10 ms between: the receiver can go on copying only

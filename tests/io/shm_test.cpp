@@ -17,6 +17,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/eventfd.h>
@@ -503,6 +504,29 @@ TEST(Shm, ConnectToANameNobodyListensOnTimesOut) {
   auto r = DirectNode::connect("io-test-nobody-" + std::to_string(getpid()), o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), IoError::kTimeout);
+}
+
+// A DirectNode's Device takes its ACK policy from DirectOptions: delayed ACKs, and coalescing up
+// to ack_coalesce_max (16 by default, a ping-pong's one signaled WRITE in 16: the ACKs for the
+// unsignaled ones were a second record, and line, on every fourth reply's path).
+TEST(Shm, DirectOptionsSetTheDevicesAckPolicy) {
+  const std::string name = "io-test-acks-" + std::to_string(getpid());
+  auto l = DirectListener::bind(name);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(DirectOptions{}.ack_coalesce_max, 16u);
+  DirectOptions a;
+  a.ack_coalesce_max = 7;
+  a.ack_delay_ns = 30'000;
+  Result<std::unique_ptr<DirectNode>, IoError> accepted = IoError::kTimeout;
+  std::thread t([&] { accepted = (*l)->accept(a); });
+  auto connected = DirectNode::connect(name, DirectOptions{});
+  t.join();
+  ASSERT_TRUE(accepted.ok());
+  ASSERT_TRUE(connected.ok());
+  EXPECT_EQ((*accepted)->device().config().ack_coalesce_max, 7u);
+  EXPECT_EQ((*accepted)->device().config().ack_delay_ns, 30'000u);
+  EXPECT_EQ((*connected)->device().config().ack_coalesce_max, 16u);
+  EXPECT_EQ((*connected)->device().config().ack_delay_ns, 20'000u);
 }
 
 TEST(Shm, ANameIsTakenOnce) {
