@@ -802,7 +802,7 @@ WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_pair(Residue
   a.r4 = gfni_step(a.r4, d0, m0[4], d1, m1[4]);
   a.r5 = gfni_step(a.r5, d0, m0[5], d1, m1[5]);
 }
-// One chunk alone (B's last when B has an odd number of chunks).
+// One chunk alone (B's last, when no chunk is left to pair it with).
 WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_one(ResidueAcc& a, __m512i d,
                                                                         std::size_t j) {
   const auto& m = kGfniKeys.m[j];
@@ -916,7 +916,7 @@ bool have_gfni512() {
 // Whether the GFNI half pays: only where GF2P8AFFINEQB issues beside VPCLMULQDQ. On the AMD Zen 5
 // core it was built on (family 1Ah) the two together reach ~29 B/cycle against 16 for folding
 // alone. On an Intel Xeon with AVX-512 (Sapphire Rapids class, bench/wire/README.md) both share
-// one port: VPCLMULQDQ and GF2P8AFFINEQB each ~1 per cycle, ~1.1 per cycle together, so the six
+// one port: VPCLMULQDQ and GF2P8AFFINEQB each ~1 per cycle, ~1.3 per cycle together, so the six
 // matrix products per 64 bytes cost three times the two multiplies they replace (4 KiB: 93 ns
 // with the GFNI half, 53 ns without). Zen 4 (19h) and other CPUs are unmeasured: the plain pass.
 constexpr unsigned kAmdFamilyZen5 = 0x1A;
