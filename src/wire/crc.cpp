@@ -8,6 +8,7 @@
 
 #include <isa-l/crc.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -652,12 +653,24 @@ WEFT_FUSED512_TARGET inline CrcRegisters registers_of_last_chunk(__m512i x, std:
   return crcs_of_lanes(_mm512_maskz_extracti64x4_epi64(0xF, w, 0));
 }
 
+// Fold keys modulo the fused generator by whole 64-byte chunks.
+constexpr FoldKey kFold64 = fold_key(kFusedPolyFull, 64), kFold128 = fold_key(kFusedPolyFull, 128),
+                  kFold192 = fold_key(kFusedPolyFull, 192),
+                  kFold256 = fold_key(kFusedPolyFull, 256);
+// Four consecutive chunk accumulators merged into one, in parallel, each moved by its distance to
+// the last.
+WEFT_FUSED512_TARGET __attribute__((always_inline)) inline __m512i merge_four(__m512i a0,
+                                                                              __m512i a1,
+                                                                              __m512i a2,
+                                                                              __m512i a3) {
+  return fold_wide_xor(
+      a0, wide_key(kFold192),
+      fold_wide_xor(a1, wide_key(kFold128), fold_wide_xor(a2, wide_key(kFold64), a3)));
+}
+
 WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8_t* hdr,
                                                std::size_t hb, const std::uint8_t* payload,
                                                std::size_t n, std::uint8_t pad_bytes) {
-  static constexpr FoldKey k64 = fold_key(kFusedPolyFull, 64), k128 = fold_key(kFusedPolyFull, 128),
-                           k192 = fold_key(kFusedPolyFull, 192),
-                           k256 = fold_key(kFusedPolyFull, 256);
   const std::size_t total = hb + n;
   __m512i x = first_chunk(e, hdr, hb, payload, total);
   std::size_t trailing = total >= 64 ? 0 : 64 - total;
@@ -669,18 +682,16 @@ WEFT_FUSED512_TARGET CrcRegisters fused_avx512(std::uint64_t e, const std::uint8
       __m512i a0 = x, a1 = load(p), a2 = load(p + 64), a3 = load(p + 128);
       p += 192;
       rest -= 192;
-      const __m512i k_stride = wide_key(k256);
+      const __m512i k_stride = wide_key(kFold256);
       for (; rest >= 256; rest -= 256, p += 256) {
         a0 = fold_wide_xor(a0, k_stride, load(p));
         a1 = fold_wide_xor(a1, k_stride, load(p + 64));
         a2 = fold_wide_xor(a2, k_stride, load(p + 128));
         a3 = fold_wide_xor(a3, k_stride, load(p + 192));
       }
-      // The four merged in parallel, each moved by its distance to the end.
-      x = fold_wide_xor(a0, wide_key(k192),
-                        fold_wide_xor(a1, wide_key(k128), fold_wide_xor(a2, wide_key(k64), a3)));
+      x = merge_four(a0, a1, a2, a3);
     }
-    const __m512i k_chunk = wide_key(k64);
+    const __m512i k_chunk = wide_key(kFold64);
     for (; rest >= 64; rest -= 64, p += 64) x = fold_wide_xor(x, k_chunk, load(p));
 #undef load
     if (rest) {
@@ -791,17 +802,24 @@ WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_pair(Residue
   a.r4 = gfni_step(a.r4, d0, m0[4], d1, m1[4]);
   a.r5 = gfni_step(a.r5, d0, m0[5], d1, m1[5]);
 }
-// One chunk: paired with a zero chunk (an all-zero input byte maps to zero).
+// One chunk alone (B's last, when no chunk is left to pair it with).
 WEFT_GFNI512_TARGET __attribute__((always_inline)) inline void gfni_one(ResidueAcc& a, __m512i d,
                                                                         std::size_t j) {
-  gfni_pair(a, d, j, _mm512_setzero_si512(), j);
+  const auto& m = kGfniKeys.m[j];
+  const auto step = [d](__m512i acc, std::uint64_t k) WEFT_GFNI512_TARGET {
+    return _mm512_xor_si512(
+        acc, _mm512_gf2p8affine_epi64_epi8(d, _mm512_set1_epi64(static_cast<long long>(k)), 0));
+  };
+  a.r0 = step(a.r0, m[0]);
+  a.r1 = step(a.r1, m[1]);
+  a.r2 = step(a.r2, m[2]);
+  a.r3 = step(a.r3, m[3]);
+  a.r4 = step(a.r4, m[4]);
+  a.r5 = step(a.r5, m[5]);
 }
 WEFT_GFNI512_TARGET CrcRegisters fused_avx512_gfni(std::uint64_t e, const std::uint8_t* hdr,
                                                    std::size_t hb, const std::uint8_t* payload,
                                                    std::size_t n, std::uint8_t pad_bytes) {
-  static constexpr FoldKey k64 = fold_key(kFusedPolyFull, 64), k128 = fold_key(kFusedPolyFull, 128),
-                           k192 = fold_key(kFusedPolyFull, 192),
-                           k256 = fold_key(kFusedPolyFull, 256);
   const std::size_t total = hb + n;
   const std::size_t chunks = (total + 63) / 64;
   if (chunks < kGfniMinChunks) return fused_avx512(e, hdr, hb, payload, n, pad_bytes);
@@ -821,7 +839,7 @@ WEFT_GFNI512_TARGET CrcRegisters fused_avx512_gfni(std::uint64_t e, const std::u
   std::size_t j = b_chunks;  // chunks of B not yet read: the next is j - 1
   ResidueAcc acc{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
                  _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-  const __m512i k_stride = wide_key(k256);
+  const __m512i k_stride = wide_key(kFold256);
   // Both at once while each has four chunks (B's last, maybe partial, is read apart).
   for (; a_rest >= 4 && j >= 5; a_rest -= 4, p += 256, j -= 4, q += 256) {
     a0 = fold_wide_xor(a0, k_stride, load(p));
@@ -837,17 +855,18 @@ WEFT_GFNI512_TARGET CrcRegisters fused_avx512_gfni(std::uint64_t e, const std::u
     a2 = fold_wide_xor(a2, k_stride, load(p + 128));
     a3 = fold_wide_xor(a3, k_stride, load(p + 192));
   }
-  __m512i x = fold_wide_xor(
-      a0, wide_key(k192), fold_wide_xor(a1, wide_key(k128), fold_wide_xor(a2, wide_key(k64), a3)));
-  for (const __m512i k_chunk = wide_key(k64); a_rest > 0; --a_rest, p += 64)
+  __m512i x = merge_four(a0, a1, a2, a3);
+  for (const __m512i k_chunk = wide_key(kFold64); a_rest > 0; --a_rest, p += 64)
     x = fold_wide_xor(x, k_chunk, load(p));
   for (; j >= 3; j -= 2, q += 128) gfni_pair(acc, load(q), j - 1, load(q + 64), j - 2);
-  if (j == 2) {
-    gfni_one(acc, load(q), 1);
-    q += 64;
-  }
+  // B's last chunk, loaded with zeros after the stream, with the one before it if that is left
+  // (no product with an all-zero chunk: 6 of 12 GF2P8AFFINEQB per such pair were wasted).
   const std::size_t last = b_bytes - 64 * (b_chunks - 1);  // 1..64
-  gfni_one(acc, _mm512_maskz_loadu_epi8(mask_below(last), q), 0);
+  const __m512i b_last = _mm512_maskz_loadu_epi8(mask_below(last), q + 64 * (j - 1));
+  if (j == 2)
+    gfni_pair(acc, load(q), 1, b_last, 0);
+  else
+    gfni_one(acc, b_last, 0);
 #undef load
   // acc.r<o>: byte s holds residue byte o of stream s. B = sum_s R_s x^(8 (63 - s)): residue byte
   // o of stream s (byte 58 + o of B's last chunk) moves 63 - s bytes back, to byte 59 + o + s of
@@ -881,7 +900,7 @@ WEFT_GFNI512_TARGET CrcRegisters fused_avx512_gfni(std::uint64_t e, const std::u
   static_assert(sizeof(FoldKey) == 16 && offsetof(FoldKey, lo) == 0);
   const __m512i k_over_b = _mm512_maskz_broadcast_i32x4(
       0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kChunkKeys[b_chunks - 1])));
-  x = fold_wide_xor(fold_wide_xor(x, k_over_b, c1), wide_key(k64), c0);
+  x = fold_wide_xor(fold_wide_xor(x, k_over_b, c1), wide_key(kFold64), c0);
   return registers_of_last_chunk(x, 64 - last, pad_bytes);
 }
 
@@ -892,6 +911,28 @@ bool have_fused512() {
 bool have_gfni512() {
   static const bool yes =
       have_fused512() && __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx512vbmi");
+  return yes;
+}
+// Whether the GFNI half pays: only where GF2P8AFFINEQB issues beside VPCLMULQDQ. On the AMD Zen 5
+// core it was built on (family 1Ah) the two together reach ~29 B/cycle against 16 for folding
+// alone. On an Intel Xeon with AVX-512 (Sapphire Rapids class, bench/wire/README.md) both share
+// one port: VPCLMULQDQ and GF2P8AFFINEQB each ~1 per cycle, ~1.3 per cycle together, so the six
+// matrix products per 64 bytes cost three times the two multiplies they replace (4 KiB: 93 ns
+// with the GFNI half, 53 ns without). Zen 4 (19h) and other CPUs are unmeasured: the plain pass.
+constexpr unsigned kAmdFamilyZen5 = 0x1A;
+bool gfni_half_pays() {
+  static const bool yes = [] {
+    if (!have_gfni512()) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    // "AuthenticAMD" in EBX, EDX, ECX (AMD64 APM vol. 3, CPUID Fn0000_0000)
+    const bool amd = ebx == 0x68747541 && edx == 0x69746E65 && ecx == 0x444D4163;
+    if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    // Family = base family (bits 11:8) + extended family (bits 27:20) when the base is 0Fh.
+    const unsigned base = (eax >> 8) & 0xF;
+    const unsigned family = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+    return family >= kAmdFamilyZen5;
+  }();
   return yes;
 }
 #endif
@@ -975,15 +1016,19 @@ CrcRegisters crc_registers(VcrcPath path, std::span<const std::uint8_t> headers,
   return r;
 }
 
+}  // namespace
+
 // The fastest path on this CPU.
-VcrcPath fused_path() {
+VcrcPath packet_crcs_chosen_path() {
 #if defined(__x86_64__)
-  if (have_gfni512()) return VcrcPath::kVpclmulGfni;
+  if (gfni_half_pays()) return VcrcPath::kVpclmulGfni;
   if (have_fused512()) return VcrcPath::kVpclmul;
   if (have_clmul()) return VcrcPath::kClmul;
 #endif
   return VcrcPath::kTables;
 }
+
+namespace {
 
 // A local packet's registers on the AVX-512 fused pass when the CPU has it (decided once at load
 // time: have_fused512's guards, crc_registers' call and its path tests cost more per packet
@@ -995,7 +1040,7 @@ const bool kFused512 = [] {
 }();
 const bool kGfni512 = [] {
   __builtin_cpu_init();
-  return have_gfni512();
+  return gfni_half_pays();
 }();
 #endif
 inline bool fused512_local(std::span<const std::uint8_t> headers) {
@@ -1020,7 +1065,7 @@ inline CrcRegisters crc_registers_fast(std::span<const std::uint8_t> headers,
                         payload.data(), payload.size(), pad_bytes);
   }
 #endif
-  return crc_registers(fused_path(), headers, payload, pad_bytes);
+  return crc_registers(packet_crcs_chosen_path(), headers, payload, pad_bytes);
 }
 
 // The VCRC register over the ICRC's four bytes (low byte first), finished: one slicing-by-4

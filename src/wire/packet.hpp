@@ -315,6 +315,10 @@ std::optional<WireError> check_packet_crcs(std::span<const std::uint8_t> headers
 // it). The path must be available (vcrc_path_available; kVpclmul needs AVX-512BW too).
 PacketCrcs packet_crcs_path(VcrcPath path, std::span<const std::uint8_t> headers,
                             std::span<const std::uint8_t> payload, std::uint8_t pad_bytes);
+// The path packet_crcs and check_packet_crcs take on this CPU (for benchmarks' printouts): the
+// fastest available, except that kVpclmulGfni is taken only where it was measured faster than
+// kVpclmul (AMD Zen 5; on an Intel Xeon it is slower, crc.cpp's gfni_half_pays).
+VcrcPath packet_crcs_chosen_path();
 
 // Writes/reads the ICRC (4 bytes) and VCRC (2 bytes) in their wire byte order.
 void put_icrc(std::span<std::uint8_t, kIcrcBytes> out, std::uint32_t icrc_value);

@@ -455,6 +455,18 @@ TEST(PacketCrcs, PropertyGfniPassEqualsSeparate) {
   }
 }
 
+// The path packet_crcs takes: available, and a 512-bit one wherever the CPU has the 512-bit
+// fused pass (the GFNI half only where it pays, which this test cannot time: either is right).
+TEST(PacketCrcs, ChosenPathIsAvailableAndWide) {
+  const VcrcPath chosen = packet_crcs_chosen_path();
+  EXPECT_TRUE(vcrc_path_available(chosen));
+  if (vcrc_path_available(VcrcPath::kVpclmul)) {
+    EXPECT_TRUE(chosen == VcrcPath::kVpclmul || chosen == VcrcPath::kVpclmulGfni);
+  } else if (vcrc_path_available(VcrcPath::kClmul)) {
+    EXPECT_EQ(chosen, VcrcPath::kClmul);
+  }
+}
+
 TEST(Crc, WireByteOrder) {
   std::uint8_t b[4];
   put_icrc(b, 0x11223344);
