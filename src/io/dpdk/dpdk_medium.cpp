@@ -4,7 +4,6 @@
 #define ALLOW_EXPERIMENTAL_API 1
 #include "src/io/dpdk/dpdk_medium.hpp"
 
-#include <rte_alarm.h>
 #include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_eal.h>
@@ -64,10 +63,6 @@ constexpr std::size_t kLinkFrameBytes = 60;
 constexpr TimeNs kLingerNs = 1'000'000'000;
 // The pause between two looks while ending (bounded waits, not a spin).
 constexpr useconds_t kEndPollUs = 200;
-// How long a memif port's destructor waits for EAL's interrupt thread to run the port's stop
-// (see ~DpdkMedium). The thread is busy for ~1 s at most while a memif session ends (a run's
-// profile, README "Where a 4 KiB stream's time goes"), so 5 s means it is stuck.
-constexpr TimeNs kIntrThreadWaitNs = 5'000'000'000;
 
 std::mutex g_eal_mu;
 bool g_eal_tried = false, g_eal_ok = false;
@@ -79,34 +74,6 @@ std::uint16_t get16(const std::uint8_t* p) {
 }
 std::uint32_t get32(const std::uint8_t* p) {
   return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
-}
-
-// A call to run on EAL's interrupt thread (run_on_interrupt_thread).
-struct IntrJob {
-  void (*fn)(void*);
-  void* arg;
-  std::atomic<bool> done{false};
-};
-
-void run_intr_job(void* p) {
-  auto* job = static_cast<IntrJob*>(p);
-  job->fn(job->arg);
-  job->done.store(true, std::memory_order_release);
-}
-
-// Runs fn(arg) on EAL's interrupt thread and waits for it, at most timeout_ns: an EAL alarm (on
-// Linux, DPDK 22.11's alarms are a timerfd among the interrupt thread's sources, lib/eal/linux/
-// eal_alarm.c), so it runs between two of that thread's callbacks, never during one (the
-// thread calls them one at a time, eal_interrupts.c). True when it ran; false when it could not
-// be set or did not come in time: then it is cancelled (rte_eal_alarm_cancel waits for a run in
-// progress to finish), so it will not run later either.
-bool run_on_interrupt_thread(void (*fn)(void*), void* arg, TimeNs timeout_ns) {
-  IntrJob job{fn, arg};
-  if (rte_eal_alarm_set(1, &run_intr_job, &job) != 0) return false;
-  const TimeNs until = monotonic_ns() + timeout_ns;
-  while (!job.done.load(std::memory_order_acquire) && monotonic_ns() < until) usleep(kEndPollUs);
-  if (!job.done.load(std::memory_order_acquire)) rte_eal_alarm_cancel(&run_intr_job, &job);
-  return job.done.load(std::memory_order_acquire);
 }
 
 }  // namespace
@@ -372,11 +339,15 @@ DpdkMedium::~DpdkMedium() {
   pending_.clear();
   pending_head_ = 0;
   if (started_) {
-    // A memif server whose client is still connected waits, bounded, for the client to leave
-    // first (link down), answering its BYE meanwhile (end_session) and reading no more once it
-    // has: the client disconnects then, and a read running into that disconnect could meet the
-    // rings as they go. The two sides leave in turn, so that neither reads a ring the other
-    // tears down.
+    // DPDK 22.11's net_memif tears a connection down in memif_disconnect, both on EAL's interrupt
+    // thread (the peer's disconnect message, or its socket closing) and from rte_eth_dev_stop on
+    // this thread, and the two can run at once: a client leaving while its server stopped crashed
+    // the server (SEGV under rte_eth_dev_stop, CI, ASan build). So the two sides leave in turn:
+    // a server whose client is still connected waits, bounded, for the client to leave first
+    // (link down), and then stops a connection that is already gone.
+    // Meanwhile it answers the client's BYE (end_session), and once it has, it stops reading:
+    // the client disconnects then, and a read running into memif_disconnect could meet the
+    // rings as they go.
     if (memif_server_ && link_up()) {
       const TimeNs from = monotonic_ns(), until = from + kMemifLeaveWaitNs;
       while (link_up() && monotonic_ns() < until) {
@@ -387,24 +358,14 @@ DpdkMedium::~DpdkMedium() {
                                          dev_name_, (monotonic_ns() - from) / 1'000'000,
                                          link_up() ? " (it did not)" : "");
     }
-    // DPDK 22.11's net_memif tears a connection down in memif_disconnect, both on EAL's
-    // interrupt thread (the peer's disconnect message, or its socket hanging up) and from
-    // rte_eth_dev_stop, and nothing serializes the two: the link reads down from the start of
-    // an interrupt-thread disconnect, which frees the shared-memory regions only at its end,
-    // outside any lock (rte_eth_memif.c, memif_free_regions). A server that saw the link go
-    // down and stopped the port freed the same regions as the interrupt thread, at once: a
-    // double rte_free, SEGV on the interrupt thread (CI, ASan build; README "Ending a session").
-    // So a memif port stops on the interrupt thread itself, through an EAL alarm (on Linux,
-    // alarms are that thread's callbacks, run one at a time with memif's): an interrupt-thread
-    // disconnect in flight has returned by then, and none starts while the stop runs.
-    if (!memif_ || !run_on_interrupt_thread(&DpdkMedium::stop_port_cb, this, kIntrThreadWaitNs)) {
-      if (memif_)
-        base::get_logger("weft.io")->warn(
-            "dpdk: {}: EAL's interrupt thread did not run the port's stop within {} ms; "
-            "stopping it here",
-            dev_name_, kIntrThreadWaitNs / 1'000'000);
-      stop_port();
-    }
+    // Frames still queued for us (net_ring: possibly our own chains) go back to their pools
+    // before the pools go (after the wait: a memif server's rings are gone by now).
+    rte_pktmbuf_free_bulk(stash_, stash_n_);
+    stash_n_ = 0;
+    rte_mbuf* m[kBurst];
+    for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
+      rte_pktmbuf_free_bulk(m, k);
+    rte_eth_dev_stop(port_id_);
   }
   for (const Region& r : regions_) {
     if (!physical_) continue;
@@ -419,21 +380,6 @@ DpdkMedium::~DpdkMedium() {
   if (pool_) rte_mempool_free(pool_);
   if (aux_pool_) rte_mempool_free(aux_pool_);
   if (timer_fd_ >= 0) close(timer_fd_);
-}
-
-void DpdkMedium::stop_port() {
-  // Frames still queued for us (net_ring: possibly our own chains) go back to their pools before
-  // the pools go.
-  rte_pktmbuf_free_bulk(stash_, stash_n_);
-  stash_n_ = 0;
-  rte_mbuf* m[kBurst];
-  for (std::uint16_t k; (k = rte_eth_rx_burst(port_id_, 0, m, kBurst)) > 0;)
-    rte_pktmbuf_free_bulk(m, k);
-  rte_eth_dev_stop(port_id_);
-}
-
-void DpdkMedium::stop_port_cb(void* self) {
-  static_cast<DpdkMedium*>(self)->stop_port();
 }
 
 void DpdkMedium::end_session() {

@@ -56,8 +56,7 @@
 // us. A port answers a BYE from rx_burst (its Device alive) and while it itself is ending, and
 // link frames never reach the Device or the capture. Other vdevs need none of this: af_packet's
 // frames are in the kernel once rte_eth_tx_burst returns. The memif server, in addition, leaves
-// after its client, and a memif port is stopped on EAL's interrupt thread, never while that
-// thread is inside memif's own disconnect (see the destructor and README).
+// after its client (see the destructor).
 //
 // Thread-safety: owned by one Driver; all calls from its thread.
 #pragma once
@@ -210,10 +209,6 @@ class DpdkMedium final : public Medium {
   void poll_ending();
   // The graceful end of a net_memif session (the destructor, before the port stops).
   void end_session();
-  // Frees what is still queued for us and stops the port (the destructor; a memif port's on
-  // EAL's interrupt thread, through stop_port_cb).
-  void stop_port();
-  static void stop_port_cb(void* self);
   std::uint32_t port_mtu(const rte_eth_dev_info& info);
   // The frame of pkt in mbuf b (headers), by reference when it may go so: true and b heads a
   // three-segment chain; false (nothing changed) when it must be copied.
