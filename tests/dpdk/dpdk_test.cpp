@@ -262,6 +262,22 @@ TEST_F(Dpdk, EveryVerbByteExactOverMemifBetweenTwoProcesses) {
   }
 }
 
+// Forks dpdk_peer as the memif client of `args` in "last-words" mode (it sends `count` UD
+// messages, says so on sv[1], and leaves); closes our copy of sv[1]. The child's pid.
+pid_t start_last_words_peer(const int sv[2], const std::string& args, std::size_t count) {
+  const pid_t child = fork();
+  if (child == 0) {
+    const std::string fd = std::to_string(dup(sv[1]));
+    const std::string vdev = "net_memif0,role=client" + args, ip = std::to_string(kIpB),
+                      port = std::to_string(wire::kRoceV2UdpPort), n = std::to_string(count);
+    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), n.c_str(), vdev.c_str(), ip.c_str(),
+          port.c_str(), "last-words", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  return child;
+}
+
 // The end of a session over net_memif (src/io/dpdk/README.md, "Ending a session"): memif drops
 // what the other side has not read yet when either side leaves. The peer (memif client) sends 32
 // UD messages and leaves at once; we (the server) start reading only after it has said so and a
@@ -283,16 +299,7 @@ TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
   constexpr std::uint32_t kGrhBytes = 40;  // a UD receive buffer starts with the GRH (IBA 11.4.1.2)
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    const std::string fd = std::to_string(dup(sv[1]));
-    const std::string vdev = "net_memif0,role=client" + args, ip = std::to_string(kIpB),
-                      port = std::to_string(wire::kRoceV2UdpPort), count = std::to_string(kCount);
-    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), count.c_str(), vdev.c_str(), ip.c_str(),
-          port.c_str(), "last-words", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(sv[1]);
+  const pid_t child = start_last_words_peer(sv, args, kCount);
   {
     DpdkConfig cfg;
     cfg.vdev = "net_memif0,role=server" + args;
@@ -374,16 +381,7 @@ TEST_F(Dpdk, DISABLED_AMemifServerStopsOnlyAfterTheInterruptThreadsDisconnectRet
   constexpr useconds_t kNapUs = 300'000;
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    const std::string fd = std::to_string(dup(sv[1]));
-    const std::string vdev = "net_memif0,role=client" + args, ip = std::to_string(kIpB),
-                      port = std::to_string(wire::kRoceV2UdpPort), count = std::to_string(kCount);
-    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), count.c_str(), vdev.c_str(), ip.c_str(),
-          port.c_str(), "last-words", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(sv[1]);
+  const pid_t child = start_last_words_peer(sv, args, kCount);
   {
     DpdkConfig cfg;
     cfg.vdev = "net_memif0,role=server" + args;
