@@ -18,9 +18,33 @@
 
 namespace weft::io {
 
-class Medium {
+// Memory the Device's users registered (Device::reg_mr) and may send from. A medium that sends
+// payloads by reference learns the regions here: DPDK's zero copy on a physical port maps them
+// for the device's DMA (dpdk_medium.hpp, "Zero copy and reuse"). Call register_memory after
+// reg_mr (false, and *error says why, when the medium cannot take the region: the caller then
+// fails the registration) and unregister_memory(addr), with the address it registered, before
+// dereg_mr: false while the medium still holds a transmit from it (try again after a pass; the
+// memory must stay until it returns true). The defaults: a medium that copies needs nothing.
+// A Medium is one; so is the libfabric provider's MediumPort (src/ofi/medium.hpp: fi_mr_reg and
+// the MR's fi_close), which passes the calls on to its Medium.
+class MemoryRegistration {
  public:
-  virtual ~Medium() = default;
+  virtual ~MemoryRegistration() = default;
+  virtual bool register_memory(void* addr, std::size_t bytes, std::string* error) {
+    (void)addr;
+    (void)bytes;
+    (void)error;
+    return true;
+  }
+  virtual bool unregister_memory(void* addr) {
+    (void)addr;
+    return true;
+  }
+};
+
+class Medium : public MemoryRegistration {
+ public:
+  ~Medium() override = default;
   // Hands packets that arrived to `dev`; returns how many. Any payload copies the medium deferred
   // (RemotePayload) are complete when it returns.
   virtual std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) = 0;
@@ -66,24 +90,6 @@ class Medium {
     (void)seen_after;
     (void)cpu;
     return PeerState::kUnknown;
-  }
-
-  // Memory the Device's users registered (Device::reg_mr) and may send from. A medium that sends
-  // payloads by reference learns the regions here: DPDK's zero copy on a physical port maps them
-  // for the device's DMA (dpdk_medium.hpp, "Zero copy and reuse"). Call register_memory after
-  // reg_mr (false, and *error says why, when the medium cannot take the region: the caller then
-  // fails the registration) and unregister_memory(addr), with the address it registered, before
-  // dereg_mr: false while the medium still holds a transmit from it (try again after a pass; the
-  // memory must stay until it returns true). The defaults: a medium that copies needs nothing.
-  virtual bool register_memory(void* addr, std::size_t bytes, std::string* error) {
-    (void)addr;
-    (void)bytes;
-    (void)error;
-    return true;
-  }
-  virtual bool unregister_memory(void* addr) {
-    (void)addr;
-    return true;
   }
 
   // Out-of-band events (peer death): a descriptor watched one-shot, and what to do when it fires.

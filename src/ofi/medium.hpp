@@ -40,9 +40,12 @@ struct NodeAddr {
 
 inline constexpr std::size_t kCtrlBytesMax = 64;  // one connection-setup datagram
 
-class MediumPort {
+// Memory registration (fi_mr_reg, fi_close of the MR) is io::MemoryRegistration's: register_memory
+// false refuses the MR (*error says why); unregister_memory false means a transmit from it is
+// still in flight (the close is retried). IoMediumPort passes both to its Medium.
+class MediumPort : public io::MemoryRegistration {
  public:
-  virtual ~MediumPort() = default;
+  ~MediumPort() override = default;
   virtual NodeAddr local() const = 0;
   // One packet from Device::poll_transmit. pkt and its payload are valid only during the call:
   // the medium copies (TxPacket::write_to) or moves the payload now. Returns false when the
@@ -139,20 +142,6 @@ class MediumPort {
   }
   virtual void disarm_sleep(std::span<const pollfd> fds) { (void)fds; }
 
-  // Memory registration (fi_mr_reg, fi_close of the MR): src/io's Medium::register_memory and
-  // unregister_memory, for a medium that sends from registered memory by reference (DPDK on a
-  // physical port maps it for DMA). register_memory false: the MR is refused (*error says why);
-  // unregister_memory false: a transmit from it is still in flight (the close is retried).
-  virtual bool register_memory(void* addr, std::size_t bytes, std::string* error) {
-    (void)addr;
-    (void)bytes;
-    (void)error;
-    return true;
-  }
-  virtual bool unregister_memory(void* addr) {
-    (void)addr;
-    return true;
-  }
   // What the medium counted, for the provider's extension ops (fi_weft_ext.h); zeros where it
   // counts nothing of the kind.
   struct Stats {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "src/ofi/fi_weft_ext.h"
+#include "tests/common/fd_io.hpp"
 
 namespace {
 
@@ -68,19 +69,8 @@ int g_rank = -1;
     }                                                         \
   } while (0)
 
-bool full_write(int fd, const void* p, std::size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool full_read(int fd, void* p, std::size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n) {
-    const ssize_t r = read(fd, b, n);
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
+using weft::test_util::full_read;
+using weft::test_util::full_write;
 
 std::uint8_t byte_at(std::size_t i) {
   return static_cast<std::uint8_t>(i * 13 + (i >> 8) + 5);

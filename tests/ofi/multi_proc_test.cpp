@@ -22,6 +22,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/common/fd_io.hpp"
+
 namespace {
 
 constexpr std::size_t kAddrMax = 64;
@@ -43,19 +45,8 @@ constexpr long kLateReadsMax = 100'000;
     }                                                                \
   } while (0)
 
-bool full_write(int fd, const void* p, std::size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool full_read(int fd, void* p, std::size_t n) {
-  auto* b = static_cast<char*>(p);
-  while (n) {
-    const ssize_t r = read(fd, b, n);
-    if (r <= 0) return false;
-    b += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
+using weft::test_util::full_read;
+using weft::test_util::full_write;
 
 std::uint8_t byte_of(int src, int dst, std::size_t i) {
   return static_cast<std::uint8_t>(src * 31 + dst * 7 + i);
