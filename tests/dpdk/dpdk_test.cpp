@@ -12,14 +12,18 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,6 +34,41 @@
 #include "src/wire/roce.hpp"
 #include "tests/io/medium_peer.hpp"
 #include "tests/io/udp_end.hpp"
+
+#ifdef WEFT_MEMIF_STOP_HOOK
+// A test hook for AMemifServerStopsOnlyAfterTheInterruptThreadsDisconnectReturned (this file
+// built as dpdk_stop_test): close(2) on EAL's interrupt thread naps first, which widens a window
+// inside DPDK 22.11's memif_disconnect (it closes the queues' eventfds between marking the link
+// down and freeing the shared regions) from microseconds to the nap; a close of the same
+// descriptor from another thread meanwhile is a second memif_disconnect running into the first
+// (the race that crashed CI). This executable's close() is the one librte_net_memif calls (the
+// executable comes first in the lookup scope); it makes the system call itself.
+namespace {
+std::atomic<useconds_t> g_intr_close_nap_us{0};  // 0: the hook is off
+std::atomic<int> g_intr_closing_fd{-1};          // what the interrupt thread is closing now
+std::atomic<int> g_intr_closes_napped{0}, g_closes_into_intr_close{0};
+
+bool on_eal_intr_thread() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  return std::strcmp(name, "eal-intr-thread") == 0;
+}
+}  // namespace
+
+extern "C" int close(int fd) {
+  if (const useconds_t nap = g_intr_close_nap_us.load(); nap != 0 && fd >= 0) {
+    if (on_eal_intr_thread()) {
+      g_intr_closing_fd.store(fd);
+      ++g_intr_closes_napped;
+      usleep(nap);
+      g_intr_closing_fd.store(-1);
+    } else if (fd == g_intr_closing_fd.load()) {
+      ++g_closes_into_intr_close;
+    }
+  }
+  return static_cast<int>(syscall(SYS_close, fd));
+}
+#endif
 
 namespace weft::io::dpdk {
 namespace {
@@ -225,6 +264,23 @@ TEST_F(Dpdk, EveryVerbByteExactOverMemifBetweenTwoProcesses) {
   }
 }
 
+// Starts dpdk_peer as a memif client ("net_memif0,role=client" + args) that sends `count` UD
+// messages of last words and leaves (dpdk_peer.cpp); sv[0] is our end of its control socket.
+pid_t start_last_words_peer(const std::string& args, std::size_t count, int sv[2]) {
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    const std::string fd = std::to_string(dup(sv[1]));
+    const std::string vdev = "net_memif0,role=client" + args, ip = std::to_string(kIpB),
+                      port = std::to_string(wire::kRoceV2UdpPort), n = std::to_string(count);
+    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), n.c_str(), vdev.c_str(), ip.c_str(),
+          port.c_str(), "last-words", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  return child;
+}
+
 // The end of a session over net_memif (src/io/dpdk/README.md, "Ending a session"): memif drops
 // what the other side has not read yet when either side leaves. The peer (memif client) sends 32
 // UD messages and leaves at once; we (the server) start reading only after it has said so and a
@@ -245,17 +301,8 @@ TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
   constexpr std::uint32_t kBytes = 1000;   // dpdk_peer's kLastWordsBytes
   constexpr std::uint32_t kGrhBytes = 40;  // a UD receive buffer starts with the GRH (IBA 11.4.1.2)
   int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    const std::string fd = std::to_string(dup(sv[1]));
-    const std::string vdev = "net_memif0,role=client" + args, ip = std::to_string(kIpB),
-                      port = std::to_string(wire::kRoceV2UdpPort), count = std::to_string(kCount);
-    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), count.c_str(), vdev.c_str(), ip.c_str(),
-          port.c_str(), "last-words", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(sv[1]);
+  const pid_t child = start_last_words_peer(args, kCount, sv);
+  ASSERT_GT(child, 0);
   {
     DpdkConfig cfg;
     cfg.vdev = "net_memif0,role=server" + args;
@@ -308,6 +355,82 @@ TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
   ASSERT_EQ(waitpid(child, &st, 0), child);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "peer status " << st;
 }
+
+#ifdef WEFT_MEMIF_STOP_HOOK
+// Ending a memif session while EAL's interrupt thread is still inside the disconnect that the
+// client's departure started (src/io/dpdk/README.md, "Ending a session"): the close() hook at
+// the top makes that disconnect last ~1 s (a nap per descriptor it closes). Our server's medium
+// sees the link go down at the disconnect's start; it must stop its port only after the
+// interrupt thread's disconnect has returned (~DpdkMedium's barrier). Without the barrier it
+// stopped at once: its own memif_disconnect closed a descriptor the interrupt thread was closing
+// (counted here) and freed the shared regions under it (CI: SEGV in rte_free). Only in
+// dpdk_stop_test: the hook slows every close on the interrupt thread, which other tests mind.
+TEST_F(Dpdk, AMemifServerStopsOnlyAfterTheInterruptThreadsDisconnectReturned) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("weft_memif_stop_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct RemoveDir {
+    std::filesystem::path d;
+    ~RemoveDir() { std::filesystem::remove_all(d); }
+  } remove_dir{dir};
+  struct HookOff {
+    ~HookOff() { g_intr_close_nap_us.store(0); }
+  } hook_off;
+  const std::string args =
+      ",socket=" + (dir / "memif.sock").string() + ",socket-abstract=no,bsize=8192";
+  constexpr std::size_t kCount = 4;
+  constexpr useconds_t kNapUs = 300'000;
+  int sv[2];
+  const pid_t child = start_last_words_peer(args, kCount, sv);
+  ASSERT_GT(child, 0);
+  {
+    DpdkConfig cfg;
+    cfg.vdev = "net_memif0,role=server" + args;
+    cfg.local_ip = kIpA;
+    End end(sv[0], 1, cfg);
+    ASSERT_TRUE(end.ok()) << end.medium().error();
+    ASSERT_TRUE(end.introduce(1));
+    Device& dev = end.device();
+    std::vector<std::uint8_t> buf(kCount * 2048);
+    ProtectionDomain* pd = *dev.alloc_pd();
+    CompletionQueue* cq = *dev.create_cq(64);
+    MemoryRegion* mr = *dev.reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite);
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = qa.recv_cq = cq;
+    qa.type = QpType::kUd;
+    QueuePair* ud = *dev.create_qp(qa);
+    ASSERT_EQ(connect_ud(ud, test::kPeerQkey), Errc::kOk);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      Sge sge{reinterpret_cast<std::uint64_t>(buf.data() + i * 2048), 2048, mr->lkey()};
+      ASSERT_EQ(ud->post_recv(RecvWr{i, {&sge, 1}}), Errc::kOk);
+    }
+    const test::PeerInfo mine{0, ud->qp_num(), 0, 0, 0, 0};
+    ASSERT_TRUE(end.send(&mine, sizeof mine));
+    auto said = end.recv(60);  // the peer's last words have left its Device
+    ASSERT_TRUE(said && said->size() == 1);
+    g_intr_close_nap_us.store(kNapUs);  // from here the client's leaving is slow on our side
+    std::size_t got = 0;
+    end.driver().run_until(
+        [&] {
+          WorkCompletion wc[16];
+          got += cq->poll(wc);
+          return got >= kCount;
+        },
+        30'000'000'000);
+    ASSERT_EQ(got, kCount);
+    // The medium goes here, while the client leaves (it does once we answered its BYE).
+  }
+  EXPECT_GE(g_intr_closes_napped.load(), 1) << "the interrupt thread closed nothing: the client's "
+                                               "departure did not reach it (the hook did not act)";
+  EXPECT_EQ(g_closes_into_intr_close.load(), 0)
+      << "the port was stopped while the interrupt thread was inside memif_disconnect";
+  g_intr_close_nap_us.store(0);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "peer status " << st;
+}
+#endif
 
 // The copying path over af_packet (the capture test above sends by reference).
 TEST_F(Dpdk, EveryVerbByteExactOverAfPacketOnVethWithoutZeroCopy) {

@@ -151,7 +151,9 @@ class DpdkMedium final : public Medium {
   const roce::Mac& mac() const { return mac_; }
   bool link_up() const;
   // Waits up to timeout_ns for the link; false if it is still down.
-  bool wait_link(TimeNs timeout_ns) const;
+  // A memif client whose link is not up a second after it started reconnects (stop, start):
+  // see the definition.
+  bool wait_link(TimeNs timeout_ns);
   std::uint16_t port_id() const { return port_id_; }
   std::uint16_t local_port() const { return cfg_.port; }
   // The port's MTU (rte_eth_dev_get_mtu: the largest IP packet; 0 when the PMD does not say) and
