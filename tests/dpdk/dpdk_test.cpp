@@ -281,6 +281,29 @@ pid_t start_last_words_peer(const std::string& args, std::size_t count, int sv[2
   return child;
 }
 
+// Our side of a last-words session: on end's Device a UD QP with `count` receives of `each`
+// bytes posted in buf (sized here), its QPN told to the peer. Returns the QP's CQ, or nullptr.
+CompletionQueue* post_ud_receives(End& end, std::vector<std::uint8_t>& buf, std::size_t count,
+                                  std::uint32_t each) {
+  Device& dev = end.device();
+  buf.assign(count * each, 0);
+  ProtectionDomain* pd = *dev.alloc_pd();
+  CompletionQueue* cq = *dev.create_cq(1024);
+  MemoryRegion* mr = *dev.reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite);
+  QpInitAttr qa;
+  qa.pd = pd;
+  qa.send_cq = qa.recv_cq = cq;
+  qa.type = QpType::kUd;
+  QueuePair* ud = *dev.create_qp(qa);
+  if (connect_ud(ud, test::kPeerQkey) != Errc::kOk) return nullptr;
+  for (std::size_t i = 0; i < count; ++i) {
+    Sge sge{reinterpret_cast<std::uint64_t>(buf.data() + i * each), each, mr->lkey()};
+    if (ud->post_recv(RecvWr{i, {&sge, 1}}) != Errc::kOk) return nullptr;
+  }
+  const test::PeerInfo mine{0, ud->qp_num(), 0, 0, 0, 0};
+  return end.send(&mine, sizeof mine) ? cq : nullptr;
+}
+
 // The end of a session over net_memif (src/io/dpdk/README.md, "Ending a session"): memif drops
 // what the other side has not read yet when either side leaves. The peer (memif client) sends 32
 // UD messages and leaves at once; we (the server) start reading only after it has said so and a
@@ -310,24 +333,9 @@ TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
     End end(sv[0], 1, cfg);
     ASSERT_TRUE(end.ok()) << end.medium().error();
     ASSERT_TRUE(end.introduce(1));
-    Device& dev = end.device();
-    std::vector<std::uint8_t> buf(kCount * (kGrhBytes + kBytes));
-    ProtectionDomain* pd = *dev.alloc_pd();
-    CompletionQueue* cq = *dev.create_cq(1024);
-    MemoryRegion* mr = *dev.reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite);
-    QpInitAttr qa;
-    qa.pd = pd;
-    qa.send_cq = qa.recv_cq = cq;
-    qa.type = QpType::kUd;
-    QueuePair* ud = *dev.create_qp(qa);
-    ASSERT_EQ(connect_ud(ud, test::kPeerQkey), Errc::kOk);
-    for (std::size_t i = 0; i < kCount; ++i) {
-      Sge sge{reinterpret_cast<std::uint64_t>(buf.data() + i * (kGrhBytes + kBytes)),
-              kGrhBytes + kBytes, mr->lkey()};
-      ASSERT_EQ(ud->post_recv(RecvWr{i, {&sge, 1}}), Errc::kOk);
-    }
-    const test::PeerInfo mine{0, ud->qp_num(), 0, 0, 0, 0};
-    ASSERT_TRUE(end.send(&mine, sizeof mine));
+    std::vector<std::uint8_t> buf;
+    CompletionQueue* cq = post_ud_receives(end, buf, kCount, kGrhBytes + kBytes);
+    ASSERT_NE(cq, nullptr);
     auto said = end.recv(60);  // the peer's last words have left its Device
     ASSERT_TRUE(said && said->size() == 1);
     usleep(200'000);  // not reading: the peer goes on leaving meanwhile
@@ -390,23 +398,9 @@ TEST_F(Dpdk, AMemifServerStopsOnlyAfterTheInterruptThreadsDisconnectReturned) {
     End end(sv[0], 1, cfg);
     ASSERT_TRUE(end.ok()) << end.medium().error();
     ASSERT_TRUE(end.introduce(1));
-    Device& dev = end.device();
-    std::vector<std::uint8_t> buf(kCount * 2048);
-    ProtectionDomain* pd = *dev.alloc_pd();
-    CompletionQueue* cq = *dev.create_cq(64);
-    MemoryRegion* mr = *dev.reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite);
-    QpInitAttr qa;
-    qa.pd = pd;
-    qa.send_cq = qa.recv_cq = cq;
-    qa.type = QpType::kUd;
-    QueuePair* ud = *dev.create_qp(qa);
-    ASSERT_EQ(connect_ud(ud, test::kPeerQkey), Errc::kOk);
-    for (std::size_t i = 0; i < kCount; ++i) {
-      Sge sge{reinterpret_cast<std::uint64_t>(buf.data() + i * 2048), 2048, mr->lkey()};
-      ASSERT_EQ(ud->post_recv(RecvWr{i, {&sge, 1}}), Errc::kOk);
-    }
-    const test::PeerInfo mine{0, ud->qp_num(), 0, 0, 0, 0};
-    ASSERT_TRUE(end.send(&mine, sizeof mine));
+    std::vector<std::uint8_t> buf;
+    CompletionQueue* cq = post_ud_receives(end, buf, kCount, 2048);
+    ASSERT_NE(cq, nullptr);
     auto said = end.recv(60);  // the peer's last words have left its Device
     ASSERT_TRUE(said && said->size() == 1);
     g_intr_close_nap_us.store(kNapUs);  // from here the client's leaving is slow on our side
