@@ -123,6 +123,27 @@ class VethNetns {
 
 constexpr std::uint32_t kIpA = 0x0AD60001, kIpB = 0x0AD60002;  // 10.214.0.1 / .2
 
+// A directory of the test's own (stem + pid) under the temporary directory, removed on the way
+// out unless kept.
+struct TempDir {
+  std::filesystem::path path;
+  bool keep;
+  explicit TempDir(const std::string& stem, bool keep_it = false)
+      : path(std::filesystem::temp_directory_path() / (stem + std::to_string(getpid()))),
+        keep(keep_it) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    if (!keep) std::filesystem::remove_all(path);
+  }
+};
+
+// net_memif's arguments past its name and role: a socket file in dir (no abstract socket), and
+// buffers of 8 KiB so that a 4 KiB-MTU frame is one descriptor.
+std::string memif_args(const std::filesystem::path& dir) {
+  return ",socket=" + (dir / "memif.sock").string() + ",socket-abstract=no,bsize=8192";
+}
+
 class Dpdk : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,13 +202,8 @@ void check_verbs(const std::string& vdev_a, const std::string& vdev_b, const std
 }
 
 TEST_F(Dpdk, EveryVerbByteExactOverAfPacketOnVethAndTsharkDecodesTheFrames) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("weft_dpdk_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  struct RemoveDir {
-    std::filesystem::path d;
-    ~RemoveDir() { std::filesystem::remove_all(d); }
-  } remove_dir{std::getenv("WEFT_KEEP_PCAP") ? std::filesystem::path() : dir};
+  const TempDir tmp("weft_dpdk_", std::getenv("WEFT_KEEP_PCAP") != nullptr);
+  const std::filesystem::path& dir = tmp.path;
   const std::string file = (dir / "dpdk.pcap").string();
   std::string ns_name;
   {
@@ -246,15 +262,8 @@ TEST_F(Dpdk, EveryVerbByteExactOverAfPacketOnVethAndTsharkDecodesTheFrames) {
 // net_memif between the two processes (server here, client in the peer; a socket file in a
 // directory of the test's own; buffers of 8 KiB so a 4 KiB-MTU frame is one descriptor).
 TEST_F(Dpdk, EveryVerbByteExactOverMemifBetweenTwoProcesses) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("weft_memif_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  struct RemoveDir {
-    std::filesystem::path d;
-    ~RemoveDir() { std::filesystem::remove_all(d); }
-  } remove_dir{dir};
-  const std::string sock = (dir / "memif.sock").string();
-  const std::string args = ",socket=" + sock + ",socket-abstract=no,bsize=8192";
+  const TempDir tmp("weft_memif_");
+  const std::string args = memif_args(tmp.path);
   // No MTU setting in net_memif: its bsize bounds the frames.
   for (bool zero_copy : {true, false}) {
     SCOPED_TRACE(zero_copy ? "zero copy" : "copy");
@@ -311,15 +320,8 @@ CompletionQueue* post_ud_receives(End& end, std::vector<std::uint8_t>& buf, std:
 // medium waits for our answer to its BYE, which we give only after taking every frame before it.
 // (Before, this server received nothing: the client's disconnect took its ring.)
 TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("weft_memif_end_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  struct RemoveDir {
-    std::filesystem::path d;
-    ~RemoveDir() { std::filesystem::remove_all(d); }
-  } remove_dir{dir};
-  const std::string args =
-      ",socket=" + (dir / "memif.sock").string() + ",socket-abstract=no,bsize=8192";
+  const TempDir tmp("weft_memif_end_");
+  const std::string args = memif_args(tmp.path);
   constexpr std::size_t kCount = 32;
   constexpr std::uint32_t kBytes = 1000;   // dpdk_peer's kLastWordsBytes
   constexpr std::uint32_t kGrhBytes = 40;  // a UD receive buffer starts with the GRH (IBA 11.4.1.2)
@@ -374,18 +376,11 @@ TEST_F(Dpdk, AMemifClientsLastFramesArriveThoughItsServerReadsThemAfterItLeft) {
 // (counted here) and freed the shared regions under it (CI: SEGV in rte_free). Only in
 // dpdk_stop_test: the hook slows every close on the interrupt thread, which other tests mind.
 TEST_F(Dpdk, AMemifServerStopsOnlyAfterTheInterruptThreadsDisconnectReturned) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("weft_memif_stop_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  struct RemoveDir {
-    std::filesystem::path d;
-    ~RemoveDir() { std::filesystem::remove_all(d); }
-  } remove_dir{dir};
+  const TempDir tmp("weft_memif_stop_");
   struct HookOff {
     ~HookOff() { g_intr_close_nap_us.store(0); }
   } hook_off;
-  const std::string args =
-      ",socket=" + (dir / "memif.sock").string() + ",socket-abstract=no,bsize=8192";
+  const std::string args = memif_args(tmp.path);
   constexpr std::size_t kCount = 4;
   constexpr useconds_t kNapUs = 300'000;
   int sv[2];
