@@ -1037,7 +1037,8 @@ class FabricDaemon::Impl {
     }
     if (sm_) {  // the SM's sweeps and the ports it cannot bring to Active (emu/sm README)
       const sm::SubnetManager& s = sm_->sm();
-      o << "sm node " << sm_->node() << " lid " << s.sm_lid() << " phase "
+      o << "sm node " << sm_->node() << " lid " << s.sm_lid() << " engine "
+        << routing::to_string(opt.sm.sm.routing.engine) << " lmc " << opt.sm.sm.lmc << " phase "
         << sm::to_string(s.phase()) << " heavy_sweeps " << s.heavy_sweeps() << " light_sweeps "
         << s.light_sweeps() << " forced_heavy_sweeps " << s.forced_heavy_sweeps() << " traps "
         << s.traps_received() << " ports_stuck " << s.ports_stuck() << "\n";

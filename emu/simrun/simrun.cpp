@@ -321,7 +321,8 @@ double cpu_now_s() {
 }  // namespace
 
 Result<SimReport, std::string> run_sim(const SimOptions& o) {
-  auto topo = topo::from_spec(o.topology);
+  auto topo =
+      o.loaded ? Result<topo::Topology, topo::SpecError>(*o.loaded) : topo::from_spec(o.topology);
   if (!topo) return "topology: " + topo.error().message;
   auto wl = parse_workload(o.workload);
   if (!wl) return "workload: " + wl.error();
@@ -349,7 +350,7 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   fc.sm_managed = true;  // the SM programs the fabric over the fabric itself
   fabric::Fabric fab(sim, *topo, fc);
   faults::FaultLog log;
-  FabricSmControl sm(fab, log);
+  FabricSmControl sm(fab, log, o.sm);
   r.sm = sm.bring_up();
   if (!r.sm.error.empty() && !r.sm.routes_valid) return r.sm.error;
   faults::FaultInjector inj(fab, log, &sm);
@@ -404,6 +405,8 @@ Result<SimReport, std::string> run_sim(const SimOptions& o) {
   sm.finish();
   r.sm.reroutes = sm.report().reroutes;
   r.sm.traps = sm.report().traps;
+  r.sm.light_sweeps = sm.report().light_sweeps;
+  r.sm.heavy_sweeps = sm.report().heavy_sweeps;
   r.sm.ports_stuck = sm.report().ports_stuck;
   r.pcaps = tap.paths();
 
@@ -459,8 +462,11 @@ void print_report(const SimReport& r, std::FILE* out) {
   std::fprintf(out, "weft sim: seed %llu, %s (%zu switches, %zu HCAs, %zu links), %s\n",
                static_cast<unsigned long long>(r.seed), r.topology.c_str(), r.switches, r.hcas,
                r.links, r.workload.c_str());
-  std::fprintf(out, "SM bring-up: %.3f s wall, %.6f s virtual, %llu MADs, routes %s%s%s\n",
-               r.sm.wall_s, r.sm.virtual_s, static_cast<unsigned long long>(r.sm.mads),
+  std::fprintf(out,
+               "SM on %s (%s, LMC %d) bring-up: %.3f s wall, %.6f s virtual, %llu MADs, routes "
+               "%s%s%s\n",
+               r.sm.node.c_str(), r.sm.engine.c_str(), r.sm.lmc, r.sm.wall_s, r.sm.virtual_s,
+               static_cast<unsigned long long>(r.sm.mads),
                r.sm.routes_valid ? "valid" : "NOT valid", r.sm.error.empty() ? "" : ": ",
                r.sm.error.c_str());
   std::fprintf(out,
@@ -531,13 +537,18 @@ std::string report_json(const SimReport& r) {
   j["topology"] = {
       {"spec", r.topology}, {"switches", r.switches}, {"hcas", r.hcas}, {"links", r.links}};
   j["workload"] = r.workload;
-  j["sm"] = {{"wall_s", r.sm.wall_s},
+  j["sm"] = {{"node", r.sm.node},
+             {"engine", r.sm.engine},
+             {"lmc", r.sm.lmc},
+             {"wall_s", r.sm.wall_s},
              {"virtual_s", r.sm.virtual_s},
              {"mads", r.sm.mads},
              {"routes_valid", r.sm.routes_valid},
              {"reroutes", r.sm.reroutes},
              {"traps", r.sm.traps},
              {"ports_stuck", r.sm.ports_stuck},
+             {"light_sweeps", r.sm.light_sweeps},
+             {"heavy_sweeps", r.sm.heavy_sweeps},
              {"error", r.sm.error}};
   j["run"] = {
       {"duration_ns", r.duration_ns}, {"end_ns", r.end_ns}, {"events", r.events},

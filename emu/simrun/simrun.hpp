@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,7 +51,12 @@ Result<WorkloadSpec, std::string> parse_workload(std::string_view spec);
 const char* to_string(WorkloadSpec::Op op);
 
 struct SimOptions {
-  std::string topology = "fat-tree:k=4";
+  std::string topology = "fat-tree:k=4";  // a generator spec, or the name of `loaded`
+  // When set, the topology itself (e.g. read from an ibnetdiscover net file); `topology` only
+  // names it in the report.
+  std::optional<topo::Topology> loaded;
+  // The subnet manager: routing engine, LMC, sweep periods, its HCA (emu/sm/fabric_sm.hpp).
+  sm::SmOptions sm{};
   std::string workload = "pairs:flows=0:1";
   faults::Scenario scenario;
   std::uint64_t seed = 1;

@@ -36,6 +36,8 @@ FabricSmControl::~FabricSmControl() = default;
 
 SmReport FabricSmControl::bring_up() {
   const sm::BringUpReport b = sm::bring_up(fabric_, options_, sm_);
+  report_.engine = routing::to_string(options_.sm.routing.engine);
+  report_.lmc = options_.sm.lmc;
   report_.wall_s = b.wall_s;
   report_.virtual_s = static_cast<double>(b.virtual_ns) / 1e9;
   report_.mads = b.mads;
@@ -43,6 +45,7 @@ SmReport FabricSmControl::bring_up() {
   report_.error = b.error;
   if (sm_) {
     sm_node_ = sm_->node();
+    report_.node = fabric_.topology().node(sm_node_).description;
     heavy_seen_ = sm_->sm().heavy_sweeps();
     traps_base_ = 0 - sm_->sm().traps_received();
   }
@@ -53,6 +56,8 @@ SmReport FabricSmControl::bring_up() {
 void FabricSmControl::finish() {
   report_.traps = traps_base_ + (sm_ ? sm_->sm().traps_received() : 0);
   report_.ports_stuck = sm_ ? sm_->sm().ports_stuck() : 0;
+  report_.light_sweeps = sm_ ? sm_->sm().light_sweeps() : 0;
+  report_.heavy_sweeps = sm_ ? sm_->sm().heavy_sweeps() : 0;
 }
 
 void FabricSmControl::sm_down(TimeNs) {

@@ -22,6 +22,9 @@
 namespace weft::simrun {
 
 struct SmReport {
+  std::string engine;  // routing engine (minhop, updn, ftree, dor)
+  int lmc = 0;
+  std::string node;                  // the HCA the SM runs on (its description)
   double wall_s = 0, virtual_s = 0;  // of the bring-up
   std::uint64_t mads = 0;            // SMPs of the bring-up, retries included
   bool routes_valid = false;
@@ -29,6 +32,7 @@ struct SmReport {
   std::uint32_t reroutes = 0;   // heavy sweeps that settled during the run
   std::uint64_t traps = 0;      // traps the SM received during the run (after the bring-up)
   std::size_t ports_stuck = 0;  // linked ports the SM could not bring to Active, at the end
+  std::uint64_t light_sweeps = 0, heavy_sweeps = 0;  // of the SM running at the end
 };
 
 class FabricSmControl final : public faults::SmControl, public sim::Component {

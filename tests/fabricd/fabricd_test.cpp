@@ -215,7 +215,7 @@ TEST(Fabricd, StatusInjectDropAndDown) {
   EXPECT_FALSE(lids.count(0));
   EXPECT_GT(dropped, 0u) << st;
   // The SM's line: up, one heavy sweep, no port it could not bring to Active.
-  EXPECT_NE(st.find("\nsm node 2 lid 3 "), std::string::npos) << st;  // on h0
+  EXPECT_NE(st.find("\nsm node 2 lid 3 engine minhop lmc 0 "), std::string::npos) << st;  // on h0
   EXPECT_NE(st.find(" phase subnet-up heavy_sweeps 1 "), std::string::npos) << st;
   EXPECT_NE(st.find(" ports_stuck 0\n"), std::string::npos) << st;
 

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -37,17 +38,40 @@ TEST(WeftRun, CrashedRankIsNamed) {
 TEST(WeftRun, FabricCommands) {
   const std::string name = "clitest-" + std::to_string(getpid());
   const std::string weft = WEFT_PATH;
-  FILE* up = popen(
-      (weft + " fabric up --name " + name + " --topology leaf-spine:leaves=2,spines=1,hosts=2 2>&1")
-          .c_str(),
-      "r");
+  const std::string topology = " --topology leaf-spine:leaves=2,spines=1,hosts=2";
+  // The SM's flags are checked before anything starts (tools/weft/sm_flags.hpp).
+  const std::pair<const char*, const char*> bad[] = {
+      {" --engine bogus", "--engine: unknown routing engine \"bogus\""},
+      {" --lmc 8", "--lmc must be 0..7, not 8"},
+      {" --engine updn --root 0x99", "--root 0x99: no switch has this node GUID"},
+      {" --sm-sweep soon", "--sm-sweep must be a time such as 10s"},
+      {" --sm-node leaf000", "--sm-node leaf000 is a switch; the SM runs on an HCA"},
+  };
+  for (const auto& [flags, message] : bad) {
+    std::string out;
+    EXPECT_EQ(run(weft + " fabric up --name " + name + topology + flags, out), 2) << flags;
+    EXPECT_NE(out.find(std::string("weft fabric up: ") + message), std::string::npos) << out;
+  }
+  // updn with light sweeps every 10 ms, the SM on the last HCA: the status says so.
+  FILE* up = popen((weft + " fabric up --name " + name + topology +
+                    " --engine updn --sm-sweep 10ms --sm-node hca00003 2>&1")
+                       .c_str(),
+                   "r");
   ASSERT_TRUE(up);
   char line[256];
   ASSERT_TRUE(fgets(line, sizeof line, up));  // "fabric NAME up: 4 HCAs"
   EXPECT_EQ(std::string(line), "fabric " + name + " up: 4 HCAs\n");
   std::string out;
-  EXPECT_EQ(run(weft + " fabric status " + name, out), 0) << out;
+  for (int i = 0; i < 200; ++i) {  // the first light sweep, within 2 s
+    out.clear();
+    EXPECT_EQ(run(weft + " fabric status " + name, out), 0) << out;
+    if (out.find(" light_sweeps 0 ") == std::string::npos) break;
+    usleep(10000);
+  }
   EXPECT_NE(out.find("hcas 4 attached 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nsm node 3 lid "), std::string::npos) << out;
+  EXPECT_NE(out.find(" engine updn lmc 0 phase "), std::string::npos) << out;
+  EXPECT_EQ(out.find(" light_sweeps 0 "), std::string::npos) << out;
   out.clear();
   EXPECT_EQ(run(weft + " fabric inject " + name + " --link 0/1 --drop 0.05", out), 0) << out;
   out.clear();

@@ -2,6 +2,7 @@
 // line and the problem), every fault kind visible in its counter, replay determinism, and the
 // `weft sim` command line (JSON output, exit 2 on bad input).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -358,11 +359,89 @@ TEST(WeftSim, JsonReport) {
   EXPECT_EQ(j["fault_log"].size(), 2u);  // both ends of the link
 }
 
+// The subnet manager's flags (tools/weft/sm_flags.hpp): the engine chosen routes differently,
+// the report names the engine, the LMC and the SM's HCA, and the sweep periods are applied.
+TEST(WeftSim, SubnetManagerFlags) {
+  const std::string base = weft() +
+                           " sim --topology fat-tree:k=4 --workload all-to-all:size=4K "
+                           "--duration 20us --json ";
+  std::string out;
+  ASSERT_EQ(shell(base, out), 0);
+  const auto minhop = nlohmann::json::parse(out);
+  EXPECT_EQ(minhop["sm"]["engine"], "minhop");
+  EXPECT_EQ(minhop["sm"]["lmc"], 0);
+  EXPECT_EQ(minhop["sm"]["node"], "hca00000");
+  EXPECT_EQ(minhop["sm"]["light_sweeps"], 0);  // the default period (10 s) is not reached
+  ASSERT_EQ(shell(base + "--engine updn --lmc 1 --sm-node hca00005 --sm-sweep 5us", out), 0);
+  const auto updn = nlohmann::json::parse(out);
+  EXPECT_EQ(updn["sm"]["engine"], "updn");
+  EXPECT_EQ(updn["sm"]["lmc"], 1);
+  EXPECT_EQ(updn["sm"]["node"], "hca00005");
+  EXPECT_TRUE(updn["sm"]["routes_valid"].get<bool>());
+  EXPECT_GT(updn["sm"]["light_sweeps"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(updn["sm"]["heavy_sweeps"], 1);
+  EXPECT_EQ(updn["messages"]["posted"], updn["messages"]["completed"]);
+  // Other routes, so another trace.
+  EXPECT_NE(updn["trace_hash"], minhop["trace_hash"]);
+  // A forced heavy sweep (OpenSM's force_heavy_sweep) every 100 us of a 1 ms run: one at least
+  // completes after the bring-up's (a heavy sweep re-reads every port, so it takes a while).
+  ASSERT_EQ(shell(weft() + " sim --topology fat-tree:k=4 --workload pairs:flows=0:5,size=4K "
+                           "--duration 1ms --json --sm-heavy-every 100us",
+                  out),
+            0);
+  const auto forced = nlohmann::json::parse(out);
+  EXPECT_GT(forced["sm"]["heavy_sweeps"].get<std::uint64_t>(), 1u);
+  EXPECT_EQ(forced["sm"]["light_sweeps"], 0);
+  EXPECT_EQ(forced["messages"]["lost"], 0);
+  // dor needs a torus or mesh: the SM's error, exit 2.
+  std::FILE* f = popen((base + "--engine dor 2>&1").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string err;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f)) err += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(f)), 2);
+  EXPECT_NE(err.find("not a mesh or torus"), std::string::npos) << err;
+}
+
+// A topology from an ibnetdiscover/ibsim net file runs as its generator spec does.
+TEST(WeftSim, NetFileTopology) {
+  char dir[] = "/tmp/weft-simnet-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string net = std::string(dir) + "/ft.net";
+  std::string out;
+  ASSERT_EQ(shell(weft() + " topo fat-tree:k=4 --netfile " + net, out), 0);
+  const std::string run = " --workload pairs:flows=0:5,size=4K --duration 20us --json";
+  ASSERT_EQ(shell(weft() + " sim --topology " + net + run, out), 0);
+  const auto j = nlohmann::json::parse(out);
+  std::remove(net.c_str());
+  rmdir(dir);
+  EXPECT_EQ(j["topology"]["switches"], 20);
+  EXPECT_EQ(j["topology"]["hcas"], 16);
+  EXPECT_TRUE(j["sm"]["routes_valid"].get<bool>());
+  EXPECT_GT(j["messages"]["completed"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(j["messages"]["posted"], j["messages"]["completed"]);
+}
+
 TEST(WeftSim, BadInputExitsTwo) {
   const char* bad[] = {
-      "--topology fat-tree:k=3",       "--workload ring", "--fault link=p00leaf00/p9,drop=0.1",
-      "--event at=1us,action=explode", "--duration soon", "--faults /nonexistent/scenario.toml",
-      "--workload pairs:flows=0:99",   "--seed abc",      "--bogus",
+      "--topology fat-tree:k=3",
+      "--workload ring",
+      "--fault link=p00leaf00/p9,drop=0.1",
+      "--event at=1us,action=explode",
+      "--duration soon",
+      "--faults /nonexistent/scenario.toml",
+      "--workload pairs:flows=0:99",
+      "--seed abc",
+      "--bogus",
+      "--engine bogus",
+      "--lmc 8",
+      "--root 0x1",
+      "--engine updn --root 0x1",
+      "--sm-sweep soon",
+      "--sm-node nosuch",
+      "--sm-node p00leaf00",
+      "--topology /nonexistent/fabric.net",
+      "--workload allreduce --engine ftree",
   };
   for (const char* args : bad) {
     std::string out;

@@ -17,6 +17,7 @@
 #include "emu/fabricd/fabric_daemon.hpp"
 #include "emu/faults/scenario.hpp"
 #include "tools/weft/commands.hpp"
+#include "tools/weft/sm_flags.hpp"
 #include "tools/weft/topo_input.hpp"
 
 namespace weft::cli {
@@ -31,6 +32,7 @@ struct UpArgs {
   std::string host;               // or: this daemon's name in the topology file's hosts section
   double tunnel_drop = 0.0;       // loss injection on the tunnel's receive side
   std::uint64_t tunnel_seed = 1;
+  SmFlags sm;  // --engine, --lmc, --root, --sm-sweep, --sm-heavy-every, --sm-node
 };
 
 [[noreturn]] void up_fail(const std::string& m) {
@@ -155,6 +157,7 @@ void add_fabric(CLI::App& app) {
                 "(0..1, seeded by --tunnel-seed)")
       ->check(CLI::Range(0.0, 1.0));
   u->add_option("--tunnel-seed", up->tunnel_seed, "seed of --tunnel-drop");
+  add_sm_flags(u, up->sm);
   u->callback([up] {
     const topo::Topology t = load_topology("fabric up", up->topology);
     // Signals go to a waiting thread (the daemon's threads inherit the mask).
@@ -167,6 +170,7 @@ void add_fabric(CLI::App& app) {
     o.name = up->name;
     o.pace = up->pace;
     o.cross_host = cross_host(*up);
+    if (const std::string e = apply_sm_flags(up->sm, t, &o.sm); !e.empty()) up_fail(e);
     if (!up->faults.empty()) {
       auto sc = faults::load_scenario(t, up->faults);
       if (!sc.ok()) {

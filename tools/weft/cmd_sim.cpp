@@ -2,6 +2,8 @@
 // transport engines, with faults, and report (emu/simrun). Bad input exits 2 with one sentence.
 //   weft sim --topology fat-tree:k=8 --workload <spec> [--faults FILE] [--fault ...]
 //            [--event ...] [--seed N] [--duration T] [--json] [--pcap DIR]
+//            [--engine minhop|updn|ftree|dor] [--lmc N] [--root GUID]... [--sm-sweep T]
+//            [--sm-heavy-every T] [--sm-node NODE]
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +17,8 @@
 #include "emu/topo/spec.hpp"
 #include "tools/weft/cmd_collsim.hpp"
 #include "tools/weft/commands.hpp"
+#include "tools/weft/sm_flags.hpp"
+#include "tools/weft/topo_input.hpp"
 
 namespace weft::cli {
 
@@ -30,6 +34,7 @@ struct SimArgs {
   bool timing_only = false;
   std::string pcap;
   CollSimArgs coll;  // --workload allreduce|... (tools/weft/cmd_collsim.hpp)
+  SmFlags sm;
 };
 
 [[noreturn]] void bad_input(const std::string& what) {
@@ -37,9 +42,16 @@ struct SimArgs {
   throw CLI::RuntimeError(2);
 }
 
-void run(const SimArgs& a, bool seed_given, const std::vector<std::string>& extras) {
+void run(const SimArgs& a, bool seed_given, bool sm_given, const std::vector<std::string>& extras) {
   if (!extras.empty()) bad_input("unexpected argument \"" + extras.front() + "\" (see --help)");
   if (is_coll_workload(a.workload)) {
+    // The collective models route as the SM's default does (minhop, LMC 0: emu/collsim
+    // switch_paths.hpp); refuse rather than silently ignore another choice.
+    if (sm_given)
+      bad_input(
+          "--engine, --lmc, --root and --sm-* apply to the point-to-point workloads "
+          "(pairs, all-to-all, incast, permutation); collective workloads route with "
+          "minhop");
     CollSimFaults f{a.faults_file, a.fault_flags, a.event_flags, 1};
     if (seed_given) f.seed = std::strtoull(a.seed.c_str(), nullptr, 0);
     run_collsim(a.coll, a.topology, a.workload, a.json, a.timing_only, f);
@@ -60,8 +72,10 @@ void run(const SimArgs& a, bool seed_given, const std::vector<std::string>& extr
   if (!dur || *dur == 0)
     bad_input("--duration must be a time such as 300us, not \"" + a.duration + "\"");
   o.duration_ns = *dur;
-  auto topo = topo::from_spec(a.topology);
-  if (!topo) bad_input("--topology: " + topo.error().message);
+  // A generator spec or an ibnetdiscover/ibsim net file (tools/weft/topo_input.hpp).
+  o.loaded = load_topology("sim", a.topology);
+  const topo::Topology* topo = &*o.loaded;
+  if (const std::string e = apply_sm_flags(a.sm, *topo, &o.sm); !e.empty()) bad_input(e);
   if (!a.faults_file.empty()) {
     auto sc = faults::load_scenario(*topo, a.faults_file);
     if (!sc) bad_input(sc.error().message);
@@ -131,8 +145,15 @@ void add_sim(CLI::App& app) {
   cmd->add_flag("--timing-only", a->timing_only, "Carry headers only (no bytes, modelled CRCs)");
   cmd->add_option("--pcap", a->pcap, "Write captures of the flows' and faulted ports into DIR");
   add_collsim_options(cmd, a->coll);
+  add_sm_flags(cmd, a->sm);
   cmd->allow_extras();  // reported by run() with exit status 2
-  cmd->callback([a, seed, cmd] { run(*a, static_cast<bool>(*seed), cmd->remaining()); });
+  cmd->callback([a, seed, cmd] {
+    const bool sm_given = cmd->count("--engine") + cmd->count("--lmc") + cmd->count("--root") +
+                              cmd->count("--sm-sweep") + cmd->count("--sm-heavy-every") +
+                              cmd->count("--sm-node") >
+                          0;
+    run(*a, static_cast<bool>(*seed), sm_given, cmd->remaining());
+  });
 }
 
 }  // namespace weft::cli
