@@ -439,6 +439,8 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     fc.slot_bytes = slot_bytes;
     fc.seed = run.seed;
     fc.scenario = run.faults;
+    fc.routing = cluster.routing;
+    fc.lmc = cluster.lmc;
     auto made = FabricNet::create(fc, cluster.nodes, cluster.gpus);
     if (!made) return {std::nullopt, "packet-level fabric: " + made.error()};
     net = std::move(*made);
@@ -532,8 +534,13 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     // own: its switches stay non-blocking.
     std::optional<SwitchPaths> paths;
     if (run.switch_links && !cluster.topology.empty()) {
-      auto sp = SwitchPaths::create(cluster.topology, cluster.nodes, cluster.gpus);
-      if (sp) paths.emplace(std::move(*sp));
+      auto sp = SwitchPaths::create(cluster.topology, cluster.nodes, cluster.gpus, cluster.routing,
+                                    cluster.lmc);
+      if (sp) {
+        paths.emplace(std::move(*sp));
+      } else if (sp.error().starts_with("routing: ")) {  // the engine cannot route this fabric
+        return RunOutcome{std::nullopt, sp.error()};
+      }
     }
     PlanSim sim(cluster, plans, lanes, run.slots, slot_bytes, paths ? &*paths : nullptr);
     const auto wall0 = std::chrono::steady_clock::now();

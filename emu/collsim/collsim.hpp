@@ -21,6 +21,7 @@
 
 #include "emu/faults/injector.hpp"
 #include "emu/faults/scenario.hpp"
+#include "emu/routing/routes.hpp"
 #include "src/coll/plan.hpp"
 #include "src/coll/types.hpp"
 
@@ -38,6 +39,10 @@ struct ClusterConfig {
   // Packet-level fabric (RunConfig::packet): the emu/topo spec whose NVLink domains are the
   // nodes (rail:nodes=N,gpus=G,spines=S); each GPU's NIC is one of its HCAs.
   std::string topology;
+  // How the subnet manager routes `topology` (both models: the packet-level fabric's SM and
+  // the coarse model's switch links, switch_paths.hpp): engine, updn roots, LMC.
+  routing::RoutingOptions routing{};
+  int lmc = 0;
 };
 
 // The coarse model's NIC parameters for a packet-level fabric built from `topology` with the

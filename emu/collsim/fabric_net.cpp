@@ -49,7 +49,10 @@ Result<std::unique_ptr<FabricNet>, std::string> FabricNet::create(const FabricNe
   fc.sm_managed = true;
   fc.mode = cfg.payload ? fabric::DataMode::kVerified : fabric::DataMode::kTimingOnly;
   f->fabric_ = std::make_unique<fabric::Fabric>(*f->sim_, f->topo_, fc);
-  f->sm_ = std::make_unique<simrun::FabricSmControl>(*f->fabric_, f->log_);
+  sm::SmOptions so;
+  so.sm.routing = cfg.routing;
+  so.sm.lmc = cfg.lmc;
+  f->sm_ = std::make_unique<simrun::FabricSmControl>(*f->fabric_, f->log_, so);
   const simrun::SmReport rep = f->sm_->bring_up();
   if (!rep.routes_valid)
     return "the subnet manager did not bring the fabric up: " +

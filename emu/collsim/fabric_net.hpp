@@ -31,6 +31,7 @@
 #include "emu/fabric/fabric.hpp"
 #include "emu/faults/injector.hpp"
 #include "emu/faults/scenario.hpp"
+#include "emu/routing/routes.hpp"
 #include "emu/sim/simulator.hpp"
 #include "emu/simrun/sm_control.hpp"
 #include "emu/topo/topology.hpp"
@@ -48,7 +49,9 @@ struct FabricNetConfig {
   Mtu mtu = Mtu::k4096;
   std::uint8_t qp_timeout = 8;  // 4.096 us x 2^8 ~ 1 ms per try
   std::uint8_t retry_cnt = 7;
-  faults::Scenario scenario;  // applied when the collective starts (times relative to it)
+  faults::Scenario scenario;          // applied when the collective starts (times relative to it)
+  routing::RoutingOptions routing{};  // the SM's routing engine and its options
+  int lmc = 0;                        // the SM's LMC (IBA 7.11.1)
 };
 
 struct FabricNetStats {

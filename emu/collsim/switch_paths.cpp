@@ -8,7 +8,9 @@
 namespace weft::collsim {
 
 Result<SwitchPaths, std::string> SwitchPaths::create(const std::string& topology, int nodes,
-                                                     int gpus) {
+                                                     int gpus,
+                                                     const routing::RoutingOptions& routing,
+                                                     int lmc) {
   auto t = topo::from_spec(topology);
   if (!t) return std::string("topology: ") + t.error().message;
   SwitchPaths s;
@@ -28,12 +30,12 @@ Result<SwitchPaths, std::string> SwitchPaths::create(const std::string& topology
     }
   }
   // Routed as the SM's heavy sweep routes (subnet_manager.cpp: assign LIDs, routing::route
-  // with SmConfig's default RoutingOptions and LMC 0).
+  // with SmConfig's RoutingOptions and LMC). Messages go to base LIDs (path bits 0).
   const routing::Fabric rf = routing::Fabric::from_topology(s.topo_);
-  auto lids = routing::assign_lids(rf, 0);
+  auto lids = routing::assign_lids(rf, lmc);
   if (!lids) return std::string("LIDs: ") + lids.error().message;
   s.lids_ = std::move(*lids);
-  auto routes = routing::route(rf, s.lids_, routing::RoutingOptions{});
+  auto routes = routing::route(rf, s.lids_, routing);
   if (!routes) return std::string("routing: ") + routes.error().message;
   s.routes_ = std::move(*routes);
   // One id per switch port; its rate relative to the HCA link of NIC 0.

@@ -12,12 +12,11 @@
 //
 // How: the topology (emu/topo spec) is routed as the SM routes it — routing::Fabric from the
 // topology, LIDs from a fresh assigner (ascending GUID order, as the SM's), routing::route with
-// the SM's default options (minhop, LMC 0) — with no SMP bring-up. CollSim.SwitchPathsAreThe
-// SubnetManagersRoutes checks that the walk equals the LFTs the SM programs on the fabric.
-// Ports: the output ports of switches toward another switch (the last hop, toward the
-// destination HCA, is that NIC's ingress port, already in the model; the first, the source
-// HCA's link, its egress port).
-// Thread-safety: a value; path() is const.
+// the SM's options (default minhop, LMC 0; create()'s arguments) — with no SMP bring-up.
+// CollSim.SwitchPathsAreThe SubnetManagersRoutes checks that the walk equals the LFTs the SM
+// programs on the fabric. Ports: the output ports of switches toward another switch (the last hop,
+// toward the destination HCA, is that NIC's ingress port, already in the model; the first, the
+// source HCA's link, its egress port). Thread-safety: a value; path() is const.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +35,10 @@ class SwitchPaths {
  public:
   // `nodes` x `gpus` must match the topology's NVLink domains (NIC index = node x gpus + GPU,
   // as FabricNet's ranks). Errors: one sentence.
-  static Result<SwitchPaths, std::string> create(const std::string& topology, int nodes, int gpus);
+  // `routing` and `lmc` as the SM's (SmConfig): the routes are those the SM would program.
+  static Result<SwitchPaths, std::string> create(const std::string& topology, int nodes, int gpus,
+                                                 const routing::RoutingOptions& routing = {},
+                                                 int lmc = 0);
 
   // Switch-to-switch output ports (ids 0..ports()-1) of the route from NIC `from` to NIC `to`,
   // in order, appended to `out`. Asserts the route exists (the fabric is connected).

@@ -4,10 +4,12 @@
 // link failing in the middle of an all-reduce (re-routed, retransmitted, still exact), a rank
 // cut off (a named failure, no hang), and the CLI's --fabric packet with an --event.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -237,46 +239,58 @@ TEST(PacketFabric, CoarseRunsOutsideTheCheckedCasesCarryACaveat) {
 // The coarse model's switch links are those the SM programs: for every pair of NICs on
 // different nodes, SwitchPaths' route equals the walk through the LFTs of the fabric the SM
 // brought up (switch-to-switch output ports, by name).
+// For every routing engine the SM can run here (dor needs a torus), the coarse model's switch
+// paths are the routes the SM programs over the fabric; and the engines do route differently
+// (on 8 x 4 with two spines, minhop's and updn's paths differ), so the choice reaches both.
 TEST(PacketFabric, SwitchPathsAreTheSubnetManagersRoutes) {
-  for (const auto& [spec, nodes, gpus] :
-       {std::tuple{"rail:nodes=4,gpus=2,spines=2", 4, 2},
-        std::tuple{"rail:nodes=2,gpus=4,spines=1", 2, 4},
-        std::tuple{"rail:nodes=4,gpus=4,spines=2,links=1", 4, 4}}) {
-    SCOPED_TRACE(spec);
-    FabricNetConfig fc;
-    fc.topology = spec;
-    fc.payload = false;
-    auto net = FabricNet::create(fc, nodes, gpus);
-    ASSERT_TRUE(net) << net.error();
-    auto sp = SwitchPaths::create(spec, nodes, gpus);
-    ASSERT_TRUE(sp) << sp.error();
-    const topo::Topology& t = (*net)->topology();
-    int crossing = 0;
-    for (int a = 0; a < nodes * gpus; ++a) {
-      for (int b = 0; b < nodes * gpus; ++b) {
-        if (a / gpus == b / gpus) continue;
-        const topo::NodeId dst = (*net)->hca_of(b);
-        const std::uint16_t dlid = (*net)->fabric().node(dst).state().ports[1].lid;
-        std::vector<std::string> want;
-        auto at = t.peer(topo::PortRef{(*net)->hca_of(a), 1});
-        ASSERT_TRUE(at);
-        while (t.node(at->node).is_switch()) {
-          const std::uint8_t port = (*net)->fabric().node(at->node).state().route(dlid);
-          want.push_back(t.node(at->node).description + "/p" + std::to_string(port));
-          at = t.peer(topo::PortRef{at->node, port});
+  for (const auto& [spec, nodes, gpus] : {std::tuple{"rail:nodes=4,gpus=2,spines=2", 4, 2},
+                                          std::tuple{"rail:nodes=2,gpus=4,spines=1", 2, 4},
+                                          std::tuple{"rail:nodes=4,gpus=4,spines=2,links=1", 4, 4},
+                                          std::tuple{"rail:nodes=8,gpus=4,spines=2", 8, 4}}) {
+    std::map<routing::Engine, std::vector<std::vector<std::string>>> paths;
+    for (const routing::Engine engine :
+         {routing::Engine::kMinHop, routing::Engine::kUpDn, routing::Engine::kFtree}) {
+      SCOPED_TRACE(std::string(spec) + " " + routing::to_string(engine));
+      FabricNetConfig fc;
+      fc.topology = spec;
+      fc.payload = false;
+      fc.routing.engine = engine;
+      auto net = FabricNet::create(fc, nodes, gpus);
+      ASSERT_TRUE(net) << net.error();
+      auto sp = SwitchPaths::create(spec, nodes, gpus, fc.routing);
+      ASSERT_TRUE(sp) << sp.error();
+      const topo::Topology& t = (*net)->topology();
+      int crossing = 0;
+      for (int a = 0; a < nodes * gpus; ++a) {
+        for (int b = 0; b < nodes * gpus; ++b) {
+          if (a / gpus == b / gpus) continue;
+          const topo::NodeId dst = (*net)->hca_of(b);
+          const std::uint16_t dlid = (*net)->fabric().node(dst).state().ports[1].lid;
+          std::vector<std::string> want;
+          auto at = t.peer(topo::PortRef{(*net)->hca_of(a), 1});
           ASSERT_TRUE(at);
+          while (t.node(at->node).is_switch()) {
+            const std::uint8_t port = (*net)->fabric().node(at->node).state().route(dlid);
+            want.push_back(t.node(at->node).description + "/p" + std::to_string(port));
+            at = t.peer(topo::PortRef{at->node, port});
+            ASSERT_TRUE(at);
+          }
+          ASSERT_EQ(at->node, dst);
+          want.pop_back();  // toward the destination HCA: its NIC's ingress port
+          std::vector<std::uint32_t> ids;
+          sp->path(a, b, ids);
+          std::vector<std::string> got;
+          for (std::uint32_t id : ids) got.push_back(sp->port_name(id));
+          EXPECT_EQ(got, want) << a << " -> " << b;
+          crossing += got.empty() ? 0 : 1;
+          paths[engine].push_back(std::move(got));
         }
-        ASSERT_EQ(at->node, dst);
-        want.pop_back();  // toward the destination HCA: its NIC's ingress port
-        std::vector<std::uint32_t> ids;
-        sp->path(a, b, ids);
-        std::vector<std::string> got;
-        for (std::uint32_t id : ids) got.push_back(sp->port_name(id));
-        EXPECT_EQ(got, want) << a << " -> " << b;
-        crossing += got.empty() ? 0 : 1;
       }
+      EXPECT_GT(crossing, 0);  // some routes cross a spine
     }
-    EXPECT_GT(crossing, 0);  // some routes cross a spine
+    if (std::string(spec) == "rail:nodes=8,gpus=4,spines=2") {
+      EXPECT_NE(paths[routing::Engine::kMinHop], paths[routing::Engine::kUpDn]);
+    }
   }
 }
 
@@ -380,6 +394,31 @@ TEST(PacketFabricCli, LinkDownIsLoggedAndACutOffRankExitsOne) {
                               " --event at=20us,action=link-down,link=rail01/p3");
   EXPECT_EQ(coarse.status, 2) << coarse.out;
   EXPECT_NE(coarse.out.find("need --fabric packet"), std::string::npos) << coarse.out;
+}
+
+// `weft sim --engine` on a collective workload: the coarse model's switch links follow the
+// engine's routes (all-to-all on 8 x 4 with two spines: minhop piles flows onto fewer spine
+// links than updn), the report names the engine, and what cannot apply is refused.
+TEST(PacketFabric, CliRoutingEngine) {
+  const std::string base =
+      "sim --workload alltoall --topology rail:nodes=8,gpus=4,spines=2 -b 4M -e 4M "
+      "--timing-only --json ";
+  const Cli minhop = weft_cli(base);
+  const Cli updn = weft_cli(base + "--engine updn");
+  ASSERT_EQ(minhop.status, 0) << minhop.out;
+  ASSERT_EQ(updn.status, 0) << updn.out;
+  const auto jm = nlohmann::json::parse(minhop.out), ju = nlohmann::json::parse(updn.out);
+  EXPECT_EQ(jm["routing"], "minhop");
+  EXPECT_EQ(ju["routing"], "updn");
+  EXPECT_NE(jm["rows"][0]["time_us"].get<double>(), ju["rows"][0]["time_us"].get<double>());
+  const Cli dor = weft_cli(base + "--engine dor");
+  EXPECT_EQ(dor.status, 2) << dor.out;
+  EXPECT_NE(dor.out.find("weft sim: --engine dor: routing: not a mesh or torus"), std::string::npos)
+      << dor.out;
+  const Cli sweep = weft_cli(base + "--sm-sweep 1s");
+  EXPECT_EQ(sweep.status, 2) << sweep.out;
+  EXPECT_NE(sweep.out.find("apply to the point-to-point workloads"), std::string::npos)
+      << sweep.out;
 }
 
 }  // namespace

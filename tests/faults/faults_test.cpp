@@ -441,7 +441,8 @@ TEST(WeftSim, BadInputExitsTwo) {
       "--sm-node nosuch",
       "--sm-node p00leaf00",
       "--topology /nonexistent/fabric.net",
-      "--workload allreduce --engine ftree",
+      "--workload allreduce --sm-sweep 1s",
+      "--workload allreduce --engine dor",
   };
   for (const char* args : bad) {
     std::string out;

@@ -294,6 +294,8 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
   const std::size_t verify_limit = need_bytes("--verify-limit", a.verify_limit);
 
   collsim::ClusterConfig c = cluster_of(topology);
+  c.routing = faults.routing;
+  c.lmc = faults.lmc;
   c.nvl_Bps = a.nvl_gbps * 1e9;
   c.nvl_latency_s = a.nvl_latency_us * 1e-6;
   const auto cal = collsim::calibrate_nic(c.topology);
@@ -342,9 +344,10 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
   if (!json) {
     std::printf(
         "# %s on %s: %d nodes x %d GPUs, NVLink %.0f GB/s, NIC %.1f GB/s, algo %s, "
-        "channels %d, chunk %zu, %s fabric\n",
+        "channels %d, chunk %zu, %s fabric, routing %s\n",
         workload.c_str(), topology.c_str(), c.nodes, c.gpus, c.nvl_Bps / 1e9, c.nic_Bps / 1e9,
-        a.algo.c_str(), run.channels, run.chunk_bytes, run.packet ? "packet-level" : "coarse");
+        a.algo.c_str(), run.channels, run.chunk_bytes, run.packet ? "packet-level" : "coarse",
+        routing::to_string(c.routing.engine));
     std::printf("#%11s %12s %9s %6s %10s %9s %9s %7s  %10s %7s %-10s\n", "size", "count", "type",
                 "redop", "time", "algbw", "busbw", "#wrong", "model", "meas/", "algo");
     std::printf("#%11s %12s %9s %6s %10s %9s %9s %7s  %10s %7s %-10s\n", "(B)", "(elements)", "",
@@ -424,6 +427,8 @@ void run_collsim(const CollSimArgs& a, const std::string& topology, const std::s
                        {"nic_GBps", c.nic_Bps / 1e9},
                        {"channels", run.channels},
                        {"fabric", a.fabric},
+                       {"routing", routing::to_string(c.routing.engine)},
+                       {"lmc", c.lmc},
                        {"rows", rows}};
     std::printf("%s\n", out.dump().c_str());
   }

@@ -14,6 +14,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "emu/routing/routes.hpp"
+
 namespace weft::cli {
 
 struct CollSimArgs {
@@ -33,11 +35,14 @@ struct CollSimArgs {
   std::string verify_limit = "2G";      // full payload while ranks x buffers stay under this
 };
 
-// The fault flags of `weft sim` (packet-level fabric only).
+// The fault flags of `weft sim` (packet-level fabric only), its seed, and the subnet manager's
+// routing (--engine, --lmc, --root; both models).
 struct CollSimFaults {
   std::string faults_file;
   std::vector<std::string> fault_flags, event_flags;
   std::uint64_t seed = 1;
+  routing::RoutingOptions routing{};
+  int lmc = 0;
 };
 
 // Registers --algo, --channels, -b, -e, -f, --dtype, --op, --chunk, --nvl-bw, --nvl-latency,

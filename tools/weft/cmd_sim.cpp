@@ -45,15 +45,24 @@ struct SimArgs {
 void run(const SimArgs& a, bool seed_given, bool sm_given, const std::vector<std::string>& extras) {
   if (!extras.empty()) bad_input("unexpected argument \"" + extras.front() + "\" (see --help)");
   if (is_coll_workload(a.workload)) {
-    // The collective models route as the SM's default does (minhop, LMC 0: emu/collsim
-    // switch_paths.hpp); refuse rather than silently ignore another choice.
-    if (sm_given)
+    // Both collective models route as the SM would with --engine, --lmc and --root; the SM's
+    // sweeps and its HCA play no part there: refuse them rather than ignore them.
+    if (!a.sm.sweep.empty() || !a.sm.heavy_every.empty() || !a.sm.sm_node.empty())
       bad_input(
-          "--engine, --lmc, --root and --sm-* apply to the point-to-point workloads "
-          "(pairs, all-to-all, incast, permutation); collective workloads route with "
-          "minhop");
+          "--sm-sweep, --sm-heavy-every and --sm-node apply to the point-to-point "
+          "workloads (pairs, all-to-all, incast, permutation)");
     CollSimFaults f{a.faults_file, a.fault_flags, a.event_flags, 1};
     if (seed_given) f.seed = std::strtoull(a.seed.c_str(), nullptr, 0);
+    if (sm_given) {
+      auto t = topo::from_spec(a.topology);
+      if (!t) bad_input("--topology: " + t.error().message);
+      sm::SmOptions so;
+      if (const std::string e = apply_sm_flags(a.sm, *t, &so); !e.empty()) bad_input(e);
+      if (const std::string e = check_routes(*t, so); !e.empty())
+        bad_input("--engine " + a.sm.engine + ": " + e);
+      f.routing = so.sm.routing;
+      f.lmc = so.sm.lmc;
+    }
     run_collsim(a.coll, a.topology, a.workload, a.json, a.timing_only, f);
     return;
   }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "emu/faults/scenario.hpp"
+#include "emu/routing/fabric.hpp"
 #include "emu/routing/routes.hpp"
 
 namespace weft::cli {
@@ -83,6 +84,15 @@ std::string apply_sm_flags(const SmFlags& f, const topo::Topology& t, sm::SmOpti
       return "--sm-node " + f.sm_node + " is a switch; the SM runs on an HCA";
     out->sm_node = *found;
   }
+  return "";
+}
+
+std::string check_routes(const topo::Topology& t, const sm::SmOptions& options) {
+  const routing::Fabric rf = routing::Fabric::from_topology(t);
+  auto lids = routing::assign_lids(rf, options.sm.lmc);
+  if (!lids) return "LIDs: " + lids.error().message;
+  auto routes = routing::route(rf, *lids, options.sm.routing);
+  if (!routes) return "routing: " + routes.error().message;
   return "";
 }
 

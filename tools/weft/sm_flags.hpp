@@ -29,5 +29,8 @@ void add_sm_flags(CLI::App* cmd, SmFlags& flags);
 bool parse_guid(const std::string& s, std::uint64_t* out);
 // Fills `out` from the flags; returns "" or one sentence naming the flag and the problem.
 std::string apply_sm_flags(const SmFlags& flags, const topo::Topology& t, sm::SmOptions* out);
+// Routes `t` as the SM would with `options` (no SMPs); "" or "routing: why not" (e.g. dor on a
+// fabric that is not a mesh or torus). For models that take only the routes.
+std::string check_routes(const topo::Topology& t, const sm::SmOptions& options);
 
 }  // namespace weft::cli
