@@ -376,8 +376,13 @@ bool Fabric::set_port_faults(topo::NodeId n, int port, const PortFaults& faults)
   PortEnd& pe = nodes_[n]->ports_[port];
   if (!pe.connected) return false;
   pe.faults = faults;
-  if (faults.ber >= 0.0)
-    pe.phy.emplace(link::PhyConfig{faults.ber, config_.link.fec, config_.link.fec_config});
+  // The port's PHY keeps its error counters (PMA SymbolErrorCounter, PortRcvErrors, which
+  // Node::arrive adds to the PMA by difference): only its rate changes, also on a live link.
+  const double ber = faults.ber >= 0.0 ? faults.ber : config_.link.ber;
+  if (pe.phy)
+    pe.phy->set_ber(ber);
+  else
+    pe.phy.emplace(link::PhyConfig{ber, config_.link.fec, config_.link.fec_config});
   return true;
 }
 

@@ -319,6 +319,8 @@ class Node : public sim::Component {
   void init_credits(int port, TimeNs now);
   void set_link(int port, bool up);
   void arrive(std::uint32_t pkt);
+  // Writes the VCRC of a wire image (LRH..VCRC) as its sending port would (see node.cpp).
+  static void seal_vcrc(std::vector<std::uint8_t>& bytes);
   // PortFaults of `port` on a packet that just arrived (and its duplicate, if one is drawn);
   // true when it consumed the packet (dropped, or re-posted to arrive later).
   bool apply_faults(int port, std::uint32_t pkt);
@@ -520,8 +522,9 @@ class Fabric {
   bool send_mad(topo::NodeId hca_node, std::uint16_t dlid, std::span<const std::uint8_t> mad,
                 bool smp);
 
-  // Receive-side faults of one port (see PortFaults); set before traffic starts when `ber` is
-  // given (the port's PHY is replaced). Returns false if the port is not linked.
+  // Receive-side faults of one port (see PortFaults), before traffic or on a live link (a new
+  // `ber` changes the rate of the port's PHY, whose counters go on). Returns false if the port
+  // is not linked.
   bool set_port_faults(topo::NodeId n, int port, const PortFaults& faults);
   // Every received packet is shown to `tap` (nullptr = none). Not owned.
   void set_tap(PacketTap* tap) { tap_ = tap; }

@@ -147,6 +147,20 @@ void Node::try_send(int port) {
                         kEvArrive, pk);
 }
 
+// IBA 7.8.2: the VCRC is the link's, not the packet's: the sending port computes it over LRH..ICRC
+// as the packet leaves (a switch recomputes it on every hop; the ICRC is the end-to-end check)
+// and the receiving port checks it. Only a port that can flip bits (bit errors) needs it, so it
+// is written here, on arrival at such a port and before the bits are drawn, instead of on every
+// transmit: no cost on links without errors. Packets from attached processes (emu/fabricd,
+// CrcMode::kModel) carry none from their HCA, so without this every one of them failed the check
+// of a port with bit errors; a Device with CrcMode::kCompute wrote the same value already.
+void Node::seal_vcrc(std::vector<std::uint8_t>& b) {
+  if (b.size() < wire::kVcrcBytes) return;
+  const std::size_t at = b.size() - wire::kVcrcBytes;
+  wire::put_vcrc(std::span<std::uint8_t, wire::kVcrcBytes>(b.data() + at, wire::kVcrcBytes),
+                 wire::vcrc(std::span<const std::uint8_t>(b.data(), at)));
+}
+
 void Node::arrive(std::uint32_t pk) {
   Packet& p = fabric_.pool()[pk];
   const int port = p.in_port;
@@ -174,6 +188,7 @@ void Node::arrive(std::uint32_t pk) {
     Rng& rng = fabric_.sim().rng(comp_);
     link::PhyOutcome o;
     if (fabric_.config().mode == DataMode::kVerified) {
+      seal_vcrc(p.bytes);
       o = pe.phy->carry(p.bytes, rng, rx_scratch_);
       p.bytes.swap(rx_scratch_);
     } else {

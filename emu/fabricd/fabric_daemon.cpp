@@ -178,17 +178,26 @@ bool relay_gsi(Pipe& pipe, std::span<const std::uint8_t> wire) {
 // holds far fewer; the bound only keeps a hang-up from taking unbounded time).
 constexpr std::size_t kHangupDrainPacketsMax = 1 << 16;
 
+// `inject ber` accepts up to this: beyond it nearly every 4 KiB packet (~33000 bits) fails, and
+// the link is dead rather than lossy.
+constexpr double kInjectBerMax = 1e-3;
+
 // Unicast LID -> the HCA's Pipe: what the sources look up before injecting toward a process.
 struct LidTable {
   std::vector<Pipe*> by_lid = std::vector<Pipe*>(0xC000, nullptr);
   bool any_stalled = false;
   std::function<void()> release;  // kicks the stalled sources (set by the daemon)
-  // Forwarding by reference (ForwardRef) is on when nonzero: the key that marks a forwarded
-  // image, random per daemon (no process sees it, so none can forge a reference).
+  // Forwarding by reference (ForwardRef) was possible at the start when nonzero: the key that
+  // marks a forwarded image, random per daemon (no process sees it, so none can forge a
+  // reference). It stays set when forwarding is turned off (forward_on), so the images already
+  // in the fabric are still read as what they stand for.
   std::uint64_t forward_key = 0;
+  // New packets may be forwarded: the key is set and no port has bit errors (an `inject ber`
+  // turns it off for good).
+  bool forward_on = false;
   // The attached process a packet with this DLID goes to, if it takes forwarded records.
   const Pipe* forward_target(std::uint16_t dlid) const {
-    const Pipe* p = forward_key && dlid < by_lid.size() ? by_lid[dlid] : nullptr;
+    const Pipe* p = forward_on && dlid < by_lid.size() ? by_lid[dlid] : nullptr;
     return p && p->takes_forwarded() ? p : nullptr;
   }
 };
@@ -739,9 +748,10 @@ class FabricDaemon::Impl {
 
   // Whether packets may cross the fabric without their payload (ForwardRef): asked for, and
   // nothing in the fabric reads payload bytes. Bit errors (the link model's, or a port fault's
-  // ber) flip bits of the image, and a capture writes it out; across hosts the image would leave
-  // the host, whose processes a reference names. The port faults are those of the start
-  // (--faults); `inject` sets drop only.
+  // ber) flip bits of the image (an image without its payload would draw them over ~80 bytes
+  // instead of the packet's length), and a capture writes it out; across hosts the image would
+  // leave the host, whose processes a reference names. The port faults are those of the start
+  // (--faults); an `inject ber` later turns forwarding off (LidTable::forward_on).
   bool forwarding_possible() const {
     if (!opt.zero_copy || !opt.forward_by_ref || cross || fabric->tap() ||
         fabric->config().link.ber > 0.0)
@@ -1025,7 +1035,7 @@ class FabricDaemon::Impl {
     o << "fabric " << opt.name << " nodes " << t.node_count() << " hcas " << hcas.size()
       << " attached "
       << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
-      << " vtime_ns " << sim.now() << " forward_by_ref " << int{lids.forward_key != 0} << "\n";
+      << " vtime_ns " << sim.now() << " forward_by_ref " << int{lids.forward_on} << "\n";
     if (cross) o << cross->status();
     {  // the driver thread's loop (io::DriverCounters): where its wall time went
       const io::DriverCounters& d = driver.counters();
@@ -1061,7 +1071,7 @@ class FabricDaemon::Impl {
         for (const auto& [s, c] : clients)
           if (c.face && c.hca == h)
             o << " pid " << c.pid << " zero_copy " << int{c.zero_copy} << " forwarded_rx "
-              << int{lids.forward_key != 0 && pipes[h]->takes_forwarded()};
+              << int{lids.forward_on && pipes[h]->takes_forwarded()};
         if (h < pipes.size()) {
           const Pipe& pp = *pipes[h];
           o << " to_fabric " << pp.to_fabric_packets << " to_client " << pp.to_client_packets
@@ -1082,7 +1092,9 @@ class FabricDaemon::Impl {
         const auto& c = pe.counters;
         o << "  port " << p << " state " << sma::to_string(st.ports[p].state) << " xmit_pkts "
           << c.xmit_pkts << " rcv_pkts " << c.rcv_pkts << " fault_dropped " << c.fault_dropped
-          << " xmit_discards " << c.port_xmit_discards << "\n";
+          << " xmit_discards " << c.port_xmit_discards << " symbol_errors "
+          << c.symbol_error_counter << " rcv_errors " << c.port_rcv_errors << " fec_corrected "
+          << c.fec_corrected_blocks << "\n";
       }
     }
     for (const faults::LogEntry& e : fault_log.entries())
@@ -1106,18 +1118,32 @@ class FabricDaemon::Impl {
       int port;
       if (!parse_port(where, n, port)) return "error: no linked port " + where + "\n";
       const fabric::PortEnd& pe = fabric->node(n).port(port);
-      if (what == "drop") {
-        double p = -1;
-        in >> p;
-        if (!(p >= 0 && p <= 1)) return "error: drop wants a probability in [0, 1]\n";
-        fabric::PortFaults f;
-        f.drop = p;
-        // Both directions of the link: this port's receive side and its peer's.
+      if (what == "drop" || what == "ber") {
+        double v = -1;
+        in >> v;
+        if (what == "drop" && !(v >= 0 && v <= 1))
+          return "error: drop wants a probability in [0, 1]\n";
+        if (what == "ber" && !(v >= 0 && v <= kInjectBerMax))
+          return "error: ber wants a bit error rate in [0, 0.001]\n";
+        if (what == "ber" && v > 0) {
+          // Bit errors flip image bits: from now on payloads are pulled into the images (see
+          // forwarding_possible). Images already in the fabric stay readable (forward_key).
+          lids.forward_on = false;
+        }
+        // Both directions of the link: this port's receive side and its peer's. The other
+        // faults of each side stay as they were.
         topo::NodeId peer = topo::kNoNode;
         for (topo::NodeId i = 0; i < fabric->topology().node_count(); ++i)
           if (fabric->node(i).component() == pe.peer) peer = i;
-        fabric->set_port_faults(n, port, f);
-        if (peer != topo::kNoNode) fabric->set_port_faults(peer, pe.peer_port, f);
+        auto set = [&](topo::NodeId node, int q) {
+          fabric::PortFaults f = fabric->node(node).port(q).faults.value_or(fabric::PortFaults{});
+          (what == "drop" ? f.drop : f.ber) = v;
+          fabric->set_port_faults(node, q, f);
+          fault_log.add(sim.now(), "faults on " + faults::port_name(fabric->topology(), {node, q}) +
+                                       " (inject): " + faults::describe(f));
+        };
+        set(n, port);
+        if (peer != topo::kNoNode) set(peer, pe.peer_port);
         return "ok\n";
       }
       if (what == "down" || what == "up") {
@@ -1127,7 +1153,7 @@ class FabricDaemon::Impl {
         clock->due = true;
         return "ok\n";
       }
-      return "error: inject wants drop P, down or up\n";
+      return "error: inject wants drop P, ber B, down or up\n";
     }
     return "error: unknown request '" + cmd + "'\n";
   }
@@ -1285,6 +1311,7 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
   if (d->forwarding_possible()) {
     std::random_device rd;
     while (d->lids.forward_key == 0) d->lids.forward_key = std::uint64_t{rd()} << 32 | rd();
+    d->lids.forward_on = true;
   }
   d->driver.attach(*d->clock, d->control);
   if (d->cross) d->driver.attach(d->cross->device(), d->cross->medium());

@@ -7,6 +7,7 @@ namespace weft::faults {
 
 namespace {
 constexpr sim::EventKind kEvFaultStep = 1;
+}  // namespace
 
 std::string describe(const fabric::PortFaults& f) {
   std::string s;
@@ -25,7 +26,6 @@ std::string describe(const fabric::PortFaults& f) {
   if (f.jitter_ns > 0) add("jitter=%" PRIu64 "ns", f.jitter_ns);
   return s.empty() ? "none" : s;
 }
-}  // namespace
 
 void FaultLog::print(std::FILE* out) const {
   for (const LogEntry& e : entries_) {

@@ -47,6 +47,8 @@ class FaultLog {
 // "p00leaf00/p1 - p00agg00/p3"
 std::string link_name(const topo::Topology& t, topo::LinkId link);
 std::string port_name(const topo::Topology& t, topo::PortRef p);
+// "drop=0.01 ber=1e-06" (the faults set), or "none".
+std::string describe(const fabric::PortFaults& f);
 
 class FaultInjector final : public sim::Component {
  public:

@@ -61,6 +61,12 @@ class PhyChannel {
   // Bytes on the wire for a packet of this size (the FEC codeword when FEC is on).
   std::size_t line_bytes(std::size_t packet_bytes) const;
   const PortErrorCounters& counters() const { return counters_; }
+  // A new bit error rate from the next packet on (a fault injected on a live link); the counters
+  // go on counting (they are the port's, not the rate's).
+  void set_ber(double ber) {
+    config_.ber = ber;
+    errors_ = BitErrorModel(ber);
+  }
   const PhyConfig& config() const { return config_; }
 
  private:

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include <weft/forwarding_device.hpp>
+
 #include "emu/fabric/fabric.hpp"
 #include "emu/fabric/workload.hpp"
 #include "src/wire/mad.hpp"
@@ -235,6 +237,79 @@ TEST(Errors, UncorrectableErrorsAreDroppedCountedAndRepairedByRc) {
     EXPECT_GT(r.retransmits, 0u);
     EXPECT_EQ(r.tot.buffer_overflows, 0u);
   }
+}
+
+// A Device whose packets carry ICRC and VCRC zero, as the packets of processes attached to the
+// fabric daemon do (CrcMode::kModel; the relay puts their images into a verified fabric as they
+// are): write_to then copies the zeros instead of computing the CRCs.
+class NoCrcDevice final : public ForwardingDevice {
+ public:
+  explicit NoCrcDevice(std::unique_ptr<Device> d) : ForwardingDevice(d.get()), own_(std::move(d)) {}
+  bool poll_transmit(TimeNs now, TxPacket& out) override {
+    if (!ForwardingDevice::poll_transmit(now, out)) return false;
+    out.icrc = 0;
+    out.vcrc = 0;
+    out.crcs_valid = true;
+    return true;
+  }
+
+ private:
+  std::unique_ptr<Device> own_;
+};
+
+// Devices that write no VCRC (NoCrcDevice) across two links with bit
+// errors, h0 -> switch and switch -> h1. The VCRC is the link's (IBA 7.8.2): each port with bit
+// errors checks the one its sender would have written, so only packets whose damage FEC could
+// not repair are dropped; before, every packet failed there and nothing completed. Per link,
+// every packet sent is received or counted in PortRcvErrors; RC repairs the loss byte-exact.
+TEST(Errors, PacketsWithoutAVcrcAreDroppedOnlyWhenBitErrorsHitThem) {
+  Star s = star(2);
+  sim::Simulator sim({.seed = 23});
+  FabricConfig cfg;
+  cfg.mode = DataMode::kVerified;
+  Fabric f(sim, s.t, cfg);
+  SeededRng rng(5);
+  for (const topo::NodeId h : s.hosts) {
+    DeviceConfig dc = f.device(h).config();
+    dc.crc = CrcMode::kModel;
+    f.hca(h).replace_device(std::make_unique<NoCrcDevice>(Device::create(dc, rng)));
+  }
+  f.configure_min_hop();
+  PortFaults pf;
+  pf.ber = 6e-5;  // with FEC 8+2, a few percent of 1 KiB packets lost
+  const topo::NodeId h0 = s.hosts[0], h1 = s.hosts[1];
+  ASSERT_TRUE(f.set_port_faults(s.sw, 1, pf));  // from h0
+  ASSERT_TRUE(f.set_port_faults(h1, 1, pf));    // from the switch
+  RcEndpoint a = make_endpoint(f, h0, 65536), b = make_endpoint(f, h1, 65536);
+  for (std::size_t i = 0; i < a.mem.size(); ++i)
+    a.mem[i] = static_cast<std::uint8_t>(i * 7 + (i >> 9));
+  ASSERT_EQ(connect_rc(f, a, b), Errc::kOk);
+  constexpr std::uint64_t kMessages = 40;
+  std::vector<WriteStream> st{{&a, &b, 65536, 4, kMessages}};
+  for (int i = 0; i < 2000 && st[0].completed < kMessages; ++i)
+    run_streams(f, st, sim.now() + 50'000, 2000);
+  run_streams(f, st, sim.now() + 1'000'000, 2000);  // quiet: nothing left in flight
+  EXPECT_EQ(st[0].completed, kMessages);
+  EXPECT_EQ(st[0].errors, 0u);
+  EXPECT_EQ(a.mem, b.mem);
+  const PortCounters &tx = f.counters(h0, 1), &in = f.counters(s.sw, 1);
+  const PortCounters &out = f.counters(s.sw, 2), &rx = f.counters(h1, 1);
+  std::printf(
+      "no VCRC, BER 6e-5: h0 sent %llu, switch dropped %llu; switch sent %llu, h1 "
+      "dropped %llu; retransmitted %llu\n",
+      static_cast<unsigned long long>(tx.xmit_pkts),
+      static_cast<unsigned long long>(in.port_rcv_errors),
+      static_cast<unsigned long long>(out.xmit_pkts),
+      static_cast<unsigned long long>(rx.port_rcv_errors),
+      static_cast<unsigned long long>(f.device(h0).counters().retransmit_packets));
+  EXPECT_EQ(tx.xmit_pkts, in.rcv_pkts + in.port_rcv_errors);
+  EXPECT_EQ(out.xmit_pkts, rx.rcv_pkts + rx.port_rcv_errors);
+  for (const PortCounters* c : {&in, &rx}) {
+    EXPECT_GT(c->port_rcv_errors, 0u);
+    EXPECT_LT(c->port_rcv_errors * 10, c->rcv_pkts);  // lossy, not dead
+    EXPECT_GT(c->fec_corrected_blocks, 0u);
+  }
+  EXPECT_GT(f.device(h0).counters().retransmit_packets, 0u);
 }
 
 TEST(Determinism, SameSeedSameTraceOtherSeedOtherTrace) {

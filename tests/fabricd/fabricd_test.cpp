@@ -638,8 +638,7 @@ INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdForwardedRecovery,
 
 // A port with bit errors flips bits of the packets it receives: the fabric needs their payloads,
 // so the daemon pulls them (forwarding off, for every path), and says so. The port is h1's, off
-// the path used here: bit errors on a path drop the processes' packets (their VCRC is zero,
-// CrcMode::kModel), which is another matter.
+// the path used here (bit errors on the path: FabricdBitErrors below).
 TEST(Fabricd, BitErrorsTurnForwardingOff) {
   const std::string name = unique_name("t8");
   Daemon d(name, with_faults("[[fault]]\nlink = \"s1/p2\"\nber = 1e-9\n"));
@@ -655,6 +654,154 @@ TEST(Fabricd, BitErrorsTurnForwardingOff) {
   EXPECT_EQ(field(line, "to_fabric_forwarded"), 0u) << line;
   EXPECT_GE(field(line, "to_fabric_by_ref"), kBytes / 4096) << line;
   EXPECT_EQ(y.a->medium().counters().rx_forwarded, 0u);
+}
+
+// The "  port P" status line of the node described `node`.
+std::string port_line(const std::string& status, const std::string& node, int port) {
+  std::istringstream in(status);
+  std::string line;
+  bool in_node = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("node ", 0) == 0)
+      in_node = line.find(" " + node + " lid ") != std::string::npos;
+    else if (in_node && line.rfind("  port " + std::to_string(port) + " ", 0) == 0)
+      return line;
+  }
+  return {};
+}
+
+// What the bit error tests read from the status: per direction of the faulty link, the packets
+// the sending port sent and the receiving port received, dropped by faults or dropped as
+// received with errors (its VCRC failed after FEC); per HCA, the per-path loss (numbers that never
+// reached the destination's relay).
+struct BerCounters {
+  std::uint64_t xmit[2], rcv[2], fault_dropped[2], rcv_errors[2], symbol_errors[2];
+  std::uint64_t path_lost = 0, to_client_dropped = 0, cma_dropped = 0;
+};
+
+// The link between port pa of the node described `a` and port pb of `b`.
+BerCounters ber_counters(const std::string& name, const std::string& a, int pa,
+                         const std::string& b, int pb) {
+  std::string st;
+  EXPECT_TRUE(fabricd::control(name, "status", st)) << st;
+  BerCounters c{};
+  const std::string la = port_line(st, a, pa), lb = port_line(st, b, pb);
+  EXPECT_FALSE(la.empty() || lb.empty()) << st;
+  // Direction 0: a sends, b receives; direction 1 the other way.
+  c.xmit[0] = field(la, "xmit_pkts");
+  c.xmit[1] = field(lb, "xmit_pkts");
+  for (int d = 0; d < 2; ++d) {
+    const std::string& rx = d == 0 ? lb : la;
+    c.rcv[d] = field(rx, "rcv_pkts");
+    c.fault_dropped[d] = field(rx, "fault_dropped");
+    c.rcv_errors[d] = field(rx, "rcv_errors");
+    c.symbol_errors[d] = field(rx, "symbol_errors");
+  }
+  for (std::uint32_t h = 0; h < 4; ++h) {
+    const std::string line = hca_line(st, h);
+    c.path_lost += field(line, "path_lost");
+    c.to_client_dropped += field(line, "to_client_dropped");
+    c.cma_dropped += field(line, "cma_dropped");
+  }
+  return c;
+}
+
+// WRITE, SEND and READ both ways between x and y, every byte checked.
+void ber_workload(Endpoint& x, Endpoint& y) {
+  for (std::uint32_t seed = 1; seed <= 3; ++seed) {
+    byte_exact(x, y, WrOpcode::kRdmaWrite, kBytes, seed);
+    if (::testing::Test::HasFatalFailure()) return;
+    byte_exact(x, y, WrOpcode::kSend, kBytes / 4, seed + 10);
+    if (::testing::Test::HasFatalFailure()) return;
+    byte_exact(y, x, WrOpcode::kRdmaWrite, kBytes / 2, seed + 20);
+    if (::testing::Test::HasFatalFailure()) return;
+    byte_exact(x, y, WrOpcode::kRdmaRead, kBytes / 2, seed + 30);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// Bit errors on a link data crosses (IBA 7.8.2): a receiving port checks the VCRC its sender
+// computes for that link, so only a packet whose bits FEC could not repair is dropped there, and
+// counted (rcv_errors, the PMA's PortRcvErrors); the rest are delivered and RC repairs the loss.
+// Processes write no VCRC (CrcMode::kModel), and before the fabric computed it per hop every one
+// of their packets failed that check: a dead link instead of a lossy one. Exact counters: on
+// each direction of the link, what one end sent the other received or dropped with errors; the
+// packets dropped with errors are the numbers the destinations' relays never saw (path_lost).
+// BER 2e-5 before FEC 8+2 loses ~4 % of the 4 KiB packets (3 of the 10 shards of ~4300 bits hit).
+
+void expect_lossy_not_dead(const BerCounters& before, const BerCounters& after) {
+  std::uint64_t errors = 0;
+  for (int d = 0; d < 2; ++d) {
+    SCOPED_TRACE("direction " + std::to_string(d));
+    EXPECT_EQ(after.xmit[d], after.rcv[d] + after.fault_dropped[d] + after.rcv_errors[d]);
+    EXPECT_EQ(after.fault_dropped[d], 0u);
+    const std::uint64_t e = after.rcv_errors[d] - before.rcv_errors[d];
+    const std::uint64_t got = after.rcv[d] - before.rcv[d];
+    std::printf("direction %d: %llu received, %llu dropped with errors, %llu symbol errors\n", d,
+                static_cast<unsigned long long>(got), static_cast<unsigned long long>(e),
+                static_cast<unsigned long long>(after.symbol_errors[d] - before.symbol_errors[d]));
+    EXPECT_GT(after.symbol_errors[d], before.symbol_errors[d]);
+    EXPECT_LT(e * 10, got);  // a few percent, not everything
+    errors += e;
+  }
+  EXPECT_GT(errors, 0u);
+  EXPECT_EQ(errors, after.path_lost - before.path_lost);
+  EXPECT_EQ(after.to_client_dropped + after.cma_dropped, 0u);
+}
+
+// On h3's link (both directions, from the start: --faults; forwarding is off from the start).
+TEST(FabricdBitErrors, OnAnHcaLinkOnlyThePacketsHitAreDroppedAndCounted) {
+  const std::string name = unique_name("t10");
+  Daemon d(name, with_faults("[[fault]]\nlink = \"h3/p1\"\nber = 2e-5\n"));
+  ASSERT_TRUE(d.d);
+  Endpoint x(name, 0), y(name, 3);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  const BerCounters before = ber_counters(name, "s2", 2, "h3", 1);
+  ber_workload(x, y);
+  if (HasFatalFailure()) return;
+  const BerCounters after = ber_counters(name, "s2", 2, "h3", 1);
+  expect_lossy_not_dead(before, after);
+  EXPECT_GT(x.a->device().counters().retransmit_packets, 0u);
+}
+
+// On the inter-switch link, injected on the live link (`inject s1/3 ber`, both directions) while
+// forwarding by reference is on: from then on payloads are pulled into the images (none is
+// forwarded), and the images already in flight are still delivered.
+TEST(FabricdBitErrors, OnASwitchLinkInjectedLiveForwardingGoesOffAndOnlyHitPacketsDrop) {
+  const std::string name = unique_name("t11");
+  Daemon d(name);
+  ASSERT_TRUE(d.d);
+  Endpoint x(name, 0), y(name, 3);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  byte_exact(x, y, WrOpcode::kRdmaWrite, kBytes, 99);  // forwarded
+  std::string st, ans;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  EXPECT_NE(st.find(" forward_by_ref 1\n"), std::string::npos) << st;
+  const std::uint64_t forwarded_x = field(hca_line(st, 0), "to_fabric_forwarded");
+  const std::uint64_t forwarded_y = field(hca_line(st, 3), "to_fabric_forwarded");
+  EXPECT_GE(forwarded_x, kBytes / 4096);
+  ASSERT_TRUE(fabricd::control(name, "inject s1/3 ber 0.01", ans)) << ans;
+  EXPECT_EQ(ans.rfind("error: ber wants", 0), 0u) << ans;
+  ASSERT_TRUE(fabricd::control(name, "inject s1/3 ber 2e-5", ans)) << ans;
+  ASSERT_EQ(ans, "ok\n");
+  const BerCounters before = ber_counters(name, "s1", 3, "s2", 3);
+  ber_workload(x, y);
+  if (HasFatalFailure()) return;
+  const BerCounters after = ber_counters(name, "s1", 3, "s2", 3);
+  expect_lossy_not_dead(before, after);
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  EXPECT_NE(st.find(" forward_by_ref 0\n"), std::string::npos) << st;
+  EXPECT_NE(st.find("faults on s1/p3 (inject): ber=2e-05\n"), std::string::npos) << st;
+  EXPECT_NE(st.find("faults on s2/p3 (inject): ber=2e-05\n"), std::string::npos) << st;
+  EXPECT_EQ(field(hca_line(st, 0), "to_fabric_forwarded"), forwarded_x) << st;
+  EXPECT_EQ(field(hca_line(st, 3), "to_fabric_forwarded"), forwarded_y) << st;
+  EXPECT_GE(field(hca_line(st, 0), "to_fabric_by_ref"), 3 * kBytes / 4096) << st;
+  EXPECT_GE(field(hca_line(st, 3), "to_fabric_by_ref"), 3 * kBytes / 4096) << st;
+  EXPECT_GT(
+      x.a->device().counters().retransmit_packets + y.a->device().counters().retransmit_packets,
+      0u);
 }
 
 // A receiver that may not read the sender (another user: process_vm_readv says EPERM) gets

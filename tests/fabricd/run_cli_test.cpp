@@ -75,6 +75,17 @@ TEST(WeftRun, FabricCommands) {
   out.clear();
   EXPECT_EQ(run(weft + " fabric inject " + name + " --link 0/1 --drop 0.05", out), 0) << out;
   out.clear();
+  // Bit errors on the same link: the drop stays, forwarding by reference goes off, and a rate
+  // below 1e-6 reaches the daemon as written.
+  EXPECT_EQ(run(weft + " fabric inject " + name + " --link 0/1 --ber 2e-7", out), 0) << out;
+  out.clear();
+  EXPECT_EQ(run(weft + " fabric status " + name, out), 0) << out;
+  EXPECT_NE(out.find(" forward_by_ref 0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(" (inject): drop=0.05 ber=2e-07\n"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run(weft + " fabric inject " + name + " --link 0/1 --ber 0.5", out), 1) << out;
+  EXPECT_NE(out.find("error: ber wants a bit error rate in [0, 0.001]"), std::string::npos) << out;
+  out.clear();
   EXPECT_EQ(run(weft + " fabric inject " + name + " --link nosuch/1 --down", out), 1) << out;
   out.clear();
   EXPECT_EQ(run(weft + " fabric down " + name, out), 0) << out;

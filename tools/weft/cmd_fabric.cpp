@@ -109,8 +109,17 @@ std::optional<fabricd::CrossHostConfig> cross_host(const UpArgs& a) {
 struct InjectArgs {
   std::string name, link;
   double drop = -1;
+  double ber = -1;
   bool down = false, up = false;
 };
+
+// A rate as the daemon's request reads it, every digit kept (std::to_string would print 1e-7 as
+// 0.000000).
+std::string rate_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
 
 int request(const std::string& name, const std::string& req) {
   std::string ans;
@@ -204,27 +213,32 @@ void add_fabric(CLI::App& app) {
   });
 
   auto inj = std::make_shared<InjectArgs>();
-  auto* i = fab->add_subcommand("inject", "change a link: drop probability, down or up");
+  auto* i =
+      fab->add_subcommand("inject", "change a link: drop probability, bit errors, down or up");
   i->add_option("name", inj->name, "fabric name")->required();
   i->add_option("--link", inj->link, "NODE/PORT (node description or index)")->required();
   auto* drop = i->add_option("--drop", inj->drop, "drop probability per packet, both ways");
+  auto* ber = i->add_option("--ber", inj->ber,
+                            "bit error rate, both ways (before FEC; what FEC cannot repair fails "
+                            "the VCRC and is dropped, counted in PortRcvErrors)");
   auto* down = i->add_flag("--down", inj->down, "take the link down");
   auto* upf = i->add_flag("--up", inj->up, "bring the link up");
   drop->excludes(down)->excludes(upf);
+  ber->excludes(down)->excludes(upf);
   down->excludes(upf);
   i->callback([inj] {
-    std::string req = "inject " + inj->link + " ";
-    if (inj->down)
-      req += "down";
-    else if (inj->up)
-      req += "up";
-    else if (inj->drop >= 0)
-      req += "drop " + std::to_string(inj->drop);
-    else {
-      std::cerr << "weft fabric inject: give --drop P, --down or --up\n";
+    const std::string req = "inject " + inj->link + " ";
+    std::vector<std::string> reqs;
+    if (inj->down) reqs.push_back(req + "down");
+    if (inj->up) reqs.push_back(req + "up");
+    if (inj->drop >= 0) reqs.push_back(req + "drop " + rate_text(inj->drop));
+    if (inj->ber >= 0) reqs.push_back(req + "ber " + rate_text(inj->ber));
+    if (reqs.empty()) {
+      std::cerr << "weft fabric inject: give --drop P, --ber B, --down or --up\n";
       throw CLI::RuntimeError(2);
     }
-    if (const int rc = request(inj->name, req)) throw CLI::RuntimeError(rc);
+    for (const std::string& r : reqs)
+      if (const int rc = request(inj->name, r)) throw CLI::RuntimeError(rc);
   });
 
   auto dn = std::make_shared<std::string>();
