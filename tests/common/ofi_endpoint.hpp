@@ -24,11 +24,11 @@ struct OfiEndpointSpec {
 };
 
 struct OfiEndpoint {
-  fi_info* info = nullptr;
+  fi_info* info = nullptr;  // fi_getinfo's answer: the fabric, domain and ep are opened from it
   fid_fabric* fab = nullptr;
   fid_domain* dom = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;  // FI_AV_TABLE: fi_addr_t i is the i-th address inserted
+  fid_cq* cq = nullptr;  // bound for FI_TRANSMIT | FI_RECV
   fid_ep* ep = nullptr;
   const char* failed = "";  // the call that returned the error open_* returned
 
