@@ -31,8 +31,15 @@
 // and ordered, and so are the DPDK peers of one host in one network namespace (a known limit:
 // peers on other hosts would need a control path over the wire, README).
 //
+// Waiting. wait_fd() is an epoll descriptor over the control socket, never the socket itself:
+// a waiter drains wait_fd() with a read(2) of 8 bytes (medium.hpp), and on the socket that read
+// takes a whole control datagram (truncated to 8 bytes) that ctrl_poll then never sees. That
+// was the hang of about one connection set-up in four to fifty over dpdk: fi_cq_sread's nap
+// ate the ConnRep that arrived while it slept, and the initiator waited for it for ever.
+//
 // Without DPDK at configure time (meson -Ddpdk=disabled, or no libdpdk) only the stubs at the
 // end are built: getinfo refuses FI_WEFT_MEDIUM=dpdk with a warning that says so.
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,6 +93,7 @@ class DpdkPort final : public IoMediumPort {
            std::unique_ptr<CtrlSocket> up_claim)
       : ctrl_(std::move(ctrl)), role_(std::move(role_claim)), up_(std::move(up_claim)) {}
   ~DpdkPort() override {
+    if (epfd_ >= 0) close(epfd_);
     if (medium_) {
       const auto& c = medium_->counters();
       WEFT_INFO(FI_LOG_DOMAIN,
@@ -101,6 +109,15 @@ class DpdkPort final : public IoMediumPort {
   }
 
   bool start(const io::dpdk::DpdkConfig& cfg, std::uint16_t lid) {
+    // The descriptor waiters may read (see the file comment), readable with the socket.
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = ctrl_->fd();
+    if (epfd_ < 0 || epoll_ctl(epfd_, EPOLL_CTL_ADD, ctrl_->fd(), &ev) != 0) {
+      WEFT_WARN(FI_LOG_DOMAIN, "dpdk: epoll for the control socket: %s", std::strerror(errno));
+      return false;
+    }
     medium_ = std::make_unique<io::dpdk::DpdkMedium>(cfg);
     io_ = medium_.get();
     g_eal_used = true;
@@ -158,9 +175,10 @@ class DpdkPort final : public IoMediumPort {
     expect_ = got > 0;
     return got;
   }
-  // The control socket; packets are noticed by the callers' bounded waits (the vdevs here have
-  // no receive interrupt, and DpdkMedium's timerfd needs the Driver's prepare_sleep).
-  int wait_fd() const override { return ctrl_->fd(); }
+  // Readable with the control socket (an epoll set over it, not the socket: see the file
+  // comment); packets are noticed by the callers' bounded waits (the vdevs here have no receive
+  // interrupt, and DpdkMedium's timerfd needs the Driver's prepare_sleep).
+  int wait_fd() const override { return epfd_; }
 
   static std::string name_of(const std::string& fabric, std::uint16_t lid) {
     return "weft/ofi-dpdk/" + fabric + "/" + std::to_string(lid);
@@ -186,6 +204,7 @@ class DpdkPort final : public IoMediumPort {
   std::unordered_map<std::uint16_t, std::uint64_t> macs_;  // LID -> node id
   TimeNs last_check_ = 0;
   bool expect_ = true;
+  int epfd_ = -1;
 };
 
 // Whether the abstract name is bound by someone (a bind that succeeds is undone at once).

@@ -79,7 +79,9 @@ class MediumPort : public io::MemoryRegistration {
   virtual std::size_t ctrl_poll(const CtrlFn& fn, std::size_t max_msgs, TimeNs now,
                                 bool urgent) = 0;
   // A file descriptor that becomes readable when rx_burst or ctrl_poll has work (for blocking
-  // waits), or -1 when the medium offers none. The reader drains it with read(2) of 8 bytes.
+  // waits), or -1 when the medium offers none. The reader drains it with read(2) of 8 bytes,
+  // so it is an eventfd or an epoll set, never a socket that carries data (such a read would
+  // take a datagram: the dpdk port's lost connection replies).
   virtual int wait_fd() const = 0;
   // The Device this port carries (called once, after the Device exists): a medium that sends
   // payloads by reference asks it whether a payload stays put (Device::payload_stable).

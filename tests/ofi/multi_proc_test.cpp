@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tests/common/fd_io.hpp"
+#include "tests/common/ofi_endpoint.hpp"
 
 namespace {
 
@@ -54,31 +55,17 @@ std::uint8_t byte_of(int src, int dst, std::size_t i) {
 
 int child(int rank, int n, int to_parent, int from_parent, bool late) {
   alarm(30);
-  fi_info* h = fi_allocinfo();
-  h->ep_attr->type = FI_EP_RDM;
-  h->caps = FI_TAGGED;
-  h->fabric_attr->prov_name = strdup("weft");
-  h->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
-  fi_info* info = nullptr;
-  CHECK(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info));
-  fid_fabric* fab;
-  fid_domain* dom;
-  fid_av* av;
-  fid_cq* cq;
-  fid_ep* ep;
-  CHECK(fi_fabric(info->fabric_attr, &fab, nullptr));
-  CHECK(fi_domain(fab, info, &dom, nullptr));
-  fi_av_attr aa{};
-  aa.type = FI_AV_TABLE;
-  CHECK(fi_av_open(dom, &aa, &av, nullptr));
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_TAGGED;
-  ca.wait_obj = FI_WAIT_UNSPEC;
-  CHECK(fi_cq_open(dom, &ca, &cq, nullptr));
-  CHECK(fi_endpoint(dom, info, &ep, nullptr));
-  CHECK(fi_ep_bind(ep, &av->fid, 0));
-  CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-  CHECK(fi_enable(ep));
+  weft::test_util::OfiEndpoint e;
+  weft::test_util::OfiEndpointSpec spec;
+  spec.caps = FI_TAGGED;
+  spec.cq_format = FI_CQ_FORMAT_TAGGED;
+  if (const int r = e.open(spec); r < 0) {
+    std::fprintf(stderr, "rank %d: %s = %d (%s)\n", rank, e.failed, r, fi_strerror(-r));
+    return 2;
+  }
+  fid_av* av = e.av;
+  fid_cq* cq = e.cq;
+  fid_ep* ep = e.ep;
   char addr[kAddrMax]{};
   std::size_t alen = sizeof addr;
   CHECK(fi_getname(&ep->fid, addr, &alen));
@@ -143,13 +130,7 @@ int child(int rank, int n, int to_parent, int from_parent, bool late) {
   // Everyone must be done before anyone closes (a peer may still need our ACKs).
   char done = 1;
   if (!full_write(to_parent, &done, 1) || !full_read(from_parent, &done, 1)) return 3;
-  fi_close(&ep->fid);
-  fi_close(&cq->fid);
-  fi_close(&av->fid);
-  fi_close(&dom->fid);
-  fi_close(&fab->fid);
-  fi_freeinfo(info);
-  fi_freeinfo(h);
+  e.close();
   return 0;
 }
 

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/ofi_endpoint.hpp"
+
 namespace {
 
 constexpr std::uint64_t kCoreProvOnly = 1ull << 59;
@@ -1584,41 +1586,31 @@ TEST(Msg, ConnectAcceptSendShutdownAndReject) {
 }
 
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
-  fi_info* h = fi_allocinfo();
-  h->fabric_attr->prov_name = strdup("weft");
-  h->ep_attr->type = FI_EP_DGRAM;
-  h->caps = FI_MSG;
-  fi_info* info = nullptr;
-  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
-  fi_freeinfo(h);
-  ASSERT_EQ(info->ep_attr->type, FI_EP_DGRAM);
-  EXPECT_EQ(info->next, nullptr);
-  const std::size_t max = info->ep_attr->max_msg_size;
-  EXPECT_EQ(max, 4096u);
-  fid_fabric* fab;
-  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  fid_domain* dom[2];
+  weft::test_util::OfiEndpointSpec spec;
+  spec.type = FI_EP_DGRAM;
+  spec.mr_mode = 0;
+  spec.cq_format = FI_CQ_FORMAT_DATA;
+  spec.cq_wait = FI_WAIT_NONE;
+  weft::test_util::OfiEndpoint end[2];
   fid_av* av[2];
   fid_cq* cq[2];
   fid_ep* ep[2];
   std::vector<std::uint8_t> addr[2];
   for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(fi_domain(fab, info, &dom[i], nullptr), 0);
-    fi_av_attr aa{};
-    aa.type = FI_AV_TABLE;
-    ASSERT_EQ(fi_av_open(dom[i], &aa, &av[i], nullptr), 0);
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_DATA;
-    ASSERT_EQ(fi_cq_open(dom[i], &ca, &cq[i], nullptr), 0);
-    ASSERT_EQ(fi_endpoint(dom[i], info, &ep[i], nullptr), 0);
-    ASSERT_EQ(fi_ep_bind(ep[i], &av[i]->fid, 0), 0);
-    ASSERT_EQ(fi_ep_bind(ep[i], &cq[i]->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_enable(ep[i]), 0);
+    ASSERT_EQ(end[i].open(spec), 0) << end[i].failed;
+    av[i] = end[i].av;
+    cq[i] = end[i].cq;
+    ep[i] = end[i].ep;
     std::size_t len = 64;
     addr[i].resize(len);
     ASSERT_EQ(fi_getname(&ep[i]->fid, addr[i].data(), &len), 0);
     addr[i].resize(len);
   }
+  const fi_info* info = end[0].info;
+  ASSERT_EQ(info->ep_attr->type, FI_EP_DGRAM);
+  EXPECT_EQ(info->next, nullptr);
+  const std::size_t max = info->ep_attr->max_msg_size;
+  EXPECT_EQ(max, 4096u);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
       ASSERT_EQ(fi_av_insert(av[i], addr[j].data(), 1, nullptr, 0, nullptr), 1);
@@ -1659,14 +1651,7 @@ TEST(Dgram, DatagramsWithDataSourceAndLimits) {
   ASSERT_EQ(poll(cq[1], &e, nullptr), 1);
   EXPECT_EQ(e.len, 16u);
   EXPECT_EQ(0, std::memcmp(buf.data(), msg.data() + 1, 16));
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(fi_close(&ep[i]->fid), 0);
-    EXPECT_EQ(fi_close(&cq[i]->fid), 0);
-    EXPECT_EQ(fi_close(&av[i]->fid), 0);
-    EXPECT_EQ(fi_close(&dom[i]->fid), 0);
-  }
-  fi_close(&fab->fid);
-  fi_freeinfo(info);
+  for (auto& e : end) EXPECT_EQ(e.close(), 0) << e.failed;
 }
 
 }  // namespace
