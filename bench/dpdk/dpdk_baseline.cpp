@@ -96,6 +96,10 @@ Port open_port(const std::string& vdev, int go_fd) {
 }
 
 void close_port(Port& p) {
+  // The peer's disconnect may be running on EAL's interrupt thread, freeing the memif regions
+  // rte_eth_dev_stop frees too: wait for it first, as src/io/dpdk does.
+  if (!weft::io::dpdk::interrupt_thread_barrier())
+    std::fprintf(stderr, "dpdk_baseline: EAL's interrupt thread did not come round; stopping\n");
   rte_eth_dev_stop(p.id);
   rte_eth_dev_close(p.id);
   weft::io::dpdk::eal_cleanup();
