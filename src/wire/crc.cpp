@@ -13,6 +13,7 @@
 #endif
 
 #include "src/base/assert.hpp"
+#include "src/wire/crc_isal.hpp"
 #include "src/wire/packet.hpp"
 
 namespace weft::wire {
@@ -21,10 +22,7 @@ namespace {
 constexpr std::size_t kLnhOffset = 1;
 constexpr std::size_t kBthResv8aOffset = 4;  // FECN, BECN, resv6a (IBA 9.2, 9.2.7)
 
-std::uint32_t crc32_refl(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
-  // ISA-L takes a 64-bit length; an empty span may have a null data pointer.
-  return n == 0 ? crc : crc32_gzip_refl(crc, p, n);
-}
+using detail::crc32_refl;
 
 // IBA 7.8.2: generator x^16 + x^12 + x^3 + x + 1 (0x100B), processed least significant bit
 // first like the ICRC, so the table holds the bit-reversed polynomial 0xD008.
@@ -1184,5 +1182,33 @@ void put_vcrc(std::span<std::uint8_t, kVcrcBytes> out, std::uint16_t v) {
 std::uint16_t get_vcrc(std::span<const std::uint8_t, kVcrcBytes> in) {
   return static_cast<std::uint16_t>(in[0] | (unsigned{in[1]} << 8));
 }
+
+namespace detail {
+
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("avx"))) void clear_upper_vectors() {
+  _mm256_zeroupper();
+}
+// Decided once at load time: vzeroupper is an invalid opcode without AVX (and ISA-L then runs
+// no code that dirties the registers).
+const bool kHaveAvx = [] {
+  __builtin_cpu_init();  // may run before the library's own constructors
+  return __builtin_cpu_supports("avx");
+}();
+}  // namespace
+#endif
+
+std::uint32_t crc32_refl(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
+  // ISA-L takes a 64-bit length; an empty span may have a null data pointer.
+  if (n == 0) return crc;
+  crc = crc32_gzip_refl(crc, p, n);
+#if defined(__x86_64__)
+  if (kHaveAvx) clear_upper_vectors();  // see crc_isal.hpp
+#endif
+  return crc;
+}
+
+}  // namespace detail
 
 }  // namespace weft::wire

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include <isa-l/crc.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 #include "src/base/assert.hpp"
 #include "src/wire/bytes.hpp"
+#include "src/wire/crc_isal.hpp"
 
 namespace weft::wire {
 namespace {
@@ -23,9 +23,7 @@ using detail::put8;
 
 constexpr std::uint8_t kIpProtoUdp = 17;
 
-std::uint32_t crc32_refl(std::uint32_t crc, const std::uint8_t* p, std::size_t n) {
-  return n == 0 ? crc : crc32_gzip_refl(crc, p, n);
-}
+using detail::crc32_refl;
 
 std::uint16_t ipv4_checksum(std::span<const std::uint8_t> hdr) {
   std::uint32_t sum = 0;

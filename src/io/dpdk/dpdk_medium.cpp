@@ -65,10 +65,6 @@ constexpr std::size_t kLinkFrameBytes = 60;
 constexpr TimeNs kLingerNs = 1'000'000'000;
 // The pause between two looks while ending (bounded waits, not a spin).
 constexpr useconds_t kEndPollUs = 200;
-// How long a memif port waits for EAL's interrupt thread to come round to it before stopping
-// (interrupt_thread_barrier). The thread's callbacks are short (a control message, a disconnect);
-// 2 s means it is stuck, and then the port stops anyway, as it did before the barrier.
-constexpr TimeNs kIntrBarrierWaitNs = 2'000'000'000;
 // How long a memif client waits for its link before it reconnects (DpdkMedium::wait_link).
 constexpr TimeNs kMemifClientRetryNs = 1'000'000'000;
 
@@ -97,15 +93,15 @@ void note_barrier(void* arg) {
   b->passed.store(true, std::memory_order_release);
 }
 
-// Returns once EAL's interrupt thread has finished the callback it was running when called (at
-// most timeout_ns): an eventfd of our own joins that thread's interrupt sources, is signalled,
-// and its callback is waited for. The thread runs its callbacks one at a time
-// (lib/eal/linux/eal_interrupts.c), so ours runs after any callback in flight has returned. The
-// source is unregistered before returning (rte_intr_callback_unregister_sync waits out a run in
-// progress), so nothing of it is left for the thread to touch after rte_eal_cleanup. (An EAL
-// alarm would be simpler, but once used it stays among the thread's sources, allocated in EAL's
-// memory, and the thread faulted on it after rte_eal_cleanup in 4 of 30 `weft perf` exits.)
-// True when the barrier passed.
+}  // namespace
+
+// An eventfd of our own joins the interrupt thread's sources, is signalled, and its callback is
+// waited for. The thread runs its callbacks one at a time (lib/eal/linux/eal_interrupts.c), so
+// ours runs after any callback in flight has returned. The source is unregistered before
+// returning (rte_intr_callback_unregister_sync waits out a run in progress), so nothing of it is
+// left for the thread to touch after rte_eal_cleanup. (An EAL alarm would be simpler, but once
+// used it stays among the thread's sources, allocated in EAL's memory, and the thread faulted on
+// it after rte_eal_cleanup in 4 of 30 `weft perf` exits.)
 bool interrupt_thread_barrier(TimeNs timeout_ns) {
   BarrierSource b{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
   if (b.fd < 0) return false;
@@ -126,8 +122,6 @@ bool interrupt_thread_barrier(TimeNs timeout_ns) {
   close(b.fd);
   return b.passed.load(std::memory_order_acquire);
 }
-
-}  // namespace
 
 std::vector<std::string> default_eal_args() {
   return {"--no-huge",

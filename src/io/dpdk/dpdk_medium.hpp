@@ -86,6 +86,18 @@ std::vector<std::string> default_eal_args();
 // every DpdkMedium is gone.
 void eal_cleanup();
 
+// How long a memif port waits for EAL's interrupt thread to come round to it before stopping.
+// The thread's callbacks are short (a control message, a disconnect); 2 s means it is stuck, and
+// then the port stops anyway, as it did before the barrier.
+inline constexpr TimeNs kIntrBarrierWaitNs = 2'000'000'000;
+// Returns once EAL's interrupt thread has finished the callback it was running when called (at
+// most timeout_ns); true when it did. Call it before rte_eth_dev_stop of a net_memif port: DPDK
+// 22.11's memif_disconnect runs on that thread when the peer leaves and again inside
+// rte_eth_dev_stop, and frees the shared-memory regions at its end outside any lock, so the two
+// could free them both (README, "The CI crash of 2026-12-04"). DpdkMedium does; so must any
+// other code that stops a memif port (bench/dpdk).
+bool interrupt_thread_barrier(TimeNs timeout_ns = kIntrBarrierWaitNs);
+
 struct DpdkConfig {
   std::string vdev;                   // e.g. "net_af_packet0,iface=veth0"; its name is the port
   std::vector<std::string> eal_args;  // empty: WEFT_DPDK_ARGS or default_eal_args()
