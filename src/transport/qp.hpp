@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -26,8 +27,14 @@ inline constexpr std::uint32_t kRespQueueMax = 64;    // responses waiting to le
 inline constexpr std::uint32_t kResendQueueMax = 64;  // selective repeat: PSNs to resend
 inline constexpr std::uint32_t kAtomicBytes = 8;
 
-// A send WQE and the requester's bookkeeping for it.
-struct SendWqe {
+// A send WQE and the requester's bookkeeping for it. The fields a SEND or WRITE touches (post,
+// the requester's packet build, the completer's ACK) fill exactly the first cache line and each
+// WQE starts on one. In the old declaration order (136 bytes) they spread over two or three
+// lines: a burst of 32 SENDs missed L1 on 41 more lines (callgrind's cache simulation of
+// transport_profile send64: 175 -> 134 D1 misses per burst). The atomic operands and the UD
+// destination, read only for those, come after.
+inline constexpr std::size_t kCacheLineBytes = 64;  // x86-64 and most AArch64
+struct alignas(kCacheLineBytes) SendWqe {
   std::uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
   bool signaled = false;
@@ -38,12 +45,8 @@ struct SendWqe {
   std::uint32_t num_sge = 0;
   std::uint32_t total_bytes = 0;
   std::uint32_t imm = 0;
-  std::uint64_t remote_addr = 0;
   std::uint32_t rkey = 0;
-  std::uint64_t compare_add = 0, swap = 0;
-  // UD destination
-  AddressVector av{};
-  std::uint32_t remote_qpn = 0, remote_qkey = 0;
+  std::uint64_t remote_addr = 0;
   // Requester: PSNs this message occupies (a READ occupies one per response packet).
   std::uint32_t first_psn = 0, npkts = 0;
   // End-to-end credits (IBA 9.7.7.2): how many credit-consuming WQEs were posted before it.
@@ -51,7 +54,14 @@ struct SendWqe {
   // The payload when it is contiguous (inline bytes, or all inside the first SGE), set at post
   // time so a packet's payload is this plus its offset; nullptr: gather across SGEs.
   const std::uint8_t* contiguous = nullptr;
+  // ---- second cache line: atomics and UD only ----
+  std::uint64_t compare_add = 0, swap = 0;
+  // UD destination
+  AddressVector av{};
+  std::uint32_t remote_qpn = 0, remote_qkey = 0;
 };
+static_assert(offsetof(SendWqe, contiguous) + sizeof(SendWqe::contiguous) == kCacheLineBytes,
+              "the SEND/WRITE fields of a WQE fill its first cache line");
 
 // Requester engine states (IBA 9.7.4; rxe_req.c's loop).
 enum class ReqState : std::uint8_t {

@@ -542,6 +542,42 @@ TEST(RcData, LeanReceivePathMatchesTheGeneralPath) {
   }
 }
 
+// A CQ drained by a poll starts again at its ring's first slot (CqImpl::poll); one polled only
+// in part keeps its place. Expect: a 4-deep CQ keeps its completions in order across a partial
+// poll, a refill to the full depth with the ring wrapping, and a drain, and never overruns.
+TEST(RcData, CompletionsKeepTheirOrderAcrossPartialPollsAndDrains) {
+  PairOptions o;
+  o.cq_depth = 4;
+  Pair p(o);
+  std::uint64_t next_id = 0, want_id = 0;
+  const auto post = [&](int n) {
+    for (int i = 0; i < n; ++i, ++next_id)
+      ASSERT_EQ(p.a.post_send(WrOpcode::kRdmaWrite, 0, 8, next_id, p.b.va(0), p.b.mr->rkey()),
+                Errc::kOk);
+    p.run();
+  };
+  const auto poll = [&](std::size_t max, std::size_t expect) {
+    std::vector<WorkCompletion> wc(max);
+    ASSERT_EQ(p.a.scq->poll(wc), expect);
+    for (std::size_t i = 0; i < expect; ++i, ++want_id) {
+      EXPECT_EQ(wc[i].wr_id, want_id);
+      EXPECT_EQ(wc[i].status, WcStatus::kSuccess);
+    }
+  };
+  post(3);
+  poll(1, 1);  // two left: not drained
+  post(2);     // the CQ full, across the ring's end
+  EXPECT_EQ(p.a.scq->size(), 4u);
+  poll(2, 2);
+  poll(8, 2);  // drained
+  post(4);     // full again from the first slot
+  poll(8, 4);
+  post(1);
+  poll(8, 1);
+  EXPECT_FALSE(p.a.scq->overrun());
+  EXPECT_EQ(p.a.dev->counters().completions, 10u);
+}
+
 TEST(RcData, UnsignaledProducesNoCompletionButAdvances) {
   Pair p;
   for (int i = 0; i < 5; ++i)
