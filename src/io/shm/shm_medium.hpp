@@ -7,7 +7,8 @@
 // payload's address in the sender; the receiver pulls the bytes straight from the sender's buffer
 // into the destination with process_vm_readv (cross-memory attach), coalescing the packets of a
 // burst, so a large message costs about one system call. Everything else is copied through the
-// ring (copy in, copy out).
+// ring (copy in, copy out). A run of a message's MIDDLE packets by reference may travel as one
+// record (ByRefRun, segment format 7), which the receiver expands into the same packets.
 //
 // Payload bytes in flight by reference count against the ring's size as if they had been copied:
 // a sender stops when the records the peer has not consumed yet refer to ring_bytes of payload,
