@@ -958,6 +958,24 @@ TEST(ShmMedium, RunsAcrossTheRingsWrapArriveWholeAndInOrder) {
   }
 }
 
+// A peer of another segment format (here: a format-6 segment, whose receiver would drop run
+// records unread) is refused when the segment is mapped: ok() is false, and nothing is mapped.
+TEST(ShmMedium, ASegmentOfAnotherFormatIsRefused) {
+  constexpr std::size_t kRing = 1 << 16;
+  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
+  {
+    shm::ShmMedium same(shm::ShmLinkConfig{.memfd = dup(memfd), .ring_bytes = kRing});
+    EXPECT_TRUE(same.ok());
+  }
+  std::uint32_t version = shm::kSegmentVersion - 1;
+  ASSERT_EQ(pwrite(memfd, &version, sizeof version, offsetof(shm::SegmentHeader, version)),
+            static_cast<ssize_t>(sizeof version));
+  shm::ShmMedium other(shm::ShmLinkConfig{.memfd = memfd, .ring_bytes = kRing});
+  EXPECT_FALSE(other.ok());
+}
+
 // A Device in front of another that loses one packet as it arrives: the first with PSN `psn`, and
 // notes whether packets of the same QP came right before and after it in the same burst (the
 // middle of a run).
