@@ -214,6 +214,9 @@ Result<std::unique_ptr<DirectNode>, IoError> DirectNode::handshake(int sock, boo
   // WEFT_SHM_BY_REF_MIB=N: the by-reference bound in MiB (measurements; DirectOptions).
   if (const char* e = std::getenv("WEFT_SHM_BY_REF_MIB"); e && std::atoi(e) > 0)
     link.by_ref_bytes_max = static_cast<std::size_t>(std::atoi(e)) << 20;
+  link.run_records = opts.run_records;
+  if (const char* e = std::getenv("WEFT_SHM_RUNS"); e && std::strcmp(e, "0") == 0)
+    link.run_records = false;
   if (want && !node->zero_copy_rx_)
     log()->warn("shm: cross-memory attach to pid {} not available{}; copying through the ring",
                 cred.pid, (theirs.flags & kWantZeroCopy) ? "" : " (peer copies)");

@@ -71,6 +71,10 @@ struct DirectOptions {
   // receiver acknowledges as it goes, not at the end of the queue. 128 MiB of 4 KiB packets is
   // 2 MiB of 64-byte records: half the 4 MiB ring.
   std::size_t by_ref_bytes_max = std::size_t{128} << 20;
+  // Runs of a message's MIDDLE packets by reference go as one ring record each
+  // (ShmLinkConfig::run_records; shm_medium.hpp ByRefRun). WEFT_SHM_RUNS=0 turns it off
+  // (measurements).
+  bool run_records = true;
 };
 
 class DirectNode {

@@ -23,8 +23,11 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
+#include <weft/forwarding_device.hpp>
+
 #include "emu/fabricd/stub_device.hpp"
 #include "src/io/direct_node.hpp"
+#include "src/io/driver.hpp"
 #include "tests/io/peer_protocol.hpp"
 
 namespace weft::io {
@@ -665,7 +668,7 @@ TEST(ShmMedium, AReceiverStopsAtTheEndOfABatchAndTakesTheNextOnItsNextPass) {
 
 // Both sides of one link in this process (each owns its fds; the media close them).
 struct MediumPair {
-  explicit MediumPair(std::size_t ring, std::size_t by_ref_max) {
+  explicit MediumPair(std::size_t ring, std::size_t by_ref_max, bool runs = false) {
     const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
     const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -678,6 +681,7 @@ struct MediumPair {
                                                             .rx_doorbell = bell_ba,
                                                             .tx_doorbell = bell_ab,
                                                             .peer_pid = getpid(),
+                                                            .run_records = runs,
                                                             .by_ref_bytes_max = by_ref_max});
     b = std::make_unique<shm::ShmMedium>(shm::ShmLinkConfig{.memfd = dup(memfd),
                                                             .ring_bytes = ring,
@@ -802,6 +806,282 @@ TEST(ShmMedium, ByReferenceRecordsAreInFlightUntilTheConsumerIndexPassesThem) {
                           PoolSender::kPayload),
               0)
         << "packet " << i;
+}
+
+// An RC sender of one message's RDMA WRITE MIDDLE packets (IBA Table 35 opcode 0x07) to QP 0x12,
+// PSNs from `psn0` on (modulo 2^24), payloads of `len` bytes back to back in a pool the receiver
+// maps (here: the same process) from offset `off`, AckReq on every `ack_every`-th packet; with
+// `wire_every`, every such packet instead carries a short payload (below kZeroCopyBytesMin: copied
+// onto the ring, a record of another size, so records end at varying ring positions).
+class MiddleSender final : public fabricd::StubDevice {
+ public:
+  struct Shape {
+    std::size_t packets, len, off;
+    std::uint32_t psn0;
+    std::size_t ack_every, wire_every;
+  };
+  static constexpr std::size_t kShort = 64;
+  explicit MiddleSender(Shape s)
+      : StubDevice(DeviceConfig{}), shape(s), pool(s.off + s.packets * s.len) {
+    for (std::size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<std::uint8_t>(i * 29 + 3);
+  }
+  bool short_one(std::size_t i) const {
+    return shape.wire_every && (i + 1) % shape.wire_every == 0;
+  }
+  bool ack_req(std::size_t i) const { return shape.ack_every && (i + 1) % shape.ack_every == 0; }
+  std::uint32_t psn(std::size_t i) const {
+    return static_cast<std::uint32_t>((shape.psn0 + i) & 0xFFFFFF);
+  }
+  // The headers packet i carries (LRH with LNH 2, BTH).
+  std::array<std::uint8_t, 20> headers(std::size_t i) const {
+    std::array<std::uint8_t, 20> h{};
+    h[1] = 2;     // LRH.LNH: BTH next
+    h[8] = 0x07;  // RC RDMA WRITE MIDDLE
+    h[15] = 0x12;
+    h[16] = ack_req(i) ? 0x80 : 0;
+    h[17] = static_cast<std::uint8_t>(psn(i) >> 16);
+    h[18] = static_cast<std::uint8_t>(psn(i) >> 8);
+    h[19] = static_cast<std::uint8_t>(psn(i));
+    return h;
+  }
+  bool poll_transmit(TimeNs, TxPacket& out) override {
+    if (sent == shape.packets) return false;
+    const auto h = headers(sent);
+    std::memcpy(out.headers.data(), h.data(), h.size());
+    out.header_bytes = h.size();
+    out.payload = pool.data() + shape.off + sent * shape.len;
+    out.payload_bytes = static_cast<std::uint32_t>(short_one(sent) ? kShort : shape.len);
+    ++sent;
+    return true;
+  }
+  Shape shape;
+  std::vector<std::uint8_t> pool;
+  std::size_t sent = 0;
+};
+
+// Expect: the receiver got exactly the packets `s` sent, in order, byte for byte: each one's
+// headers (PSN, AckReq) and payload.
+void expect_packets_of(const MiddleSender& s, const Sink& sink) {
+  ASSERT_EQ(sink.got.size(), s.shape.packets);
+  for (std::size_t i = 0; i < sink.got.size(); ++i) {
+    const std::vector<std::uint8_t>& w = sink.got[i];
+    const std::size_t len = s.short_one(i) ? MiddleSender::kShort : s.shape.len;
+    ASSERT_EQ(w.size(), 20 + len + 6) << "packet " << i;
+    const auto h = s.headers(i);
+    ASSERT_EQ(std::memcmp(w.data(), h.data(), h.size()), 0) << "headers of packet " << i;
+    ASSERT_EQ(std::memcmp(w.data() + 20, s.pool.data() + s.shape.off + i * s.shape.len, len), 0)
+        << "payload of packet " << i;
+  }
+}
+
+// Segment format 7: a run of one message's MIDDLE packets by reference travels as one record
+// (ByRefRun) and reaches the receiver's Device as the same packets, byte for byte, PSN by PSN
+// (across the 2^24 wrap) with AckReq where it was, for payloads of several sizes at several
+// offsets. A packet that asks for an ACK ends a run; a run is never longer than a batch.
+TEST(ShmMedium, ARunOfMiddlePacketsIsOneRecordAndArrivesAsItsPackets) {
+  for (const MiddleSender::Shape shape : {MiddleSender::Shape{200, 4096, 0, 0, 32, 0},
+                                          MiddleSender::Shape{150, 1024, 3, 0xFFFFF0, 7, 0},
+                                          MiddleSender::Shape{97, 2048, 4095, 0xFFFFFE, 0, 0},
+                                          MiddleSender::Shape{64, 1028, 1, 5, 5, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "len " << shape.len << " off " << shape.off);
+    MediumPair p(1 << 20, 64 << 20, /*runs=*/true);
+    ASSERT_TRUE(p.a->ok() && p.b->ok());
+    MiddleSender src(shape);
+    p.a->add_tx_pool(src.pool.data(), src.pool.size());
+    Sink sink;
+    ASSERT_EQ(p.a->tx_burst(src, 0, 512), shape.packets);  // batches of kPacketsPerBatch
+    while (sink.got.size() < shape.packets) ASSERT_GT(p.b->rx_burst(sink, 0, 512), 0u);
+    expect_packets_of(src, sink);
+    // Expect: one record per run. A run ends at a batch's end (kPacketsPerBatch) and at a packet
+    // with AckReq; a lone packet between such ends is a record of its own. Every packet went by
+    // reference.
+    std::size_t records = 0, runs = 0, len = 0;
+    for (std::size_t i = 0; i <= shape.packets; ++i) {
+      if (i == shape.packets || i % shm::kPacketsPerBatch == 0 || src.ack_req(i - 1)) {
+        records += len != 0;
+        runs += len > 1;
+        len = 0;
+      }
+      ++len;
+    }
+    const shm::ShmCounters& tx = p.a->counters();
+    const shm::ShmCounters& rx = p.b->counters();
+    EXPECT_EQ(tx.tx_by_ref, shape.packets);
+    EXPECT_EQ(rx.rx_by_ref, shape.packets);
+    EXPECT_EQ(tx.tx_runs, runs);
+    EXPECT_EQ(rx.rx_runs, runs);
+    EXPECT_EQ(rx.rx_records, records);
+    EXPECT_LT(records, shape.packets / 4);
+  }
+}
+
+// Runs over a small ring, mixed with records of other sizes (short payloads copied onto the ring)
+// so records keep ending at other positions and the ring wraps, with kSkip fillers, many times;
+// a receiver whose burst bound ends inside a run takes the whole run on its next call. Without
+// run records (the sender's choice, ShmLinkConfig::run_records) the same packets arrive alike.
+TEST(ShmMedium, RunsAcrossTheRingsWrapArriveWholeAndInOrder) {
+  for (const bool runs : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "runs " << runs);
+    // 4096 lines: wrapped 3 times below. (A smaller ring holds the sender to batches of a few
+    // packets: tx_batch_room reserves a 4 KiB wire record's space for each.)
+    constexpr std::size_t kRing = 1 << 18;
+    MediumPair p(kRing, 64 << 20, runs);
+    ASSERT_TRUE(p.a->ok() && p.b->ok());
+    MiddleSender src({16000, 1024, 8, 0xFFF000, 9, 4});
+    p.a->add_tx_pool(src.pool.data(), src.pool.size());
+    Sink sink;
+    std::size_t calls = 0;
+    while (src.sent < src.shape.packets || sink.got.size() < src.shape.packets) {
+      ASSERT_GT(p.a->tx_burst(src, 0, 512), 0u);
+      // Drained in calls of at most 5 packets: a run of 3 after 3 packets waits for the next.
+      for (;;) {
+        const std::size_t before = sink.got.size();
+        const std::size_t got = p.b->rx_burst(sink, 0, 5);
+        ASSERT_LE(got, 5u);
+        ASSERT_EQ(sink.got.size(), before + got);
+        if (got == 0) break;
+        ++calls;
+      }
+    }
+    expect_packets_of(src, sink);
+    const shm::ShmCounters& rx = p.b->counters();
+    EXPECT_GT(rx.rx_records * shm::kRecordAlign, 2 * kRing) << "the ring wrapped";
+    if (runs) {
+      // Runs of up to 3 by reference between the short ones (every 4th).
+      EXPECT_GT(rx.rx_runs, src.shape.packets / 8);
+      EXPECT_EQ(rx.rx_wire, src.shape.packets / 4);
+    } else {
+      EXPECT_EQ(rx.rx_runs, 0u);
+      EXPECT_EQ(rx.rx_records, src.shape.packets);
+    }
+    EXPECT_GE(calls, src.shape.packets / 5);
+  }
+}
+
+// A peer of another segment format (here: a format-6 segment, whose receiver would drop run
+// records unread) is refused when the segment is mapped: ok() is false, and nothing is mapped.
+TEST(ShmMedium, ASegmentOfAnotherFormatIsRefused) {
+  constexpr std::size_t kRing = 1 << 16;
+  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
+  {
+    shm::ShmMedium same(shm::ShmLinkConfig{.memfd = dup(memfd), .ring_bytes = kRing});
+    EXPECT_TRUE(same.ok());
+  }
+  std::uint32_t version = shm::kSegmentVersion - 1;
+  ASSERT_EQ(pwrite(memfd, &version, sizeof version, offsetof(shm::SegmentHeader, version)),
+            static_cast<ssize_t>(sizeof version));
+  shm::ShmMedium other(shm::ShmLinkConfig{.memfd = memfd, .ring_bytes = kRing});
+  EXPECT_FALSE(other.ok());
+}
+
+// A Device in front of another that loses one packet as it arrives: the first with PSN `psn`, and
+// notes whether packets of the same QP came right before and after it in the same burst (the
+// middle of a run).
+class LoseOne final : public ForwardingDevice {
+ public:
+  LoseOne(Device* target, std::uint32_t psn) : ForwardingDevice(target), psn_(psn) {}
+  void on_packet_burst(std::span<const TxPacket> pkts, TimeNs now) override {
+    for (std::size_t i = 0; i < pkts.size(); ++i) {
+      const std::uint8_t* bth = pkts[i].headers.data() + 8;
+      const std::uint32_t psn = std::uint32_t{bth[9]} << 16 | std::uint32_t{bth[10]} << 8 | bth[11];
+      if (lost || psn != psn_) continue;
+      lost = true;
+      mid_burst = i > 0 && i + 1 < pkts.size();
+      target()->on_packet_burst(pkts.first(i), now);
+      target()->on_packet_burst(pkts.subspan(i + 1), now);
+      return;
+    }
+    target()->on_packet_burst(pkts, now);
+  }
+  bool lost = false, mid_burst = false;
+
+ private:
+  std::uint32_t psn_;
+};
+
+// Loss in the middle of a run record: two real Devices over a link with run records and zero copy
+// (the "peer" is this very process), one Driver. A 256 KiB WRITE of 4 KiB packets goes as runs; the
+// responder loses the packet with PSN 20, the middle of the first run, as the medium expands it.
+// Expect: go-back-N recovers it (a sequence NAK, the requester resends from PSN 20, again as
+// runs), the WRITE completes successfully and the destination holds the bytes exactly.
+TEST(ShmMedium, APacketLostInTheMiddleOfARunIsResentAndTheDataArrivesExact) {
+  constexpr std::size_t kBytes = 256 << 10;
+  MediumPair p(1 << 22, 64 << 20, /*runs=*/true);
+  ASSERT_TRUE(p.a->ok() && p.b->ok());
+  p.a->set_zero_copy_tx(true);
+  SeededRng rng{11};
+  struct End {
+    std::unique_ptr<Device> dev;
+    CompletionQueue* cq = nullptr;
+    QueuePair* qp = nullptr;
+    std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(kBytes);
+    MemoryRegion* mr = nullptr;
+  } e[2];
+  for (int i = 0; i < 2; ++i) {
+    DeviceConfig c;
+    c.ports[0].lid = static_cast<std::uint16_t>(i + 1);
+    c.crc = CrcMode::kModel;
+    e[i].dev = Device::create(c, rng);
+    ProtectionDomain* pd = *e[i].dev->alloc_pd();
+    e[i].cq = *e[i].dev->create_cq(64);
+    e[i].mr = *e[i].dev->reg_mr(pd, e[i].buf.data(), kBytes,
+                                kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+    QpInitAttr qa;
+    qa.pd = pd;
+    qa.send_cq = qa.recv_cq = e[i].cq;
+    e[i].qp = *e[i].dev->create_qp(qa);
+  }
+  for (std::size_t i = 0; i < kBytes; ++i) e[0].buf[i] = static_cast<std::uint8_t>(i * 31 + 7);
+  for (int i = 0; i < 2; ++i) {
+    QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.port_num = 1;
+    a.access_flags = kAccessRemoteWrite | kAccessRemoteRead;
+    ASSERT_EQ(e[i].qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), Errc::kOk);
+    a.qp_state = QpState::kRtr;
+    a.av.dlid = static_cast<std::uint16_t>(2 - i);
+    a.path_mtu = Mtu::k4096;
+    a.dest_qpn = e[1 - i].qp->qp_num();
+    a.rq_psn = 0;
+    ASSERT_EQ(e[i].qp->modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                     kQpMaxDestRdAtomic | kQpMinRnrTimer),
+              Errc::kOk);
+    a.qp_state = QpState::kRts;
+    a.sq_psn = 0;
+    a.timeout = 14;
+    ASSERT_EQ(e[i].qp->modify(
+                  a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxRdAtomic),
+              Errc::kOk);
+  }
+  LoseOne lose(e[1].dev.get(), 20);
+  Driver drv;
+  drv.attach(*e[0].dev, *p.a);
+  drv.attach(lose, *p.b);
+  Sge sge{reinterpret_cast<std::uint64_t>(e[0].buf.data()), kBytes, e[0].mr->lkey()};
+  SendWr wr;
+  wr.wr_id = 5;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.send_flags = kSignaled;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<std::uint64_t>(e[1].buf.data());
+  wr.rkey = e[1].mr->rkey();
+  ASSERT_EQ(e[0].qp->post_send(wr), Errc::kOk);
+  WorkCompletion wc{};
+  ASSERT_TRUE(drv.run_until([&] { return e[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_TRUE(lose.lost);
+  EXPECT_TRUE(lose.mid_burst) << "PSN 20 came between others of its run";
+  EXPECT_EQ(std::memcmp(e[1].buf.data(), e[0].buf.data(), kBytes), 0);
+  const DeviceCounters& req = e[0].dev->counters();
+  EXPECT_EQ(req.naks_rx_seq, 1u);
+  EXPECT_GE(req.retransmit_packets, kBytes / 4096 - 20);
+  EXPECT_EQ(req.timeouts, 0u);
+  EXPECT_GT(p.a->counters().tx_runs, 2u);
+  EXPECT_EQ(p.b->counters().rx_runs, p.a->counters().tx_runs);
+  EXPECT_GE(p.b->counters().cma_bytes, kBytes);
 }
 
 // CrossMemory::place extends a pending run packet by packet without looking the source up again,

@@ -74,14 +74,16 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 // kEmpty must be 0: a zeroed data area holds no records. kByRefFrom: a by-reference record whose
 // payload is in a third process, named in the record (the fabric daemon forwards a sender's
-// record to the receiver untouched; shm_medium.hpp ByRefFrom).
+// record to the receiver untouched; shm_medium.hpp ByRefFrom). kByRefRun: one record for a run of
+// one QP's MIDDLE packets by reference (segment format 7; shm_medium.hpp ByRefRun).
 enum class RecordKind : std::uint16_t {
   kEmpty = 0,
   kWire = 1,
   kByRef = 2,
   kUser = 3,
   kSkip = 4,
-  kByRefFrom = 5
+  kByRefFrom = 5,
+  kByRefRun = 6
 };
 
 struct RecordHeader {

@@ -22,12 +22,31 @@
 namespace weft::io::shm {
 namespace {
 
-constexpr std::uint8_t kOpRcCmpSwap = 0x13;   // IBA Table 35: RC COMPARE SWAP
-constexpr std::uint8_t kOpRcFetchAdd = 0x14;  // RC FETCH ADD
+constexpr std::uint8_t kOpRcSendMiddle = 0x01;   // IBA Table 35: RC SEND MIDDLE
+constexpr std::uint8_t kOpRcWriteMiddle = 0x07;  // RC RDMA WRITE MIDDLE
+constexpr std::uint8_t kOpRcCmpSwap = 0x13;      // RC COMPARE SWAP
+constexpr std::uint8_t kOpRcFetchAdd = 0x14;     // RC FETCH ADD
+// In the BTH (IBA 9.2): byte 8 holds AckReq (its top bit), bytes 9-11 the PSN (big-endian).
+constexpr std::size_t kBthAckReqAt = 8, kBthPsnAt = 9;
+constexpr std::uint8_t kAckReqBit = 0x80;
+constexpr std::uint32_t kPsnMask = 0xFFFFFF;  // PSNs are 24 bits, modulo 2^24 (IBA 9.7.1)
 
-// BTH opcode of serialized headers: LRH.LNH 3 means a GRH sits between LRH and BTH (IBA 7.7.1).
+// Where the BTH starts in serialized headers: LRH.LNH 3 means a GRH sits between LRH and BTH
+// (IBA 7.7.1).
+std::size_t bth_at(const std::uint8_t* headers) {
+  return (headers[1] & 3) == 3 ? 48 : 8;
+}
 std::uint8_t bth_opcode(const std::uint8_t* headers) {
-  return headers[(headers[1] & 3) == 3 ? 48 : 8];
+  return headers[bth_at(headers)];
+}
+std::uint32_t psn_at(const std::uint8_t* bth) {
+  return std::uint32_t{bth[kBthPsnAt]} << 16 | std::uint32_t{bth[kBthPsnAt + 1]} << 8 |
+         bth[kBthPsnAt + 2];
+}
+void set_psn(std::uint8_t* bth, std::uint32_t psn) {
+  bth[kBthPsnAt] = static_cast<std::uint8_t>(psn >> 16);
+  bth[kBthPsnAt + 1] = static_cast<std::uint8_t>(psn >> 8);
+  bth[kBthPsnAt + 2] = static_cast<std::uint8_t>(psn);
 }
 
 // Whether pkt may travel by reference: zero copy on, a payload worth it, and one that stays put
@@ -324,6 +343,13 @@ ShmMedium::ShmMedium(const ShmLinkConfig& cfg) : cfg_(cfg), cma_(cfg.peer_pid) {
   const auto* h = static_cast<const SegmentHeader*>(p);
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion ||
       h->ring_bytes != cfg.ring_bytes) {
+    // A peer of another build (formats differ in the records they may write: a format-6 peer
+    // would drop a run record unread) is refused, and says why.
+    if (h->magic == kSegmentMagic && h->version != kSegmentVersion)
+      base::get_logger("weft.io")->error(
+          "shm: the peer's segment is format {}, this build speaks format {} only; refusing the "
+          "link (run the same Weft on both ends)",
+          h->version, kSegmentVersion);
     munmap(p, map_bytes_);
     return;
   }
@@ -428,6 +454,57 @@ bool ShmMedium::write_record(const Device& dev, const TxPacket& pkt) {
   return false;
 }
 
+std::size_t ShmMedium::run_length(const Device& dev, std::span<const TxPacket> pkts) const {
+  const TxPacket& f = pkts[0];
+  const std::uint8_t* h = f.headers.data();
+  const std::size_t bth = bth_at(h);
+  const std::uint8_t op = h[bth];
+  // A run starts at a MIDDLE packet that does not ask for an ACK (only a run's last may).
+  if (pkts.size() < 2 || (op != kOpRcWriteMiddle && op != kOpRcSendMiddle) ||
+      (h[bth + kBthAckReqAt] & kAckReqBit) != 0 || f.pad_bytes != 0 ||
+      f.header_bytes > TxPacket::kHeaderBytesMax ||
+      !by_reference(cfg_.zero_copy_tx || in_tx_pool(f), dev, f, op))
+    return 1;
+  const std::size_t psn_end = bth + kBthPsnAt + 3;  // the bytes after it must match as well
+  std::uint32_t psn = psn_at(h + bth);
+  const std::uint8_t* end = f.payload + f.payload_bytes;
+  std::size_t k = 1;
+  while (k < pkts.size()) {
+    const TxPacket& p = pkts[k];
+    const std::uint8_t* ph = p.headers.data();
+    psn = (psn + 1) & kPsnMask;
+    if (p.header_bytes != f.header_bytes || p.payload != end ||
+        p.payload_bytes != f.payload_bytes || p.pad_bytes != 0 || psn_at(ph + bth) != psn ||
+        std::memcmp(ph, h, bth + kBthAckReqAt) != 0 ||
+        (ph[bth + kBthAckReqAt] & ~kAckReqBit) != h[bth + kBthAckReqAt] ||
+        std::memcmp(ph + psn_end, h + psn_end, f.header_bytes - psn_end) != 0 ||
+        !by_reference(cfg_.zero_copy_tx || in_tx_pool(p), dev, p, op))
+      break;
+    end += p.payload_bytes;
+    ++k;
+    if (ph[bth + kBthAckReqAt] & kAckReqBit) break;  // it ends the run
+  }
+  return k;
+}
+
+void ShmMedium::write_run(std::span<const TxPacket> run) {
+  const TxPacket& f = run.front();
+  const std::size_t body = sizeof(ByRefRun) + f.header_bytes;
+  std::uint8_t* p = tx_.reserve(body);
+  const bool ack_req = (run.back().headers[bth_at(f.headers.data()) + kBthAckReqAt] & kAckReqBit);
+  const ByRefRun r{{reinterpret_cast<std::uint64_t>(f.payload), f.payload_bytes, 0,
+                    static_cast<std::uint8_t>(f.header_bytes), 0},
+                   static_cast<std::uint16_t>(run.size()),
+                   ack_req ? kRunLastAckReq : std::uint16_t{0},
+                   0};
+  std::memcpy(p, &r, sizeof r);
+  std::memcpy(p + sizeof r, f.headers.data(), f.header_bytes);
+  tx_.commit(body, RecordKind::kByRefRun, kFlagTouchesMemory);
+  counters_.tx_by_ref += run.size();
+  ++counters_.tx_runs;
+  note_by_ref(static_cast<std::uint32_t>(run.size() * f.payload_bytes));
+}
+
 namespace {
 // The largest record body a packet makes (a wire image of a 4 KiB payload).
 constexpr std::size_t kBodyMax = TxPacket::kHeaderBytesMax + 4096 + 3 + 6;
@@ -472,14 +549,21 @@ std::size_t ShmMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
     }
     const std::size_t got = dev.poll_transmit_burst(now, {tx_batch_.data(), k});
     n += got;
-    for (std::size_t i = 0; i < got; ++i) {
+    for (std::size_t i = 0; i < got;) {
       TxPacket& pkt = tx_batch_[i];
+      // A run of MIDDLE packets is one record (ByRefRun); tx_batch_room counted a record per
+      // packet, so it fits.
+      const std::size_t run =
+          dead || !cfg_.run_records ? 1 : run_length(dev, {tx_batch_.data() + i, got - i});
       if (dead)
         ++counters_.dropped_dead;
+      else if (run > 1)
+        write_run({tx_batch_.data() + i, run});
       else if (write_record(dev, pkt))
         note_by_ref(pkt.payload_bytes);
-      std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
-                  reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers, kTail);
+      for (const std::size_t end = i + run; i < end; ++i)
+        std::memcpy(reinterpret_cast<std::uint8_t*>(&tx_batch_[i]) + sizeof kBlank.headers,
+                    reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers, kTail);
     }
     // One publish per batch (kPacketsPerBatch <= kRecordsPerPublish): the peer starts on it
     // while the next batch is built.
@@ -695,6 +779,9 @@ constexpr std::size_t kReleaseBytesMin = kRecordsPerPublish * kRecordAlign;
 // A by-reference record's headers that share its first line with the RecordHeader and ByRef.
 constexpr std::size_t kLineHeaderBytes = kRecordAlign - sizeof(RecordHeader) - sizeof(ByRef);
 static_assert(kLineHeaderBytes <= TxPacket::kHeaderBytesMax);
+// ... and a kByRefRun record's.
+constexpr std::size_t kRunLineHeaderBytes = kRecordAlign - sizeof(RecordHeader) - sizeof(ByRefRun);
+static_assert(kRunLineHeaderBytes <= TxPacket::kHeaderBytesMax);
 }  // namespace
 
 std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
@@ -707,6 +794,9 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   // By-reference packets go to the Device in batches (on_packet_burst), in ring order: a batch
   // is handed over before any record that is not part of it.
   std::size_t batched = 0, since_beat = 0, in_batch = 0;
+  // Records popped, and packets since the last release (a run record is many packets).
+  std::size_t records = 0, since_release = 0;
+  bool runs = false;  // a kByRefRun came in this burst
   // Where the batch's payloads are: the peer (cma_), or a process kByRefFrom records name.
   CrossMemory* batch_cma = &cma_;
   ++rx_bursts_seen_;
@@ -723,8 +813,9 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     // kBeatPackets packets (one syscall per burst costs less here than one per piece).
     since_beat += k;
     if (batch_cma->pending_local() && batch_cma->pending_bytes() >= kCopyPieceBytes) {
-      // The records of the next piece's packets, one line per 4 KiB packet, come in meanwhile.
-      rx_.prefetch_published(kCopyPieceBytes / kPayloadMax * kRecordAlign);
+      // The records of the next piece's packets, one line per 4 KiB packet, come in meanwhile
+      // (as run records they are a line or two, which peek() prefetches anyway).
+      if (!runs) rx_.prefetch_published(kCopyPieceBytes / kPayloadMax * kRecordAlign);
       batch_cma->flush();
     } else if (since_beat < kBeatPackets) {
       return;
@@ -738,12 +829,61 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
     if (!h) break;
     const std::uint8_t* body = RingConsumer::body(h);
     const bool batch_end = (h->flags & kFlagBatchEnd) != 0;
-    ++n;
+    // A run record's packets are taken whole: one that would pass `max` waits for the next
+    // call, unless it is the first (it would wait for ever).
+    std::size_t count = 1;
+    if (h->kind == RecordKind::kByRefRun) {
+      std::uint16_t packets;
+      std::memcpy(&packets, body + offsetof(ByRefRun, packets), sizeof packets);
+      count = packets;
+      if (n != 0 && n + count > max) break;
+    }
+    n += count;
     // After the peer died its by-reference payloads are gone with it, but a copied record is
     // whole in the segment (published, so completely written): it still arrives, as a packet
     // already on the wire would. A process's last MAD (a DREP) is often its last record.
     if (dead && h->kind != RecordKind::kWire) {
-      ++counters_.dropped_dead;
+      counters_.dropped_dead += count;
+    } else if (h->kind == RecordKind::kByRefRun) {
+      runs = true;
+      ++counters_.rx_runs;
+      ByRefRun run;
+      std::memcpy(&run, body, sizeof run);
+      if (batch_cma != &cma_) {
+        hand_over();
+        batch_cma->flush();
+        batch_cma = &cma_;
+      }
+      // The run's packets as they were sent (ByRefRun): its headers with each one's PSN, and
+      // the last one's AckReq.
+      const std::size_t hb = std::min<std::size_t>(run.ref.header_bytes, TxPacket::kHeaderBytesMax);
+      // Headers that end within the record's line (LRH BTH: 20 bytes) are copied as the rest of
+      // that line, a fixed size (two vector moves; a copy of exactly hb bytes was a `rep movsq`,
+      // half of rx_burst's time per packet).
+      const bool in_line = hb <= kRunLineHeaderBytes;
+      const std::size_t copy = in_line ? kRunLineHeaderBytes : hb;
+      std::array<std::uint8_t, TxPacket::kHeaderBytesMax> hdr;
+      std::memcpy(hdr.data(), body + sizeof run, copy);
+      const std::size_t bth = bth_at(hdr.data());
+      const std::uint32_t psn0 = psn_at(hdr.data() + bth);
+      const auto* src = reinterpret_cast<const std::uint8_t*>(run.ref.src);
+      for (std::size_t k = 0; k < count; ++k) {
+        TxPacket& pkt = rx_batch_[batched++];
+        std::memcpy(reinterpret_cast<std::uint8_t*>(&pkt) + sizeof kBlank.headers,
+                    reinterpret_cast<const std::uint8_t*>(&kBlank) + sizeof kBlank.headers,
+                    sizeof kBlank - sizeof kBlank.headers);
+        pkt.header_bytes = static_cast<std::uint16_t>(hb);
+        if (in_line)
+          std::memcpy(pkt.headers.data(), hdr.data(), kRunLineHeaderBytes);
+        else
+          std::memcpy(pkt.headers.data(), hdr.data(), copy);
+        set_psn(pkt.headers.data() + bth, (psn0 + static_cast<std::uint32_t>(k)) & kPsnMask);
+        if (k + 1 == count && (run.flags & kRunLastAckReq))
+          pkt.headers[bth + kBthAckReqAt] |= kAckReqBit;
+        pkt.payload = src + k * run.ref.payload_bytes;
+        pkt.payload_bytes = run.ref.payload_bytes;
+        if (batched == rx_batch_.size()) hand_over();
+      }
     } else if (h->kind == RecordKind::kByRef || h->kind == RecordKind::kByRefFrom) {
       ByRef ref;
       std::memcpy(&ref, body, sizeof ref);
@@ -792,17 +932,23 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
       ++counters_.rx_wire;
     }
     rx_.pop();
-    ++records_since_wake_;
+    ++records;
+    records_since_wake_ += count;
     // Nothing refers to the popped records any more (a batched packet's headers were copied, a
     // by-reference payload lives in the sender and stays put until acknowledged), so their space
-    // may go back before the Device has seen them.
-    if (n % kRecordsPerPublish == 0) release();
+    // may go back before the Device has seen them. Counted in packets: the sender's
+    // by-reference bound is in payload bytes.
+    since_release += count;
+    if (since_release >= kRecordsPerPublish) {
+      since_release = 0;
+      release();
+    }
     // A short batch is all there is for now, unless the producer published more meanwhile:
     // looking would wait for the next line (ring.hpp kFlagBatchEnd), and what these packets
     // caused (a reply, an ACK) should not. A full batch (kPacketsPerBatch: the sender had more)
     // and a burst with copies go on: a stream's burst moves more per pass, and its copies are
     // cheaper in one call per burst than per batch (bench/io/README.md, sessions 18 and 21).
-    ++in_batch;
+    in_batch += count;
     if (batch_end) {
       if (in_batch < kPacketsPerBatch && batched == 0 && !rx_copies_pending()) break;
       in_batch = 0;
@@ -810,7 +956,7 @@ std::size_t ShmMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   }
   if (n) {
     ++counters_.rx_bursts;
-    counters_.rx_records += n;
+    counters_.rx_records += records;
   }
   hand_over();
   const auto finish = [&](CrossMemory& cm) {

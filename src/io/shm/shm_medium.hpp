@@ -7,7 +7,8 @@
 // payload's address in the sender; the receiver pulls the bytes straight from the sender's buffer
 // into the destination with process_vm_readv (cross-memory attach), coalescing the packets of a
 // burst, so a large message costs about one system call. Everything else is copied through the
-// ring (copy in, copy out).
+// ring (copy in, copy out). A run of a message's MIDDLE packets by reference may travel as one
+// record (ByRefRun, segment format 7), which the receiver expands into the same packets.
 //
 // Payload bytes in flight by reference count against the ring's size as if they had been copied:
 // a sender stops when the records the peer has not consumed yet refer to ring_bytes of payload,
@@ -32,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -43,8 +45,8 @@ namespace weft::io::shm {
 inline constexpr std::uint32_t kSegmentMagic = 0x57465348;  // "WFSH"
 // 2: records publish themselves; 3: records padded to a cache line (ring.hpp kRecordAlign);
 // 4: copy delegation areas in the header (CopyArea); 5: the producers' heartbeats (RingShared);
-// 6: the last record of each batch says so (ring.hpp kFlagBatchEnd).
-inline constexpr std::uint32_t kSegmentVersion = 6;
+// 6: the last record of each batch says so (ring.hpp kFlagBatchEnd); 7: run records (ByRefRun).
+inline constexpr std::uint32_t kSegmentVersion = 7;
 inline constexpr std::size_t kSegmentHeaderBytes = 4096;
 inline constexpr std::size_t kZeroCopyBytesMin = 1024;  // smaller payloads are cheaper to copy
 inline constexpr std::size_t kIovMax = 1024;            // IOV_MAX: iovecs per process_vm_readv
@@ -114,6 +116,25 @@ struct ByRefFrom {
   std::uint32_t reserved;
 };
 static_assert(sizeof(ByRefFrom) == 24);
+
+// Body of a kByRefRun record (segment format 7): this, then the headers of the run's first packet.
+// A run is `packets` (>= 2) consecutive packets of one message that the sender's Device gave in
+// one batch: RC SEND or RDMA WRITE MIDDLE (IBA Table 35), by reference, all with the same headers
+// but the BTH's PSN (consecutive, modulo 2^24, IBA 9.7.1) and AckReq bit, the same payload length
+// and no pad, the payloads back to back in the sender's memory from ref.src. Only the last packet
+// may ask for an ACK (kRunLastAckReq: the requester's AckReq every 32 packets ends a run); the
+// headers stored have AckReq clear. The receiver expands it into the same packets (rx_burst),
+// so its Device and anything wrapping it (a pcap capture, a test's loss) see every packet as it
+// was sent; what it saves is one ring record, i.e. one cache-line transfer between the cores and
+// one pass of the record loop, per 4 KiB packet (bench/io/README.md, session 23).
+struct ByRefRun {
+  ByRef ref;  // payload_bytes: each packet's
+  std::uint16_t packets;
+  std::uint16_t flags;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(ByRefRun) == 24);
+inline constexpr std::uint16_t kRunLastAckReq = 1;  // ByRefRun::flags: the last packet asks
 
 // Record flags.
 inline constexpr std::uint16_t kFlagTouchesMemory = 1;  // carries payload or is an atomic request
@@ -261,6 +282,8 @@ struct ShmCounters {
   // the pulls from those processes (process_vm_readv calls, bytes, refused or short).
   std::uint64_t tx_forwarded = 0, rx_forwarded = 0, forwarded_dropped = 0;
   std::uint64_t fwd_cma_calls = 0, fwd_cma_bytes = 0, fwd_cma_errors = 0;
+  // kByRefRun records written and received (their packets count in tx_by_ref / rx_by_ref).
+  std::uint64_t tx_runs = 0, rx_runs = 0;
 };
 
 struct ShmLinkConfig {
@@ -272,6 +295,9 @@ struct ShmLinkConfig {
   pid_t peer_pid = 0;
   bool zero_copy_tx = false;     // the peer can read our memory and wants zero copy
   bool delegate_copies = false;  // hand receive copies to the peer (CopyArea; direct mode)
+  // Send runs of MIDDLE packets by reference as one kByRefRun record each (direct mode). Every
+  // format-7 receiver takes them; off, every packet is a record of its own.
+  bool run_records = false;
   // Payload bytes this side may have in flight by reference (records the peer has not consumed
   // yet; see the file comment). 0: ring_bytes. Direct mode raises it (DirectOptions).
   std::size_t by_ref_bytes_max = 0;
@@ -356,6 +382,9 @@ class ShmMedium final : public Medium {
   std::size_t tx_batch_room();  // packets of any size the ring and the by-reference bound take
   // Writes pkt's record (room checked by the caller); true when it went by reference.
   bool write_record(const Device& dev, const TxPacket& pkt);
+  // How many of pkts, from the first, make one kByRefRun record (see ByRefRun); 1: none.
+  std::size_t run_length(const Device& dev, std::span<const TxPacket> pkts) const;
+  void write_run(std::span<const TxPacket> run);  // their record (room checked by the caller)
   bool in_tx_pool(const TxPacket& pkt) const;
   // The pull state of one process named by kByRefFrom records (created at its first record):
   // its pidfd (a dead process's records are dropped, as a dead peer's are) and its copies.
