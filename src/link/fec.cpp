@@ -10,12 +10,18 @@
 #include <isa-l/erasure_code.h>
 
 #include "src/base/assert.hpp"
+#include "src/wire/crc_isal.hpp"
 
 namespace weft::link {
 namespace {
 
+// ISA-L's kernels may leave the upper vector halves dirty: every call here is followed by
+// wire::detail::after_isal_kernel() (src/wire/crc_isal.hpp says why).
 std::uint32_t shard_crc(const std::uint8_t* p, std::size_t n) {
-  return crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), 0xFFFFFFFFu);
+  const std::uint32_t crc =
+      crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(n), 0xFFFFFFFFu);
+  wire::detail::after_isal_kernel();
+  return crc;
 }
 void put_le32(std::uint8_t* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
@@ -88,6 +94,7 @@ void FecCodec::encode(std::span<const std::uint8_t> packet, std::span<std::uint8
   put_le32(shards[k_ - 1] + s - kFecLengthBytes, static_cast<std::uint32_t>(packet.size()));
   ec_encode_data(static_cast<int>(s), static_cast<int>(k_), static_cast<int>(m_),
                  const_cast<unsigned char*>(encode_tables_.data()), shards, shards + k_);
+  wire::detail::after_isal_kernel();
   for (std::size_t i = 0; i < n_; ++i) put_le32(shards[i] + s, shard_crc(shards[i], s));
 }
 
@@ -162,6 +169,7 @@ FecDecodeResult FecCodec::decode(std::span<const std::uint8_t> cw, std::span<std
       if (lost_mask & (1u << i)) dst[d++] = data + i * s;
     ec_encode_data(static_cast<int>(s), static_cast<int>(k_), plan.data_lost,
                    const_cast<std::uint8_t*>(plan.tables.data()), src, dst);
+    wire::detail::after_isal_kernel();
     r.corrected_blocks = static_cast<std::uint32_t>(nlost);
     stats_.corrected_blocks += nlost;
   }

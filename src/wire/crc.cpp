@@ -1203,10 +1203,14 @@ std::uint32_t crc32_refl(std::uint32_t crc, const std::uint8_t* p, std::size_t n
   // ISA-L takes a 64-bit length; an empty span may have a null data pointer.
   if (n == 0) return crc;
   crc = crc32_gzip_refl(crc, p, n);
+  after_isal_kernel();
+  return crc;
+}
+
+void after_isal_kernel() {
 #if defined(__x86_64__)
   if (kHaveAvx) clear_upper_vectors();  // see crc_isal.hpp
 #endif
-  return crc;
 }
 
 }  // namespace detail

@@ -1,5 +1,6 @@
 // wire/crc_isal.hpp — ISA-L's reflected CRC-32 (crc32_gzip_refl) as src/wire calls it: the
-// ICRC's bulk (IBA 7.8.1; RoCEv2's, Annex A17). Internal to src/wire.
+// ICRC's bulk (IBA 7.8.1; RoCEv2's, Annex A17); and the clean-up every caller of an ISA-L
+// kernel owes (src/wire, src/link's FEC). Not part of src/wire's interface for others.
 // Thread-safety: a pure function.
 #pragma once
 
@@ -19,5 +20,9 @@ namespace weft::wire::detail {
 // 4 KiB frame (mostly SSE around two kernel calls) 510 instead of 192 (bench:
 // src/io/dpdk/README.md).
 std::uint32_t crc32_refl(std::uint32_t crc, const std::uint8_t* p, std::size_t n);
+
+// vzeroupper on a CPU with AVX, nothing otherwise: call it after any other ISA-L kernel that may
+// take its AVX-512 path (ec_encode_data, crc32_iscsi, ...), for the reason above.
+void after_isal_kernel();
 
 }  // namespace weft::wire::detail

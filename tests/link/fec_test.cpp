@@ -13,6 +13,7 @@
 #include "src/link/bit_error_model.hpp"
 #include "src/link/phy_channel.hpp"
 #include "src/wire/packet.hpp"
+#include "tests/common/xinuse.hpp"
 #include <weft/types.hpp>
 
 namespace weft::link {
@@ -152,6 +153,34 @@ TEST(Fec, RebuildsUpToParityShardsAndNoMore) {
   }
   EXPECT_GT(c.stats().corrected_blocks, 0u);
   EXPECT_GT(c.stats().uncorrectable_codewords, 0u);
+}
+
+// ISA-L's AVX-512 kernels (ec_encode_data, crc32_iscsi) may return with the upper halves of
+// zmm0-15 dirty, which slows every legacy-SSE instruction after them until a vzeroupper
+// (src/wire/crc_isal.hpp): the codec must leave them clean after an encode, a clean decode and
+// a decode that rebuilds shards.
+TEST(Fec, LeavesNoDirtyUpperVectorState) {
+  SeededRng rng(11);
+  FecCodec c;
+  std::vector<std::uint8_t> out;
+  auto p = random_bytes(rng, 4096);
+  auto cw = c.encode(p);
+  auto in_use = test_util::xinuse();
+  if (!in_use) GTEST_SKIP() << "no XGETBV1";
+  EXPECT_EQ(*in_use & test_util::kXinuseUpperHalves, 0u)
+      << "after encode, XINUSE " << std::hex << *in_use;
+  ASSERT_FALSE(c.decode(cw, out).uncorrectable);
+  in_use = test_util::xinuse();
+  EXPECT_EQ(*in_use & test_util::kXinuseUpperHalves, 0u)
+      << "after a clean decode, XINUSE " << std::hex << *in_use;
+  cw[3] ^= 0x5a;  // shard 0 fails its CRC and is rebuilt from the others
+  const auto r = c.decode(cw, out);
+  ASSERT_FALSE(r.uncorrectable);
+  EXPECT_EQ(r.corrected_blocks, 1u);
+  EXPECT_EQ(out, p);
+  in_use = test_util::xinuse();
+  EXPECT_EQ(*in_use & test_util::kXinuseUpperHalves, 0u)
+      << "after a decode that rebuilt a shard, XINUSE " << std::hex << *in_use;
 }
 
 TEST(Fec, ModelledVerdictMatchesCodecOnSameErrorPattern) {

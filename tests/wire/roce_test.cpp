@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #endif
 
 #include <cstdlib>
@@ -21,6 +20,7 @@
 #include <optional>
 #include <sstream>
 
+#include "tests/common/xinuse.hpp"
 #include "tests/wire/wire_test_util.hpp"
 
 #ifndef WEFT_WIRE_TEST_DIR
@@ -193,42 +193,29 @@ TEST(RoceV2, ShortFrameIcrcAgreesWithTheGeneralOneAtEveryLengthAndField) {
   }
 }
 
-#if defined(__x86_64__)
-// XINUSE (XGETBV with ECX = 1; Intel SDM Vol. 1, 13.6): which register state is not in its
-// initial configuration. Bit 2: the upper halves of ymm0-15; bit 6: the upper halves of zmm0-15.
-// nullopt when the CPU has no XGETBV1 (CPUID.(EAX=0DH,ECX=1):EAX[2]).
-std::optional<std::uint64_t> xinuse() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(0xD, 1, &a, &b, &c, &d) || !(a & 4)) return std::nullopt;
-  std::uint32_t lo, hi;
-  asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(1));
-  return std::uint64_t{hi} << 32 | lo;
-}
-#endif
-
 TEST(RoceV2, IcrcLeavesNoDirtyUpperVectorState) {
   // ISA-L's AVX-512 CRC returns with zmm0-15 dirty above bit 127, which then slows every
   // legacy-SSE instruction (Weft's own, net_memif's copies) until a vzeroupper: the ICRC must
   // clear them (src/wire/crc_isal.hpp). Long enough for ISA-L's 512-bit loop (>= 256 bytes),
   // through every entry point that reaches ISA-L.
 #if defined(__x86_64__)
-  constexpr std::uint64_t kUpperHalves = (1u << 2) | (1u << 6);
+  constexpr std::uint64_t kUpperHalves = test_util::kXinuseUpperHalves;
   std::vector<std::uint8_t> f(14 + 4096 + 64, 0x5A);
   f[14] = 0x45;
   const std::span<const std::uint8_t> ip(f.data() + 14, f.size() - 14 - 4);
   volatile std::uint32_t sink = icrc_roce_v2(ip);
-  auto in_use = xinuse();
+  auto in_use = test_util::xinuse();
   if (!in_use) GTEST_SKIP() << "no XGETBV1";
   EXPECT_EQ(*in_use & kUpperHalves, 0u) << "after icrc_roce_v2, XINUSE " << std::hex << *in_use;
   sink = sink + icrc_roce_v2(ip.first(40), ip.subspan(40), 2);
-  in_use = xinuse();
+  in_use = test_util::xinuse();
   EXPECT_EQ(*in_use & kUpperHalves, 0u)
       << "after icrc_roce_v2 (payload), XINUSE " << std::hex << *in_use;
   const Headers h = make_headers(Opcode::kRcWriteOnly, false, 5);
   const auto native = test::build(h, 4096);
   sink = sink + icrc(std::span<const std::uint8_t>(native).first(8 + 12 + 16),
                      std::span<const std::uint8_t>(native).subspan(8 + 12 + 16, 4096));
-  in_use = xinuse();
+  in_use = test_util::xinuse();
   EXPECT_EQ(*in_use & kUpperHalves, 0u) << "after icrc, XINUSE " << std::hex << *in_use;
   (void)sink;
 #else
