@@ -103,13 +103,12 @@ void close_port(Port& p) {
     std::fprintf(stderr, "dpdk_baseline: EAL's interrupt thread did not come round; stopping\n");
   rte_eth_dev_stop(p.id);
   rte_eth_dev_close(p.id);
-  // Removed, as DpdkMedium removes its port, and the interrupt thread waited for once more: each
-  // unregistering (the barrier's, the port's) wakes that thread to walk its sources again, some
-  // of them in EAL memory, and a walk still under way when rte_eal_cleanup unmapped that memory
-  // faulted (SIGSEGV in rte_intr_fd_get on the interrupt thread, rte_eal_cleanup on the main
-  // one: 4 of 70 runs with the first barrier alone, 0 of 70 with this).
+  // Removed, as DpdkMedium removes its port; eal_cleanup() waits for the interrupt thread once
+  // more before rte_eal_cleanup: each unregistering (the barrier's, the port's) wakes that thread
+  // to walk its sources again, some of them in EAL memory, and a walk still under way when
+  // rte_eal_cleanup unmapped that memory faulted (SIGSEGV in rte_intr_fd_get on the interrupt
+  // thread: 4 of 70 runs with the first barrier alone, 0 of 70 with the second).
   rte_eal_hotplug_remove("vdev", p.name.c_str());
-  weft::io::dpdk::interrupt_thread_barrier();
   weft::io::dpdk::eal_cleanup();
 }
 
