@@ -103,11 +103,11 @@ void close_port(Port& p) {
     std::fprintf(stderr, "dpdk_baseline: EAL's interrupt thread did not come round; stopping\n");
   rte_eth_dev_stop(p.id);
   rte_eth_dev_close(p.id);
-  // Removed, as DpdkMedium removes its port; eal_cleanup() waits for the interrupt thread once
-  // more before rte_eal_cleanup: each unregistering (the barrier's, the port's) wakes that thread
-  // to walk its sources again, some of them in EAL memory, and a walk still under way when
-  // rte_eal_cleanup unmapped that memory faulted (SIGSEGV in rte_intr_fd_get on the interrupt
-  // thread: 4 of 70 runs with the first barrier alone, 0 of 70 with the second).
+  // Removed, as DpdkMedium removes its port; eal_cleanup() then holds the interrupt thread for
+  // good before rte_eal_cleanup: each unregistering (the barrier's, the port's, the cleanup's own)
+  // wakes that thread to walk its sources again, some of them in EAL memory, and a walk still
+  // under way when rte_eal_cleanup unmapped that memory faulted (SIGSEGV in rte_intr_fd_get on
+  // the interrupt thread: 4 of 70 runs with the first barrier alone; src/io/dpdk/README.md).
   rte_eal_hotplug_remove("vdev", p.name.c_str());
   weft::io::dpdk::eal_cleanup();
 }

@@ -124,9 +124,12 @@ rte_intr_handle* signal_interrupt_thread(BarrierSource& b, TimeNs timeout_ns) {
 // barrier before the cleanup still left the walk racing the cleanup's own unregistering: SIGSEGV
 // in rte_intr_fd_get on the interrupt thread at the exit of ofi_dpdk_mr_test (CI of session 22,
 // ASan). Held, the thread walks nothing; it ends with the process. The source is leaked on
-// purpose: its callback is running and cannot be unregistered, and it must outlive a late run
-// when the thread did not come round in time.
+// purpose (kept reachable in g_parked for LeakSanitizer): its callback is running and cannot be
+// unregistered, and it must outlive a late run when the thread did not come round in time.
+BarrierSource* g_parked = nullptr;
+
 bool park_interrupt_thread(TimeNs timeout_ns) {
+  if (g_parked) return g_parked->passed.load(std::memory_order_acquire);
   auto* b = new BarrierSource{eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), true};
   if (b->fd < 0) {
     delete b;
@@ -138,6 +141,8 @@ bool park_interrupt_thread(TimeNs timeout_ns) {
     delete b;
     return false;
   }
+  g_parked = b;
+  rte_intr_instance_free(h);  // registering copied it (rte_intr_instance_dup)
   return b->passed.load(std::memory_order_acquire);
 }
 

@@ -83,7 +83,8 @@ bool eal_init(const std::vector<std::string>& args, std::string* error);
 // The default EAL arguments (without argv[0]).
 std::vector<std::string> default_eal_args();
 // Releases the EAL (rte_eal_cleanup) and removes its run-time directory; call once at exit, after
-// every DpdkMedium is gone.
+// every DpdkMedium is gone. It first holds EAL's interrupt thread in a callback for good (README,
+// "The CI crash"): no interrupt callback runs afterwards in this process.
 void eal_cleanup();
 
 // How long a memif port waits for EAL's interrupt thread to come round to it before stopping.
