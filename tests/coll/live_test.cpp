@@ -102,6 +102,23 @@ void a_rank_that_dies_is_named(const std::string& medium_args) {
   const std::string weft(WEFT_PATH), job = "live-test-" + std::to_string(getpid());
   std::vector<pid_t> pids;
   std::vector<std::string> logs;
+  // Whatever way the test ends (an ASSERT returns early), no rank and no log is left behind (a
+  // run cut short once left rank 0's two logs in /tmp).
+  struct Leave {
+    std::vector<pid_t>& pids;
+    std::vector<std::string>& logs;
+    ~Leave() {
+      for (pid_t& p : pids)
+        if (p > 0) {
+          kill(p, SIGKILL);
+          waitpid(p, nullptr, 0);
+        }
+      for (const auto& l : logs) {
+        std::remove(l.c_str());
+        std::remove((l + ".out").c_str());
+      }
+    }
+  } leave{pids, logs};
   for (int r = 0; r < 3; ++r) {
     logs.push_back("/tmp/weft-coll-live-test-" + std::to_string(getpid()) + "-" +
                    std::to_string(r) + ".log");
@@ -128,10 +145,6 @@ void a_rank_that_dies_is_named(const std::string& medium_args) {
   const auto up = std::chrono::steady_clock::now();
   for (std::string head; head.find("# allreduce") == std::string::npos;) {
     if (std::chrono::steady_clock::now() - up > std::chrono::seconds(60)) {
-      for (pid_t p : pids) kill(p, SIGKILL);
-      for (pid_t p : pids) waitpid(p, nullptr, 0);
-      for (const auto& l : logs) std::remove(l.c_str());
-      std::remove((logs[0] + ".out").c_str());
       ADD_FAILURE() << "the mesh did not come up in 60 s";
       return;
     }
@@ -143,12 +156,14 @@ void a_rank_that_dies_is_named(const std::string& medium_args) {
   kill(pids[2], SIGKILL);
   int st = 0;
   waitpid(pids[2], &st, 0);
+  pids[2] = 0;
   const auto start = std::chrono::steady_clock::now();
   std::string said;
   for (int r = 0; r < 2; ++r) {
     bool exited = false;
     while (!exited && std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
       if (waitpid(pids[static_cast<std::size_t>(r)], &st, WNOHANG) > 0) {
+        pids[static_cast<std::size_t>(r)] = 0;
         exited = true;
         break;
       }
@@ -157,6 +172,7 @@ void a_rank_that_dies_is_named(const std::string& medium_args) {
     if (!exited) {  // a hang: fail, and leave no process behind
       kill(pids[static_cast<std::size_t>(r)], SIGKILL);
       waitpid(pids[static_cast<std::size_t>(r)], &st, 0);
+      pids[static_cast<std::size_t>(r)] = 0;
     }
     std::ifstream in(logs[static_cast<std::size_t>(r)]);
     std::stringstream ss;
@@ -166,8 +182,6 @@ void a_rank_that_dies_is_named(const std::string& medium_args) {
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << "rank " << r << ": " << ss.str();
   }
   EXPECT_NE(said.find("rank 2"), std::string::npos) << said;
-  for (const auto& l : logs) std::remove(l.c_str());
-  std::remove((logs[0] + ".out").c_str());
 }
 
 TEST(CollLive, ARankThatDiesIsNamedAndNobodyHangs) {
