@@ -91,6 +91,11 @@ bool Driver::pass_in() {
   // For the same reason the Devices' deadlines are compared only when the clock moved or
   // something happened (a Device's deadline changes only when it works: a packet in or out, a
   // timer, a post, which shows as a packet out): next_deadline() walks the timer heap.
+  // With a fresh clock here; after a packet came in on a pass without one, in pass_out, once
+  // the pass's packets are out: between a request's arrival and its reply's publish it was
+  // ~50 instructions (the heap's top checked against the QP's rto/rnr/ACK deadlines) on the
+  // critical path of every latency hop, for a `now` the last fresh pass had already compared
+  // (bench/io/README.md, session 24).
   // A due reading waits one pass when watch_media has just seen a packet waiting (the reading
   // would delay it, and a pass that works makes the next one read the clock), never two: a
   // medium may say ready without a packet (a dead peer's), and time must still move.
@@ -106,16 +111,26 @@ bool Driver::pass_in() {
   const TimeNs now = last_now_;
   ++counters_.passes;
   bool worked = false;
-  for (const auto& a : att_) {
-    const bool rx = a.medium->rx_burst(*a.dev, now, config_.burst_max) != 0;
-    if (rx) worked = true;
-    if ((fresh || rx) && a.dev->next_deadline() <= now) {
-      a.dev->on_deadline(now);
-      worked = true;
-    }
+  for (const auto& a : att_)
+    if (a.medium->rx_burst(*a.dev, now, config_.burst_max) != 0) worked = true;
+  deadlines_due_ = false;
+  if (fresh) {
+    if (fire_deadlines(now)) worked = true;
+  } else {
+    deadlines_due_ = worked;
   }
   last_worked_ = worked;
   return worked;
+}
+
+bool Driver::fire_deadlines(TimeNs now) {
+  bool fired = false;
+  for (const auto& a : att_)
+    if (a.dev->next_deadline() <= now) {
+      a.dev->on_deadline(now);
+      fired = true;
+    }
+  return fired;
 }
 
 bool Driver::pass_out() {
@@ -123,6 +138,13 @@ bool Driver::pass_out() {
   bool worked = false;
   for (const auto& a : att_)
     if (a.medium->tx_burst(*a.dev, now, config_.burst_max)) worked = true;
+  // pass_in's deferred comparison (a packet came in without a fresh clock). A timer fired here
+  // sends on the next pass, which follows at once: this one worked.
+  if (deadlines_due_) {
+    deadlines_due_ = false;
+    ++counters_.late_deadline_checks;
+    if (fire_deadlines(now)) worked = true;
+  }
   if (now - last_event_poll_ >= config_.event_poll_ns) {
     last_event_poll_ = now;
     poll_events(0);

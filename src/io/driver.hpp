@@ -63,6 +63,9 @@ struct DriverCounters {
                 events = 0;
   std::uint64_t yields = 0;         // sched_yield() calls (peers kUnknown)
   std::uint64_t stalled_peers = 0;  // spins cut short because every peer was stalled
+  // Deadline comparisons pass_out made after its tx bursts for a pass that took packets without
+  // reading the clock (pass_in's deferred comparison).
+  std::uint64_t late_deadline_checks = 0;
   // Where the wall time went, from the clock readings the passes take anyway (pass_in): the
   // interval up to each reading goes to busy_ns when the pass before it worked, else to
   // idle_blocked_ns when a medium was back-pressured (Medium::tx_blocked: the sender waits for
@@ -163,12 +166,17 @@ class Driver {
   int epfd_ = -1, kickfd_ = -1, timerfd_ = -1;
   // Charges [clock_mark_, now) to busy/idle (DriverCounters::busy_ns) and moves the mark.
   void account(TimeNs now);
+  // Fires every Device whose deadline is due by `now`; true when any was.
+  bool fire_deadlines(TimeNs now);
   TimeNs last_now_ = 0, last_event_poll_ = 0;
   TimeNs clock_mark_ = 0;  // the clock reading the time accounting has reached
   TimeNs last_yield_ = 0;
   bool last_worked_ = true;
   bool rx_seen_ = false;  // watch_media returned on a medium's rx_ready (pass_in skips the clock)
   bool clock_due_ = false, clock_waited_ = false;  // pass_in's idle clock reading
+  // pass_in took packets without a fresh clock: pass_out compares the Devices' deadlines after
+  // its tx bursts (off the path from a request to its reply).
+  bool deadlines_due_ = false;
   std::mutex mu_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -241,6 +241,83 @@ TEST(Driver, DelayedAcksCoalesceUnsignaledWritesAndFireOnTheirDeadline) {
   EXPECT_EQ(f.n[0].cq->poll({&wc, 1}), 0u);
 }
 
+// A medium that holds its received packets back while `hold` is set, and notes what the Driver
+// had done when its tx_burst ran: the deferred deadline comparisons so far.
+class HoldMedium final : public Medium {
+ public:
+  HoldMedium(Loop& loop, int side, const Driver& drv) : loop_(loop), side_(side), drv_(drv) {}
+  std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max) override {
+    auto& q = loop_.q[side_];
+    std::size_t n = 0;
+    for (; !hold && n < max && !q.empty(); ++n) {
+      dev.on_packet(q.front(), now);
+      q.pop_front();
+    }
+    return n;
+  }
+  std::size_t tx_burst(Device& dev, TimeNs now, std::size_t max) override {
+    late_checks_at_tx = drv_.counters().late_deadline_checks;
+    std::size_t n = 0;
+    TxPacket pkt;
+    for (; n < max && dev.poll_transmit(now, pkt); ++n) {
+      std::vector<std::uint8_t> b(pkt.wire_bytes());
+      pkt.write_to(b);
+      loop_.q[1 - side_].push_back(std::move(b));
+    }
+    sent += n;
+    return n;
+  }
+  bool hold = false;
+  std::uint64_t late_checks_at_tx = 0, sent = 0;
+
+ private:
+  Loop& loop_;
+  int side_;
+  const Driver& drv_;
+};
+
+// A pass that takes a packet without reading the clock (the Driver reads it after a working pass
+// and every few idle ones) compares the Devices' deadlines after its tx bursts, not between the
+// packet and its reply: the reply (here the ACK of a WRITE) leaves first. The comparison is not
+// skipped, and the retransmission timer still recovers a lost WRITE afterwards.
+TEST(Driver, APassThatTakesAPacketComparesDeadlinesAfterItsReplyLeaves) {
+  Fixture f(/*timeout=*/12);
+  // The fixture's Driver drives LoopMedia; this one drives HoldMedia over the same Devices.
+  Driver drv;
+  HoldMedium m0(f.loop, 0, drv), m1(f.loop, 1, drv);
+  for (auto& a : {std::pair{&f.n[0], &m0}, std::pair{&f.n[1], &m1}}) {
+    f.drv.detach(*a.first->dev);
+    drv.attach(*a.first->dev, *a.second);
+  }
+  m1.hold = true;
+  ASSERT_EQ(f.write(64, 1), Errc::kOk);
+  ASSERT_TRUE(drv.progress());  // the WRITE leaves (m0), m1 holds it
+  ASSERT_EQ(m0.sent, 1u);
+  // Idle passes until the next one will not read the clock: it reads it after a working pass
+  // and on every 8th (pass_in's kClockEveryPasses), so two idle passes past a multiple of 8.
+  for (int i = 0; i < 40 && !(drv.counters().passes % 8 == 2); ++i) ASSERT_FALSE(drv.progress());
+  ASSERT_EQ(drv.counters().passes % 8, 2u);
+  const std::uint64_t late0 = drv.counters().late_deadline_checks;
+  m1.hold = false;
+  ASSERT_TRUE(drv.progress());  // m1 takes the WRITE without a fresh clock, its ACK leaves
+  EXPECT_EQ(m1.sent, 1u) << "the ACK left in the pass that took the WRITE";
+  EXPECT_EQ(m1.late_checks_at_tx, late0) << "no deadline comparison before the ACK left";
+  EXPECT_EQ(drv.counters().late_deadline_checks, late0 + 1) << "but one after it";
+  WorkCompletion wc{};
+  ASSERT_TRUE(drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  // Timers still fire: a lost WRITE is resent by the retransmission timer (16.8 ms).
+  m1.hold = true;
+  ASSERT_EQ(f.write(64, 2), Errc::kOk);
+  ASSERT_TRUE(drv.progress());
+  f.loop.q[1].clear();  // lost
+  m1.hold = false;
+  ASSERT_TRUE(drv.run_until([&] { return f.n[0].cq->poll({&wc, 1}) == 1; }, 5'000'000'000));
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(f.n[0].dev->counters().timeouts, 1u);
+}
+
 TEST(Driver, AnIdleDriverThreadCostsAlmostNoCpu) {
   Fixture f;
   f.drv.start();
