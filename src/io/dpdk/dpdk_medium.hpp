@@ -83,7 +83,9 @@ bool eal_init(const std::vector<std::string>& args, std::string* error);
 // The default EAL arguments (without argv[0]).
 std::vector<std::string> default_eal_args();
 // Releases the EAL (rte_eal_cleanup) and removes its run-time directory; call once at exit, after
-// every DpdkMedium is gone.
+// every DpdkMedium is gone. (With the default arguments eal_init removed that directory already,
+// right after rte_eal_init: nothing in it is used afterwards, and a process killed by a signal
+// never gets here.)
 void eal_cleanup();
 
 // How long a memif port waits for EAL's interrupt thread to come round to it before stopping.
