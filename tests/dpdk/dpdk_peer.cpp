@@ -6,10 +6,15 @@
 // (kLastWordsBytes each, pattern seed = index) to the UD QPN the parent sends as a PeerInfo, says
 // so over CTRL_FD once the last has left the Device, and leaves at once (the parent reads late).
 // Exits 0 on kExit (last words: once its medium has ended its session), leaving no EAL run-time
-// directory behind.
+// directory behind. `dpdk_peer CTRL_FD eal` only initializes the EAL (defaults), writes the path
+// of its run-time directory to CTRL_FD and waits to be killed.
+#include <rte_eal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "src/io/direct_node.hpp"
@@ -75,6 +80,19 @@ int last_words(End& node, std::size_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[2], "eal") == 0) {
+    // `dpdk_peer CTRL_FD eal`: the EAL with the default arguments, its run-time directory's path
+    // told over CTRL_FD, then wait for a signal (dpdk_test kills it).
+    std::string err;
+    if (!io::dpdk::eal_init({}, &err)) {
+      std::fprintf(stderr, "dpdk_peer: %s\n", err.c_str());
+      return 3;
+    }
+    const std::string dir = rte_eal_get_runtime_dir();
+    if (write(std::atoi(argv[1]), dir.data(), dir.size()) != static_cast<ssize_t>(dir.size()))
+      return 8;
+    for (;;) pause();
+  }
   const bool words = argc == 7 && std::strcmp(argv[6], "last-words") == 0;
   if (argc != 6 && !(argc == 7 && (std::strcmp(argv[6], "copy") == 0 || words))) {
     std::fprintf(stderr, "usage: dpdk_peer CTRL_FD BYTES VDEV IP PORT [copy | last-words]\n");

@@ -12,11 +12,13 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <pthread.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -436,6 +438,73 @@ TEST_F(Dpdk, AnUnknownDeviceIsReported) {
   EXPECT_NE(m.error().find("cannot probe 'net_af_packet9,iface=weft-no-such-if'"),
             std::string::npos)
       << m.error();
+}
+
+// Starts `dpdk_peer FD eal` (the EAL with the default arguments, WEFT_DPDK_ARGS cleared) and
+// returns its PID, *dir the run-time directory it reported once eal_init had returned (empty when
+// it said nothing within 30 s).
+pid_t start_eal_peer(std::string* dir) {
+  dir->clear();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    unsetenv("WEFT_DPDK_ARGS");
+    const std::string fd = std::to_string(dup(sv[1]));
+    execl(DPDK_PEER_PATH, DPDK_PEER_PATH, fd.c_str(), "eal", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  pollfd p{sv[0], POLLIN, 0};
+  char path[4096];
+  if (poll(&p, 1, 30'000) == 1) {
+    const ssize_t n = read(sv[0], path, sizeof path);
+    if (n > 0) dir->assign(path, static_cast<std::size_t>(n));
+  }
+  close(sv[0]);
+  return child;
+}
+
+// A process that a signal ends never reaches eal_cleanup(), and such processes left empty
+// /var/run/dpdk/weft-PID directories behind. With the default EAL arguments the directory is gone
+// once eal_init has returned (nothing in it is needed after rte_eal_init), so a process killed
+// after it leaves none; one killed inside rte_eal_init leaves an empty directory, which the next
+// process's eal_init removes (its PID is gone; a live process's is kept).
+TEST_F(Dpdk, AProcessKilledAfterEalInitLeavesNoRuntimeDirectory) {
+  std::string dir;
+  pid_t child = start_eal_peer(&dir);
+  ASSERT_GT(child, 0);
+  const std::filesystem::path got = dir;
+  EXPECT_EQ(got.filename().string(), "weft-" + std::to_string(child)) << dir;
+  EXPECT_FALSE(std::filesystem::exists(got)) << dir << " is still there after eal_init";
+  kill(child, SIGKILL);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
+  EXPECT_FALSE(std::filesystem::exists(got)) << dir << " left behind by a killed process";
+  ASSERT_FALSE(dir.empty());
+
+  // A process killed inside rte_eal_init, as its directory looks: empty, named after a PID
+  // that has gone (a child that has exited); and one of a live process (ours), to be kept.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, &st, 0), gone);
+  const std::filesystem::path base = got.parent_path();
+  const std::filesystem::path stale = base / ("weft-" + std::to_string(gone));
+  const std::filesystem::path live = base / ("weft-" + std::to_string(getpid()));
+  const bool live_was_there = std::filesystem::exists(live);
+  std::filesystem::create_directories(stale);
+  std::filesystem::create_directories(live);
+  child = start_eal_peer(&dir);
+  ASSERT_GT(child, 0);
+  EXPECT_FALSE(dir.empty());
+  EXPECT_FALSE(std::filesystem::exists(stale)) << stale << " (its process gone) was not removed";
+  EXPECT_TRUE(std::filesystem::exists(live)) << live << " (its process alive) was removed";
+  kill(child, SIGKILL);
+  waitpid(child, &st, 0);
+  std::error_code ec;
+  std::filesystem::remove(stale, ec);
+  if (!live_was_there) std::filesystem::remove(live, ec);
 }
 
 // One Device (LID 1) on a medium in this process, with a PD, a CQ, a source and a destination

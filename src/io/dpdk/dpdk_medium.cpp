@@ -16,6 +16,7 @@
 #include <rte_mempool.h>
 #include <rte_udp.h>
 #include <sched.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <net/if.h>
 #include <sys/eventfd.h>
@@ -180,6 +181,26 @@ std::vector<std::string> default_eal_args() {
           "0"};
 }
 
+namespace {
+
+// Empty run-time directories of Weft's default EAL arguments (--file-prefix weft-PID) whose
+// process has gone: one killed while it was inside rte_eal_init, before remove_runtime_dir()
+// below. Only empty ones, by rmdir (a directory that holds anything is not ours to judge).
+void sweep_stale_runtime_dirs(const std::filesystem::path& base) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("weft-") || name.size() == 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    const long pid = std::strtol(name.c_str() + 5, nullptr, 10);
+    // kill(2) with signal 0: ESRCH when no such process exists.
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) rmdir(e.path().c_str());
+  }
+}
+
+}  // namespace
+
 bool eal_init(const std::vector<std::string>& args_in, std::string* error) {
   std::lock_guard<std::mutex> g(g_eal_mu);
   if (g_eal_tried) {
@@ -188,12 +209,14 @@ bool eal_init(const std::vector<std::string>& args_in, std::string* error) {
   }
   g_eal_tried = true;
   std::vector<std::string> args = args_in;
+  bool defaults = false;
   if (args.empty()) {
     if (const char* e = std::getenv("WEFT_DPDK_ARGS"); e && *e) {
       std::istringstream in(e);
       for (std::string w; in >> w;) args.push_back(w);
     } else {
       args = default_eal_args();
+      defaults = true;
     }
   }
   args.insert(args.begin(), "weft");
@@ -212,6 +235,20 @@ bool eal_init(const std::vector<std::string>& args_in, std::string* error) {
     return false;
   }
   g_eal_ok = true;
+  // With the defaults, the run-time directory (/var/run/dpdk/weft-PID as root) is empty once
+  // rte_eal_init has returned, and nothing opens it again: --no-shconf leaves out the config
+  // file, the hugepage info and the fbarrays' files (anonymous memory instead), and the IPC
+  // socket (multi-process is off); --no-telemetry the telemetry socket (strace of dpdk_test's
+  // memif test: a mkdir, then nothing until eal_cleanup's removal). So it goes now: a process
+  // that a signal ends never reaches eal_cleanup() and left it behind. User-supplied arguments
+  // may want it (a primary process's config and socket): kept until eal_cleanup() then.
+  if (defaults) {
+    const std::filesystem::path dir = rte_eal_get_runtime_dir();
+    if (!dir.empty()) {
+      rmdir(dir.c_str());
+      sweep_stale_runtime_dirs(dir.parent_path());
+    }
+  }
   return true;
 }
 

@@ -85,6 +85,9 @@ std::vector<std::string> default_eal_args();
 // Releases the EAL (rte_eal_cleanup) and removes its run-time directory; call once at exit, after
 // every DpdkMedium is gone. It first holds EAL's interrupt thread in a callback for good (README,
 // "The CI crash"): no interrupt callback runs afterwards in this process.
+// (With the default arguments eal_init removed that directory already,
+// right after rte_eal_init: nothing in it is used afterwards, and a process killed by a signal
+// never gets here.)
 void eal_cleanup();
 
 // How long a memif port waits for EAL's interrupt thread to come round to it before stopping.
