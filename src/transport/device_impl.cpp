@@ -851,7 +851,13 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
     constexpr std::uint64_t kNoAck = ~std::uint64_t{0};
     std::uint64_t ack_at = kNoAck;
     std::uint64_t words_sum = 0;
-    for (; n < pkts.size(); ++n) {
+    // The receives and CQ slots free bound the run as the burst does (one compare per packet).
+    const std::size_t run_end = std::min<std::uint64_t>(pkts.size(), took_max);
+    // The previous packet's length and PadCnt (a run of equal SENDs checks them once; never a
+    // real key at the start: PadCnt < 256) and what follows from them.
+    std::uint64_t sized_key = ~std::uint64_t{0}, lrh_sized = 0, bth_sized = 0;
+    std::uint16_t words = 0;
+    for (; n < run_end; ++n) {
       const TxPacket& p = pkts[n];
       const std::uint8_t* bth = p.headers.data() + wire::kLrhBytes;
       const std::uint32_t len = p.payload_bytes;
@@ -859,18 +865,25 @@ std::size_t DeviceImpl::receive_run(std::span<const TxPacket> pkts, const BurstR
       std::uint16_t flags;  // crcs_valid, corrupt
       std::memcpy(&flags,
                   reinterpret_cast<const std::uint8_t*>(&p) + offsetof(TxPacket, crcs_valid), 2);
-      if (p.header_bytes != kHdr || len > mtu || pad > 3 || ((len + pad) & 3) != 0 ||
-          (len != 0 && p.payload == nullptr) || (flags & reject_mask) != 0 || n == took_max)
+      // The checks and header words that follow from the length and the PadCnt alone, made
+      // when they differ from the previous packet's (as req_poll_burst builds them).
+      const std::uint64_t size_key = len | std::uint64_t{pad} << 32;
+      if (size_key != sized_key) {
+        if (len > mtu || pad > 3 || ((len + pad) & 3) != 0) break;
+        sized_key = size_key;
+        words = static_cast<std::uint16_t>((kHdr + len + pad + wire::kIcrcBytes) / 4);
+        lrh_sized = route_lrh | std::uint64_t{__builtin_bswap16(words)} << 32;
+        bth_sized = bth_want | std::uint64_t{pad} << 12;
+      }
+      if (p.header_bytes != kHdr || (len != 0 && p.payload == nullptr) ||
+          (flags & reject_mask) != 0)
         break;
       // As for MIDDLE packets: the LRH and the first BTH bytes in two words, here with the
       // PktLen (big-endian, bytes 4-5) and PadCnt of this packet's length.
-      const auto words = static_cast<std::uint16_t>((kHdr + len + pad + wire::kIcrcBytes) / 4);
       std::uint64_t lrh_word, bth_word;
       std::memcpy(&lrh_word, p.headers.data(), 8);
       std::memcpy(&bth_word, bth, 8);
-      if (lrh_word != (route_lrh | std::uint64_t{__builtin_bswap16(words)} << 32) ||
-          (bth_word & kBthMidMask) != (bth_want | std::uint64_t{pad} << 12))
-        break;
+      if (lrh_word != lrh_sized || (bth_word & kBthMidMask) != bth_sized) break;
       const std::uint32_t psn = psn_of(bth);
       const RecvWqe& r = wqes[n];
       if (psn != epsn || r.total_bytes < len) break;

@@ -27,9 +27,17 @@ constexpr std::int32_t psn_diff(std::uint32_t a, std::uint32_t b) {
 constexpr bool psn_lt(std::uint32_t a, std::uint32_t b) {
   return psn_diff(a, b) < 0;
 }
+// psn_diff(a, b) <= 0, i.e. (a - b) mod 2^24 is 0 or at least 2^23, as one compare: minus one,
+// 0 wraps to 2^24 - 1 and the rest move down by one (the ACK walk tests this once per WQE; as
+// two tests it was two branches).
 constexpr bool psn_le(std::uint32_t a, std::uint32_t b) {
-  return psn_diff(a, b) <= 0;
+  return psn_sub(a - 1, b) >= (1u << 23) - 1;
 }
+// Same as psn_diff(a, b) <= 0 at the edges (checked over all 2^24 distances when written).
+static_assert(psn_le(5, 5) && psn_le(4, 5) && !psn_le(6, 5) && psn_le(kPsnMask, 0) &&
+              !psn_le(0, kPsnMask) && psn_le(0, 1u << 23) && psn_le(1u << 23, 0) &&
+              psn_le(0, (1u << 23) - 1) && !psn_le((1u << 23) - 1, 0) &&
+              psn_le((1u << 23) + 1, 0) && !psn_le(0, (1u << 23) + 1));
 
 // ---- Send WR classes, as bit tests on the opcode (one instruction, not a chain of compares).
 // READ and atomics: responses carry the data, bounded by max_rd_atomic (IBA 9.7.4.1.4).
@@ -47,6 +55,18 @@ constexpr bool consumes_credit(WrOpcode op) {
                              1u << static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm);
   return (kMask >> static_cast<unsigned>(op)) & 1u;
 }
+// consumes_credit for a SEND or WRITE (with or without immediate), as the lean loops take
+// them: one compare instead of the table's shift and test (they run it once per WQE).
+constexpr bool send_write_consumes_credit(WrOpcode op) {
+  return op != WrOpcode::kRdmaWrite;
+}
+static_assert(send_write_consumes_credit(WrOpcode::kSend) == consumes_credit(WrOpcode::kSend) &&
+              send_write_consumes_credit(WrOpcode::kSendWithImm) ==
+                  consumes_credit(WrOpcode::kSendWithImm) &&
+              send_write_consumes_credit(WrOpcode::kRdmaWrite) ==
+                  consumes_credit(WrOpcode::kRdmaWrite) &&
+              send_write_consumes_credit(WrOpcode::kRdmaWriteWithImm) ==
+                  consumes_credit(WrOpcode::kRdmaWriteWithImm));
 static_assert(static_cast<unsigned>(WrOpcode::kAtomicFetchAndAdd) < 32);
 
 // ---- End-to-end credits (IBA 9.7.7.2.6, Table 44): a 5-bit logarithmic code. ---------------

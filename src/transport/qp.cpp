@@ -266,15 +266,7 @@ namespace {
 // solicited, credit_stalled; bytes 14-15 padding) as one 8-byte store, and num_sge with
 // total_bytes as another, instead of eight narrow stores per WQE (a burst of 32 SENDs posts
 // 32). Little-endian layout only; elsewhere the fields one by one.
-constexpr std::size_t kWqeFlagsOffset = offsetof(SendWqe, opcode);
-constexpr bool kWqeWide = std::endian::native == std::endian::little && sizeof(WrOpcode) == 1 &&
-                          offsetof(SendWqe, signaled) == kWqeFlagsOffset + 1 &&
-                          offsetof(SendWqe, fence) == kWqeFlagsOffset + 2 &&
-                          offsetof(SendWqe, is_inline) == kWqeFlagsOffset + 3 &&
-                          offsetof(SendWqe, solicited) == kWqeFlagsOffset + 4 &&
-                          offsetof(SendWqe, credit_stalled) == kWqeFlagsOffset + 5 &&
-                          offsetof(SendWqe, num_sge) == kWqeFlagsOffset + 8 &&
-                          offsetof(SendWqe, total_bytes) == kWqeFlagsOffset + 12;
+constexpr bool kWqeWide = kWqeFlagsWide && offsetof(SendWqe, total_bytes) == kWqeFlagsOffset + 12;
 // The send flags kSignaled (bit 0), kFence (bit 1) and kSolicited (bit 3) moved to the low bit
 // of the signaled (byte 1), fence (byte 2) and solicited (byte 4) fields of the flags word by
 // one multiplication: bit i times 2^8 + 2^15 + 2^29 lands on i+8, i+15 and i+29, nine distinct
@@ -337,6 +329,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
   // its WQE is post_send_burst's (the atomic operands and the UD destination, read for atomics
   // and UD QPs only, not written). Any other WR, or one that fails a check, takes the general
   // path, which returns the error.
+  rewind_sq_if_drained();
   if (init_.type == QpType::kRc && state_ == QpState::kRts &&
       static_cast<unsigned>(wr.opcode) <= static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) &&
       wr.sg_list.size() == 1 && !(wr.send_flags & kInline) && sq_head_ - sq_comp_ < sq_depth_) {
@@ -450,6 +443,7 @@ Errc QpImpl::post_send(const SendWr& wr) {
 
 Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
   posted = 0;
+  rewind_sq_if_drained();
   // The lean loop posts into an RC QP in RTS; anything else is post_send's, WR by WR.
   if (init_.type != QpType::kRc || state_ != QpState::kRts)
     return QueuePair::post_send_burst(wrs, posted);
@@ -495,7 +489,7 @@ Errc QpImpl::post_send_burst(std::span<const SendWr> wrs, std::size_t& posted) {
           break;
         const WrOpcode op = wr->opcode;
         fill_lean_wqe(sq[head & mask], *wr, sge, sig_all, cseq);
-        if (consumes_credit(op)) ++cseq;
+        cseq += send_write_consumes_credit(op);
       }
       i += static_cast<std::size_t>(wr - first);
       sq_head_ = head;

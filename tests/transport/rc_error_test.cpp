@@ -210,6 +210,110 @@ TEST(RcError, CreditsLimitSendsAndAreAdvertisedInAeth) {
   EXPECT_EQ(p.b.dev->counters().naks_tx_rnr, 0u);
 }
 
+// Moves every packet side `from` of `p` has to send now to the other side, by hand (no clock, no
+// deadlines): poll_transmit packet by packet, or poll_transmit_burst, each burst delivered with
+// on_packet_burst before the next call (its packets stay valid until then). Returns them parsed.
+std::vector<Packet> flush_side(Pair& p, std::size_t from, bool burst) {
+  Device& tx = from == 0 ? *p.a.dev : *p.b.dev;
+  Device& rx = from == 0 ? *p.b.dev : *p.a.dev;
+  constexpr std::size_t kBurstPackets = 16;  // more than any step below sends
+  std::vector<Packet> out;
+  std::vector<TxPacket> pkts(burst ? kBurstPackets : 1);
+  for (;;) {
+    const std::size_t n =
+        burst ? tx.poll_transmit_burst(0, pkts) : (tx.poll_transmit(0, pkts[0]) ? 1 : 0);
+    if (n == 0) return out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(p.pump->record(from, pkts[i]));
+    rx.on_packet_burst(std::span<const TxPacket>(pkts.data(), n), 0);
+  }
+}
+
+// The requester's packets: SEND ONLY each, with these PSNs.
+void expect_sends(const std::vector<Packet>& ps, std::uint32_t first_psn, std::size_t count) {
+  ASSERT_EQ(ps.size(), count);
+  for (std::size_t i = 0; i < count; ++i) {
+    EXPECT_EQ(ps[i].h.bth.opcode, Opcode::kRcSendOnly);
+    EXPECT_EQ(ps[i].h.bth.psn, first_psn + i);
+  }
+}
+
+// The responder's packets: ACKs only, the last advertising `credits` (Table 44 codes 0-4 are the
+// counts themselves).
+void expect_acks_with_credits(const std::vector<Packet>& ps, std::uint8_t credits) {
+  ASSERT_FALSE(ps.empty());
+  for (const Packet& a : ps) {
+    EXPECT_EQ(a.h.bth.opcode, Opcode::kRcAcknowledge);
+    EXPECT_EQ(wire::aeth_kind(a.h.aeth.syndrome), AethKind::kAck);
+  }
+  EXPECT_EQ(wire::aeth_value(ps.back().h.aeth.syndrome), credits);
+}
+
+// End-to-end credits (IBA 9.7.7.2) on both transmit paths: poll_transmit's req_poll, and
+// poll_transmit_burst's lean run (req_poll_burst), whose rule is one compare, cseq <
+// max(credit_limit, cseq_acked + 1). 9.7.7.2.5: a credit-consuming message starts only with a
+// credit for it, except that a requester without credits may send one at a time (nothing
+// credit-consuming unacknowledged), so that the next ACK tells it the count. Expect, with 3
+// receives posted and 9 SENDs: before any ACK (no credits yet) 1 SEND; after the ACK of 2
+// credits exactly 2; after the ACK of 0 one probe and no second while it is unacknowledged;
+// after 5 more receives the probe's ACK of 4 credits releases exactly 4, and the ninth goes as the
+// next probe. Each step moves what can be sent now and counts it, so a wrong rule fails at once.
+class CreditRule : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CreditRule, ExactlyTheCreditedSendsGoAndOneProbesWithout) {
+  const bool burst = GetParam();
+  Pair p;
+  constexpr std::size_t kSends = 9, kLen = 8, kRecvBytes = 64;
+  const std::uint32_t psn = p.opt.psn_a;
+  for (std::size_t i = 0; i < kSends * kLen; ++i) p.a.data()[i] = static_cast<std::uint8_t>(i + 1);
+  std::size_t recvs = 0;
+  const auto post_recvs = [&](std::size_t k) {
+    for (std::size_t i = 0; i < k; ++i, ++recvs)
+      ASSERT_EQ(p.b.post_recv(recvs * kRecvBytes, kRecvBytes, 100 + recvs), Errc::kOk);
+  };
+  post_recvs(3);
+  for (std::size_t i = 0; i < kSends; ++i)
+    ASSERT_EQ(p.a.post_send(WrOpcode::kSend, i * kLen, kLen, i), Errc::kOk);
+
+  expect_sends(flush_side(p, 0, burst), psn, 1);  // no credits known: one at a time
+  EXPECT_EQ(p.a.dev->counters().credit_stalls, 1u);
+  expect_acks_with_credits(flush_side(p, 1, burst), 2);
+  expect_sends(flush_side(p, 0, burst), psn + 1, 2);  // the 2 credited; the fourth waits
+  EXPECT_EQ(p.a.dev->counters().credit_stalls, 2u);
+  expect_acks_with_credits(flush_side(p, 1, burst), 0);
+  post_recvs(5);  // unknown to the requester until the probe's ACK
+  expect_sends(flush_side(p, 0, burst), psn + 3, 1);  // no credits: the probe, then nothing
+  EXPECT_EQ(flush_side(p, 0, burst).size(), 0u);
+  EXPECT_EQ(p.a.dev->counters().credit_stalls, 3u);
+  expect_acks_with_credits(flush_side(p, 1, burst), 4);
+  expect_sends(flush_side(p, 0, burst), psn + 4, 4);  // the 4 credited; the ninth waits
+  EXPECT_EQ(p.a.dev->counters().credit_stalls, 4u);
+  expect_acks_with_credits(flush_side(p, 1, burst), 0);
+  post_recvs(1);
+  expect_sends(flush_side(p, 0, burst), psn + 8, 1);  // the last as a probe
+  expect_acks_with_credits(flush_side(p, 1, burst), 0);
+  EXPECT_EQ(flush_side(p, 0, burst).size(), 0u);
+
+  // Every SEND once, in order, into its receive, byte-exact; no RNR NAK, nothing resent.
+  const auto swcs = p.a.send_wcs();
+  const auto rwcs = p.b.recv_wcs();
+  ASSERT_EQ(swcs.size(), kSends);
+  ASSERT_EQ(rwcs.size(), kSends);
+  for (std::size_t i = 0; i < kSends; ++i) {
+    EXPECT_EQ(swcs[i].wr_id, i);
+    EXPECT_EQ(swcs[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(rwcs[i].wr_id, 100 + i);
+    EXPECT_EQ(rwcs[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(rwcs[i].byte_len, kLen);
+    EXPECT_EQ(std::memcmp(p.b.data() + i * kRecvBytes, p.a.data() + i * kLen, kLen), 0) << i;
+  }
+  EXPECT_EQ(p.a.dev->counters().tx_packets, kSends);
+  EXPECT_EQ(p.a.dev->counters().retransmit_packets, 0u);
+  EXPECT_EQ(p.b.dev->counters().naks_tx_rnr, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, CreditRule, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Burst" : "PerPacket"; });
+
 TEST(RcError, SrqAdvertisesInvalidCreditCode) {
   PairOptions o;
   o.use_srq = true;
