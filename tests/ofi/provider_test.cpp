@@ -17,14 +17,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/ofi/fi_weft_ext.h"
 #include "tests/common/ofi_endpoint.hpp"
 
 namespace {
@@ -719,6 +722,89 @@ TEST_F(Provider, SendToMissingEndpointFails) {
   fi_cq_tagged_entry e;
   ASSERT_EQ(read_one(b().rxcq, &e), 1);
   EXPECT_EQ(got, 1u);
+}
+
+// Connection set-up over a medium that loses control datagrams: the meson test
+// provider_ctrl_drop runs this (and the other RDM tests) with FI_WEFT_CTRL_DROP_FIRST=1, so every
+// domain loses the first connection request and the first answer it sends. Each directional
+// connection between the three nodes (eager ones from the fixture's fi_av_insert; to itself only
+// on the loopback) must still form exactly once: one QP per connection at each end (the
+// extension ops' conn_stats), a resend after a lost answer answered again with the same QP
+// (req_duplicate), and the messages arrive byte-exact. The other provider runs (no drop; udp
+// with its own control losses) check the same counts, whatever was resent.
+TEST_F(Provider, ConnectionsFormOnceWhenRequestsOrAnswersAreLost) {
+  const char* drop_env = std::getenv("FI_WEFT_CTRL_DROP_FIRST");
+  const std::uint64_t drop = drop_env ? std::strtoull(drop_env, nullptr, 10) : 0;
+  constexpr std::size_t kBytes = 3000;
+  std::vector<std::uint8_t> bufs[3][3];
+  for (int to = 0; to < 3; ++to)
+    for (int from = 0; from < 3; ++from) {
+      bufs[to][from].assign(kBytes, 0);
+      ASSERT_EQ(fi_trecv(nodes_[to].ep, bufs[to][from].data(), kBytes, nullptr,
+                         static_cast<fi_addr_t>(from), 70 + from, 0, nullptr),
+                0);
+    }
+  // Only the loopback reaches a node's own LID (shm, udp: -FI_EINVAL at post, no connection).
+  std::vector<std::uint8_t> msgs[3][3];
+  int peers = 2;
+  for (int from = 0; from < 3; ++from)
+    for (int to = 0; to < 3; ++to) {
+      msgs[from][to] = pattern(kBytes, 100 + 3 * from + to);
+      const ssize_t rc = fi_tsend(nodes_[from].ep, msgs[from][to].data(), kBytes, nullptr,
+                                  static_cast<fi_addr_t>(to), 70 + from, nullptr);
+      if (from == to && rc == -FI_EINVAL) {
+        msgs[from][to].assign(kBytes, 0);  // nothing arrives
+        continue;
+      }
+      ASSERT_EQ(rc, 0) << from << " -> " << to;
+      if (from == to) peers = 3;
+    }
+  // Every send and receive completes; at most a few resend intervals (50 ms, 100 ms, ...).
+  int tx_done[3] = {0, 0, 0}, rx_done[3] = {0, 0, 0};
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    bool all = true;
+    for (int i = 0; i < 3; ++i) {
+      fi_cq_tagged_entry e;
+      if (fi_cq_read(nodes_[i].txcq, &e, 1) == 1) ++tx_done[i];
+      if (fi_cq_read(nodes_[i].rxcq, &e, 1) == 1) ++rx_done[i];
+      all = all && tx_done[i] == peers && rx_done[i] == peers;
+    }
+    if (all) break;
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(tx_done[i], peers) << "node " << i;
+    EXPECT_EQ(rx_done[i], peers) << "node " << i;
+  }
+  for (int to = 0; to < 3; ++to)
+    for (int from = 0; from < 3; ++from)
+      EXPECT_EQ(bufs[to][from], msgs[from][to]) << from << " -> " << to;
+  std::uint64_t resent = 0, duplicates = 0;
+  for (int i = 0; i < 3; ++i) {
+    fi_weft_domain_ops* ops = nullptr;
+    ASSERT_EQ(fi_open_ops(&nodes_[i].dom->fid, FI_WEFT_DOMAIN_OPS_1, 0,
+                          reinterpret_cast<void**>(&ops), nullptr),
+              0);
+    ASSERT_GE(ops->size, sizeof(fi_weft_domain_ops));
+    fi_weft_conn_stats cs{};
+    ASSERT_EQ(ops->conn_stats(nodes_[i].dom, &cs), 0);
+    SCOPED_TRACE("node " + std::to_string(i));
+    EXPECT_EQ(cs.out_established, static_cast<std::uint64_t>(peers));  // one QP to each peer
+    EXPECT_EQ(cs.in_established, static_cast<std::uint64_t>(peers));   // one from each
+    EXPECT_EQ(cs.req_received, cs.in_established + cs.req_duplicate);
+    EXPECT_EQ(cs.timed_out, 0u);
+    EXPECT_EQ(cs.rejected, 0u);
+    EXPECT_EQ(cs.connecting, 0u);
+    EXPECT_EQ(cs.ctrl_dropped, 2 * drop);
+    resent += cs.req_resent;
+    duplicates += cs.req_duplicate;
+  }
+  if (drop > 0) {
+    // Three requests and three answers lost: each costs a resend, and the resend after a lost
+    // answer is a duplicate at its target, answered again with the QP it made the first time.
+    EXPECT_GE(resent, 6u);
+    EXPECT_GE(duplicates, 3u);
+  }
 }
 
 // ---- RMA --------------------------------------------------------------------------------------
