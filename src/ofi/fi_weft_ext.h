@@ -40,11 +40,11 @@ struct fi_weft_conn_stats {
   uint64_t req_duplicate;   /* of which resends of an answered request: answered again, no QP */
   uint64_t out_established; /* connections whose answer came (our QP ready) */
   uint64_t in_established;  /* connections a peer asked for (a QP made for each) */
-  uint64_t timed_out;       /* requests given up after FI_WEFT_CONN_TIMEOUT_MS */
+  uint64_t timed_out;       /* requests (and fi_connect) given up after FI_WEFT_CONN_TIMEOUT_MS */
   uint64_t rejected;        /* requests answered "no such endpoint" */
   uint64_t stale_answers;   /* answers ignored: a second one, or one to a request given up */
   uint64_t ctrl_dropped;    /* requests and answers lost by FI_WEFT_CTRL_DROP_FIRST */
-  uint64_t connecting;      /* requests awaiting an answer now */
+  uint64_t connecting;      /* requests (and fi_connect) awaiting an answer now */
 };
 
 struct fi_weft_domain_ops {

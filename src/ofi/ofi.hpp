@@ -654,6 +654,10 @@ struct Ep {
   // client), the EQ for connection events, and the server's connection request until accept.
   bool msg = false;
   bool connected = false;
+  // Client: fi_connect's request is out, no answer yet (counted in Domain::connecting); it
+  // fails with an FI_ETIMEDOUT error event at cm_deadline (FI_WEFT_CONN_TIMEOUT_MS).
+  bool cm_pending = false;
+  TimeNs cm_deadline = kNoDeadline;
   EpAddr msg_peer;
   Eq* eq = nullptr;
   ConnReq* conn_req = nullptr;

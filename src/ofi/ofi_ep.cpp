@@ -265,6 +265,17 @@ void fail_conn(Ep* ep, Conn* c, int err, int prov_errno) {
   ep->out_conns.erase(c->peer);
 }
 
+// When a request sent at `now` is given up (FI_WEFT_CONN_TIMEOUT_MS; 0: never).
+TimeNs conn_deadline(TimeNs now) {
+  return g_params.conn_timeout_ms ? now + g_params.conn_timeout_ms * 1'000'000 : kNoDeadline;
+}
+
+// One more request awaits its answer (Domain::connecting), with a timer at `at` at the latest.
+void await_answer(Domain* d, TimeNs at) {
+  if (d->connecting++ == 0) d->conn_timer = kNoDeadline;
+  d->conn_timer = std::min(d->conn_timer, at);
+}
+
 // The connection request of c (the first or a resend: always the same QP and PSN, so that the
 // peer can tell a resend from a new connection).
 bool send_conn_req(Ep* ep, Conn* c) {
@@ -300,15 +311,12 @@ Conn* out_conn(Ep* ep, fi_addr_t dest) {
     fail_conn(ep, raw, FI_EHOSTUNREACH, static_cast<int>(WcStatus::kGeneralErr) + 1);
     return nullptr;
   }
-  Domain* d = ep->dom;
   const TimeNs now = mono_ns();
   raw->awaiting = true;
   raw->tries = 1;
   raw->resend_at = now + kConnResendFirstNs;
-  raw->deadline =
-      g_params.conn_timeout_ms ? now + g_params.conn_timeout_ms * 1'000'000 : kNoDeadline;
-  if (d->connecting++ == 0) d->conn_timer = kNoDeadline;
-  d->conn_timer = std::min({d->conn_timer, raw->resend_at, raw->deadline});
+  raw->deadline = conn_deadline(now);
+  await_answer(ep->dom, std::min(raw->resend_at, raw->deadline));
   return raw;
 }
 
@@ -997,6 +1005,22 @@ void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::
   send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0, m.qpn});
 }
 
+// fi_connect's request is answered or given up.
+void cm_answered(Ep* ep) {
+  if (!ep->cm_pending) return;
+  ep->cm_pending = false;
+  --ep->dom->connecting;
+}
+
+// fi_connect failed (rejected, or unanswered until its deadline): an error event.
+void push_cm_error(Ep* ep, int err) {
+  if (!ep->eq) return;
+  fi_eq_err_entry e{};
+  e.fid = &ep->ep.fid;
+  e.err = err;
+  ep->eq->push(FI_CONNREQ, &e, sizeof e, true);
+}
+
 void ep_conn_timers(Ep* ep, TimeNs now, TimeNs& next) {
   Domain* d = ep->dom;
   std::vector<Conn*> timed_out, gone;
@@ -1021,6 +1045,16 @@ void ep_conn_timers(Ep* ep, TimeNs now, TimeNs& next) {
     if (c->tries < kConnTriesMax) next = std::min(next, c->resend_at);
     next = std::min(next, c->deadline);
   }
+  if (ep->cm_pending) {
+    if (now >= ep->cm_deadline) {
+      ++d->conn_stats.timed_out;
+      WEFT_WARN(FI_LOG_EP_CTRL, "fi_connect of endpoint %u: no answer", ep->id);
+      cm_answered(ep);
+      push_cm_error(ep, FI_ETIMEDOUT);
+    } else {
+      next = std::min(next, ep->cm_deadline);
+    }
+  }
   for (Conn* c : gone)
     fail_conn(ep, c, FI_EHOSTUNREACH, static_cast<int>(WcStatus::kGeneralErr) + 1);
   for (Conn* c : timed_out) {
@@ -1041,16 +1075,20 @@ void on_cm(Ep* ep, CtrlType type, const EpAddr& peer) {
   if (!ep->msg) return;
   if (type == CtrlType::kCmRep) {
     if (ep->connected) return;
+    if (!ep->cm_pending) {
+      // An accept after we gave up (FI_ETIMEDOUT was reported): the server's endpoint thinks
+      // it is connected; tell it we are not.
+      send_ctrl(ep, peer.node(), CtrlMsg{CtrlType::kCmShutdown, peer.ep_id, ep->id, 0, 0});
+      return;
+    }
+    cm_answered(ep);
     ep->msg_peer = peer;
     ep->connected = true;
     push_cm(ep, FI_CONNECTED);
   } else if (type == CtrlType::kCmRej) {
-    if (ep->eq) {
-      fi_eq_err_entry e{};
-      e.fid = &ep->ep.fid;
-      e.err = FI_ECONNREFUSED;
-      ep->eq->push(FI_CONNREQ, &e, sizeof e, true);
-    }
+    if (!ep->cm_pending) return;
+    cm_answered(ep);
+    push_cm_error(ep, FI_ECONNREFUSED);
   } else if (ep->connected && peer == ep->msg_peer) {
     ep->connected = false;
     push_cm(ep, FI_SHUTDOWN);
@@ -1965,8 +2003,12 @@ int cm_connect(fid_ep* e, const void* addr, const void* param, std::size_t param
     EpAddr pep;
     std::memcpy(&pep, addr, sizeof pep);
     if (!pep.valid()) return -FI_EINVAL;
+    if (ep->cm_pending) return -FI_EOPBADSTATE;  // one request at a time
     if (!send_ctrl(ep, pep.node(), CtrlMsg{CtrlType::kCmReq, pep.ep_id, ep->id, 0, 0}))
       return -FI_ECONNREFUSED;
+    ep->cm_pending = true;
+    ep->cm_deadline = conn_deadline(mono_ns());
+    await_answer(ep->dom, ep->cm_deadline);
     ep->dom->progress();
     return 0;
   });
@@ -2053,6 +2095,7 @@ int ep_close(fid* f) {
     if (ep->atomics_issued || ep->atomics_served)
       WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: %llu atomics issued, %llu executed as target", ep->id,
                 (unsigned long long)ep->atomics_issued, (unsigned long long)ep->atomics_served);
+    cm_answered(ep);
     for (auto& [addr, c] : ep->out_conns) {
       conn_answered(ep, c.get());
       d->dev->destroy_qp(c->qp);

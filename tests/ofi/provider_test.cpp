@@ -1671,6 +1671,90 @@ TEST(Msg, ConnectAcceptSendShutdownAndReject) {
   fi_freeinfo(info);
 }
 
+// fi_connect to a server that never accepts (its application does not call fi_accept): with
+// FI_WEFT_CONN_TIMEOUT_MS (the meson test provider_msg_timeout: 300 ms) the client's EQ gets an
+// FI_ETIMEDOUT error event no sooner than the deadline, and no FI_CONNECTED; a late accept is
+// answered with a shutdown, so the server's endpoint learns it is not connected. Skipped without
+// a short deadline (the default, 10 s, would make it slow).
+TEST(Msg, UnacceptedConnectTimesOut) {
+  const char* env = std::getenv("FI_WEFT_CONN_TIMEOUT_MS");
+  const long timeout_ms = env ? std::strtol(env, nullptr, 10) : 0;
+  if (timeout_ms <= 0 || timeout_ms > 2000) GTEST_SKIP() << "needs FI_WEFT_CONN_TIMEOUT_MS <= 2000";
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("weft");
+  h->ep_attr->type = FI_EP_MSG;
+  h->caps = FI_MSG;
+  fi_info* info = nullptr;
+  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+  fi_freeinfo(h);
+  fid_fabric* fab;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  fid_eq* eq[2];
+  fi_eq_attr ea{};
+  for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
+  fid_pep* pep;
+  ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
+  ASSERT_EQ(fi_listen(pep), 0);
+  std::uint8_t pep_addr[64];
+  std::size_t alen = sizeof pep_addr;
+  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &alen), 0);
+  fid_domain* dom[2];
+  fid_cq* cq[2];
+  fid_ep* ep[2];  // client, server
+  auto open_ep = [&](int k, fi_info* i) {
+    ASSERT_EQ(fi_domain(fab, i, &dom[k], nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(dom[k], &ca, &cq[k], nullptr), 0);
+    ASSERT_EQ(fi_endpoint(dom[k], i, &ep[k], nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep[k], &eq[k == 0 ? 1 : 0]->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep[k], &cq[k]->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep[k]), 0);
+  };
+  open_ep(0, info);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(fi_connect(ep[0], pep_addr, nullptr, 0), 0);
+  std::uint32_t ev = 0;
+  fi_eq_cm_entry e{};
+  ASSERT_EQ(fi_eq_sread(eq[0], &ev, &e, sizeof e, 5000, 0), static_cast<ssize_t>(sizeof e));
+  ASSERT_EQ(ev, FI_CONNREQ);
+  fi_info* req = e.info;
+  // The server does not accept: the client's request times out.
+  EXPECT_EQ(fi_eq_sread(eq[1], &ev, &e, sizeof e, 10'000, 0), -FI_EAVAIL);
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  fi_eq_err_entry err{};
+  ASSERT_EQ(fi_eq_readerr(eq[1], &err, 0), static_cast<ssize_t>(sizeof err));
+  EXPECT_EQ(err.err, FI_ETIMEDOUT);
+  EXPECT_EQ(err.fid, &ep[0]->fid);
+  EXPECT_GE(waited, timeout_ms);
+  EXPECT_LE(waited, timeout_ms + 3000);
+  // A late accept: the server's endpoint is told the client is gone; the client stays
+  // unconnected.
+  open_ep(1, req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(ep[1], nullptr, 0), 0);
+  ASSERT_EQ(fi_eq_sread(eq[0], &ev, &e, sizeof e, 5000, 0), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_CONNECTED);
+  ASSERT_EQ(fi_eq_sread(eq[0], &ev, &e, sizeof e, 5000, 0), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_SHUTDOWN);
+  EXPECT_EQ(e.fid, &ep[1]->fid);
+  EXPECT_EQ(fi_eq_read(eq[1], &ev, &e, sizeof e, 0), -FI_EAGAIN);
+  std::uint64_t v = 0;
+  EXPECT_LT(fi_send(ep[0], &v, sizeof v, nullptr, FI_ADDR_UNSPEC, nullptr), 0);  // not connected
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(fi_close(&ep[k]->fid), 0);
+    EXPECT_EQ(fi_close(&cq[k]->fid), 0);
+    EXPECT_EQ(fi_close(&dom[k]->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&pep->fid), 0);
+  for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
+}
+
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
   weft::test_util::OfiEndpointSpec spec;
   spec.type = FI_EP_DGRAM;
