@@ -1540,32 +1540,53 @@ TEST_F(Provider, LostPacketsRecoveredWhileTheApplicationOnlyPollsCqs) {
   EXPECT_EQ(b_failures, 0);
 }
 
+// A passive MSG endpoint listening, its fabric and two EQs (eq[0]: the server's, eq[1]: the
+// client's), for the FI_EP_MSG tests.
+struct MsgListener {
+  fi_info* info = nullptr;
+  fid_fabric* fab = nullptr;
+  fid_eq* eq[2] = {};
+  fid_pep* pep = nullptr;
+  std::uint8_t addr[64] = {};
+  std::size_t alen = sizeof addr;
+  void open() {
+    fi_info* h = fi_allocinfo();
+    h->fabric_attr->prov_name = strdup("weft");
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG;
+    ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+    fi_freeinfo(h);
+    ASSERT_EQ(info->ep_attr->type, FI_EP_MSG);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+    fi_eq_attr ea{};
+    for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
+    ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
+    ASSERT_EQ(fi_listen(pep), 0);
+    ASSERT_EQ(fi_getname(&pep->fid, addr, &alen), 0);
+    ASSERT_LE(alen, sizeof addr);
+  }
+  void close() {
+    EXPECT_EQ(fi_close(&pep->fid), 0);
+    for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
+    fi_close(&fab->fid);
+    fi_freeinfo(info);
+  }
+};
+
 // FI_EP_MSG through the connection manager: a passive endpoint listens; a client connects, the
 // server gets FI_CONNREQ (with the client's address), accepts, both see FI_CONNECTED, messages
 // flow both ways (byte-exact), the client shuts down and the server sees FI_SHUTDOWN. A second
 // client is rejected (FI_ECONNREFUSED error event).
 TEST(Msg, ConnectAcceptSendShutdownAndReject) {
-  fi_info* h = fi_allocinfo();
-  h->fabric_attr->prov_name = strdup("weft");
-  h->ep_attr->type = FI_EP_MSG;
-  h->caps = FI_MSG;
-  fi_info* info = nullptr;
-  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
-  fi_freeinfo(h);
-  ASSERT_EQ(info->ep_attr->type, FI_EP_MSG);
-  fid_fabric* fab;
-  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  fid_eq* eq[2];
-  fi_eq_attr ea{};
-  for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
-  fid_pep* pep;
-  ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
-  ASSERT_EQ(fi_listen(pep), 0);
-  std::uint8_t pep_addr[64];
-  std::size_t alen = sizeof pep_addr;
-  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &alen), 0);
-  ASSERT_LE(alen, 64u);
+  MsgListener l;
+  ASSERT_NO_FATAL_FAILURE(l.open());
+  fi_info* info = l.info;
+  fid_fabric* fab = l.fab;
+  fid_eq* const* eq = l.eq;
+  fid_pep* pep = l.pep;
+  const std::uint8_t* pep_addr = l.addr;
+  std::size_t alen = l.alen;
 
   struct Side {
     fid_domain* dom = nullptr;
@@ -1665,10 +1686,7 @@ TEST(Msg, ConnectAcceptSendShutdownAndReject) {
     EXPECT_EQ(fi_close(&s->cq->fid), 0);
     EXPECT_EQ(fi_close(&s->dom->fid), 0);
   }
-  EXPECT_EQ(fi_close(&pep->fid), 0);
-  for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
-  fi_close(&fab->fid);
-  fi_freeinfo(info);
+  l.close();
 }
 
 // fi_connect to a server that never accepts (its application does not call fi_accept): with
@@ -1680,25 +1698,12 @@ TEST(Msg, UnacceptedConnectTimesOut) {
   const char* env = std::getenv("FI_WEFT_CONN_TIMEOUT_MS");
   const long timeout_ms = env ? std::strtol(env, nullptr, 10) : 0;
   if (timeout_ms <= 0 || timeout_ms > 2000) GTEST_SKIP() << "needs FI_WEFT_CONN_TIMEOUT_MS <= 2000";
-  fi_info* h = fi_allocinfo();
-  h->fabric_attr->prov_name = strdup("weft");
-  h->ep_attr->type = FI_EP_MSG;
-  h->caps = FI_MSG;
-  fi_info* info = nullptr;
-  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
-  fi_freeinfo(h);
-  fid_fabric* fab;
-  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  fid_eq* eq[2];
-  fi_eq_attr ea{};
-  for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
-  fid_pep* pep;
-  ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
-  ASSERT_EQ(fi_listen(pep), 0);
-  std::uint8_t pep_addr[64];
-  std::size_t alen = sizeof pep_addr;
-  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &alen), 0);
+  MsgListener l;
+  ASSERT_NO_FATAL_FAILURE(l.open());
+  fi_info* info = l.info;
+  fid_fabric* fab = l.fab;
+  fid_eq* const* eq = l.eq;
+  const std::uint8_t* pep_addr = l.addr;
   fid_domain* dom[2];
   fid_cq* cq[2];
   fid_ep* ep[2];  // client, server
@@ -1749,10 +1754,7 @@ TEST(Msg, UnacceptedConnectTimesOut) {
     EXPECT_EQ(fi_close(&cq[k]->fid), 0);
     EXPECT_EQ(fi_close(&dom[k]->fid), 0);
   }
-  EXPECT_EQ(fi_close(&pep->fid), 0);
-  for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
-  fi_close(&fab->fid);
-  fi_freeinfo(info);
+  l.close();
 }
 
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
