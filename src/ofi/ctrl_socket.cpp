@@ -60,6 +60,19 @@ bool CtrlSocket::bind_abstract(const std::string& name) {
   return true;
 }
 
+bool CtrlSocket::abstract_bound(const std::string& name) {
+  const int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) return false;
+  socklen_t len;
+  const sockaddr_un a = abstract_address(name, len);
+  // ECONNREFUSED: nobody has the name. Anything else (EPERM: the owner is connected elsewhere,
+  // EAGAIN: its queue is full) still means it is bound.
+  const bool bound =
+      ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) == 0 || errno != ECONNREFUSED;
+  close(s);
+  return bound;
+}
+
 bool CtrlSocket::bind_udp(std::uint32_t ip) {
   const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0) return false;

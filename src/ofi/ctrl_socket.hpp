@@ -29,6 +29,10 @@ class CtrlSocket {
 
   // Binds the abstract Unix datagram socket `name`; false (errno kept) when it is taken.
   bool bind_abstract(const std::string& name);
+  // Whether someone has bound the abstract datagram socket `name`, found by connect(2), which
+  // leaves the name alone. (A probe that binds the name when it is free holds it for an instant,
+  // long enough under load for the name's owner-to-be to find it taken.)
+  static bool abstract_bound(const std::string& name);
   // Binds a UDP socket on ip (host order), an ephemeral port; false on failure.
   bool bind_udp(std::uint32_t ip);
   int fd() const { return fd_; }

@@ -135,7 +135,11 @@ class DpdkPort final : public IoMediumPort {
     return true;
   }
   // The memif server says it listens (see the file comment); false if the claim is taken.
-  // The client's probe binds the name for an instant when it is free: try again a few times.
+  // The client probes it with connect(2) (CtrlSocket::abstract_bound), which never holds the
+  // name. Its probe used to bind the name for an instant when free, so an announce could find
+  // it taken: retried kAnnounceTries times 1 ms apart, which a probe descheduled while holding
+  // the name on this loaded machine could outlast (fi_domain -FI_ENODEV). Kept for a server
+  // whose predecessor of the same pair name is still exiting.
   bool announce_up(const std::string& name) {
     up_ = std::make_unique<CtrlSocket>();
     for (int i = 0; i < kAnnounceTries; ++i) {
@@ -207,12 +211,6 @@ class DpdkPort final : public IoMediumPort {
   int epfd_ = -1;
 };
 
-// Whether the abstract name is bound by someone (a bind that succeeds is undone at once).
-bool claimed(const std::string& name) {
-  CtrlSocket probe;
-  return !probe.bind_abstract(name) && errno == EADDRINUSE;
-}
-
 }  // namespace
 
 bool dpdk_built() {
@@ -254,8 +252,8 @@ std::unique_ptr<MediumPort> open_dpdk_port(std::string_view fabric_name,
       role.reset();
       // The client connects to a listening server only.
       const TimeNs until = now_ns() + kServerWaitNs;
-      while (!claimed(claim + "up") && now_ns() < until) usleep(1000);
-      if (!claimed(claim + "up")) {
+      while (!CtrlSocket::abstract_bound(claim + "up") && now_ns() < until) usleep(1000);
+      if (!CtrlSocket::abstract_bound(claim + "up")) {
         WEFT_WARN(FI_LOG_DOMAIN, "dpdk: the net_memif server of fabric %s did not start",
                   fabric.c_str());
         g_ports.fetch_sub(1);

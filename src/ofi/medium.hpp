@@ -69,8 +69,10 @@ class MediumPort : public io::MemoryRegistration {
   }
   // Hands up to max_packets received packets to dev.on_packet(..., now); returns how many.
   virtual std::size_t rx_burst(Device& dev, TimeNs now, std::size_t max_packets) = 0;
-  // Connection setup: datagrams of at most kCtrlBytesMax bytes, delivered reliably and in order
-  // per pair of nodes. False: the destination node does not exist (or is gone).
+  // Connection setup: datagrams of at most kCtrlBytesMax bytes, delivered in order per pair of
+  // nodes and as reliably as the medium can (udp gives up after ~10 s of retransmissions, dpdk
+  // after 200 ms of a full queue; the provider resends unanswered connection requests). False:
+  // the destination node does not exist (or is gone).
   virtual bool ctrl_send(const NodeAddr& dst, std::span<const std::uint8_t> msg) = 0;
   using CtrlFn = std::function<void(const NodeAddr& src, std::span<const std::uint8_t> msg)>;
   // `now` is the caller's clock reading (a medium rate-limits its system calls by it: this runs

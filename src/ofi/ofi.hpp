@@ -100,6 +100,14 @@ struct Params {
   // FI_WEFT_UDP_CTRL_DROP: control datagrams per million the udp medium drops when sending (a
   // fault for the test of their retransmission), seeded by FI_WEFT_LOOPBACK_SEED.
   std::size_t udp_ctrl_drop_ppm = 0;
+  // FI_WEFT_CONN_TIMEOUT_MS: how long an RDM connection request may stay unanswered (resent
+  // meanwhile, kConnResend*) before the operations waiting for it complete in error
+  // (FI_ETIMEDOUT); 0: no deadline. README, "Connection set-up: resends and deadline".
+  std::size_t conn_timeout_ms = 10'000;
+  static constexpr std::size_t kConnTimeoutMsMax = 86'400'000;  // a day: larger values ignored
+  // FI_WEFT_CTRL_DROP_FIRST: each domain loses its first N connection requests and its first N
+  // answers as if its medium had (a fault for the test of the provider's resends).
+  std::size_t ctrl_drop_first = 0;
 };
 const char* to_string(Params::Medium m);
 extern Params g_params;
@@ -372,6 +380,20 @@ struct Domain {
   bool clock_due = true;     // the provider slept: the next pass reads the clock
   bool clock_fresh = false;  // the last pass read the clock into `now`
   int connecting = 0;  // outgoing connection requests awaiting an answer: poll control tightly
+  // The earliest resend or deadline of those requests (meaningful while connecting > 0).
+  TimeNs conn_timer = kNoDeadline;
+  // Connection requests and answers sent (FI_WEFT_CTRL_DROP_FIRST loses the first ones).
+  std::uint64_t ctrl_req_sent = 0, ctrl_rep_sent = 0;
+  // Connection set-up counters (fi_weft_ext.h, conn_stats).
+  struct ConnStats {
+    std::uint64_t req_sent = 0, req_resent = 0, req_received = 0, req_duplicate = 0;
+    std::uint64_t out_established = 0, in_established = 0;
+    std::uint64_t timed_out = 0, rejected = 0, stale_answers = 0, ctrl_dropped = 0;
+  };
+  ConnStats conn_stats;
+  // The engine's next timer or, while a connection request is out, its resend or deadline:
+  // what a sleeping wait must wake for.
+  TimeNs next_deadline() const;
   TimeNs pass_clock();
 
   // The work done (packets, control messages, completions). `want`: the CQ the caller reads,
@@ -550,8 +572,13 @@ struct Conn {
   bool outgoing = false;
   bool ready = false;
   bool awaiting = false;         // outgoing: the request is out, no answer yet (Domain::connecting)
-  std::uint32_t sq_psn = 0;      // outgoing: our requester's first PSN, sent in the REQ
-  std::uint32_t remote_qpn = 0;  // outgoing: the peer's QP (its ConnRep), names us in direct sends
+  std::uint32_t sq_psn = 0;      // our requester's first PSN (outgoing: sent in the REQ; incoming:
+                                 // in the REP, sent again to a duplicate REQ)
+  std::uint32_t remote_qpn = 0;  // the peer's QP (outgoing: its ConnRep; incoming: its REQ)
+  std::uint32_t remote_psn = 0;  // incoming: the peer's first PSN (its REQ), to know a duplicate
+  // outgoing, while awaiting: requests sent so far, when to send it again, when to give up.
+  std::uint32_t tries = 0;
+  TimeNs resend_at = 0, deadline = 0;
   // Work requests posted on qp whose completion has not been dispatched yet. A direct send
   // (README, "Direct messages") may go only while this is 0 and the backlog is empty: then
   // every earlier message of this connection has been acknowledged, so the peer has matched
@@ -627,6 +654,10 @@ struct Ep {
   // client), the EQ for connection events, and the server's connection request until accept.
   bool msg = false;
   bool connected = false;
+  // Client: fi_connect's request is out, no answer yet (counted in Domain::connecting); it
+  // fails with an FI_ETIMEDOUT error event at cm_deadline (FI_WEFT_CONN_TIMEOUT_MS).
+  bool cm_pending = false;
+  TimeNs cm_deadline = kNoDeadline;
   EpAddr msg_peer;
   Eq* eq = nullptr;
   ConnReq* conn_req = nullptr;
@@ -662,6 +693,12 @@ void ep_on_direct(Ep* ep, std::uint32_t qpn, std::span<const std::uint8_t> msg);
 // FI_WEFT_EAGER_CONNECT, from fi_av_insert; true: a request is out, not yet answered.
 bool ep_connect_eagerly(Ep* ep, fi_addr_t peer);
 void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> msg);
+// Resends the endpoint's unanswered connection requests that are due and fails those past their
+// deadline (FI_ETIMEDOUT); lowers `next` to its earliest remaining resend or deadline.
+void ep_conn_timers(Ep* ep, TimeNs now, TimeNs& next);
+// prov_errno of an operation whose connection request went unanswered until its deadline
+// (above the engine's WcStatus + 1 values; fi_cq_strerror names it).
+inline constexpr int kProvErrConnTimeout = 0x100;
 void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::uint8_t> msg);
 void cntr_inc(Cntr* c);
 void cntr_err(Cntr* c);

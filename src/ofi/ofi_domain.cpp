@@ -78,6 +78,12 @@ std::size_t Domain::progress(const Cq* want) {
       dev->on_deadline(t);
       ++engine;
     }
+    // Connection requests still unanswered: resends and deadlines (ofi_ep.cpp).
+    if (connecting > 0 && conn_timer <= t) {
+      conn_timer = kNoDeadline;
+      for (auto& [id, ep] : eps) ep_conn_timers(ep, t, conn_timer);
+      ++engine;
+    }
     std::size_t n;
     while ((n = dcq->poll(wc_batch)) > 0) {
       for (std::size_t i = 0; i < n; ++i) dispatch(wc_batch[i]);
@@ -176,6 +182,11 @@ void Domain::stop_auto_progress() {
   stop_efd = -1;
 }
 
+TimeNs Domain::next_deadline() const {
+  const TimeNs engine = dev->next_deadline();
+  return connecting > 0 ? std::min(engine, conn_timer) : engine;
+}
+
 void Domain::dispatch(const WorkCompletion& wc) {
   Op* op = reinterpret_cast<Op*>(wc.wr_id);
   if (!op) return;
@@ -243,7 +254,28 @@ int dom_medium_stats(fid_domain* dom, fi_weft_medium_stats* out) {
     return 0;
   });
 }
-fi_weft_domain_ops g_weft_domain_ops = {sizeof(fi_weft_domain_ops), dom_medium_stats};
+int dom_conn_stats(fid_domain* dom, fi_weft_conn_stats* out) {
+  if (!dom || !out) return -FI_EINVAL;
+  return guard(-FI_ENOMEM, [&] {
+    Domain* d = ofi_container<Domain>(&dom->fid);
+    std::lock_guard lk(d->mu);
+    const Domain::ConnStats& s = d->conn_stats;
+    *out = {s.req_sent,
+            s.req_resent,
+            s.req_received,
+            s.req_duplicate,
+            s.out_established,
+            s.in_established,
+            s.timed_out,
+            s.rejected,
+            s.stale_answers,
+            s.ctrl_dropped,
+            static_cast<std::uint64_t>(d->connecting)};
+    return 0;
+  });
+}
+fi_weft_domain_ops g_weft_domain_ops = {sizeof(fi_weft_domain_ops), dom_medium_stats,
+                                        dom_conn_stats};
 int domain_ops_open(fid* f, const char* name, std::uint64_t flags, void** ops, void* ctx) {
   (void)f;
   (void)ctx;
@@ -772,7 +804,7 @@ thread_local const Cq* t_empty_cq = nullptr;  // this thread's last CQ read, if 
 // let go while asleep and held again (and the doorbells disarmed) on return.
 void nap_on_doorbells(Domain& d, std::unique_lock<std::recursive_mutex>& lk,
                       std::vector<pollfd>& fds, bool armed, TimeNs now, TimeNs end) {
-  const TimeNs deadline = d.dev->next_deadline();
+  const TimeNs deadline = d.next_deadline();
   const TimeNs nap = std::min({kCqNapNsMax, end - now, deadline > now ? deadline - now : 0});
   if (armed && nap > 0) {
     const timespec ts{static_cast<time_t>(nap / 1'000'000'000),
@@ -821,7 +853,7 @@ ssize_t cq_readfrom(fid_cq* cq, void* buf, std::size_t count, fi_addr_t* src) {
     run.looked = t;
     run.reads = 0;
     if (t - run.first < TimeNs(g_params.spin_ns)) return n;
-    if (d->dev->next_deadline() <= t) return n;
+    if (d->next_deadline() <= t) return n;
     // Thread-local: another thread may sleep on the same domain while this one does.
     thread_local std::vector<pollfd> fds;
     fds.clear();
@@ -939,9 +971,11 @@ int cq_signal(fid_cq* cq) {
   return 0;
 }
 const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, std::size_t len) {
-  // prov_errno carries the engine's WcStatus + 1 (0: none).
-  const char* s = prov_errno > 0 ? to_string(static_cast<WcStatus>(prov_errno - 1)).data()
-                                 : "no provider error";
+  // prov_errno carries the engine's WcStatus + 1 (0: none), or kProvErrConnTimeout.
+  const char* s = prov_errno == kProvErrConnTimeout
+                      ? "connection request unanswered until FI_WEFT_CONN_TIMEOUT_MS"
+                  : prov_errno > 0 ? to_string(static_cast<WcStatus>(prov_errno - 1)).data()
+                                   : "no provider error";
   if (buf && len) {
     std::snprintf(buf, len, "weft: %s", s);
     return buf;

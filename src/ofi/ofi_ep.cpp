@@ -33,8 +33,25 @@ struct CtrlMsg {
   std::uint32_t src_ep;
   std::uint32_t qpn;
   std::uint32_t psn;
+  // kConnRep, kConnRej: the requester's QP (its kConnReq's qpn) this answers. A request is
+  // resent until answered, so answers may come twice, or late, for a connection already given
+  // up and made again: only the answer naming the current QP counts.
+  std::uint32_t req_qpn = 0;
 };
 static_assert(sizeof(CtrlMsg) <= kCtrlBytesMax);
+
+// Connection requests are resent while unanswered (README, "Connection set-up: resends and
+// deadline"): first after kConnResendFirstNs, the interval doubling to kConnResendMaxNs, at most
+// kConnTriesMax sends in all; the operations waiting for the connection fail with FI_ETIMEDOUT
+// FI_WEFT_CONN_TIMEOUT_MS after the first. A peer answers from its progress, which its keeper
+// runs every 10 ms even while its application is away, so the first resend comes well after a
+// live peer's answer; the resends are for a medium that lost the request or the answer (udp's
+// control path gives up after ~10 s, dpdk's Unix datagrams after 200 ms of a full queue,
+// FI_WEFT_CTRL_DROP_FIRST) and the deadline for a peer that never answers (stopped, gone
+// without its medium noticing, a wrong address).
+constexpr TimeNs kConnResendFirstNs = 50'000'000;
+constexpr TimeNs kConnResendMaxNs = 1'000'000'000;
+constexpr std::uint32_t kConnTriesMax = 16;
 
 Mtu mtu_param() {
   const std::size_t b = g_params.mtu_bytes;
@@ -105,6 +122,14 @@ std::uint32_t random_psn(Domain* d) {
 }
 
 bool send_ctrl(Domain* d, const NodeAddr& dst, const CtrlMsg& m) {
+  // FI_WEFT_CTRL_DROP_FIRST: the first requests and answers are lost on the way (a test fault).
+  if (m.type == CtrlType::kConnReq || m.type == CtrlType::kConnRep) {
+    std::uint64_t& sent = m.type == CtrlType::kConnReq ? d->ctrl_req_sent : d->ctrl_rep_sent;
+    if (sent++ < g_params.ctrl_drop_first) {
+      ++d->conn_stats.ctrl_dropped;
+      return true;
+    }
+  }
   if (d->port->ctrl_send(dst, {reinterpret_cast<const std::uint8_t*>(&m), sizeof m})) return true;
   WEFT_WARN(FI_LOG_EP_CTRL, "control datagram to lid %u lost: no such node", dst.lid);
   return false;
@@ -201,6 +226,7 @@ void drain_backlog(Conn* c) {
 }
 
 void tx_error(Ep* ep, Op* op, int err, WcStatus st);
+void tx_error(Ep* ep, Op* op, int err, int prov_errno);
 void fail_split(Ep* ep, const Ep::SplitRecv& s);
 
 // The domain polls control datagrams tightly while any of its connection requests is unanswered.
@@ -210,15 +236,17 @@ void conn_answered(Ep* ep, Conn* c) {
   --ep->dom->connecting;
 }
 
-// The peer endpoint does not exist (rejected, or its node is gone): every queued operation
-// completes with FI_EHOSTUNREACH and the connection is dropped; a later send tries again.
-void fail_conn(Ep* ep, Conn* c) {
+// The connection cannot be made: the peer endpoint does not exist (rejected, or its node is
+// gone: FI_EHOSTUNREACH) or never answered (FI_ETIMEDOUT, kProvErrConnTimeout). Every queued
+// operation completes with that error and the connection is dropped; a later send tries again.
+void fail_conn(Ep* ep, Conn* c, int err, int prov_errno) {
   conn_answered(ep, c);
-  WEFT_WARN(FI_LOG_EP_CTRL, "no endpoint %u at lid %u: %zu queued operations fail", c->peer.ep_id,
-            c->peer.lid, c->backlog.size());
+  WEFT_WARN(FI_LOG_EP_CTRL, "%s endpoint %u at lid %u: %zu queued operations fail",
+            err == FI_ETIMEDOUT ? "no answer from" : "no", c->peer.ep_id, c->peer.lid,
+            c->backlog.size());
   for (Op* op : c->backlog) {
     if (op->kind == OpKind::kRts) ep->rndv_sends.erase(op->rndv_id);
-    if (op->kind != OpKind::kFin) tx_error(ep, op, FI_EHOSTUNREACH, WcStatus::kGeneralErr);
+    if (op->kind != OpKind::kFin) tx_error(ep, op, err, prov_errno);
     delete_op(ep, op);
   }
   c->backlog.clear();
@@ -235,6 +263,25 @@ void fail_conn(Ep* ep, Conn* c) {
   ep->by_qpn.erase(c->qp->qp_num());
   ep->dom->dev->destroy_qp(c->qp);
   ep->out_conns.erase(c->peer);
+}
+
+// When a request sent at `now` is given up (FI_WEFT_CONN_TIMEOUT_MS; 0: never).
+TimeNs conn_deadline(TimeNs now) {
+  return g_params.conn_timeout_ms ? now + g_params.conn_timeout_ms * 1'000'000 : kNoDeadline;
+}
+
+// One more request awaits its answer (Domain::connecting), with a timer at `at` at the latest.
+void await_answer(Domain* d, TimeNs at) {
+  if (d->connecting++ == 0) d->conn_timer = kNoDeadline;
+  d->conn_timer = std::min(d->conn_timer, at);
+}
+
+// The connection request of c (the first or a resend: always the same QP and PSN, so that the
+// peer can tell a resend from a new connection).
+bool send_conn_req(Ep* ep, Conn* c) {
+  ++ep->dom->conn_stats.req_sent;
+  return send_ctrl(ep, c->peer.node(),
+                   CtrlMsg{CtrlType::kConnReq, c->peer.ep_id, ep->id, c->qp->qp_num(), c->sq_psn});
 }
 
 Conn* out_conn(Ep* ep, fi_addr_t dest) {
@@ -260,14 +307,16 @@ Conn* out_conn(Ep* ep, fi_addr_t dest) {
   ep->out_conns.emplace(*peer, std::move(c));
   // Our requester starts at sq_psn; the peer's responder takes it as its rq_psn.
   raw->sq_psn = random_psn(ep->dom);
-  if (!send_ctrl(
-          ep, peer->node(),
-          CtrlMsg{CtrlType::kConnReq, peer->ep_id, ep->id, raw->qp->qp_num(), raw->sq_psn})) {
-    fail_conn(ep, raw);
+  if (!send_conn_req(ep, raw)) {
+    fail_conn(ep, raw, FI_EHOSTUNREACH, static_cast<int>(WcStatus::kGeneralErr) + 1);
     return nullptr;
   }
+  const TimeNs now = mono_ns();
   raw->awaiting = true;
-  ++ep->dom->connecting;
+  raw->tries = 1;
+  raw->resend_at = now + kConnResendFirstNs;
+  raw->deadline = conn_deadline(now);
+  await_answer(ep->dom, std::min(raw->resend_at, raw->deadline));
   return raw;
 }
 
@@ -290,12 +339,16 @@ void tx_complete(Ep* ep, Op* op, std::uint64_t len) {
 }
 
 void tx_error(Ep* ep, Op* op, int err, WcStatus st) {
+  tx_error(ep, op, err, static_cast<int>(st) + 1);
+}
+
+void tx_error(Ep* ep, Op* op, int err, int prov_errno) {
   if (ep->tx_cq) {
     fi_cq_err_entry e{};
     e.op_context = op->context;
     e.flags = op->flags;
     e.err = err;
-    e.prov_errno = static_cast<int>(st) + 1;
+    e.prov_errno = prov_errno;
     ep->tx_cq->push_error(e);
   }
   Cntr* c = op->kind == OpKind::kRead     ? ep->cntr_read
@@ -949,7 +1002,65 @@ void ctrl_unknown_endpoint(Domain* d, const NodeAddr& src, std::span<const std::
   CtrlMsg m;
   std::memcpy(&m, bytes.data(), sizeof m);
   if (m.type != CtrlType::kConnReq) return;
-  send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0});
+  send_ctrl(d, src, CtrlMsg{CtrlType::kConnRej, m.src_ep, m.dst_ep, 0, 0, m.qpn});
+}
+
+// fi_connect's request is answered or given up.
+void cm_answered(Ep* ep) {
+  if (!ep->cm_pending) return;
+  ep->cm_pending = false;
+  --ep->dom->connecting;
+}
+
+// fi_connect failed (rejected, or unanswered until its deadline): an error event.
+void push_cm_error(Ep* ep, int err) {
+  if (!ep->eq) return;
+  fi_eq_err_entry e{};
+  e.fid = &ep->ep.fid;
+  e.err = err;
+  ep->eq->push(FI_CONNREQ, &e, sizeof e, true);
+}
+
+void ep_conn_timers(Ep* ep, TimeNs now, TimeNs& next) {
+  Domain* d = ep->dom;
+  std::vector<Conn*> timed_out, gone;
+  for (auto& [addr, cp] : ep->out_conns) {
+    Conn* c = cp.get();
+    if (!c->awaiting) continue;
+    if (now >= c->deadline) {
+      timed_out.push_back(c);
+      continue;
+    }
+    if (now >= c->resend_at && c->tries < kConnTriesMax) {
+      ++c->tries;
+      ++d->conn_stats.req_resent;
+      WEFT_INFO(FI_LOG_EP_CTRL, "connection request %u to endpoint %u at lid %u: no answer yet",
+                c->tries, c->peer.ep_id, c->peer.lid);
+      if (!send_conn_req(ep, c)) {  // the medium says the node is gone
+        gone.push_back(c);
+        continue;
+      }
+      c->resend_at = now + std::min(kConnResendMaxNs, kConnResendFirstNs << (c->tries - 1));
+    }
+    if (c->tries < kConnTriesMax) next = std::min(next, c->resend_at);
+    next = std::min(next, c->deadline);
+  }
+  if (ep->cm_pending) {
+    if (now >= ep->cm_deadline) {
+      ++d->conn_stats.timed_out;
+      WEFT_WARN(FI_LOG_EP_CTRL, "fi_connect of endpoint %u: no answer", ep->id);
+      cm_answered(ep);
+      push_cm_error(ep, FI_ETIMEDOUT);
+    } else {
+      next = std::min(next, ep->cm_deadline);
+    }
+  }
+  for (Conn* c : gone)
+    fail_conn(ep, c, FI_EHOSTUNREACH, static_cast<int>(WcStatus::kGeneralErr) + 1);
+  for (Conn* c : timed_out) {
+    ++d->conn_stats.timed_out;
+    fail_conn(ep, c, FI_ETIMEDOUT, kProvErrConnTimeout);
+  }
 }
 
 // ---- FI_EP_MSG connection management ----
@@ -964,16 +1075,20 @@ void on_cm(Ep* ep, CtrlType type, const EpAddr& peer) {
   if (!ep->msg) return;
   if (type == CtrlType::kCmRep) {
     if (ep->connected) return;
+    if (!ep->cm_pending) {
+      // An accept after we gave up (FI_ETIMEDOUT was reported): the server's endpoint thinks
+      // it is connected; tell it we are not.
+      send_ctrl(ep, peer.node(), CtrlMsg{CtrlType::kCmShutdown, peer.ep_id, ep->id, 0, 0});
+      return;
+    }
+    cm_answered(ep);
     ep->msg_peer = peer;
     ep->connected = true;
     push_cm(ep, FI_CONNECTED);
   } else if (type == CtrlType::kCmRej) {
-    if (ep->eq) {
-      fi_eq_err_entry e{};
-      e.fid = &ep->ep.fid;
-      e.err = FI_ECONNREFUSED;
-      ep->eq->push(FI_CONNREQ, &e, sizeof e, true);
-    }
+    if (!ep->cm_pending) return;
+    cm_answered(ep);
+    push_cm_error(ep, FI_ECONNREFUSED);
   } else if (ep->connected && peer == ep->msg_peer) {
     ep->connected = false;
     push_cm(ep, FI_SHUTDOWN);
@@ -994,6 +1109,18 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
   }
   if (m.type == CtrlType::kConnReq) {
     // The peer opened a connection for its sends to us: its QP m.qpn starts at PSN m.psn.
+    Domain* d = ep->dom;
+    ++d->conn_stats.req_received;
+    // A resend of a request we answered (our answer was lost, or is on its way): the same answer
+    // again, no second QP (QP numbers are never reused by a Device, and the PSN is random).
+    for (const auto& c : ep->in_conns) {
+      if (c->peer == peer && c->remote_qpn == m.qpn && c->remote_psn == m.psn) {
+        ++d->conn_stats.req_duplicate;
+        send_ctrl(ep, src,
+                  CtrlMsg{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), c->sq_psn, m.qpn});
+        return;
+      }
+    }
     auto qp = create_qp(ep);
     if (!qp) {
       WEFT_WARN(FI_LOG_EP_CTRL, "no QP for an incoming connection");
@@ -1009,22 +1136,29 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
     c->qp = qp.value();
     c->ready = true;
     c->remote_qpn = m.qpn;
+    c->remote_psn = m.psn;
+    c->sq_psn = my_psn;
     ep->by_qpn[c->qp->qp_num()] = c.get();
-    CtrlMsg rep{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), my_psn};
+    CtrlMsg rep{CtrlType::kConnRep, m.src_ep, ep->id, c->qp->qp_num(), my_psn, m.qpn};
     ep->in_conns.push_back(std::move(c));
+    ++d->conn_stats.in_established;
     send_ctrl(ep, src, rep);
     return;
   }
-  if (m.type == CtrlType::kConnRej) {
+  if (m.type == CtrlType::kConnRej || m.type == CtrlType::kConnRep) {
+    // Only an answer to the request of the connection we await counts: a second answer to a
+    // resent request, or a late one to a request given up (its QP destroyed), is ignored.
     auto it = ep->out_conns.find(peer);
-    if (it != ep->out_conns.end() && !it->second->ready) fail_conn(ep, it->second.get());
-    return;
-  }
-  if (m.type == CtrlType::kConnRep) {
-    auto it = ep->out_conns.find(peer);
-    if (it == ep->out_conns.end()) return;
-    Conn* c = it->second.get();
-    if (c->ready) return;
+    Conn* c = it == ep->out_conns.end() ? nullptr : it->second.get();
+    if (!c || !c->awaiting || c->qp->qp_num() != m.req_qpn) {
+      ++ep->dom->conn_stats.stale_answers;
+      return;
+    }
+    if (m.type == CtrlType::kConnRej) {
+      ++ep->dom->conn_stats.rejected;
+      fail_conn(ep, c, FI_EHOSTUNREACH, static_cast<int>(WcStatus::kGeneralErr) + 1);
+      return;
+    }
     conn_answered(ep, c);
     if (qp_to_rts(*c->qp, src.lid, m.qpn, m.psn, c->sq_psn) != Errc::kOk) {
       WEFT_WARN(FI_LOG_EP_CTRL, "connection to lid %u failed", src.lid);
@@ -1032,6 +1166,7 @@ void ep_on_ctrl(Ep* ep, const NodeAddr& src, std::span<const std::uint8_t> bytes
     }
     c->ready = true;
     c->remote_qpn = m.qpn;
+    ++ep->dom->conn_stats.out_established;
     drain_backlog(c);
   }
 }
@@ -1868,8 +2003,12 @@ int cm_connect(fid_ep* e, const void* addr, const void* param, std::size_t param
     EpAddr pep;
     std::memcpy(&pep, addr, sizeof pep);
     if (!pep.valid()) return -FI_EINVAL;
+    if (ep->cm_pending) return -FI_EOPBADSTATE;  // one request at a time
     if (!send_ctrl(ep, pep.node(), CtrlMsg{CtrlType::kCmReq, pep.ep_id, ep->id, 0, 0}))
       return -FI_ECONNREFUSED;
+    ep->cm_pending = true;
+    ep->cm_deadline = conn_deadline(mono_ns());
+    await_answer(ep->dom, ep->cm_deadline);
     ep->dom->progress();
     return 0;
   });
@@ -1956,6 +2095,7 @@ int ep_close(fid* f) {
     if (ep->atomics_issued || ep->atomics_served)
       WEFT_INFO(FI_LOG_EP_DATA, "endpoint %u: %llu atomics issued, %llu executed as target", ep->id,
                 (unsigned long long)ep->atomics_issued, (unsigned long long)ep->atomics_served);
+    cm_answered(ep);
     for (auto& [addr, c] : ep->out_conns) {
       conn_answered(ep, c.get());
       d->dev->destroy_qp(c->qp);

@@ -580,8 +580,21 @@ void define_params() {
                   "Seed of the loopback medium's drops (default: 1)");
   fi_param_define(&g_prov, "udp_ctrl_drop", FI_PARAM_SIZE_T,
                   "Control datagrams per million the udp medium drops, for tests (default: 0)");
+  fi_param_define(&g_prov, "conn_timeout_ms", FI_PARAM_SIZE_T,
+                  "Milliseconds an RDM connection request may stay unanswered (it is resent "
+                  "meanwhile) before the operations waiting for it complete with FI_ETIMEDOUT; "
+                  "0: no deadline (default: %zu)",
+                  g_params.conn_timeout_ms);
+  fi_param_define(&g_prov, "ctrl_drop_first", FI_PARAM_SIZE_T,
+                  "Each domain loses its first N RDM connection requests and its first N "
+                  "answers, for tests (default: 0)");
   std::size_t v;
   int b;
+  if (fi_param_get_size_t(&g_prov, "conn_timeout_ms", &v) == FI_SUCCESS &&
+      v <= Params::kConnTimeoutMsMax)
+    g_params.conn_timeout_ms = v;
+  if (fi_param_get_size_t(&g_prov, "ctrl_drop_first", &v) == FI_SUCCESS)
+    g_params.ctrl_drop_first = v;
   if (fi_param_get_bool(&g_prov, "eager_connect", &b) == FI_SUCCESS)
     g_params.eager_connect = b != 0;
   if (fi_param_get_bool(&g_prov, "direct", &b) == FI_SUCCESS) g_params.direct = b != 0;

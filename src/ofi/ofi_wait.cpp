@@ -117,7 +117,7 @@ int trywait_arm(WaitFd& w, std::span<Domain* const> doms, bool (*has_events)(voi
     } else if (!armed) {
       can_sleep = false;  // records arrived meanwhile
     }
-    wake = std::min(wake, d->dev->next_deadline());
+    wake = std::min(wake, d->next_deadline());
     for (const pollfd& p : fds) {
       epoll_event ev{};
       ev.events = EPOLLIN;

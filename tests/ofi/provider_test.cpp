@@ -17,14 +17,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/ofi/fi_weft_ext.h"
 #include "tests/common/ofi_endpoint.hpp"
 
 namespace {
@@ -719,6 +722,89 @@ TEST_F(Provider, SendToMissingEndpointFails) {
   fi_cq_tagged_entry e;
   ASSERT_EQ(read_one(b().rxcq, &e), 1);
   EXPECT_EQ(got, 1u);
+}
+
+// Connection set-up over a medium that loses control datagrams: the meson test
+// provider_ctrl_drop runs this (and the other RDM tests) with FI_WEFT_CTRL_DROP_FIRST=1, so every
+// domain loses the first connection request and the first answer it sends. Each directional
+// connection between the three nodes (eager ones from the fixture's fi_av_insert; to itself only
+// on the loopback) must still form exactly once: one QP per connection at each end (the
+// extension ops' conn_stats), a resend after a lost answer answered again with the same QP
+// (req_duplicate), and the messages arrive byte-exact. The other provider runs (no drop; udp
+// with its own control losses) check the same counts, whatever was resent.
+TEST_F(Provider, ConnectionsFormOnceWhenRequestsOrAnswersAreLost) {
+  const char* drop_env = std::getenv("FI_WEFT_CTRL_DROP_FIRST");
+  const std::uint64_t drop = drop_env ? std::strtoull(drop_env, nullptr, 10) : 0;
+  constexpr std::size_t kBytes = 3000;
+  std::vector<std::uint8_t> bufs[3][3];
+  for (int to = 0; to < 3; ++to)
+    for (int from = 0; from < 3; ++from) {
+      bufs[to][from].assign(kBytes, 0);
+      ASSERT_EQ(fi_trecv(nodes_[to].ep, bufs[to][from].data(), kBytes, nullptr,
+                         static_cast<fi_addr_t>(from), 70 + from, 0, nullptr),
+                0);
+    }
+  // Only the loopback reaches a node's own LID (shm, udp: -FI_EINVAL at post, no connection).
+  std::vector<std::uint8_t> msgs[3][3];
+  int peers = 2;
+  for (int from = 0; from < 3; ++from)
+    for (int to = 0; to < 3; ++to) {
+      msgs[from][to] = pattern(kBytes, 100 + 3 * from + to);
+      const ssize_t rc = fi_tsend(nodes_[from].ep, msgs[from][to].data(), kBytes, nullptr,
+                                  static_cast<fi_addr_t>(to), 70 + from, nullptr);
+      if (from == to && rc == -FI_EINVAL) {
+        msgs[from][to].assign(kBytes, 0);  // nothing arrives
+        continue;
+      }
+      ASSERT_EQ(rc, 0) << from << " -> " << to;
+      if (from == to) peers = 3;
+    }
+  // Every send and receive completes; at most a few resend intervals (50 ms, 100 ms, ...).
+  int tx_done[3] = {0, 0, 0}, rx_done[3] = {0, 0, 0};
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    bool all = true;
+    for (int i = 0; i < 3; ++i) {
+      fi_cq_tagged_entry e;
+      if (fi_cq_read(nodes_[i].txcq, &e, 1) == 1) ++tx_done[i];
+      if (fi_cq_read(nodes_[i].rxcq, &e, 1) == 1) ++rx_done[i];
+      all = all && tx_done[i] == peers && rx_done[i] == peers;
+    }
+    if (all) break;
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(tx_done[i], peers) << "node " << i;
+    EXPECT_EQ(rx_done[i], peers) << "node " << i;
+  }
+  for (int to = 0; to < 3; ++to)
+    for (int from = 0; from < 3; ++from)
+      EXPECT_EQ(bufs[to][from], msgs[from][to]) << from << " -> " << to;
+  std::uint64_t resent = 0, duplicates = 0;
+  for (int i = 0; i < 3; ++i) {
+    fi_weft_domain_ops* ops = nullptr;
+    ASSERT_EQ(fi_open_ops(&nodes_[i].dom->fid, FI_WEFT_DOMAIN_OPS_1, 0,
+                          reinterpret_cast<void**>(&ops), nullptr),
+              0);
+    ASSERT_GE(ops->size, sizeof(fi_weft_domain_ops));
+    fi_weft_conn_stats cs{};
+    ASSERT_EQ(ops->conn_stats(nodes_[i].dom, &cs), 0);
+    SCOPED_TRACE("node " + std::to_string(i));
+    EXPECT_EQ(cs.out_established, static_cast<std::uint64_t>(peers));  // one QP to each peer
+    EXPECT_EQ(cs.in_established, static_cast<std::uint64_t>(peers));   // one from each
+    EXPECT_EQ(cs.req_received, cs.in_established + cs.req_duplicate);
+    EXPECT_EQ(cs.timed_out, 0u);
+    EXPECT_EQ(cs.rejected, 0u);
+    EXPECT_EQ(cs.connecting, 0u);
+    EXPECT_EQ(cs.ctrl_dropped, 2 * drop);
+    resent += cs.req_resent;
+    duplicates += cs.req_duplicate;
+  }
+  if (drop > 0) {
+    // Three requests and three answers lost: each costs a resend, and the resend after a lost
+    // answer is a duplicate at its target, answered again with the QP it made the first time.
+    EXPECT_GE(resent, 6u);
+    EXPECT_GE(duplicates, 3u);
+  }
 }
 
 // ---- RMA --------------------------------------------------------------------------------------
@@ -1454,32 +1540,53 @@ TEST_F(Provider, LostPacketsRecoveredWhileTheApplicationOnlyPollsCqs) {
   EXPECT_EQ(b_failures, 0);
 }
 
+// A passive MSG endpoint listening, its fabric and two EQs (eq[0]: the server's, eq[1]: the
+// client's), for the FI_EP_MSG tests.
+struct MsgListener {
+  fi_info* info = nullptr;
+  fid_fabric* fab = nullptr;
+  fid_eq* eq[2] = {};
+  fid_pep* pep = nullptr;
+  std::uint8_t addr[64] = {};
+  std::size_t alen = sizeof addr;
+  void open() {
+    fi_info* h = fi_allocinfo();
+    h->fabric_attr->prov_name = strdup("weft");
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG;
+    ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
+    fi_freeinfo(h);
+    ASSERT_EQ(info->ep_attr->type, FI_EP_MSG);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+    fi_eq_attr ea{};
+    for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
+    ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
+    ASSERT_EQ(fi_listen(pep), 0);
+    ASSERT_EQ(fi_getname(&pep->fid, addr, &alen), 0);
+    ASSERT_LE(alen, sizeof addr);
+  }
+  void close() {
+    EXPECT_EQ(fi_close(&pep->fid), 0);
+    for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
+    fi_close(&fab->fid);
+    fi_freeinfo(info);
+  }
+};
+
 // FI_EP_MSG through the connection manager: a passive endpoint listens; a client connects, the
 // server gets FI_CONNREQ (with the client's address), accepts, both see FI_CONNECTED, messages
 // flow both ways (byte-exact), the client shuts down and the server sees FI_SHUTDOWN. A second
 // client is rejected (FI_ECONNREFUSED error event).
 TEST(Msg, ConnectAcceptSendShutdownAndReject) {
-  fi_info* h = fi_allocinfo();
-  h->fabric_attr->prov_name = strdup("weft");
-  h->ep_attr->type = FI_EP_MSG;
-  h->caps = FI_MSG;
-  fi_info* info = nullptr;
-  ASSERT_EQ(getinfo(FI_VERSION(1, 17), h, &info), 0);
-  fi_freeinfo(h);
-  ASSERT_EQ(info->ep_attr->type, FI_EP_MSG);
-  fid_fabric* fab;
-  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  fid_eq* eq[2];
-  fi_eq_attr ea{};
-  for (auto& q : eq) ASSERT_EQ(fi_eq_open(fab, &ea, &q, nullptr), 0);
-  fid_pep* pep;
-  ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(pep, &eq[0]->fid, 0), 0);
-  ASSERT_EQ(fi_listen(pep), 0);
-  std::uint8_t pep_addr[64];
-  std::size_t alen = sizeof pep_addr;
-  ASSERT_EQ(fi_getname(&pep->fid, pep_addr, &alen), 0);
-  ASSERT_LE(alen, 64u);
+  MsgListener l;
+  ASSERT_NO_FATAL_FAILURE(l.open());
+  fi_info* info = l.info;
+  fid_fabric* fab = l.fab;
+  fid_eq* const* eq = l.eq;
+  fid_pep* pep = l.pep;
+  const std::uint8_t* pep_addr = l.addr;
+  std::size_t alen = l.alen;
 
   struct Side {
     fid_domain* dom = nullptr;
@@ -1579,10 +1686,75 @@ TEST(Msg, ConnectAcceptSendShutdownAndReject) {
     EXPECT_EQ(fi_close(&s->cq->fid), 0);
     EXPECT_EQ(fi_close(&s->dom->fid), 0);
   }
-  EXPECT_EQ(fi_close(&pep->fid), 0);
-  for (auto& q : eq) EXPECT_EQ(fi_close(&q->fid), 0);
-  fi_close(&fab->fid);
-  fi_freeinfo(info);
+  l.close();
+}
+
+// fi_connect to a server that never accepts (its application does not call fi_accept): with
+// FI_WEFT_CONN_TIMEOUT_MS (the meson test provider_msg_timeout: 300 ms) the client's EQ gets an
+// FI_ETIMEDOUT error event no sooner than the deadline, and no FI_CONNECTED; a late accept is
+// answered with a shutdown, so the server's endpoint learns it is not connected. Skipped without
+// a short deadline (the default, 10 s, would make it slow).
+TEST(Msg, UnacceptedConnectTimesOut) {
+  const char* env = std::getenv("FI_WEFT_CONN_TIMEOUT_MS");
+  const long timeout_ms = env ? std::strtol(env, nullptr, 10) : 0;
+  if (timeout_ms <= 0 || timeout_ms > 2000) GTEST_SKIP() << "needs FI_WEFT_CONN_TIMEOUT_MS <= 2000";
+  MsgListener l;
+  ASSERT_NO_FATAL_FAILURE(l.open());
+  fi_info* info = l.info;
+  fid_fabric* fab = l.fab;
+  fid_eq* const* eq = l.eq;
+  const std::uint8_t* pep_addr = l.addr;
+  fid_domain* dom[2];
+  fid_cq* cq[2];
+  fid_ep* ep[2];  // client, server
+  auto open_ep = [&](int k, fi_info* i) {
+    ASSERT_EQ(fi_domain(fab, i, &dom[k], nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_DATA;
+    ASSERT_EQ(fi_cq_open(dom[k], &ca, &cq[k], nullptr), 0);
+    ASSERT_EQ(fi_endpoint(dom[k], i, &ep[k], nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep[k], &eq[k == 0 ? 1 : 0]->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep[k], &cq[k]->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep[k]), 0);
+  };
+  open_ep(0, info);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(fi_connect(ep[0], pep_addr, nullptr, 0), 0);
+  std::uint32_t ev = 0;
+  fi_eq_cm_entry e{};
+  ASSERT_EQ(fi_eq_sread(eq[0], &ev, &e, sizeof e, 5000, 0), static_cast<ssize_t>(sizeof e));
+  ASSERT_EQ(ev, FI_CONNREQ);
+  fi_info* req = e.info;
+  // The server does not accept: the client's request times out.
+  EXPECT_EQ(fi_eq_sread(eq[1], &ev, &e, sizeof e, 10'000, 0), -FI_EAVAIL);
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  fi_eq_err_entry err{};
+  ASSERT_EQ(fi_eq_readerr(eq[1], &err, 0), static_cast<ssize_t>(sizeof err));
+  EXPECT_EQ(err.err, FI_ETIMEDOUT);
+  EXPECT_EQ(err.fid, &ep[0]->fid);
+  EXPECT_GE(waited, timeout_ms);
+  EXPECT_LE(waited, timeout_ms + 3000);
+  // A late accept: the server's endpoint is told the client is gone; the client stays
+  // unconnected.
+  open_ep(1, req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(ep[1], nullptr, 0), 0);
+  ASSERT_EQ(fi_eq_sread(eq[0], &ev, &e, sizeof e, 5000, 0), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_CONNECTED);
+  ASSERT_EQ(fi_eq_sread(eq[0], &ev, &e, sizeof e, 5000, 0), static_cast<ssize_t>(sizeof e));
+  EXPECT_EQ(ev, FI_SHUTDOWN);
+  EXPECT_EQ(e.fid, &ep[1]->fid);
+  EXPECT_EQ(fi_eq_read(eq[1], &ev, &e, sizeof e, 0), -FI_EAGAIN);
+  std::uint64_t v = 0;
+  EXPECT_LT(fi_send(ep[0], &v, sizeof v, nullptr, FI_ADDR_UNSPEC, nullptr), 0);  // not connected
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(fi_close(&ep[k]->fid), 0);
+    EXPECT_EQ(fi_close(&cq[k]->fid), 0);
+    EXPECT_EQ(fi_close(&dom[k]->fid), 0);
+  }
+  l.close();
 }
 
 TEST(Dgram, DatagramsWithDataSourceAndLimits) {
