@@ -364,6 +364,17 @@ std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, co
   const std::string advice =
       ": its time may be off by more than 5 %; --fabric packet is the "
       "reference";
+  // All-to-all (bench/coll/alltoall_coarse_vs_packet.sh, 64 KiB-4 MiB, minhop and updn): 8 x 4
+  // rails with one or two spines 0.78-0.96 of the packet level's time, the 2-level fat tree of
+  // radix 8 0.53-0.69 (README "All-to-all": the packet level's input-buffered switches).
+  if (run.kind == CollKind::kAllToAll &&
+      (cluster.topology.starts_with("rail:") || cluster.topology.starts_with("fat-tree:"))) {
+    const bool rail = cluster.topology.starts_with("rail:");
+    return "the coarse model reads " + what + " up to " + (rail ? "22" : "47") +
+           " % faster than the packet-level fabric on " +
+           (rail ? "rail clusters (8 x 4)" : "fat trees (2 levels, radix 8)") +
+           " (emu/collsim/README.md \"All-to-all\")" + advice;
+  }
   // Measured: all-reduce on rail topologies (8 x 8 spines=2, 2 x 4 spines=1), the NICs
   // calibrated to the fabric (--nic-bw/--nic-latency auto).
   if (run.kind != CollKind::kAllReduce || !cluster.topology.starts_with("rail:"))

@@ -92,6 +92,11 @@ struct alignas(64) Conn {
   std::uint32_t piece_bytes = 0;
   std::uint32_t piece_off = 0;
   bool piece_busy = false;
+  // On a NIC that sends several flows (split_shared_egress): pieces go on the port only in
+  // their turn (take_port_turn); `waiting` for one, or given one (`port_turn`).
+  bool gated = false;
+  bool waiting = false;
+  bool port_turn = false;
   bool nvlink = false;
   bool follower = false;
   std::uint8_t dirty = 0;  // kPumpRecv | kPumpSend: marked for drain()
@@ -258,6 +263,10 @@ class PlanSim::Engine {
             complete(e.arg);
             break;
           case EvKind::kPieceSent:
+            if (e.arg != 0) {
+              next_port_turn(static_cast<std::uint32_t>(c.nic_from));
+              break;
+            }
             c.piece_busy = false;
             mark(k, kPumpSend);
             break;
@@ -533,8 +542,7 @@ class PlanSim::Engine {
       const Conn& lead = conns_[order[a]];
       for (std::size_t m = a + 1; m < b; ++m) {
         const Conn& c = conns_[order[m]];
-        if (!same(sends(c), sends(lead)) || !same(recvs(c), recvs(lead)) || c.piece_bytes != 0 ||
-            lead.piece_bytes != 0)
+        if (!same(sends(c), sends(lead)) || !same(recvs(c), recvs(lead)) || c.gated || lead.gated)
           return;
         for (std::size_t q = 0; q < sends(c).size(); ++q) group[sends(c)[q]] = sends(lead)[q];
         for (std::size_t q = 0; q < recvs(c).size(); ++q) group[recvs(c)[q]] = recvs(lead)[q];
@@ -651,15 +659,91 @@ class PlanSim::Engine {
     }
   }
 
-  // The NICs that send several flows send in pieces of kPieceBytes (pump_send).
+  // The NICs that send several flows send in pieces of kPieceBytes, one piece at a time in
+  // their flows' turns (pump_send, take_port_turn).
   void split_shared_egress() {
-    std::vector<int> flows(nic_out_.size(), 0);
+    std::vector<std::uint32_t> flows(nic_out_.size() + 1, 0);
     for (const Conn& c : conns_)
-      if (c.nic_from >= 0 && has_sends(c)) ++flows[static_cast<std::size_t>(c.nic_from)];
+      if (c.nic_from >= 0 && has_sends(c)) ++flows[static_cast<std::size_t>(c.nic_from) + 1];
     for (Conn& c : conns_) {
-      if (c.nic_from >= 0 && has_sends(c) && flows[static_cast<std::size_t>(c.nic_from)] > 1 &&
-          slot_bytes_ > kPieceBytes)
-        c.piece_bytes = kPieceBytes;
+      if (c.nic_from < 0 || !has_sends(c) || flows[static_cast<std::size_t>(c.nic_from) + 1] < 2)
+        continue;
+      c.gated = true;
+      if (slot_bytes_ > kPieceBytes) c.piece_bytes = kPieceBytes;
+    }
+    // Each NIC's flows in the order of their first send in their rank's program (ops_ are still
+    // numbered rank by rank here): the order the Communicator posts them in, and so the order
+    // the packet level's HCA first serves its QPs in.
+    for (std::size_t e = 1; e < flows.size(); ++e) flows[e] += flows[e - 1];
+    nic_rr_begin_ = flows;
+    nic_rr_.resize(flows.back());
+    for (std::uint32_t k = 0; k < conns_.size(); ++k)
+      if (conns_[k].gated) nic_rr_[flows[static_cast<std::size_t>(conns_[k].nic_from)]++] = k;
+    std::vector<std::uint32_t> first_op_of_rank(ranks_.size(), kNone);
+    for (std::uint32_t i = 0; i < ops_.size(); ++i)
+      first_op_of_rank[ops_[i].rank] = std::min(first_op_of_rank[ops_[i].rank], i);
+    const auto position = [&](std::uint32_t k) {
+      const Conn& c = conns_[k];
+      return std::pair{conn_ops_[c.send_begin] - first_op_of_rank[c.rank], c.rank};
+    };
+    for (std::size_t e = 0; e + 1 < nic_rr_begin_.size(); ++e)
+      std::sort(nic_rr_.begin() + nic_rr_begin_[e], nic_rr_.begin() + nic_rr_begin_[e + 1],
+                [&](std::uint32_t a, std::uint32_t b) { return position(a) < position(b); });
+    nic_cursor_.assign(nic_out_.size(), 0);
+    nic_waiting_.assign(nic_out_.size(), 0);
+    nic_wake_pending_.assign(nic_out_.size(), 0);
+  }
+
+  // Port turns on a NIC that sends several flows. The packet level's HCA serves its QPs with
+  // work round robin, packet by packet, and puts a packet on the wire only when its port is
+  // free. The coarse ports are reservations (when each is free next), and a piece posted now
+  // books the switch links and the far NIC's ingress from when it will leave the NIC onward;
+  // so pieces that queued on a busy egress port booked the links of their routes far ahead,
+  // in post order, and other NICs' pieces that could have used a link earlier waited behind
+  // those bookings. All-to-all (every NIC sending 28 flows on 8 x 4 rails) read 3-5x the
+  // packet level's time, worst on the routes that pile flows onto one spine link (minhop).
+  // So such a NIC's flows wait for its port to be free and then take turns, round robin in
+  // their program order (nic_rr_), one piece each: every booking is made when the piece
+  // leaves, in time order. A flow ready while the port is idle also waits for its turn (an
+  // event at the same instant), so that the turn, not the connections' numbering, picks
+  // which of several flows ready at once goes first.
+  bool take_port_turn(std::uint32_t k) {
+    Conn& c = conns_[k];
+    if (c.port_turn) {
+      c.port_turn = false;
+      return true;
+    }
+    if (!c.waiting) {
+      c.waiting = true;
+      ++nic_waiting_[static_cast<std::size_t>(c.nic_from)];
+    }
+    wake_port(static_cast<std::uint32_t>(c.nic_from), k);
+    return false;
+  }
+  // Schedules the next turn on NIC e's port for when it is free (once; `k`: any of its flows).
+  void wake_port(std::uint32_t e, std::uint32_t k) {
+    if (nic_wake_pending_[e] != 0 || nic_waiting_[e] == 0) return;
+    nic_wake_pending_[e] = 1;
+    push(std::max(now_, nic_out_[e]), k, EvKind::kPieceSent, 1);
+  }
+  void next_port_turn(std::uint32_t e) {
+    nic_wake_pending_[e] = 0;
+    const std::uint32_t lo = nic_rr_begin_[e], n = nic_rr_begin_[e + 1] - lo;
+    if (nic_waiting_[e] == 0) return;
+    if (nic_out_[e] > now_) {  // held meanwhile (back_pressure)
+      wake_port(e, nic_rr_[lo]);
+      return;
+    }
+    for (std::uint32_t step = 0; step < n; ++step) {
+      const std::uint32_t k = nic_rr_[lo + (nic_cursor_[e] + step) % n];
+      Conn& c = conns_[k];
+      if (!c.waiting) continue;
+      c.waiting = false;
+      c.port_turn = true;
+      --nic_waiting_[e];
+      nic_cursor_[e] = (nic_cursor_[e] + step + 1) % n;
+      mark(k, kPumpSend);
+      return;
     }
   }
 
@@ -967,6 +1051,7 @@ class PlanSim::Engine {
       while (o.frags_posted < o.frags) {
         if (c.piece_busy) return;
         if (c.piece_off == 0 && c.credits == 0) return;
+        if (c.gated && !take_port_turn(k)) return;
         const std::size_t off = std::size_t{o.frags_posted} * slot_bytes_;
         const std::size_t frag = std::min<std::size_t>(slot_bytes_, o.bytes - off);
         // A NIC that sends several flows sends each chunk in pieces, one piece per connection
@@ -979,7 +1064,9 @@ class PlanSim::Engine {
         double done = transmit(c, piece, bundle ? lane_ready(c, c, o) : now_);
         if (c.piece_off == 0) --c.credits;
         c.piece_off += static_cast<std::uint32_t>(piece);
+        if (c.gated) wake_port(static_cast<std::uint32_t>(c.nic_from), k);
         if (c.piece_off < frag) {
+          if (c.gated) continue;  // its next piece in its next turn
           c.piece_busy = true;
           push(*c.egress, k, EvKind::kPieceSent, 0);
           return;
@@ -1074,9 +1161,11 @@ class PlanSim::Engine {
   double tx_dma_s_ = tx_proc_s_ + hca_dma_s(), rx_dma_s_ = rx_proc_s_ + hca_dma_s();
   std::vector<double> sw_free_;  // when each switch port is free (s)
   std::vector<int> sw_flows_;    // connections routed through each switch port
-  int blocked_flows_ = 0;
-  int split_flows_ = 0;  // flows split_shared_egress sends in pieces        // flows
-                         // derate_behind_control_packets slowed
+  int blocked_flows_ = 0;        // flows derate_behind_control_packets slowed
+  // Port turns (take_port_turn), by NIC: its flows in turn order nic_rr_[nic_rr_begin_[e],
+  // nic_rr_begin_[e + 1]), the next to look at, how many wait, and whether a turn is scheduled.
+  std::vector<std::uint32_t> nic_rr_, nic_rr_begin_, nic_cursor_, nic_waiting_;
+  std::vector<std::uint8_t> nic_wake_pending_;
   std::vector<std::uint32_t> sw_path_;
   int n_, lanes_;
   std::uint32_t slot_bytes_;
