@@ -132,11 +132,17 @@ class Provider : public ::testing::Test {
     info_ = nullptr;
   }
 
-  // Progresses every node (manual progress) until `done` or a bounded number of rounds.
-  bool drive(const std::function<bool()>& done, int rounds_max = 200000) {
-    for (int i = 0; i < rounds_max; ++i) {
+  // Progresses every node (manual progress) until `done`: for at most kDriveWait, or for
+  // `rounds_max` passes when given. A bound in passes alone ran out before the provider's timers
+  // did on a fast machine (200,000 passes took ~130 ms; with FI_WEFT_CTRL_DROP_FIRST a connection
+  // forms only after a request resent at 50 ms and another at 150 ms).
+  static constexpr auto kDriveWait = std::chrono::seconds(20);
+  bool drive(const std::function<bool()>& done, int rounds_max = -1) {
+    const auto until = std::chrono::steady_clock::now() + kDriveWait;
+    for (int i = 0; rounds_max < 0 || i < rounds_max; ++i) {
       if (done()) return true;
       for (Node& n : nodes_) fi_cntr_read(n.send_cntr);  // progress without consuming CQs
+      if (rounds_max < 0 && (i & 1023) == 0 && std::chrono::steady_clock::now() > until) break;
     }
     return done();
   }
