@@ -10,26 +10,13 @@
 #include "emu/fabric/fabric.hpp"
 #include "emu/fabric/workload.hpp"
 #include "src/wire/mad.hpp"
+#include "tests/fabric/star.hpp"
 
 namespace weft::fabric {
 namespace {
 
-struct Star {
-  topo::Topology t;
-  topo::NodeId sw = 0;
-  std::vector<topo::NodeId> hosts;
-};
-
-Star star(int hosts, int radix = 36) {
-  Star s;
-  s.sw = s.t.add_switch(0x1000, radix, "sw");
-  for (int i = 0; i < hosts; ++i) {
-    const topo::NodeId h = s.t.add_hca(0x2000 + 16 * i, 1, "h" + std::to_string(i));
-    s.t.connect({h, 1}, {s.sw, i + 1});
-    s.hosts.push_back(h);
-  }
-  return s;
-}
+using test::Star;
+using test::star;
 
 std::uint64_t device_timeouts(Fabric& f) {
   std::uint64_t n = 0;

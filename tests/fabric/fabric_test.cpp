@@ -1,6 +1,6 @@
 // tests/fabric/fabric_test.cpp — the emulated fabric: exact latency, byte-exact RC over one and
-// three switches, lossless incast, head-of-line blocking, VL arbitration, FEC and errors,
-// determinism, VL15 drops, link down.
+// three switches, folded receive events, a zero-length SEND kept behind its WRITE (the fabric
+// under load is congestion_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -9,27 +9,13 @@
 #include "emu/fabric/fabric.hpp"
 #include "emu/fabric/workload.hpp"
 #include "src/link/fec.hpp"
+#include "tests/fabric/star.hpp"
 
 namespace weft::fabric {
 namespace {
 
-struct Star {
-  topo::Topology t;
-  topo::NodeId sw = 0;
-  std::vector<topo::NodeId> hosts;
-};
-
-// `hosts` HCAs on one switch of `radix` ports.
-Star star(int hosts, int radix = 36, topo::LinkProps props = {}) {
-  Star s;
-  s.sw = s.t.add_switch(0x1000, radix, "sw");
-  for (int i = 0; i < hosts; ++i) {
-    const topo::NodeId h = s.t.add_hca(0x2000 + 16 * i, 1, "h" + std::to_string(i));
-    s.t.connect({h, 1}, {s.sw, i + 1}, props);
-    s.hosts.push_back(h);
-  }
-  return s;
-}
+using test::Star;
+using test::star;
 
 void fill(std::vector<std::uint8_t>& v, std::uint8_t seed) {
   for (std::size_t i = 0; i < v.size(); ++i)
