@@ -150,31 +150,31 @@ void half_op(RedOp op, void* dst, const void* src, std::size_t n) {
 // the compiler runtime).
 #ifdef WEFT_COLL_X86
 
+// One reduction step on 8 floats, as the scalar ops do it: Min and Max take b only when it is
+// strictly smaller (larger), so a NaN in a stays (the operand order of minps/maxps).
+__attribute__((target("avx2"))) inline __m256 op8(RedOp op, __m256 a, __m256 b) {
+  switch (op) {
+    case RedOp::kSum:
+    case RedOp::kAvg:
+      return _mm256_add_ps(a, b);
+    case RedOp::kProd:
+      return _mm256_mul_ps(a, b);
+    case RedOp::kMin:
+      return _mm256_min_ps(b, a);  // b < a ? b : a
+    case RedOp::kMax:
+      return _mm256_max_ps(b, a);  // b > a ? b : a
+    default:
+      return a;
+  }
+}
+
 __attribute__((target("avx2,f16c"))) void f16_op_f16c(RedOp op, std::uint16_t* d,
                                                       const std::uint16_t* s, std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i)));
     const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
-    __m256 r;
-    switch (op) {
-      case RedOp::kSum:
-      case RedOp::kAvg:
-        r = _mm256_add_ps(a, b);
-        break;
-      case RedOp::kProd:
-        r = _mm256_mul_ps(a, b);
-        break;
-      case RedOp::kMin:
-        r = _mm256_min_ps(b, a);
-        break;  // b < a ? b : a, as the scalar Min
-      case RedOp::kMax:
-        r = _mm256_max_ps(b, a);
-        break;  // b > a ? b : a
-      default:
-        r = a;
-        break;
-    }
+    const __m256 r = op8(op, a, b);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
                      _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
@@ -194,25 +194,7 @@ __attribute__((target("avx2"))) void bf16_op_avx2(RedOp op, void* dst, const voi
         _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i))), 16));
     const __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(
         _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))), 16));
-    __m256 r;
-    switch (op) {
-      case RedOp::kSum:
-      case RedOp::kAvg:
-        r = _mm256_add_ps(a, b);
-        break;
-      case RedOp::kProd:
-        r = _mm256_mul_ps(a, b);
-        break;
-      case RedOp::kMin:
-        r = _mm256_min_ps(b, a);
-        break;
-      case RedOp::kMax:
-        r = _mm256_max_ps(b, a);
-        break;
-      default:
-        r = a;
-        break;
-    }
+    const __m256 r = op8(op, a, b);
     // Round to nearest even as f2b; NaNs stay NaN (quiet bit set).
     const __m256i u = _mm256_castps_si256(r);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
