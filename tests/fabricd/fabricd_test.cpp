@@ -36,7 +36,7 @@ constexpr std::size_t kBytes = 1 << 20;
 struct Endpoint {
   explicit Endpoint(const std::string& fabric, std::uint32_t hca, std::size_t bytes = kBytes,
                     bool zero_copy = true)
-      : bytes(bytes) {
+      : bytes(bytes), fabric(fabric) {
     io::FabricAttachOptions o;
     o.hca = hca;
     o.zero_copy = zero_copy;
@@ -60,6 +60,7 @@ struct Endpoint {
   }
   ~Endpoint() { std::free(buf); }
   std::size_t bytes;
+  std::string fabric;
   std::unique_ptr<io::FabricAttach> a;
   std::uint8_t* buf = nullptr;
   ProtectionDomain* pd = nullptr;
@@ -149,6 +150,21 @@ void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
 }
 
 using test::field;
+
+// Why a WR failed: both transports' loss and retry counters and the daemon's status (drops in
+// the daemon, held packets, port counters), so that a failure under load names its cause.
+std::string why(const Endpoint& x, const Endpoint& y) {
+  std::ostringstream o;
+  for (const Endpoint* e : {&x, &y}) {
+    const DeviceCounters& c = e->a->device().counters();
+    o << "lid " << e->a->lid() << ": timeouts " << c.timeouts << " retry_exc " << c.retry_exc
+      << " retransmit_packets " << c.retransmit_packets << " naks_rx_seq " << c.naks_rx_seq
+      << " naks_tx_seq " << c.naks_tx_seq << " rx_dropped_ooo " << c.rx_dropped_ooo << "\n";
+  }
+  std::string st;
+  fabricd::control(x.fabric, "status", st);
+  return o.str() + st;
+}
 
 TEST(Fabricd, WriteReadSendThroughTwoSwitches) {
   const std::string name = unique_name("t1");
@@ -255,10 +271,10 @@ void byte_exact(Endpoint& x, Endpoint& y, WrOpcode op, std::size_t n, std::uint3
   w.rkey = y.mr->rkey();
   ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
   WorkCompletion wc = wait(x, y);
-  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess) << why(x, y);
   if (op == WrOpcode::kSend) {
     wc = wait(y, x);
-    ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << why(x, y);
     ASSERT_EQ(wc.wr_id, 77u);
     ASSERT_EQ(wc.byte_len, n);
   }
@@ -343,6 +359,13 @@ TEST_P(FabricdPaths, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
   EXPECT_EQ(x.a->medium().counters().rx_forwarded, fwd ? y_by_ref : 0);
   EXPECT_EQ(field(line, "forward_pulls") + field(rline, "forward_pulls"), 0u) << st;
   EXPECT_EQ(field(line, "cma_dropped"), 0u) << line;
+  // Nothing dropped toward a process that was slow (a loaded machine deschedules them): what
+  // its queue cannot take waits in the fabric (receive gate), and no hold outlives its lifetime.
+  for (const std::string* l : {&line, &rline}) {
+    EXPECT_EQ(field(*l, "to_client_dropped"), 0u) << *l;
+    EXPECT_EQ(field(*l, "hold_discarded"), 0u) << *l;
+    EXPECT_EQ(field(*l, "path_lost"), 0u) << *l;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdPaths,
@@ -474,7 +497,7 @@ TEST_P(FabricdHold, AReceiverThatStopsReadingIsHeldByCreditsNotDropped) {
   // y reads again: every WR completes at both sides, every byte is there.
   for (std::uint64_t id : {1u, 2u}) {
     const WorkCompletion wc = wait(x, y);
-    ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << why(x, y);
     EXPECT_EQ(wc.wr_id, id);
   }
   const WorkCompletion rc = wait(y, x);
