@@ -99,18 +99,35 @@ void fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
   for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>((i * 131 + seed) ^ (i >> 8));
 }
 
+// A signaled RDMA WRITE of `s` to `to`'s buffer at `offset`.
+SendWr write_wr(const Endpoint& to, const Sge& s, std::uint64_t wr_id, std::size_t offset = 0) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(to.buf + offset);
+  w.rkey = to.mr->rkey();
+  return w;
+}
+
+// A signaled SEND of `s`.
+SendWr send_wr(const Sge& s, std::uint64_t wr_id) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kSend;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  return w;
+}
+
 void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
   // WRITE x -> y, the first half of the buffer.
   const std::size_t half = kBytes / 2;
   fill(x.buf, half, seed);
-  Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(half), x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = kSignaled;
-  w.sg_list = {&s, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
-  w.rkey = y.mr->rkey();
+  const Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(half),
+              x.mr->lkey()};
+  SendWr w = write_wr(y, s, 1);
   ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
   x.a->driver().kick();
   WorkCompletion wc = wait(x, y);
@@ -133,13 +150,8 @@ void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
   fill(y.buf, n, seed + 13);
   Sge rs{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(n), x.mr->lkey()};
   ASSERT_EQ(x.qp->post_recv(RecvWr{9, {&rs, 1}}), Errc::kOk);
-  Sge ss{reinterpret_cast<std::uint64_t>(y.buf), static_cast<std::uint32_t>(n), y.mr->lkey()};
-  SendWr sw;
-  sw.wr_id = 3;
-  sw.opcode = WrOpcode::kSend;
-  sw.send_flags = kSignaled;
-  sw.sg_list = {&ss, 1};
-  ASSERT_EQ(y.qp->post_send(sw), Errc::kOk);
+  const Sge ss{reinterpret_cast<std::uint64_t>(y.buf), static_cast<std::uint32_t>(n), y.mr->lkey()};
+  ASSERT_EQ(y.qp->post_send(send_wr(ss, 3)), Errc::kOk);
   wc = wait(y, x);
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   wc = wait(x, y);
@@ -392,15 +404,8 @@ TEST(Fabricd, ASlowProcessBackPressuresItsSenderWithinBounds) {
   ASSERT_TRUE(x.a && y.a);
   connect(x, y);
   fill(x.buf, 2 << 20, 3);
-  Sge s{reinterpret_cast<std::uint64_t>(x.buf), 2 << 20, x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = kSignaled;
-  w.sg_list = {&s, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
-  w.rkey = y.mr->rkey();
-  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  const Sge s{reinterpret_cast<std::uint64_t>(x.buf), 2 << 20, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(write_wr(y, s, 1)), Errc::kOk);
   // Only x runs for a while: y's ring (64 KiB) and then its queue (32 packets) fill up.
   const TimeNs until = io::monotonic_ns() + 300'000'000;
   while (io::monotonic_ns() < until) {
@@ -476,20 +481,10 @@ TEST_P(FabricdHold, AReceiverThatStopsReadingIsHeldByCreditsNotDropped) {
   fill(x.buf, 2 * kHalf, 17);
   Sge rs{reinterpret_cast<std::uint64_t>(y.buf), kHalf, y.mr->lkey()};
   ASSERT_EQ(y.qp->post_recv(RecvWr{31, {&rs, 1}}), Errc::kOk);
-  Sge ss{reinterpret_cast<std::uint64_t>(x.buf), kHalf, x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kSend;
-  w.send_flags = kSignaled;
-  w.sg_list = {&ss, 1};
-  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
-  Sge ws{reinterpret_cast<std::uint64_t>(x.buf + kHalf), kHalf, x.mr->lkey()};
-  w.wr_id = 2;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = {&ws, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf + kHalf);
-  w.rkey = y.mr->rkey();
-  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  const Sge ss{reinterpret_cast<std::uint64_t>(x.buf), kHalf, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(send_wr(ss, 1)), Errc::kOk);
+  const Sge ws{reinterpret_cast<std::uint64_t>(x.buf + kHalf), kHalf, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(write_wr(y, ws, 2, kHalf)), Errc::kOk);
   x.a->driver().kick();
   drive_only({&x}, 250'000'000);  // y reads nothing meanwhile
   std::string mid;
@@ -555,15 +550,8 @@ TEST(Fabricd, AProcessThatNeverReadsIsCutOffAfterTheHoldLifetime) {
   connect(x, y);
   connect(u, v);
   fill(x.buf, kLen, 5);
-  Sge s{reinterpret_cast<std::uint64_t>(x.buf), kLen, x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = kSignaled;
-  w.sg_list = {&s, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
-  w.rkey = y.mr->rkey();
-  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  const Sge s{reinterpret_cast<std::uint64_t>(x.buf), kLen, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(write_wr(y, s, 1)), Errc::kOk);
   x.a->driver().kick();
   drive_only({&x}, 30'000'000);  // y's ring and queue fill, its gate closes
   std::string mid;
@@ -571,11 +559,8 @@ TEST(Fabricd, AProcessThatNeverReadsIsCutOffAfterTheHoldLifetime) {
   EXPECT_GT(field(hca_line(mid, 3), "rx_held_now"), 0u) << mid;
   // u writes to v while y still reads nothing.
   fill(u.buf, kLen, 9);
-  Sge us{reinterpret_cast<std::uint64_t>(u.buf), kLen, u.mr->lkey()};
-  w.sg_list = {&us, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(v.buf);
-  w.rkey = v.mr->rkey();
-  ASSERT_EQ(u.qp->post_send(w), Errc::kOk);
+  const Sge us{reinterpret_cast<std::uint64_t>(u.buf), kLen, u.mr->lkey()};
+  ASSERT_EQ(u.qp->post_send(write_wr(v, us, 1)), Errc::kOk);
   u.a->driver().kick();
   const TimeNs t0 = io::monotonic_ns(), end = t0 + 5'000'000'000;
   WorkCompletion wc{};
