@@ -437,6 +437,25 @@ class HcaNode final : public Node {
   // that arrives goes to `hook` (port, LRH SLID, the 256 MAD bytes) instead of being dropped.
   using GsiHook = std::function<void(std::uint8_t, std::uint16_t, std::span<const std::uint8_t>)>;
   void set_gsi_agent(GsiHook hook) { gsi_agent_ = std::move(hook); }
+  // Receive gate (the fabric daemon's relay, whose process may not read for a while): while
+  // `gate()` says false, a packet due for delivery stays in the port's receive buffer, in
+  // arrival order, and keeps its credits, so once that buffer is full the link partner (a switch
+  // port) holds further packets for this HCA and back-pressure spreads hop by hop to the senders
+  // (IBA 7.9: a receiver that cannot take a packet does not grant its credit). release_rx()
+  // delivers the held packets while the gate is open again; discard_rx() drops them all (their
+  // credits return; the daemon's hold lifetime). Empty (the default): every packet goes on.
+  using RxGate = std::function<bool()>;
+  void set_rx_gate(RxGate gate) { rx_gate_ = std::move(gate); }
+  std::size_t release_rx();  // packets delivered
+  std::size_t discard_rx();  // packets dropped
+  std::size_t rx_held() const { return rx_held_.size(); }
+  struct RxGateCounters {
+    std::uint64_t holds = 0;         // times the gate closed on a packet (none was held before)
+    std::uint64_t held_packets = 0;  // packets that waited at the gate
+    std::uint64_t held_peak = 0;     // most packets waiting at once
+    std::uint64_t discarded = 0;     // held packets dropped by discard_rx
+  };
+  const RxGateCounters& rx_gate_counters() const { return rx_gate_counters_; }
   std::size_t memory_bytes() const;
 
  protected:
@@ -458,6 +477,7 @@ class HcaNode final : public Node {
   void arm_deadline();
   std::uint32_t materialize(const TxPacket& tx);
   void deliver(std::uint32_t pkt);
+  void deliver_now(std::uint32_t pkt);
   void send_mad(std::span<const std::uint8_t> mad, std::uint16_t dlid, std::uint8_t out_port,
                 bool directed, bool vl15) override;
 
@@ -476,6 +496,9 @@ class HcaNode final : public Node {
   std::function<void()> completion_hook_;
   WireSwap wire_swap_;
   GsiHook gsi_agent_;
+  RxGate rx_gate_;
+  Fifo<std::uint32_t> rx_held_;  // packets the gate holds, in arrival order
+  RxGateCounters rx_gate_counters_;
   // pump()'s packet, reused: Device::poll_transmit sets what it sends in every call (callers
   // loop with one TxPacket), and a fresh one per pump() cost a ~150-byte zeroing (rep stos).
   TxPacket tx_;
@@ -556,6 +579,9 @@ class Fabric {
   // Sum over every port of every node.
   PortCounters totals() const;
   std::uint64_t data_packets_delivered() const;
+  // Packets HCA receive gates hold (HcaNode::set_rx_gate): live in the pool, yet not moving
+  // until their gate opens.
+  std::size_t rx_held_packets() const { return rx_held_packets_; }
 
   // Internal: per-packet data VL at the sender.
   std::uint8_t vl_of(std::uint8_t sl) const {
@@ -576,6 +602,8 @@ class Fabric {
   PacketTap* tap_ = nullptr;
   std::vector<std::unique_ptr<sim::Component>> adopted_;
   std::set<std::string> adopted_names_;
+  friend class HcaNode;  // counts rx_held_packets_
+  std::size_t rx_held_packets_ = 0;
 };
 
 }  // namespace weft::fabric

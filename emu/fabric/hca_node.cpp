@@ -215,6 +215,46 @@ void HcaNode::accept(int /*port*/, std::uint32_t pk) {
 }
 
 void HcaNode::deliver(std::uint32_t pk) {
+  if (rx_gate_ && (!rx_held_.empty() || !rx_gate_())) {
+    // Held behind the closed gate (or behind packets it holds): the buffer stays taken.
+    if (rx_held_.empty()) rx_gate_counters_.holds++;
+    rx_held_.push_back(pk);
+    ++fabric_.rx_held_packets_;
+    rx_gate_counters_.held_packets++;
+    rx_gate_counters_.held_peak =
+        std::max<std::uint64_t>(rx_gate_counters_.held_peak, rx_held_.size());
+    return;
+  }
+  deliver_now(pk);
+}
+
+std::size_t HcaNode::release_rx() {
+  std::size_t n = 0;
+  while (!rx_held_.empty() && (!rx_gate_ || rx_gate_())) {
+    const std::uint32_t pk = rx_held_.front();
+    rx_held_.pop_front();
+    --fabric_.rx_held_packets_;
+    deliver_now(pk);
+    ++n;
+  }
+  return n;
+}
+
+std::size_t HcaNode::discard_rx() {
+  const std::size_t n = rx_held_.size();
+  while (!rx_held_.empty()) {
+    const std::uint32_t pk = rx_held_.front();
+    rx_held_.pop_front();
+    --fabric_.rx_held_packets_;
+    const Packet& p = fabric_.pool()[pk];
+    drain(p.in_port, p.in_vl, p.wire_bytes, p.in_gen);
+    fabric_.pool().free(pk);
+  }
+  rx_gate_counters_.discarded += n;
+  return n;
+}
+
+void HcaNode::deliver_now(std::uint32_t pk) {
   Packet& p = fabric_.pool()[pk];
   drain(p.in_port, p.in_vl, p.wire_bytes, p.in_gen);
   const bool verified = fabric_.config().mode == DataMode::kVerified;
@@ -298,7 +338,8 @@ void HcaNode::on_link_down(int port) {
 }
 
 std::size_t HcaNode::memory_bytes() const {
-  std::size_t b = sizeof(*this) + out_.capacity() * sizeof(out_[0]) + held_.memory_bytes();
+  std::size_t b = sizeof(*this) + out_.capacity() * sizeof(out_[0]) + held_.memory_bytes() +
+                  rx_held_.memory_bytes();
   for (const auto& a : out_) {
     for (const auto& q : a) b += q.memory_bytes();
   }

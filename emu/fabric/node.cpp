@@ -142,9 +142,14 @@ void Node::try_send(int port) {
   p.in_port = pe.peer_port;
   p.link_gen = pe.gen;
   p.tail_ns = end + pe.prop_ns;
-  pe.last_delivery_ns = std::max(pe.last_delivery_ns, arrival);
-  fabric_.sim().post_at(pe.peer_node->arrival_event_ns(pe.peer_port, p, arrival), pe.peer,
-                        kEvArrive, pk);
+  // An FC packet goes behind the data on this wire (flush_fc): behind the arrival event, which a
+  // receiving HCA may post for its delivery time (HcaNode::arrival_event_ns) rather than at the
+  // wire arrival. Otherwise the FC packet's FCTBS, taken as ABR (IBA 7.9.4.3), counts a packet
+  // that is counted again when it arrives: an FCCL too high, and the buffer overflows once the
+  // HCA holds packets (its receive gate).
+  const TimeNs at = pe.peer_node->arrival_event_ns(pe.peer_port, p, arrival);
+  pe.last_delivery_ns = std::max(pe.last_delivery_ns, at);
+  fabric_.sim().post_at(at, pe.peer, kEvArrive, pk);
 }
 
 // IBA 7.8.2: the VCRC is the link's, not the packet's: the sending port computes it over LRH..ICRC

@@ -145,9 +145,12 @@ struct Pipe {
   std::size_t to_fabric_peak = 0, to_client_peak = 0;
   bool to_fabric_full() const { return to_fabric.size() >= to_fabric_max; }
   // Congestion toward the process: above half the bound, the HCAs sending to it stop injecting
-  // (their packets wait, as behind a link without credits) until it is below a quarter.
+  // (their packets wait, as behind a link without credits) until it is below a quarter, and the
+  // HCA's receive gate closes (what is already in the fabric waits there: see "Receive gate").
   bool congested() const { return to_client.size() >= congested_packets(); }
-  std::size_t congested_packets() const { return std::min(to_client_max / 2, kCongestedMax); }
+  std::size_t congested_packets() const {
+    return std::max<std::size_t>(1, std::min(to_client_max / 2, kCongestedMax));
+  }
   std::size_t released_packets() const { return std::min(to_client_max / 4, kCongestedMax / 4); }
   // A packet queued here costs a copy more than one put straight on the ring (and one arriving
   // while anything is queued must queue behind it): stall the senders early, so most packets
@@ -155,6 +158,17 @@ struct Pipe {
   static constexpr std::size_t kCongestedMax = 64;
   bool stalled = false;      // this HCA's head packet waits for a congested destination
   std::uint64_t stalls = 0;  // times it began waiting
+  // Receive gate (see "Receive gate" below): the HCA inside the fabric; resume_rx() asks the
+  // driver thread to deliver what the gate holds (set by the daemon); resume_due: asked;
+  // hold_since: wall time of the hold's start or its last progress (0: nothing held);
+  // discarding: the hold lifetime expired and the process has taken nothing since: whatever
+  // arrives for it is dropped (hold_discarded counts those and the held ones dropped).
+  fabric::HcaNode* hca = nullptr;
+  std::function<void()> resume_rx;
+  bool resume_due = false, discarding = false;
+  TimeNs hold_since = 0;
+  std::uint64_t hold_discarded = 0;
+  bool rx_gate_open() const { return !attached || discarding || !congested(); }
   // Per-path order check (see PathOrder): this HCA's index, the last number given to a packet
   // toward each HCA, and the highest number received from each.
   std::uint32_t index = 0;
@@ -187,6 +201,7 @@ struct LidTable {
   std::vector<Pipe*> by_lid = std::vector<Pipe*>(0xC000, nullptr);
   bool any_stalled = false;
   std::function<void()> release;  // kicks the stalled sources (set by the daemon)
+  bool any_held = false;          // some HCA's receive gate closed on a packet since last looked
   // Forwarding by reference (ForwardRef) was possible at the start when nonzero: the key that
   // marks a forwarded image, random per daemon (no process sees it, so none can forge a
   // reference). It stays set when forwarding is turned off (forward_on), so the images already
@@ -283,6 +298,27 @@ std::uint32_t PathOrder::check(Pipe& dst, const LidTable& lids, std::span<const 
   return n;
 }
 
+// Receive gate: holding instead of dropping toward a process that does not read. The injection
+// stall (Pipe::congested) stops only what has not entered the fabric yet: what an HCA already
+// pulled from its process (its transmit pipeline, HcaModel::tx_pipeline_packets_max = 16 per
+// HCA), what is on the wires and in the switches, packets from another daemon's HCAs (across
+// hosts, never stalled here) and MADs still arrive, and the HCA used to hand each to the relay at
+// once, its credit returned, so a full queue could only drop it (`to_client_dropped`, then a
+// sequence NAK and a resend, each counting against the RC retry count, IBA 9.7.6.1.3). Real
+// IB holds it: a receiver grants no credit for a buffer it cannot empty (IBA 7.9). So from the
+// congestion mark on, the HCA's receive gate (fabric::HcaNode::set_rx_gate) is closed: arriving
+// packets stay in its receive buffer with their credits (`rx_held`; 64 KiB per VL), its switch
+// port runs out of credits and keeps the next ones (PortXmitWait, `xmit_wait` on that port), the
+// switch input buffers behind it fill, and so on up to the senders. Memory stays bounded by the
+// fabric's buffers. The process taking packets again opens the gate (ClientFace asks, the driver
+// thread delivers in order before running the simulator).
+// What it costs others, as on real IB with one data VL: a packet for the stalled process at the
+// head of a switch input buffer blocks the packets behind it for other destinations (head-of-
+// line blocking): traffic sharing that input (in two_switches, h1 -> h2 behind h0 -> h3 on s2's
+// port from s1) waits too. Only a process that takes nothing for rx_hold_life_ns makes the daemon
+// drop (`hold_discarded`): everything held, and whatever arrives for it until it reads again (as
+// a switch port past HOQLife and VLStallCount discards, IBA 18.2.5.4), which frees the others.
+
 // Whether process_vm_readv reads the probe word at `addr` in `pid` (errno kept when not).
 bool can_read(pid_t pid, std::uint64_t addr) {
   std::uint64_t v = 0;
@@ -312,6 +348,10 @@ class FabricFace final : public StubDevice {
     const bool numbered = PathOrder::check(pipe_, lids_, wire) != 0;
     if (!pipe_.attached) {
       pipe_.dropped_unattached++;
+      return;
+    }
+    if (pipe_.discarding) {  // its hold lifetime expired and it has taken nothing since
+      pipe_.hold_discarded++;
       return;
     }
     TxPacket pkt;
@@ -496,6 +536,7 @@ class ClientFace final : public StubDevice {
     for (auto& b : cur_) pipe_.buffers.put(std::move(b));
     cur_.clear();
     std::size_t n = 0, room = out.size();
+    const std::size_t queued = pipe_.to_client.size();
     while (n < room && !pipe_.to_client.empty()) {
       std::vector<std::uint8_t>& head = pipe_.to_client.front();
       bool keep = to_tx(head, out[n], lids_.forward_key);
@@ -528,6 +569,14 @@ class ClientFace final : public StubDevice {
       pipe_.to_client.pop_front();
       if (lids_.any_stalled && pipe_.to_client.size() < pipe_.released_packets() && lids_.release)
         lids_.release();
+    }
+    if (pipe_.to_client.size() < queued) {
+      // The process took packets: it reads again. What its HCA's gate holds is delivered by the
+      // driver thread (not here: the medium is writing this burst to the ring, and a packet put
+      // straight on the ring now would pass the burst's packets).
+      pipe_.discarding = false;
+      if (pipe_.hca && pipe_.hca->rx_held() && pipe_.rx_gate_open() && pipe_.resume_rx)
+        pipe_.resume_rx();
     }
     return n;
   }
@@ -622,15 +671,20 @@ class FabricDaemon::Impl {
     explicit Clock(Impl& d) : StubDevice(DeviceConfig{}), d_(d) {}
     TimeNs next_deadline() const override {
       if (due) return 0;
-      if (!d_.opt.pace && d_.fabric->pool().live() > 0) return 0;
+      if (!d_.opt.pace && d_.packets_moving()) return 0;
       // A backstop while packets wait for a process's ring: nothing wakes the driver when a
       // process frees ring space (only when it sends), so it looks again at least every 1 ms.
+      // And a receive gate's hold lifetime (service_holds).
       TimeNs backstop = kNoDeadline;
-      for (const auto& p : d_.pipes)
-        if (p->attached && !p->to_client.empty()) {
-          backstop = io::monotonic_ns() + 1'000'000;
-          break;
+      bool looked = false;
+      for (const auto& p : d_.pipes) {
+        if (!looked && p->attached && !p->to_client.empty()) {
+          backstop = std::min(backstop, io::monotonic_ns() + 1'000'000);
+          looked = true;
         }
+        if (p->hold_since && p->hca->rx_held())
+          backstop = std::min(backstop, p->hold_since + d_.opt.rx_hold_life_ns);
+      }
       const TimeNs ev = d_.next_fault < d_.fault_steps.size()
                             ? d_.fault_steps[d_.next_fault].wall_ns
                             : kNoDeadline;
@@ -799,19 +853,58 @@ class FabricDaemon::Impl {
                      [](const FaultStep& a, const FaultStep& b) { return a.wall_ns < b.wall_ns; });
   }
 
+  // The receive gates (see "Receive gate"): delivers what a gate held once its process reads
+  // again; drops it once it waited rx_hold_life_ns (wall time) without progress.
+  void service_holds(TimeNs now) {
+    lids.any_held = false;
+    for (auto& pp : pipes) {
+      Pipe& p = *pp;
+      if (p.resume_due) {
+        p.resume_due = false;
+        if (p.hca->release_rx() > 0) p.hold_since = now;
+      }
+      if (p.hca->rx_held() == 0) {
+        p.hold_since = 0;
+        continue;
+      }
+      lids.any_held = true;
+      if (p.hold_since == 0) {
+        p.hold_since = now;
+      } else if (now - p.hold_since >= opt.rx_hold_life_ns) {
+        const std::size_t n = p.hca->discard_rx();
+        p.hold_discarded += n;
+        p.discarding = true;
+        p.hold_since = 0;
+        log()->warn(
+            "HCA {} (pid {}) took nothing for {} ms: {} held packets dropped, and what "
+            "arrives for it until it reads again",
+            p.index, p.pid, opt.rx_hold_life_ns / 1'000'000, n);
+        clock->due = true;  // their credits go back: the fabric moves again
+      }
+    }
+  }
+
+  // Without pace, whether packets in flight still move (advance runs them to completion at
+  // once): some live packet is not one a receive gate holds, and the simulator has an event
+  // within kRunAheadNs (not a far-away timer). Packets waiting for a held packet's credits (in
+  // switch buffers, in a sender's pipeline) have no event: they move when the gate opens.
+  static constexpr TimeNs kRunAheadNs = 1'000'000'000;
+  bool packets_moving() {
+    if (fabric->pool().live() <= fabric->rx_held_packets()) return false;
+    const TimeNs nt = sim.next_time();
+    return nt != kNoDeadline && nt <= sim.now() + kRunAheadNs;
+  }
+
   void advance(TimeNs now) {
     clock->due = false;
     apply_due_faults(now);
+    if (lids.any_held) service_holds(now);
     const std::int64_t target = static_cast<std::int64_t>(now) + delta;
     const auto t = static_cast<TimeNs>(std::max<std::int64_t>(target, sim.now()));
     sim.run_until(t);
     if (!opt.pace) {
       // Packets in flight run to completion now (bounded, and not past a far-away timer).
-      for (int i = 0; i < 1'000'000 && fabric->pool().live() > 0; ++i) {
-        const TimeNs nt = sim.next_time();
-        if (nt == kNoDeadline || nt > sim.now() + 1'000'000'000) break;
-        sim.step();
-      }
+      for (int i = 0; i < 1'000'000 && packets_moving(); ++i) sim.step();
       if (static_cast<std::int64_t>(sim.now()) > target)
         delta += static_cast<std::int64_t>(sim.now()) - target;
     }
@@ -958,6 +1051,7 @@ class FabricDaemon::Impl {
     pipe.attached = true;
     pipe.pid = cred.pid;
     pipe.forwarded_rx = (r.attach.flags & io::kAttachForwardedRx) != 0;
+    pipe.discarding = false;
     pipe.to_client.clear();
     pipe.to_fabric.clear();
     const topo::NodeId node = hcas[h];
@@ -997,7 +1091,9 @@ class FabricDaemon::Impl {
       pipe.attached = false;
       pipe.ring = nullptr;
       pipe.forwarded_rx = false;
+      pipe.discarding = false;
       pipe.to_client.clear();
+      if (pipe.hca->rx_held()) pipe.resume_rx();  // the gate is open now: dropped as unattached
       // What the process sent before it left is the HCA's now, as a real HCA's queued packets
       // are: the fabric still sends it (its last MAD, a DREP say, was queued behind its data and
       // must not vanish with it). The payloads were pulled in when the packets were taken.
@@ -1080,9 +1176,12 @@ class FabricDaemon::Impl {
             << " to_client_forwarded " << pp.to_client_forwarded << " forward_pulls "
             << pp.forward_pulls << " cma_dropped " << pp.cma_dropped << " to_client_dropped "
             << pp.to_client_dropped << " to_fabric_peak " << pp.to_fabric_peak << " to_client_peak "
-            << pp.to_client_peak << " stalls " << pp.stalls << " gsi_out " << pp.gsi_out
-            << " gsi_in " << pp.gsi_in << " reordered " << pp.order_reordered << " path_lost "
-            << pp.order_lost;
+            << pp.to_client_peak << " stalls " << pp.stalls;
+          const fabric::HcaNode::RxGateCounters& g = pp.hca->rx_gate_counters();
+          o << " rx_holds " << g.holds << " rx_held " << g.held_packets << " rx_held_peak "
+            << g.held_peak << " rx_held_now " << pp.hca->rx_held() << " hold_discarded "
+            << pp.hold_discarded << " gsi_out " << pp.gsi_out << " gsi_in " << pp.gsi_in
+            << " reordered " << pp.order_reordered << " path_lost " << pp.order_lost;
         }
       }
       o << "\n";
@@ -1091,7 +1190,8 @@ class FabricDaemon::Impl {
         if (!pe.connected) continue;
         const auto& c = pe.counters;
         o << "  port " << p << " state " << sma::to_string(st.ports[p].state) << " xmit_pkts "
-          << c.xmit_pkts << " rcv_pkts " << c.rcv_pkts << " fault_dropped " << c.fault_dropped
+          << c.xmit_pkts << " rcv_pkts " << c.rcv_pkts << " xmit_wait " << c.xmit_wait
+          << " overflows " << c.buffer_overflows << " fault_dropped " << c.fault_dropped
           << " xmit_discards " << c.port_xmit_discards << " symbol_errors "
           << c.symbol_error_counter << " rcv_errors " << c.port_rcv_errors << " fec_corrected "
           << c.fec_corrected_blocks << "\n";
@@ -1248,6 +1348,20 @@ Result<std::unique_ptr<FabricDaemon>, std::string> FabricDaemon::create(
     d->fabric->hca(n).replace_device(std::move(face));
     d->fabric->hca(n).set_wire_swap(
         [f](std::vector<std::uint8_t>& bytes) { return f->swap_wire(bytes); });
+    Pipe* pipe = d->pipes.back().get();
+    Impl* self = d.get();
+    pipe->hca = &d->fabric->hca(n);
+    pipe->hca->set_rx_gate([pipe, self] {
+      if (pipe->rx_gate_open()) return true;
+      self->lids.any_held = true;
+      if (pipe->hold_since == 0) pipe->hold_since = io::monotonic_ns();
+      return false;
+    });
+    pipe->resume_rx = [pipe, self] {
+      pipe->resume_due = true;
+      self->lids.any_held = true;
+      self->clock->due = true;
+    };
   }
   if (d->cross) {
     // The SM waits for the crossing links (advance() starts it); its SMPs cross the tunnel, so

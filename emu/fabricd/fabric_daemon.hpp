@@ -46,10 +46,19 @@ struct DaemonOptions {
   // simulator's virtual time does meanwhile. The SM keeps running: trap 128 makes it re-route.
   faults::Scenario faults{};
   // Bounds of each HCA's relay queues, in packets. Toward the fabric the queue back-pressures
-  // the attached process (its packets wait in its shared-memory ring, then in its Device); toward
-  // the process a full queue drops the packet and counts it (`to_client_dropped` in the status),
-  // as a full receive buffer would: the transport's retries recover it.
+  // the attached process (its packets wait in its shared-memory ring, then in its Device). Toward
+  // the process, from half the bound (at most 64 packets) the HCA's receive gate closes: further
+  // packets wait in the fabric with their link credits held (fabric_daemon.cpp, "Receive gate"),
+  // so nothing is dropped; a packet reaching a full queue anyway (a MAD turned around inside the
+  // daemon) is dropped and counted (`to_client_dropped`).
   std::size_t to_fabric_packets_max = 1024;
+  // How long packets may wait at a closed receive gate without the process taking any (wall
+  // time): then they are dropped (`hold_discarded`), and so is everything for that process until
+  // it reads again, so that a process that stopped for good does not block the switch inputs its
+  // senders share with others for ever. As a switch's HOQLife (IBA 18.2.5.4, PortInfo:HOQLife,
+  // 4.096 us x 2^17 = 537 ms): beyond that the RC flows into it fail anyway (ACK timeout 14 x 8
+  // tries, io::RcOptions), so holding longer would only keep the others waiting.
+  TimeNs rx_hold_life_ns = TimeNs{4096} << 17;
   // Pull the payloads of attached processes that allow it straight from their buffers
   // (cross-memory attach; see io/fabric_attach.hpp). false: always copy through the rings.
   bool zero_copy = true;

@@ -36,7 +36,7 @@ constexpr std::size_t kBytes = 1 << 20;
 struct Endpoint {
   explicit Endpoint(const std::string& fabric, std::uint32_t hca, std::size_t bytes = kBytes,
                     bool zero_copy = true)
-      : bytes(bytes) {
+      : bytes(bytes), fabric(fabric) {
     io::FabricAttachOptions o;
     o.hca = hca;
     o.zero_copy = zero_copy;
@@ -60,6 +60,7 @@ struct Endpoint {
   }
   ~Endpoint() { std::free(buf); }
   std::size_t bytes;
+  std::string fabric;
   std::unique_ptr<io::FabricAttach> a;
   std::uint8_t* buf = nullptr;
   ProtectionDomain* pd = nullptr;
@@ -98,18 +99,35 @@ void fill(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
   for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>((i * 131 + seed) ^ (i >> 8));
 }
 
+// A signaled RDMA WRITE of `s` to `to`'s buffer at `offset`.
+SendWr write_wr(const Endpoint& to, const Sge& s, std::uint64_t wr_id, std::size_t offset = 0) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  w.remote_addr = reinterpret_cast<std::uint64_t>(to.buf + offset);
+  w.rkey = to.mr->rkey();
+  return w;
+}
+
+// A signaled SEND of `s`.
+SendWr send_wr(const Sge& s, std::uint64_t wr_id) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::kSend;
+  w.send_flags = kSignaled;
+  w.sg_list = {&s, 1};
+  return w;
+}
+
 void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
   // WRITE x -> y, the first half of the buffer.
   const std::size_t half = kBytes / 2;
   fill(x.buf, half, seed);
-  Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(half), x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = kSignaled;
-  w.sg_list = {&s, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
-  w.rkey = y.mr->rkey();
+  const Sge s{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(half),
+              x.mr->lkey()};
+  SendWr w = write_wr(y, s, 1);
   ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
   x.a->driver().kick();
   WorkCompletion wc = wait(x, y);
@@ -132,13 +150,8 @@ void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
   fill(y.buf, n, seed + 13);
   Sge rs{reinterpret_cast<std::uint64_t>(x.buf), static_cast<std::uint32_t>(n), x.mr->lkey()};
   ASSERT_EQ(x.qp->post_recv(RecvWr{9, {&rs, 1}}), Errc::kOk);
-  Sge ss{reinterpret_cast<std::uint64_t>(y.buf), static_cast<std::uint32_t>(n), y.mr->lkey()};
-  SendWr sw;
-  sw.wr_id = 3;
-  sw.opcode = WrOpcode::kSend;
-  sw.send_flags = kSignaled;
-  sw.sg_list = {&ss, 1};
-  ASSERT_EQ(y.qp->post_send(sw), Errc::kOk);
+  const Sge ss{reinterpret_cast<std::uint64_t>(y.buf), static_cast<std::uint32_t>(n), y.mr->lkey()};
+  ASSERT_EQ(y.qp->post_send(send_wr(ss, 3)), Errc::kOk);
   wc = wait(y, x);
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   wc = wait(x, y);
@@ -149,6 +162,21 @@ void write_read_send(Endpoint& x, Endpoint& y, std::uint32_t seed) {
 }
 
 using test::field;
+
+// Why a WR failed: both transports' loss and retry counters and the daemon's status (drops in
+// the daemon, held packets, port counters), so that a failure under load names its cause.
+std::string why(const Endpoint& x, const Endpoint& y) {
+  std::ostringstream o;
+  for (const Endpoint* e : {&x, &y}) {
+    const DeviceCounters& c = e->a->device().counters();
+    o << "lid " << e->a->lid() << ": timeouts " << c.timeouts << " retry_exc " << c.retry_exc
+      << " retransmit_packets " << c.retransmit_packets << " naks_rx_seq " << c.naks_rx_seq
+      << " naks_tx_seq " << c.naks_tx_seq << " rx_dropped_ooo " << c.rx_dropped_ooo << "\n";
+  }
+  std::string st;
+  fabricd::control(x.fabric, "status", st);
+  return o.str() + st;
+}
 
 TEST(Fabricd, WriteReadSendThroughTwoSwitches) {
   const std::string name = unique_name("t1");
@@ -255,10 +283,10 @@ void byte_exact(Endpoint& x, Endpoint& y, WrOpcode op, std::size_t n, std::uint3
   w.rkey = y.mr->rkey();
   ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
   WorkCompletion wc = wait(x, y);
-  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess) << why(x, y);
   if (op == WrOpcode::kSend) {
     wc = wait(y, x);
-    ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << why(x, y);
     ASSERT_EQ(wc.wr_id, 77u);
     ASSERT_EQ(wc.byte_len, n);
   }
@@ -343,6 +371,13 @@ TEST_P(FabricdPaths, EveryVerbByteExactFromOneByteToSixtyFourMiB) {
   EXPECT_EQ(x.a->medium().counters().rx_forwarded, fwd ? y_by_ref : 0);
   EXPECT_EQ(field(line, "forward_pulls") + field(rline, "forward_pulls"), 0u) << st;
   EXPECT_EQ(field(line, "cma_dropped"), 0u) << line;
+  // Nothing dropped toward a process that was slow (a loaded machine deschedules them): what
+  // its queue cannot take waits in the fabric (receive gate), and no hold outlives its lifetime.
+  for (const std::string* l : {&line, &rline}) {
+    EXPECT_EQ(field(*l, "to_client_dropped"), 0u) << *l;
+    EXPECT_EQ(field(*l, "hold_discarded"), 0u) << *l;
+    EXPECT_EQ(field(*l, "path_lost"), 0u) << *l;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdPaths,
@@ -369,15 +404,8 @@ TEST(Fabricd, ASlowProcessBackPressuresItsSenderWithinBounds) {
   ASSERT_TRUE(x.a && y.a);
   connect(x, y);
   fill(x.buf, 2 << 20, 3);
-  Sge s{reinterpret_cast<std::uint64_t>(x.buf), 2 << 20, x.mr->lkey()};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.send_flags = kSignaled;
-  w.sg_list = {&s, 1};
-  w.remote_addr = reinterpret_cast<std::uint64_t>(y.buf);
-  w.rkey = y.mr->rkey();
-  ASSERT_EQ(x.qp->post_send(w), Errc::kOk);
+  const Sge s{reinterpret_cast<std::uint64_t>(x.buf), 2 << 20, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(write_wr(y, s, 1)), Errc::kOk);
   // Only x runs for a while: y's ring (64 KiB) and then its queue (32 packets) fill up.
   const TimeNs until = io::monotonic_ns() + 300'000'000;
   while (io::monotonic_ns() < until) {
@@ -396,6 +424,162 @@ TEST(Fabricd, ASlowProcessBackPressuresItsSenderWithinBounds) {
   const WorkCompletion wc = wait(x, y);
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_EQ(std::memcmp(x.buf, y.buf, 2 << 20), 0);
+}
+
+// The "  port P" status line of the node described `node`.
+std::string port_line(const std::string& status, const std::string& node, int port) {
+  std::istringstream in(status);
+  std::string line;
+  bool in_node = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("node ", 0) == 0)
+      in_node = line.find(" " + node + " lid ") != std::string::npos;
+    else if (in_node && line.rfind("  port " + std::to_string(port) + " ", 0) == 0)
+      return line;
+  }
+  return {};
+}
+
+// Drives `run` (not the others) for `ns` of wall time, sleeping a little when it had nothing to do.
+void drive_only(std::initializer_list<Endpoint*> run, TimeNs ns) {
+  const TimeNs until = io::monotonic_ns() + ns;
+  while (io::monotonic_ns() < until) {
+    bool any = false;
+    for (Endpoint* e : run) any |= e->a->driver().progress();
+    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// A receiver that stops reading in the middle of a large transfer (its process not driven for
+// 250 ms, as a descheduled or SIGSTOPped one). Its relay queue is tiny (8 packets: the injection
+// stall starts at 4), so what its sender had already pulled into the fabric (the HCA's pipeline
+// holds 16 packets) cannot all wait there: before the receive gate the rest was dropped
+// (`to_client_dropped` 13-30 per run, each a go-back-N NAK and a resend). Now the packets wait
+// in the fabric as behind a link out of credits: in h3's receive buffer (`rx_holds`,
+// `rx_held`), then in s2's port toward h3 (`xmit_wait`: it had data and no credit), and nothing is
+// lost. Both ways of carrying payloads: copied through the rings and forwarded by reference.
+class FabricdHold : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FabricdHold, AReceiverThatStopsReadingIsHeldByCreditsNotDropped) {
+  const bool zero_copy = GetParam();
+  const std::string name = unique_name(zero_copy ? "t4hz" : "t4hc");
+  fabricd::DaemonOptions o;
+  o.ring_bytes = 64 << 10;
+  o.to_client_packets_max = 8;
+  o.to_fabric_packets_max = 16;
+  // Receive buffers of 16 KiB per VL (3 packets of 4 KiB) instead of 64: what the sender has in
+  // flight when it stops (up to its HCA's pipeline, 16) cannot all wait in h3's buffer, so the
+  // switch ports before it hold the rest.
+  o.fabric.link.data_vl_buffer_bytes = 16 << 10;
+  Daemon d(name, o);
+  ASSERT_TRUE(d.d);
+  constexpr std::size_t kHalf = 4 << 20;
+  Endpoint x(name, 0, 2 * kHalf, zero_copy), y(name, 3, 2 * kHalf, zero_copy);
+  ASSERT_TRUE(x.a && y.a);
+  connect(x, y);
+  // A SEND into a posted receive (the first half) and a WRITE (the second half).
+  fill(x.buf, 2 * kHalf, 17);
+  Sge rs{reinterpret_cast<std::uint64_t>(y.buf), kHalf, y.mr->lkey()};
+  ASSERT_EQ(y.qp->post_recv(RecvWr{31, {&rs, 1}}), Errc::kOk);
+  const Sge ss{reinterpret_cast<std::uint64_t>(x.buf), kHalf, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(send_wr(ss, 1)), Errc::kOk);
+  const Sge ws{reinterpret_cast<std::uint64_t>(x.buf + kHalf), kHalf, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(write_wr(y, ws, 2, kHalf)), Errc::kOk);
+  x.a->driver().kick();
+  drive_only({&x}, 250'000'000);  // y reads nothing meanwhile
+  std::string mid;
+  ASSERT_TRUE(fabricd::control(name, "status", mid)) << mid;
+  // y reads again: every WR completes at both sides, every byte is there.
+  for (std::uint64_t id : {1u, 2u}) {
+    const WorkCompletion wc = wait(x, y);
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << why(x, y);
+    EXPECT_EQ(wc.wr_id, id);
+  }
+  const WorkCompletion rc = wait(y, x);
+  ASSERT_EQ(rc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rc.wr_id, 31u);
+  EXPECT_EQ(rc.byte_len, kHalf);
+  EXPECT_EQ(std::memcmp(x.buf, y.buf, 2 * kHalf), 0);
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  const std::string line = hca_line(st, 3), mline = hca_line(mid, 3);
+  ASSERT_FALSE(line.empty()) << st;
+  EXPECT_EQ(field(line, "to_client_dropped"), 0u) << line;
+  EXPECT_EQ(field(line, "path_lost"), 0u) << st;
+  EXPECT_LE(field(line, "to_client_peak"), 8u) << line;
+  EXPECT_GT(field(hca_line(st, 0), "stalls"), 0u) << st;  // the sender stopped injecting
+  // The hold: while y read nothing, packets waited at its HCA's gate and in s2's port to it.
+  auto counted = [](const std::string& l, const char* key) {
+    const std::uint64_t v = field(l, key);
+    EXPECT_NE(v, UINT64_MAX) << "no " << key << " in: " << l;
+    return v == UINT64_MAX ? 0 : v;
+  };
+  EXPECT_GT(counted(mline, "rx_holds"), 0u) << mid;
+  EXPECT_GT(counted(mline, "rx_held"), 0u) << mid;
+  EXPECT_GT(counted(mline, "rx_held_now"), 0u) << mid;
+  EXPECT_EQ(field(line, "rx_held_now"), 0u) << line;
+  EXPECT_EQ(field(line, "hold_discarded"), 0u) << line;
+  EXPECT_GT(counted(port_line(st, "s2", 2), "xmit_wait"), 0u) << st;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabricd, FabricdHold, ::testing::Bool(),
+                         [](const auto& i) { return i.param ? "Forwarded" : "Copied"; });
+
+// A process that never reads again (y on h3): its held packets wait the hold lifetime (here
+// 100 ms), then they are dropped and counted (`hold_discarded`), and so is what arrives for it
+// afterwards, while it still reads nothing. Meanwhile u (h1) writes to v (h2): its packets share
+// s2's input from s1 with x's packets for y, so they wait behind the held ones (head-of-line
+// blocking, as on real IB with one data VL) until the hold lifetime frees that input; then the
+// WRITE completes byte-exact. Nothing grows: y's queue stays within its bound.
+TEST(Fabricd, AProcessThatNeverReadsIsCutOffAfterTheHoldLifetime) {
+  const std::string name = unique_name("t4l");
+  fabricd::DaemonOptions o;
+  o.ring_bytes = 64 << 10;
+  o.to_client_packets_max = 8;
+  o.to_fabric_packets_max = 16;
+  // Receive buffers of 16 KiB per VL (3 packets of 4 KiB) instead of 64: what the sender has in
+  // flight when it stops (up to its HCA's pipeline, 16) cannot all wait in h3's buffer, so the
+  // switch ports before it hold the rest.
+  o.fabric.link.data_vl_buffer_bytes = 16 << 10;
+  o.rx_hold_life_ns = 100'000'000;
+  Daemon d(name, o);
+  ASSERT_TRUE(d.d);
+  constexpr std::size_t kLen = 2 << 20;
+  Endpoint x(name, 0, kLen), y(name, 3, kLen), u(name, 1, kLen), v(name, 2, kLen);
+  ASSERT_TRUE(x.a && y.a && u.a && v.a);
+  connect(x, y);
+  connect(u, v);
+  fill(x.buf, kLen, 5);
+  const Sge s{reinterpret_cast<std::uint64_t>(x.buf), kLen, x.mr->lkey()};
+  ASSERT_EQ(x.qp->post_send(write_wr(y, s, 1)), Errc::kOk);
+  x.a->driver().kick();
+  drive_only({&x}, 30'000'000);  // y's ring and queue fill, its gate closes
+  std::string mid;
+  ASSERT_TRUE(fabricd::control(name, "status", mid)) << mid;
+  EXPECT_GT(field(hca_line(mid, 3), "rx_held_now"), 0u) << mid;
+  // u writes to v while y still reads nothing.
+  fill(u.buf, kLen, 9);
+  const Sge us{reinterpret_cast<std::uint64_t>(u.buf), kLen, u.mr->lkey()};
+  ASSERT_EQ(u.qp->post_send(write_wr(v, us, 1)), Errc::kOk);
+  u.a->driver().kick();
+  const TimeNs t0 = io::monotonic_ns(), end = t0 + 5'000'000'000;
+  WorkCompletion wc{};
+  while (io::monotonic_ns() < end && u.cq->poll(std::span<WorkCompletion>(&wc, 1)) == 0)
+    drive_only({&x, &u, &v}, 1'000'000);
+  const TimeNs took = io::monotonic_ns() - t0;
+  std::string st;
+  ASSERT_TRUE(fabricd::control(name, "status", st)) << st;
+  ASSERT_EQ(wc.status, WcStatus::kSuccess) << "after " << took / 1'000'000 << " ms\n" << st;
+  EXPECT_GE(took, 50'000'000u);  // it waited for the hold lifetime (100 ms from the hold's start)
+  EXPECT_EQ(std::memcmp(u.buf, v.buf, kLen), 0);
+  const std::string line = hca_line(st, 3);
+  EXPECT_GT(field(line, "hold_discarded"), 0u) << line;
+  EXPECT_EQ(field(line, "rx_held_now"), 0u) << line;
+  EXPECT_EQ(field(line, "to_client_dropped"), 0u) << line;
+  EXPECT_LE(field(line, "to_client_peak"), 8u) << line;
+  EXPECT_EQ(field(hca_line(st, 2), "hold_discarded"), 0u) << st;  // v lost nothing
+  std::printf("u's WRITE took %llu ms behind the hold\n",
+              static_cast<unsigned long long>(took / 1'000'000));
 }
 
 // Credit grants behind data on one QP, as src/coll's transport sends them: multi-packet WRITEs
@@ -654,20 +838,6 @@ TEST(Fabricd, BitErrorsTurnForwardingOff) {
   EXPECT_EQ(field(line, "to_fabric_forwarded"), 0u) << line;
   EXPECT_GE(field(line, "to_fabric_by_ref"), kBytes / 4096) << line;
   EXPECT_EQ(y.a->medium().counters().rx_forwarded, 0u);
-}
-
-// The "  port P" status line of the node described `node`.
-std::string port_line(const std::string& status, const std::string& node, int port) {
-  std::istringstream in(status);
-  std::string line;
-  bool in_node = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("node ", 0) == 0)
-      in_node = line.find(" " + node + " lid ") != std::string::npos;
-    else if (in_node && line.rfind("  port " + std::to_string(port) + " ", 0) == 0)
-      return line;
-  }
-  return {};
 }
 
 // What the bit error tests read from the status: per direction of the faulty link, the packets
