@@ -15,15 +15,21 @@
 // Identity: node id = pid << 32 | clock stamp << 16 | lid, so a later process on the same HCA
 // does not match an old address (control frames carry the node id they mean).
 //
-// Waiting: wait_fd() is an epoll descriptor over the control socket and the link's doorbell (not
-// armed: as for the shm port, a blocked fi_cq_sread sees ring traffic through its timeout).
+// Waiting: wait_fd() is an epoll descriptor over the control socket and the link's doorbell.
+// arm_sleep arms that doorbell as the shm port arms its links': the daemon's side of the link is
+// a ShmMedium too, so its next publish toward us sees the ring's consumer_sleeping flag and
+// writes the eventfd (src/io/shm/ring.hpp). A blocked fi_cq_sread, fi_trywait + poll or fi_wait
+// then wakes when the fabric delivers a packet, not on a 1 ms tick.
+#include <poll.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "src/io/fabric_attach.hpp"
 #include "src/ofi/ctrl_socket.hpp"
@@ -89,6 +95,20 @@ class FabricPort final : public MediumPort {
     return got;
   }
   int wait_fd() const override { return epfd_; }
+
+  // epfd_ holds the doorbell and the control socket: one descriptor to poll. It is appended
+  // even when the ring has records already (false): an empty list would mean "no doorbells".
+  bool arm_sleep(std::vector<pollfd>& fds) override {
+    fds.push_back({epfd_, POLLIN, 0});
+    return link_->medium->prepare_sleep();
+  }
+  void disarm_sleep(std::span<const pollfd> fds) override {
+    link_->medium->finish_sleep();
+    // Woken by the control socket (or the doorbell): the next ctrl_poll looks at once, past its
+    // rate limit.
+    for (const pollfd& p : fds)
+      if (p.fd == epfd_ && p.revents) expect_ = true;
+  }
 
  private:
   std::string name_of(std::uint16_t lid) const {
