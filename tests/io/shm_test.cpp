@@ -552,6 +552,31 @@ class Sink final : public fabricd::StubDevice {
   std::vector<std::vector<std::uint8_t>> got;
 };
 
+// Both ends of a link in this process (a 64 KiB ring each way), each end owning its fds.
+struct LocalLink {
+  static constexpr std::size_t kRing = 1 << 16;
+  LocalLink() {
+    const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
+    if (memfd < 0 || !shm::ShmMedium::format(memfd, kRing)) return;
+    const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    a = std::make_unique<shm::ShmMedium>(shm::ShmLinkConfig{.memfd = memfd,
+                                                            .ring_bytes = kRing,
+                                                            .side_a = true,
+                                                            .rx_doorbell = bell_ba,
+                                                            .tx_doorbell = bell_ab,
+                                                            .peer_pid = getpid()});
+    b = std::make_unique<shm::ShmMedium>(shm::ShmLinkConfig{.memfd = dup(memfd),
+                                                            .ring_bytes = kRing,
+                                                            .side_a = false,
+                                                            .rx_doorbell = dup(bell_ab),
+                                                            .tx_doorbell = dup(bell_ba),
+                                                            .peer_pid = getpid()});
+  }
+  bool ok() const { return a && b && a->ok() && b->ok(); }
+  std::unique_ptr<shm::ShmMedium> a, b;
+};
+
 // The fabric daemon writes its client's packets with tx_packet and leaves the publish to its
 // driver's next pass, tx_burst over a Device with nothing to send: that pass must publish them
 // (a burst that published only what its own Device gave left every such packet unseen).
@@ -614,25 +639,9 @@ TEST(ShmMedium, RecordsWrittenWithTxPacketArePublishedByAnIdleTxBurst) {
 // ICRC + VCRC zero), nothing past the packet's bytes is read (no fault), and no record appears
 // that was not sent (nothing is written past the record's line).
 TEST(ShmMedium, AOneLineWireRecordIsTheGeneralLayoutByteForByte) {
-  constexpr std::size_t kRing = 1 << 16;
-  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
-  ASSERT_GE(memfd, 0);
-  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
-  const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  shm::ShmMedium a(shm::ShmLinkConfig{.memfd = memfd,
-                                      .ring_bytes = kRing,
-                                      .side_a = true,
-                                      .rx_doorbell = bell_ba,
-                                      .tx_doorbell = bell_ab,
-                                      .peer_pid = getpid()});
-  shm::ShmMedium b(shm::ShmLinkConfig{.memfd = dup(memfd),
-                                      .ring_bytes = kRing,
-                                      .side_a = false,
-                                      .rx_doorbell = dup(bell_ab),
-                                      .tx_doorbell = dup(bell_ba),
-                                      .peer_pid = getpid()});
-  ASSERT_TRUE(a.ok() && b.ok());
+  LocalLink link;
+  ASSERT_TRUE(link.ok());
+  shm::ShmMedium &a = *link.a, &b = *link.b;
   const long page = sysconf(_SC_PAGESIZE);
   auto* area = static_cast<std::uint8_t*>(
       mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -677,25 +686,9 @@ TEST(ShmMedium, AOneLineWireRecordIsTheGeneralLayoutByteForByte) {
 // the sender's until it publishes there) and takes the next batch on its next pass; nothing is
 // lost or reordered by stopping. After a full batch (kPacketsPerBatch: a stream) it reads on.
 TEST(ShmMedium, AReceiverStopsAtTheEndOfABatchAndTakesTheNextOnItsNextPass) {
-  constexpr std::size_t kRing = 1 << 16;
-  const int memfd = memfd_create("weft-test", MFD_CLOEXEC);
-  ASSERT_GE(memfd, 0);
-  ASSERT_TRUE(shm::ShmMedium::format(memfd, kRing));
-  const int bell_ab = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const int bell_ba = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  shm::ShmMedium a(shm::ShmLinkConfig{.memfd = memfd,
-                                      .ring_bytes = kRing,
-                                      .side_a = true,
-                                      .rx_doorbell = bell_ba,
-                                      .tx_doorbell = bell_ab,
-                                      .peer_pid = getpid()});
-  shm::ShmMedium b(shm::ShmLinkConfig{.memfd = dup(memfd),
-                                      .ring_bytes = kRing,
-                                      .side_a = false,
-                                      .rx_doorbell = dup(bell_ab),
-                                      .tx_doorbell = dup(bell_ba),
-                                      .peer_pid = getpid()});
-  ASSERT_TRUE(a.ok() && b.ok());
+  LocalLink link;
+  ASSERT_TRUE(link.ok());
+  shm::ShmMedium &a = *link.a, &b = *link.b;
   Sink idle, sink;
   std::uint8_t payload[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   TxPacket pkt{};
