@@ -367,7 +367,15 @@ class ShmMedium final : public Medium {
 
   bool peer_dead() const { return peer_dead_.load(std::memory_order_relaxed); }
   bool zero_copy_tx() const { return cfg_.zero_copy_tx; }
-  const ShmCounters& counters() const { return counters_; }
+  // The cross-memory figures are copied from cma_ here, not after every burst: in rx_burst the
+  // copy sat between a ping-pong's packet and the reply it causes.
+  const ShmCounters& counters() const {
+    counters_.cma_calls = cma_.calls();
+    counters_.cma_bytes = cma_.bytes();
+    counters_.pool_bytes = cma_.memcpy_bytes();
+    counters_.delegated_bytes = cma_.delegated_bytes();
+    return counters_;
+  }
 
   // Formats a fresh segment in a memfd of segment_bytes(ring_bytes) (the creating side).
   static bool format(int memfd, std::size_t ring_bytes);
@@ -429,7 +437,7 @@ class ShmMedium final : public Medium {
   // calls: zeroing them for every idle pass would cost more than the pass.
   std::array<TxPacket, kPacketsPerBatch> tx_batch_{};
   std::array<TxPacket, kPacketsPerBatch> rx_batch_{};
-  ShmCounters counters_{};
+  mutable ShmCounters counters_{};  // the cma_ figures are refreshed by counters()
 };
 
 }  // namespace weft::io::shm
