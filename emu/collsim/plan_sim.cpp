@@ -318,8 +318,15 @@ class PlanSim::Engine {
         // (grant_time).
         const fabric::FabricConfig fc;
         c.grant_by_route = true;
-        c.grant_s =
-            1e-9 * static_cast<double>(paths_->route_ns(h.egress, h.ingress, fc.sw.latency_ns));
+        const auto route_ns =
+            static_cast<double>(paths_->route_ns(h.egress, h.ingress, fc.sw.latency_ns));
+        c.grant_s = 1e-9 * route_ns;
+        // The NIC latency (calibrate_nic) crosses one switch; on rails a route to another rail
+        // adds spine_latency_s (hop_of). A cluster of one GPU per node has no rails to change
+        // (a fat tree): there the route's further switches and cables are added as they are
+        // (2-level fat tree: 320 ns through a spine).
+        if (cfg_.gpus == 1)
+          c.latency_s += 1e-9 * std::max(0.0, route_ns - fabric_one_switch_route_ns(fc));
         c.pulled_max_s = static_cast<double>(fc.hca.tx_pipeline_packets_max) *
                          static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu)) / h.rate_Bps;
         c.sw_begin = static_cast<std::uint32_t>(sw_path_.size());
