@@ -365,14 +365,15 @@ std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, co
       ": its time may be off by more than 5 %; --fabric packet is the "
       "reference";
   // All-to-all (bench/coll/alltoall_coarse_vs_packet.sh, 64 KiB-4 MiB, minhop and updn): 8 x 4
-  // rails with one or two spines 0.78-0.96 of the packet level's time, the 2-level fat tree of
-  // radix 8 0.53-0.69 (README "All-to-all": the packet level's input-buffered switches).
+  // rails with one or two spines 0.93-1.10 of the packet level's time, the 2-level fat tree of
+  // radix 8 0.69-0.90, radix 16 0.45-0.65 at 1-4 MiB (README "All-to-all" and "Head-of-line
+  // blocking": the packet level's input-buffered switches).
   if (run.kind == CollKind::kAllToAll &&
       (cluster.topology.starts_with("rail:") || cluster.topology.starts_with("fat-tree:"))) {
     const bool rail = cluster.topology.starts_with("rail:");
-    return "the coarse model reads " + what + " up to " + (rail ? "22" : "47") +
-           " % faster than the packet-level fabric on " +
-           (rail ? "rail clusters (8 x 4)" : "fat trees (2 levels, radix 8)") +
+    return "the coarse model reads " + what +
+           (rail ? " within 11 % of" : " up to 31 % faster than") + " the packet-level fabric on " +
+           (rail ? "rail clusters (8 x 4)" : "fat trees (2 levels, radix 8; 55 % at radix 16)") +
            " (emu/collsim/README.md \"All-to-all\")" + advice;
   }
   // Measured: all-reduce on rail topologies (8 x 8 spines=2, 2 x 4 spines=1), the NICs
@@ -562,6 +563,7 @@ RunOutcome run_collective(const ClusterConfig& cluster, const RunConfig& run, st
     res.messages = ps.messages;
     res.max_flows_per_switch_port = ps.max_flows_per_switch_port;
     res.flows_behind_control = ps.flows_behind_control;
+    res.flows_head_of_line = ps.flows_head_of_line;
     res.coarse_caveat = coarse_caveat(cluster, run, res.algo, res.channels);
     fill_rates(ps.time_s, plans.front().chunk_bytes);
     out.result = res;

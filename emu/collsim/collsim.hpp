@@ -115,6 +115,9 @@ struct RunResult {
   // Plan engine with switch links: the flows slowed by other flows' ACKs and grants blocking a
   // switch input ahead of their data (plan_sim.cpp derate_behind_control_packets).
   int flows_behind_control = 0;
+  // Plan engine with switch links: the flows slowed by data head-of-line blocking in switch
+  // inputs that serve several outputs (plan_sim.cpp derate_head_of_line).
+  int flows_head_of_line = 0;
   // Coarse runs outside the cases where the coarse model was measured within 5 % of the
   // packet-level fabric (coarse_caveat): why its time may be off. Empty otherwise.
   std::string coarse_caveat;

@@ -286,11 +286,15 @@ double fabric_goodput_Bps(const topo::Topology& t, topo::NodeId hca, const fabri
   return rate_Bps * m / static_cast<double>(phy.line_bytes(m + 26));
 }
 
+double fabric_one_switch_route_ns(const fabric::FabricConfig& fc) {
+  return static_cast<double>(fc.sw.latency_ns) + 2 * 10.0;  // two 2 m cables and one switch
+}
+
 double fabric_latency_s(const fabric::FabricConfig& fc) {
-  // Host DMA read and NIC pipeline, two 2 m cables and one switch, NIC pipeline and DMA write.
+  // Host DMA read and NIC pipeline, the route through one switch, NIC pipeline and DMA write.
   const double ns = 2.0 * static_cast<double>(fc.hca.host_latency_ns) +
                     static_cast<double>(fc.hca.tx_proc_ns + fc.hca.rx_proc_ns) +
-                    static_cast<double>(fc.sw.latency_ns) + 2 * 10.0;
+                    fabric_one_switch_route_ns(fc);
   return ns * 1e-9;
 }
 

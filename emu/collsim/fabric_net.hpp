@@ -67,6 +67,8 @@ struct FabricNetStats {
 double fabric_goodput_Bps(const topo::Topology& t, topo::NodeId hca, const fabric::FabricConfig& fc,
                           Mtu mtu);
 double fabric_latency_s(const fabric::FabricConfig& fc);
+// The part of fabric_latency_s that is the route: one switch and its two cables (ns).
+double fabric_one_switch_route_ns(const fabric::FabricConfig& fc);
 
 class FabricNet {
  public:

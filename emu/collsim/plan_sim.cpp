@@ -80,6 +80,10 @@ struct alignas(64) Conn {
   double* egress = nullptr;
   double* ingress = nullptr;
   double rate_Bps = 0, latency_s = 0;
+  // Its NIC puts a message on the wire in this many times its serialisation at rate_Bps
+  // (derate_head_of_line: the credits of a blocked switch input stall the HCA's port; the
+  // packets still cross each link at line rate).
+  double egress_stretch = 1.0;
   // Switch-to-switch ports of the route (switch_paths.hpp): sw_path_[sw_begin, sw_end).
   std::uint32_t sw_begin = 0, sw_end = 0;
   std::uint32_t send_begin = 0, recv_begin = 0;  // the first of conn_ops_[...head, ...end)
@@ -275,7 +279,7 @@ class PlanSim::Engine {
       drain_in_order();
     }
     for (const Rank& r : ranks_) WEFT_ASSERT_MSG(r.ops_left == 0, "plans do not match (stalled)");
-    PlanSimResult res{finish_, messages_, events_, 0, {}, blocked_flows_};
+    PlanSimResult res{finish_, messages_, events_, 0, {}, blocked_flows_, hol_flows_};
     for (std::uint32_t p = 0; p < sw_flows_.size(); ++p) {
       if (sw_flows_[p] > res.max_flows_per_switch_port) {
         res.max_flows_per_switch_port = sw_flows_[p];
@@ -318,8 +322,15 @@ class PlanSim::Engine {
         // (grant_time).
         const fabric::FabricConfig fc;
         c.grant_by_route = true;
-        c.grant_s =
-            1e-9 * static_cast<double>(paths_->route_ns(h.egress, h.ingress, fc.sw.latency_ns));
+        const auto route_ns =
+            static_cast<double>(paths_->route_ns(h.egress, h.ingress, fc.sw.latency_ns));
+        c.grant_s = 1e-9 * route_ns;
+        // The NIC latency (calibrate_nic) crosses one switch; on rails a route to another rail
+        // adds spine_latency_s (hop_of). A cluster of one GPU per node has no rails to change
+        // (a fat tree): there the route's further switches and cables are added as they are
+        // (2-level fat tree: 320 ns through a spine).
+        if (cfg_.gpus == 1)
+          c.latency_s += 1e-9 * std::max(0.0, route_ns - fabric_one_switch_route_ns(fc));
         c.pulled_max_s = static_cast<double>(fc.hca.tx_pipeline_packets_max) *
                          static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu)) / h.rate_Bps;
         c.sw_begin = static_cast<std::uint32_t>(sw_path_.size());
@@ -378,7 +389,19 @@ class PlanSim::Engine {
         ++sw_flows_[sw_path_[j]];
     }
     if (paths_ != nullptr) {
-      derate_behind_control_packets();
+      // Both terms slow a flow for head-of-line blocking in the switches' input buffers; the
+      // slower one is taken, not their product (derate_head_of_line).
+      std::vector<double> factor(conns_.size(), 1.0), hol(conns_.size(), 1.0);
+      derate_behind_control_packets(factor);
+      derate_head_of_line(edges, hol);
+      for (std::uint32_t k = 0; k < conns_.size(); ++k) {
+        if (hol[k] < factor[k]) {
+          conns_[k].egress_stretch = 1.0 / hol[k];
+          ++hol_flows_;
+        } else {
+          conns_[k].rate_Bps *= factor[k];
+        }
+      }
       split_shared_egress();
     }
     bundle_lanes(edges);
@@ -613,7 +636,7 @@ class PlanSim::Engine {
   // u = 1 / (1 + w), so w (1 + w) = q / 2; the flow runs at 1 / (1 + w) of its rate (x4 on
   // 2 x 4: 0.899). Modelled as that rate on the whole path (its NIC egress included: the
   // packet level stalls the HCA's port).
-  void derate_behind_control_packets() {
+  void derate_behind_control_packets(std::vector<double>& rate_factor) {
     const fabric::FabricConfig fc;
     const double mtu = static_cast<double>(mtu_bytes(FabricNetConfig{}.mtu));
     const double q =
@@ -653,10 +676,148 @@ class PlanSim::Engine {
           blocked = it->out != h.out && data_out[it->out] != 0;
       }
       if (blocked) {
-        c.rate_Bps *= factor;
+        rate_factor[k] = factor;
         ++blocked_flows_;
       }
     }
+  }
+
+  // Head-of-line blocking of data in the switches' input buffers. An input FIFO whose packets
+  // go to several outputs serves them in arrival order: while its head waits for an output
+  // busy with another input's packet, the packets behind it wait too, even those for idle
+  // outputs; input and output both run at line rate, so the time is lost, the input's buffer
+  // fills and its credits stall the sending HCA (IBA 7.9). All-to-all on the 2-level fat tree
+  // (32 HCAs, 4 MiB; the packet level's per-port counters and each input's head wait, dumped
+  // after the run): every HCA and switch link busy only 56-62 % of the run, the head of every
+  // switch input that serves several outputs waiting 33-39 % of it with packets queued behind
+  // it, 44-61 us of PortXmitWait on every HCA; the leaves' downlink inputs (one output each
+  // under minhop's d-mod-k routes) wait 3 %. The saturation throughput of an input-queued
+  // switch (Karol, Hluchyj and Morgan 1987: 0.618 for 8 x 8 under uniform traffic), which the
+  // coarse links (whole pieces, no input queues) did not have: they read 0.53-0.69 of the
+  // packet level's time.
+  // Estimate, at setup, for the flows a NIC sends side by side from the start: loads L in NIC
+  // line rates (each such NIC sending all the time, its flows sharing it by their bytes); per
+  // switch input i and output j on their routes a head's wait W_ij (below); an input that
+  // serves several outputs is busy L_i + sum_j L_ij W_ij of the time (its packets and their
+  // heads' waits), at most all of it, so the NICs that load it run at most 1 / that of their
+  // rate; a fixed point (slower NICs, lighter outputs, shorter waits). The predicted waits match
+  // the dump (fat tree: leaf inputs 0.31 of the time, measured 0.33; spine inputs 0.37 / 0.37;
+  // 8 x 4 rails: 0.30 / 0.25), the rates come out 0.69 of the line rate on the fat tree
+  // (measured 0.62: the spines' blocked inputs also stall the leaves' uplinks for credits, not
+  // modelled) and 0.70 on 8 x 4 rails (measured 0.71). Inputs with one output only (every
+  // ring's) are left alone: that is output contention, which the coarse links already share.
+  // The NIC's egress is stretched by 1 / rate, the links still carry the packets at line rate.
+  // The control packets' term (derate_behind_control_packets) estimates part of the same
+  // waits, so a flow takes the smaller of the two factors.
+  void derate_head_of_line(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges,
+                           std::vector<double>& rate_factor) {
+    std::vector<std::uint8_t> waits(ops_.size(), 0);  // the op depends on an earlier one
+    for (const auto& e : edges) waits[e.second] = 1;
+    struct Use {
+      std::uint32_t flow, pair;  // pairs[pair] = the (input, output) of one switch on its route
+    };
+    std::vector<std::uint32_t> flows;
+    std::vector<double> weight;  // the flow's share of its NIC's bytes
+    std::vector<double> nic_bytes(nic_out_.size(), 0.0);
+    std::vector<Use> uses;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs;
+    std::vector<SwitchPaths::SwitchHop> hops;
+    for (std::uint32_t k = 0; k < conns_.size(); ++k) {
+      const Conn& c = conns_[k];
+      if (c.nic_from < 0 || !has_sends(c)) continue;
+      // Only flows whose data is all there at the start: those the NIC sends side by side
+      // from the start (all-to-all). A flow that waits for receives (a tree's, the steps of
+      // halving-doubling) shares its NIC with other flows only part of the time, which these
+      // static loads cannot tell.
+      bool backlog = true;
+      for (std::uint32_t at = c.send_begin; at < c.send_end; ++at)
+        backlog = backlog && waits[conn_ops_[at]] == 0;
+      if (!backlog) continue;
+      double bytes = 0;
+      for (std::uint32_t at = c.send_begin; at < c.send_end; ++at)
+        bytes += static_cast<double>(conn_op_bytes_[at]);
+      nic_bytes[static_cast<std::size_t>(c.nic_from)] += bytes;
+      hops.clear();
+      paths_->hops(c.nic_from, c.nic_to, hops);
+      for (const auto& h : hops) {
+        uses.push_back(Use{static_cast<std::uint32_t>(flows.size()),
+                           static_cast<std::uint32_t>(pairs.size())});
+        pairs.emplace_back(h.in, h.out);
+      }
+      flows.push_back(k);
+      weight.push_back(bytes);
+    }
+    if (flows.empty()) return;
+    for (std::size_t f = 0; f < flows.size(); ++f)
+      weight[f] /= nic_bytes[static_cast<std::size_t>(conns_[flows[f]].nic_from)];
+    // Number the distinct (input, output) pairs.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> distinct = pairs;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    for (Use& u : uses)
+      u.pair = static_cast<std::uint32_t>(
+          std::lower_bound(distinct.begin(), distinct.end(), pairs[u.pair]) - distinct.begin());
+    // Inputs that send data to more than one output.
+    std::vector<std::uint8_t> fans(paths_->ports(), 0);
+    for (std::size_t p = 1; p < distinct.size(); ++p)
+      if (distinct[p].first == distinct[p - 1].first) fans[distinct[p].first] = 1;
+    std::vector<std::uint32_t> out_inputs(paths_->ports(), 0);  // inputs with data for it
+    for (const auto& d : distinct) ++out_inputs[d.second];
+    std::vector<double> head_wait(distinct.size(), 0.0), out_wait(paths_->ports());
+    std::vector<double> nic_rate(nic_out_.size(), 1.0), pair_load(distinct.size()),
+        in_load(paths_->ports()), out_load(paths_->ports()), in_wait(paths_->ports()),
+        slow(nic_out_.size());
+    constexpr int kIterations = 50;  // damped: converges to 1e-4 on the fat tree in ~30
+    for (int it = 0; it < kIterations; ++it) {
+      std::fill(pair_load.begin(), pair_load.end(), 0.0);
+      std::fill(in_load.begin(), in_load.end(), 0.0);
+      std::fill(out_load.begin(), out_load.end(), 0.0);
+      std::fill(in_wait.begin(), in_wait.end(), 0.0);
+      for (const Use& u : uses) {
+        const Conn& c = conns_[flows[u.flow]];
+        pair_load[u.pair] += nic_rate[static_cast<std::size_t>(c.nic_from)] * weight[u.flow];
+      }
+      for (std::size_t p = 0; p < distinct.size(); ++p) {
+        in_load[distinct[p].first] += pair_load[p];
+        out_load[distinct[p].second] += pair_load[p];
+      }
+      // Each head's wait W_ij (in packet times of the output), then sum_j L_ij W_ij per input.
+      // The output serves its inputs round robin: a head waits for the rest of the packet on
+      // the output (half a packet if it is busy, a fraction o_ij of the time: its utilisation by
+      // the other inputs) and one packet for each other input's head already waiting there
+      // (input k's head waits there a fraction L_kj W_kj of the time), at most one packet per
+      // other input. Where the others are many and alike this is the M/D/1 wait
+      // o / (2 (1 - o)) of Karol's analysis (0.630 for 8 x 8); where one steady stream fills the
+      // output (a rail switch's downlink into an HCA port) the heads of other inputs wait about
+      // half a packet, not the M/D/1 wait of its utilisation (that took 8 x 4 rails to 0.66 of
+      // the line rate, where the packet level moves 0.71).
+      std::fill(out_wait.begin(), out_wait.end(), 0.0);
+      for (std::size_t p = 0; p < distinct.size(); ++p)
+        out_wait[distinct[p].second] += pair_load[p] * head_wait[p];
+      for (std::size_t p = 0; p < distinct.size(); ++p) {
+        const auto [in, out] = distinct[p];
+        const double scale = paths_->rate_scale(out);
+        const double o = std::min((out_load[out] - pair_load[p]) / scale, 1.0);
+        const double ahead = (out_wait[out] - pair_load[p] * head_wait[p]) / scale;
+        head_wait[p] = std::min(0.5 * o + ahead, static_cast<double>(out_inputs[out] - 1));
+        if (fans[in] != 0) in_wait[in] += pair_load[p] * head_wait[p] / scale;
+      }
+      // The input forwards L_i in L_i / r_i + sum_j L_ij W_ij of each unit of time (its packets'
+      // own time and their heads' waits), at most all of it: its NICs may run 1 / that faster.
+      std::fill(slow.begin(), slow.end(), kNoLimit);
+      for (const Use& u : uses) {
+        const std::uint32_t in = distinct[u.pair].first;
+        if (fans[in] == 0) continue;
+        const double busy = in_load[in] / paths_->rate_scale(in) + in_wait[in];
+        const auto n = static_cast<std::size_t>(conns_[flows[u.flow]].nic_from);
+        slow[n] = std::min(slow[n], 1.0 / busy);
+      }
+      // Half a step toward it (damped), no faster than the NIC's line rate.
+      for (std::size_t n = 0; n < nic_rate.size(); ++n)
+        nic_rate[n] = 0.5 * (nic_rate[n] + std::min(1.0, nic_rate[n] * slow[n]));
+    }
+    for (std::size_t f = 0; f < flows.size(); ++f)
+      rate_factor[flows[f]] = nic_rate[static_cast<std::size_t>(conns_[flows[f]].nic_from)];
   }
 
   // The NICs that send several flows send in pieces of kPieceBytes, one piece at a time in
@@ -1025,11 +1186,11 @@ class PlanSim::Engine {
     Rank& r = ranks_[c.rank];
     compute_free(r);
     const double start = std::max({ready, r.free_s, *c.egress});
-    *c.egress = start + ser;
+    *c.egress = start + ser * c.egress_stretch;
     // Then each switch link of the route in turn, likewise (cut-through: the message starts on
     // a link when its head does, or when the link has sent what it took earlier); the latency
     // is charged once, as on a route without contention.
-    double head = start, tail = start + ser;
+    double head = start, tail = *c.egress;
     for (std::uint32_t j = c.sw_begin; j < c.sw_end; ++j) {
       double& f = sw_free_[sw_path_[j]];
       head = std::max(head, f);
@@ -1159,9 +1320,11 @@ class PlanSim::Engine {
   double tx_proc_s_ = 1e-9 * static_cast<double>(fabric::FabricConfig{}.hca.tx_proc_ns);
   double rx_proc_s_ = 1e-9 * static_cast<double>(fabric::FabricConfig{}.hca.rx_proc_ns);
   double tx_dma_s_ = tx_proc_s_ + hca_dma_s(), rx_dma_s_ = rx_proc_s_ + hca_dma_s();
-  std::vector<double> sw_free_;  // when each switch port is free (s)
-  std::vector<int> sw_flows_;    // connections routed through each switch port
-  int blocked_flows_ = 0;        // flows derate_behind_control_packets slowed
+  std::vector<double> sw_free_;            // when each switch port is free (s)
+  std::vector<int> sw_flows_;              // connections routed through each switch port
+  int blocked_flows_ = 0;                  // flows derate_behind_control_packets slowed
+  int hol_flows_ = 0;                      // flows derate_head_of_line slowed (more than the above)
+  static constexpr double kNoLimit = 1e9;  // derate_head_of_line: an input without waits
   // Port turns (take_port_turn), by NIC: its flows in turn order nic_rr_[nic_rr_begin_[e],
   // nic_rr_begin_[e + 1]), the next to look at, how many wait, and whether a turn is scheduled.
   std::vector<std::uint32_t> nic_rr_, nic_rr_begin_, nic_cursor_, nic_waiting_;

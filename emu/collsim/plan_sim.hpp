@@ -47,6 +47,9 @@ struct PlanSimResult {
   // With switch paths: the flows (connections with data between NICs) slowed by the head-of-line
   // blocking of other flows' ACKs and grants in a switch input (plan_sim.cpp).
   int flows_behind_control = 0;
+  // With switch paths: the flows slowed by data head-of-line blocking in the switch inputs
+  // they cross (plan_sim.cpp derate_head_of_line), more than by the above.
+  int flows_head_of_line = 0;
 };
 
 // Runs plans[r] as rank r's program on `c` (n = plans.size() ranks). The ranks' buffers are
