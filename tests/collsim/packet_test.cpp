@@ -222,10 +222,10 @@ TEST(PacketFabric, AllToAllCoarseNearPacketOnRailsUnderMinhopAndUpdn) {
       c.routing.engine = engine;
       RunConfig run{.kind = CollKind::kAllToAll, .dtype = DataType::kF32, .verify = false};
       const auto r = run_both(c, run, 1u << 20);
-      expect_coarse_near_packet(r, 0.11);
+      expect_coarse_near_packet(r, 0.12);
       if (!r.coarse.result) continue;
       coarse[engine] = r.coarse.result->time_s;
-      EXPECT_NE(r.coarse.result->coarse_caveat.find("direct alltoall within 11 % of"),
+      EXPECT_NE(r.coarse.result->coarse_caveat.find("direct alltoall within 12 % of"),
                 std::string::npos)
           << r.coarse.result->coarse_caveat;
     }
