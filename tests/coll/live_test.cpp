@@ -207,6 +207,10 @@ class Daemon {
   ~Daemon() {
     if (!pipe_) return;
     run("fabric down " + name_);
+    // Read its last line before pclose closes the pipe (tests/fabricd/run_cli_test.cpp).
+    char line[256];
+    while (fgets(line, sizeof line, pipe_)) {
+    }
     pclose(pipe_);
   }
   const std::string& name() const { return name_; }

@@ -108,6 +108,38 @@ TEST(WeftRun, FabricCommands) {
   EXPECT_EQ(run(weft + " fabric status " + name, out), 1) << out;
 }
 
+// A daemon whose standard output is closed by its reader (`| head -1`) still ends cleanly at
+// `weft fabric down`: its "down" line fails with EPIPE instead of killing it with SIGPIPE
+// (status 141 before, and no destructor run).
+TEST(WeftRun, FabricDaemonOutlivesItsOutputReader) {
+  const std::string name = "clipipe-" + std::to_string(getpid());
+  const std::string weft = WEFT_PATH;
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[0]);
+    close(p[1]);
+    execl(weft.c_str(), weft.c_str(), "fabric", "up", "--name", name.c_str(), "--topology",
+          "leaf-spine:leaves=1,spines=1,hosts=2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(p[1]);
+  std::string first;
+  char c;
+  while (read(p[0], &c, 1) == 1 && c != '\n') first += c;
+  close(p[0]);  // the reader goes, as `head -1` would
+  EXPECT_EQ(first, "fabric " + name + " up: 2 HCAs");
+  std::string out;
+  EXPECT_EQ(run(weft + " fabric down " + name, out), 0) << out;
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
+}
+
 // `weft fabric up --faults FILE` and `weft perf` through the fabric (--fabric and WEFT_FABRIC).
 TEST(WeftRun, FabricFaultsFileAndPerfThroughTheFabric) {
   const std::string name = "cliperf-" + std::to_string(getpid());

@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -175,6 +176,10 @@ void add_fabric(CLI::App& app) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    // Whoever reads our standard output (a pipe: `| head`, a test's popen) may be gone before the
+    // "down" line: that write must fail (EPIPE), not kill the daemon before its destructor
+    // removes the fabric's segments and sockets.
+    std::signal(SIGPIPE, SIG_IGN);
     fabricd::DaemonOptions o;
     o.name = up->name;
     o.pace = up->pace;
