@@ -11,6 +11,7 @@
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
 #include <rte_ip.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
 #include <rte_mempool.h>
@@ -68,6 +69,10 @@ constexpr TimeNs kLingerNs = 1'000'000'000;
 constexpr useconds_t kEndPollUs = 200;
 // How long a memif client waits for its link before it reconnects (DpdkMedium::wait_link).
 constexpr TimeNs kMemifClientRetryNs = 1'000'000'000;
+// How long a memif client's start keeps trying to reach a server that does not listen yet, and
+// the pause between two tries (DpdkMedium's constructor).
+constexpr TimeNs kMemifClientStartNs = 5'000'000'000;
+constexpr useconds_t kMemifClientStartPauseUs = 2000;
 
 std::mutex g_eal_mu;
 bool g_eal_tried = false, g_eal_ok = false;
@@ -434,7 +439,23 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
     error_ = "dpdk: tx queue: " + std::string(rte_strerror(-r));
     return;
   }
-  if (const int r = rte_eth_dev_start(port_id_); r != 0) {
+  int r = rte_eth_dev_start(port_id_);
+  // A memif client's start connects to its server's socket, and fails while nothing listens
+  // there yet ("Failed to connect socket", EPERM): two processes that start together (dpdk_test's
+  // peers, weft perf's) race for it. So a client tries again, for at most kMemifClientStartNs.
+  // memif logs each failed connect (ERR): one line said it, the tries after it say nothing.
+  if (r != 0 && memif_ && !memif_server_) {
+    const int log_type = rte_log_register("pmd.net.memif");
+    const int log_level = log_type >= 0 ? rte_log_get_level(log_type) : -1;
+    if (log_level >= 0) rte_log_set_level(log_type, RTE_LOG_CRIT);
+    const TimeNs until = monotonic_ns() + kMemifClientStartNs;
+    while (r != 0 && monotonic_ns() < until) {
+      usleep(kMemifClientStartPauseUs);
+      r = rte_eth_dev_start(port_id_);
+    }
+    if (log_level >= 0) rte_log_set_level(log_type, static_cast<std::uint32_t>(log_level));
+  }
+  if (r != 0) {
     error_ = "dpdk: cannot start " + dev_name_ + ": " + rte_strerror(-r);
     return;
   }
