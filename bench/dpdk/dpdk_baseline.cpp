@@ -14,6 +14,10 @@
 //                                        function Weft's medium uses), the server checks it; the
 //                                        server's JSON adds "crc_mismatches" (must be 0). The
 //                                        floor for software RoCE: what bw does, plus the ICRC.
+//   ... zc                               (a last argument, bw, bwcrc and lat) memif's zero copy:
+//                                        the receiving process (the server; the echo of lat) is
+//                                        memif's zero-copy client, as with weft perf
+//                                        --dpdk-memif-zero-copy
 //   dpdk_baseline lat ITERS FRAME_BYTES  ping-pong of one frame, both sides polling without a
 //                                        pause; prints {"rtt_median_us":..,"half_rtt_median_us":..}
 //   dpdk_baseline line ITERS             no DPDK: one cache line there and back between the two
@@ -118,10 +122,16 @@ std::uint32_t frame_icrc(const std::uint8_t* f, std::size_t bytes) {
                                    bytes - weft::wire::kEthHeaderBytes - weft::wire::kIcrcBytes});
 }
 
-int run(bool server, bool bw, bool crc, std::uint64_t count, std::size_t bytes,
+// `zc`: memif's zero copy, as `weft perf --dpdk-memif-zero-copy` sets it up: the receiving
+// process (our server) is memif's zero-copy client, the sending one the memif server.
+int run(bool server, bool bw, bool crc, bool zc, std::uint64_t count, std::size_t bytes,
         const std::string& sock, int go_fd) {
-  Port p = open_port(std::string("net_memif0,role=") + (server ? "server" : "client") +
-                         ",socket=" + sock + ",socket-abstract=yes,bsize=8192",
+  const bool memif_server = server != zc;
+  Port p = open_port(std::string("net_memif0,role=") + (memif_server ? "server" : "client") +
+                         ",socket=" + sock + ",socket-abstract=yes,bsize=8192" +
+                         (memif_server ? ""
+                          : zc         ? ",zero-copy=yes"
+                                       : ""),
                      go_fd);
   std::vector<std::uint8_t> frame(bytes, 0xA5);
   if (crc) frame[weft::wire::kEthHeaderBytes] = 0x45;  // IPv4: the ICRC masks by IP version
@@ -268,11 +278,14 @@ int main(int argc, char** argv) {
       return 2;
     return line_pingpong(iters, cpu);
   }
+  // A last argument `zc`: memif's zero copy (see run).
+  const bool zc = argc >= 5 && !std::strcmp(argv[argc - 1], "zc");
+  if (zc) --argc;
   if ((argc != 4 && argc != 5) || (std::strcmp(argv[1], "bw") && std::strcmp(argv[1], "bwcrc") &&
                                    std::strcmp(argv[1], "lat"))) {
     std::fprintf(stderr,
-                 "usage: dpdk_baseline bw|bwcrc FRAMES FRAME_BYTES [A,B] | lat ITERS FRAME_BYTES "
-                 "[A,B] | line ITERS [A,B]\n");
+                 "usage: dpdk_baseline bw|bwcrc FRAMES FRAME_BYTES [A,B] [zc] | lat ITERS "
+                 "FRAME_BYTES [A,B] [zc] | line ITERS [A,B]\n");
     return 2;
   }
   const bool crc = !std::strcmp(argv[1], "bwcrc");
@@ -287,16 +300,18 @@ int main(int argc, char** argv) {
   if (argc == 5 && std::sscanf(argv[4], "%d,%d", &cpu[0], &cpu[1]) != 2) return 2;
   const pid_t child = fork();
   if (child == 0) {
-    pin(cpu[1]);  // the client: its EAL starts after the server's port listens
+    pin(cpu[1]);  // the client: its EAL starts after the memif server's port listens
     char c;
-    if (read(go[0], &c, 1) != 1) _exit(1);
+    if (!zc && read(go[0], &c, 1) != 1) _exit(1);
     std::fflush(stdout);
-    const int r = run(false, bw, crc, count, bytes, sock, -1);
+    const int r = run(false, bw, crc, zc, count, bytes, sock, zc ? go[1] : -1);
     std::fflush(stdout);
     _exit(r);
   }
   pin(cpu[0]);
-  const int r = run(true, bw, crc, count, bytes, sock, go[1]);
+  char c;
+  if (zc && read(go[0], &c, 1) != 1) return 1;
+  const int r = run(true, bw, crc, zc, count, bytes, sock, zc ? -1 : go[1]);
   int st = 0;
   waitpid(child, &st, 0);
   return r != 0 ? r : (WIFEXITED(st) ? WEXITSTATUS(st) : 1);

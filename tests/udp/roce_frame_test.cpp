@@ -26,11 +26,17 @@ using Frame = std::vector<std::uint8_t>;
 constexpr std::size_t kIp = wire::kEthHeaderBytes, kUdp = kIp + wire::kIpv4HeaderBytes,
                       kBth = kUdp + wire::kUdpHeaderBytes;
 
+PairOptions with_mtu(Mtu mtu) {
+  PairOptions o;
+  o.mtu = mtu;
+  return o;
+}
+
 struct Fixture {
   SeededRng rng{3};
   PairOptions o;
   Side a = make_side(1, 1, o, rng), b = make_side(2, 2, o, rng);
-  Fixture() {
+  explicit Fixture(Mtu mtu = Mtu::k1024) : o(with_mtu(mtu)) {
     connect_rc(a.qp, 2, b.qp->qp_num(), o.psn_a, o.psn_b, o);
     connect_rc(b.qp, 1, a.qp->qp_num(), o.psn_b, o.psn_a, o);
   }
@@ -200,6 +206,52 @@ TEST(DeliverFrame, AnInvariantByteChangedIsABadIcrcAndAVariantOneIsNot) {
     EXPECT_GT(bad, 40u);
     // Only the variant changes reached the Device (the same WRITE again: a duplicate, dropped).
     EXPECT_EQ(x.b.dev->counters().rx_packets, variant.size());
+  }
+}
+
+// The rule the receive path keeps (IBA Vol 1 7.8.1: the ICRC is checked end to end, and a packet
+// that fails it is dropped; RoCEv2's ICRC, Annex A17): a packet reaches the Device, which places
+// its payload, only once its whole ICRC has been checked. RoCEv2 has no check of the headers
+// alone, so a RETH VA or R_Key, or a PSN, changed on the way is known only at the packet's end,
+// and a payload placed (or copied while summed) before that could land where the flipped VA
+// points, in memory the application owns. Every bit of a 4 KiB WRITE's headers (the ICRC's ISA-L
+// path) but the variant fields' (delivered: the test above), of its payload's ends and of its
+// ICRC flipped, each as the next packet B expects: B's region and its guards stay zero byte for
+// byte; then the frame as sent is delivered, to where it belongs (so B still expected it: no
+// corrupted copy was taken). Fails when the ICRC is checked after on_packet.
+TEST(DeliverFrame, NoCorruptedBitOfA4KiBWriteChangesMemory) {
+  for (bool ipv6 : {false, true}) {
+    Fixture x(Mtu::k4096);
+    constexpr std::uint32_t kLen = 4096;
+    constexpr std::size_t kOff = 8192;
+    const auto good = x.write_frame(kLen, 7, kOff, ipv6);
+    const std::size_t ip_bytes = ipv6 ? wire::kIpv6HeaderBytes : wire::kIpv4HeaderBytes;
+    const std::size_t udp = kIp + ip_bytes, bth = udp + wire::kUdpHeaderBytes;
+    const std::size_t payload = bth + wire::kBthBytes + 16;  // RETH: 16 bytes
+    ASSERT_EQ(good.size(), payload + kLen + wire::kIcrcBytes);
+    std::vector<std::size_t> variant = {udp + 6, udp + 7, bth + 4};
+    if (ipv6)
+      variant.insert(variant.end(), {kIp, kIp + 1, kIp + 2, kIp + 3, kIp + 7});
+    else
+      variant.insert(variant.end(), {kIp + 1, kIp + 8, kIp + 10, kIp + 11});
+    std::vector<std::size_t> at;
+    for (std::size_t i = kIp; i < payload; ++i)
+      if (std::find(variant.begin(), variant.end(), i) == variant.end()) at.push_back(i);
+    for (std::size_t i : {payload, payload + 1, payload + kLen - 1}) at.push_back(i);
+    for (std::size_t i = good.size() - wire::kIcrcBytes; i < good.size(); ++i) at.push_back(i);
+    const std::vector<std::uint8_t> before = x.b.buf;
+    for (std::size_t i : at)
+      for (int bit = 0; bit < 8; ++bit) {
+        auto f = good;
+        f[i] ^= static_cast<std::uint8_t>(1u << bit);
+        EXPECT_NE(x.deliver(f), RxStatus::kDelivered) << "byte " << i << " bit " << bit;
+        ASSERT_TRUE(x.b.buf == before) << "byte " << i << " bit " << bit << (ipv6 ? " ipv6" : "");
+      }
+    EXPECT_EQ(x.b.dev->counters().rx_packets, 0u);
+    ASSERT_EQ(x.deliver(good), RxStatus::kDelivered);
+    for (std::uint32_t k = 0; k < kLen; ++k)
+      ASSERT_EQ(x.b.data()[kOff + k], static_cast<std::uint8_t>(7 + k * 3)) << k;
+    EXPECT_TRUE(x.b.guards_intact());
   }
 }
 

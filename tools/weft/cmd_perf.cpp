@@ -45,7 +45,7 @@ namespace {
 struct PerfArgs {
   std::string verb = "write";
   bool bw = false, lat = false, all = false, server = false, local = false, copy = false,
-       json = false, direct = false, shm_buffers = false;
+       json = false, direct = false, shm_buffers = false, memif_zero_copy = false;
   std::string fabric, cpus;
   std::string size = "65536";
   std::uint32_t iters = 0, tx_depth = 128;
@@ -147,24 +147,32 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
 #ifdef WEFT_HAVE_DPDK
     io::dpdk::DpdkConfig c;
     c.vdev = a.dpdk_vdev;
-    if (c.vdev.empty())  // net_memif between the two processes (abstract socket: no file)
-      c.vdev = std::string("net_memif0,role=") + (server ? "server" : "client") +
-               ",socket=weft-perf-memif-" + name + ",bsize=8192";
+    // net_memif between the two processes (abstract socket: no file). Its server listens, so
+    // its port starts first. --dpdk-memif-zero-copy: our server side (the receiver of --bw) is
+    // memif's zero-copy client, whose mbufs are the rings' buffers (the other side copies both
+    // ways); src/io/dpdk/README.md.
+    const bool memif_server = server != a.memif_zero_copy;
+    if (c.vdev.empty())
+      c.vdev = std::string("net_memif0,role=") + (memif_server ? "server" : "client") +
+               ",socket=weft-perf-memif-" + name + ",bsize=8192" +
+               (memif_server        ? ""
+                : a.memif_zero_copy ? ",zero-copy=yes"
+                                    : "");
     std::istringstream in(a.dpdk_args);
     for (std::string w; in >> w;) c.eal_args.push_back(w);
     c.local_ip = 0x0A000000u | node.lid();  // 10.0.0.LID: the frames need some address
     c.link_wait_ns = 0;
     c.pcap_path = a.pcap;
-    // The server's port first (a memif client connects to a listening server), then the
+    // The memif server's port first (a memif client connects to a listening server), then the
     // client's; then both wait for the link.
-    if (!server && !recv_hello()) return "no medium address from the peer";
+    if (!memif_server && !recv_hello()) return "no medium address from the peer";
     auto d = std::make_unique<io::dpdk::DpdkMedium>(c);
     if (!d->ok()) return d->error();
     if (std::string e = mtu_problem(d->roce_mtu(), d->if_mtu(), c.vdev); !e.empty()) return e;
     mine.ip = c.local_ip;
     mine.port = d->local_port();
     std::memcpy(mine.mac, d->mac().data(), 6);
-    if (!send_hello() || (server && !recv_hello())) return "no medium address from the peer";
+    if (!send_hello() || (memif_server && !recv_hello())) return "no medium address from the peer";
     io::roce::Mac mac;
     std::memcpy(mac.data(), theirs.mac, 6);
     d->add_peer(theirs.lid, theirs.ip, theirs.port, mac);
@@ -512,6 +520,9 @@ void add_perf(CLI::App& app) {
                   "--medium udp: the local IPv4 or IPv6 address (127.0.0.1; e.g. ::1)");
   cmd->add_option("--dpdk-vdev", a->dpdk_vdev,
                   "--medium dpdk: the device (default: net_memif between the two processes)");
+  cmd->add_flag("--dpdk-memif-zero-copy", a->memif_zero_copy,
+                "--medium dpdk over the default net_memif: the server side (the receiver of "
+                "--bw) is memif's zero-copy client");
   cmd->add_option("--dpdk-args", a->dpdk_args,
                   "--medium dpdk: EAL arguments replacing the defaults (or WEFT_DPDK_ARGS)");
   cmd->add_option("--pcap", a->pcap,

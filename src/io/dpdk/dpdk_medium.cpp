@@ -11,6 +11,7 @@
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
 #include <rte_ip.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
 #include <rte_mempool.h>
@@ -68,6 +69,10 @@ constexpr TimeNs kLingerNs = 1'000'000'000;
 constexpr useconds_t kEndPollUs = 200;
 // How long a memif client waits for its link before it reconnects (DpdkMedium::wait_link).
 constexpr TimeNs kMemifClientRetryNs = 1'000'000'000;
+// How long a memif client's start keeps trying to reach a server that does not listen yet, and
+// the pause between two tries (DpdkMedium's constructor).
+constexpr TimeNs kMemifClientStartNs = 5'000'000'000;
+constexpr useconds_t kMemifClientStartPauseUs = 2000;
 
 std::mutex g_eal_mu;
 bool g_eal_tried = false, g_eal_ok = false;
@@ -168,7 +173,11 @@ bool interrupt_thread_barrier(TimeNs timeout_ns) {
 }
 
 std::vector<std::string> default_eal_args() {
+  // --single-file-segments: a net_memif client with `zero-copy=yes` shares its mempool memory
+  // with the server and refuses to start without it ("Zero-copy doesn't support multi-file
+  // segments"); with --no-huge it changes nothing else (anonymous memory either way).
   return {"--no-huge",
+          "--single-file-segments",
           "-m",
           "256",
           "--no-pci",
@@ -366,6 +375,17 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   bool zc = cfg.zero_copy;
   if (const char* e = std::getenv("WEFT_DPDK_ZERO_COPY"); e && *e) zc = *e != '0';
   zero_copy_ = zc && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  // net_memif's own zero copy (a client's `zero-copy=yes`: its mbufs are the rings' buffers)
+  // describes each segment sent as an offset into the client's mempool memory (DPDK 22.11
+  // memif_tx_one_zc: region 1, the offset from its start): a payload attached where it lies in a
+  // memory region would be described by an offset outside that memory. So nothing goes by
+  // reference from such a port: every frame is copied into one of our mbufs (without this, test
+  // Dpdk.EveryVerbByteExactOverMemifWithAZeroCopyClient died or lost every frame).
+  if (memif_ && cfg.vdev.find("zero-copy=yes") != std::string::npos && zero_copy_) {
+    zero_copy_ = false;
+    log->info("dpdk: {} is a zero-copy memif client: payloads are copied into its frames",
+              dev_name_);
+  }
   regions_max_ = cfg.regions_max;
   if (const char* e = std::getenv("WEFT_DPDK_REGIONS_MAX"); e && *e)
     regions_max_ = std::strtoul(e, nullptr, 10);
@@ -419,7 +439,23 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
     error_ = "dpdk: tx queue: " + std::string(rte_strerror(-r));
     return;
   }
-  if (const int r = rte_eth_dev_start(port_id_); r != 0) {
+  int r = rte_eth_dev_start(port_id_);
+  // A memif client's start connects to its server's socket, and fails while nothing listens
+  // there yet ("Failed to connect socket", EPERM): two processes that start together (dpdk_test's
+  // peers, weft perf's) race for it. So a client tries again, for at most kMemifClientStartNs.
+  // memif logs each failed connect (ERR): one line said it, the tries after it say nothing.
+  if (r != 0 && memif_ && !memif_server_) {
+    const int log_type = rte_log_register("pmd.net.memif");
+    const int log_level = log_type >= 0 ? rte_log_get_level(log_type) : -1;
+    if (log_level >= 0) rte_log_set_level(log_type, RTE_LOG_CRIT);
+    const TimeNs until = monotonic_ns() + kMemifClientStartNs;
+    while (r != 0 && monotonic_ns() < until) {
+      usleep(kMemifClientStartPauseUs);
+      r = rte_eth_dev_start(port_id_);
+    }
+    if (log_level >= 0) rte_log_set_level(log_type, static_cast<std::uint32_t>(log_level));
+  }
+  if (r != 0) {
     error_ = "dpdk: cannot start " + dev_name_ + ": " + rte_strerror(-r);
     return;
   }

@@ -5,7 +5,8 @@
 //
 // EAL. DPDK's environment is set up once per process (rte_eal_init cannot run twice), by the
 // first DpdkMedium or by eal_init(). Defaults that work in VMs without hugepages or a NIC:
-//   --no-huge -m 256 --no-pci --no-shconf --no-telemetry --file-prefix weft-PID
+//   --no-huge --single-file-segments -m 256 --no-pci --no-shconf --no-telemetry
+//   --file-prefix weft-PID
 //   --log-level=warning -l 0
 // DpdkConfig::eal_args, else WEFT_DPDK_ARGS (split on blanks), replaces them whole. The calling
 // thread's CPU affinity is restored after rte_eal_init (which pins it to lcore 0's CPU). Each

@@ -43,6 +43,22 @@ std::uint16_t udp6_checksum(const std::uint8_t* ip6, const std::uint8_t* udp, st
   return c ? c : 0xFFFF;
 }
 
+// Copies a packet's transport headers, n bytes (BTH and its extension headers: 12 to 40), with
+// fixed-size moves that overlap: a memcpy of a size known only at run time became `rep movsq`
+// here, whose start-up held 65 % of deliver_frame's samples in a 4 KiB stream (perf annotate,
+// dpdk17), and whose stores the Device's parse of the same bytes cannot have forwarded.
+void copy_transport_headers(std::uint8_t* d, const std::uint8_t* s, std::size_t n) {
+  static_assert(wire::kBthBytes + 28 <= 48);
+  if (n < 16) {  // the BTH alone (12)
+    std::memcpy(d, s, 8);
+    std::memcpy(d + n - 8, s + n - 8, 8);
+    return;
+  }
+  std::memcpy(d, s, 16);
+  if (n > 32) std::memcpy(d + 16, s + 16, 16);
+  std::memcpy(d + n - 16, s + n - 16, 16);
+}
+
 }  // namespace
 
 void write_frame_head(std::uint8_t* f, const FrameAddr& a, std::size_t bytes) {
@@ -225,7 +241,7 @@ RxStatus deliver_frame(Device& dev, const std::uint8_t* f, std::size_t frame_byt
   put16(lrh + 2, dev.lid());
   put16(lrh + 4, static_cast<unsigned>((wire::kLrhBytes + datagram) / 4));
   put16(lrh + 6, slid);
-  std::memcpy(lrh + wire::kLrhBytes, bth, t);  // t <= 12 + 28: fits kHeaderBytesMax
+  copy_transport_headers(lrh + wire::kLrhBytes, bth, t);
   pkt.header_bytes = static_cast<std::uint16_t>(wire::kLrhBytes + t);
   pkt.payload = bth + t;
   pkt.payload_bytes = static_cast<std::uint32_t>(after - pad);
