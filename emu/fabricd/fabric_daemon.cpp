@@ -1131,7 +1131,9 @@ class FabricDaemon::Impl {
     o << "fabric " << opt.name << " nodes " << t.node_count() << " hcas " << hcas.size()
       << " attached "
       << std::count_if(pipes.begin(), pipes.end(), [](auto& p) { return p->attached; })
-      << " vtime_ns " << sim.now() << " forward_by_ref " << int{lids.forward_on} << "\n";
+      << " vtime_ns " << sim.now() << " client_queue " << opt.to_client_packets_max
+      << " hold_life_us " << opt.rx_hold_life_ns / 1000 << " forward_by_ref "
+      << int{lids.forward_on} << "\n";
     if (cross) o << cross->status();
     {  // the driver thread's loop (io::DriverCounters): where its wall time went
       const io::DriverCounters& d = driver.counters();

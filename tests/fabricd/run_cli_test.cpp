@@ -64,9 +64,23 @@ TEST(WeftRun, FabricCommands) {
     EXPECT_EQ(run(weft + " fabric up --name " + name + topology + flags, out), 2) << flags;
     EXPECT_NE(out.find(std::string("weft fabric up: ") + message), std::string::npos) << out;
   }
-  // updn with light sweeps every 10 ms, the SM on the last HCA: the status says so.
+  // The hold flags are checked too.
+  for (const auto& [flags, message] : {
+           std::pair<const char*, const char*>{" --hold-life soon",
+                                               "--hold-life must be a time above zero such as "
+                                               "500ms, not \"soon\""},
+           {" --hold-life 0", "--hold-life must be a time above zero such as 500ms, not \"0\""},
+           {" --client-queue 1", "--client-queue must be 2..1048576 packets, not 1"},
+       }) {
+    std::string out;
+    EXPECT_EQ(run(weft + " fabric up --name " + name + topology + flags, out), 2) << flags;
+    EXPECT_NE(out.find(std::string("weft fabric up: ") + message), std::string::npos) << out;
+  }
+  // updn with light sweeps every 10 ms, the SM on the last HCA, a 100 ms hold life and a queue
+  // of 256 packets: the status says so.
   FILE* up = popen((weft + " fabric up --name " + name + topology +
-                    " --engine updn --sm-sweep 10ms --sm-node hca00003 2>&1")
+                    " --engine updn --sm-sweep 10ms --sm-node hca00003 --hold-life 100ms "
+                    "--client-queue 256 2>&1")
                        .c_str(),
                    "r");
   ASSERT_TRUE(up);
@@ -83,6 +97,7 @@ TEST(WeftRun, FabricCommands) {
   EXPECT_NE(out.find("hcas 4 attached 0"), std::string::npos) << out;
   EXPECT_NE(out.find("\nsm node 3 lid "), std::string::npos) << out;
   EXPECT_NE(out.find(" engine updn lmc 0 phase "), std::string::npos) << out;
+  EXPECT_NE(out.find(" client_queue 256 hold_life_us 100000 "), std::string::npos) << out;
   EXPECT_EQ(out.find(" light_sweeps 0 "), std::string::npos) << out;
   out.clear();
   EXPECT_EQ(run(weft + " fabric inject " + name + " --link 0/1 --drop 0.05", out), 0) << out;

@@ -33,8 +33,14 @@ struct UpArgs {
   std::string host;               // or: this daemon's name in the topology file's hosts section
   double tunnel_drop = 0.0;       // loss injection on the tunnel's receive side
   std::uint64_t tunnel_seed = 1;
-  SmFlags sm;  // --engine, --lmc, --root, --sm-sweep, --sm-heavy-every, --sm-node
+  SmFlags sm;             // --engine, --lmc, --root, --sm-sweep, --sm-heavy-every, --sm-node
+  std::string hold_life;  // --hold-life: a time, as faults::parse_time reads it
+  std::size_t client_queue = 4096;  // --client-queue: packets queued toward one process
 };
+
+// --client-queue: at least 2 (the stall mark is half of it), at most 2^20 packets (each may
+// hold a 4 KiB MTU's payload: 4 GiB of queue toward one process is past any use).
+constexpr std::size_t kClientQueueMin = 2, kClientQueueMax = std::size_t{1} << 20;
 
 [[noreturn]] void up_fail(const std::string& m) {
   std::cerr << "weft fabric up: " << m << "\n";
@@ -168,6 +174,12 @@ void add_fabric(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   u->add_option("--tunnel-seed", up->tunnel_seed, "seed of --tunnel-drop");
   add_sm_flags(u, up->sm);
+  u->add_option("--hold-life", up->hold_life,
+                "how long packets toward a process that reads nothing are held (its switch port "
+                "out of credits) before they are dropped, as a switch's HOQLife (default 537ms)");
+  u->add_option("--client-queue", up->client_queue,
+                "packets the daemon queues toward one process; past half of it (at most 64) the "
+                "HCAs sending to it stop injecting and arrivals are held (default 4096)");
   u->callback([up] {
     const topo::Topology t = load_topology("fabric up", up->topology);
     // Signals go to a waiting thread (the daemon's threads inherit the mask).
@@ -184,6 +196,18 @@ void add_fabric(CLI::App& app) {
     o.name = up->name;
     o.pace = up->pace;
     o.cross_host = cross_host(*up);
+    if (!up->hold_life.empty()) {
+      const auto t = faults::parse_time(up->hold_life);
+      if (!t || *t <= 0)
+        up_fail("--hold-life must be a time above zero such as 500ms, not \"" + up->hold_life +
+                "\"");
+      o.rx_hold_life_ns = *t;
+    }
+    if (up->client_queue < kClientQueueMin || up->client_queue > kClientQueueMax)
+      up_fail("--client-queue must be " + std::to_string(kClientQueueMin) + ".." +
+              std::to_string(kClientQueueMax) + " packets, not " +
+              std::to_string(up->client_queue));
+    o.to_client_packets_max = up->client_queue;
     if (const std::string e = apply_sm_flags(up->sm, t, &o.sm); !e.empty()) up_fail(e);
     if (!up->faults.empty()) {
       auto sc = faults::load_scenario(t, up->faults);
