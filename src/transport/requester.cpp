@@ -425,6 +425,100 @@ bool req_poll(QpImpl& qp, TimeNs now, TxPacket& out) {
   return true;
 }
 
+namespace {
+
+// An ONLY packet's headers (build_request's, IBA 9.7.2: the whole message in one packet), from
+// the template's LRH and first 8 BTH bytes with PktLen (7.7.8), opcode, SE and PadCnt (9.2) set
+// (lrh, bth_word), then the AckReq/PSN word; WRITE ONLY: the RETH (9.3.3); with immediate: ImmDt
+// (9.3.1). The WQE's RETH and ImmDt fields are read where they are stored (each is used once).
+inline void store_only_headers(std::uint8_t* h, std::uint64_t lrh, std::uint64_t bth_word,
+                               bool ack_req, std::uint32_t psn, unsigned opi, const SendWqe& w,
+                               std::uint32_t len) {
+  std::memcpy(h, &lrh, 8);
+  std::memcpy(h + wire::kLrhBytes, &bth_word, 8);
+  st32(h + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | psn);
+  std::uint8_t* e = h + QpImpl::kMidHdrBytes;
+  if (opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite)) {
+    st64(e, w.remote_addr);
+    st32(e + 8, w.rkey);
+    st32(e + 12, len);
+    e += wire::kRethBytes;
+  }
+  if (opi & 1) st32(e, w.imm);
+}
+
+// The headers' length of an ONLY packet by WrOpcode (SEND, SEND with immediate, WRITE, WRITE with
+// immediate): LRH + BTH, + RETH for a WRITE (9.3.3), + ImmDt with immediate (9.3.1).
+constexpr std::array<std::uint8_t, 4> kOnlyHeaderBytes = {
+    QpImpl::kMidHdrBytes, QpImpl::kMidHdrBytes + wire::kImmBytes,
+    QpImpl::kMidHdrBytes + wire::kRethBytes,
+    QpImpl::kMidHdrBytes + wire::kRethBytes + wire::kImmBytes};
+
+// The tx route of a burst: what store_tx_fields writes after the headers.
+struct TxRoute {
+  std::uint64_t word;
+  std::uint8_t port;
+  std::uint16_t dlid;
+  std::uint8_t sl;
+};
+
+// req_poll_burst for a send queue holding exactly one new WQE (sq_req_ == sq_launched_ ==
+// sq_head_ - 1) under the lean conditions: the ONLY run below for a run of one, without its
+// setup for longer runs (the table of BTH words by opcode, the run's bounds and sums, the
+// outer loop, the end_run round): a latency ping-pong posts one WR per round trip. The same
+// checks, the same bytes (test RcData.OneWqeFastPathEqualsTheRunPathByteForByte) and the same
+// state afterwards. Returns false, having changed nothing, when the WQE is not one the ONLY run
+// takes (a READ or atomic, a fence behind READs/atomics, more than a PMTU, a gathered payload,
+// no end-to-end credit: 9.7.7.2.5); req_poll_burst's general rounds take it then.
+bool req_one_only(QpImpl& qp, TimeNs now, TxPacket& o, std::uint64_t lrh_base,
+                  std::uint64_t bth_base, std::uint32_t mtu, const TxRoute& route) {
+  const std::uint64_t slot = qp.sq_req_;
+  SendWqe& w = qp.sq_at(slot);
+  const std::uint32_t len = w.total_bytes;
+  const unsigned opi = static_cast<unsigned>(w.opcode);
+  if (opi > static_cast<unsigned>(WrOpcode::kRdmaWriteWithImm) ||
+      (w.fence && qp.rd_atomic_inflight_ > 0) || len > mtu || (len != 0 && !w.contiguous))
+    return false;
+  // The run's credit rule (cseq < max(credit_limit_, cseq_acked_ + 1); see there).
+  const bool credit = send_write_consumes_credit(w.opcode);
+  if (credit && !qp.credits_unlimited_ && w.cseq >= std::max(qp.credit_limit_, qp.cseq_acked_ + 1))
+    return false;
+  DeviceImpl& dev = *qp.dev_;
+  // The WQE is the queue's last (slot + 1 == head): AckReq unless ACKs may be delayed.
+  std::uint32_t since = qp.pkts_since_ackreq_ + 1;
+  const bool ack_req =
+      w.signaled || dev.config_.ack_delay_ns == 0 || credit || since >= kAckReqEveryPackets;
+  if (ack_req) since = 0;
+  const std::uint32_t psn = qp.req_psn_, next = psn_add(psn, 1);
+  w.first_psn = psn;
+  w.npkts = 1;
+  const std::uint8_t pad = static_cast<std::uint8_t>(-len & 3);
+  const std::uint16_t hb = kOnlyHeaderBytes[opi];
+  const auto words = static_cast<std::uint16_t>((hb + len + pad + wire::kIcrcBytes) / 4);
+  const std::uint64_t lrh = lrh_base | std::uint64_t{__builtin_bswap16(words)} << 32;
+  const std::uint64_t bth_word = bth_base | static_cast<std::uint8_t>(kDataOpcodes[opi][0]) |
+                                 std::uint64_t{pad} << 12 |
+                                 std::uint64_t{w.solicited ? 0x80u : 0u} << 8;
+  store_only_headers(o.headers.data(), lrh, bth_word, ack_req, psn, opi, w, len);
+  o.header_bytes = hb;
+  o.payload = len ? w.contiguous : nullptr;
+  store_tx_fields(o, len, pad, route.word, route.port, route.dlid, route.sl);
+  if (dev.config_.crc == CrcMode::kCompute) dev.compute_crcs(o);
+  // req_poll's PSN bookkeeping: a PSN before psn_high_ is a resend (9.7.1).
+  const std::uint32_t high = qp.psn_high_;
+  dev.counters_.retransmit_packets += psn_lt(psn, high) ? 1 : 0;
+  if (psn_lt(high, next)) qp.psn_high_ = next;
+  qp.req_psn_ = next;
+  qp.pkts_since_ackreq_ = since;
+  qp.sq_req_ = qp.sq_launched_ = slot + 1;
+  ++dev.counters_.tx_packets;
+  dev.counters_.tx_bytes += std::uint64_t{words} * 4 + wire::kVcrcBytes;
+  comp_after_send(qp, now);
+  return true;
+}
+
+}  // namespace
+
 // req_poll's answer for a drained send queue, out of line: inline, its second return path made
 // GCC lay out req_poll_burst's loop with ~3 more instructions per packet.
 [[gnu::noinline]] ReqBurst req_burst_idle(QpImpl& qp, std::size_t n) {
@@ -460,6 +554,14 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
   std::memcpy(&bth_base, qp.hdr_tmpl_.data() + wire::kLrhBytes, 8);
   lrh_base &= kLrhNoLen;
   bth_base &= kBthNoOp;
+  // One new WQE queued and nothing else (a latency ping-pong's round): req_one_only.
+  if (lean && qp.sq_head_ - qp.sq_req_ == 1 && qp.sq_req_ >= qp.sq_launched_ && !out.empty() &&
+      req_one_only(qp, now, out[0], lrh_base, bth_base, mtu, TxRoute{route_word, port, dlid, sl})) {
+    // As the ONLY run's end: the drained queue's answer when out had room for more.
+    qp.req_state_ = ReqState::kSending;
+    if (out.size() > 1) return req_burst_idle(qp, 1);
+    return ReqBurst{1, ReqBurst::kFull};
+  }
   std::size_t n = 0;
   while (n < out.size()) {
     // The send queue drained by the runs before: req_poll would find an idle requester (the
@@ -504,16 +606,11 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
       // code 31 (unlimited) as a limit no WQE reaches.
       const std::uint64_t credit_allow =
           unlimited ? ~std::uint64_t{0} : std::max(climit, cacked + 1);
-      // The BTH's first 8 bytes but SE and PadCnt, and the headers' length, by WrOpcode (SEND,
-      // SEND with immediate, WRITE, WRITE with immediate): the ONLY opcode (IBA 9.2.1 Table 39);
-      // LRH + BTH, + RETH for a WRITE (9.3.3), + ImmDt with immediate (9.3.1).
+      // The BTH's first 8 bytes but SE and PadCnt by WrOpcode (SEND, SEND with immediate,
+      // WRITE, WRITE with immediate): the ONLY opcode (IBA 9.2.1 Table 39).
       std::array<std::uint64_t, 4> bth_by_op;
       for (unsigned op = 0; op < 4; ++op)
         bth_by_op[op] = bth_base | static_cast<std::uint8_t>(kDataOpcodes[op][0]);
-      constexpr std::array<std::uint8_t, 4> kOnlyHeaderBytes = {
-          QpImpl::kMidHdrBytes, QpImpl::kMidHdrBytes + wire::kImmBytes,
-          QpImpl::kMidHdrBytes + wire::kRethBytes,
-          QpImpl::kMidHdrBytes + wire::kRethBytes + wire::kImmBytes};
       // The WQE's opcode and fence tested in its flags word (kWqeFlagsWide): an opcode past
       // WRITE with immediate (4..6, READ and atomics) has a bit of 0xFC, a fence behind
       // READs/atomics the fence byte.
@@ -567,12 +664,9 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
           w.first_psn = psn;
           w.npkts = 1;
         }
-        // encode_from_template: the LRH and the BTH's first 8 bytes as two words of the
-        // template's with PktLen (7.7.8, big-endian in bytes 4-5), opcode, SE and PadCnt (9.2)
-        // set, then the PSN word; WRITE ONLY: the RETH (9.3.3); with immediate: ImmDt (9.3.1).
-        // The WQE's RETH and ImmDt fields are read where they are stored (each is used once;
-        // read before the packet's first store, they stayed live across the loop body and were
-        // spilled).
+        // encode_from_template (store_only_headers). The WQE's RETH and ImmDt fields are read
+        // where they are stored (read before the packet's first store, they stayed live across
+        // the loop body and were spilled).
         const std::uint16_t hb = kOnlyHeaderBytes[opi];
         const std::uint64_t size_key = len | std::uint64_t{opi} << 32;
         if (size_key != sized_key) {
@@ -584,18 +678,7 @@ ReqBurst req_poll_burst(QpImpl& qp, TimeNs now, std::span<TxPacket> out) {
         }
         const std::uint64_t bth_word = bth_sized | std::uint64_t{solicited} << 8;
         TxPacket& o = *o_next;
-        std::uint8_t* const h = o.headers.data();
-        std::memcpy(h, &lrh, 8);
-        std::memcpy(h + wire::kLrhBytes, &bth_word, 8);
-        st32(h + wire::kLrhBytes + 8, (ack_req ? 0x80000000u : 0u) | psn);
-        std::uint8_t* e = h + QpImpl::kMidHdrBytes;
-        if (opi >= static_cast<unsigned>(WrOpcode::kRdmaWrite)) {
-          st64(e, w.remote_addr);
-          st32(e + 8, w.rkey);
-          st32(e + 12, len);
-          e += wire::kRethBytes;
-        }
-        if (opi & 1) st32(e, w.imm);
+        store_only_headers(o.headers.data(), lrh, bth_word, ack_req, psn, opi, w, len);
         psn = psn_add(psn, 1);
         words_sum += words;
         o.header_bytes = hb;

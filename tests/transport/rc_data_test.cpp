@@ -114,6 +114,114 @@ TEST(RcData, TemplatedHeadersEqualTheCodec) {
   }
 }
 
+// A send queue holding one new WQE is built by req_poll_burst's one-WQE path (req_one_only, a
+// latency ping-pong's round); several queued WQEs by its ONLY run. Expect: the same WQEs give
+// byte-identical packets (CRCs included; the RETH's VA, which names each pair's own buffer, is
+// checked and then set alike) both ways, for every SEND/WRITE opcode, lengths 0 to
+// the PMTU (PadCnt), SE, AckReq with and without delayed ACKs, with and without a GRH, across the
+// PSN wrap at 2^24; a READ (not an ONLY WQE) alone in the queue is left to the general path; the
+// data and completions are the same.
+TEST(RcData, OneWqeFastPathEqualsTheRunPathByteForByte) {
+  struct Wr {
+    WrOpcode op;
+    std::uint32_t len, flags, imm;
+  };
+  const std::vector<Wr> wrs = {
+      {WrOpcode::kRdmaWrite, 8, 0, 0},
+      {WrOpcode::kRdmaWrite, 8, kSignaled, 0},
+      {WrOpcode::kRdmaWriteWithImm, 5, kSignaled | kSolicited, 0xA1B2C3D4},
+      {WrOpcode::kSend, 0, kSignaled, 0},
+      {WrOpcode::kSendWithImm, 7, kSolicited, 0x01020304},
+      {WrOpcode::kRdmaWrite, 1024, kSignaled, 0},
+      {WrOpcode::kRdmaWrite, 0, 0, 0},
+      {WrOpcode::kRdmaRead, 8, kSignaled, 0},
+      {WrOpcode::kSend, 3, kSolicited | kSignaled, 0},
+      {WrOpcode::kRdmaWriteWithImm, 1023, 0, 0x55AA55AA},
+      {WrOpcode::kRdmaWrite, 6, 0, 0},
+  };
+  for (const bool grh : {false, true})
+    for (const TimeNs ack_delay : {TimeNs{0}, TimeNs{50'000}}) {
+      SCOPED_TRACE(std::string(grh ? "GRH" : "LRH only") + (ack_delay ? ", delayed ACKs" : ""));
+      PairOptions o;
+      o.grh = grh;
+      o.ack_delay_ns = ack_delay;
+      o.psn_a = 0xFFFFFA;  // the WQEs cross the PSN wrap
+      Pair one(o), run(o);
+      for (Pair* p : {&one, &run}) {
+        p->pump->by_ref = true;
+        p->pump->burst = true;
+        p->pump->burst_packets = 16;
+        fill(p->a.data(), 8192, 5);
+        for (std::uint64_t i = 0; i < 16; ++i)
+          ASSERT_EQ(p->b.post_recv(i * 2048, 2048, i), Errc::kOk);
+        // A first exchange: B's ACK gives A its end-to-end credits (IBA 9.7.7.2.5), so the run
+        // below is not held to one SEND at a time.
+        ASSERT_EQ(p->a.post_send(WrOpcode::kSend, 0, 4, 100), Errc::kOk);
+        p->run();
+        p->pump->log.clear();
+      }
+      const auto post = [&](Pair& p, std::size_t i) {
+        Wr w = wrs[i];
+        // Without delayed ACKs a WQE not last in the queue asks for no ACK unless signaled or
+        // credit-consuming, while one alone does: only WQEs whose AckReq both ways agree.
+        if (!ack_delay && (w.op == WrOpcode::kRdmaWrite || w.op == WrOpcode::kRdmaWriteWithImm))
+          w.flags |= kSignaled;
+        const bool read = w.op == WrOpcode::kRdmaRead;
+        const std::uint64_t remote = p.b.va(65536 + i * 2048);
+        return p.a.post_send(w.op, read ? 4096 + i * 64 : i * 256, w.len, i, remote, p.b.mr->rkey(),
+                             w.flags, w.imm);
+      };
+      for (std::size_t i = 0; i < wrs.size(); ++i) {
+        ASSERT_EQ(post(one, i), Errc::kOk);
+        one.pump->step();  // alone in the queue: the one-WQE path
+      }
+      one.run();
+      for (std::size_t i = 0; i < wrs.size(); ++i) ASSERT_EQ(post(run, i), Errc::kOk);
+      run.run();
+      const auto one_pkts = one.sent_by(0), run_pkts = run.sent_by(0);
+      ASSERT_EQ(one_pkts.size(), wrs.size());
+      ASSERT_EQ(run_pkts.size(), wrs.size());
+      for (std::size_t i = 0; i < wrs.size(); ++i) {
+        SCOPED_TRACE(i);
+        // The pairs' buffers (the RETH's VA, and so the ICRC) differ: one's packet is what the
+        // codec encodes from its own parse, byte for byte, and with run's VA it is run's packet.
+        auto parsed = wire::parse_packet(one_pkts[i].bytes);
+        ASSERT_TRUE(parsed.ok());
+        std::vector<std::uint8_t> again(one_pkts[i].bytes.size());
+        ASSERT_EQ(wire::encode_packet(parsed->h, parsed->payload, again), again.size());
+        EXPECT_EQ(again, one_pkts[i].bytes);
+        if (wrs[i].op == WrOpcode::kRdmaWrite || wrs[i].op == WrOpcode::kRdmaWriteWithImm ||
+            wrs[i].op == WrOpcode::kRdmaRead) {  // a RETH (9.3.3)
+          const std::uint64_t off = 65536 + i * 2048;
+          EXPECT_EQ(parsed->h.reth.va, one.b.va(off));
+          EXPECT_EQ(run_pkts[i].h.reth.va, run.b.va(off));
+          parsed->h.reth.va = run.b.va(off);
+          ASSERT_EQ(wire::encode_packet(parsed->h, parsed->payload, again), again.size());
+        }
+        EXPECT_EQ(again, run_pkts[i].bytes);
+        EXPECT_EQ(one_pkts[i].h.bth.psn, (0xFFFFFBu + i) & 0xFFFFFFu);
+      }
+      EXPECT_EQ(0, std::memcmp(one.b.data(), run.b.data(), 1 << 20));
+      EXPECT_EQ(0, std::memcmp(one.a.data(), run.a.data(), 1 << 20));
+      const auto wcs_one = one.a.send_wcs(), wcs_run = run.a.send_wcs();
+      ASSERT_EQ(wcs_one.size(), wcs_run.size());
+      for (std::size_t i = 0; i < wcs_one.size(); ++i) {
+        EXPECT_EQ(wcs_one[i].wr_id, wcs_run[i].wr_id);
+        EXPECT_EQ(wcs_one[i].status, WcStatus::kSuccess);
+      }
+      EXPECT_EQ(one.a.dev->counters().tx_packets, run.a.dev->counters().tx_packets);
+      EXPECT_EQ(one.a.dev->counters().tx_bytes, run.a.dev->counters().tx_bytes);
+      // An unsignaled WRITE alone (the end of what is queued) asks for an ACK unless the
+      // responder may delay it (req_poll's rule).
+      one.pump->log.clear();
+      ASSERT_EQ(one.a.post_send(WrOpcode::kRdmaWrite, 0, 8, 99, one.b.va(0), one.b.mr->rkey(), 0),
+                Errc::kOk);
+      one.pump->step();
+      ASSERT_FALSE(one.sent_by(0).empty());
+      EXPECT_EQ(one.sent_by(0)[0].h.bth.ack_req, ack_delay == 0);
+    }
+}
+
 TEST(RcData, SendMultiPacketWithImmSegmentsByMtu) {
   PairOptions o;
   o.mtu = Mtu::k256;
