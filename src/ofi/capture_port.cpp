@@ -56,6 +56,7 @@ class CapturePort final : public MediumPort {
   int wait_fd() const override { return inner_->wait_fd(); }
   bool arm_sleep(std::vector<pollfd>& fds) override { return inner_->arm_sleep(fds); }
   void disarm_sleep(std::span<const pollfd> fds) override { inner_->disarm_sleep(fds); }
+  TimeNs next_deadline() const override { return inner_->next_deadline(); }
   void bind_device(const Device& dev) override { inner_->bind_device(dev); }
   void add_peer(const NodeAddr& peer) override { inner_->add_peer(peer); }
   // See the file comment: no shortcut past the medium while capturing.

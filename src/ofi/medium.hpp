@@ -145,6 +145,10 @@ class MediumPort : public io::MemoryRegistration {
     return false;
   }
   virtual void disarm_sleep(std::span<const pollfd> fds) { (void)fds; }
+  // The earliest time the port's own timers need a ctrl_poll (udp: a control datagram's
+  // retransmission), or kNoDeadline. A sleeper that has doorbells (no tick) wakes for it:
+  // Domain::next_deadline includes it.
+  virtual TimeNs next_deadline() const { return kNoDeadline; }
 
   // What the medium counted, for the provider's extension ops (fi_weft_ext.h); zeros where it
   // counts nothing of the kind.

@@ -183,7 +183,7 @@ void Domain::stop_auto_progress() {
 }
 
 TimeNs Domain::next_deadline() const {
-  const TimeNs engine = dev->next_deadline();
+  const TimeNs engine = std::min(dev->next_deadline(), port->next_deadline());
   return connecting > 0 ? std::min(engine, conn_timer) : engine;
 }
 

@@ -22,7 +22,7 @@
 // above. The doorbells stay armed until a producer rings once (the ring clears the flag) or the
 // next arm; a rung doorbell keeps the epoll set readable until the next fi_trywait drains it,
 // which is what the contract asks (the application reads, then calls fi_trywait again).
-// A medium without doorbells (udp, dpdk) gets a tick instead: the
+// A medium without doorbells (dpdk) gets a tick instead: the
 // timer fires at most tick_ns after the arm (1 ms for fi_trywait), as the old polling did.
 // fi_wait is fi_trywait plus a ppoll of the epoll set, so it wakes at a peer's publish too.
 //

@@ -20,12 +20,14 @@
 // (the connection request then stays unanswered, as with a peer that never progresses).
 // FI_WEFT_UDP_CTRL_DROP (per million, seeded by FI_WEFT_LOOPBACK_SEED) drops sent control
 // datagrams, for the loss test.
+#include <poll.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <string>
 #include <algorithm>
 #include <map>
@@ -112,6 +114,9 @@ class UdpPort final : public IoMediumPort {
     p.backoff = kRetryFirstNs;
     p.due = now_ns() + p.backoff;
     if (!send_frame(dst, p.bytes)) return false;
+    // retransmit() sets next_due_ from what is pending, kNoDeadline when it gave up on the last
+    // one: a later datagram must lower it again, or it would never be resent.
+    next_due_ = std::min(next_due_, p.due);
     pending_.push_back(std::move(p));
     return true;
   }
@@ -130,6 +135,23 @@ class UdpPort final : public IoMediumPort {
     return got;
   }
   int wait_fd() const override { return epfd_; }
+
+  // Sleeping: epfd_ holds the control socket and the medium's receive descriptor (io_uring's
+  // ring, readable once a completion is queued, or the data socket), which become readable by
+  // themselves when a datagram arrives: no peer has to ring. prepare_sleep submits what is
+  // queued and says whether received packets wait already (then: false, no sleep). The epoll
+  // set is appended either way (an empty list would mean "no doorbells": a 1 ms tick).
+  bool arm_sleep(std::vector<pollfd>& fds) override {
+    fds.push_back({epfd_, POLLIN, 0});
+    return medium_->prepare_sleep();
+  }
+  TimeNs next_deadline() const override { return pending_.empty() ? kNoDeadline : next_due_; }
+  void disarm_sleep(std::span<const pollfd> fds) override {
+    medium_->finish_sleep();
+    // Woken by the control socket (or data): the next ctrl_poll looks at once.
+    for (const pollfd& p : fds)
+      if (p.fd == epfd_ && p.revents) expect_ = true;
+  }
 
  private:
   struct Pending {
