@@ -571,7 +571,8 @@ void define_params() {
                   g_params.split_bytes_min);
   fi_param_define(&g_prov, "spin_us", FI_PARAM_SIZE_T,
                   "A CQ read loop that has found nothing for this many microseconds sleeps on "
-                  "the medium's doorbells (shm), up to 1 ms per read, instead of spinning on; "
+                  "the medium's doorbells (shm, fabric; udp: its sockets), up to 1 ms per read, "
+                  "instead of spinning on; "
                   "0: never (default: %zu)",
                   g_params.spin_ns / 1000);
   fi_param_define(&g_prov, "loopback_drop", FI_PARAM_SIZE_T,
