@@ -1,6 +1,6 @@
 // bench/dpdk/dpdk_baseline.cpp — the bare DPDK loops bench/dpdk/run-dpdk-bench compares Weft's
 // DPDK medium with: two processes (a fork) joined by net_memif in copy mode (the vdev `weft perf
-// --medium dpdk` uses, same bsize), with the EAL arguments of src/io/dpdk (eal_init).
+// --medium dpdk` uses: memif_ring_args()), with the EAL arguments of src/io/dpdk (eal_init).
 // An optional last argument A,B pins the server to CPU A and the client to CPU B (as weft perf
 // --cpus A,B does).
 //   dpdk_baseline bw FRAMES FRAME_BYTES  the client sends FRAMES frames of FRAME_BYTES (each
@@ -127,12 +127,13 @@ std::uint32_t frame_icrc(const std::uint8_t* f, std::size_t bytes) {
 int run(bool server, bool bw, bool crc, bool zc, std::uint64_t count, std::size_t bytes,
         const std::string& sock, int go_fd) {
   const bool memif_server = server != zc;
-  Port p = open_port(std::string("net_memif0,role=") + (memif_server ? "server" : "client") +
-                         ",socket=" + sock + ",socket-abstract=yes,bsize=8192" +
-                         (memif_server ? ""
-                          : zc         ? ",zero-copy=yes"
-                                       : ""),
-                     go_fd);
+  Port p =
+      open_port(std::string("net_memif0,role=") + (memif_server ? "server" : "client") +
+                    ",socket=" + sock + ",socket-abstract=yes" + weft::io::dpdk::memif_ring_args() +
+                    (memif_server ? ""
+                     : zc         ? ",zero-copy=yes"
+                                  : ""),
+                go_fd);
   std::vector<std::uint8_t> frame(bytes, 0xA5);
   if (crc) frame[weft::wire::kEthHeaderBytes] = 0x45;  // IPv4: the ICRC masks by IP version
   rte_mbuf* m[kBurst];

@@ -98,11 +98,11 @@ class DpdkPort final : public IoMediumPort {
       const auto& c = medium_->counters();
       WEFT_INFO(FI_LOG_DOMAIN,
                 "dpdk lid %u: tx %llu rx %llu no-route %llu full %llu other %llu bad-icrc %llu "
-                "zero-copy %llu",
+                "zero-copy %llu chained %llu",
                 self_.lid, (unsigned long long)c.tx_packets, (unsigned long long)c.rx_packets,
                 (unsigned long long)c.tx_no_route, (unsigned long long)c.tx_full,
                 (unsigned long long)c.rx_other, (unsigned long long)c.rx_bad_icrc,
-                (unsigned long long)c.tx_zero_copy);
+                (unsigned long long)c.tx_zero_copy, (unsigned long long)c.rx_chained);
     }
     medium_.reset();  // the graceful end of a memif session; a server waits for its client
     g_ports.fetch_sub(1);
@@ -261,7 +261,7 @@ std::unique_ptr<MediumPort> open_dpdk_port(std::string_view fabric_name,
       }
     }
     cfg.vdev = std::string("net_memif0,role=") + (memif_server ? "server" : "client") +
-               ",socket=" + pair + ",bsize=8192";
+               ",socket=" + pair + io::dpdk::memif_ring_args();
   }
   auto port = std::make_unique<DpdkPort>(std::move(ctrl), std::move(role), nullptr);
   port->fabric_ = fabric;

@@ -68,9 +68,11 @@ struct MediumHello {
 // perf's QPs use a 4 KiB path MTU: a medium whose interface carries less says how to fix it.
 std::string mtu_problem(std::uint32_t roce_mtu, std::uint32_t if_mtu, std::string_view where) {
   if (roce_mtu >= 4096) return "";
+  const bool memif = where.starts_with("net_memif");
   return std::string(where) + " has MTU " + std::to_string(if_mtu) + ", which carries RoCE MTU " +
          std::to_string(roce_mtu) + " at most; weft perf uses 4096: raise it to at least 4160 " +
-         "(e.g. ip link set dev IFACE mtu 9000)";
+         (memif ? "(net_memif: its buffers bound it, so a bsize of at least 4174)"
+                : "(e.g. ip link set dev IFACE mtu 9000)");
 }
 
 // After the rendezvous on `name`: both sides open the medium, swap addresses over the rendezvous
@@ -154,7 +156,7 @@ std::string switch_medium(io::DirectNode& node, const PerfArgs& a, const std::st
     const bool memif_server = server != a.memif_zero_copy;
     if (c.vdev.empty())
       c.vdev = std::string("net_memif0,role=") + (memif_server ? "server" : "client") +
-               ",socket=weft-perf-memif-" + name + ",bsize=8192" +
+               ",socket=weft-perf-memif-" + name + io::dpdk::memif_ring_args() +
                (memif_server        ? ""
                 : a.memif_zero_copy ? ",zero-copy=yes"
                                     : "");

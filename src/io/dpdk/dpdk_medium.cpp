@@ -172,6 +172,22 @@ bool interrupt_thread_barrier(TimeNs timeout_ns) {
   return b.passed.load(std::memory_order_acquire);
 }
 
+std::uint32_t memif_buffer_bytes(const std::string& vdev) {
+  constexpr std::uint32_t kMemifDefaultBufferBytes =
+      2048;  // DPDK's ETH_MEMIF_DEFAULT_PKT_BUFFER_SIZE
+  std::uint32_t bytes = kMemifDefaultBufferBytes;
+  // The last bsize= wins, as in rte_kvargs_process.
+  for (std::size_t k = vdev.find(",bsize="); k != std::string::npos;
+       k = vdev.find(",bsize=", k + 1))
+    bytes = static_cast<std::uint32_t>(std::strtoul(vdev.c_str() + k + 7, nullptr, 0));
+  return bytes;
+}
+
+std::string memif_ring_args() {
+  static_assert(kMemifBufferBytes >= roce::kFrameMax6 && kMemifBufferBytes % 64 == 0);
+  return ",bsize=" + std::to_string(kMemifBufferBytes) + ",rsize=" + std::to_string(kMemifLog2Ring);
+}
+
 std::vector<std::string> default_eal_args() {
   // --single-file-segments: a net_memif client with `zero-copy=yes` shares its mempool memory
   // with the server and refuses to start without it ("Zero-copy doesn't support multi-file
@@ -327,13 +343,23 @@ std::uint32_t DpdkMedium::port_mtu(const rte_eth_dev_info& info) {
   }
   const auto room = static_cast<std::uint32_t>(
       std::max<std::size_t>(cfg_.mbuf_bytes, roce::kFrameMax) - wire::kEthHeaderBytes);
-  const std::uint32_t want = std::min<std::uint32_t>(info.max_mtu, room);
+  std::uint32_t want = std::min<std::uint32_t>(info.max_mtu, room);
+  // net_memif: a frame must fit one of its buffers. A longer one goes as a chain of descriptors,
+  // and DPDK 22.11's copy-mode transmit never clears MEMIF_DESC_FLAG_NEXT on the first
+  // descriptor of a frame: a slot that once began a chain, reused for a frame of one buffer,
+  // still says "next", and the receiver joins the frame after it to its tail, where that frame
+  // is lost (with bsize=4096, 4 KiB RDMA WRITEs and then small UD sends: the sends vanished; with
+  // 2048, 1 MiB WRITEs ended in RETRY_EXC_ERR). So the buffer bounds the MTU, and tx_burst drops
+  // what is longer.
+  if (memif_)
+    want = std::min<std::uint32_t>(want, memif_buffer_bytes(cfg_.vdev) - wire::kEthHeaderBytes);
   std::uint16_t mtu = 0;
   if (rte_eth_dev_get_mtu(port_id_, &mtu) == 0 && mtu < want) {
     // A PMD with no MTU setting (net_memif) bounds frames only by its buffers: ours.
     if (rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(want)) == -ENOTSUP) return want;
   }
-  return rte_eth_dev_get_mtu(port_id_, &mtu) == 0 ? mtu : 0;
+  if (rte_eth_dev_get_mtu(port_id_, &mtu) != 0) return 0;
+  return memif_ ? std::min<std::uint32_t>(mtu, want) : mtu;
 }
 
 DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
@@ -465,6 +491,7 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   rte_eth_macaddr_get(port_id_, &a);
   std::memcpy(mac_.data(), a.addr_bytes, 6);
   if_mtu_ = port_mtu(info);
+  frame_max_ = if_mtu_ ? if_mtu_ + wire::kEthHeaderBytes : 0;
   timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (cfg.link_wait_ns > 0 && !wait_link(cfg.link_wait_ns))
     log->warn("dpdk: {} link still down after {} ms", dev_name_, cfg.link_wait_ns / 1'000'000);
@@ -840,14 +867,11 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       m[built++] = b;
       auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
       std::size_t bytes;
-      if (zero_copy_ && pkt.payload_bytes >= cfg_.zero_copy_min_bytes && dev.payload_stable(pkt) &&
-          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, addr())) {
+      const bool by_reference =
+          zero_copy_ && pkt.payload_bytes >= cfg_.zero_copy_min_bytes && dev.payload_stable(pkt) &&
+          zero_copy_allowed(pkt.payload, pkt.payload_bytes) && attach_zero_copy(b, pkt, addr());
+      if (by_reference) {
         bytes = b->pkt_len;
-        ++counters_.tx_zero_copy;
-        if (pcap_.is_open()) {
-          const void* whole = rte_pktmbuf_read(b, 0, b->pkt_len, scratch_.data());
-          pcap_.write(now, {static_cast<const std::uint8_t*>(whole), bytes});
-        }
       } else {
         const roce::FrameHead4* h = nullptr;
         for (const auto& [lid, head] : heads_)
@@ -855,7 +879,22 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
         bytes = h ? roce::build_frame(pkt, *h, f) : roce::build_frame(pkt, addr(), f);
         b->data_len = static_cast<std::uint16_t>(bytes);
         b->pkt_len = static_cast<std::uint32_t>(bytes);
-        if (pcap_.is_open()) pcap_.write(now, {f, bytes});
+      }
+      if (frame_max_ != 0 && bytes > frame_max_) {  // as a NIC drops what its MTU does not carry
+        if (counters_.tx_oversize++ == 0)
+          base::get_logger("weft.io")->warn(
+              "dpdk: {}: a {}-byte frame is over the port's MTU {} (a path MTU above the "
+              "port's RoCE MTU {}{}): dropped, as every such frame will be (tx_oversize)",
+              dev_name_, bytes, if_mtu_, roce_mtu(),
+              memif_ ? "; net_memif's bsize bounds its MTU" : "");
+        --built;
+        rte_pktmbuf_free(b);  // and the payload's reference with it (extbuf_freed)
+        continue;
+      }
+      if (by_reference) ++counters_.tx_zero_copy;
+      if (pcap_.is_open()) {
+        const void* whole = rte_pktmbuf_read(b, 0, b->pkt_len, scratch_.data());
+        pcap_.write(now, {static_cast<const std::uint8_t*>(whole), bytes});
       }
       prepare_tx_checksum(b, csum_);
       ++counters_.tx_packets;
@@ -902,6 +941,7 @@ void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeN
     auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
     std::size_t len = b->data_len;
     if (b->nb_segs != 1) {  // a PMD with small buffers chained it: one copy makes it whole
+      ++counters_.rx_chained;
       len = std::min<std::size_t>(b->pkt_len, scratch_.size());
       f = static_cast<std::uint8_t*>(const_cast<void*>(
           rte_pktmbuf_read(b, 0, static_cast<std::uint32_t>(len), scratch_.data())));

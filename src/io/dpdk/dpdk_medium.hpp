@@ -103,6 +103,25 @@ inline constexpr TimeNs kIntrBarrierWaitNs = 2'000'000'000;
 // other code that stops a memif port (bench/dpdk).
 bool interrupt_thread_barrier(TimeNs timeout_ns = kIntrBarrierWaitNs);
 
+// The net_memif ring Weft's own memif devices use (weft perf, the libfabric provider, and the
+// bare loop bench/dpdk compares with): memif_ring_args() is appended to their vdev string.
+// - Buffers of the largest frame Weft sends (kFrameMax6: a 4 KiB payload, IPv6), rounded up to a
+//   cache line, so that no frame is chained over two buffers. memif's default is 2048 (a 4 KiB
+//   MTU chains) and we used 8192 before: buffers 8 KiB apart fill only the cache sets of their
+//   first 4 KiB, and the ring's working set doubles in L2 terms.
+// - 2^7 = 128 descriptors per ring (memif's default is 2^10). Every frame's lines are written by
+//   one core and read by the other; a ring whose buffers stay in L2 (128 x 4288 B = 536 KiB, next
+//   to a 1 MiB memory region) moves them between the cores' caches, while 1024 of them (4.3 MiB)
+//   go through L3 each time round. 128 x 4 KiB in flight is ~60 us at 70 Gb/s, far more than a
+//   receiver's pause between polls. Measured with run-dpdk-bench (src/io/dpdk/README.md,
+//   "The memif ring"): weft perf write --bw -s 1M rose from ~1.75 to ~2.4 Mpps, the bare loop from
+//   ~2.45 to ~3.2; at 256 descriptors Weft fell back to ~1.8.
+inline constexpr std::size_t kMemifBufferBytes = (roce::kFrameMax6 + 63) / 64 * 64;
+inline constexpr unsigned kMemifLog2Ring = 7;
+std::string memif_ring_args();  // ",bsize=4288,rsize=7"
+// The buffer size a net_memif vdev string asks for (its bsize; DPDK's default 2048 without one).
+std::uint32_t memif_buffer_bytes(const std::string& vdev);
+
 struct DpdkConfig {
   std::string vdev;                   // e.g. "net_af_packet0,iface=veth0"; its name is the port
   std::vector<std::string> eal_args;  // empty: WEFT_DPDK_ARGS or default_eal_args()
@@ -151,6 +170,12 @@ struct DpdkCounters {
   std::uint64_t tx_full = 0;      // the port or the pool had no room: kept for the next pass
   std::uint64_t rx_other = 0;     // not RoCEv2 to us (ARP, IPv6 ND, other ports): freed
   std::uint64_t rx_bad_icrc = 0, rx_malformed = 0;
+  // Frames that arrived chained over several mbufs (a PMD whose buffers are smaller than the
+  // frame: net_memif with a bsize below it): each cost one more copy to make it whole.
+  std::uint64_t rx_chained = 0;
+  // Frames longer than the port's MTU (plus its Ethernet header) carries: dropped, as a NIC
+  // would (a path MTU set above roce_mtu()).
+  std::uint64_t tx_oversize = 0;
   std::uint64_t tx_zero_copy = 0;  // packets whose payload went by reference (external buffer)
   // Ending a session ("Ending a session" above): BYEs answered for the peer, and frames that
   // arrived after this side began to leave (its Device gone: freed unread).
@@ -245,6 +270,7 @@ class DpdkMedium final : public Medium {
   bool probed_ = false, started_ = false;
   std::uint16_t port_id_ = 0;
   std::uint32_t if_mtu_ = 0;
+  std::size_t frame_max_ = 0;  // if_mtu_ and the Ethernet header: longer frames are dropped
   roce::Mac mac_{};
   rte_mempool* pool_ = nullptr;
   // Payload segments (no data room; the external buffer's shared info in the private area) and
