@@ -23,14 +23,18 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/io/direct_node.hpp"
+#include "src/io/clock.hpp"
+#include "src/io/driver.hpp"
 #include "src/io/dpdk/dpdk_medium.hpp"
 #include "src/wire/pcap.hpp"
 #include "src/wire/roce.hpp"
@@ -819,6 +823,81 @@ TEST_F(Dpdk, ChecksumsAreRightOnTheWireWithOffloadOnNetTapAndInSoftware) {
     }
     close(s);
   }
+}
+
+TimeNs thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<TimeNs>(t.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(t.tv_nsec);
+}
+
+// A sleeping Driver wakes on the port's receive interrupt, not on a timer: net_tap gives its rx
+// queue a descriptor (the tap queue's, readable while frames wait). Idle for 300 ms, the Driver
+// sleeps a few times at most (on the backing-off timer it slept ~300 times: once per 1 ms); a
+// frame the kernel then sends into the tap wakes it (wakeups_rx) well within the bound, and no
+// timer fired. The bound is generous for a loaded machine (a wake-up takes tens of
+// microseconds here); the sleep count is what tells the two designs apart.
+TEST_F(Dpdk, ASleepingDriverWakesOnTheReceiveInterruptNotATimer) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for net_tap (/dev/net/tun)";
+  const std::string ifname = "wdtapi" + std::to_string(getpid() % 100000);
+  DpdkConfig cfg;
+  cfg.vdev = "net_tap_weft1,iface=" + ifname;
+  cfg.local_ip = kIpA;
+  cfg.link_wait_ns = 0;
+  DpdkMedium m(cfg);
+  ASSERT_TRUE(m.ok()) << m.error();
+  ASSERT_TRUE(m.rx_interrupt()) << "net_tap gave its rx queue no interrupt descriptor";
+  sh("sysctl -qw net.ipv6.conf." + ifname + ".disable_ipv6=1");  // no neighbour discovery
+  const int s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_ll sll{};
+  sll.sll_family = AF_PACKET;
+  sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+  sll.sll_halen = 6;
+  ASSERT_NE(sll.sll_ifindex, 0);
+
+  LocalDevice d(m);
+  Driver drv;
+  drv.attach(*d.dev, m);
+  // Whatever the kernel sent when the tap came up is read first.
+  drv.run_until([] { return false; }, 20'000'000);
+  const DriverCounters idle0 = drv.counters();
+  const TimeNs cpu0 = thread_cpu_ns();
+  drv.run_until([] { return false; }, 300'000'000);
+  const TimeNs idle_cpu_ns = thread_cpu_ns() - cpu0;
+  const std::uint64_t idle_sleeps = drv.counters().sleeps - idle0.sleeps;
+  EXPECT_LE(idle_sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
+  // Its one timer: run_until's end.
+  EXPECT_LE(drv.counters().wakeups_timer, idle0.wakeups_timer + 1);
+
+  // A frame from the kernel's side after 50 ms (not RoCE: the port counts it as rx_other).
+  std::array<std::uint8_t, 60> f{};
+  std::memset(f.data(), 0xFF, 6);
+  f[12] = 0x88;
+  f[13] = 0xB6;  // IEEE 802's local experimental EtherType 2
+  const DriverCounters c0 = drv.counters();
+  const std::uint64_t other0 = m.counters().rx_other;
+  std::atomic<TimeNs> sent_at{0};
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sent_at.store(monotonic_ns());
+    ASSERT_EQ(sendto(s, f.data(), f.size(), 0, reinterpret_cast<sockaddr*>(&sll), sizeof sll),
+              static_cast<ssize_t>(f.size()));
+  });
+  const bool got = drv.run_until([&] { return m.counters().rx_other > other0; }, 5'000'000'000);
+  const TimeNs woke_at = monotonic_ns();
+  sender.join();
+  close(s);
+  ASSERT_TRUE(got) << "the frame never reached the port";
+  constexpr TimeNs kWakeBoundNs = 100'000'000;
+  EXPECT_LT(woke_at - sent_at.load(), kWakeBoundNs);
+  EXPECT_GE(drv.counters().wakeups_rx, c0.wakeups_rx + 1) << "not woken by the descriptor";
+  EXPECT_EQ(drv.counters().wakeups_timer, c0.wakeups_timer);
+  EXPECT_LE(drv.counters().sleeps - c0.sleeps, 10u);
+  std::printf("idle 300 ms: %llu sleeps, %lld us of CPU; woke %lld us after the frame was sent\n",
+              static_cast<unsigned long long>(idle_sleeps),
+              static_cast<long long>(idle_cpu_ns / 1000),
+              static_cast<long long>((woke_at - sent_at.load()) / 1000));
 }
 
 // The system call a thread of this process named `comm` is blocked in (/proc/self/task/T/syscall

@@ -41,9 +41,16 @@
 // which refuses while buffers are in flight. Virtual devices read with the CPU: any stable
 // payload goes by reference, no registration needed.
 //
-// Sleeping: virtual devices here have no receive interrupt, so rx_wait_fd() is a timerfd the
-// medium arms before the Driver sleeps, backing off from 20 us to 1 ms while the port stays idle
-// (a backed-off poll, not a spin).
+// Sleeping: the port is configured for receive interrupts (rte_eth_conf.intr_conf.rxq = 1).
+// When the PMD gives the rx queue an interrupt descriptor (rte_eth_dev_rx_intr_ctl_q_get_fd:
+// net_tap here, a NIC with an interrupt vector), rx_wait_fd() is that descriptor: masked while
+// awake, unmasked (rte_eth_dev_rx_intr_enable) only in prepare_sleep, which then looks at the
+// queue once more (a frame that landed before the unmask raised nothing), masked again in
+// finish_sleep (l3fwd-power's pattern); a PMD without the mask (net_tap) has a descriptor readable
+// exactly while frames wait. Otherwise — DPDK 22.11's net_memif, net_ring, net_af_packet and
+// net_null have no receive interrupt through ethdev (ENOTSUP; README, "Sleeping") — rx_wait_fd()
+// is a timerfd the medium arms before the Driver sleeps, backing off from 20 us to 1 ms while the
+// port stays idle (a backed-off poll, not a spin).
 //
 // Ending a session (the destructor). net_memif keeps the frames in flight in shared memory that
 // the client maps; when either side leaves, memif_disconnect drops both rings, and whatever the
@@ -232,7 +239,9 @@ class DpdkMedium final : public Medium {
   // between pauses while idle, so a frame is seen a pause and a poll after it lands instead of
   // half a pass later (a pass is the bursts, the Device's transmit poll and the application).
   bool rx_ready() const override;
-  int rx_wait_fd() const override { return timer_fd_; }
+  int rx_wait_fd() const override { return rx_intr_fd_ >= 0 ? rx_intr_fd_ : timer_fd_; }
+  // True when the port sleeps on its receive interrupt rather than the backing-off timer.
+  bool rx_interrupt() const { return rx_intr_fd_ >= 0; }
   bool prepare_sleep() override;
   void finish_sleep() override;
 
@@ -240,6 +249,8 @@ class DpdkMedium final : public Medium {
 
  private:
   bool flush_pending();
+  // Takes the rx queue's interrupt descriptor when the PMD has one (see "Sleeping").
+  void setup_rx_interrupt();
   // Link frames (see "Ending a session"): queues one behind the pending frames and flushes;
   // false when the pool has no mbuf for it now.
   bool send_link_frame(std::uint8_t type);
@@ -299,6 +310,9 @@ class DpdkMedium final : public Medium {
   mutable rte_mbuf* stash_[kStashMax] = {};
   mutable std::uint16_t stash_n_ = 0;
   int timer_fd_ = -1;
+  int rx_intr_fd_ = -1;            // the rx queue's interrupt descriptor (the PMD's), or -1
+  bool rx_intr_maskable_ = false;  // rte_eth_dev_rx_intr_enable/disable work on it
+  bool rx_intr_eventfd_ = false;   // an eventfd: read it after a wake-up
   TimeNs backoff_ns_ = 0;
   bool rx_since_sleep_ = false;
   wire::PcapWriter pcap_;
