@@ -421,8 +421,16 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
       tx_checksum_offloads(csum_) | (zero_copy_ ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0);
   // Receive interrupts where the PMD has them (see "Sleeping" in dpdk_medium.hpp); a port that
   // refuses the request is configured without it and sleeps on the timer.
-  conf.intr_conf.rxq = 1;
-  if (rte_eth_dev_configure(port_id_, 1, 1, &conf) != 0) conf.intr_conf.rxq = 0;
+  DpdkConfig::RxInterrupt want_intr = cfg.rx_interrupt;
+  if (const char* e = std::getenv("WEFT_DPDK_RX_INTR"); e && *e)
+    want_intr = std::strcmp(e, "on") == 0    ? DpdkConfig::RxInterrupt::kOn
+                : std::strcmp(e, "off") == 0 ? DpdkConfig::RxInterrupt::kOff
+                                             : DpdkConfig::RxInterrupt::kAuto;
+  conf.intr_conf.rxq =
+      want_intr == DpdkConfig::RxInterrupt::kOn ||
+      (want_intr == DpdkConfig::RxInterrupt::kAuto && dev_name_.starts_with("net_tap"));
+  if (conf.intr_conf.rxq && rte_eth_dev_configure(port_id_, 1, 1, &conf) != 0)
+    conf.intr_conf.rxq = 0;
   if (conf.intr_conf.rxq == 0) {
     if (const int r = rte_eth_dev_configure(port_id_, 1, 1, &conf); r != 0) {
       error_ = "dpdk: rte_eth_dev_configure(" + dev_name_ + "): " + rte_strerror(-r);

@@ -41,16 +41,19 @@
 // which refuses while buffers are in flight. Virtual devices read with the CPU: any stable
 // payload goes by reference, no registration needed.
 //
-// Sleeping: the port is configured for receive interrupts (rte_eth_conf.intr_conf.rxq = 1).
-// When the PMD gives the rx queue an interrupt descriptor (rte_eth_dev_rx_intr_ctl_q_get_fd:
-// net_tap here, a NIC with an interrupt vector), rx_wait_fd() is that descriptor: masked while
-// awake, unmasked (rte_eth_dev_rx_intr_enable) only in prepare_sleep, which then looks at the
-// queue once more (a frame that landed before the unmask raised nothing), masked again in
-// finish_sleep (l3fwd-power's pattern); a PMD without the mask (net_tap) has a descriptor readable
-// exactly while frames wait. Otherwise — DPDK 22.11's net_memif, net_ring, net_af_packet and
-// net_null have no receive interrupt through ethdev (ENOTSUP; README, "Sleeping") — rx_wait_fd()
-// is a timerfd the medium arms before the Driver sleeps, backing off from 20 us to 1 ms while the
-// port stays idle (a backed-off poll, not a spin).
+// Sleeping: the port is configured for receive interrupts (rte_eth_conf.intr_conf.rxq = 1) where
+// DpdkConfig::rx_interrupt allows it (by default only net_tap, the one PMD here that has them:
+// on a NIC, asking for an interrupt vector the kernel driver cannot give (uio without MSI-X)
+// could fail the port's start, which we cannot test here). When the PMD gives the rx queue an
+// interrupt descriptor (rte_eth_dev_rx_intr_ctl_q_get_fd: net_tap here, a NIC with an interrupt
+// vector), rx_wait_fd() is that descriptor: masked while awake, unmasked
+// (rte_eth_dev_rx_intr_enable) only in prepare_sleep, which then looks at the queue once more (a
+// frame that landed before the unmask raised nothing), masked again in finish_sleep (l3fwd-power's
+// pattern); a PMD without the mask (net_tap) has a descriptor readable exactly while frames wait.
+// Otherwise — DPDK 22.11's net_memif, net_ring, net_af_packet and net_null have no receive
+// interrupt through ethdev (ENOTSUP; README, "Sleeping") — rx_wait_fd() is a timerfd the medium
+// arms before the Driver sleeps, backing off from 20 us to 1 ms while the port stays idle (a
+// backed-off poll, not a spin).
 //
 // Ending a session (the destructor). net_memif keeps the frames in flight in shared memory that
 // the client maps; when either side leaves, memif_disconnect drops both rings, and whatever the
@@ -154,6 +157,11 @@ struct DpdkConfig {
   // included; on a virtual device a region is only a record. WEFT_DPDK_REGIONS_MAX in the
   // environment overrides it (tests reach the limit through the libfabric provider with it).
   std::uint32_t regions_max = 64;
+  // Receive interrupts for sleeping ("Sleeping" above): kAuto asks for them on net_tap only,
+  // kOn on any port (a NIC whose driver gives vectors: vfio-pci), kOff never. WEFT_DPDK_RX_INTR
+  // = auto|on|off in the environment overrides it.
+  enum class RxInterrupt : std::uint8_t { kAuto, kOn, kOff };
+  RxInterrupt rx_interrupt = RxInterrupt::kAuto;
 };
 
 // Which checksums the port computes for us (the rest is done in software, see above).
