@@ -366,14 +366,16 @@ std::string coarse_caveat(const ClusterConfig& cluster, const RunConfig& run, co
       "reference";
   // All-to-all (bench/coll/alltoall_coarse_vs_packet.sh, 64 KiB-4 MiB, minhop and updn): 8 x 4
   // rails with one or two spines 0.93-1.12 of the packet level's time, the 2-level fat tree of
-  // radix 8 0.69-0.88, radix 16 0.45-0.65 at 1-4 MiB (README "All-to-all" and "Head-of-line
-  // blocking": the packet level's input-buffered switches).
+  // radix 8 0.93-1.04, radix 16 0.61-0.85, radix 4 1.17-1.18 (README "All-to-all", "Head-of-line
+  // blocking" and "Control packets, credit back-pressure and the HCA's pipeline at the heads").
   if (run.kind == CollKind::kAllToAll &&
       (cluster.topology.starts_with("rail:") || cluster.topology.starts_with("fat-tree:"))) {
     const bool rail = cluster.topology.starts_with("rail:");
-    return "the coarse model reads " + what +
-           (rail ? " within 12 % of" : " up to 31 % faster than") + " the packet-level fabric on " +
-           (rail ? "rail clusters (8 x 4)" : "fat trees (2 levels, radix 8; 55 % at radix 16)") +
+    return "the coarse model reads " + what + (rail ? " within 12 % of" : " within 7 % of") +
+           " the packet-level fabric on " +
+           (rail ? "rail clusters (8 x 4)"
+                 : "fat trees (2 levels, radix 8, 64 KiB-4 MiB; radix 16 up to 39 % faster, "
+                   "radix 4 up to 18 % slower)") +
            " (emu/collsim/README.md \"All-to-all\")" + advice;
   }
   // Measured: all-reduce on rail topologies (8 x 8 spines=2, 2 x 4 spines=1), the NICs

@@ -248,10 +248,10 @@ TEST(PacketFabric, AllToAllCoarseNearPacketOnAFatTreeWithHeadOfLineBlocking) {
     SCOPED_TRACE(bytes);
     RunConfig run{.kind = CollKind::kAllToAll, .dtype = DataType::kF32, .verify = false};
     const auto r = run_both(c, run, bytes);
-    expect_coarse_near_packet(r, 0.2);
+    expect_coarse_near_packet(r, 0.05);
     if (!r.coarse.result) continue;
     EXPECT_EQ(r.coarse.result->flows_head_of_line, 32 * 31);
-    EXPECT_NE(r.coarse.result->coarse_caveat.find("direct alltoall up to 31 % faster"),
+    EXPECT_NE(r.coarse.result->coarse_caveat.find("direct alltoall within 7 % of"),
               std::string::npos)
         << r.coarse.result->coarse_caveat;
   }
@@ -260,6 +260,30 @@ TEST(PacketFabric, AllToAllCoarseNearPacketOnAFatTreeWithHeadOfLineBlocking) {
   const auto o = run_collective(c, ring, 1u << 20);
   ASSERT_TRUE(o.result) << o.error;
   EXPECT_EQ(o.result->flows_head_of_line, 0);
+}
+
+// All-to-all of messages of one or a few packets on fat trees: every message brings an ACK and a
+// credit grant back and the grant's ACK forward, each a head of its own in the switches' input
+// FIFOs; a spine input whose head is blocked holds the leaf's uplink for credits (IBA 7.9); with
+// 512 B per peer (radix 16 at 64 KiB) the HCA's transmit pipeline (16 packets behind a 400 ns
+// DMA read) bounds what it injects. Without those terms the coarse model read 0.74 / 0.69 of the
+// packet level's time on radix 8 at 64 / 256 KiB and 0.48 / 0.69 on radix 16 at 64 KiB / 4 MiB;
+// now 0.98 / 0.93 and 0.80 / 0.85 (radix 16 is not understood yet: README "Control packets,
+// credit back-pressure and the HCA's pipeline at the heads"). Rails keep their term bit for bit.
+TEST(PacketFabric, AllToAllCoarseNearPacketOnFatTreesWithSmallMessages) {
+  for (const auto& [spec, hcas, bytes, tolerance] :
+       {std::tuple{"fat-tree:levels=2,radix=8", 32, std::size_t{64} << 10, 0.1},
+        std::tuple{"fat-tree:levels=2,radix=8", 32, std::size_t{256} << 10, 0.1},
+        std::tuple{"fat-tree:levels=2,radix=16", 128, std::size_t{64} << 10, 0.25},
+        std::tuple{"fat-tree:levels=2,radix=16", 128, std::size_t{4} << 20, 0.2}}) {
+    SCOPED_TRACE(std::string(spec) + " " + std::to_string(bytes));
+    const ClusterConfig c = calibrated_rail(hcas, 1, spec);
+    RunConfig run{.kind = CollKind::kAllToAll, .dtype = DataType::kF32, .verify = false};
+    const auto r = run_both(c, run, bytes);
+    expect_coarse_near_packet(r, tolerance);
+    if (!r.coarse.result) continue;
+    EXPECT_EQ(r.coarse.result->flows_head_of_line, hcas * (hcas - 1));
+  }
 }
 
 // Where the coarse model is not known to be within 5 % of the packet level, a coarse run says
