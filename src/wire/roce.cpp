@@ -195,6 +195,23 @@ std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_tota
   return icrc_roce_v2({frame + kEthHeaderBytes, ip_total - kIcrcBytes});
 }
 
+std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_head,
+                                  std::span<const std::uint8_t> payload, std::uint8_t pad_bytes) {
+  WEFT_ASSERT(ip_head >= kIpv4HeaderBytes + kUdpHeaderBytes + kBthBytes);
+  WEFT_ASSERT(pad_bytes <= 3);
+#if defined(__x86_64__)
+  if (kHaveClmul && ip_head % 4 == 0) {
+    // The stream (kZ zeros, 4 ones, the headers) ends with the headers: whole blocks.
+    const std::size_t z = (16 - (4 + ip_head) % 16) % 16;
+    std::uint32_t crc = icrc_stream_clmul(frame, z, (z + 4 + ip_head) / 16);
+    crc = crc32_refl(crc, payload.data(), payload.size());
+    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+    return crc32_refl(crc, kZeros, pad_bytes);
+  }
+#endif
+  return icrc_roce_v2({frame + kEthHeaderBytes, ip_head}, payload, pad_bytes);
+}
+
 std::uint32_t icrc_roce_v2(std::span<const std::uint8_t> ip, std::span<const std::uint8_t> payload,
                            std::uint8_t pad_bytes) {
   WEFT_ASSERT(pad_bytes <= 3);

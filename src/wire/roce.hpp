@@ -43,6 +43,13 @@ std::uint32_t icrc_roce_v2(std::span<const std::uint8_t> ip_through_pad);
 // boundary, its unmasked bytes 54 bytes later: every load straddled two lines).
 inline constexpr std::size_t kIcrcShortMaxBytes = 512;
 std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_total);
+// The same with the payload elsewhere (a gather list, or the source of a copy): the frame holds
+// the headers, IP through the extension headers (`ip_head` bytes from byte 14); the payload's
+// `pad_bytes` zeros are not materialized. The headers are folded as above, the payload by ISA-L
+// from where it is: a sender reads back only the few header bytes it has just stored, not 4 KiB
+// of a copy still draining from its store buffer.
+std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_head,
+                                  std::span<const std::uint8_t> payload, std::uint8_t pad_bytes);
 
 struct RoceV2Addr {
   std::array<std::uint8_t, 6> dst_mac{};
