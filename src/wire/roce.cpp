@@ -77,6 +77,11 @@ constexpr long long lane(std::uint64_t c) {  // x^e -> bit 63 - e
 }
 // block * x^128 = lane0 x^192 + lane1 x^128; the products' extra x is in the exponents.
 constexpr long long kFold0 = lane(xpow_mod_p(191)), kFold1 = lane(xpow_mod_p(127));
+// The same for a block 32, 48 and 64 bytes ahead of the end (x^256, x^384, x^512): four lanes.
+constexpr long long kFold32Lo = lane(xpow_mod_p(319)), kFold32Hi = lane(xpow_mod_p(255));
+constexpr long long kFold48Lo = lane(xpow_mod_p(447)), kFold48Hi = lane(xpow_mod_p(383));
+constexpr long long kFold64Lo = lane(xpow_mod_p(575)), kFold64Hi = lane(xpow_mod_p(511));
+constexpr std::size_t kLanes = 4;  // blocks folded side by side, 64 bytes apart
 // The last block B (lane0 x^64 + lane1) times x^32 (the CRC register is stream * x^32 mod P):
 // lane0 x^96 -> lane0 (x^96 mod P), then the 32 bits still above x^64 -> (x^64 mod P).
 constexpr long long kReduce96 = lane(xpow_mod_p(95)), kReduce64 = lane(xpow_mod_p(63));
@@ -133,12 +138,30 @@ __attribute__((target("pclmul,sse4.1"))) std::uint32_t icrc_stream_clmul(const s
   // Block 0 from frame + 10 shifted up by z (base itself may lie before the frame).
   __m128i acc = _mm_or_si128(_mm_shuffle_epi8(load(frame + 10), load(head.shift.data())),
                              load(head.masks[0].data()));
-  acc = fold16(acc, k, _mm_or_si128(load(base + 16), load(head.masks[1].data())));
-  acc = fold16(acc, k, _mm_or_si128(load(base + 32), load(head.masks[2].data())));
-  // Block 3 has a masked byte only when z >= 12, and then it is in the stream (z + ip_total
-  // bytes, ip_total >= 44: more than 48).
-  if (blocks > 3) acc = fold16(acc, k, _mm_or_si128(load(base + 48), load(head.masks[3].data())));
-  for (std::size_t j = kMaskedBlocks; j < blocks; ++j) acc = fold16(acc, k, load(base + 16 * j));
+  const __m128i b1 = _mm_or_si128(load(base + 16), load(head.masks[1].data()));
+  const __m128i b2 = _mm_or_si128(load(base + 32), load(head.masks[2].data()));
+  std::size_t j = kMaskedBlocks;
+  if (blocks >= 2 * kLanes) {
+    // Four lanes 64 bytes apart, each folded by x^512, then joined: the chain of dependent
+    // multiplies a quarter as long as one block after another (a long datagram's head, below).
+    const __m128i k64 = _mm_set_epi64x(kFold64Hi, kFold64Lo);
+    __m128i a0 = acc, a1 = b1, a2 = b2;
+    __m128i a3 = _mm_or_si128(load(base + 48), load(head.masks[3].data()));
+    for (; j + kLanes <= blocks; j += kLanes) {
+      a0 = fold16(a0, k64, load(base + 16 * j));
+      a1 = fold16(a1, k64, load(base + 16 * (j + 1)));
+      a2 = fold16(a2, k64, load(base + 16 * (j + 2)));
+      a3 = fold16(a3, k64, load(base + 16 * (j + 3)));
+    }
+    acc = fold16(a0, _mm_set_epi64x(kFold48Hi, kFold48Lo),
+                 fold16(a1, _mm_set_epi64x(kFold32Hi, kFold32Lo), fold16(a2, k, a3)));
+  } else {
+    acc = fold16(fold16(acc, k, b1), k, b2);
+    // Block 3 has a masked byte only when z >= 12, and then it is in the stream (z + ip_total
+    // bytes, ip_total >= 44: more than 48).
+    if (blocks > 3) acc = fold16(acc, k, _mm_or_si128(load(base + 48), load(head.masks[3].data())));
+  }
+  for (; j < blocks; ++j) acc = fold16(acc, k, load(base + 16 * j));
   // acc * x^32 mod P. First to below x^96: lane0 * (x^96 mod P) + lane1 * x^32 (lane1 moved
   // down 4 bytes), then the part still at x^64..x^95 (lane0's upper half) * (x^64 mod P): the
   // rest U, below x^64, is in lane 1.
@@ -185,9 +208,18 @@ std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_tota
     // every one of them otherwise straddled two lines.
     const auto at = reinterpret_cast<std::uintptr_t>(frame) + 10;
     const std::size_t z = at % 16;  // base = frame + 10 - z: 16-byte aligned
-    const std::size_t blocks = kMaskedBlocks + (4 - (at / 16 + kMaskedBlocks) % 4) % 4;
+    std::size_t blocks = kMaskedBlocks + (4 - (at / 16 + kMaskedBlocks) % 4) % 4;
     const std::uint8_t* rest = frame + 10 - z + 16 * blocks;
     const std::uint8_t* end = frame + kEthHeaderBytes + ip_total - kIcrcBytes;
+    // And ISA-L's part under 64 bytes past a whole number of its 256-byte steps: what it folds
+    // after its main loop it folds one 16-byte block after another (246 bytes of a 4 KiB WRITE
+    // MIDDLE from an mbuf: 15 dependent multiplies); the head's lanes take the rest.
+    constexpr std::size_t kIsalStepBytes = 256, kLineBytes = 64;
+    while (static_cast<std::size_t>(end - rest) % kIsalStepBytes >= kLineBytes &&
+           static_cast<std::size_t>(end - rest) > kIsalStepBytes + kLineBytes) {
+      rest += kLineBytes;
+      blocks += kLineBytes / 16;
+    }
     return crc32_refl(icrc_stream_clmul(frame, z, blocks), rest,
                       static_cast<std::size_t>(end - rest));
   }
