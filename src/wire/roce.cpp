@@ -77,6 +77,11 @@ constexpr long long lane(std::uint64_t c) {  // x^e -> bit 63 - e
 }
 // block * x^128 = lane0 x^192 + lane1 x^128; the products' extra x is in the exponents.
 constexpr long long kFold0 = lane(xpow_mod_p(191)), kFold1 = lane(xpow_mod_p(127));
+// The same for a block 32, 48 and 64 bytes ahead of the end (x^256, x^384, x^512): four lanes.
+constexpr long long kFold32Lo = lane(xpow_mod_p(319)), kFold32Hi = lane(xpow_mod_p(255));
+constexpr long long kFold48Lo = lane(xpow_mod_p(447)), kFold48Hi = lane(xpow_mod_p(383));
+constexpr long long kFold64Lo = lane(xpow_mod_p(575)), kFold64Hi = lane(xpow_mod_p(511));
+constexpr std::size_t kLanes = 4;  // blocks folded side by side, 64 bytes apart
 // The last block B (lane0 x^64 + lane1) times x^32 (the CRC register is stream * x^32 mod P):
 // lane0 x^96 -> lane0 (x^96 mod P), then the 32 bits still above x^64 -> (x^64 mod P).
 constexpr long long kReduce96 = lane(xpow_mod_p(95)), kReduce64 = lane(xpow_mod_p(63));
@@ -86,13 +91,29 @@ constexpr long long kBarrettMu = lane(x64_div_p()), kPolyLane = lane(kCrc32Poly)
 // TTL (8) and header checksum (10, 11), UDP checksum (6, 7), BTH resv8a (4) (Annex A17).
 constexpr std::size_t kOnesAt[] = {0,      1,      2,      3,      4 + 1, 4 + 8,
                                    4 + 10, 4 + 11, 24 + 6, 24 + 7, 32 + 4};
-constexpr std::size_t kMaskedBlocks = 4;  // kZ + 36 < 64
+constexpr std::size_t kMaskedBlocks = 4;  // kZ + 36 < 64 for every kZ < 16
 using StreamMasks = std::array<std::array<std::uint8_t, 16>, kMaskedBlocks>;
 constexpr StreamMasks stream_masks(std::size_t z) {
   StreamMasks m{};
   for (std::size_t at : kOnesAt) m[(z + at) / 16][(z + at) % 16] = 0xFF;
   return m;
 }
+// Per kZ (0..15): the masks, and the shuffle that moves frame[10, 26) up by kZ bytes (index
+// 0x80: a zero byte) for block 0.
+struct alignas(16) StreamHead {
+  StreamMasks masks;
+  std::array<std::uint8_t, 16> shift;
+};
+constexpr std::array<StreamHead, 16> stream_heads() {
+  std::array<StreamHead, 16> h{};
+  for (std::size_t z = 0; z < 16; ++z) {
+    h[z].masks = stream_masks(z);
+    for (std::size_t i = 0; i < 16; ++i)
+      h[z].shift[i] = i < z ? 0x80 : static_cast<std::uint8_t>(i - z);
+  }
+  return h;
+}
+alignas(64) constexpr std::array<StreamHead, 16> kStreamHeads = stream_heads();
 
 __attribute__((target("pclmul,sse4.1"))) inline __m128i fold16(__m128i acc, __m128i k,
                                                                __m128i next) {
@@ -100,24 +121,45 @@ __attribute__((target("pclmul,sse4.1"))) inline __m128i fold16(__m128i acc, __m1
       _mm_xor_si128(_mm_clmulepi64_si128(acc, k, 0x00), _mm_clmulepi64_si128(acc, k, 0x11)), next);
 }
 
-template <int kZ>
-__attribute__((target("pclmul,sse4.1"))) std::uint32_t icrc_frame4_clmul(const std::uint8_t* frame,
-                                                                         std::size_t ip_total) {
-  alignas(16) static constexpr StreamMasks kMasks = stream_masks(kZ);
+// The CRC-32 in ISA-L's convention (crc32_gzip_refl(0, ...): the complement of the register) of
+// the first `blocks` 16-byte blocks (at least 3, and 4 when z >= 12) of the stream
+//   z zero bytes | 4 bytes of ones | the masked datagram from the IP header on,
+// which is the ICRC when the blocks end where the datagram's ICRC starts, and otherwise what
+// ISA-L continues from the stream's next byte, frame + 10 - z + 16 * blocks.
+__attribute__((target("pclmul,sse4.1"))) std::uint32_t icrc_stream_clmul(const std::uint8_t* frame,
+                                                                         std::size_t z,
+                                                                         std::size_t blocks) {
+  const StreamHead& head = kStreamHeads[z];
   const auto load = [](const void* p) __attribute__((target("sse4.1"))) {
     return _mm_loadu_si128(static_cast<const __m128i*>(p));
   };
-  const std::uint8_t* base = frame + 10 - kZ;  // stream byte i is base[i] for i >= kZ
-  const std::size_t blocks = (ip_total + kZ) / 16;
+  const std::uint8_t* base = frame + 10 - z;  // stream byte i is base[i] for i >= z
   const __m128i k = _mm_set_epi64x(kFold1, kFold0);
-  // Block 0 from frame + 10 shifted up by kZ (base itself may lie before the frame).
-  __m128i acc = _mm_or_si128(_mm_slli_si128(load(frame + 10), kZ), load(kMasks[0].data()));
-  acc = fold16(acc, k, _mm_or_si128(load(base + 16), load(kMasks[1].data())));
-  acc = fold16(acc, k, _mm_or_si128(load(base + 32), load(kMasks[2].data())));
-  std::size_t j = 3;
-  if constexpr (kZ == 12) {  // resv8a lands in block 3 (ip_total >= 52 here: 4 blocks at least)
-    acc = fold16(acc, k, _mm_or_si128(load(base + 48), load(kMasks[3].data())));
-    j = 4;
+  // Block 0 from frame + 10 shifted up by z (base itself may lie before the frame).
+  __m128i acc = _mm_or_si128(_mm_shuffle_epi8(load(frame + 10), load(head.shift.data())),
+                             load(head.masks[0].data()));
+  const __m128i b1 = _mm_or_si128(load(base + 16), load(head.masks[1].data()));
+  const __m128i b2 = _mm_or_si128(load(base + 32), load(head.masks[2].data()));
+  std::size_t j = kMaskedBlocks;
+  if (blocks >= 2 * kLanes) {
+    // Four lanes 64 bytes apart, each folded by x^512, then joined: the chain of dependent
+    // multiplies a quarter as long as one block after another (a long datagram's head, below).
+    const __m128i k64 = _mm_set_epi64x(kFold64Hi, kFold64Lo);
+    __m128i a0 = acc, a1 = b1, a2 = b2;
+    __m128i a3 = _mm_or_si128(load(base + 48), load(head.masks[3].data()));
+    for (; j + kLanes <= blocks; j += kLanes) {
+      a0 = fold16(a0, k64, load(base + 16 * j));
+      a1 = fold16(a1, k64, load(base + 16 * (j + 1)));
+      a2 = fold16(a2, k64, load(base + 16 * (j + 2)));
+      a3 = fold16(a3, k64, load(base + 16 * (j + 3)));
+    }
+    acc = fold16(a0, _mm_set_epi64x(kFold48Hi, kFold48Lo),
+                 fold16(a1, _mm_set_epi64x(kFold32Hi, kFold32Lo), fold16(a2, k, a3)));
+  } else {
+    acc = fold16(fold16(acc, k, b1), k, b2);
+    // Block 3 has a masked byte only when z >= 12, and then it is in the stream (z + ip_total
+    // bytes, ip_total >= 44: more than 48).
+    if (blocks > 3) acc = fold16(acc, k, _mm_or_si128(load(base + 48), load(head.masks[3].data())));
   }
   for (; j < blocks; ++j) acc = fold16(acc, k, load(base + 16 * j));
   // acc * x^32 mod P. First to below x^96: lane0 * (x^96 mod P) + lane1 * x^32 (lane1 moved
@@ -156,21 +198,50 @@ std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_tota
   WEFT_ASSERT(ip_total >= kIpv4HeaderBytes + kUdpHeaderBytes + kBthBytes + kIcrcBytes);
 #if defined(__x86_64__)
   if (kHaveClmul && ip_total <= kIcrcShortMaxBytes) {
-    switch (ip_total % 16) {
-      case 0:
-        return icrc_frame4_clmul<0>(frame, ip_total);
-      case 4:
-        return icrc_frame4_clmul<12>(frame, ip_total);
-      case 8:
-        return icrc_frame4_clmul<8>(frame, ip_total);
-      case 12:
-        return icrc_frame4_clmul<4>(frame, ip_total);
-      default:
-        break;  // not whole words: not RoCE, but checked all the same
+    // Whole words (RoCE's are): kZ leading zeros make the stream whole blocks.
+    if (ip_total % 4 == 0)
+      return icrc_stream_clmul(frame, (16 - ip_total % 16) % 16, (ip_total + 15) / 16);
+  } else if (kHaveClmul) {
+    // A long datagram: the head folded here up to a 64-byte boundary of the frame's memory, the
+    // rest by ISA-L from there, so that each of its 64-byte loads reads one cache line. From an
+    // mbuf (the frame at a 64-byte boundary, the datagram's unmasked bytes from frame + 54 on)
+    // every one of them otherwise straddled two lines.
+    const auto at = reinterpret_cast<std::uintptr_t>(frame) + 10;
+    const std::size_t z = at % 16;  // base = frame + 10 - z: 16-byte aligned
+    std::size_t blocks = kMaskedBlocks + (4 - (at / 16 + kMaskedBlocks) % 4) % 4;
+    const std::uint8_t* rest = frame + 10 - z + 16 * blocks;
+    const std::uint8_t* end = frame + kEthHeaderBytes + ip_total - kIcrcBytes;
+    // And ISA-L's part under 64 bytes past a whole number of its 256-byte steps: what it folds
+    // after its main loop it folds one 16-byte block after another (246 bytes of a 4 KiB WRITE
+    // MIDDLE from an mbuf: 15 dependent multiplies); the head's lanes take the rest.
+    constexpr std::size_t kIsalStepBytes = 256, kLineBytes = 64;
+    while (static_cast<std::size_t>(end - rest) % kIsalStepBytes >= kLineBytes &&
+           static_cast<std::size_t>(end - rest) > kIsalStepBytes + kLineBytes) {
+      rest += kLineBytes;
+      blocks += kLineBytes / 16;
     }
+    return crc32_refl(icrc_stream_clmul(frame, z, blocks), rest,
+                      static_cast<std::size_t>(end - rest));
   }
 #endif
   return icrc_roce_v2({frame + kEthHeaderBytes, ip_total - kIcrcBytes});
+}
+
+std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_head,
+                                  std::span<const std::uint8_t> payload, std::uint8_t pad_bytes) {
+  WEFT_ASSERT(ip_head >= kIpv4HeaderBytes + kUdpHeaderBytes + kBthBytes);
+  WEFT_ASSERT(pad_bytes <= 3);
+#if defined(__x86_64__)
+  if (kHaveClmul && ip_head % 4 == 0) {
+    // The stream (kZ zeros, 4 ones, the headers) ends with the headers: whole blocks.
+    const std::size_t z = (16 - (4 + ip_head) % 16) % 16;
+    std::uint32_t crc = icrc_stream_clmul(frame, z, (z + 4 + ip_head) / 16);
+    crc = crc32_refl(crc, payload.data(), payload.size());
+    static constexpr std::uint8_t kZeros[3] = {0, 0, 0};
+    return crc32_refl(crc, kZeros, pad_bytes);
+  }
+#endif
+  return icrc_roce_v2({frame + kEthHeaderBytes, ip_head}, payload, pad_bytes);
 }
 
 std::uint32_t icrc_roce_v2(std::span<const std::uint8_t> ip, std::span<const std::uint8_t> payload,

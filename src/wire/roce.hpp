@@ -37,9 +37,20 @@ std::uint32_t icrc_roce_v2(std::span<const std::uint8_t> ip_through_pad);
 // header. That is why it exists: a receive hop runs it once per packet with its caches cold
 // (the other process and other work ran in between), where the general path's four ISA-L calls
 // measured 4-7x what they cost in a hot loop. It reads frame[10, 14) (the Ethernet header's
-// tail, masked like the LRH), so the frame must start at least there.
+// tail, masked like the LRH), so the frame must start at least there. Longer ones: the head
+// folded the same way (in four lanes) up to a 64-byte boundary of the frame's memory, and on
+// until what is left is under 64 bytes past whole 256-byte steps, the rest by ISA-L: its 64-byte
+// loads each read one cache line (an mbuf's frame starts at a boundary, its unmasked bytes 54
+// bytes later: every load straddled two lines), and its block-by-block tail stays short.
 inline constexpr std::size_t kIcrcShortMaxBytes = 512;
 std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_total);
+// The same with the payload elsewhere (a gather list, or the source of a copy): the frame holds
+// the headers, IP through the extension headers (`ip_head` bytes from byte 14); the payload's
+// `pad_bytes` zeros are not materialized. The headers are folded as above, the payload by ISA-L
+// from where it is: a sender reads back only the few header bytes it has just stored, not 4 KiB
+// of a copy still draining from its store buffer.
+std::uint32_t icrc_roce_v2_frame4(const std::uint8_t* frame, std::size_t ip_head,
+                                  std::span<const std::uint8_t> payload, std::uint8_t pad_bytes);
 
 struct RoceV2Addr {
   std::array<std::uint8_t, 6> dst_mac{};

@@ -193,6 +193,80 @@ TEST(RoceV2, ShortFrameIcrcAgreesWithTheGeneralOneAtEveryLengthAndField) {
   }
 }
 
+TEST(RoceV2, LongFrameIcrcAgreesWithTheGeneralOneAtEveryAlignment) {
+  // Past the short-packet bound icrc_roce_v2_frame4 folds the head itself up to a 64-byte
+  // boundary of the frame's memory and has ISA-L continue from there: the split moves with the
+  // frame's address (every offset from 0 to 63), and with the length (RoCE's whole words and
+  // others, up to a 4 KiB MTU's frame). Every byte of one frame at two offsets then changes the
+  // result, but the masked ones: a head or a tail summed twice or skipped would show here.
+  std::uint32_t x = 777;
+  const auto next = [&x] { return x = x * 1103515245 + 12345, static_cast<std::uint8_t>(x >> 16); };
+  alignas(64) static std::uint8_t buf[64 + 14 + 4200];
+  for (auto& b : buf) b = next();
+  for (std::size_t off = 0; off < 64; ++off) {
+    std::uint8_t* f = buf + off;
+    f[14] = 0x45;
+    for (std::size_t ip_total = kIcrcShortMaxBytes + 1; ip_total <= 4200;
+         ip_total += ip_total < 700 ? 1 : 97) {
+      ASSERT_EQ(icrc_roce_v2_frame4(f, ip_total), icrc_roce_v2({f + 14, ip_total - 4}))
+          << off << " " << ip_total;
+    }
+  }
+  for (std::size_t off : {0, 37}) {
+    std::uint8_t* f = buf + off;
+    f[14] = 0x45;
+    const std::size_t ip_total = 4136;  // a 4 KiB WRITE MIDDLE: IP, UDP, BTH, payload, ICRC
+    const std::uint32_t want = icrc_roce_v2({f + 14, ip_total - 4});
+    for (std::size_t i = 10; i < 14 + ip_total - 4; ++i) {
+      if (i == 14) continue;  // the version nibble says which IP the general one masks
+      f[i] ^= 0x10;
+      const bool masked = i < 14 || i == 14 + 1 || i == 14 + 8 || i == 14 + 10 || i == 14 + 11 ||
+                          i == 34 + 6 || i == 34 + 7 || i == 42 + 4;
+      EXPECT_EQ(icrc_roce_v2_frame4(f, ip_total) == want, masked) << off << " " << i;
+      f[i] ^= 0x10;
+    }
+  }
+}
+
+TEST(RoceV2, GatherFrameIcrcAgreesWithTheGeneralOne) {
+  // icrc_roce_v2_frame4 with the payload elsewhere (a sender's gather list or copy source): the
+  // headers folded from the frame (every transport header length a RoCE opcode has, and one not
+  // whole words), the payload and its pad by ISA-L; the frame at every 16-byte offset, payloads
+  // from none to a 4 KiB MTU's. Every header byte then changes the result, but the masked ones.
+  std::uint32_t x = 4242;
+  const auto next = [&x] { return x = x * 1103515245 + 12345, static_cast<std::uint8_t>(x >> 16); };
+  alignas(64) static std::uint8_t frame[16 + 14 + 96];
+  alignas(64) static std::uint8_t payload[4096 + 64];
+  for (auto& b : frame) b = next();
+  for (auto& b : payload) b = next();
+  for (std::size_t off = 0; off < 16; ++off) {
+    std::uint8_t* f = frame + off;
+    f[14] = 0x45;
+    for (std::size_t t : {12, 16, 20, 24, 28, 32, 40, 13}) {
+      const std::size_t ip_head = 28 + t;
+      for (std::size_t n : {0, 1, 7, 8, 255, 256, 1000, 4093, 4096}) {
+        for (std::uint8_t pad = 0; pad < 4; ++pad) {
+          const std::span<const std::uint8_t> pl(payload + off % 8, n);
+          ASSERT_EQ(icrc_roce_v2_frame4(f, ip_head, pl, pad),
+                    icrc_roce_v2({f + 14, ip_head}, pl, pad))
+              << off << " " << t << " " << n << " " << int{pad};
+        }
+      }
+      if (off % 5 != 0) continue;
+      const std::span<const std::uint8_t> pl(payload, 4096);
+      const std::uint32_t want = icrc_roce_v2({f + 14, ip_head}, pl, 0);
+      for (std::size_t i = 10; i < 14 + ip_head; ++i) {
+        if (i == 14) continue;  // the version nibble says which IP the general one masks
+        f[i] ^= 0x04;
+        const bool masked = i < 14 || i == 14 + 1 || i == 14 + 8 || i == 14 + 10 || i == 14 + 11 ||
+                            i == 34 + 6 || i == 34 + 7 || i == 42 + 4;
+        EXPECT_EQ(icrc_roce_v2_frame4(f, ip_head, pl, 0) == want, masked) << off << " " << i;
+        f[i] ^= 0x04;
+      }
+    }
+  }
+}
+
 TEST(RoceV2, IcrcLeavesNoDirtyUpperVectorState) {
   // ISA-L's AVX-512 CRC returns with zmm0-15 dirty above bit 127, which then slows every
   // legacy-SSE instruction (Weft's own, net_memif's copies) until a vzeroupper: the ICRC must
