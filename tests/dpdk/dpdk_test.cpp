@@ -831,6 +831,20 @@ TimeNs thread_cpu_ns() {
   return static_cast<TimeNs>(t.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(t.tv_nsec);
 }
 
+// What an idle Driver cost over kIdleNs: its sleeps, this thread's CPU time, its timer wake-ups.
+constexpr TimeNs kIdleNs = 300'000'000;
+struct Idle {
+  std::uint64_t sleeps = 0, wakeups_timer = 0;
+  TimeNs cpu_ns = 0;
+};
+Idle run_idle(Driver& drv) {
+  const DriverCounters c0 = drv.counters();
+  const TimeNs cpu0 = thread_cpu_ns();
+  drv.run_until([] { return false; }, kIdleNs);
+  return {drv.counters().sleeps - c0.sleeps, drv.counters().wakeups_timer - c0.wakeups_timer,
+          thread_cpu_ns() - cpu0};
+}
+
 // A sleeping Driver wakes on the port's receive interrupt, not on a timer: net_tap gives its rx
 // queue a descriptor (the tap queue's, readable while frames wait). Idle for 300 ms, the Driver
 // sleeps a few times at most (on the backing-off timer it slept ~300 times: once per 1 ms); a
@@ -861,14 +875,9 @@ TEST_F(Dpdk, ASleepingDriverWakesOnTheReceiveInterruptNotATimer) {
   drv.attach(*d.dev, m);
   // Whatever the kernel sent when the tap came up is read first.
   drv.run_until([] { return false; }, 20'000'000);
-  const DriverCounters idle0 = drv.counters();
-  const TimeNs cpu0 = thread_cpu_ns();
-  drv.run_until([] { return false; }, 300'000'000);
-  const TimeNs idle_cpu_ns = thread_cpu_ns() - cpu0;
-  const std::uint64_t idle_sleeps = drv.counters().sleeps - idle0.sleeps;
-  EXPECT_LE(idle_sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
-  // Its one timer: run_until's end.
-  EXPECT_LE(drv.counters().wakeups_timer, idle0.wakeups_timer + 1);
+  const Idle idle = run_idle(drv);
+  EXPECT_LE(idle.sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
+  EXPECT_LE(idle.wakeups_timer, 1u);  // its one timer: run_until's end
 
   // A frame from the kernel's side after 50 ms (not RoCE: the port counts it as rx_other).
   std::array<std::uint8_t, 60> f{};
@@ -897,8 +906,8 @@ TEST_F(Dpdk, ASleepingDriverWakesOnTheReceiveInterruptNotATimer) {
   EXPECT_EQ(drv.counters().wakeups_timer, c0.wakeups_timer);
   EXPECT_LE(drv.counters().sleeps - c0.sleeps, 10u);
   std::printf("idle 300 ms: %llu sleeps, %lld us of CPU; woke %lld us after the frame was sent\n",
-              static_cast<unsigned long long>(idle_sleeps),
-              static_cast<long long>(idle_cpu_ns / 1000),
+              static_cast<unsigned long long>(idle.sleeps),
+              static_cast<long long>(idle.cpu_ns / 1000),
               static_cast<long long>((woke_at - sent_at.load()) / 1000));
 }
 
@@ -924,12 +933,8 @@ TEST_F(Dpdk, ASleepingMemifEndpointWakesOnItsPeersDoorbellNotATimer) {
   drv.run_until([] { return false; }, 50'000'000);
   EXPECT_TRUE(m.peer_rings()) << "the peer never rang: " << m.counters().sleeping_sent
                               << " SLEEPING sent";
-  const DriverCounters idle0 = drv.counters();
-  const TimeNs cpu0 = thread_cpu_ns();
-  drv.run_until([] { return false; }, 300'000'000);
-  const TimeNs idle_cpu_ns = thread_cpu_ns() - cpu0;
-  const std::uint64_t idle_sleeps = drv.counters().sleeps - idle0.sleeps;
-  EXPECT_LE(idle_sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
+  const Idle idle = run_idle(drv);
+  EXPECT_LE(idle.sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
 
   // An RC SEND to the peer while its driver is held (kPause): the ACK comes when it resumes, 50 ms
   // later, while we sleep.
@@ -958,7 +963,7 @@ TEST_F(Dpdk, ASleepingMemifEndpointWakesOnItsPeersDoorbellNotATimer) {
   std::printf(
       "idle 300 ms: %llu sleeps, %lld us of CPU; woke %lld us after the peer resumed; %llu "
       "SLEEPING sent, %llu rings sent, %llu received\n",
-      static_cast<unsigned long long>(idle_sleeps), static_cast<long long>(idle_cpu_ns / 1000),
+      static_cast<unsigned long long>(idle.sleeps), static_cast<long long>(idle.cpu_ns / 1000),
       static_cast<long long>((woke_at - resumed_at.load()) / 1000),
       static_cast<unsigned long long>(m.counters().sleeping_sent),
       static_cast<unsigned long long>(m.counters().rings_sent),
