@@ -633,12 +633,14 @@ void DpdkMedium::end_session() {
     if (!bye_acked_) usleep(kEndPollUs);
   }
   base::get_logger("weft.io")->debug(
-      "dpdk: {} ended its session in {} us: {}; {} BYE(s) answered, {} frames came after the end",
+      "dpdk: {} ended its session in {} us: {}; {} BYE(s) answered, {} frames came after the end; "
+      "doorbell: {} SLEEPING sent, {} rings sent, {} received",
       dev_name_, (monotonic_ns() - from) / 1000,
       bye_acked_   ? "the peer has read every frame (BYE answered)"
       : !link_up() ? "the link is down (the peer has gone)"
                    : "no answer to the BYE (the peer does not poll)",
-      counters_.byes_answered, counters_.rx_after_end);
+      counters_.byes_answered, counters_.rx_after_end, counters_.sleeping_sent,
+      counters_.rings_sent, counters_.rings_received);
 }
 
 void DpdkMedium::poll_ending() {
