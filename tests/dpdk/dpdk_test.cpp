@@ -831,6 +831,20 @@ TimeNs thread_cpu_ns() {
   return static_cast<TimeNs>(t.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(t.tv_nsec);
 }
 
+// What an idle Driver cost over kIdleNs: its sleeps, this thread's CPU time, its timer wake-ups.
+constexpr TimeNs kIdleNs = 300'000'000;
+struct Idle {
+  std::uint64_t sleeps = 0, wakeups_timer = 0;
+  TimeNs cpu_ns = 0;
+};
+Idle run_idle(Driver& drv) {
+  const DriverCounters c0 = drv.counters();
+  const TimeNs cpu0 = thread_cpu_ns();
+  drv.run_until([] { return false; }, kIdleNs);
+  return {drv.counters().sleeps - c0.sleeps, drv.counters().wakeups_timer - c0.wakeups_timer,
+          thread_cpu_ns() - cpu0};
+}
+
 // A sleeping Driver wakes on the port's receive interrupt, not on a timer: net_tap gives its rx
 // queue a descriptor (the tap queue's, readable while frames wait). Idle for 300 ms, the Driver
 // sleeps a few times at most (on the backing-off timer it slept ~300 times: once per 1 ms); a
@@ -861,14 +875,9 @@ TEST_F(Dpdk, ASleepingDriverWakesOnTheReceiveInterruptNotATimer) {
   drv.attach(*d.dev, m);
   // Whatever the kernel sent when the tap came up is read first.
   drv.run_until([] { return false; }, 20'000'000);
-  const DriverCounters idle0 = drv.counters();
-  const TimeNs cpu0 = thread_cpu_ns();
-  drv.run_until([] { return false; }, 300'000'000);
-  const TimeNs idle_cpu_ns = thread_cpu_ns() - cpu0;
-  const std::uint64_t idle_sleeps = drv.counters().sleeps - idle0.sleeps;
-  EXPECT_LE(idle_sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
-  // Its one timer: run_until's end.
-  EXPECT_LE(drv.counters().wakeups_timer, idle0.wakeups_timer + 1);
+  const Idle idle = run_idle(drv);
+  EXPECT_LE(idle.sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
+  EXPECT_LE(idle.wakeups_timer, 1u);  // its one timer: run_until's end
 
   // A frame from the kernel's side after 50 ms (not RoCE: the port counts it as rx_other).
   std::array<std::uint8_t, 60> f{};
@@ -897,9 +906,68 @@ TEST_F(Dpdk, ASleepingDriverWakesOnTheReceiveInterruptNotATimer) {
   EXPECT_EQ(drv.counters().wakeups_timer, c0.wakeups_timer);
   EXPECT_LE(drv.counters().sleeps - c0.sleeps, 10u);
   std::printf("idle 300 ms: %llu sleeps, %lld us of CPU; woke %lld us after the frame was sent\n",
-              static_cast<unsigned long long>(idle_sleeps),
-              static_cast<long long>(idle_cpu_ns / 1000),
+              static_cast<unsigned long long>(idle.sleeps),
+              static_cast<long long>(idle.cpu_ns / 1000),
               static_cast<long long>((woke_at - sent_at.load()) / 1000));
+}
+
+// The memif doorbell ("Sleeping" in dpdk_medium.hpp): net_memif has no receive interrupt, so a
+// sleeping port tells its peer (a SLEEPING link frame) and the peer rings its socket when it
+// sends. Idle, the Driver sleeps a few times (the safety bound) instead of ~250 (the 1 ms
+// backoff); and a frame the peer sends while we sleep wakes us by a ring, well before the bound.
+TEST_F(Dpdk, ASleepingMemifEndpointWakesOnItsPeersDoorbellNotATimer) {
+  const TempDir tmp("weft_memif_bell_");
+  const std::string args = memif_args(tmp.path);
+  DpdkConfig cfg;
+  cfg.vdev = "net_memif0,role=server" + args;
+  cfg.local_ip = kIpA;
+  constexpr std::uint32_t kLen = 4000;
+  std::vector<std::string> argv{DPDK_PEER_PATH,          "{fd}",
+                                std::to_string(1 << 20), "net_memif0,role=client" + args,
+                                std::to_string(kIpB),    std::to_string(wire::kRoceV2UdpPort)};
+  test::MediumPeer<End> p(1 << 20, argv, cfg);
+  ASSERT_TRUE(p.ready());
+  DpdkMedium& m = p.end().medium();
+  Driver& drv = p.end().driver();
+  // The first sleeps teach each side that the other rings (a ring on a new name).
+  drv.run_until([] { return false; }, 50'000'000);
+  EXPECT_TRUE(m.peer_rings()) << "the peer never rang: " << m.counters().sleeping_sent
+                              << " SLEEPING sent";
+  const Idle idle = run_idle(drv);
+  EXPECT_LE(idle.sleeps, 20u) << "the Driver woke on a tick while nothing arrived";
+
+  // An RC SEND to the peer while its driver is held (kPause): the ACK comes when it resumes, 50 ms
+  // later, while we sleep.
+  test::fill_pattern(p.buf(), kLen, 77);
+  ASSERT_EQ(p.cmd(test::PeerCmd::kPostRecvRc, 0, kLen, 0).ok, 1u);
+  ASSERT_EQ(p.cmd(test::PeerCmd::kPause, 0, 0, 0).ok, 1u);
+  const std::uint64_t rings0 = m.counters().rings_received;
+  ASSERT_EQ(p.post(WrOpcode::kSend, kLen, 5), Errc::kOk);
+  std::atomic<TimeNs> resumed_at{0};
+  std::thread resumer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    resumed_at.store(monotonic_ns());
+    EXPECT_EQ(p.cmd(test::PeerCmd::kResume, 0, 0, 0).ok, 1u);
+  });
+  const auto wc = p.wait(1, 5'000'000'000);
+  const TimeNs woke_at = monotonic_ns();
+  resumer.join();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wc[0].wr_id, 5u);
+  constexpr TimeNs kWakeBoundNs = 50'000'000;  // the safety bound is 100 ms
+  EXPECT_LT(woke_at - resumed_at.load(), kWakeBoundNs);
+  EXPECT_GE(m.counters().rings_received, rings0 + 1) << "not woken by the doorbell";
+  EXPECT_EQ(p.cmd(test::PeerCmd::kWaitRecvRc, 0, kLen, 0).ok, 1u);
+  EXPECT_EQ(p.cmd(test::PeerCmd::kCheck, 0, kLen, 77).ok, 1u);
+  std::printf(
+      "idle 300 ms: %llu sleeps, %lld us of CPU; woke %lld us after the peer resumed; %llu "
+      "SLEEPING sent, %llu rings sent, %llu received\n",
+      static_cast<unsigned long long>(idle.sleeps), static_cast<long long>(idle.cpu_ns / 1000),
+      static_cast<long long>((woke_at - resumed_at.load()) / 1000),
+      static_cast<unsigned long long>(m.counters().sleeping_sent),
+      static_cast<unsigned long long>(m.counters().rings_sent),
+      static_cast<unsigned long long>(m.counters().rings_received));
 }
 
 // The system call a thread of this process named `comm` is blocked in (/proc/self/task/T/syscall

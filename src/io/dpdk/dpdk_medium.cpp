@@ -21,10 +21,12 @@
 #include <spdlog/spdlog.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,6 +54,9 @@ constexpr std::uint16_t kAuxPrivBytes =
 static_assert(kAuxPrivBytes >= sizeof(rte_mbuf_ext_shared_info));
 static_assert(kTrailerRoomBytes >= 3 + 4);
 constexpr TimeNs kBackoffMinNs = 20'000, kBackoffMaxNs = 1'000'000;
+// A sleep's bound once the memif peer rings ("Sleeping", dpdk_medium.hpp): only for a peer that
+// died or stopped polling; a live peer rings when it sends.
+constexpr TimeNs kSafetyNs = 100'000'000;
 // How long a net_memif server's destructor waits for its client to leave first (see ~DpdkMedium).
 constexpr TimeNs kMemifLeaveWaitNs = 2'000'000'000;
 // Link frames between two ends of a net_memif link ("Ending a session", dpdk_medium.hpp): IEEE
@@ -60,7 +65,13 @@ constexpr TimeNs kMemifLeaveWaitNs = 2'000'000'000;
 constexpr std::uint16_t kEtherTypeLink = 0x88B5;
 constexpr std::uint8_t kLinkMagic[4] = {'W', 'E', 'F', 'T'};
 constexpr std::uint8_t kLinkBye = 1, kLinkByeAck = 2;
+// SLEEPING: R (8 bytes, little-endian), the name's length (1 byte), the name (abstract, without
+// its leading NUL).
+constexpr std::uint8_t kLinkSleeping = 3;
 constexpr std::size_t kLinkFrameBytes = 60;
+constexpr std::size_t kLinkBodyAt = wire::kEthHeaderBytes + sizeof kLinkMagic + 1;
+constexpr std::size_t kLinkBodyMax = kLinkFrameBytes - kLinkBodyAt;
+constexpr std::size_t kWakeNameMax = kLinkBodyMax - 8 - 1;
 // How long a leaving memif port waits for its peer's BYE-ACK. The peer answers from its passes
 // (a Driver's; the libfabric provider's progress, whose keeper runs one every 10 ms when the
 // application does not), so a second covers a peer starved of CPU by far; a peer that has gone
@@ -509,6 +520,7 @@ DpdkMedium::DpdkMedium(const DpdkConfig& cfg) : cfg_(cfg) {
   frame_max_ = if_mtu_ ? if_mtu_ + wire::kEthHeaderBytes : 0;
   timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (conf.intr_conf.rxq) setup_rx_interrupt();
+  if (memif_ && rx_intr_fd_ < 0) setup_doorbell();
   if (cfg.link_wait_ns > 0 && !wait_link(cfg.link_wait_ns))
     log->warn("dpdk: {} link still down after {} ms", dev_name_, cfg.link_wait_ns / 1'000'000);
   pending_.reserve(kBurst);
@@ -551,6 +563,7 @@ DpdkMedium::~DpdkMedium() {
   for (std::size_t i = pending_head_; i < pending_.size(); ++i) rte_pktmbuf_free(pending_[i]);
   pending_.clear();
   pending_head_ = 0;
+  pending_data_ = 0;
   if (started_) {
     // DPDK 22.11's net_memif tears a connection down in memif_disconnect, both on EAL's interrupt
     // thread (the peer's disconnect message, or its socket closing) and from rte_eth_dev_stop on
@@ -607,6 +620,8 @@ DpdkMedium::~DpdkMedium() {
   if (pool_) rte_mempool_free(pool_);
   if (aux_pool_) rte_mempool_free(aux_pool_);
   if (timer_fd_ >= 0) close(timer_fd_);
+  if (sleep_fd_ >= 0) close(sleep_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);  // its abstract name goes with it
 }
 
 void DpdkMedium::end_session() {
@@ -618,12 +633,14 @@ void DpdkMedium::end_session() {
     if (!bye_acked_) usleep(kEndPollUs);
   }
   base::get_logger("weft.io")->debug(
-      "dpdk: {} ended its session in {} us: {}; {} BYE(s) answered, {} frames came after the end",
+      "dpdk: {} ended its session in {} us: {}; {} BYE(s) answered, {} frames came after the end; "
+      "doorbell: {} SLEEPING sent, {} rings sent, {} received",
       dev_name_, (monotonic_ns() - from) / 1000,
       bye_acked_   ? "the peer has read every frame (BYE answered)"
       : !link_up() ? "the link is down (the peer has gone)"
                    : "no answer to the BYE (the peer does not poll)",
-      counters_.byes_answered, counters_.rx_after_end);
+      counters_.byes_answered, counters_.rx_after_end, counters_.sleeping_sent,
+      counters_.rings_sent, counters_.rings_received);
 }
 
 void DpdkMedium::poll_ending() {
@@ -647,8 +664,17 @@ void DpdkMedium::drain_ending() {
 }
 
 bool DpdkMedium::send_link_frame(std::uint8_t type) {
-  rte_mbuf* b = rte_pktmbuf_alloc(pool_);
+  rte_mbuf* b = make_link_frame(type, nullptr, 0);
   if (!b) return false;
+  pending_.push_back(b);
+  flush_pending();
+  return true;
+}
+
+rte_mbuf* DpdkMedium::make_link_frame(std::uint8_t type, const std::uint8_t* body,
+                                      std::size_t len) {
+  rte_mbuf* b = rte_pktmbuf_alloc(pool_);
+  if (!b) return nullptr;
   auto* f = rte_pktmbuf_mtod(b, std::uint8_t*);
   std::memset(f, 0, kLinkFrameBytes);
   std::memset(f, 0xFF, 6);  // broadcast: a memif link has one peer, whatever its MAC
@@ -657,11 +683,10 @@ bool DpdkMedium::send_link_frame(std::uint8_t type) {
   f[13] = kEtherTypeLink & 0xFF;
   std::memcpy(f + wire::kEthHeaderBytes, kLinkMagic, sizeof kLinkMagic);
   f[wire::kEthHeaderBytes + sizeof kLinkMagic] = type;
+  if (len) std::memcpy(f + kLinkBodyAt, body, std::min(len, kLinkBodyMax));
   b->data_len = kLinkFrameBytes;
   b->pkt_len = kLinkFrameBytes;
-  pending_.push_back(b);
-  flush_pending();
-  return true;
+  return b;
 }
 
 bool DpdkMedium::on_link_frame(const std::uint8_t* f, std::size_t len) {
@@ -674,8 +699,76 @@ bool DpdkMedium::on_link_frame(const std::uint8_t* f, std::size_t len) {
     ++counters_.byes_answered;
   } else if (f[kBody] == kLinkByeAck) {
     bye_acked_ = true;
+  } else if (f[kBody] == kLinkSleeping && len >= kLinkFrameBytes && wake_fd_ >= 0) {
+    std::uint64_t r = 0;
+    for (int i = 7; i >= 0; --i) r = r << 8 | f[kLinkBodyAt + i];
+    const std::size_t n = std::min<std::size_t>(f[kLinkBodyAt + 8], kWakeNameMax);
+    const std::string_view name(reinterpret_cast<const char*>(f + kLinkBodyAt + 9), n);
+    const bool new_name = name != peer_wake_;
+    if (new_name) peer_wake_.assign(name);
+    // More than R of our frames taken: they are in its ring, maybe after its last look. A new
+    // name: ring once so that it learns we ring (it keeps the short backoff until then).
+    if (tx_frames_ > r || new_name)
+      ring();
+    else
+      ring_owed_ = true;
   }
   return true;
+}
+
+void DpdkMedium::setup_doorbell() {
+  static std::atomic<std::uint32_t> serial{0};
+  wake_name_ = "weft-dpdk-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, wake_name_.data(), wake_name_.size());  // abstract: unix(7)
+  const auto alen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + wake_name_.size());
+  wake_fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sleep_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  bool ok = wake_name_.size() <= kWakeNameMax && wake_fd_ >= 0 && sleep_fd_ >= 0 &&
+            bind(wake_fd_, reinterpret_cast<sockaddr*>(&a), alen) == 0;
+  ok = ok && epoll_ctl(sleep_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) == 0 &&
+       epoll_ctl(sleep_fd_, EPOLL_CTL_ADD, timer_fd_, &ev) == 0;
+  if (!ok) {  // the timer alone, as before
+    base::get_logger("weft.io")->warn("dpdk: {}: no doorbell ({}): sleeps on the timer", dev_name_,
+                                      std::strerror(errno));
+    if (wake_fd_ >= 0) close(wake_fd_);
+    if (sleep_fd_ >= 0) close(sleep_fd_);
+    wake_fd_ = sleep_fd_ = -1;
+  }
+}
+
+bool DpdkMedium::send_sleeping() {
+  std::uint8_t body[kLinkBodyMax] = {};
+  for (int i = 0; i < 8; ++i) body[i] = static_cast<std::uint8_t>(rx_frames_ >> (8 * i));
+  body[8] = static_cast<std::uint8_t>(wake_name_.size());
+  std::memcpy(body + 9, wake_name_.data(), wake_name_.size());
+  rte_mbuf* b = make_link_frame(kLinkSleeping, body, sizeof body);
+  if (!b) return false;
+  // Straight to the port, never into pending_ (nothing is pending here: prepare_sleep): a frame
+  // left pending would keep the Driver from sleeping, and a SLEEPING pays no owed ring (two
+  // sleeping ends would ring each other awake for ever).
+  if (rte_eth_tx_burst(port_id_, 0, &b, 1) != 1) {
+    rte_pktmbuf_free(b);
+    return false;
+  }
+  ++counters_.sleeping_sent;
+  return true;
+}
+
+void DpdkMedium::ring() {
+  ring_owed_ = false;
+  if (peer_wake_.empty()) return;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, peer_wake_.data(), peer_wake_.size());
+  const auto alen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + peer_wake_.size());
+  const std::uint8_t one = 1;
+  // EAGAIN: its socket is full of rings, which wake it already; ECONNREFUSED: it has gone.
+  if (sendto(wake_fd_, &one, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&a), alen) == 1)
+    ++counters_.rings_sent;
 }
 
 bool DpdkMedium::link_up() const {
@@ -829,13 +922,18 @@ bool DpdkMedium::attach_zero_copy(rte_mbuf* b, const TxPacket& pkt, const roce::
 bool DpdkMedium::flush_pending() {
   if (pending_head_ == pending_.size()) return true;
   const auto k = static_cast<std::uint16_t>(pending_.size() - pending_head_);
-  pending_head_ += rte_eth_tx_burst(port_id_, 0, pending_.data() + pending_head_, k);
+  const std::uint16_t took = rte_eth_tx_burst(port_id_, 0, pending_.data() + pending_head_, k);
+  pending_head_ += took;
+  const std::size_t data = std::min<std::size_t>(took, pending_data_);
+  pending_data_ -= data;
+  note_taken(data, took);
   if (pending_head_ < pending_.size()) {
     ++counters_.tx_full;
     return false;
   }
   pending_.clear();
   pending_head_ = 0;
+  pending_data_ = 0;
   return true;
 }
 
@@ -918,8 +1016,10 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
       // The first packet of a pass leaves at once: the next poll (an mbuf for it, the Device's
       // look at its queues) would otherwise delay it, and in a ping-pong it is the only one. The
       // rest go as a burst; one more call per pass costs a stream nothing it would notice.
-      if (n == 0 && polled == 1 && built == 1 && rte_eth_tx_burst(port_id_, 0, m, 1) == 1)
+      if (n == 0 && polled == 1 && built == 1 && rte_eth_tx_burst(port_id_, 0, m, 1) == 1) {
         built = 0;
+        note_taken(1, 1);
+      }
     }
     n += polled;
     // Nothing built (an idle pass): no call into the PMD. net_memif's transmit reads the ring's
@@ -928,9 +1028,11 @@ std::size_t DpdkMedium::tx_burst(Device& dev, TimeNs now, std::size_t max) {
     if (built != 0) {
       const std::uint16_t sent =
           rte_eth_tx_burst(port_id_, 0, m, static_cast<std::uint16_t>(built));
+      note_taken(sent, sent);
       if (sent < built) {
         pending_.assign(m + sent, m + built);
         pending_head_ = 0;
+        pending_data_ = built - sent;
         ++counters_.tx_full;
         break;
       }
@@ -950,6 +1052,7 @@ void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeN
   // An ACK in this burst may complete a WR whose payload a NIC still holds as an external
   // buffer (it frees sent mbufs lazily): reclaim what it has sent before the Device sees it.
   if (zc_in_flight_ > 0) rte_eth_tx_done_cleanup(port_id_, 0, 0);
+  rx_frames_ += k;
   for (std::uint16_t i = 0; i < k; ++i) {
     rte_mbuf* b = m[i];
     // The next frame's headers load while this one is checked and delivered.
@@ -966,7 +1069,10 @@ void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeN
     const std::uint8_t* udp = ip + wire::kIpv4HeaderBytes;
     if (len < roce::kFrameHead || get16(f + 12) != wire::kEtherTypeIpv4 || ip[0] != 0x45 ||
         ip[9] != 17 || get32(ip + 16) != cfg_.local_ip || get16(udp + 2) != cfg_.port) {
-      if (!(memif_ && on_link_frame(f, len))) ++counters_.rx_other;
+      if (!(memif_ && on_link_frame(f, len)))
+        ++counters_.rx_other;
+      else
+        --rx_frames_;  // link frames do not count (the peer's tx_frames_ does not have them)
       continue;
     }
     // Ethernet pads short frames to 60 bytes: the IP length is the truth.
@@ -1041,11 +1147,21 @@ bool DpdkMedium::prepare_sleep() {
     }
     return true;
   }
+  if (stash_n_ != 0) return false;  // frames rx_ready() took: the next rx_burst hands them over
+  bool told = false;
+  if (wake_fd_ >= 0 && send_sleeping()) {
+    told = true;
+    // A frame the peer's port took before our SLEEPING reached it, and after our last look,
+    // rings nothing: look once more (the receive interrupt's pattern above).
+    if (rx_ready()) return false;
+  }
   backoff_ns_ = rx_since_sleep_ || backoff_ns_ == 0 ? kBackoffMinNs
                                                     : std::min(backoff_ns_ * 2, kBackoffMaxNs);
   rx_since_sleep_ = false;
+  const TimeNs bound = told && peer_rings_ ? kSafetyNs : backoff_ns_;
   itimerspec its{};
-  its.it_value.tv_nsec = static_cast<long>(backoff_ns_);
+  its.it_value.tv_sec = static_cast<time_t>(bound / 1'000'000'000);
+  its.it_value.tv_nsec = static_cast<long>(bound % 1'000'000'000);
   timerfd_settime(timer_fd_, 0, &its, nullptr);
   return true;
 }
@@ -1064,6 +1180,15 @@ void DpdkMedium::finish_sleep() {
   }
   std::uint64_t ticks;
   [[maybe_unused]] auto r = read(timer_fd_, &ticks, sizeof ticks);
+  if (wake_fd_ >= 0) {
+    std::uint8_t bytes[64];
+    bool rung = false;
+    for (ssize_t k; (k = recv(wake_fd_, bytes, sizeof bytes, MSG_DONTWAIT)) > 0;) rung = true;
+    if (rung) {
+      peer_rings_ = true;
+      ++counters_.rings_received;
+    }
+  }
   itimerspec off{};
   timerfd_settime(timer_fd_, 0, &off, nullptr);
 }

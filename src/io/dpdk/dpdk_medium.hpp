@@ -55,6 +55,20 @@
 // arms before the Driver sleeps, backing off from 20 us to 1 ms while the port stays idle (a
 // backed-off poll, not a spin).
 //
+// A net_memif port has a doorbell of its own instead (dpdk21): an abstract AF_UNIX datagram
+// socket (unix(7)) bound to a name unique to the port, and rx_wait_fd() is an epoll set over it
+// and the timerfd. Before sleeping, prepare_sleep sends the peer a SLEEPING link frame with the
+// number of frames it has received from the peer so far (R, link frames excluded on both sides)
+// and the socket's name, then looks at the ring once more. The peer, on SLEEPING(R), rings at
+// once (one byte, sendto MSG_DONTWAIT) if the port has taken more than R of its frames (they are
+// in the ring already), and otherwise owes a ring: the next burst the port takes pays it, so a
+// stream pays one sendto per sleep of its receiver, not one per burst, and a ping-pong (which
+// never sleeps) none. A peer rings at once the first time it sees a name, so the sleeper learns
+// that its peer rings (bytes arrived on its socket): from then on its timer is only a safety
+// bound (kSafetyNs: a peer that died rings no more); a peer that never rang (another program,
+// an older Weft) keeps the 1 ms backoff. finish_sleep drains the socket. The name vanishes with
+// the descriptor: nothing is left behind.
+//
 // Ending a session (the destructor). net_memif keeps the frames in flight in shared memory that
 // the client maps; when either side leaves, memif_disconnect drops both rings, and whatever the
 // other side had not read yet is lost: a datagram's last message (fi_pingpong's DGRAM server
@@ -195,6 +209,9 @@ struct DpdkCounters {
   // Ending a session ("Ending a session" above): BYEs answered for the peer, and frames that
   // arrived after this side began to leave (its Device gone: freed unread).
   std::uint64_t byes_answered = 0, rx_after_end = 0;
+  // The memif doorbell ("Sleeping" above): SLEEPING link frames sent before a sleep, rings sent
+  // to the sleeping peer, and wake-ups that found a ring on our socket.
+  std::uint64_t sleeping_sent = 0, rings_sent = 0, rings_received = 0;
 };
 
 class DpdkMedium final : public Medium {
@@ -247,7 +264,12 @@ class DpdkMedium final : public Medium {
   // between pauses while idle, so a frame is seen a pause and a poll after it lands instead of
   // half a pass later (a pass is the bursts, the Device's transmit poll and the application).
   bool rx_ready() const override;
-  int rx_wait_fd() const override { return rx_intr_fd_ >= 0 ? rx_intr_fd_ : timer_fd_; }
+  int rx_wait_fd() const override {
+    return rx_intr_fd_ >= 0 ? rx_intr_fd_ : sleep_fd_ >= 0 ? sleep_fd_ : timer_fd_;
+  }
+  // True when the memif peer has rung this port's doorbell: its sleeps are bounded by kSafetyNs
+  // only ("Sleeping" above).
+  bool peer_rings() const { return peer_rings_; }
   // True when the port sleeps on its receive interrupt rather than the backing-off timer.
   bool rx_interrupt() const { return rx_intr_fd_ >= 0; }
   bool prepare_sleep() override;
@@ -264,6 +286,20 @@ class DpdkMedium final : public Medium {
   bool send_link_frame(std::uint8_t type);
   // A received frame that is a link frame: handled (BYE answered, BYE-ACK noted); true if so.
   bool on_link_frame(const std::uint8_t* f, std::size_t len);
+  // A link frame of `type` in a new mbuf (body after the type byte: up to kLinkBodyMax bytes),
+  // or null when the pool has none.
+  rte_mbuf* make_link_frame(std::uint8_t type, const std::uint8_t* body, std::size_t len);
+  // The doorbell ("Sleeping"): binds wake_fd_ and builds sleep_fd_ (memif ports).
+  void setup_doorbell();
+  // Tells the peer we sleep (SLEEPING); false when the port did not take the frame.
+  bool send_sleeping();
+  // One byte to the sleeping peer's socket; a full socket already wakes it.
+  void ring();
+  // Counts the data frames among `taken` just taken by the port and pays an owed ring.
+  void note_taken(std::size_t data_frames, std::size_t taken) {
+    tx_frames_ += data_frames;
+    if (ring_owed_ && taken != 0) ring();
+  }
   // Frames of a burst handed to dev (or counted and freed); all of them freed.
   void receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeNs now);
   // Reads frames while the Device is gone (link frames handled, the rest freed unread).
@@ -310,6 +346,8 @@ class DpdkMedium final : public Medium {
   std::vector<std::pair<std::uint16_t, roce::FrameHead4>> heads_;  // by LID
   std::vector<rte_mbuf*> pending_;  // built frames the port has not taken yet
   std::size_t pending_head_ = 0;
+  // Frames from pending_head_ on that are data (the rest, behind them, are link frames).
+  std::size_t pending_data_ = 0;
   rte_mbuf* spare_ = nullptr;          // taken for a packet the Device did not have (tx_burst)
   std::vector<std::uint8_t> scratch_;  // a received frame that came in several mbufs
   // Frames rx_ready() took from the port, handed to the Device by the next rx_burst (or freed
@@ -322,6 +360,15 @@ class DpdkMedium final : public Medium {
   bool rx_intr_maskable_ = false;  // rte_eth_dev_rx_intr_enable/disable work on it
   bool rx_intr_eventfd_ = false;   // an eventfd: read it after a wake-up
   TimeNs backoff_ns_ = 0;
+  // The memif doorbell ("Sleeping" above).
+  int wake_fd_ = -1;             // our abstract AF_UNIX datagram socket, or -1
+  int sleep_fd_ = -1;            // epoll over timer_fd_ and wake_fd_: rx_wait_fd()
+  std::string wake_name_;        // its abstract name (without the leading NUL)
+  std::uint64_t rx_frames_ = 0;  // data frames received from the peer
+  std::uint64_t tx_frames_ = 0;  // data frames the port took for the peer
+  std::string peer_wake_;        // the sleeping peer's socket name, or empty
+  bool ring_owed_ = false;       // the peer sleeps and our next frame must ring
+  bool peer_rings_ = false;      // a ring from the peer has reached us
   bool rx_since_sleep_ = false;
   wire::PcapWriter pcap_;
   DpdkCounters counters_{};
