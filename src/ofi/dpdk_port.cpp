@@ -180,9 +180,31 @@ class DpdkPort final : public IoMediumPort {
     return got;
   }
   // Readable with the control socket (an epoll set over it, not the socket: see the file
-  // comment); packets are noticed by the callers' bounded waits (the vdevs here have no receive
-  // interrupt, and DpdkMedium's timerfd needs the Driver's prepare_sleep).
+  // comment); packets are noticed by the callers' bounded waits, or by arm_sleep's doorbell.
   int wait_fd() const override { return epfd_; }
+
+  // Sleeping (a CQ nap, fi_trywait + poll, fi_wait): on the medium's memif doorbell
+  // (src/io/dpdk, "Sleeping") once the peer has said it rings (its HELLO or a ring): the
+  // medium's sleep descriptor (the doorbell's socket and a 100 ms safety timer) and the control
+  // socket; prepare_sleep sends the peer SLEEPING and says whether frames wait already. Before
+  // that, on ports without a doorbell (af_packet), and while the port has not taken frames we
+  // sent (a link not up yet, a full ring: only passes move them, and a spin would be the
+  // alternative), nothing: the caller's 1 ms tick.
+  bool arm_sleep(std::vector<pollfd>& fds) override {
+    armed_ = medium_->peer_rings() && !medium_->tx_pending();
+    if (!armed_) return false;
+    fds.push_back({epfd_, POLLIN, 0});
+    fds.push_back({medium_->rx_wait_fd(), POLLIN, 0});
+    return medium_->prepare_sleep();
+  }
+  void disarm_sleep(std::span<const pollfd> fds) override {
+    if (!armed_) return;
+    armed_ = false;
+    medium_->finish_sleep();
+    // Woken by the control socket: the next ctrl_poll looks at once.
+    for (const pollfd& p : fds)
+      if (p.fd == epfd_ && p.revents) expect_ = true;
+  }
 
   static std::string name_of(const std::string& fabric, std::uint16_t lid) {
     return "weft/ofi-dpdk/" + fabric + "/" + std::to_string(lid);
@@ -208,6 +230,7 @@ class DpdkPort final : public IoMediumPort {
   std::unordered_map<std::uint16_t, std::uint64_t> macs_;  // LID -> node id
   TimeNs last_check_ = 0;
   bool expect_ = true;
+  bool armed_ = false;  // arm_sleep prepared the medium's sleep: disarm_sleep finishes it
   int epfd_ = -1;
 };
 

@@ -68,6 +68,10 @@ constexpr std::uint8_t kLinkBye = 1, kLinkByeAck = 2;
 // SLEEPING: R (8 bytes, little-endian), the name's length (1 byte), the name (abstract, without
 // its leading NUL).
 constexpr std::uint8_t kLinkSleeping = 3;
+// HELLO: the name's length and the name, sent once when the link is first seen up (rx_burst): a
+// peer that speaks the doorbell says so before either side sleeps, so a sleeper whose peer is
+// not polling yet (the libfabric provider's native waits) still knows it will be rung.
+constexpr std::uint8_t kLinkHello = 4;
 constexpr std::size_t kLinkFrameBytes = 60;
 constexpr std::size_t kLinkBodyAt = wire::kEthHeaderBytes + sizeof kLinkMagic + 1;
 constexpr std::size_t kLinkBodyMax = kLinkFrameBytes - kLinkBodyAt;
@@ -699,6 +703,10 @@ bool DpdkMedium::on_link_frame(const std::uint8_t* f, std::size_t len) {
     ++counters_.byes_answered;
   } else if (f[kBody] == kLinkByeAck) {
     bye_acked_ = true;
+  } else if (f[kBody] == kLinkHello && len >= kLinkFrameBytes && wake_fd_ >= 0) {
+    const std::size_t n = std::min<std::size_t>(f[kLinkBodyAt], kWakeNameMax);
+    peer_wake_.assign(reinterpret_cast<const char*>(f + kLinkBodyAt + 1), n);
+    peer_rings_ = true;  // the same protocol: it answers our SLEEPING with a ring
   } else if (f[kBody] == kLinkSleeping && len >= kLinkFrameBytes && wake_fd_ >= 0) {
     std::uint64_t r = 0;
     for (int i = 7; i >= 0; --i) r = r << 8 | f[kLinkBodyAt + i];
@@ -737,6 +745,23 @@ void DpdkMedium::setup_doorbell() {
     if (wake_fd_ >= 0) close(wake_fd_);
     if (sleep_fd_ >= 0) close(sleep_fd_);
     wake_fd_ = sleep_fd_ = -1;
+  }
+}
+
+void DpdkMedium::send_hello() {
+  if (wake_fd_ < 0) {  // no doorbell (not memif, or its socket failed): nothing to announce
+    hello_sent_ = true;
+    return;
+  }
+  if (!link_up()) return;  // nothing crosses a link that is down: the next pass looks again
+  hello_sent_ = true;
+  std::uint8_t body[kLinkBodyMax] = {};
+  body[0] = static_cast<std::uint8_t>(wake_name_.size());
+  std::memcpy(body + 1, wake_name_.data(), wake_name_.size());
+  rte_mbuf* b = make_link_frame(kLinkHello, body, sizeof body);
+  if (b && rte_eth_tx_burst(port_id_, 0, &b, 1) != 1) {
+    rte_pktmbuf_free(b);
+    hello_sent_ = false;
   }
 }
 
@@ -1087,6 +1112,8 @@ void DpdkMedium::receive(Device& dev, rte_mbuf* const* m, std::uint16_t k, TimeN
 
 std::size_t DpdkMedium::rx_burst(Device& dev, TimeNs now, std::size_t max) {
   if (!started_) return 0;
+  if (!hello_sent_) [[unlikely]]
+    send_hello();
   std::size_t n = 0;
   if (stash_n_ != 0) {  // what rx_ready() took while the Driver watched
     const std::uint16_t k = stash_n_;
@@ -1148,9 +1175,13 @@ bool DpdkMedium::prepare_sleep() {
     return true;
   }
   if (stash_n_ != 0) return false;  // frames rx_ready() took: the next rx_burst hands them over
-  bool told = false;
-  if (wake_fd_ >= 0 && send_sleeping()) {
+  // The peer owes us a ring already when it heard this R from us and has not rung since: a
+  // second SLEEPING would only take a slot of its ring (a waiter re-arming in a loop filled it).
+  bool told = wake_fd_ >= 0 && told_rx_ == rx_frames_ && !rung_since_told_;
+  if (!told && wake_fd_ >= 0 && send_sleeping()) {
     told = true;
+    told_rx_ = rx_frames_;
+    rung_since_told_ = false;
     // A frame the peer's port took before our SLEEPING reached it, and after our last look,
     // rings nothing: look once more (the receive interrupt's pattern above).
     if (rx_ready()) return false;
@@ -1186,6 +1217,7 @@ void DpdkMedium::finish_sleep() {
     for (ssize_t k; (k = recv(wake_fd_, bytes, sizeof bytes, MSG_DONTWAIT)) > 0;) rung = true;
     if (rung) {
       peer_rings_ = true;
+      rung_since_told_ = true;
       ++counters_.rings_received;
     }
   }

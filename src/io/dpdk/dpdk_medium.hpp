@@ -270,6 +270,9 @@ class DpdkMedium final : public Medium {
   // True when the memif peer has rung this port's doorbell: its sleeps are bounded by kSafetyNs
   // only ("Sleeping" above).
   bool peer_rings() const { return peer_rings_; }
+  // Frames the port has not taken yet (its ring full, or the link not up): prepare_sleep then
+  // says "keep passing", which a waiter with nothing else to do would spin on.
+  bool tx_pending() const { return pending_head_ != pending_.size(); }
   // True when the port sleeps on its receive interrupt rather than the backing-off timer.
   bool rx_interrupt() const { return rx_intr_fd_ >= 0; }
   bool prepare_sleep() override;
@@ -293,6 +296,7 @@ class DpdkMedium final : public Medium {
   void setup_doorbell();
   // Tells the peer we sleep (SLEEPING); false when the port did not take the frame.
   bool send_sleeping();
+  void send_hello();  // once, when the link is up (kLinkHello)
   // One byte to the sleeping peer's socket; a full socket already wakes it.
   void ring();
   // Counts the data frames among `taken` just taken by the port and pays an owed ring.
@@ -368,7 +372,11 @@ class DpdkMedium final : public Medium {
   std::uint64_t tx_frames_ = 0;  // data frames the port took for the peer
   std::string peer_wake_;        // the sleeping peer's socket name, or empty
   bool ring_owed_ = false;       // the peer sleeps and our next frame must ring
-  bool peer_rings_ = false;      // a ring from the peer has reached us
+  bool peer_rings_ = false;      // a ring or a HELLO from the peer has reached us
+  // What our last SLEEPING said (R), and whether a ring has come since (it is one-shot).
+  std::uint64_t told_rx_ = ~std::uint64_t{0};
+  bool rung_since_told_ = false;
+  bool hello_sent_ = false;  // our HELLO (the doorbell's name) has left, or no doorbell
   bool rx_since_sleep_ = false;
   wire::PcapWriter pcap_;
   DpdkCounters counters_{};
